@@ -1,0 +1,247 @@
+"""Compare: two fingerprints + a policy -> one verdict per metric. Pure (no I/O).
+
+Rules, in order, for every metric key present on either side:
+
+1. Comparability: a config facet the metric depends on differs (rank count; Type /
+   Accelerator Core values present on one side only, e.g. Level0 vs Level1; category rules;
+   family rule; communication.json on one side only) -> ``incomparable`` with the reason.
+   A toolchain change (CANN / torch_npu version) keeps per-kernel metrics comparable but
+   informational (G07).
+2. Presence: a kernel family / type / core / category absent on one side counts as 0 calls or
+   0 share (``absent_is_zero``); any other metric present on one side only is ``new`` or
+   ``missing`` and never fails the gate (P07).
+3. Value: delta = candidate − baseline against the policy tolerance (abs in the metric unit,
+   rel as a fraction of |baseline|, pp in percentage points for ratios); beyond it the
+   metric's direction decides ``regression`` or ``improvement`` (``exact``: any change is a
+   regression). Top-N sets use the policy's slack: a family only enters / leaves when it is
+   beyond rank N + slack on the other side.
+
+Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
+"""
+from __future__ import annotations
+
+from perfgate import terms
+from perfgate.metrics import registry
+from perfgate.model import Comparison, Fingerprint, parse_metric_key
+from perfgate.policy import Policy, Rule, Tolerance
+
+_ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
+          terms.MISSING: 4, terms.UNCHANGED: 5}
+_FACET_TEXT = {
+    "type_available": "operator Type values (N/A at profiler Level0)",
+    "core_available": "Accelerator Core values (N/A at profiler Level0)",
+    "categories_digest": "category rules of the policy",
+    "has_comm_json": "communication.json",
+}
+_FAMILY_METRICS = ("kernel.calls_per_step", "kernel.topn", "kernel.time_us")
+
+
+def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
+    """Human sentences for every config facet that differs (toolchain, level, ranks, ...)."""
+    notes = []
+    for key, label in (("profiler_level", "profiler level"), ("aic_metrics", "aic_metrics"),
+                       ("export_type", "export type"), ("cann_version", "CANN version"),
+                       ("torch_npu_version", "torch_npu version"), ("world_size", "rank count"),
+                       ("kernel_variants", "kernel_details header")):
+        b, c = base.config.get(key), cand.config.get(key)
+        if b != c:
+            notes.append(f"{label} changed: baseline {b} -> candidate {c}")
+    if _toolchain_changed(base, cand):
+        notes.append("toolchain changed: per-kernel metrics (families, types, shares, Top-N) are "
+                     "reported but do not gate; step-level metrics still gate")
+    sb = base.provenance.get("steps", {})
+    sc = cand.provenance.get("steps", {})
+    nb = {len(v) for v in sb.values()}
+    nc = {len(v) for v in sc.values()}
+    if nb and nc and nb != nc:
+        notes.append(f"step count differs: baseline {sorted(nb)} step(s) per rank, candidate "
+                     f"{sorted(nc)}; per-step medians are compared")
+    return notes
+
+
+def _toolchain_changed(base, cand) -> bool:
+    for key in ("cann_version", "torch_npu_version"):
+        b, c = base.config.get(key), cand.config.get(key)
+        if b and c and b != c:
+            return True
+    return False
+
+
+def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint) -> str | None:
+    bw, cw = base.config.get("world_size"), cand.config.get("world_size")
+    if bw != cw:
+        return f"rank count changed ({bw} -> {cw}): per-rank work is not the same job"
+    d = registry.REGISTRY.get(name)
+    for facet in (d.requires if d else ()):
+        b, c = base.config.get(facet), cand.config.get(facet)
+        if facet.endswith("_digest"):
+            if b != c:
+                return f"{_FACET_TEXT.get(facet, facet)} differ between baseline and candidate"
+        elif not (b and c):
+            side = "baseline" if not b else "candidate"
+            if not b and not c:
+                side = "both sides"
+            return f"{_FACET_TEXT.get(facet, facet)} missing on {side}"
+    if name in _FAMILY_METRICS:
+        for facet in ("family_suffix", "top_n"):
+            if base.config.get(facet) != cand.config.get(facet):
+                return f"policy {facet} differs from the one the baseline was fingerprinted with"
+    return None
+
+
+def _beyond(delta: float, base: float, tol: Tolerance, unit: str) -> bool:
+    if tol.kind == "abs":
+        return abs(delta) > tol.value + 1e-12
+    if tol.kind == "pp":
+        return abs(delta) * 100.0 > tol.value + 1e-9
+    if base == 0:
+        return delta != 0
+    return abs(delta) / abs(base) > tol.value + 1e-12
+
+
+def _fmt(v, unit: str) -> str:
+    if v is None:
+        return "n/a"
+    if unit == "ratio":
+        return f"{v * 100:.2f}%"
+    if unit in ("calls", "steps"):
+        return f"{v:g}"
+    if unit == "us":
+        return f"{v:,.3f} us"
+    return str(v)
+
+
+def _subject(name: str, labels: dict) -> str:
+    lab = {k: v for k, v in labels.items() if k != "view"}
+    view = labels.get("view")
+    what = {
+        "kernel.calls_per_step": lambda: f"calls per step of kernel family {lab.get('family')}",
+        "optype.calls_per_step": lambda: f"calls per step of operator type {lab.get('type')}",
+        "kernel.total_calls_per_step": lambda: "kernel calls per step",
+        "share.core_type": lambda: f"ΣDuration share of core type {lab.get('core_type')}",
+        "share.category": lambda: f"ΣDuration share of category {lab.get('category')}",
+        "device.time_us": lambda: f"device time per step ({terms.CALIBER_LABEL.get(lab.get('caliber'), '')})",
+        "kernel.time_us": lambda: f"ΣDuration per step of kernel family {lab.get('family')}",
+    }.get(name, lambda: registry.REGISTRY[name].description if name in registry.REGISTRY else name)()
+    return f"{what} [{view}]" if view else what
+
+
+def _compare_topn(key, name, labels, b, c, rule: Rule | None, gated: bool) -> Comparison:
+    bctx, cctx = b.context, c.context
+    depth_b = set(bctx.get("ranked", []))
+    depth_c = set(cctx.get("ranked", []))
+    entered = sorted(set(c.value) - depth_b)
+    left = sorted(set(b.value) - depth_c)
+    swapped = set(c.value) ^ set(b.value)
+    if entered or left:
+        verdict = terms.REGRESSION
+        parts = []
+        if entered:
+            parts.append("entered: " + ", ".join(entered))
+        if left:
+            parts.append("left: " + ", ".join(left))
+        reason = (f"Top-{bctx.get('n')} kernel families by ΣDuration changed [{labels.get('view')}] "
+                  f"({'; '.join(parts)}), beyond the slack of {bctx.get('slack')} ranks")
+    else:
+        verdict = terms.UNCHANGED
+        reason = (f"Top-{bctx.get('n')} kernel families by ΣDuration unchanged [{labels.get('view')}]"
+                  + (f" (swaps near the cut within the slack: {', '.join(sorted(swapped))})"
+                     if swapped else ""))
+    return Comparison(key=key, name=name, labels=labels, verdict=verdict, gated=gated,
+                      fails=gated and verdict == terms.REGRESSION, baseline=b.value, candidate=c.value,
+                      unit="set", caliber=b.caliber, tier=b.tier, delta=None, delta_rel=None,
+                      tolerance=f"slack {bctx.get('slack')}", reason=reason,
+                      evidence=c.evidence)
+
+
+def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy) -> tuple[list, list]:
+    """Compare baseline and candidate fingerprints under ``policy``.
+
+    Returns:
+        ``(comparisons, notes)``: :class:`~perfgate.model.Comparison` list sorted with failing
+        and regressed metrics first; notes are sentences about config differences.
+    """
+    notes = config_notes(base, cand)
+    toolchain = _toolchain_changed(base, cand)
+    out: list[Comparison] = []
+    for key in sorted(set(base.metrics) | set(cand.metrics)):
+        b = base.metrics.get(key)
+        c = cand.metrics.get(key)
+        ref = c or b
+        name, labels = ref.name, dict(ref.labels)
+        d = registry.REGISTRY.get(name)
+        rule = policy.rule_for(name, labels)
+        view = labels.get("view")
+        gated = bool(rule and rule.gated and (view is None or view in policy.gate_views))
+        if toolchain and d is not None and d.per_kernel:
+            gated = False
+        subject = _subject(name, labels)
+        common = dict(key=key, name=name, labels=labels, unit=ref.unit, caliber=ref.caliber,
+                      tier=ref.tier, evidence=(c or b).evidence)
+        tol_text = rule.tolerance.describe(ref.unit) if rule else "not in policy"
+        why = _incomparable_reason(name, base, cand)
+        if why:
+            out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
+                                  baseline=b.value if b else None, candidate=c.value if c else None,
+                                  delta=None, delta_rel=None, tolerance=tol_text,
+                                  reason=f"{subject}: not compared, {why}", **common))
+            continue
+        if name == "kernel.topn":
+            if b and c:
+                out.append(_compare_topn(key, name, labels, b, c, rule, gated))
+            continue
+        absent_zero = bool(d and d.absent_is_zero)
+        if (b is None or c is None) and not absent_zero:
+            verdict = terms.NEW if b is None else terms.MISSING
+            reason = (f"{subject}: only in the candidate ({_fmt(c.value, ref.unit)}), not judged"
+                      if b is None else
+                      f"{subject}: in the baseline ({_fmt(b.value, ref.unit)}) but not measured in "
+                      f"the candidate, not judged")
+            out.append(Comparison(verdict=verdict, gated=gated, fails=False,
+                                  baseline=b.value if b else None, candidate=c.value if c else None,
+                                  delta=None, delta_rel=None, tolerance=tol_text, reason=reason,
+                                  **common))
+            continue
+        bv = float(b.value) if b else 0.0
+        cv = float(c.value) if c else 0.0
+        delta = cv - bv
+        rel = delta / abs(bv) if bv else None
+        presence = ""
+        if b is None:
+            presence = " (new: absent from the baseline)"
+        elif c is None:
+            presence = " (gone: absent from the candidate)"
+        if rule is None:
+            verdict = terms.UNCHANGED if delta == 0 else terms.REGRESSION
+            gated = False
+        elif not _beyond(delta, bv, rule.tolerance, ref.unit):
+            verdict = terms.UNCHANGED
+        elif rule.direction == terms.EXACT:
+            verdict = terms.REGRESSION
+        elif (delta > 0) == (rule.direction == terms.LOWER_IS_BETTER):
+            verdict = terms.REGRESSION
+        else:
+            verdict = terms.IMPROVEMENT
+        if ref.unit == "ratio":
+            dtext = f"{delta * 100:+.2f} pp"
+        elif ref.unit in ("calls", "steps"):
+            dtext = f"{delta:+g}"
+        else:
+            dtext = f"{delta:+,.3f} {ref.unit}" + (f", {rel:+.1%}" if rel is not None else "")
+        moved = {terms.UNCHANGED: "within", terms.REGRESSION: "beyond",
+                 terms.IMPROVEMENT: "beyond"}[verdict]
+        cal = f", {terms.CALIBER_LABEL[ref.caliber]}" if ref.caliber in terms.CALIBER_LABEL else ""
+        reason = (f"{subject}{presence}: {_fmt(bv, ref.unit)} -> {_fmt(cv, ref.unit)} ({dtext}{cal}), "
+                  f"{moved} tolerance {tol_text}"
+                  + ("" if gated else "; informational"))
+        out.append(Comparison(verdict=verdict, gated=gated,
+                              fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
+                              candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
+                              tolerance=tol_text, reason=reason, **common))
+    out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
+    return out, notes
+
+
+def summarize(comparisons) -> str:
+    """``PASS`` or ``REGRESSION`` from the comparisons (only gated regressions fail)."""
+    return terms.FAIL if any(c.fails for c in comparisons) else terms.PASS

@@ -1,0 +1,107 @@
+"""One error base class for everything perfgate raises on purpose, and its exit codes.
+
+Exit codes (documented in README.md, mapped only by :mod:`perfgate.cli`):
+
+====  =====================================================================
+ 0    pass: every gated metric unchanged or improved
+ 1    regression: at least one gated metric regressed
+ 2    usage or policy error (bad option, bad YAML, unknown key)
+ 3    invalid capture: missing / empty / truncated file, unknown header,
+      failed self-check. Nothing is compared, nothing is written.
+ 4    no baseline, or a baseline that cannot be read / is incompatible
+ 5    store error (baseline or history write failed; nothing half-written)
+====  =====================================================================
+"""
+from __future__ import annotations
+
+EXIT_PASS = 0
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+EXIT_INVALID_CAPTURE = 3
+EXIT_NO_BASELINE = 4
+EXIT_STORE = 5
+
+
+class PerfgateError(Exception):
+    """Base of every deliberate perfgate error.
+
+    Args:
+        message: one full sentence saying what is wrong.
+        path: the file (or directory) the problem is in, if any.
+        row: 1-based data row number in that file (header excluded), if any.
+        byte_offset: byte offset into the file, for JSON errors.
+        hint: what the user can do about it.
+    """
+
+    exit_code = EXIT_USAGE
+    kind = "error"
+
+    def __init__(self, message: str, *, path=None, row: int | None = None,
+                 byte_offset: int | None = None, hint: str | None = None):
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.row = row
+        self.byte_offset = byte_offset
+        self.hint = hint
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = ""
+        if self.path:
+            where = self.path
+            if self.row is not None:
+                where += f" row {self.row}"
+            if self.byte_offset is not None:
+                where += f" byte {self.byte_offset}"
+            where += ": "
+        text = where + self.message
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message, "path": self.path, "row": self.row,
+                "byte_offset": self.byte_offset, "hint": self.hint, "exit_code": self.exit_code}
+
+
+class UsageError(PerfgateError):
+    """Bad command-line usage or arguments (exit 2)."""
+    exit_code = EXIT_USAGE
+    kind = "usage_error"
+
+
+class PolicyError(PerfgateError):
+    """The policy file is malformed; the message names file and key (exit 2)."""
+    exit_code = EXIT_USAGE
+    kind = "policy_error"
+
+
+class InvalidCaptureError(PerfgateError):
+    """The capture cannot be trusted: nothing is compared and nothing is written (exit 3).
+
+    ``problems`` holds every individual problem found (each a PerfgateError-like dict)
+    when more than one was collected before failing closed.
+    """
+    exit_code = EXIT_INVALID_CAPTURE
+    kind = "invalid_capture"
+
+    def __init__(self, message: str, *, problems: list | None = None, **kw):
+        self.problems = list(problems or [])
+        super().__init__(message, **kw)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["problems"] = self.problems
+        return d
+
+
+class NoBaselineError(PerfgateError):
+    """No stored baseline of that name, or it is unreadable / of another schema (exit 4)."""
+    exit_code = EXIT_NO_BASELINE
+    kind = "no_baseline"
+
+
+class StoreError(PerfgateError):
+    """A write to the baseline store or history failed; nothing was half-written (exit 5)."""
+    exit_code = EXIT_STORE
+    kind = "store_error"

@@ -1,0 +1,174 @@
+"""Find the rank folders of a capture and read profiler_info_<N>.json.
+
+A CAPTURE is a directory holding one or many rank folders (``*_ascend_pt`` with an
+``ASCEND_PROFILER_OUTPUT/``), a single rank folder, or a bare ``ASCEND_PROFILER_OUTPUT/``.
+Raw msprof output (``PROF_*/mindstudio_profiler_output/op_summary_*.csv``) is accepted where
+no torch_npu output exists beside it.
+
+The rank id comes from the file name ``profiler_info_<N>.json`` (as msprof-analyze
+``DataPreprocessor.get_rank_id`` does), else from its ``rank_id`` key (int or string), else
+from a ``rank<N>`` folder name (with a warning). ``Device_id`` is never used as the rank.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfgate.errors import InvalidCaptureError, UsageError
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+MSPROF_DIR = "mindstudio_profiler_output"
+_INFO_RE = re.compile(r"^profiler_info_(\d+)\.json$")
+_FOLDER_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+_MAX_DEPTH = 5
+
+
+@dataclass(frozen=True)
+class RankLocation:
+    """Where one rank's files are: ``rank_dir`` (holds profiler_info), ``output_dir``."""
+    rank: int
+    rank_dir: Path
+    output_dir: Path
+    info_path: Path | None
+    info: dict
+    rank_source: str
+    layout: str  # "torch_npu" | "msprof"
+
+
+def _find_output_dirs(root: Path) -> list[Path]:
+    found: list[Path] = []
+
+    def walk(d: Path, depth: int):
+        if depth > _MAX_DEPTH:
+            return
+        try:
+            children = sorted(p for p in d.iterdir() if p.is_dir())
+        except OSError:
+            return
+        names = {c.name for c in children}
+        if OUTPUT_DIR in names:
+            found.append(d / OUTPUT_DIR)
+            return  # raw PROF_* data below a torch_npu rank folder is not a second rank
+        for c in children:
+            if c.name == MSPROF_DIR and any(c.glob("op_summary*.csv")):
+                found.append(c)
+            else:
+                walk(c, depth + 1)
+
+    if root.name in (OUTPUT_DIR, MSPROF_DIR):
+        return [root]
+    walk(root, 0)
+    return found
+
+
+def read_profiler_info(path: Path) -> dict:
+    """Comparability facets from profiler_info_<N>.json.
+
+    Returns keys ``profiler_level``, ``aic_metrics``, ``export_type``, ``l2_cache``,
+    ``torch_npu_version``, ``cann_version``, ``schedule`` (dict), ``rank_id`` (int or None).
+
+    Raises:
+        InvalidCaptureError: the file is empty or not valid JSON (names the byte offset).
+    """
+    text = path.read_bytes()
+    if not text.strip():
+        raise InvalidCaptureError("file is empty", path=path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidCaptureError(f"invalid JSON: {e.msg}", path=path, byte_offset=e.pos) from None
+    cfg = doc.get("config") or {}
+    exp = cfg.get("experimental_config") or {}
+    common = cfg.get("common_config") or {}
+    sched = {k.lstrip("_"): v for k, v in (common.get("schedule") or {}).items()}
+    rid = doc.get("rank_id")
+    try:
+        rid = int(rid) if rid is not None and str(rid).strip() != "" else None
+    except ValueError:
+        rid = None
+    export = exp.get("_export_type")
+    if isinstance(export, list):
+        export = ",".join(str(x) for x in export)
+    return {
+        "profiler_level": exp.get("_profiler_level"),
+        "aic_metrics": exp.get("_aic_metrics"),
+        "export_type": export,
+        "l2_cache": exp.get("_l2_cache"),
+        "torch_npu_version": doc.get("torch_npu_version"),
+        "cann_version": doc.get("cann_version"),
+        "schedule": sched,
+        "rank_id": rid,
+    }
+
+
+def discover(path: Path) -> list[RankLocation]:
+    """List the ranks of a capture, sorted by rank id.
+
+    Raises:
+        UsageError: the path does not exist or is not a directory.
+        InvalidCaptureError: no rank output folder under it, two folders claim the same rank,
+            or several folders whose rank cannot be determined.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise UsageError(f"capture directory does not exist: {root}")
+    if not root.is_dir():
+        raise UsageError(f"capture must be a directory (a run folder, a *_ascend_pt folder or an "
+                         f"ASCEND_PROFILER_OUTPUT folder), got a file: {root}")
+    outs = _find_output_dirs(root)
+    if not outs:
+        raise InvalidCaptureError(
+            f"no {OUTPUT_DIR}/ (torch_npu) or {MSPROF_DIR}/op_summary_*.csv (msprof) folder found "
+            f"within {_MAX_DEPTH} levels", path=root,
+            hint="point perfgate at the folder that holds the *_ascend_pt rank folders")
+    locs: list[RankLocation] = []
+    unknown = []
+    for out in outs:
+        rank_dir = out.parent
+        if out.name == MSPROF_DIR:
+            layout = "msprof"
+        else:
+            layout = "torch_npu"
+        infos = sorted(p for p in rank_dir.glob("profiler_info*.json"))
+        info_path = None
+        info: dict = {}
+        rank = None
+        source = ""
+        for p in infos:
+            m = _INFO_RE.match(p.name)
+            if m:
+                info_path, rank, source = p, int(m.group(1)), f"file name {p.name}"
+                break
+        if info_path is None and infos:
+            info_path = infos[0]
+        if info_path is not None:
+            info = read_profiler_info(info_path)
+            if rank is None and info.get("rank_id") is not None and info["rank_id"] >= 0:
+                rank, source = info["rank_id"], f"rank_id in {info_path.name}"
+        if rank is None:
+            m = _FOLDER_RANK_RE.search(rank_dir.name)
+            if m:
+                rank, source = int(m.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"
+        if rank is None:
+            unknown.append((rank_dir, out, info_path, info, layout))
+            continue
+        locs.append(RankLocation(rank, rank_dir, out, info_path, info, source, layout))
+    if unknown:
+        if len(unknown) == 1 and not locs:
+            rank_dir, out, info_path, info, layout = unknown[0]
+            locs.append(RankLocation(0, rank_dir, out, info_path, info,
+                                     "assumed 0: single rank without profiler_info_<N>.json", layout))
+        else:
+            raise InvalidCaptureError(
+                f"cannot tell the rank of {len(unknown)} folder(s), e.g. {unknown[0][0]}: no "
+                f"profiler_info_<N>.json and no rank number in the folder name", path=root)
+    seen: dict[int, Path] = {}
+    for loc in locs:
+        if loc.rank in seen:
+            raise InvalidCaptureError(
+                f"two folders claim rank {loc.rank}: {seen[loc.rank]} and {loc.rank_dir}", path=root,
+                hint="a capture holds one folder per rank; do not mix runs in one directory")
+        seen[loc.rank] = loc.rank_dir
+    return sorted(locs, key=lambda x: x.rank)

@@ -1,0 +1,53 @@
+"""Reader for step_trace_time.csv (9, 10 or 11 columns; SCHEMAS.md §2).
+
+Output table, one row per (device, step), all times in microseconds (float64; these are
+durations, not absolute timestamps, so float64 is exact enough):
+
+``row, step, device_id, computing_us, comm_not_overlapped_us, overlapped_us, comm_us,
+free_us, stage_us, bubble_us, comm_not_overlapped_excl_recv_us, preparing_us``
+
+Optional columns absent from older generations (Preparing, Device_id) are NaN / <NA>.
+``step`` is the ProfilerStep id as a string, ``"implicit"`` when the cell is empty.
+torch_npu derives every column from the trace's Overlap Analysis events
+(``_trace_step_time_parser.py::TraceStepTimeParser``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfgate.ingest.aliases import STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED
+from perfgate.ingest.csvread import read_header, read_string_table, resolve_columns, to_float
+from perfgate.ingest.kernels import IMPLICIT_STEP
+
+TIME_COLUMNS = ("computing_us", "comm_not_overlapped_us", "overlapped_us", "comm_us", "free_us",
+                "stage_us", "bubble_us", "comm_not_overlapped_excl_recv_us", "preparing_us")
+
+
+def read_step_trace(path: Path) -> pd.DataFrame:
+    """Read step_trace_time.csv.
+
+    Raises:
+        InvalidCaptureError: empty / header-only / malformed file, a required column
+            (Step, Computing, Communication(Not Overlapped), Communication, Free) missing, or a
+            non-numeric time cell (names file and row).
+    """
+    path = Path(path)
+    header = read_header(path)
+    cols = resolve_columns(header, STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED, path)
+    raw = read_string_table(path, cols, len(header))
+    out = pd.DataFrame({"row": raw["row"]})
+    step = raw["step"].astype("string").fillna(IMPLICIT_STEP)
+    out["step"] = step.where(~step.str.fullmatch(r"\d+").fillna(False).astype(bool),
+                             step.str.lstrip("0").replace("", "0"))
+    out["device_id"] = raw["device_id"].astype("string") if "device_id" in cols else pd.NA
+    for c in TIME_COLUMNS:
+        if c in cols:
+            out[c] = to_float(raw[c], path=path, column=cols[c], rows=raw["row"])
+        else:
+            out[c] = np.nan
+    if "overlapped_us" not in cols:
+        out["overlapped_us"] = out["comm_us"] - out["comm_not_overlapped_us"]
+    return out

@@ -1,0 +1,1 @@
+"""Metrics: pure functions over ingested tables (no I/O, inputs never mutated)."""

@@ -1,0 +1,300 @@
+"""Fingerprint: the quantities the gate trusts, per rank and across ranks.
+
+Per rank every metric is computed per step and reduced over the steps (counts: the lower
+median, an observed count; times and shares: the median). Across ranks each metric is then
+reported in three views: ``rank0`` (the lowest rank id, normally 0), ``p50`` (median over
+ranks) and ``max``. Cross-rank figures use per-rank durations only; absolute timestamps of
+different devices are never compared (P17).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+from perfgate import __version__, terms
+from perfgate.errors import InvalidCaptureError
+from perfgate.metrics import kernels as km
+from perfgate.metrics import registry
+from perfgate.metrics.intervals import busy_union_ns
+from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
+from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
+
+_STEP_COLS = {
+    "step.computing_us": "computing_us",
+    "step.comm_us": "comm_us",
+    "step.comm_not_overlapped_us": "comm_not_overlapped_us",
+    "step.overlapped_us": "overlapped_us",
+    "step.free_us": "free_us",
+}
+
+
+def _rel(path, root) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _rows_text(rows, limit=5) -> str:
+    rows = list(rows)
+    shown = ", ".join(str(r) for r in rows[:limit])
+    return f"rows {shown}" + (f" (+{len(rows) - limit} more)" if len(rows) > limit else "")
+
+
+def _step_table(rank) -> tuple[pd.DataFrame | None, str | None]:
+    """Per-step Overlap Analysis figures (µs) from step_trace_time.csv, else from the trace."""
+    if rank.step_trace is not None:
+        t = rank.step_trace.groupby("step")[list(_STEP_COLS.values())].sum()
+        return t, "step_trace_time.csv"
+    ov = overlap_per_step(rank)
+    if ov is not None:
+        ov = ov.drop(index="unassigned", errors="ignore")
+        t = pd.DataFrame({"computing_us": ov["computing"], "comm_us": ov["comm"],
+                          "comm_not_overlapped_us": ov["comm_not_overlapped"],
+                          "free_us": ov["free"]})
+        t["overlapped_us"] = t["comm_us"] - t["comm_not_overlapped_us"]
+        return t, "trace_view.json (Overlap Analysis)"
+    return None, None
+
+
+def rank_metrics(rank, policy, root) -> dict:
+    """Per-rank metrics: ``{(name, labels_tuple): (value, evidence, context)}``.
+
+    ``labels_tuple`` is a sorted tuple of (label, value) pairs without the view label.
+    Pure over ``rank``'s tables.
+    """
+    out: dict = {}
+    kt = rank.kernels
+    kfile = _rel(kt.path, root)
+    k = kt.df.assign(family=km.family_of(kt.df["name"], policy.family_suffix))
+    k = k[k["step"].notna()]
+    steps = sorted(pd.unique(k["step"]), key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s))
+    nsteps = len(steps)
+    out[("step.count", ())] = (float(nsteps), f"{kfile}: steps {', '.join(map(str, steps[:6]))}", {})
+
+    def put_counts(name, key, label):
+        wide = km.per_step_counts(k, key).reindex(index=steps, fill_value=0)
+        for col in wide.columns:
+            rows = k.loc[k[key] == col, "row"]
+            out[(name, ((label, str(col)),))] = (
+                km.median_low(wide[col].to_numpy()), f"{kfile} {_rows_text(rows)}",
+                {"per_step_min": int(wide[col].min()), "per_step_max": int(wide[col].max())})
+
+    put_counts("kernel.calls_per_step", "family", "family")
+    if kt.type_available:
+        put_counts("optype.calls_per_step", "op_type", "type")
+    totals = k.groupby("step").size().reindex(steps, fill_value=0)
+    out[("kernel.total_calls_per_step", ())] = (km.median_low(totals.to_numpy()),
+                                                f"{kfile} {len(k)} rows in {nsteps} step(s)", {})
+
+    fam_dur = km.per_step_sum_dur(k, "family").reindex(index=steps, fill_value=0)
+    ranked = sorted(((str(f), float(v) / 1000.0) for f, v in fam_dur.median(axis=0).items()),
+                    key=lambda fv: (-fv[1], fv[0]))
+    fam_med = pd.Series(dict(ranked), dtype="float64")
+    out[("kernel.topn", ())] = (None, kfile, {"ranked": list(fam_med.index),
+                                              "sum_dur_us": [float(v) for v in fam_med.values]})
+    for fam in list(fam_med.index[: policy.top_n + policy.top_n_slack]):
+        out[("kernel.time_us", (("family", str(fam)),))] = (float(fam_med[fam]), kfile, {})
+
+    step_sum = k.groupby("step")["dur_ns"].sum().reindex(steps, fill_value=0)
+    if kt.core_available:
+        core = k.assign(core=km.canonical_core(k))
+        wide = km.per_step_sum_dur(core, "core").reindex(index=steps, fill_value=0)
+        shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
+        for col in shares.columns:
+            out[("share.core_type", (("core_type", str(col)),))] = (
+                float(shares[col].median()), f"{kfile} (Accelerator Core)", {})
+    if kt.type_available and kt.core_available:
+        cat = k.assign(category=km.categorize(k, policy.categories))
+        wide = km.per_step_sum_dur(cat, "category").reindex(index=steps, fill_value=0)
+        shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
+        for col in shares.columns:
+            rows = cat.loc[cat["category"] == col, "row"]
+            out[("share.category", (("category", str(col)),))] = (
+                float(shares[col].median()), f"{kfile} {_rows_text(rows)}", {})
+
+    sums, unions = [], []
+    for s in steps:
+        g = k[k["step"] == s]
+        sums.append(g["dur_ns"].sum() / 1000.0)
+        unions.append(busy_union_ns(g["start_ns"], g["end_ns"]) / 1000.0)
+    out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
+        float(np.median(sums)), f"{kfile} Σ Duration(us)", {"caliber": terms.SUM_DURATION})
+    out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
+        float(np.median(unions)), f"{kfile} merged intervals", {"caliber": terms.BUSY_UNION})
+
+    st, st_src = _step_table(rank)
+    if st is not None and len(st):
+        src = _rel(rank.step_trace_path, root) if rank.step_trace_path else st_src
+        for name, col in _STEP_COLS.items():
+            out[(name, ())] = (float(st[col].median()), src, {})
+        time = st["computing_us"] + st["comm_not_overlapped_us"] + st["free_us"]
+        out[("step.time_us", ())] = (float(time.median()), f"{src} (Computing + Communication(Not "
+                                     f"Overlapped) + Free)", {})
+        if (st["comm_us"] > 0).all():
+            ratio = st["comm_not_overlapped_us"] / st["comm_us"]
+            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, {})
+    if rank.comm is not None and len(rank.comm):
+        per = rank.comm.groupby("step")["elapse_us"].sum()
+        out[("comm.elapse_us", ())] = (float(per.median()), _rel(rank.comm_path, root), {})
+    return out
+
+
+def _views(per_rank: dict[int, dict], policy) -> dict[str, MetricValue]:
+    ranks = sorted(per_rank)
+    r0 = ranks[0]
+    keys = set()
+    for m in per_rank.values():
+        keys.update(m)
+    out: dict[str, MetricValue] = {}
+    for name, labels in sorted(keys):
+        d = registry.get(name)
+        labels_d = dict(labels)
+        if name == "kernel.topn":
+            out.update(_topn_views(per_rank, policy, r0))
+            continue
+        vals = {}
+        for r in ranks:
+            if (name, labels) in per_rank[r]:
+                vals[r] = per_rank[r][(name, labels)][0]
+            elif d.absent_is_zero:
+                vals[r] = 0.0
+        if not vals:
+            continue
+        caliber = d.caliber or labels_d.get("caliber")
+        ev0 = per_rank[r0].get((name, labels), (None, "absent on this rank", {}))
+        arr = np.array(list(vals.values()), dtype=float)
+        views = {
+            terms.VIEW_RANK0: (vals.get(r0), f"rank {r0}: {ev0[1]}", dict(ev0[2], rank=r0)),
+            terms.VIEW_P50: (float(np.median(arr)), f"median of {len(vals)} rank(s)",
+                             {"ranks": len(vals)}),
+            terms.VIEW_MAX: (float(arr.max()), f"max over {len(vals)} rank(s)",
+                             {"rank": int(list(vals)[int(arr.argmax())])}),
+        }
+        for view, (val, ev, ctx) in views.items():
+            if val is None:
+                continue
+            key = metric_key(name, **labels_d, view=view)
+            out[key] = MetricValue(key=key, name=name, labels=dict(labels_d, view=view),
+                                   value=float(val), unit=d.unit, caliber=caliber, tier=d.tier,
+                                   evidence=ev, context=ctx)
+    return out
+
+
+def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
+    d = registry.get("kernel.topn")
+    depth = policy.top_n + policy.top_n_slack
+    r0ctx = per_rank[r0][("kernel.topn", ())][2]
+    med = defaultdict(list)
+    for r, m in per_rank.items():
+        ctx = m[("kernel.topn", ())][2]
+        got = dict(zip(ctx["ranked"], ctx["sum_dur_us"]))
+        for fam in set().union(*[set(mm[("kernel.topn", ())][2]["ranked"]) for mm in per_rank.values()]):
+            med[fam].append(got.get(fam, 0.0))
+    p50 = sorted(((float(np.median(v)), f) for f, v in med.items()), key=lambda x: (-x[0], x[1]))
+    rankings = {terms.VIEW_RANK0: (r0ctx["ranked"], r0ctx["sum_dur_us"], f"rank {r0}"),
+                terms.VIEW_P50: ([f for _, f in p50], [v for v, _ in p50],
+                                 f"median ΣDuration over {len(per_rank)} rank(s)")}
+    out = {}
+    for view, (ranked, durs, ev) in rankings.items():
+        key = metric_key("kernel.topn", view=view)
+        out[key] = MetricValue(
+            key=key, name="kernel.topn", labels={"view": view}, value=sorted(ranked[: policy.top_n]),
+            unit="set", caliber=d.caliber, tier=d.tier, evidence=ev,
+            context={"ranked": list(ranked[:depth]), "sum_dur_us": [round(x, 3) for x in durs[:depth]],
+                     "n": policy.top_n, "slack": policy.top_n_slack})
+    return out
+
+
+def capture_config(capture, policy) -> dict:
+    """Comparability facets of a capture (see :func:`perfgate.compare.compare_fingerprints`)."""
+    ranks = capture.ranks
+
+    def one(key):
+        vals = sorted({str(r.location.info.get(key)) for r in ranks if r.location.info.get(key) is not None})
+        return vals[0] if len(vals) == 1 else (",".join(vals) if vals else None)
+
+    return {
+        "world_size": len(ranks),
+        "ranks": [r.rank for r in ranks],
+        "profiler_level": one("profiler_level"),
+        "aic_metrics": one("aic_metrics"),
+        "export_type": one("export_type"),
+        "torch_npu_version": one("torch_npu_version"),
+        "cann_version": one("cann_version"),
+        "type_available": all(r.kernels.type_available for r in ranks),
+        "core_available": all(r.kernels.core_available for r in ranks),
+        "has_trace": all(r.trace is not None for r in ranks),
+        "has_step_trace": all(r.step_trace is not None for r in ranks),
+        "has_comm_json": all(r.comm is not None for r in ranks),
+        "kernel_variants": sorted({r.kernels.variant for r in ranks}),
+        "family_suffix": policy.family_suffix.pattern,
+        "top_n": policy.top_n,
+        "categories_digest": policy.category_digest(),
+        "steps_per_rank": {str(r.rank): int(r.kernels.df["step"].dropna().nunique()) for r in ranks},
+    }
+
+
+def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fingerprint:
+    """Fingerprint a loaded capture under a policy.
+
+    Args:
+        capture: :class:`perfgate.ingest.Capture`.
+        policy: :class:`perfgate.policy.Policy` (Top-N, family suffix, category rules,
+            self-check tolerances).
+        provenance: extra provenance (commit, branch, runner) merged into the record.
+
+    Returns:
+        A :class:`Fingerprint`; its ``self_checks`` may contain failures — call
+        :func:`require_valid` before trusting it.
+    """
+    root = capture.path
+    per_rank = {r.rank: rank_metrics(r, policy, root) for r in capture.ranks}
+    metrics = _views(per_rank, policy)
+    checks = []
+    for r in capture.ranks:
+        checks.extend(run_self_checks(r, policy))
+    warnings = list(capture.warnings)
+    for r in capture.ranks:
+        warnings.extend(f"rank {r.rank}: {w}" for w in r.warnings)
+        for m in r.missing:
+            warnings.append(f"rank {r.rank}: {m} not present; metrics from it are not available")
+    prov = {
+        "source": str(capture.path.resolve()),
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "ranks": [r.rank for r in capture.ranks],
+        "rank_dirs": {str(r.rank): _rel(r.location.rank_dir, root) for r in capture.ranks},
+        "rank_sources": {str(r.rank): r.location.rank_source for r in capture.ranks},
+        "steps": {str(r.rank): sorted(map(str, pd.unique(r.kernels.df["step"].dropna())))
+                  for r in capture.ranks},
+        "perfgate_version": __version__,
+    }
+    prov.update(provenance or {})
+    return Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version=__version__, provenance=prov,
+                       config=capture_config(capture, policy), metrics=metrics,
+                       self_checks=tuple(checks), warnings=tuple(warnings),
+                       policy_digest=policy.fingerprint_digest())
+
+
+def failed_checks(fp: Fingerprint) -> list:
+    return [c for c in fp.self_checks if c.status == FAIL]
+
+
+def require_valid(fp: Fingerprint) -> Fingerprint:
+    """Fail closed: raise if any self-check failed.
+
+    Raises:
+        InvalidCaptureError: naming the first failed check (all are in ``problems``).
+    """
+    bad = failed_checks(fp)
+    if bad:
+        first = bad[0]
+        more = f" (and {len(bad) - 1} more failed self-check(s))" if len(bad) > 1 else ""
+        raise InvalidCaptureError(
+            f"self-check {first.name} failed on rank {first.rank} step {first.step}: {first.message}{more}",
+            path=fp.provenance.get("source"),
+            problems=[c.to_dict() for c in bad])
+    return fp

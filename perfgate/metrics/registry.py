@@ -1,0 +1,88 @@
+"""The metric registry: every quantity the fingerprint can hold, with its unit, caliber,
+tier, what it needs from the capture, and where its formula comes from.
+
+Directions, tolerances and gating are the policy's (``policies/default.yaml``); this table
+holds only what is true of the quantity itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfgate import terms
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """``absent_is_zero``: a key missing on one side means 0 (a kernel family with no calls),
+    not "not measured". ``requires``: comparability facets of the fingerprint config that
+    must hold on both sides (else the metric is incomparable). ``per_kernel``: demoted to
+    informational when the toolchain (CANN / torch_npu) changed (case G07)."""
+    name: str
+    unit: str
+    caliber: str | None
+    tier: int
+    description: str
+    source: str
+    absent_is_zero: bool = False
+    requires: tuple = ()
+    per_kernel: bool = False
+
+
+_DEFS = [
+    MetricDef("kernel.calls_per_step", "calls", None, terms.TIER_EXACT,
+              "calls per step of one kernel family (median over steps, an observed count)",
+              "count of kernel_details.csv rows per Step Id and family", absent_is_zero=True,
+              per_kernel=True),
+    MetricDef("kernel.total_calls_per_step", "calls", None, terms.TIER_EXACT,
+              "all kernel calls per step", "count of kernel_details.csv rows per Step Id"),
+    MetricDef("optype.calls_per_step", "calls", None, terms.TIER_EXACT,
+              "calls per step of one operator type (Type / OP Type)",
+              "count of kernel_details.csv rows per Step Id and Type", absent_is_zero=True,
+              requires=("type_available",), per_kernel=True),
+    MetricDef("kernel.topn", "set", terms.SUM_DURATION, terms.TIER_EXACT,
+              "the Top-N kernel families by ΣDuration per step",
+              "ΣDuration per family, ranked", per_kernel=True),
+    MetricDef("share.core_type", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
+              "share of ΣDuration per step on one core type (Accelerator Core)",
+              "Σ Duration(us) by Accelerator Core / Σ Duration(us), as msprof op_statistic Ratio(%)",
+              absent_is_zero=True, requires=("core_available",), per_kernel=True),
+    MetricDef("share.category", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
+              "share of ΣDuration per step in one category (policy rules)",
+              "Σ Duration(us) by category / Σ Duration(us)", absent_is_zero=True,
+              requires=("type_available", "core_available", "categories_digest"), per_kernel=True),
+    MetricDef("step.time_us", "us", terms.BUSY_UNION, terms.TIER_SHARE,
+              "step time = Computing + Communication(Not Overlapped) + Free",
+              "step_trace_time.csv; msprof-analyze cluster_analyse step_trace_time_analysis"),
+    MetricDef("step.computing_us", "us", terms.BUSY_UNION, terms.TIER_SHARE,
+              "Computing: merged compute intervals per step", "step_trace_time.csv Computing"),
+    MetricDef("step.comm_us", "us", terms.BUSY_UNION, terms.TIER_CONTEXT,
+              "Communication: communication op time per step", "step_trace_time.csv Communication"),
+    MetricDef("step.comm_not_overlapped_us", "us", terms.BUSY_UNION, terms.TIER_CONTEXT,
+              "exposed communication: communication not covered by compute",
+              "step_trace_time.csv Communication(Not Overlapped)"),
+    MetricDef("step.overlapped_us", "us", terms.BUSY_UNION, terms.TIER_CONTEXT,
+              "communication overlapped by compute",
+              "step_trace_time.csv Overlapped = Communication − Communication(Not Overlapped)"),
+    MetricDef("step.free_us", "us", terms.BUSY_UNION, terms.TIER_CONTEXT,
+              "Free: device neither computing nor communicating", "step_trace_time.csv Free"),
+    MetricDef("step.exposed_comm_ratio", "ratio", terms.BUSY_UNION, terms.TIER_SHARE,
+              "exposed-communication ratio = Comm(Not Overlapped) / Communication",
+              "step_trace_time.csv"),
+    MetricDef("step.count", "steps", None, terms.TIER_EXACT, "number of steps in the capture",
+              "distinct Step Id values in kernel_details.csv"),
+    MetricDef("device.time_us", "us", None, terms.TIER_CONTEXT,
+              "device time per step of all kernel rows in one caliber (label caliber)",
+              "kernel_details.csv: ΣDuration = Σ Duration(us); busy union = merged intervals"),
+    MetricDef("comm.elapse_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
+              "Σ Elapse Time of communication ops per step (ms in the file, us here)",
+              "communication.json, 'Total Op Info' skipped", requires=("has_comm_json",)),
+    MetricDef("kernel.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
+              "ΣDuration per step of one kernel family (context only: single-kernel time drifts "
+              "up to ~2x between devices)", "kernel_details.csv Duration(us)", absent_is_zero=True,
+              per_kernel=True),
+]
+REGISTRY: dict[str, MetricDef] = {d.name: d for d in _DEFS}
+
+
+def get(name: str) -> MetricDef:
+    return REGISTRY[name]

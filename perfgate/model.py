@@ -1,0 +1,197 @@
+"""Small frozen records that travel between layers, with JSON round-trips.
+
+Tables themselves stay pandas DataFrames with documented columns (see
+:mod:`perfgate.ingest.kernels` and :mod:`perfgate.ingest.steps`); these records carry
+what is computed from them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, asdict
+from typing import Any
+
+from perfgate import terms
+
+FINGERPRINT_SCHEMA = 1
+
+_KEY_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)(?:\{(?P<labels>.*)\})?$")
+
+
+def metric_key(name: str, **labels: Any) -> str:
+    """Stable metric id, e.g. ``kernel.calls_per_step{family=MatMulV2,view=rank0}``.
+
+    Labels are sorted by name; values must not contain ``,`` ``=`` ``{`` ``}`` (they are
+    replaced by ``_`` so a kernel name can never break the id).
+    """
+    if not labels:
+        return name
+    parts = []
+    for k in sorted(labels):
+        v = str(labels[k])
+        for ch in ",={}":
+            v = v.replace(ch, "_")
+        parts.append(f"{k}={v}")
+    return f"{name}{{{','.join(parts)}}}"
+
+
+def parse_metric_key(key: str) -> tuple[str, dict[str, str]]:
+    """Inverse of :func:`metric_key`: ``(name, labels)``."""
+    m = _KEY_RE.match(key)
+    if not m:
+        return key, {}
+    labels = {}
+    if m.group("labels"):
+        for part in m.group("labels").split(","):
+            k, _, v = part.partition("=")
+            labels[k] = v
+    return m.group("name"), labels
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """One fingerprint quantity.
+
+    ``value`` is a float (or a sorted list of str for set metrics such as the Top-N kernel
+    families). ``unit`` is one of ``us``, ``calls``, ``ratio`` (0..1; rendered as percent),
+    ``set``. ``caliber`` is ``sum_duration`` / ``busy_union`` for time figures, else None.
+    ``evidence`` names the file(s) and rows the value was computed from.
+    """
+    key: str
+    name: str
+    labels: dict
+    value: Any
+    unit: str
+    caliber: str | None = None
+    tier: int = terms.TIER_EXACT
+    evidence: str = ""
+    context: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MetricValue":
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    """Result of one capture self-check: status is ``pass``, ``fail``, ``warn`` or ``skipped``."""
+    name: str
+    rank: int | None
+    step: str | None
+    status: str
+    message: str
+    expected: float | None = None
+    observed: float | None = None
+    tolerance: float | None = None
+    evidence: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SelfCheck":
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Everything the gate trusts about one capture.
+
+    ``config`` holds the comparability facets (profiler level, aic metrics, toolchain
+    versions, world size, which kernel_details columns carry values); ``provenance`` says
+    where it came from; ``metrics`` maps metric key -> MetricValue (sorted by key on output).
+    """
+    schema: int
+    perfgate_version: str
+    provenance: dict
+    config: dict
+    metrics: dict
+    self_checks: tuple = ()
+    warnings: tuple = ()
+    policy_digest: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": self.schema,
+            "perfgate_version": self.perfgate_version,
+            "provenance": self.provenance,
+            "config": self.config,
+            "policy_digest": self.policy_digest,
+            "warnings": list(self.warnings),
+            "self_checks": [c.to_dict() for c in self.self_checks],
+            "metrics": {k: self.metrics[k].to_dict() for k in sorted(self.metrics)},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Fingerprint":
+        return cls(
+            schema=d["schema"], perfgate_version=d.get("perfgate_version", "?"),
+            provenance=d.get("provenance", {}), config=d.get("config", {}),
+            metrics={k: MetricValue.from_dict(v) for k, v in d.get("metrics", {}).items()},
+            self_checks=tuple(SelfCheck.from_dict(c) for c in d.get("self_checks", [])),
+            warnings=tuple(d.get("warnings", [])), policy_digest=d.get("policy_digest", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on one metric: baseline vs candidate under one rule.
+
+    ``delta`` is candidate − baseline in the metric's unit (percentage points for ratios
+    are ``delta * 100``); ``delta_rel`` is delta / |baseline| (None when baseline is 0).
+    ``fails`` is True only for a gated regression. ``reason`` is a full sentence.
+    """
+    key: str
+    name: str
+    labels: dict
+    verdict: str
+    gated: bool
+    fails: bool
+    baseline: Any
+    candidate: Any
+    unit: str
+    caliber: str | None
+    tier: int
+    delta: float | None
+    delta_rel: float | None
+    tolerance: str
+    reason: str
+    evidence: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Outcome of ``perfgate check``: status is PASS / REGRESSION / NO_BASELINE / INVALID_CAPTURE."""
+    status: str
+    exit_code: int
+    comparisons: tuple = ()
+    self_checks: tuple = ()
+    notes: tuple = ()
+    baseline_name: str | None = None
+    baseline_provenance: dict | None = None
+    candidate_provenance: dict | None = None
+    error: dict | None = None
+    elapsed_s: float = 0.0
+
+    def counts(self) -> dict:
+        c = {v: 0 for v in terms.VERDICTS}
+        for cmp in self.comparisons:
+            c[cmp.verdict] += 1
+        c["gated_regressions"] = sum(1 for cmp in self.comparisons if cmp.fails)
+        return c
+
+    def to_dict(self) -> dict:
+        return {
+            "status": self.status, "exit_code": self.exit_code, "counts": self.counts(),
+            "baseline_name": self.baseline_name,
+            "baseline_provenance": self.baseline_provenance,
+            "candidate_provenance": self.candidate_provenance,
+            "notes": list(self.notes), "error": self.error, "elapsed_s": self.elapsed_s,
+            "self_checks": [c.to_dict() for c in self.self_checks],
+            "comparisons": [c.to_dict() for c in self.comparisons],
+        }

@@ -1,0 +1,229 @@
+"""Policy: YAML -> frozen objects. Errors name the file and the key.
+
+The policy decides the fingerprint rules (Top-N, family suffix, category table) and, per
+metric, whether it gates, its direction and its tolerance. See ``policies/default.yaml``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from perfgate import terms
+from perfgate.errors import PolicyError
+
+DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
+
+_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks"}
+_FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "categories"}
+_RULE_KEYS = {"gated", "direction", "tolerance"}
+_TOL_KINDS = {"abs", "rel", "pp"}
+_CAT_FIELDS = {"name", "type", "core"}
+_CHECK_KEYS = {"abs_us_per_row", "abs_us_floor", "step_trace_abs_us", "require_trace"}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``kind`` abs (metric unit), rel (fraction of |baseline|) or pp (percentage points)."""
+    kind: str
+    value: float
+
+    def describe(self, unit: str) -> str:
+        if self.kind == "rel":
+            return f"±{self.value:.0%}"
+        if self.kind == "pp":
+            return f"±{self.value:g} pp"
+        return f"±{self.value:g} {unit}" if self.value else "exact"
+
+
+@dataclass(frozen=True)
+class Rule:
+    gated: bool
+    direction: str
+    tolerance: Tolerance
+
+
+@dataclass(frozen=True)
+class CategoryRule:
+    category: str
+    name: re.Pattern | None
+    type: re.Pattern | None
+    core: re.Pattern | None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A loaded policy. ``rule_for(name, labels)`` gives the effective :class:`Rule`."""
+    path: str
+    gate_views: tuple
+    top_n: int
+    top_n_slack: int
+    family_suffix: re.Pattern
+    categories: tuple
+    rules: dict
+    overrides: tuple
+    self_checks: dict
+    raw: dict = field(repr=False, default_factory=dict)
+
+    def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
+        labels = labels or {}
+        base = self.rules.get(name)
+        best, best_n = None, -1
+        for ov_name, ov_labels, ov in self.overrides:
+            if ov_name == name and all(labels.get(k) == v for k, v in ov_labels.items()):
+                if len(ov_labels) > best_n:
+                    best, best_n = ov, len(ov_labels)
+        if base is None and best is None:
+            return None
+        if best is None:
+            return base
+        merged = {"gated": base.gated if base else False,
+                  "direction": base.direction if base else terms.EXACT,
+                  "tolerance": base.tolerance if base else Tolerance("abs", 0.0)}
+        merged.update(best)
+        return Rule(**merged)
+
+    def fingerprint_digest(self) -> str:
+        """Digest of the rules that change fingerprint values (Top-N, family, categories)."""
+        blob = json.dumps(self.raw.get("fingerprint", {}), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def category_digest(self) -> str:
+        blob = json.dumps(self.raw.get("fingerprint", {}).get("categories", []), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _err(path, key, msg):
+    return PolicyError(f"key '{key}': {msg}", path=path)
+
+
+def _regex(path, key, text):
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise _err(path, key, f"invalid regular expression {text!r}: {e}") from None
+
+
+def _tolerance(path, key, d) -> Tolerance:
+    if not isinstance(d, dict) or len(d) != 1 or next(iter(d)) not in _TOL_KINDS:
+        raise _err(path, key, "tolerance must be one of {abs: X}, {rel: X}, {pp: X}")
+    kind, val = next(iter(d.items()))
+    if not isinstance(val, (int, float)) or isinstance(val, bool) or val < 0:
+        raise _err(path, f"{key}.{kind}", f"must be a non-negative number, got {val!r}")
+    return Tolerance(kind, float(val))
+
+
+def _rule_fields(path, key, d, partial=False) -> dict:
+    if not isinstance(d, dict):
+        raise _err(path, key, "must be a mapping")
+    unknown = set(d) - _RULE_KEYS
+    if unknown:
+        raise _err(path, f"{key}.{sorted(unknown)[0]}", f"unknown setting (allowed: {sorted(_RULE_KEYS)})")
+    out = {}
+    if "gated" in d:
+        if not isinstance(d["gated"], bool):
+            raise _err(path, f"{key}.gated", "must be true or false")
+        out["gated"] = d["gated"]
+    if "direction" in d:
+        if d["direction"] not in terms.DIRECTIONS:
+            raise _err(path, f"{key}.direction",
+                       f"unknown direction {d['direction']!r}; use one of {list(terms.DIRECTIONS)}")
+        out["direction"] = d["direction"]
+    if "tolerance" in d:
+        out["tolerance"] = _tolerance(path, f"{key}.tolerance", d["tolerance"])
+    if not partial:
+        for need in ("direction", "tolerance"):
+            if need not in out:
+                raise _err(path, key, f"needs '{need}' (a metric owns its direction and tolerance)")
+        out.setdefault("gated", True)
+    return out
+
+
+def load_policy(path=None) -> Policy:
+    """Load a policy YAML file (default: ``policies/default.yaml``).
+
+    Raises:
+        PolicyError: unreadable file, invalid YAML, an unknown key, a bad regex, direction
+            or tolerance; the message names the file and the key.
+    """
+    if path is None:
+        if not DEFAULT_POLICY.is_file():
+            raise PolicyError("the default policy is not beside this installation",
+                              path=DEFAULT_POLICY,
+                              hint="install perfgate from its checkout (pip install -e .) or pass --policy")
+        path = DEFAULT_POLICY
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise PolicyError(f"cannot read policy: {e.strerror}", path=path) from None
+    except yaml.YAMLError as e:
+        raise PolicyError(f"invalid YAML: {e}", path=path) from None
+    if not isinstance(doc, dict):
+        raise PolicyError("policy must be a YAML mapping", path=path)
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise _err(path, sorted(unknown)[0], f"unknown top-level key (allowed: {sorted(_TOP_KEYS)})")
+    if doc.get("version", 1) != 1:
+        raise _err(path, "version", f"unsupported policy version {doc.get('version')!r} (this perfgate reads 1)")
+    views = tuple(doc.get("gate_views", [terms.VIEW_RANK0, terms.VIEW_P50]))
+    for v in views:
+        if v not in terms.VIEWS:
+            raise _err(path, "gate_views", f"unknown view {v!r}; use {list(terms.VIEWS)}")
+    fp = doc.get("fingerprint") or {}
+    unknown = set(fp) - _FP_KEYS
+    if unknown:
+        raise _err(path, f"fingerprint.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_FP_KEYS)})")
+    top_n = fp.get("top_n", 10)
+    slack = fp.get("top_n_slack", 5)
+    for k, v in (("top_n", top_n), ("top_n_slack", slack)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (k == "top_n" and v == 0):
+            raise _err(path, f"fingerprint.{k}", f"must be a positive integer, got {v!r}")
+    suffix = _regex(path, "fingerprint.family_suffix", fp.get("family_suffix", r"(?:_+\d+)+$"))
+    cats = []
+    seen = {}
+    for i, c in enumerate(fp.get("categories") or []):
+        key = f"fingerprint.categories[{i}]"
+        if not isinstance(c, dict) or "category" not in c:
+            raise _err(path, key, "each rule needs 'category' and at least one of name/type/core")
+        extra = set(c) - _CAT_FIELDS - {"category"}
+        if extra:
+            raise _err(path, f"{key}.{sorted(extra)[0]}", f"unknown field (allowed: {sorted(_CAT_FIELDS)})")
+        if not (set(c) & _CAT_FIELDS):
+            raise _err(path, key, "needs at least one of name/type/core")
+        sig = tuple(sorted((k, c[k]) for k in _CAT_FIELDS if k in c))
+        if sig in seen and seen[sig] != c["category"]:
+            raise _err(path, key, f"same match as categories[{list(seen).index(sig)}] but a different "
+                                  f"category ({seen[sig]!r} vs {c['category']!r})")
+        seen[sig] = c["category"]
+        cats.append(CategoryRule(
+            str(c["category"]),
+            *(_regex(path, f"{key}.{f}", c[f]) if f in c else None for f in ("name", "type", "core"))))
+    rules = {}
+    for name, d in (doc.get("metrics") or {}).items():
+        rules[name] = Rule(**_rule_fields(path, f"metrics.{name}", d))
+    overrides = []
+    for i, ov in enumerate(doc.get("overrides") or []):
+        key = f"overrides[{i}]"
+        if not isinstance(ov, dict) or "metric" not in ov:
+            raise _err(path, key, "needs 'metric'")
+        labels = ov.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise _err(path, f"{key}.labels", "must be a mapping of label -> value")
+        fields = {k: v for k, v in ov.items() if k not in ("metric", "labels")}
+        overrides.append((ov["metric"], {str(k): str(v) for k, v in labels.items()},
+                          _rule_fields(path, key, fields, partial=True)))
+    checks = {"abs_us_per_row": 0.001, "abs_us_floor": 0.01, "step_trace_abs_us": 1.0,
+              "require_trace": False}
+    sc = doc.get("self_checks") or {}
+    unknown = set(sc) - _CHECK_KEYS
+    if unknown:
+        raise _err(path, f"self_checks.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_CHECK_KEYS)})")
+    checks.update(sc)
+    return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
+                  family_suffix=suffix, categories=tuple(cats), rules=rules,
+                  overrides=tuple(overrides), self_checks=checks, raw=doc)

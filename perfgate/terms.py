@@ -1,0 +1,51 @@
+"""Vocabulary shared by every layer: calibers, tiers, directions, verdicts, views.
+
+Glossary (see README): a *kernel* is one device task row of kernel_details.csv; a kernel
+*family* is its name with volatile numeric suffixes removed; a *step* is a ProfilerStep;
+*ΣDuration* (caliber ``sum_duration``) is the plain sum of task durations across streams, so
+communication overlapped with compute is counted twice; *busy union* (caliber ``busy_union``)
+is the length of the union of task intervals, counting every busy microsecond once.
+"""
+from __future__ import annotations
+
+# calibers: which way a time figure was aggregated
+SUM_DURATION = "sum_duration"
+BUSY_UNION = "busy_union"
+CALIBERS = (SUM_DURATION, BUSY_UNION)
+CALIBER_LABEL = {SUM_DURATION: "ΣDuration", BUSY_UNION: "busy union"}
+
+# tiers: how reproducible a quantity is between two captures of the same job
+TIER_EXACT = 1      # counts and sets: identical for identical work
+TIER_SHARE = 2      # aggregate shares and step aggregates: a few percent run to run
+TIER_CONTEXT = 3    # single-kernel or wait-dominated times: context only, never gated by default
+
+# directions: what a change of the value means
+LOWER_IS_BETTER = "lower_is_better"
+HIGHER_IS_BETTER = "higher_is_better"
+EXACT = "exact"          # any change beyond tolerance is a regression
+DIRECTIONS = (LOWER_IS_BETTER, HIGHER_IS_BETTER, EXACT)
+
+# verdicts of one metric comparison
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+UNCHANGED = "unchanged"
+NEW = "new"
+MISSING = "missing"
+INCOMPARABLE = "incomparable"
+VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, NEW, MISSING, INCOMPARABLE)
+
+# overall gate results
+PASS = "PASS"
+FAIL = "REGRESSION"
+NO_BASELINE = "NO_BASELINE"
+INVALID = "INVALID_CAPTURE"
+
+# cross-rank views
+VIEW_RANK0 = "rank0"
+VIEW_P50 = "p50"
+VIEW_MAX = "max"
+VIEW_ALL = "all"   # for sets: families ranked by ΣDuration summed over ranks
+VIEWS = (VIEW_RANK0, VIEW_P50, VIEW_MAX)
+
+# canonical communication core-type label
+COMM_CORE = "COMMUNICATION"
