@@ -56,3 +56,37 @@ def intersection_ns(a_starts, a_ends, b_starts, b_ends) -> int:
     uab = busy_union_ns(np.concatenate([np.asarray(a_starts), np.asarray(b_starts)]),
                         np.concatenate([np.asarray(a_ends), np.asarray(b_ends)]))
     return ua + ub - uab
+
+
+def subtract(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of union(A) not covered by union(B), as disjoint sorted segments.
+
+    Used for exposed communication: union(comm) minus union(compute)
+    (msprof "Communication(Not Overlapped)").
+    """
+    as_, ae = merge(a_starts, a_ends)
+    bs, be = merge(b_starts, b_ends)
+    out_s, out_e = [], []
+    j = 0
+    for s, e in zip(as_.tolist(), ae.tolist()):
+        cur = s
+        while j < len(bs) and be[j] <= cur:
+            j += 1
+        k = j
+        while k < len(bs) and bs[k] < e:
+            if bs[k] > cur:
+                out_s.append(cur)
+                out_e.append(int(bs[k]))
+            cur = max(cur, int(be[k]))
+            if cur >= e:
+                break
+            k += 1
+        if cur < e:
+            out_s.append(cur)
+            out_e.append(e)
+    return np.asarray(out_s, dtype=np.int64), np.asarray(out_e, dtype=np.int64)
+
+
+def gaps(starts, ends, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Idle segments of ``[lo, hi)`` not covered by any interval (msprof "Free")."""
+    return subtract(np.array([lo]), np.array([hi]), starts, ends)

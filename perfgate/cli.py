@@ -1,0 +1,284 @@
+"""Command line: the only module that imports click, prints or exits.
+
+Exit codes: 0 pass, 1 regression, 2 usage / policy error, 3 invalid capture,
+4 no baseline, 5 store error (see :mod:`perfgate.errors`).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from perfgate import __version__, errors, terms
+from perfgate.errors import PerfgateError
+
+DEFAULT_OUT = "perfgate-out"
+
+
+def _fail(e: PerfgateError):
+    click.echo(f"perfgate: {e.kind.replace('_', ' ')}: {e.render()}", err=True)
+    for p in getattr(e, "problems", [])[1:6]:
+        msg = p.get("message", "")
+        where = p.get("path") or ""
+        click.echo(f"  also: {where}{(' row ' + str(p['row'])) if p.get('row') is not None else ''}: {msg}",
+                   err=True)
+    sys.exit(e.exit_code)
+
+
+def _policy(path):
+    from perfgate.policy import load_policy
+    return load_policy(path)
+
+
+def _store(directory):
+    from perfgate.store.baselines import BaselineStore
+    return BaselineStore(directory)
+
+
+def _kv(values, what):
+    out = {}
+    for v in values:
+        k, sep, x = v.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected FAMILY=FACTOR, got {v!r}", param_hint=what)
+        try:
+            out[k] = float(x)
+        except ValueError:
+            raise click.BadParameter(f"factor must be a number in {v!r}", param_hint=what) from None
+    return out
+
+
+common_policy = click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
+                             default=None, help="Policy YAML (default: policies/default.yaml).")
+common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), default=None,
+                          help="Baseline folder (default: $PERFGATE_BASELINE_DIR or ./baselines).")
+common_trace = click.option("--no-trace", is_flag=True,
+                            help="Do not read trace_view.json (trace self-checks fall back to "
+                                 "step_trace_time.csv).")
+
+
+@click.group()
+@click.version_option(__version__, prog_name="perfgate")
+def main():
+    """perfgate: a CI performance gate for Ascend NPU profiling captures.
+
+    \b
+    perfgate baseline save --name main CAPTURE_A
+    perfgate check --baseline main CAPTURE_B
+    """
+
+
+@main.group()
+def baseline():
+    """Record, list and show stored baselines."""
+
+
+@baseline.command("save")
+@click.option("--name", required=True, help="Baseline name, e.g. main.")
+@click.argument("capture", type=click.Path())
+@common_policy
+@common_dir
+@common_trace
+@click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
+@click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
+def baseline_save(name, capture, policy_path, baseline_dir, no_trace, commit, branch):
+    """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
+    partial or pull-request runs)."""
+    from perfgate.gate import save_baseline
+    try:
+        prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
+        path, fp = save_baseline(capture, name, policy=_policy(policy_path), store=_store(baseline_dir),
+                                 with_trace=not no_trace, provenance=prov)
+    except PerfgateError as e:
+        _fail(e)
+    checks = [c for c in fp.self_checks]
+    passed = sum(c.status == "pass" for c in checks)
+    skipped = sum(c.status == "skipped" for c in checks)
+    click.echo(f"saved baseline {name!r} -> {path}")
+    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']}, "
+               f"self-checks: {passed} passed, {skipped} skipped")
+    for w in fp.warnings[:10]:
+        click.echo(f"  warning: {w}")
+
+
+@baseline.command("list")
+@common_dir
+def baseline_list(baseline_dir):
+    """List stored baselines."""
+    store = _store(baseline_dir)
+    names = store.names()
+    if not names:
+        click.echo(f"no baselines in {store.dir}")
+    for n in names:
+        click.echo(n)
+
+
+@baseline.command("show")
+@click.argument("name")
+@common_dir
+def baseline_show(name, baseline_dir):
+    """Print a stored baseline's provenance and config as JSON."""
+    try:
+        fp, meta = _store(baseline_dir).load(name)
+    except PerfgateError as e:
+        _fail(e)
+    click.echo(json.dumps({"meta": meta, "provenance": fp.provenance, "config": fp.config,
+                           "metrics": len(fp.metrics)}, indent=1))
+
+
+def _write_reports(result, out, junit, markdown, json_path, key):
+    from perfgate.report import render_json, render_junit, render_markdown
+    from perfgate.store.atomic import write_atomic
+    out = Path(out)
+    paths = {
+        "junit": Path(junit) if junit else out / "perfgate-junit.xml",
+        "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
+        "json": Path(json_path) if json_path else out / "perfgate-result.json",
+    }
+    write_atomic(paths["junit"], render_junit(result))
+    write_atomic(paths["markdown"], render_markdown(result, key=key))
+    write_atomic(paths["json"], render_json(result))
+    return paths
+
+
+def _print_summary(result, paths, quiet):
+    n = result.counts()
+    click.echo(f"perfgate: {result.status} (exit {result.exit_code})"
+               + (f" against baseline {result.baseline_name!r}" if result.baseline_name else ""))
+    if result.error:
+        e = result.error
+        where = e.get("path") or ""
+        if e.get("row") is not None:
+            where += f" row {e['row']}"
+        if e.get("byte_offset") is not None:
+            where += f" byte {e['byte_offset']}"
+        click.echo(f"  {where}: {e.get('message')}" if where else f"  {e.get('message')}")
+        if e.get("hint"):
+            click.echo(f"  hint: {e['hint']}")
+    if result.comparisons:
+        click.echo(f"  {n['gated_regressions']} gated regression(s), {n[terms.IMPROVEMENT]} improvement(s), "
+                   f"{n[terms.UNCHANGED]} unchanged, {n[terms.INCOMPARABLE]} incomparable, "
+                   f"{n[terms.NEW]} new, {n[terms.MISSING]} missing")
+    if not quiet:
+        for c in result.comparisons:
+            if c.fails:
+                click.echo(f"  REGRESSION  {c.reason}  [{c.evidence}]")
+        for c in result.comparisons:
+            if c.gated and c.verdict == terms.IMPROVEMENT:
+                click.echo(f"  improvement {c.reason}")
+        for note in result.notes[:8]:
+            click.echo(f"  note: {note}")
+        bad = [c for c in result.self_checks if c.status == "fail"]
+        for c in bad[:5]:
+            click.echo(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}")
+    for k, p in paths.items():
+        click.echo(f"  {k}: {p}")
+
+
+@main.command()
+@click.option("--baseline", "baseline_name", required=True, help="Stored baseline to compare against.")
+@click.argument("capture", type=click.Path())
+@common_policy
+@common_dir
+@common_trace
+@click.option("--out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the report files.")
+@click.option("--junit", default=None, type=click.Path(dir_okay=False), help="JUnit XML path.")
+@click.option("--markdown", default=None, type=click.Path(dir_okay=False), help="Markdown report path.")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="JSON result path.")
+@click.option("--no-baseline-ok", is_flag=True,
+              help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
+@click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
+def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, junit, markdown,
+          json_path, no_baseline_ok, quiet):
+    """Compare CAPTURE against a stored baseline, metric by metric.
+
+    Writes JUnit XML, a Markdown PR-comment file and a JSON result. Exit code: 0 pass,
+    1 regression, 2 usage/policy error, 3 invalid capture, 4 no baseline.
+    """
+    from perfgate.gate import check as run_check
+    try:
+        policy = _policy(policy_path)
+        result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
+                           with_trace=not no_trace)
+        paths = _write_reports(result, out, junit, markdown, json_path, key=baseline_name)
+    except PerfgateError as e:
+        _fail(e)
+    _print_summary(result, paths, quiet)
+    code = result.exit_code
+    if result.status == terms.NO_BASELINE and no_baseline_ok:
+        code = errors.EXIT_PASS
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("capture", type=click.Path())
+@common_policy
+@common_trace
+@click.option("--output", "-o", default=None, type=click.Path(dir_okay=False),
+              help="Write the fingerprint JSON here instead of stdout.")
+def fingerprint(capture, policy_path, no_trace, output):
+    """Print the fingerprint of CAPTURE (metrics, self-checks, provenance) as JSON.
+    Exits 3 when a self-check fails."""
+    from perfgate.gate import fingerprint_path
+    from perfgate.metrics.fingerprint import failed_checks
+    try:
+        fp = fingerprint_path(capture, _policy(policy_path), with_trace=not no_trace)
+        text = json.dumps(fp.to_dict(), indent=1, ensure_ascii=False) + "\n"
+        if output:
+            from perfgate.store.atomic import write_atomic
+            write_atomic(Path(output), text)
+        else:
+            click.echo(text, nl=False)
+    except PerfgateError as e:
+        _fail(e)
+    if failed_checks(fp):
+        sys.exit(errors.EXIT_INVALID_CAPTURE)
+
+
+@main.command()
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--header", default="g2025_l1", show_default=True,
+              type=click.Choice(["g2025_l1", "g2025_l0", "g2023", "g83"]))
+@click.option("--extra-calls", multiple=True, metavar="FAMILY=FACTOR",
+              help="Multiply a kernel family's calls per step (inject a count regression).")
+@click.option("--slowdown", multiple=True, metavar="FAMILY=FACTOR",
+              help="Multiply a kernel family's durations (inject a time regression).")
+def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
+    """Write a synthetic, self-consistent capture to OUT."""
+    from perfgate.synth import SynthSpec, write_capture
+    spec = SynthSpec(ranks=ranks, steps=steps, seed=seed, header=header,
+                     extra_calls=_kv(extra_calls, "--extra-calls"), slowdown=_kv(slowdown, "--slowdown"))
+    write_capture(out, spec)
+    click.echo(f"wrote {ranks} rank(s) x {steps} step(s) to {out}")
+
+
+@main.command()
+@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False))
+def demo(out):
+    """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
+    regression). Exits 1, because the candidate regresses."""
+    from perfgate.gate import check as run_check, save_baseline
+    from perfgate.synth import write_demo_pair
+    try:
+        base, cand = write_demo_pair(Path(out) / "captures")
+        policy = _policy(None)
+        store = _store(Path(out) / "baselines")
+        path, _ = save_baseline(base, "main", policy=policy, store=store, env={})
+        click.echo(f"$ perfgate baseline save --name main {base}\nsaved baseline 'main' -> {path}\n")
+        click.echo(f"$ perfgate check --baseline main {cand}")
+        result = run_check(cand, "main", policy=policy, store=store)
+        paths = _write_reports(result, Path(out) / "report", None, None, None, key="main")
+    except PerfgateError as e:
+        _fail(e)
+    _print_summary(result, paths, False)
+    sys.exit(result.exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

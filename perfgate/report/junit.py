@@ -1,0 +1,73 @@
+"""JUnit XML for CI test reporters (case C03).
+
+Root ``<testsuites>`` with counts and ``time``; suites ``perfgate.self_checks`` (one testcase per
+self-check and rank/step) and ``perfgate.metrics`` (one testcase per gated metric). A gated
+regression is a ``<failure>``, an invalid capture an ``<error>``, a missing baseline
+``<skipped>``. There is always at least one testcase; names are XML-escaped by junit-xml.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from perfgate import terms
+
+
+def _case(name, classname, elapsed=0.0):
+    return TestCase(name, classname=classname, elapsed_sec=elapsed)
+
+
+def render_junit(result) -> str:
+    """``GateResult`` -> JUnit XML text."""
+    checks = []
+    for c in result.self_checks:
+        tc = _case(f"{c.name} rank {c.rank} step {c.step}", f"perfgate.self_check.{c.name}")
+        if c.status == "fail":
+            tc.add_error_info(c.message, f"evidence: {c.evidence}")
+        elif c.status == "skipped":
+            tc.add_skipped_info(c.message)
+        elif c.status == "warn":
+            tc.stdout = "warning: " + c.message
+        checks.append(tc)
+    metrics = []
+    if result.status == terms.INVALID:
+        err = result.error or {}
+        tc = _case("capture is valid", "perfgate.capture")
+        where = err.get("path") or ""
+        if err.get("row") is not None:
+            where += f" row {err['row']}"
+        if err.get("byte_offset") is not None:
+            where += f" byte {err['byte_offset']}"
+        tc.add_error_info(err.get("message", "invalid capture"), where)
+        metrics.append(tc)
+    elif result.status == terms.NO_BASELINE:
+        tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")
+        tc.add_skipped_info((result.error or {}).get("message", "no baseline"))
+        metrics.append(tc)
+    for cmp in result.comparisons:
+        if not cmp.gated:
+            continue
+        tc = _case(cmp.key, f"perfgate.metric.{cmp.name}")
+        if cmp.fails:
+            tc.add_failure_info(cmp.reason, f"evidence: {cmp.evidence}", failure_type="regression")
+        elif cmp.verdict == terms.INCOMPARABLE:
+            tc.add_skipped_info(cmp.reason)
+        else:
+            tc.stdout = cmp.reason
+        metrics.append(tc)
+    if not metrics and not checks:
+        tc = _case("gate", "perfgate.gate")
+        tc.add_skipped_info("no gated metric was compared")
+        metrics.append(tc)
+    suites = [TestSuite("perfgate.self_checks", checks), TestSuite("perfgate.metrics", metrics)]
+    suites = [s for s in suites if s.test_cases]
+    xml = to_xml_report_string(suites, encoding="utf-8")
+    root = ET.fromstring(xml)
+    root.set("name", "perfgate")
+    root.set("time", f"{result.elapsed_s:.3f}")
+    for suite in root.iter("testsuite"):
+        suite.set("time", suite.get("time") or "0.000")
+        for case in suite.iter("testcase"):
+            case.set("time", case.get("time") or "0.000")
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,134 @@
+"""Markdown for a pull-request comment / job summary.
+
+Starts with a hidden marker (``<!-- perfgate:report key=<key> -->``) so a later run can find
+and update its own comment; then the verdict line, the table of regressions and improvements
+(baseline, candidate, delta, caliber, evidence file), and collapsed details. Kept under
+GitHub's 65,536-character comment limit: details are cut with a note, the verdict never.
+"""
+from __future__ import annotations
+
+from perfgate import terms
+
+LIMIT = 60_000
+_ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔"}
+
+
+def marker(key: str) -> str:
+    return f"<!-- perfgate:report key={key} -->"
+
+
+def _cell(v) -> str:
+    s = str(v).replace("\r", " ").replace("\n", " ")
+    return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _val(v, unit):
+    if v is None:
+        return "—"
+    if isinstance(v, list):
+        return ", ".join(v[:4]) + (f" (+{len(v) - 4})" if len(v) > 4 else "")
+    if unit == "ratio":
+        return f"{v * 100:.2f}%"
+    if unit == "us":
+        return f"{v:,.1f} us"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _delta(c):
+    if c.delta is None:
+        return "—"
+    if c.unit == "ratio":
+        return f"{c.delta * 100:+.2f} pp"
+    if c.unit == "us":
+        return f"{c.delta:+,.1f} us" + (f" ({c.delta_rel:+.1%})" if c.delta_rel is not None else "")
+    return f"{c.delta:+g}"
+
+
+def _table(rows) -> list[str]:
+    out = ["| | metric | baseline | candidate | delta | caliber | tolerance | evidence |",
+           "|---|---|---|---|---|---|---|---|"]
+    for c in rows:
+        icon = "🔴" if c.fails else ("🟢" if c.verdict == terms.IMPROVEMENT else "🟡")
+        cal = terms.CALIBER_LABEL.get(c.caliber, "—")
+        out.append(f"| {icon} | `{_cell(c.key)}` | {_cell(_val(c.baseline, c.unit))} | "
+                   f"{_cell(_val(c.candidate, c.unit))} | {_cell(_delta(c))} | {cal} | "
+                   f"{_cell(c.tolerance)} | {_cell(c.evidence)} |")
+    return out
+
+
+def render_markdown(result, key: str | None = None) -> str:
+    """``GateResult`` -> Markdown text (see module docstring)."""
+    key = key or (result.baseline_name or "default")
+    n = result.counts()
+    lines = [marker(key), ""]
+    head = f"## {_ICON.get(result.status, '')} perfgate: **{result.status}**"
+    if result.baseline_name:
+        head += f" against baseline `{_cell(result.baseline_name)}`"
+    lines.append(head)
+    lines.append("")
+    if result.status == terms.INVALID:
+        err = result.error or {}
+        lines.append(f"The capture failed closed; nothing was compared or written: "
+                     f"**{_cell(err.get('message', ''))}**")
+        if err.get("path"):
+            lines.append(f"File: `{_cell(err['path'])}`" + (f", row {err['row']}" if err.get("row") is not None else "")
+                         + (f", byte {err['byte_offset']}" if err.get("byte_offset") is not None else ""))
+    elif result.status == terms.NO_BASELINE:
+        lines.append(f"No baseline to compare against: {_cell((result.error or {}).get('message', ''))}. "
+                     f"Nothing was judged (this is not a pass).")
+    else:
+        lines.append(f"{n['gated_regressions']} gated regression(s), {n[terms.IMPROVEMENT]} improvement(s), "
+                     f"{n[terms.UNCHANGED]} unchanged, {n[terms.INCOMPARABLE]} incomparable, "
+                     f"{n[terms.NEW]} new, {n[terms.MISSING]} missing.")
+    lines.append("")
+    main = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
+    if main:
+        lines.append("### Gated regressions and improvements")
+        lines.extend(_table(main))
+        lines.append("")
+        lines.append("<details><summary>Why</summary>")
+        lines.append("")
+        for c in main:
+            lines.append(f"- `{_cell(c.key)}`: {_cell(c.reason)}")
+        lines.append("")
+        lines.append("</details>")
+        lines.append("")
+    details: list[str] = []
+    if result.notes:
+        details += ["<details><summary>Notes on comparability</summary>", ""]
+        details += [f"- {_cell(x)}" for x in result.notes] + ["", "</details>", ""]
+    info = [c for c in result.comparisons if not c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
+    if info:
+        details += [f"<details><summary>Informational changes ({len(info)}, not gated)</summary>", ""]
+        details += _table(info) + ["", "</details>", ""]
+    inc = [c for c in result.comparisons if c.verdict in (terms.INCOMPARABLE, terms.NEW, terms.MISSING)]
+    if inc:
+        details += [f"<details><summary>Incomparable / new / missing ({len(inc)})</summary>", ""]
+        details += [f"- **{c.verdict}** `{_cell(c.key)}`: {_cell(c.reason)}" for c in inc] + ["", "</details>", ""]
+    if result.self_checks:
+        counts = {}
+        for c in result.self_checks:
+            counts[c.status] = counts.get(c.status, 0) + 1
+        summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        details += [f"<details><summary>Self-checks ({summary})</summary>", "",
+                    "| check | rank | step | status | detail |", "|---|---|---|---|---|"]
+        details += [f"| {c.name} | {c.rank} | {c.step} | {c.status} | {_cell(c.message)} |"
+                    for c in result.self_checks] + ["", "</details>", ""]
+    prov = []
+    for side, p in (("baseline", result.baseline_provenance), ("candidate", result.candidate_provenance)):
+        if p:
+            bits = [f"source `{_cell(p.get('source', '?'))}`", f"ranks {p.get('ranks')}"]
+            for k in ("commit", "branch", "runner", "created_at"):
+                if p.get(k):
+                    bits.append(f"{k} `{_cell(p[k])}`")
+            prov.append(f"- {side}: " + ", ".join(bits))
+    if prov:
+        details += ["<details><summary>Provenance</summary>", ""] + prov + ["", "</details>", ""]
+    body = "\n".join(lines)
+    tail = "\n".join(details)
+    if len(body) + len(tail) > LIMIT:
+        cut = max(0, LIMIT - len(body) - 200)
+        tail = tail[:cut] + "\n\n_Details truncated to stay under GitHub's comment limit; see the JSON result._\n"
+    if len(body) > LIMIT:
+        body = body[:LIMIT] + "\n\n_Table truncated; see the JSON result for every metric._\n"
+    return body + "\n" + tail + f"\n<sub>perfgate, {result.elapsed_s:.2f} s</sub>\n"

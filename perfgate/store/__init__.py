@@ -1,0 +1,1 @@
+"""Side effects: stored baselines (JSON files). Every write is atomic."""

@@ -1,0 +1,99 @@
+"""Baseline store: one human-diffable JSON file per baseline name.
+
+File ``<dir>/<name>.json``::
+
+    {"perfgate_baseline": 1, "name": "main", "saved_at": "...", "fingerprint": {...}}
+
+The fingerprint holds its provenance (source path, ranks, steps, profiler config, versions,
+perfgate version, git commit and branch when known) and a schema version.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from pathlib import Path
+
+from perfgate.errors import NoBaselineError, StoreError, UsageError
+from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint
+from perfgate.store.atomic import write_atomic
+
+BASELINE_FORMAT = 1
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DEFAULT_DIR = "baselines"
+
+
+def default_dir() -> Path:
+    """``$PERFGATE_BASELINE_DIR`` or ``./baselines``."""
+    return Path(os.environ.get("PERFGATE_BASELINE_DIR", DEFAULT_DIR))
+
+
+class BaselineStore:
+    """Baselines in a folder. ``save`` is atomic; ``load`` fails with exit code 4."""
+
+    def __init__(self, directory=None):
+        self.dir = Path(directory) if directory is not None else default_dir()
+
+    def path_for(self, name: str) -> Path:
+        if not _NAME_RE.match(name or ""):
+            raise UsageError(f"invalid baseline name {name!r}: use letters, digits, '.', '_', '-' "
+                             f"(no slashes), up to 128 characters")
+        return self.dir / f"{name}.json"
+
+    def names(self) -> list[str]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.dir.glob("*.json") if _NAME_RE.match(p.stem))
+
+    def save(self, name: str, fp: Fingerprint) -> Path:
+        """Write baseline ``name`` atomically.
+
+        Raises:
+            UsageError: bad name. StoreError: the write failed (old file kept).
+        """
+        path = self.path_for(name)
+        doc = {"perfgate_baseline": BASELINE_FORMAT, "name": name,
+               "saved_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+               "fingerprint": fp.to_dict()}
+        try:
+            text = json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        except (TypeError, ValueError) as e:
+            raise StoreError(f"fingerprint is not serialisable: {e}", path=path) from None
+        return write_atomic(path, text)
+
+    def load(self, name: str) -> tuple[Fingerprint, dict]:
+        """Read baseline ``name``: ``(fingerprint, document metadata)``.
+
+        Raises:
+            NoBaselineError: no such baseline, unreadable / invalid JSON, or a format or
+                fingerprint schema this perfgate does not read.
+        """
+        path = self.path_for(name)
+        if not path.is_file():
+            have = ", ".join(self.names()) or "none"
+            raise NoBaselineError(f"no baseline named {name!r} in {self.dir} (stored: {have})",
+                                  path=path, hint=f"record one with: perfgate baseline save --name "
+                                                  f"{name} CAPTURE")
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise NoBaselineError(f"cannot read baseline: {e}", path=path) from None
+        except json.JSONDecodeError as e:
+            raise NoBaselineError(f"baseline is not valid JSON: {e.msg}", path=path,
+                                  byte_offset=e.pos) from None
+        if not isinstance(doc, dict) or doc.get("perfgate_baseline") != BASELINE_FORMAT:
+            raise NoBaselineError("not a perfgate baseline file (format marker missing or unknown)",
+                                  path=path)
+        fpd = doc.get("fingerprint") or {}
+        if fpd.get("schema") != FINGERPRINT_SCHEMA:
+            raise NoBaselineError(
+                f"baseline fingerprint schema {fpd.get('schema')!r} is not {FINGERPRINT_SCHEMA}; "
+                f"re-record it with this perfgate version", path=path)
+        try:
+            fp = Fingerprint.from_dict(fpd)
+        except (KeyError, TypeError) as e:
+            raise NoBaselineError(f"baseline fingerprint is malformed: {e}", path=path) from None
+        meta = {k: v for k, v in doc.items() if k != "fingerprint"}
+        meta["path"] = str(path)
+        return fp, meta

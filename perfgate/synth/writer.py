@@ -1,0 +1,304 @@
+"""Synthetic capture writer.
+
+Writes one ``rank<N>_ascend_pt/`` folder per rank with ``profiler_info_<N>.json`` and an
+``ASCEND_PROFILER_OUTPUT/`` holding ``kernel_details.csv``, ``step_trace_time.csv``,
+``trace_view.json`` (bare array; Python ProfilerStep#N windows, Ascend Hardware / HCCL task
+events, Overlap Analysis tracks) and ``communication.json`` — all mutually consistent, so every
+self-check passes. Header generations (``header``): ``g2025_l1`` (46 columns, PipeUtilization,
+quoted timestamps with the Excel TAB, CRLF), ``g2025_l0`` (8 columns, Type / Accelerator
+Core N/A), ``g2023`` (32 columns, plain numbers), ``g83`` (47 columns with Device_id,
+``COMMUNICATION`` core type). Deterministic for a given seed.
+
+The Overlap Analysis tracks are derived exactly as torch_npu does (Computing = merged compute
+intervals, Communication = merged communication intervals, Communication(Not Overlapped) =
+communication minus compute, Free = the rest of the step's device span).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from perfgate.metrics.intervals import gaps, merge, subtract
+
+EPOCH_NS = 1_736_408_883_000_000_000  # 2025-01-09, like the G2025 fixtures
+
+# (name, OP type, core type, calls per step, mean duration us)
+DEFAULT_FAMILIES = (
+    ("aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 4, 410.0),
+    ("aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 16, 250.0),
+    ("aclnnAdd_AddAiCore_Add", "Add", "AI_VECTOR_CORE", 12, 20.0),
+    ("aclnnRmsNorm_RmsNormAiCore_RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 8, 35.0),
+    ("aclnnCast_CastAiCore_Cast", "Cast", "AI_VECTOR_CORE", 10, 8.0),
+    ("aclnnSwiGlu_SwiGluAiCore_SwiGlu", "SwiGlu", "MIX_AIV", 4, 60.0),
+    ("trans_TransData", "TransData", "AI_VECTOR_CORE", 6, 12.0),
+    ("aclnnInplaceCopy_TensorMoveAiCore_TensorMove", "TensorMove", "AI_VECTOR_CORE", 6, 5.0),
+    ("aclnnDropoutGenMaskV2_DSAGenBitMask_DSAGenBitMask", "DSAGenBitMask", "DSA_SQE", 2, 2.0),
+    ("aclnnNonzero_NonZeroAiCpu_NonZero", "NonZero", "AI_CPU", 1, 30.0),
+)
+
+HEADERS = {
+    "g2025_l1": ("Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
+                 "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,"
+                 "Input Data Types,Input Formats,Output Shapes,Output Data Types,Output Formats,Context ID,"
+                 "aicore_time(us),aic_total_cycles,aic_mac_time(us),aic_mac_ratio,aic_scalar_time(us),"
+                 "aic_scalar_ratio,aic_mte1_time(us),aic_mte1_ratio,aic_mte2_time(us),aic_mte2_ratio,"
+                 "aic_fixpipe_time(us),aic_fixpipe_ratio,aic_icache_miss_rate,aiv_time(us),aiv_total_cycles,"
+                 "aiv_vec_time(us),aiv_vec_ratio,aiv_scalar_time(us),aiv_scalar_ratio,aiv_mte2_time(us),"
+                 "aiv_mte2_ratio,aiv_mte3_time(us),aiv_mte3_ratio,aiv_icache_miss_rate,cube_utilization(%)"),
+    "g2025_l0": "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim",
+    "g2023": ("Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),"
+              "Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,Input Data Types,"
+              "Input Formats,Output Shapes,Output Data Types,Output Formats,Context ID,aicore_time(us),"
+              "aic_total_cycles,aic_l0a_read_bw(GB/s),aic_l0a_write_bw(GB/s),aic_l0b_read_bw(GB/s),"
+              "aic_l0b_write_bw(GB/s),aic_l0c_read_bw_cube(GB/s),aic_l0c_write_bw_cube(GB/s),aiv_time(us),"
+              "aiv_total_cycles,aiv_l0c_read_bw(GB/s),aiv_l0c_write_bw(GB/s)"),
+}
+HEADERS["g83"] = HEADERS["g2025_l1"].replace("Step Id,Model ID", "Step Id,Device_id,Model ID")
+
+
+@dataclass(frozen=True)
+class SynthSpec:
+    """What to generate.
+
+    ``extra_calls`` multiplies a family's calls per step (a count regression, placed in the
+    compute stream so Computing grows); ``slowdown`` multiplies its durations (a time
+    regression). Both take {family name: factor} and apply to ``inject_ranks`` (None = all).
+    ``comm_ops``/``comm_us``: allreduces per step and their duration; ``overlap``: fraction
+    of the compute span after which communication starts (0 = fully overlapped from the
+    start, 1 = fully exposed at the end). ``jitter``: relative sigma of durations.
+    """
+    ranks: int = 2
+    steps: int = 3
+    first_step: int = 10
+    families: tuple = DEFAULT_FAMILIES
+    comm_ops: int = 2
+    comm_us: float = 1500.0
+    overlap: float = 0.6
+    gap_us: float = 3.0
+    jitter: float = 0.03
+    seed: int = 0
+    header: str = "g2025_l1"
+    extra_calls: dict = field(default_factory=dict)
+    slowdown: dict = field(default_factory=dict)
+    inject_ranks: tuple | None = None
+    profiler_level: str = "Level1"
+    aic_metrics: str = "ACL_AICORE_PIPE_UTILIZATION"
+    torch_npu_version: str | None = None
+    cann_version: str | None = None
+
+
+def _us(ns: int) -> str:
+    sign = "-" if ns < 0 else ""
+    ns = abs(int(ns))
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
+    injected = spec.inject_ranks is None or rank in spec.inject_ranks
+    skew = rank * 11_500_000_000  # devices' clocks are not aligned (P17): 11.5 s per rank
+    t = EPOCH_NS + skew
+    steps = []
+    for si in range(spec.steps):
+        step = spec.first_step + si
+        host_start = t
+        cur = t + int(rng.uniform(400, 600) * 1000)  # Preparing
+        calls = []
+        for name, typ, core, n, mean in spec.families:
+            k = n * (spec.extra_calls.get(name, 1) if injected else 1)
+            slow = spec.slowdown.get(name, 1.0) if injected else 1.0
+            for _ in range(int(round(k))):
+                calls.append((name, typ, core, mean * slow))
+        order = rng.permutation(len(calls))
+        tasks = []
+        for idx, i in enumerate(order):
+            name, typ, core, mean = calls[i]
+            dur = max(1, int(round(mean * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
+            tasks.append({"name": name, "type": typ, "core": core, "start": cur, "dur": dur, "comm": False})
+            cur += dur + int(rng.exponential(spec.gap_us) * 1000) + 1000
+        comp_start, comp_end = tasks[0]["start"], cur
+        span = comp_end - comp_start
+        c_at = comp_start + int(span * spec.overlap)
+        for j in range(spec.comm_ops):
+            dur = max(1, int(round(spec.comm_us * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
+            tasks.append({"name": f"hcom_allReduce__{586 + rank}_{j}_1", "type": "hcom_allReduce_",
+                          "core": "HCCL", "start": c_at, "dur": dur, "comm": True})
+            c_at += dur + 2000
+        end = max(x["start"] + x["dur"] for x in tasks)
+        steps.append({"step": step, "host_start": host_start, "host_end": end + 100_000, "tasks": tasks})
+        t = end + 300_000
+    return steps
+
+
+def _overlap_tracks(tasks):
+    cs = np.array([x["start"] for x in tasks if not x["comm"]], dtype=np.int64)
+    ce = np.array([x["start"] + x["dur"] for x in tasks if not x["comm"]], dtype=np.int64)
+    ms = np.array([x["start"] for x in tasks if x["comm"]], dtype=np.int64)
+    me = np.array([x["start"] + x["dur"] for x in tasks if x["comm"]], dtype=np.int64)
+    lo = int(min(x["start"] for x in tasks))
+    hi = int(max(x["start"] + x["dur"] for x in tasks))
+    comp = merge(cs, ce)
+    comm = merge(ms, me)
+    cno = subtract(ms, me, cs, ce)
+    free = gaps(np.concatenate([cs, ms]), np.concatenate([ce, me]), lo, hi)
+    return {"Computing": comp, "Communication": comm, "Communication(Not Overlapped)": cno,
+            "Free": free}, lo, hi
+
+
+def _kernel_rows(spec, rank, steps):
+    hdr = HEADERS[spec.header].split(",")
+    tab = spec.header != "g2023"
+    rows = []
+    task_id = 1000
+    for st in steps:
+        prev_end = None
+        for x in sorted(st["tasks"], key=lambda x: x["start"]):
+            task_id += 1
+            wait = 0 if prev_end is None else max(0, x["start"] - prev_end)
+            prev_end = x["start"] + x["dur"]
+            comm = x["comm"]
+            core = x["core"]
+            if comm and spec.header == "g83":
+                core = "COMMUNICATION"
+            start = _us(x["start"]) + ("\t" if tab else "")
+            v = {
+                "Step Id": str(st["step"]), "Device_id": str(rank), "Model ID": "4294967295",
+                "Task ID": "N/A" if comm else str(task_id), "Stream ID": "N/A" if comm else "2",
+                "Name": x["name"], "Type": x["type"], "OP State": "N/A" if comm else "dynamic",
+                "Accelerator Core": core, "Start Time(us)": start, "Duration(us)": _us(x["dur"]),
+                "Wait Time(us)": (f"{wait / 1000:.6f}" if spec.header == "g83" else _us(wait)),
+                "Block Dim": "0" if comm else "20", "Mix Block Dim": "N/A" if comm else "0",
+                "HF32 Eligible": "N/A" if comm else "NO",
+                "Input Shapes": "N/A" if comm else '"8,2048;2048,2048"',
+                "Input Data Types": "N/A" if comm else "DT_BF16;DT_BF16",
+                "Input Formats": "N/A" if comm else "ND;ND",
+                "Output Shapes": "N/A" if comm else '"8,2048"',
+                "Output Data Types": "N/A" if comm else "DT_BF16", "Output Formats": "N/A" if comm else "ND",
+                "Context ID": "N/A",
+            }
+            if spec.header == "g2025_l0":
+                if not comm:
+                    v["Type"] = "N/A"
+                    v["Accelerator Core"] = "N/A"
+                else:
+                    v["Type"] = "N/A"
+            for h in hdr:
+                if h not in v:
+                    v[h] = "N/A" if comm else ("0.25" if h.endswith("ratio") else "1.0")
+            rows.append([v[h] for h in hdr])
+    return hdr, rows
+
+
+def _write_csv(path: Path, header, rows, crlf: bool):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n" if crlf else "\n")
+    w.writerow(header)
+    w.writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8", newline="")
+
+
+def _write_rank(root: Path, spec: SynthSpec, rank: int, steps) -> Path:
+    rdir = root / f"rank{rank}_ascend_pt"
+    out = rdir / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
+                                         "schedule": {"wait": 0, "active": spec.steps, "warmup": 1,
+                                                      "repeat": 1, "skip_first": spec.first_step - 2}},
+                       "experimental_config": {"_profiler_level": spec.profiler_level,
+                                               "_aic_metrics": spec.aic_metrics,
+                                               "_export_type": "text", "_l2_cache": False}},
+            "end_info": {"collectionTimeEnd": steps[-1]["host_end"]}, "rank_id": rank}
+    if spec.torch_npu_version:
+        info["torch_npu_version"] = spec.torch_npu_version
+    if spec.cann_version:
+        info["cann_version"] = spec.cann_version
+    (rdir / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=4), encoding="utf-8")
+
+    hdr, rows = _kernel_rows(spec, rank, steps)
+    _write_csv(out / "kernel_details.csv", hdr, rows, crlf=spec.header.startswith("g2025"))
+
+    py_pid, hw_pid, hccl_pid, ov_pid = 3_000_000 + rank, 3_170_820_512, 3_170_820_576, 3_170_820_832
+    ev = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": n}}
+          for pid, n in ((py_pid, "Python"), (hw_pid, "Ascend Hardware"), (hccl_pid, "HCCL"),
+                         (ov_pid, "Overlap Analysis"))]
+    ev += [{"ph": "M", "name": "thread_name", "pid": ov_pid, "tid": i, "args": {"name": n}}
+           for i, n in enumerate(("Computing", "Communication", "Communication(Not Overlapped)", "Free"))]
+    ev.append({"ph": "M", "name": "thread_name", "pid": hccl_pid, "tid": 0,
+               "args": {"name": "Group 0 Communication"}})
+    st_rows = []
+    comm_doc = {}
+    for st in steps:
+        ev.append({"ph": "X", "name": f"ProfilerStep#{st['step']}", "pid": py_pid, "tid": py_pid,
+                   "ts": _us(st["host_start"]), "dur": (st["host_end"] - st["host_start"]) / 1000,
+                   "cat": "cpu_op", "args": {}})
+        for x in st["tasks"]:
+            pid = hccl_pid if x["comm"] else hw_pid
+            ev.append({"ph": "X", "name": x["name"], "pid": pid, "tid": 0 if x["comm"] else 2,
+                       "ts": _us(x["start"]), "dur": x["dur"] / 1000,
+                       "args": {"Task Type": "HCCL" if x["comm"] else x["core"]}})
+        tracks, lo, hi = _overlap_tracks(st["tasks"])
+        sums = {}
+        for tid, (name, (s, e)) in enumerate(tracks.items()):
+            sums[name] = int((e - s).sum())
+            for a, b in zip(s.tolist(), e.tolist()):
+                ev.append({"ph": "X", "name": name, "pid": ov_pid, "tid": tid, "ts": _us(a),
+                           "dur": (b - a) / 1000})
+        comp, comm, cno, free = (sums[k] / 1000 for k in tracks)
+        st_rows.append([str(st["step"]), f"{comp}", f"{cno}", f"{comm - cno}", f"{comm}", f"{free}",
+                        f"{(hi - lo) / 1000}", "0", f"{cno}", f"{(lo - st['host_start']) / 1000}"])
+        ops = {}
+        total = 0.0
+        for j, x in enumerate(t for t in st["tasks"] if t["comm"]):
+            ms = x["dur"] / 1e6
+            total += ms
+            ops[f"{x['name']}@1752268860347708058{rank}"] = {
+                "Communication Time Info": {"Start Timestamp(us)": float(_us(x["start"])),
+                                            "Elapse Time(ms)": ms, "Transit Time(ms)": ms * 0.3,
+                                            "Wait Time(ms)": ms * 0.7, "Synchronization Time(ms)": 0.0,
+                                            "Idle Time(ms)": 0.0, "Wait Time Ratio": 0.7,
+                                            "Synchronization Time Ratio": 0.0},
+                "Communication Bandwidth Info": {}}
+        ops["Total Op Info"] = {"Communication Time Info": {"Elapse Time(ms)": total},
+                                "Communication Bandwidth Info": {}}
+        comm_doc[f"step{st['step']}"] = {"collective": ops, "p2p": {}}
+    (out / "trace_view.json").write_text(json.dumps(ev), encoding="utf-8")
+    st_hdr = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",
+              "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
+    if spec.header == "g83":
+        st_hdr = ["Device_id"] + st_hdr
+        st_rows = [[str(rank)] + r for r in st_rows]
+    _write_csv(out / "step_trace_time.csv", st_hdr, st_rows, crlf=spec.header.startswith("g2025"))
+    if spec.comm_ops:
+        (out / "communication.json").write_text(json.dumps(comm_doc, indent=1), encoding="utf-8")
+    return rdir
+
+
+def write_capture(out_dir, spec: SynthSpec = SynthSpec()) -> Path:
+    """Write a synthetic capture (one folder per rank) under ``out_dir``; returns ``out_dir``.
+
+    Raises:
+        ValueError: unknown ``spec.header``.
+    """
+    if spec.header not in HEADERS:
+        raise ValueError(f"unknown header generation {spec.header!r}; use one of {sorted(HEADERS)}")
+    root = Path(out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    for rank in range(spec.ranks):
+        rng = np.random.default_rng([spec.seed, rank])
+        _write_rank(root, spec, rank, _rank_timeline(spec, rank, rng))
+    return root
+
+
+def write_demo_pair(out_dir) -> tuple[Path, Path]:
+    """The bundled default: a 2-rank baseline capture and a candidate in which Cast is called
+    twice as often and MatMulV3 runs 1.4x slower (a count and a step-time regression)."""
+    out = Path(out_dir)
+    base = write_capture(out / "baseline", SynthSpec(seed=1))
+    cand = write_capture(out / "candidate", SynthSpec(
+        seed=2, extra_calls={"aclnnCast_CastAiCore_Cast": 2},
+        slowdown={"aclnnMatmul_MatMulV3Common_MatMulV3": 1.4}))
+    return base, cand
