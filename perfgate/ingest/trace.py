@@ -134,7 +134,7 @@ def read_trace(path: Path) -> TraceSummary:
         except ijson.common.JSONError as e:
             first = str(e).splitlines()[0]
             end = reader.pos
-            if "premature EOF" in str(e) or "Incomplete" in type(e).__name__ and end >= size:
+            if "premature EOF" in str(e):
                 msg = f"truncated JSON: the file ends at byte {size} inside an unfinished value"
                 off = size
             else:

@@ -1,0 +1,53 @@
+"""Shared fixtures. Real captures are read in place from ../shared/fixtures/ascend/ (never
+copied into the repo). Where that folder is absent the tests that need it skip with a
+reason; with PERFGATE_REQUIRE_REAL=1 (set by .ci/run) its absence is a failure instead."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfgate.policy import load_policy
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("PERFGATE_SHARED", REPO.parent / "shared"))
+ASCEND = SHARED / "fixtures" / "ascend"
+TEXT = ASCEND / "msinsight" / "test" / "data" / "pytorch" / "text"
+
+
+def _need(path: Path) -> Path:
+    if path.exists():
+        return path
+    msg = (f"real Ascend captures not found at {path} (this workplace's ../shared/fixtures/ascend; "
+           f"set PERFGATE_SHARED to its parent folder)")
+    if os.environ.get("PERFGATE_REQUIRE_REAL") == "1":
+        pytest.fail(msg + " and PERFGATE_REQUIRE_REAL=1", pytrace=False)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def ascend() -> Path:
+    return _need(ASCEND)
+
+
+@pytest.fixture(scope="session")
+def text_captures() -> Path:
+    """The 2-rank G2025 text captures: level0, level1, level2 (three runs of one job)."""
+    return _need(TEXT)
+
+
+@pytest.fixture
+def copy_capture(tmp_path, text_captures):
+    """Copy a real capture (e.g. "level1") to a temp dir for mutation; returns its path."""
+    def _copy(level: str, name: str | None = None) -> Path:
+        dst = tmp_path / (name or level)
+        shutil.copytree(text_captures / level, dst)
+        return dst
+    return _copy
+
+
+@pytest.fixture(scope="session")
+def policy():
+    return load_policy()
