@@ -70,21 +70,20 @@ class Policy:
     raw: dict = field(repr=False, default_factory=dict)
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
+        """Effective rule: the metric's base settings, then every matching override applied
+        from the least to the most specific (most labels last, so it wins)."""
         labels = labels or {}
         base = self.rules.get(name)
-        best, best_n = None, -1
-        for ov_name, ov_labels, ov in self.overrides:
-            if ov_name == name and all(labels.get(k) == v for k, v in ov_labels.items()):
-                if len(ov_labels) > best_n:
-                    best, best_n = ov, len(ov_labels)
-        if base is None and best is None:
+        matching = sorted(((len(ov_labels), i, ov) for i, (ov_name, ov_labels, ov) in enumerate(self.overrides)
+                           if ov_name == name and all(labels.get(k) == v for k, v in ov_labels.items())),
+                          key=lambda x: (x[0], x[1]))
+        if base is None and not matching:
             return None
-        if best is None:
-            return base
         merged = {"gated": base.gated if base else False,
                   "direction": base.direction if base else terms.EXACT,
                   "tolerance": base.tolerance if base else Tolerance("abs", 0.0)}
-        merged.update(best)
+        for _, _, ov in matching:
+            merged.update(ov)
         return Rule(**merged)
 
     def fingerprint_digest(self) -> str:

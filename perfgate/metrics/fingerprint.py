@@ -116,6 +116,8 @@ def rank_metrics(rank, policy, root) -> dict:
             out[("share.category", (("category", str(col)),))] = (
                 float(shares[col].median()), f"{kfile} {_rows_text(rows)}", {})
 
+    if not steps:
+        return out
     sums, unions = [], []
     for s in steps:
         g = k[k["step"] == s]
@@ -262,6 +264,17 @@ def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fing
         warnings.extend(f"rank {r.rank}: {w}" for w in r.warnings)
         for m in r.missing:
             warnings.append(f"rank {r.rank}: {m} not present; metrics from it are not available")
+    for r in capture.ranks:
+        k = r.kernels.df
+        if r.kernels.type_available and r.kernels.core_available:
+            cat = km.categorize(k, policy.categories)
+            unknown = k.loc[cat == km.UNKNOWN]
+            if len(unknown):
+                cores = sorted(map(str, unknown["core_type"].dropna().unique()))[:5]
+                warnings.append(
+                    f"rank {r.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
+                    f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
+                    f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
     prov = {
         "source": str(capture.path.resolve()),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

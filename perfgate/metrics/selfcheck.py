@@ -109,7 +109,12 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
         ref, ref_name = None, None
 
     kernel_steps = list(pd.unique(k["step"].dropna()))
-    if ref is None:
+    if not kernel_steps:
+        out.append(SelfCheck(
+            "steps_present", rank.rank, None, FAIL,
+            f"all {len(k)} rows of {kfile} have a blank Step Id: no kernel falls in a profiled step, "
+            f"so nothing on this rank can be compared (partial capture)", evidence=kfile))
+    elif ref is None:
         why = ("no trace_view.json with an Overlap Analysis process and no step_trace_time.csv: "
                "cannot cross-check kernel_details.csv")
         status = FAIL if policy.self_checks.get("require_trace") else SKIPPED
