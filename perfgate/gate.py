@@ -17,7 +17,7 @@ from perfgate import errors, terms
 from perfgate.compare import compare_fingerprints, summarize
 from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
 from perfgate.ingest import load_capture
-from perfgate.metrics.fingerprint import failed_checks, fingerprint_capture, require_valid
+from perfgate.metrics.fingerprint import fingerprint_capture, require_valid
 from perfgate.model import Fingerprint, GateResult
 from perfgate.store.baselines import BaselineStore
 
@@ -92,7 +92,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     store.path_for(name)  # validate the name before any work
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})
-    fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov))
+    fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
+                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
     _refuse_partial(fp)
     return store.save(name, fp), fp
 
@@ -116,22 +117,20 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     except InvalidCaptureError as e:
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, baseline_name=baseline_name,
                           error=e.to_dict(), elapsed_s=time.perf_counter() - t0)
-    bad = failed_checks(cand)
-    if bad:
-        try:
-            require_valid(cand)
-        except InvalidCaptureError as e:
-            return GateResult(status=terms.INVALID, exit_code=e.exit_code, self_checks=cand.self_checks,
-                              notes=tuple(cand.warnings), baseline_name=baseline_name,
-                              candidate_provenance=cand.provenance, error=e.to_dict(),
-                              elapsed_s=time.perf_counter() - t0)
+    try:
+        require_valid(cand, fail_closed=policy.fail_closed)
+    except InvalidCaptureError as e:
+        return GateResult(status=terms.INVALID, exit_code=e.exit_code, self_checks=cand.self_checks,
+                          notes=tuple(cand.warnings), baseline_name=baseline_name,
+                          candidate_provenance=cand.provenance, error=e.to_dict(),
+                          elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
     try:
         base, _meta = store.load(baseline_name)
     except NoBaselineError as e:
         return GateResult(status=terms.NO_BASELINE, exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
                           candidate_provenance=cand.provenance, error=e.to_dict(),
-                          elapsed_s=time.perf_counter() - t0)
+                          elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
     comparisons, notes = compare_fingerprints(base, cand, policy)
     status = summarize(comparisons)
     code = errors.EXIT_REGRESSION if status == terms.FAIL else errors.EXIT_PASS
@@ -142,7 +141,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
                       self_checks=cand.self_checks, notes=tuple(notes), baseline_name=baseline_name,
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
-                      elapsed_s=time.perf_counter() - t0)
+                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
 
 
 __all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "PerfgateError"]

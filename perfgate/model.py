@@ -96,6 +96,30 @@ class SelfCheck:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """A labelled observation about a capture (e.g. SLOW_RANK, WARMUP_NOT_STRIPPED).
+
+    ``severity``: ``info`` (reported), ``warn`` (reported prominently) or ``fail`` (the
+    policy makes it fail closed). ``code`` is a stable UPPER_SNAKE label.
+    """
+    code: str
+    severity: str
+    rank: int | None
+    step: str | None
+    message: str
+    evidence: str = ""
+    value: float | None = None
+    threshold: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Finding":
+        return cls(**d)
+
+
+@dataclass(frozen=True)
 class Fingerprint:
     """Everything the gate trusts about one capture.
 
@@ -111,9 +135,13 @@ class Fingerprint:
     self_checks: tuple = ()
     warnings: tuple = ()
     policy_digest: str = ""
+    findings: tuple = ()
+    detail: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
+            "findings": [f.to_dict() for f in self.findings],
+            "detail": self.detail,
             "schema": self.schema,
             "perfgate_version": self.perfgate_version,
             "provenance": self.provenance,
@@ -132,6 +160,8 @@ class Fingerprint:
             metrics={k: MetricValue.from_dict(v) for k, v in d.get("metrics", {}).items()},
             self_checks=tuple(SelfCheck.from_dict(c) for c in d.get("self_checks", [])),
             warnings=tuple(d.get("warnings", [])), policy_digest=d.get("policy_digest", ""),
+            findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
+            detail=d.get("detail", {}),
         )
 
 
@@ -177,6 +207,8 @@ class GateResult:
     candidate_provenance: dict | None = None
     error: dict | None = None
     elapsed_s: float = 0.0
+    findings: tuple = ()
+    detail: dict = field(default_factory=dict)
 
     def counts(self) -> dict:
         c = {v: 0 for v in terms.VERDICTS}
@@ -193,5 +225,7 @@ class GateResult:
             "candidate_provenance": self.candidate_provenance,
             "notes": list(self.notes), "error": self.error, "elapsed_s": self.elapsed_s,
             "self_checks": [c.to_dict() for c in self.self_checks],
+            "findings": [f.to_dict() for f in self.findings],
+            "detail": self.detail,
             "comparisons": [c.to_dict() for c in self.comparisons],
         }

@@ -18,7 +18,10 @@ from perfgate.errors import PolicyError
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
-_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks"}
+_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings"}
+_FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
+                 "recompile_gap_ratio", "recompile_wait_ratio", "exposed_significant", "exposed_hidden",
+                 "warmup_ratio", "slow_rank_ratio", "max_collection_spread_s", "fail_closed"}
 _FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "categories"}
 _RULE_KEYS = {"gated", "direction", "tolerance"}
 _TOL_KINDS = {"abs", "rel", "pp"}
@@ -68,6 +71,8 @@ class Policy:
     overrides: tuple
     self_checks: dict
     raw: dict = field(repr=False, default_factory=dict)
+    findings: dict = field(default_factory=dict)
+    fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -223,6 +228,23 @@ def load_policy(path=None) -> Policy:
     if unknown:
         raise _err(path, f"self_checks.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_CHECK_KEYS)})")
     checks.update(sc)
+    fd = doc.get("findings") or {}
+    if not isinstance(fd, dict):
+        raise _err(path, "findings", "must be a mapping of threshold -> number")
+    unknown = set(fd) - _FINDING_KEYS
+    if unknown:
+        raise _err(path, f"findings.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_FINDING_KEYS)})")
+    thresholds = {}
+    for k, v in fd.items():
+        if k == "fail_closed":
+            continue
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise _err(path, f"findings.{k}", f"must be a non-negative number, got {v!r}")
+        thresholds[k] = float(v)
+    fail_closed = fd.get("fail_closed", ["WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS"])
+    if not isinstance(fail_closed, list) or not all(isinstance(x, str) for x in fail_closed):
+        raise _err(path, "findings.fail_closed", "must be a list of finding codes")
     return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
-                  overrides=tuple(overrides), self_checks=checks, raw=doc)
+                  overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
+                  fail_closed=tuple(fail_closed))

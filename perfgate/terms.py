@@ -16,8 +16,10 @@ CALIBER_LABEL = {SUM_DURATION: "ΣDuration", BUSY_UNION: "busy union"}
 
 # tiers: how reproducible a quantity is between two captures of the same job
 TIER_EXACT = 1      # counts and sets: identical for identical work
-TIER_SHARE = 2      # aggregate shares and step aggregates: a few percent run to run
-TIER_CONTEXT = 3    # single-kernel or wait-dominated times: context only, never gated by default
+TIER_SHARE = 2      # aggregate time shares: within a fraction of a percentage point
+TIER_STEP = 3       # step aggregates (rank0 / p50): a few percent run to run
+TIER_CONTEXT = 4    # single-kernel / single-collective durations, absolute comm times: never gated
+                    # by default (they drift up to ~2x between devices)
 
 # directions: what a change of the value means
 LOWER_IS_BETTER = "lower_is_better"

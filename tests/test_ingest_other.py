@@ -63,7 +63,7 @@ def test_communication_json_p08(tmp_path):
     p.write_text(json.dumps({"step1": {"collective": {
         "hcom_allReduce__1_0_1@g": {"Communication Time Info": {"Elapse Time(ms)": 2.0}},
         "Total Op Info": {"Communication Time Info": {"Elapse Time(ms)": 2.0}}}, "p2p": {}}}))
-    df = read_communication(p)
+    df = read_communication(p).ops
     assert df["elapse_us"].sum() == 2000.0 and df["op"].tolist() == ["hcom_allReduce__1_0_1"]
     assert df["step"].tolist() == ["1"]
 
@@ -80,7 +80,7 @@ def test_communication_json_errors(tmp_path):
 
 
 def test_real_communication_matches_trace(text_captures):
-    df = read_communication(text_captures / "level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")
+    df = read_communication(text_captures / "level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json").ops
     assert abs(df["elapse_us"].sum() - 105991.878) < 0.01  # step_trace Communication
 
 

@@ -67,7 +67,8 @@ def read_profiler_info(path: Path) -> dict:
     """Comparability facets from profiler_info_<N>.json.
 
     Returns keys ``profiler_level``, ``aic_metrics``, ``export_type``, ``l2_cache``,
-    ``torch_npu_version``, ``cann_version``, ``schedule`` (dict), ``rank_id`` (int or None).
+    ``torch_npu_version``, ``cann_version``, ``schedule`` (dict), ``rank_id`` (int or None),
+    ``collection_end_ns`` (host wall clock when collection ended, ns, or None).
 
     Raises:
         InvalidCaptureError: the file is empty or not valid JSON (names the byte offset).
@@ -100,6 +101,7 @@ def read_profiler_info(path: Path) -> dict:
         "cann_version": doc.get("cann_version"),
         "schedule": sched,
         "rank_id": rid,
+        "collection_end_ns": (doc.get("end_info") or {}).get("collectionTimeEnd"),
     }
 
 

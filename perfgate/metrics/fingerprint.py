@@ -18,10 +18,17 @@ from perfgate import __version__, terms
 from perfgate.errors import InvalidCaptureError
 from perfgate.metrics import kernels as km
 from perfgate.metrics import registry
+from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
 from perfgate.metrics.intervals import busy_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
-from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
+from perfgate.metrics.steps import cross_rank_findings, label_steps, step_table, warmup_findings
+from perfgate.model import FINGERPRINT_SCHEMA, Finding, Fingerprint, MetricValue, metric_key
 
+_ANATOMY = {
+    "step.wall_us": "wall_us", "step.bubble_us": "bubble_us", "step.underfeed_ratio": "underfeed_ratio",
+    "step.prelaunch_gap_us": "prelaunch_us", "step.tail_gap_us": "tail_us",
+    "step.internal_bubble_us": "internal_bubble_us", "step.largest_bubble_us": "largest_bubble_us",
+}
 _STEP_COLS = {
     "step.computing_us": "computing_us",
     "step.comm_us": "comm_us",
@@ -44,7 +51,7 @@ def _rows_text(rows, limit=5) -> str:
     return f"rows {shown}" + (f" (+{len(rows) - limit} more)" if len(rows) > limit else "")
 
 
-def _step_table(rank) -> tuple[pd.DataFrame | None, str | None]:
+def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
     """Per-step Overlap Analysis figures (µs) from step_trace_time.csv, else from the trace."""
     if rank.step_trace is not None:
         t = rank.step_trace.groupby("step")[list(_STEP_COLS.values())].sum()
@@ -60,10 +67,11 @@ def _step_table(rank) -> tuple[pd.DataFrame | None, str | None]:
     return None, None
 
 
-def rank_metrics(rank, policy, root) -> dict:
+def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dict:
     """Per-rank metrics: ``{(name, labels_tuple): (value, evidence, context)}``.
 
-    ``labels_tuple`` is a sorted tuple of (label, value) pairs without the view label.
+    ``labels_tuple`` is a sorted tuple of (label, value) pairs without the view label;
+    ``anatomy`` is the rank's :func:`perfgate.metrics.steps.step_table` (computed if None).
     Pure over ``rank``'s tables.
     """
     out: dict = {}
@@ -128,7 +136,7 @@ def rank_metrics(rank, policy, root) -> dict:
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
         float(np.median(unions)), f"{kfile} merged intervals", {"caliber": terms.BUSY_UNION})
 
-    st, st_src = _step_table(rank)
+    st, st_src = _overlap_steps(rank)
     if st is not None and len(st):
         src = _rel(rank.step_trace_path, root) if rank.step_trace_path else st_src
         for name, col in _STEP_COLS.items():
@@ -139,9 +147,33 @@ def rank_metrics(rank, policy, root) -> dict:
         if (st["comm_us"] > 0).all():
             ratio = st["comm_not_overlapped_us"] / st["comm_us"]
             out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, {})
-    if rank.comm is not None and len(rank.comm):
-        per = rank.comm.groupby("step")["elapse_us"].sum()
-        out[("comm.elapse_us", ())] = (float(per.median()), _rel(rank.comm_path, root), {})
+    if rank.comm is not None and len(rank.comm.ops):
+        cfile = _rel(rank.comm_path, root)
+        per = rank.comm.ops.groupby("step")["elapse_us"].sum()
+        out[("comm.elapse_us", ())] = (float(per.median()), cfile, {})
+        wr = wait_ratio(rank.comm)
+        if not np.isnan(wr):
+            out[("comm.wait_ratio", ())] = (wr, f"{cfile} Wait/Transit Time(ms)", {})
+        for link, bw in bandwidth(rank.comm).items():
+            out[("comm.bandwidth_gbps", (("link", link),))] = (bw, f"{cfile} {link} Transit Size/Time", {})
+
+    if anatomy is None:
+        anatomy = step_table(rank, policy.findings)
+    if len(anatomy):
+        ev = f"{kfile} rows {int(anatomy['first_row'].min())}-{int(anatomy['last_row'].max())}"
+        for name, col in _ANATOMY.items():
+            v = anatomy[col].dropna()
+            if len(v):
+                out[(name, ())] = (float(v.median()), ev, {})
+    kinds = kind_table(k)
+    for kind, g in kinds.groupby("kind"):
+        per = g.set_index("step").reindex(steps, fill_value=0)
+        rows = k.loc[k["is_comm"] & (k["name"].map(comm_kind) == kind), "row"]
+        ev = f"{kfile} {_rows_text(rows)}"
+        lab = (("kind", str(kind)),)
+        out[("comm.calls_per_step", lab)] = (km.median_low(per["calls"].to_numpy()), ev, {})
+        out[("comm.time_us", lab)] = (float(per["sum_us"].median()), ev, {})
+        out[("comm.exposed_us", lab)] = (float(per["exposed_us"].median()), ev, {})
     return out
 
 
@@ -183,6 +215,18 @@ def _views(per_rank: dict[int, dict], policy) -> dict[str, MetricValue]:
             out[key] = MetricValue(key=key, name=name, labels=dict(labels_d, view=view),
                                    value=float(val), unit=d.unit, caliber=caliber, tier=d.tier,
                                    evidence=ev, context=ctx)
+        mean = float(arr.mean())
+        if len(arr) >= 2 and mean > 0 and name != "step.count":
+            sd = registry.get("rank.skew_ratio")
+            slabels = dict(labels_d, metric=name)
+            key = metric_key("rank.skew_ratio", **slabels)
+            out[key] = MetricValue(
+                key=key, name="rank.skew_ratio", labels=slabels, value=float((arr.max() - arr.min()) / mean),
+                unit=sd.unit, caliber=caliber, tier=sd.tier,
+                evidence=f"(max − min) / mean of {len(arr)} rank(s): " + ", ".join(
+                    f"rank {r} {v:g}" for r, v in list(vals.items())[:8]),
+                context={"min_rank": int(list(vals)[int(arr.argmin())]),
+                         "max_rank": int(list(vals)[int(arr.argmax())])})
     return out
 
 
@@ -191,10 +235,11 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
     depth = policy.top_n + policy.top_n_slack
     r0ctx = per_rank[r0][("kernel.topn", ())][2]
     med = defaultdict(list)
+    families = set().union(*[set(mm[("kernel.topn", ())][2]["ranked"]) for mm in per_rank.values()])
     for r, m in per_rank.items():
         ctx = m[("kernel.topn", ())][2]
         got = dict(zip(ctx["ranked"], ctx["sum_dur_us"]))
-        for fam in set().union(*[set(mm[("kernel.topn", ())][2]["ranked"]) for mm in per_rank.values()]):
+        for fam in families:
             med[fam].append(got.get(fam, 0.0))
     p50 = sorted(((float(np.median(v)), f) for f, v in med.items()), key=lambda x: (-x[0], x[1]))
     rankings = {terms.VIEW_RANK0: (r0ctx["ranked"], r0ctx["sum_dur_us"], f"rank {r0}"),
@@ -254,11 +299,37 @@ def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fing
         :func:`require_valid` before trusting it.
     """
     root = capture.path
-    per_rank = {r.rank: rank_metrics(r, policy, root) for r in capture.ranks}
+    th = policy.findings
+    anatomy = {r.rank: step_table(r, th) for r in capture.ranks}
+    per_rank = {r.rank: rank_metrics(r, policy, root, anatomy[r.rank]) for r in capture.ranks}
     metrics = _views(per_rank, policy)
     checks = []
+    findings = []
     for r in capture.ranks:
         checks.extend(run_self_checks(r, policy))
+        if r.comm is not None:
+            checks.extend(op_identity_checks(r.comm, r.rank, _rel(r.comm_path, root)))
+        findings.extend(label_steps(anatomy[r.rank], th, _rel(r.kernels.path, root)))
+    tables = pd.concat([t for t in anatomy.values() if len(t)] or [pd.DataFrame(columns=["rank", "step"])],
+                       ignore_index=True)
+    findings.extend(warmup_findings(tables, th, "kernel_details.csv"))
+    step_time = {}
+    for r in capture.ranks:
+        st, _ = _overlap_steps(r)
+        if st is not None:
+            for s, row in st.iterrows():
+                step_time[(r.rank, str(s))] = float(row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"])
+        else:
+            for _, row in anatomy[r.rank].iterrows():
+                step_time[(r.rank, row["step"])] = float(row["wall_us"])
+    findings.extend(cross_rank_findings(tables, step_time, {r.rank: r.location.info for r in capture.ranks}, th))
+    findings.extend(_bubble_note(capture))
+    kinds = []
+    for r in capture.ranks:
+        kt = kind_table(r.kernels.df)
+        kt.insert(0, "rank", r.rank)
+        kinds.extend(kt.to_dict("records"))
+    detail = {"steps": _records(tables), "comm_kinds": _records(pd.DataFrame(kinds))}
     warnings = list(capture.warnings)
     for r in capture.ranks:
         warnings.extend(f"rank {r.rank}: {w}" for w in r.warnings)
@@ -289,18 +360,56 @@ def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fing
     return Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version=__version__, provenance=prov,
                        config=capture_config(capture, policy), metrics=metrics,
                        self_checks=tuple(checks), warnings=tuple(warnings),
-                       policy_digest=policy.fingerprint_digest())
+                       policy_digest=policy.fingerprint_digest(), findings=tuple(findings), detail=detail)
+
+
+def _records(df: pd.DataFrame) -> list:
+    """DataFrame -> JSON-safe records (NaN -> None, numpy scalars -> Python)."""
+    out = []
+    for rec in df.to_dict("records"):
+        clean = {}
+        for k, v in rec.items():
+            if isinstance(v, (np.integer,)):
+                v = int(v)
+            elif isinstance(v, (np.floating, float)):
+                v = None if np.isnan(v) else round(float(v), 6)
+            elif v is pd.NA:
+                v = None
+            clean[k] = v
+        out.append(clean)
+    return out
+
+
+def _bubble_note(capture) -> list:
+    """step_trace Bubble counts only hcom_receive rows: a PP run using batchSendRecv shows 0."""
+    out = []
+    for r in capture.ranks:
+        k = r.kernels.df
+        sendrecv = k["is_comm"] & k["name"].str.lower().str.contains("batchsendrecv|hcom_send", regex=True)
+        if sendrecv.any() and r.step_trace is not None and (r.step_trace["bubble_us"].fillna(0) == 0).all():
+            out.append(Finding(
+                "BUBBLE_UNRELIABLE", "info", r.rank, None,
+                f"rank {r.rank}: {int(sendrecv.sum())} send/batchSendRecv row(s) but step_trace_time.csv Bubble is 0: "
+                f"torch_npu counts only hcom_receive as Bubble, so pipeline bubbles are not measured here",
+                f"{r.kernels.path.name} row {int(k.loc[sendrecv, 'row'].iloc[0])}"))
+    return out
 
 
 def failed_checks(fp: Fingerprint) -> list:
     return [c for c in fp.self_checks if c.status == FAIL]
 
 
-def require_valid(fp: Fingerprint) -> Fingerprint:
-    """Fail closed: raise if any self-check failed.
+def blocking_findings(fp: Fingerprint, fail_closed=()) -> list:
+    """Findings whose code is in ``fail_closed`` (policy ``findings.fail_closed``)."""
+    return [f for f in fp.findings if f.code in set(fail_closed)]
+
+
+def require_valid(fp: Fingerprint, fail_closed=()) -> Fingerprint:
+    """Fail closed: raise if any self-check failed or a finding in ``fail_closed`` is present.
 
     Raises:
-        InvalidCaptureError: naming the first failed check (all are in ``problems``).
+        InvalidCaptureError: naming the first failed check or blocking finding (all of them
+            are in ``problems``).
     """
     bad = failed_checks(fp)
     if bad:
@@ -310,4 +419,11 @@ def require_valid(fp: Fingerprint) -> Fingerprint:
             f"self-check {first.name} failed on rank {first.rank} step {first.step}: {first.message}{more}",
             path=fp.provenance.get("source"),
             problems=[c.to_dict() for c in bad])
+    block = blocking_findings(fp, fail_closed)
+    if block:
+        first = block[0]
+        more = f" (and {len(block) - 1} more)" if len(block) > 1 else ""
+        raise InvalidCaptureError(f"{first.code}: {first.message}{more}", path=fp.provenance.get("source"),
+                                  hint="the policy's findings.fail_closed lists this finding",
+                                  problems=[f.to_dict() for f in block])
     return fp

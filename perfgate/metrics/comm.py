@@ -1,0 +1,101 @@
+"""Communication analysis: HCCL op kinds, exposed time per kind, communication.json figures.
+
+Kinds come from op names (``hcom_allReduce__586_0_1`` -> ``allreduce``): allreduce,
+allgather, reducescatter, alltoall (incl. alltoallv), broadcast, send_recv (send, receive,
+batchSendRecv), barrier, reduce, other. communication.json figures (msprof-analyze
+cluster_analyse communication_analysis): wait ratio = Σ wait / (Σ wait + Σ transit);
+bandwidth per link type = Σ Transit Size (MB) / Σ Transit Time (ms) = GB/s.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from perfgate.metrics.intervals import merge
+from perfgate.metrics.steps import covered_ns
+from perfgate.model import SelfCheck
+
+_KINDS = (
+    ("alltoall", re.compile(r"alltoall")),
+    ("allreduce", re.compile(r"allreduce")),
+    ("allgather", re.compile(r"allgather")),
+    ("reducescatter", re.compile(r"reduce_?scatter")),
+    ("broadcast", re.compile(r"broadcast")),
+    ("send_recv", re.compile(r"batchsendrecv|send|recv|receive")),
+    ("barrier", re.compile(r"barrier")),
+    ("reduce", re.compile(r"reduce")),
+)
+
+
+def kind_of(name: str) -> str:
+    """HCCL op kind of a communication kernel / op name (lower-case, ``other`` if unknown)."""
+    n = str(name).lower()
+    n = n[5:] if n.startswith("hcom_") else n
+    for kind, rx in _KINDS:
+        if rx.search(n):
+            return kind
+    return "other"
+
+
+def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` (time of those
+    rows not covered by the step's compute busy union), from the kernel table."""
+    k = kernels[kernels["step"].notna()]
+    out = []
+    for step, g in k.groupby("step", sort=False):
+        comm = g[g["is_comm"]]
+        if comm.empty:
+            continue
+        comp = g[~g["is_comm"]]
+        cs, ce = merge(comp["start_ns"].to_numpy(), comp["end_ns"].to_numpy())
+        cov = covered_ns(cs, ce, comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy())
+        t = pd.DataFrame({"kind": comm["name"].map(kind_of).to_numpy(), "dur": comm["dur_ns"].to_numpy(),
+                          "exposed": comm["dur_ns"].to_numpy() - cov})
+        agg = t.groupby("kind").agg(calls=("dur", "size"), sum_ns=("dur", "sum"), exposed_ns=("exposed", "sum"))
+        for kind, a in agg.iterrows():
+            out.append({"step": str(step), "kind": kind, "calls": int(a["calls"]),
+                        "sum_us": a["sum_ns"] / 1000.0, "exposed_us": a["exposed_ns"] / 1000.0})
+    return pd.DataFrame(out, columns=["step", "kind", "calls", "sum_us", "exposed_us"])
+
+
+def op_identity_checks(comm, rank_id, rel_path: str, tol_us: float = 1.0) -> list[SelfCheck]:
+    """Per step: every op's Elapse = Transit + Wait + Idle (ms in the file) within ``tol_us``.
+    One check per step; a failure names the op."""
+    out = []
+    ops = comm.ops
+    if ops.empty:
+        return out
+    diff = ops["elapse_us"] - (ops["transit_us"] + ops["wait_us"] + ops["idle_us"])
+    for step, d in diff.groupby(ops["step"]):
+        bad = d[d.abs() > tol_us]
+        if bad.empty:
+            out.append(SelfCheck("comm_op_identity", rank_id, str(step), "pass",
+                                 f"{len(d)} op(s): Elapse = Transit + Wait + Idle (largest difference "
+                                 f"{d.abs().max():.6f} us)", evidence=rel_path))
+        else:
+            i = bad.abs().idxmax()
+            op = ops.loc[i]
+            out.append(SelfCheck(
+                "comm_op_identity", rank_id, str(step), "fail",
+                f"{op['op']}: Elapse {op['elapse_us'] / 1000:.6f} ms ≠ Transit + Wait + Idle "
+                f"{(op['transit_us'] + op['wait_us'] + op['idle_us']) / 1000:.6f} ms "
+                f"({len(bad)} op(s) off by more than {tol_us} us)", expected=float(op["elapse_us"]),
+                observed=float(op["transit_us"] + op["wait_us"] + op["idle_us"]), tolerance=tol_us,
+                evidence=f"{rel_path} step{step}.{op['kind']}.{op['op']}"))
+    return out
+
+
+def wait_ratio(comm) -> float:
+    """Σ wait / (Σ wait + Σ transit) over all ops of the rank (NaN without ops)."""
+    w, t = comm.ops["wait_us"].sum(), comm.ops["transit_us"].sum()
+    return float(w / (w + t)) if (w + t) > 0 else np.nan
+
+
+def bandwidth(comm) -> dict:
+    """{link type: GB/s} = Σ Transit Size (MB) / Σ Transit Time (ms), links with time > 0."""
+    if comm.links.empty:
+        return {}
+    g = comm.links.groupby("link")[["size_mb", "time_us"]].sum()
+    return {str(link): float(r["size_mb"] / (r["time_us"] / 1000.0)) for link, r in g.iterrows() if r["time_us"] > 0}

@@ -1,0 +1,241 @@
+"""Per-step, per-rank anatomy and host-bound analysis (pure functions over one rank's tables).
+
+For each step of a rank (device tasks from kernel_details.csv, host window from the trace's
+``ProfilerStep#N`` event when present), in microseconds:
+
+* ``wall_us`` = last task end − first task start (device span);
+* ``busy_us`` = busy union of the tasks; ``kernel_sum_us`` = ΣDuration;
+* ``bubble_us`` = wall − busy union (all device idle inside the span);
+  ``underfeed_ratio`` = bubble / wall;
+* ``prelaunch_us`` = first device task − host step start (torch_npu "Preparing"; from
+  step_trace_time.csv when there is no trace); ``tail_us`` = host step end − last task end;
+* ``internal_bubble_us`` = Σ idle gaps inside the span longer than ``bubble_min_us`` (shorter
+  gaps are launch jitter); ``largest_bubble_us`` and the row that ends it;
+* ``comm_sum_us`` (ΣDuration of communication rows), ``exposed_comm_us`` (communication
+  time not covered by the compute busy union) and ``exposed_comm_ratio``.
+
+Labels (policy ``findings`` thresholds; "step" is the host window, or the wall without one):
+DEVICE_IDLE_GAP_HEAVY (underfeed ≥ 0.30), PRELAUNCH_GAP_HEAVY / TAIL_GAP_HEAVY /
+INTERNAL_BUBBLE_HEAVY (≥ max(1 ms, 10 % of the step)), RECOMPILE_SUSPECTED (wall / ΣDuration
+> 10, one gap ≥ half the wall, and the task after it waited ≥ half that gap),
+EXPOSED_COMM_SIGNIFICANT (> 30 %) and COMM_WELL_HIDDEN (< 10 %), WARMUP_NOT_STRIPPED (first of
+several steps longer than 1.5x the median of the others).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfgate.metrics.intervals import busy_union_ns, merge
+from perfgate.model import Finding
+
+STEP_COLUMNS = ["rank", "step", "first_row", "last_row", "kernels", "step_us", "wall_us", "busy_us",
+                "kernel_sum_us", "bubble_us", "underfeed_ratio", "prelaunch_us", "tail_us",
+                "internal_bubble_us", "largest_bubble_us", "largest_bubble_row", "wait_after_gap_us",
+                "comm_sum_us", "exposed_comm_us", "exposed_comm_ratio"]
+
+DEFAULT_THRESHOLDS = {
+    "underfeed_ratio": 0.30, "gap_min_us": 1000.0, "gap_step_ratio": 0.10, "bubble_min_us": 10.0,
+    "recompile_wall_ratio": 10.0, "recompile_gap_ratio": 0.5, "recompile_wait_ratio": 0.5,
+    "exposed_significant": 0.30, "exposed_hidden": 0.10, "warmup_ratio": 1.5, "slow_rank_ratio": 0.05,
+    "max_collection_spread_s": 300.0,
+}
+
+
+def covered_ns(seg_s: np.ndarray, seg_e: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per interval [start, end): length covered by the disjoint sorted segments (ns)."""
+    if len(seg_s) == 0:
+        return np.zeros(len(starts), dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(seg_e - seg_s)])
+
+    def upto(t):  # covered length in (-inf, t)
+        i = np.searchsorted(seg_s, t, side="right")  # segments starting before t
+        full = cum[np.maximum(i - 1, 0)]
+        last_s = seg_s[np.maximum(i - 1, 0)]
+        last_e = seg_e[np.maximum(i - 1, 0)]
+        part = np.clip(np.minimum(t, last_e) - last_s, 0, None)
+        return np.where(i > 0, full + part, 0)
+
+    return upto(np.asarray(ends)) - upto(np.asarray(starts))
+
+
+def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
+    """One row per step of ``rank`` with the columns in ``STEP_COLUMNS`` (see module doc).
+
+    ``rank`` is an :class:`perfgate.ingest.RankCapture`. Pure: nothing is read from disk.
+    """
+    th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    k = rank.kernels.df
+    k = k[k["step"].notna()]
+    windows = {}
+    if rank.trace is not None and not rank.trace.steps.empty:
+        for _, w in rank.trace.steps.iterrows():
+            windows[str(w["step"])] = (int(w["start_ns"]), int(w["end_ns"]))
+    preparing = {}
+    if rank.step_trace is not None:
+        preparing = rank.step_trace.groupby("step")["preparing_us"].first().to_dict()
+    rows = []
+    for step, g in k.groupby("step", sort=False):
+        g = g.sort_values("start_ns", kind="stable")
+        s = g["start_ns"].to_numpy()
+        e = g["end_ns"].to_numpy()
+        first, last = int(s.min()), int(e.max())
+        wall = last - first
+        busy = busy_union_ns(s, e)
+        seg_s, seg_e = merge(s, e)
+        gap = seg_s[1:] - seg_e[:-1]
+        internal = int(gap[gap > th["bubble_min_us"] * 1000].sum()) if len(gap) else 0
+        largest = int(gap.max()) if len(gap) else 0
+        after_row, wait_after = None, np.nan
+        if largest > 0:
+            gi = int(gap.argmax())
+            nxt = g[g["start_ns"] == seg_s[gi + 1]].iloc[0]
+            after_row, wait_after = int(nxt["row"]), float(nxt["wait_us"])
+        win = windows.get(str(step))
+        if win:
+            step_us = (win[1] - win[0]) / 1000.0
+            pre = (first - win[0]) / 1000.0
+            tail = (win[1] - last) / 1000.0
+        else:
+            step_us = np.nan
+            pre = float(preparing.get(str(step), np.nan))
+            tail = np.nan
+        comm = g[g["is_comm"]]
+        comp = g[~g["is_comm"]]
+        cs, ce = merge(comp["start_ns"].to_numpy(), comp["end_ns"].to_numpy())
+        comm_cov = covered_ns(cs, ce, comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy())
+        comm_sum = float(comm["dur_ns"].sum()) / 1000.0
+        exposed = float((comm["dur_ns"].to_numpy() - comm_cov).sum()) / 1000.0
+        rows.append({
+            "rank": rank.rank, "step": str(step), "first_row": int(g["row"].min()),
+            "last_row": int(g["row"].max()), "kernels": len(g), "step_us": step_us,
+            "wall_us": wall / 1000.0, "busy_us": busy / 1000.0,
+            "kernel_sum_us": float(g["dur_ns"].sum()) / 1000.0,
+            "bubble_us": (wall - busy) / 1000.0, "underfeed_ratio": (wall - busy) / wall if wall else 0.0,
+            "prelaunch_us": pre, "tail_us": tail, "internal_bubble_us": internal / 1000.0,
+            "largest_bubble_us": largest / 1000.0, "largest_bubble_row": after_row,
+            "wait_after_gap_us": wait_after, "comm_sum_us": comm_sum, "exposed_comm_us": exposed,
+            "exposed_comm_ratio": exposed / comm_sum if comm_sum else np.nan,
+        })
+    t = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    return t.sort_values("step", key=lambda c: c.map(lambda x: (0, int(x)) if str(x).isdigit() else (1, 0)),
+                         kind="stable").reset_index(drop=True)
+
+
+def _gap_limit(row, th) -> float:
+    step = row["step_us"] if not np.isnan(row["step_us"]) else row["wall_us"]
+    return max(th["gap_min_us"], th["gap_step_ratio"] * step)
+
+
+def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:
+    """Host-bound and communication labels for every (rank, step) row of ``step_table``."""
+    th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    out: list[Finding] = []
+    for _, r in table.iterrows():
+        ev = f"{evidence} rows {r['first_row']}-{r['last_row']}".strip()
+        rk, st = int(r["rank"]), str(r["step"])
+
+        def add(code, msg, value, threshold, severity="warn"):
+            out.append(Finding(code, severity, rk, st, msg, ev, float(value), float(threshold)))
+
+        if r["underfeed_ratio"] >= th["underfeed_ratio"]:
+            add("DEVICE_IDLE_GAP_HEAVY", f"rank {rk} step {st}: device idle {r['underfeed_ratio']:.1%} of its "
+                f"span ({r['bubble_us']:,.1f} of {r['wall_us']:,.1f} us) ≥ {th['underfeed_ratio']:.0%}: the host "
+                f"does not feed the device fast enough", r["underfeed_ratio"], th["underfeed_ratio"])
+        lim = _gap_limit(r, th)
+        for code, col, what in (("PRELAUNCH_GAP_HEAVY", "prelaunch_us", "before the first device task"),
+                                ("TAIL_GAP_HEAVY", "tail_us", "after the last device task"),
+                                ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us", "in idle gaps inside the step")):
+            v = r[col]
+            if not np.isnan(v) and v >= lim:
+                add(code, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {lim:,.1f} us "
+                    f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", v, lim)
+        if (r["kernel_sum_us"] > 0 and r["wall_us"] / r["kernel_sum_us"] > th["recompile_wall_ratio"]
+                and r["largest_bubble_us"] >= th["recompile_gap_ratio"] * r["wall_us"]
+                and not np.isnan(r["wait_after_gap_us"])
+                and r["wait_after_gap_us"] >= th["recompile_wait_ratio"] * r["largest_bubble_us"]):
+            add("RECOMPILE_SUSPECTED", f"rank {rk} step {st}: wall {r['wall_us']:,.1f} us is "
+                f"{r['wall_us'] / r['kernel_sum_us']:.1f}x ΣDuration; one idle gap of {r['largest_bubble_us']:,.1f} us "
+                f"ends at row {r['largest_bubble_row']} whose Wait Time is {r['wait_after_gap_us']:,.1f} us "
+                f"(graph recompilation or host stall suspected)", r["wall_us"] / r["kernel_sum_us"],
+                th["recompile_wall_ratio"])
+        x = r["exposed_comm_ratio"]
+        if not np.isnan(x):
+            if x > th["exposed_significant"]:
+                add("EXPOSED_COMM_SIGNIFICANT", f"rank {rk} step {st}: {x:.1%} of communication time is not "
+                    f"hidden by compute (> {th['exposed_significant']:.0%})", x, th["exposed_significant"], "info")
+            elif x < th["exposed_hidden"]:
+                add("COMM_WELL_HIDDEN", f"rank {rk} step {st}: only {x:.1%} of communication time is exposed "
+                    f"(< {th['exposed_hidden']:.0%})", x, th["exposed_hidden"], "info")
+    return out
+
+
+def warmup_findings(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:
+    """WARMUP_NOT_STRIPPED per rank: several steps, and the first one longer than
+    ``warmup_ratio`` x the median of the others (host window, or device wall without one)."""
+    th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    out = []
+    for rk, t in table.groupby("rank"):
+        if len(t) < 2:
+            continue
+        dur = t["step_us"].where(t["step_us"].notna(), t["wall_us"]).to_numpy()
+        rest = float(np.median(dur[1:]))
+        if rest > 0 and dur[0] > th["warmup_ratio"] * rest:
+            first = t.iloc[0]
+            out.append(Finding(
+                "WARMUP_NOT_STRIPPED", "fail", int(rk), str(first["step"]),
+                f"rank {rk}: first step {first['step']} takes {dur[0]:,.1f} us, {dur[0] / rest:.2f}x the median "
+                f"of the other {len(t) - 1} step(s) ({rest:,.1f} us): warm-up was not stripped (use the "
+                f"profiler schedule's warmup/skip_first)", f"{evidence} rows {first['first_row']}-{first['last_row']}",
+                float(dur[0] / rest), float(th["warmup_ratio"])))
+    return out
+
+
+def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
+                        thresholds: dict | None = None) -> list[Finding]:
+    """Findings across ranks.
+
+    Args:
+        tables: concatenated ``step_table`` of every rank.
+        step_time: {(rank, step): step time us} (step_trace_time.csv step time, else wall).
+        infos: {rank: profiler_info facets} (for ``collection_end_ns``).
+
+    SLOW_RANK: a rank's step time exceeds the p50 over ranks of that step by more than
+    ``slow_rank_ratio`` (msprof-analyze advisor uses 5 %). RANK_STEP_MISMATCH: ranks hold
+    different steps. RANKS_FROM_DIFFERENT_RUNS (fail): collection ended more than
+    ``max_collection_spread_s`` apart (host wall clock, not device timestamps).
+    """
+    th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    out = []
+    ranks = sorted({r for r, _ in step_time})
+    by_step: dict = {}
+    for (r, s), v in step_time.items():
+        by_step.setdefault(s, {})[r] = v
+    for s, vals in sorted(by_step.items(), key=lambda kv: str(kv[0])):
+        if len(vals) < 2:
+            continue
+        p50 = float(np.median(list(vals.values())))
+        for r, v in sorted(vals.items()):
+            if p50 > 0 and v > p50 * (1 + th["slow_rank_ratio"]):
+                out.append(Finding("SLOW_RANK", "warn", r, str(s),
+                                   f"rank {r} step {s}: step time {v:,.1f} us is {v / p50 - 1:+.1%} over the p50 "
+                                   f"of {len(vals)} ranks ({p50:,.1f} us; threshold {th['slow_rank_ratio']:.0%})",
+                                   "step_trace_time.csv", float(v / p50 - 1), float(th["slow_rank_ratio"])))
+    sets = {r: tuple(sorted(tables.loc[tables["rank"] == r, "step"])) for r in ranks}
+    if len(set(sets.values())) > 1:
+        desc = "; ".join(f"rank {r}: {len(v)} step(s) {list(v)[:4]}" for r, v in sets.items())
+        out.append(Finding("RANK_STEP_MISMATCH", "warn", None, None,
+                           f"ranks hold different steps ({desc}); cross-rank views use the steps each rank has",
+                           "kernel_details.csv Step Id"))
+    ends = {r: i.get("collection_end_ns") for r, i in infos.items() if i.get("collection_end_ns")}
+    if len(ends) > 1:
+        spread = (max(ends.values()) - min(ends.values())) / 1e9
+        if spread > th["max_collection_spread_s"]:
+            lo = min(ends, key=ends.get)
+            hi = max(ends, key=ends.get)
+            out.append(Finding("RANKS_FROM_DIFFERENT_RUNS", "fail", hi, None,
+                               f"rank {lo} and rank {hi} finished collecting {spread:,.0f} s apart "
+                               f"(> {th['max_collection_spread_s']:g} s): the rank folders come from different "
+                               f"runs", "profiler_info_<N>.json end_info.collectionTimeEnd", spread,
+                               th["max_collection_spread_s"]))
+    return out
