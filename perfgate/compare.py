@@ -20,9 +20,11 @@ Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from perfgate import terms
 from perfgate.metrics import registry
-from perfgate.model import Comparison, Fingerprint, parse_metric_key
+from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Rule, Tolerance
 
 _ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
@@ -238,8 +240,38 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy) -
                               fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
                               tolerance=tol_text, reason=reason, **common))
+    out = [_attribute(c, base, cand) for c in out]
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
     return out, notes
+
+
+_COMM_AGGREGATES = ("step.exposed_comm_ratio", "step.comm_not_overlapped_us", "step.comm_us")
+
+
+def _attribute(c: Comparison, base: Fingerprint, cand: Fingerprint) -> Comparison:
+    """Append to a communication regression the HCCL kinds whose exposed time grew most
+    (``comm.exposed_us{kind}`` in the same view), so the report says what got slower."""
+    if c.name not in _COMM_AGGREGATES or c.verdict != terms.REGRESSION:
+        return c
+    view = c.labels.get("view")
+    grew = []
+    for key in set(base.metrics) | set(cand.metrics):
+        m = cand.metrics.get(key) or base.metrics.get(key)
+        if m.name != "comm.exposed_us" or m.labels.get("view") != view:
+            continue
+        b = float(base.metrics[key].value) if key in base.metrics else 0.0
+        v = float(cand.metrics[key].value) if key in cand.metrics else 0.0
+        if v - b > 0:
+            calls_key = metric_key("comm.calls_per_step", kind=m.labels["kind"], view=view)
+            cb = base.metrics.get(calls_key)
+            cc = cand.metrics.get(calls_key)
+            calls = f", calls {cb.value:g} -> {cc.value:g}" if cb and cc else ""
+            grew.append((v - b, f"{m.labels['kind']} exposed {b:,.1f} -> {v:,.1f} us ({v - b:+,.1f} us{calls})"))
+    if not grew:
+        return c
+    grew.sort(reverse=True)
+    text = "; ".join(t for _, t in grew[:5])
+    return replace(c, reason=f"{c.reason}. HCCL kinds that grew: {text}")
 
 
 def summarize(comparisons) -> str:

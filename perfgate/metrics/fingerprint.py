@@ -324,6 +324,13 @@ def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fing
                 step_time[(r.rank, row["step"])] = float(row["wall_us"])
     findings.extend(cross_rank_findings(tables, step_time, {r.rank: r.location.info for r in capture.ranks}, th))
     findings.extend(_bubble_note(capture))
+    have = [r.rank for r in capture.ranks if r.comm is not None]
+    for r in capture.ranks:
+        if r.comm is None and have:
+            findings.append(Finding(
+                "COMM_JSON_MISSING", "warn", r.rank, None,
+                f"rank {r.rank} has no communication.json while rank(s) {have[:6]} do: communication.json "
+                f"figures are not comparable for this capture", _rel(r.location.output_dir, root)))
     kinds = []
     for r in capture.ranks:
         kt = kind_table(r.kernels.df)

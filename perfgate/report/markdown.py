@@ -94,6 +94,40 @@ def render_markdown(result, key: str | None = None) -> str:
         lines.append("</details>")
         lines.append("")
     details: list[str] = []
+    shown = [f for f in result.findings if f.severity in ("warn", "fail")]
+    if shown:
+        lines.append(f"### Findings ({len(shown)})")
+        lines += [f"- **{f.code}**: {_cell(f.message)}" + (f" — `{_cell(f.evidence)}`" if f.evidence else "")
+                  for f in shown[:30]]
+        lines.append("")
+    info_f = [f for f in result.findings if f.severity == "info"]
+    if info_f:
+        details += [f"<details><summary>Other findings ({len(info_f)})</summary>", ""]
+        details += [f"- {f.code}: {_cell(f.message)}" for f in info_f[:50]] + ["", "</details>", ""]
+    steps = (result.detail or {}).get("steps") or []
+    if steps:
+        details += [f"<details><summary>Per-rank steps, hand-checkable ({len(steps)} rank-steps)</summary>", "",
+                    "Device times from kernel_details.csv (rows given), host window from trace_view.json "
+                    "ProfilerStep#N; us. bubble = wall − busy union; underfeed = bubble / wall.", "",
+                    "| rank | step | rows | host step | wall | busy union | ΣDuration | bubble | underfeed | "
+                    "prelaunch | tail | comm ΣDuration | exposed comm |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in steps[:200]:
+            def f(v, pct=False):
+                if v is None:
+                    return "—"
+                return f"{v * 100:.1f}%" if pct else f"{v:,.1f}"
+            details.append(f"| {r['rank']} | {r['step']} | {r['first_row']}-{r['last_row']} | {f(r['step_us'])} | "
+                           f"{f(r['wall_us'])} | {f(r['busy_us'])} | {f(r['kernel_sum_us'])} | {f(r['bubble_us'])} | "
+                           f"{f(r['underfeed_ratio'], True)} | {f(r['prelaunch_us'])} | {f(r['tail_us'])} | "
+                           f"{f(r['comm_sum_us'])} | {f(r['exposed_comm_us'])} |")
+        details += ["", "</details>", ""]
+    kinds = (result.detail or {}).get("comm_kinds") or []
+    if kinds:
+        details += ["<details><summary>Communication by HCCL kind</summary>", "",
+                    "| rank | step | kind | calls | ΣDuration (us) | exposed (us) |", "|---|---|---|---|---|---|"]
+        details += [f"| {k['rank']} | {k['step']} | {k['kind']} | {k['calls']} | {k['sum_us']:,.1f} | "
+                    f"{k['exposed_us']:,.1f} |" for k in kinds[:200]] + ["", "</details>", ""]
     if result.notes:
         details += ["<details><summary>Notes on comparability</summary>", ""]
         details += [f"- {_cell(x)}" for x in result.notes] + ["", "</details>", ""]

@@ -71,6 +71,12 @@ class SynthSpec:
     ``comm_ops``/``comm_us``: allreduces per step and their duration; ``overlap``: fraction
     of the compute span after which communication starts (0 = fully overlapped from the
     start, 1 = fully exposed at the end). ``jitter``: relative sigma of durations.
+    Host-bound shapes: ``gap_dist`` ``exp`` (random launch gaps, mean ``gap_us``) or
+    ``fixed`` (every gap exactly ``gap_us``); ``prelaunch_us`` (host step start -> first
+    task, random 400-600 us when None); ``tail_us`` (last task -> host step end);
+    ``bubble_us`` (one idle gap after the first quarter of the kernels, before any
+    communication). ``warmup_factor`` stretches the first step's kernels; ``rank_slowdown``
+    ({rank: factor}) stretches every kernel of a rank.
     """
     ranks: int = 2
     steps: int = 3
@@ -86,6 +92,12 @@ class SynthSpec:
     extra_calls: dict = field(default_factory=dict)
     slowdown: dict = field(default_factory=dict)
     inject_ranks: tuple | None = None
+    gap_dist: str = "exp"
+    prelaunch_us: float | None = None
+    tail_us: float = 100.0
+    bubble_us: float = 0.0
+    warmup_factor: float = 1.0
+    rank_slowdown: dict = field(default_factory=dict)
     profiler_level: str = "Level1"
     aic_metrics: str = "ACL_AICORE_PIPE_UTILIZATION"
     torch_npu_version: str | None = None
@@ -101,12 +113,14 @@ def _us(ns: int) -> str:
 def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
     injected = spec.inject_ranks is None or rank in spec.inject_ranks
     skew = rank * 11_500_000_000  # devices' clocks are not aligned (P17): 11.5 s per rank
+    rank_factor = float(spec.rank_slowdown.get(rank, 1.0))
     t = EPOCH_NS + skew
     steps = []
     for si in range(spec.steps):
         step = spec.first_step + si
         host_start = t
-        cur = t + int(rng.uniform(400, 600) * 1000)  # Preparing
+        pre = spec.prelaunch_us if spec.prelaunch_us is not None else float(rng.uniform(400, 600))
+        cur = t + int(round(pre * 1000))
         calls = []
         for name, typ, core, n, mean in spec.families:
             k = n * (spec.extra_calls.get(name, 1) if injected else 1)
@@ -114,23 +128,36 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
             for _ in range(int(round(k))):
                 calls.append((name, typ, core, mean * slow))
         order = rng.permutation(len(calls))
+        stretch = rank_factor * (spec.warmup_factor if si == 0 else 1.0)
+        bubble_at = len(order) // 4 if spec.bubble_us > 0 else -1
+        bubble_end = None
         tasks = []
+        last_gap = 0
         for idx, i in enumerate(order):
             name, typ, core, mean = calls[i]
-            dur = max(1, int(round(mean * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
+            if idx == bubble_at:  # this gap is exactly bubble_us long
+                cur += int(round(spec.bubble_us * 1000)) - last_gap
+                bubble_end = cur
+            dur = max(1, int(round(mean * stretch * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
             tasks.append({"name": name, "type": typ, "core": core, "start": cur, "dur": dur, "comm": False})
-            cur += dur + int(rng.exponential(spec.gap_us) * 1000) + 1000
-        comp_start, comp_end = tasks[0]["start"], cur
-        span = comp_end - comp_start
-        c_at = comp_start + int(span * spec.overlap)
+            gap = spec.gap_us if spec.gap_dist == "fixed" else float(rng.exponential(spec.gap_us)) + 1.0
+            last_gap = int(round(gap * 1000))
+            cur += dur + last_gap
+        # communication starts with the kernel at fraction `overlap` of the sequence (after the
+        # compute end for overlap >= 1), so an inserted bubble shifts it with the kernels after it
+        at = int(spec.overlap * len(tasks))
+        c_at = tasks[at]["start"] if at < len(tasks) else tasks[-1]["start"] + tasks[-1]["dur"]
+        if bubble_end is not None:
+            c_at = max(c_at, bubble_end)
         for j in range(spec.comm_ops):
             dur = max(1, int(round(spec.comm_us * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
             tasks.append({"name": f"hcom_allReduce__{586 + rank}_{j}_1", "type": "hcom_allReduce_",
                           "core": "HCCL", "start": c_at, "dur": dur, "comm": True})
             c_at += dur + 2000
         end = max(x["start"] + x["dur"] for x in tasks)
-        steps.append({"step": step, "host_start": host_start, "host_end": end + 100_000, "tasks": tasks})
-        t = end + 300_000
+        steps.append({"step": step, "host_start": host_start,
+                      "host_end": end + int(round(spec.tail_us * 1000)), "tasks": tasks})
+        t = steps[-1]["host_end"] + 300_000
     return steps
 
 
