@@ -84,7 +84,7 @@ class SynthSpec:
     families: tuple = DEFAULT_FAMILIES
     comm_ops: int = 2
     comm_us: float = 1500.0
-    overlap: float = 0.6
+    overlap: float = 0.5
     gap_us: float = 3.0
     jitter: float = 0.03
     seed: int = 0
