@@ -134,13 +134,6 @@ def test_incomplete_profile_p10(tmp_path):
     assert len(e.value.problems) == 2 and "no data rows" in e.value.problems[1]["message"]
 
 
-def test_db_only_rank_is_explained(tmp_path, ascend):
-    src = ascend / "msinsight/test/data/pytorch/db/level1/rank0_ascend_pt"
-    shutil.copytree(src, tmp_path / "rank0_ascend_pt")
-    with pytest.raises(InvalidCaptureError, match="only a DB export"):
-        load_capture(tmp_path)
-
-
 def test_missing_optional_files_reported(tmp_path):
     """P07/P08: no communication.json / trace -> reported missing, metrics not available."""
     root = write_capture(tmp_path / "cap", SynthSpec(ranks=1, steps=1, comm_ops=0))

@@ -47,23 +47,22 @@ class Capture:
         return len(self.ranks)
 
 
-def _kernel_file(out: Path, layout: str) -> Path:
+def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
+    """Which export to read for a rank: ``("text", [csv files])`` or ``("db", [db file])``.
+
+    Rule when both exist: the text export is read and the DB ignored (a warning says so), so
+    nothing is ever counted twice.
+    """
     if layout == "torch_npu":
         p = out / "kernel_details.csv"
         if p.is_file():
-            return p
-    slices = sorted(out.glob("op_summary*.csv"))
-    if len(slices) == 1:
-        return slices[0]
-    if len(slices) > 1:
-        raise InvalidCaptureError(
-            f"{len(slices)} op_summary slices ({slices[0].name}, ...): sliced msprof summaries are "
-            f"not read yet", path=out, hint="export a single op_summary or use torch_npu output")
+            return "text", [p]
+    slices = sorted(out.glob("op_summary*.csv"), key=_slice_key)
+    if slices:
+        return "text", slices
     dbs = sorted(out.glob("ascend_pytorch_profiler*.db"))
     if dbs:
-        raise InvalidCaptureError(
-            f"only a DB export ({dbs[0].name}) is present; perfgate reads the text export",
-            path=out, hint="profile with export_type text (or ['text', 'db'])")
+        return "db", dbs[:1]
     done = [p.name for p in out.parent.glob("*.done")] + [p.name for p in out.glob("*.done")]
     extra = f" although {done[0]} says the analysis finished" if done else ""
     raise InvalidCaptureError(
@@ -71,17 +70,62 @@ def _kernel_file(out: Path, layout: str) -> Path:
         hint="the export did not produce the kernel table; re-run the profiler's analyse step")
 
 
+def _slice_key(p: Path):
+    """op_summary_slice_<k>_<ts>.csv sort by k numerically; unsliced files first."""
+    import re
+    m = re.search(r"slice_(\d+)", p.name)
+    return (int(m.group(1)) if m else -1, p.name)
+
+
+def _read_slices(files: list) -> KernelTable:
+    """One kernel table from msprof op_summary slices, in slice order. Rows keep one running
+    number; a warning maps row ranges to slice files. Exact duplicates across slices are
+    reported and counted once (same rule as within one file)."""
+    tables = [read_kernels(f) for f in files]
+    if len(tables) == 1:
+        return tables[0]
+    import pandas as _pd
+    frames, spans, offset = [], [], 0
+    for t in tables:
+        d = t.df.copy()
+        d["row"] = d["row"] + offset
+        spans.append(f"{t.path.name} rows {offset + 1}-{offset + int(t.df['row'].max())}")
+        offset += int(t.df["row"].max())
+        frames.append(d)
+    df = _pd.concat(frames, ignore_index=True)
+    dup = df.duplicated(subset=["start_ns", "dur_ns", "name", "stream_id"], keep="first")
+    warnings = [w for t in tables for w in t.warnings]
+    warnings.append(f"{len(files)} op_summary slices read in order: " + "; ".join(spans))
+    dups = tuple(int(r) for r in df.loc[dup, "row"])
+    if dups:
+        warnings.append(f"{len(dups)} row(s) repeated across slices counted once (rows {dups[:8]})")
+        df = df.loc[~dup].reset_index(drop=True)
+    first = tables[0]
+    return KernelTable(path=first.path, df=df, columns=first.columns, variant=first.variant + f"/{len(files)} slices",
+                       ncols=first.ncols, type_available=all(t.type_available for t in tables),
+                       core_available=all(t.core_available for t in tables),
+                       invalid_rows=tuple(r for t in tables for r in t.invalid_rows),
+                       duplicate_rows=tuple(r for t in tables for r in t.duplicate_rows) + dups,
+                       unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
+
+
 def load_rank(loc: RankLocation, *, with_trace: bool = True) -> RankCapture:
-    """Read one rank's files.
+    """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     Raises:
         InvalidCaptureError: kernel table missing or unreadable, or any present optional file
-            (step_trace_time.csv, communication.json, trace_view.json) unreadable.
+            (step_trace_time.csv, communication.json, trace_view.json, analysis.db) unreadable.
     """
     out = loc.output_dir
-    kernels = read_kernels(_kernel_file(out, loc.layout))
+    kind, files = _kernel_source(out, loc.layout)
+    if kind == "db":
+        return _load_db_rank(loc, files[0], with_trace=with_trace)
+    kernels = _read_slices(files)
     missing = []
     warnings = list(kernels.warnings)
+    if any(out.glob("ascend_pytorch_profiler*.db")):
+        warnings.append("both the text export and a DB export are present: the text export is read, the "
+                        "DB ignored (never both)")
     st_path = out / "step_trace_time.csv"
     step_trace = read_step_trace(st_path) if st_path.is_file() else None
     if step_trace is None:
@@ -104,6 +148,34 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True) -> RankCapture:
                        comm=comm, comm_path=cm_path if comm is not None else None,
                        trace=trace, trace_path=tv_path if trace is not None else None,
                        missing=tuple(missing), warnings=tuple(warnings))
+
+
+def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCapture:
+    from perfgate.ingest import db as dbmod
+    con = dbmod._connect(db)
+    try:
+        windows = dbmod.step_windows(con)
+    finally:
+        con.close()
+    kernels, con = dbmod.read_db_kernels(db, windows)
+    try:
+        trace = dbmod.read_db_trace(con, db, windows) if with_trace else None
+    finally:
+        con.close()
+    missing = []
+    adb = loc.output_dir / "analysis.db"
+    step_trace, comm = (dbmod.read_analysis_db(adb) if adb.is_file() else (None, None))
+    if step_trace is None:
+        missing.append("analysis.db StepTraceTime")
+    if comm is None:
+        missing.append("analysis.db CommAnalyzerTime")
+    if trace is not None and not trace.has_overlap:
+        missing.append("OVERLAP_ANALYSIS table")
+    return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
+                       step_trace_path=adb if step_trace is not None else None, comm=comm,
+                       comm_path=adb if comm is not None else None, trace=trace,
+                       trace_path=db if trace is not None else None, missing=tuple(missing),
+                       warnings=kernels.warnings)
 
 
 def load_capture(path, *, with_trace: bool = True) -> Capture:

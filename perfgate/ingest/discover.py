@@ -150,6 +150,11 @@ def discover(path: Path) -> list[RankLocation]:
             if rank is None and info.get("rank_id") is not None and info["rank_id"] >= 0:
                 rank, source = info["rank_id"], f"rank_id in {info_path.name}"
         if rank is None:
+            dbs = sorted(out.glob("ascend_pytorch_profiler_*.db"))
+            m = re.match(r"ascend_pytorch_profiler_(\d+)\.db$", dbs[0].name) if dbs else None
+            if m:
+                rank, source = int(m.group(1)), f"DB file name {dbs[0].name}"
+        if rank is None:
             m = _FOLDER_RANK_RE.search(rank_dir.name)
             if m:
                 rank, source = int(m.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"

@@ -17,6 +17,7 @@ dur_ns          int64     duration, integer nanoseconds
 end_ns          int64     start_ns + dur_ns
 wait_us         float64   ``Wait Time(us)``, NaN when absent
 is_comm         bool      communication task: core type HCCL/COMMUNICATION or ``hcom_`` name
+``*_ratio``     float64   every PMU ratio column present (``aic_mac_ratio``, ...), NaN for N/A
 ==============  ========  ==================================================================
 
 Rows whose Duration is N/A or negative are invalid: they are counted, reported and left out
@@ -100,7 +101,8 @@ def read_kernels(path: Path) -> KernelTable:
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, KERNEL_ALIASES, KERNEL_REQUIRED, path)
-    raw = read_string_table(path, cols, len(header))
+    ratio_cols = [h for h in header if h.endswith("_ratio") and h not in cols.values()]
+    raw = read_string_table(path, {**cols, **{h: h for h in ratio_cols}}, len(header))
     warnings: list[str] = []
 
     df = pd.DataFrame({"row": raw["row"]})
@@ -136,6 +138,8 @@ def read_kernels(path: Path) -> KernelTable:
         df["wait_us"] = np.nan
     if "input_shapes" in cols:
         df["input_shapes"] = raw["input_shapes"].astype("string")
+    for h in ratio_cols:  # PipeUtilization / ArithmeticUtilization ratios (0..1); N/A -> NaN
+        df[h] = pd.to_numeric(raw[h], errors="coerce").astype("float64")
 
     if "core_type" in cols:
         _prove_core_column(df, cols["core_type"], path)

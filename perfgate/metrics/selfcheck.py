@@ -98,13 +98,17 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
     if st is not None:
         st_by_step = st.groupby("step")[["computing_us", "comm_us", "comm_not_overlapped_us",
                                          "overlapped_us", "free_us"]].sum()
+    trace_name = ("OVERLAP_ANALYSIS table" if rank.trace_path is not None and rank.trace_path.suffix == ".db"
+                  else "trace_view.json Overlap Analysis")
+    st_name = ("analysis.db StepTraceTime" if rank.step_trace_path is not None
+               and rank.step_trace_path.suffix == ".db" else "step_trace_time.csv")
     if ov is not None:
         ref, ref_name = ov.rename(columns={"computing": "computing_us", "comm": "comm_us",
                                            "comm_not_overlapped": "comm_not_overlapped_us",
-                                           "free": "free_us"}), "trace_view.json Overlap Analysis"
+                                           "free": "free_us"}), trace_name
         ref["overlapped_us"] = ref["comm_us"] - ref["comm_not_overlapped_us"]
     elif st_by_step is not None:
-        ref, ref_name = st_by_step, "step_trace_time.csv (derived from the trace by torch_npu)"
+        ref, ref_name = st_by_step, f"{st_name} (derived from the trace by torch_npu)"
     else:
         ref, ref_name = None, None
 
@@ -142,9 +146,9 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
             ok = abs(a - b) <= tol
             out.append(SelfCheck(
                 "trace_vs_step_trace", rank.rank, s, PASS if ok else FAIL,
-                f"step_trace_time.csv and trace Overlap Analysis agree (largest difference "
+                f"{st_name} and {trace_name} agree (largest difference "
                 f"{worst}: {a:.3f} vs {b:.3f} us)" if ok else
-                f"step_trace_time.csv {worst} = {a:.3f} us but the trace's Overlap Analysis events "
+                f"{st_name} {worst} = {a:.3f} us but the {trace_name} events "
                 f"sum to {b:.3f} us: the files are not from one capture",
                 expected=a, observed=b, tolerance=tol, evidence="step_trace_time.csv, trace_view.json"))
     if st is not None:

@@ -1,0 +1,209 @@
+"""Reader for the torch_npu DB export (``_export_type: db``; SCHEMAS.md §7).
+
+``ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_<rank>.db`` (SQLite, META_DATA
+SCHEMA_VERSION 1.x) and ``analysis.db`` are read **read-only** (``mode=ro``, ``immutable``)
+into the same canonical tables as the text export:
+
+* kernel table (see :mod:`perfgate.ingest.kernels`): TASK ⋈ COMPUTE_TASK_INFO (compute
+  kernels: name, opType, taskType = core type, waitNs) plus COMMUNICATION_OP (one row per
+  collective, as kernel_details.csv has); strings resolved through STRING_IDS; steps from
+  STEP_TIME windows (a task belongs to the step whose [startNs, endNs] holds its start);
+  ``row`` numbers the kernels in time order (evidence names the DB and table);
+* trace summary: OVERLAP_ANALYSIS (type 0 Computing, 1 Communication, 2 Communication(Not
+  Overlapped), 3 Free; verified against analysis.db StepTraceTime) and STEP_TIME windows;
+* step_trace_time: analysis.db StepTraceTime (µs, like the CSV);
+* communication.json: analysis.db CommAnalyzerTime (ms -> µs) and CommAnalyzerBandwidth
+  (one row per op and link; the per-package-size repetitions are collapsed).
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfgate.errors import InvalidCaptureError
+from perfgate.ingest.comm import LINK_COLUMNS, OP_COLUMNS, CommData
+from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable
+from perfgate.ingest.steps import TIME_COLUMNS
+from perfgate.ingest.trace import TraceSummary
+
+SUPPORTED_MAJOR = "1"
+_OVERLAP_TYPES = {0: "computing", 1: "comm", 2: "comm_not_overlapped", 3: "free"}
+_NA = {"N/A", "", None}
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        con.execute("select count(*) from sqlite_master").fetchone()
+        return con
+    except sqlite3.DatabaseError as e:
+        raise InvalidCaptureError(f"not a readable SQLite database: {e}", path=path) from None
+
+
+def _tables(con) -> set:
+    return {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+
+
+def _columns(con, table) -> set:
+    return {r[1] for r in con.execute(f'pragma table_info("{table}")')}
+
+
+def schema_version(con, path: Path) -> str:
+    """META_DATA SCHEMA_VERSION; raises InvalidCaptureError for a missing or unknown major."""
+    if "META_DATA" not in _tables(con):
+        raise InvalidCaptureError("no META_DATA table: cannot tell the DB schema version", path=path)
+    row = con.execute("select value from META_DATA where name='SCHEMA_VERSION'").fetchone()
+    if not row:
+        raise InvalidCaptureError("META_DATA has no SCHEMA_VERSION", path=path)
+    version = str(row[0])
+    if version.split(".")[0] != SUPPORTED_MAJOR:
+        raise InvalidCaptureError(f"DB schema version {version} is not supported (perfgate reads "
+                                  f"{SUPPORTED_MAJOR}.x)", path=path,
+                                  hint="export text as well (export_type ['text', 'db'])")
+    return version
+
+
+def _assign(starts: np.ndarray, windows: list) -> np.ndarray:
+    if not windows:
+        return np.full(len(starts), IMPLICIT_STEP, dtype=object)
+    out = np.full(len(starts), None, dtype=object)
+    for step, s, e in windows:
+        out[(starts >= s) & (starts <= e) & (out == None)] = step  # noqa: E711
+    return out
+
+
+def read_db_kernels(path: Path, windows: list) -> tuple[KernelTable, sqlite3.Connection]:
+    """Kernel table from ascend_pytorch_profiler_<rank>.db (see module docstring)."""
+    con = _connect(path)
+    version = schema_version(con, path)
+    tabs = _tables(con)
+    for need in ("TASK", "STRING_IDS", "COMPUTE_TASK_INFO"):
+        if need not in tabs:
+            raise InvalidCaptureError(f"table {need} missing from the DB export", path=path)
+    strings = dict(con.execute("select id, value from STRING_IDS"))
+    wait = "c.waitNs" if "waitNs" in _columns(con, "COMPUTE_TASK_INFO") else "NULL"
+    comp = pd.read_sql_query(
+        f"select t.startNs as start_ns, t.endNs as end_ns, t.streamId as stream_id, c.name as name, "
+        f"c.opType as op_type, c.taskType as core_type, c.inputShapes as input_shapes, {wait} as wait_ns "
+        f"from TASK t join COMPUTE_TASK_INFO c on c.globalTaskId = t.globalTaskId", con)
+    comp["is_comm"] = False
+    frames = [comp]
+    if "COMMUNICATION_OP" in tabs:
+        comm = pd.read_sql_query(
+            "select startNs as start_ns, endNs as end_ns, opName as name, opType as op_type, "
+            "waitNs as wait_ns from COMMUNICATION_OP", con) if "waitNs" in _columns(con, "COMMUNICATION_OP") else \
+            pd.read_sql_query("select startNs as start_ns, endNs as end_ns, opName as name, opType as op_type "
+                              "from COMMUNICATION_OP", con)
+        comm["core_type"] = None
+        comm["stream_id"] = None
+        comm["is_comm"] = True
+        frames.append(comm)
+    df = pd.concat(frames, ignore_index=True)
+    if df.empty:
+        raise InvalidCaptureError("the DB export holds no kernel (TASK ⋈ COMPUTE_TASK_INFO is empty)", path=path)
+
+    def text(col):
+        vals = df[col].map(lambda v: strings.get(v) if v is not None and not pd.isna(v) else None)
+        return vals.map(lambda v: None if v in _NA else v).astype("string")
+
+    out = pd.DataFrame({
+        "start_ns": df["start_ns"].astype("int64"),
+        "dur_ns": (df["end_ns"] - df["start_ns"]).astype("int64"),
+    })
+    out["name"] = text("name")
+    out["op_type"] = text("op_type")
+    out["core_type"] = text("core_type")
+    out.loc[df["is_comm"].to_numpy(), "core_type"] = "COMMUNICATION"
+    out["stream_id"] = df["stream_id"].map(lambda v: None if v is None or pd.isna(v) else str(int(v))).astype("string")
+    out["input_shapes"] = text("input_shapes") if "input_shapes" in df else pd.NA
+    out["wait_us"] = pd.to_numeric(df.get("wait_ns"), errors="coerce").astype("float64") / 1000.0
+    out["is_comm"] = df["is_comm"].astype(bool).to_numpy()
+    out = out.sort_values(["start_ns", "dur_ns"], kind="stable").reset_index(drop=True)
+    out["step"] = pd.array(_assign(out["start_ns"].to_numpy(), windows), dtype="string")
+    out.insert(0, "row", np.arange(1, len(out) + 1, dtype=np.int64))
+    out["end_ns"] = out["start_ns"] + out["dur_ns"]
+    out = out[["row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "dur_ns", "wait_us",
+               "input_shapes", "end_ns", "is_comm"]]
+    bad = out["dur_ns"] < 0
+    invalid = tuple(int(r) for r in out.loc[bad, "row"])
+    out = out.loc[~bad].reset_index(drop=True)
+    compute = ~out["is_comm"]
+    warnings = []
+    unassigned = int(out["step"].isna().sum())
+    if unassigned:
+        warnings.append(f"{path.name}: {unassigned} task(s) outside every STEP_TIME window (unassigned bucket)")
+    if invalid:
+        warnings.append(f"{path.name}: {len(invalid)} task(s) with endNs < startNs left out")
+    kt = KernelTable(path=path, df=out, columns={"source": "TASK+COMPUTE_TASK_INFO+COMMUNICATION_OP"},
+                     variant=f"db/schema {version}", ncols=0,
+                     type_available=bool(out.loc[compute, "op_type"].notna().any()),
+                     core_available=bool(out.loc[compute, "core_type"].notna().any()),
+                     invalid_rows=invalid, unassigned_rows=unassigned, warnings=tuple(warnings))
+    return kt, con
+
+
+def step_windows(con) -> list:
+    """[(step label, start_ns, end_ns)] from STEP_TIME (empty when the table is absent)."""
+    if "STEP_TIME" not in _tables(con):
+        return []
+    return [(str(i), int(s), int(e)) for i, s, e in con.execute("select id, startNs, endNs from STEP_TIME")]
+
+
+def read_db_trace(con, path: Path, windows: list) -> TraceSummary:
+    """OVERLAP_ANALYSIS + STEP_TIME as a :class:`TraceSummary` (overlap empty when absent)."""
+    rows = []
+    if "OVERLAP_ANALYSIS" in _tables(con):
+        for s, e, t in con.execute("select startNs, endNs, type from OVERLAP_ANALYSIS"):
+            if t in _OVERLAP_TYPES:
+                rows.append((_OVERLAP_TYPES[t], int(s), int(e) - int(s)))
+    overlap = pd.DataFrame(rows, columns=["kind", "start_ns", "dur_ns"]).astype({"start_ns": "int64", "dur_ns": "int64"})
+    overlap["end_ns"] = overlap["start_ns"] + overlap["dur_ns"]
+    steps = pd.DataFrame(windows, columns=["step", "start_ns", "end_ns"]).astype({"start_ns": "int64", "end_ns": "int64"})
+    return TraceSummary(path=path, n_events=len(rows), processes={}, overlap=overlap, steps=steps,
+                        dropped_negative=0)
+
+
+def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
+    """analysis.db -> (step_trace table like :func:`read_step_trace`, CommData) or Nones."""
+    con = _connect(path)
+    tabs = _tables(con)
+    st = None
+    if "StepTraceTime" in tabs:
+        cols = _columns(con, "StepTraceTime")
+        df = pd.read_sql_query("select * from StepTraceTime", con)
+        names = {"computing": "computing_us", "communication_not_overlapped": "comm_not_overlapped_us",
+                 "overlapped": "overlapped_us", "communication": "comm_us", "free": "free_us", "stage": "stage_us",
+                 "bubble": "bubble_us",
+                 "communication_not_overlapped_and_exclude_receive": "comm_not_overlapped_excl_recv_us",
+                 "preparing": "preparing_us"}
+        st = pd.DataFrame({"row": np.arange(1, len(df) + 1)})
+        st["step"] = df["step"].map(lambda v: IMPLICIT_STEP if v in _NA else str(v).lstrip("0") or "0").astype("string")
+        st["device_id"] = df["deviceId"].astype("string") if "deviceId" in cols else pd.NA
+        for src, dst in names.items():
+            st[dst] = pd.to_numeric(df[src], errors="coerce").astype("float64") if src in cols else np.nan
+        st = st[["row", "step", "device_id", *TIME_COLUMNS]]
+    comm = None
+    if "CommAnalyzerTime" in tabs:
+        t = pd.read_sql_query("select * from CommAnalyzerTime", con)
+        ops = pd.DataFrame({
+            "step": t["step"].astype(str).str.replace("step", "", regex=False).replace("", IMPLICIT_STEP),
+            "kind": t["type"].astype(str), "op": t["hccl_op_name"].astype(str), "group": t["group_name"].astype(str),
+            "start_us": pd.to_numeric(t["start_timestamp"], errors="coerce"),
+            "elapse_us": t["elapse_time"].astype(float) * 1000, "transit_us": t["transit_time"].astype(float) * 1000,
+            "wait_us": t["wait_time"].astype(float) * 1000, "sync_us": t["synchronization_time"].astype(float) * 1000,
+            "idle_us": t["idle_time"].astype(float) * 1000})[OP_COLUMNS]
+        links = pd.DataFrame(columns=LINK_COLUMNS)
+        if "CommAnalyzerBandwidth" in tabs:
+            b = pd.read_sql_query("select * from CommAnalyzerBandwidth", con)
+            b = b.drop_duplicates(subset=["step", "type", "hccl_op_name", "transport_type"])
+            links = pd.DataFrame({"step": b["step"].astype(str).str.replace("step", "", regex=False),
+                                  "kind": b["type"].astype(str), "op": b["hccl_op_name"].astype(str),
+                                  "link": b["transport_type"].astype(str),
+                                  "size_mb": b["transit_size"].astype(float),
+                                  "time_us": b["transit_time"].astype(float) * 1000})[LINK_COLUMNS]
+        comm = CommData(path=path, ops=ops, links=links)
+    con.close()
+    return st, comm

@@ -1,0 +1,139 @@
+"""Issue 9: DB export, raw msprof summaries (slices), header generations, BOM and non-ASCII."""
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from perfgate import terms
+from perfgate.compare import compare_fingerprints
+from perfgate.errors import InvalidCaptureError
+from perfgate.gate import check, save_baseline
+from perfgate.ingest import load_capture
+from perfgate.metrics.fingerprint import fingerprint_capture
+from perfgate.store.baselines import BaselineStore
+
+pytestmark = pytest.mark.real
+COUNT_METRICS = ("kernel.calls_per_step", "optype.calls_per_step", "kernel.total_calls_per_step",
+                 "comm.calls_per_step")
+
+
+@pytest.fixture(scope="module")
+def pytorch_data(ascend):
+    return ascend / "msinsight/test/data/pytorch"
+
+
+@pytest.mark.parametrize("level", ["level0", "level1", "level2"])
+def test_db_counts_equal_text_counts(pytorch_data, policy, level):
+    """Must show 1: same call counts per kernel family and per Type as the text export of the
+    same level (separate runs of the same model); the self-checks run and pass."""
+    db = fingerprint_capture(load_capture(pytorch_data / "db" / level), policy)
+    text = fingerprint_capture(load_capture(pytorch_data / "text" / level), policy)
+    counts = lambda fp: {k: v.value for k, v in fp.metrics.items() if v.name in COUNT_METRICS}
+    assert counts(db) == counts(text) and len(counts(db)) > 100
+    ran = {(c.name, c.status) for c in db.self_checks}
+    assert ("comm_equality", "pass") in ran and ("compute_union", "pass") in ran and ("overlap_gap", "pass") in ran
+    assert not [c for c in db.self_checks if c.status == "fail"]
+    assert db.config["export_type"] == "db" and db.config["kernel_variants"] == ["db/schema 1.0.0"]
+
+
+def test_db_level1_uses_overlap_table(pytorch_data, policy):
+    fp = fingerprint_capture(load_capture(pytorch_data / "db/level1"), policy)
+    c = next(c for c in fp.self_checks if c.name == "comm_equality" and c.rank == 0)
+    assert "OVERLAP_ANALYSIS" in c.message and c.observed == pytest.approx(102108.100)
+    assert fp.metrics["comm.wait_ratio{view=rank0}"].value > 0  # from analysis.db CommAnalyzerTime
+
+
+@pytest.mark.parametrize("level", ["level1", "level2"])
+def test_text_and_db_twins_gate_unchanged(pytorch_data, policy, tmp_path, level):
+    """Must show 3: a text capture and its DB twin gate as unchanged against each other."""
+    store = BaselineStore(tmp_path / "bl")
+    save_baseline(pytorch_data / "text" / level, "main", policy=policy, store=store, env={})
+    r = check(pytorch_data / "db" / level, "main", policy=policy, store=store, env={})
+    assert r.status == terms.PASS, [c.reason for c in r.comparisons if c.fails]
+    assert any("export type changed: baseline text -> candidate db" in n for n in r.notes)
+
+
+def test_unknown_schema_version_is_specific(pytorch_data, tmp_path):
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(pytorch_data / "db/level1/rank0_ascend_pt", dst)
+    db = dst / "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    db.chmod(0o644)
+    con = sqlite3.connect(db)
+    con.execute("update META_DATA set value='2.1.0' where name='SCHEMA_VERSION'")
+    con.commit()
+    con.close()
+    with pytest.raises(InvalidCaptureError, match="DB schema version 2.1.0 is not supported") as e:
+        load_capture(tmp_path)
+    assert e.value.path.endswith("ascend_pytorch_profiler_0.db")
+
+
+def test_db_is_opened_read_only(pytorch_data, tmp_path):
+    src = pytorch_data / "db/level1/rank0_ascend_pt"
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, dst)
+    before = {p.name: p.read_bytes() for p in (dst / "ASCEND_PROFILER_OUTPUT").iterdir()}
+    load_capture(tmp_path)
+    after = {p.name: p.read_bytes() for p in (dst / "ASCEND_PROFILER_OUTPUT").iterdir()}
+    assert before == after  # no -wal/-shm files, nothing modified
+
+
+def test_text_and_db_in_one_rank_reads_text_once(pytorch_data, tmp_path, policy):
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(pytorch_data / "text/level1/rank0_ascend_pt", dst)
+    shutil.copy(pytorch_data / "db/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db",
+                dst / "ASCEND_PROFILER_OUTPUT")
+    cap = load_capture(tmp_path)
+    assert cap.ranks[0].kernels.path.name == "kernel_details.csv" and len(cap.ranks[0].kernels.df) == 191
+    assert any("the text export is read, the DB ignored" in w for w in cap.ranks[0].warnings)
+
+
+def test_msprof_op_summary_block_num_with_ratios(ascend, policy):
+    """Must show 2: the vllm-ascend msprof op_summary files ingest (3 kernels, Block Num) with ratios."""
+    pipe = next((ascend / "vllm_ascend_msprof").rglob("PROF_PipeUtilization"))
+    cap = load_capture(pipe)
+    k = cap.ranks[0].kernels
+    assert len(k.df) == 3 and k.columns["block_dim"] == "Block Num" and k.columns["name"] == "Op Name"
+    assert k.df["aic_mac_ratio"].notna().any() and "aiv_vec_ratio" in k.df
+    assert cap.ranks[0].location.layout == "msprof"
+    fp = fingerprint_capture(cap, policy)
+    assert fp.metrics["kernel.total_calls_per_step{view=rank0}"].value == 3
+    checks = {c.status for c in fp.self_checks}
+    assert checks == {"skipped"}  # no trace, no step_trace: reported as skipped, not passed
+    l2 = next((ascend / "vllm_ascend_msprof").rglob("PROF_L2Cache"))
+    assert len(load_capture(l2).ranks[0].kernels.df) == 3
+
+
+def test_msprof_root_with_two_runs_needs_a_rank(ascend):
+    with pytest.raises(InvalidCaptureError, match="cannot tell the rank"):
+        load_capture(ascend / "vllm_ascend_msprof")
+
+
+def test_op_summary_slices_in_order_with_cross_slice_duplicate(ascend, tmp_path):
+    src = next((ascend / "vllm_ascend_msprof").rglob("op_summary_20260823165335.csv"))
+    lines = src.read_text(encoding="utf-8").splitlines()
+    out = tmp_path / "PROF_1" / "mindstudio_profiler_output"
+    out.mkdir(parents=True)
+    (out / "op_summary_slice_10_20260823165335.csv").write_text("\n".join([lines[0], lines[3], lines[1]]) + "\n")
+    (out / "op_summary_slice_2_20260823165335.csv").write_text("\n".join(lines[:3]) + "\n")
+    k = load_capture(tmp_path).ranks[0].kernels
+    assert len(k.df) == 3  # lines[1] appears in both slices: counted once
+    order = next(w for w in k.warnings if "slices read in order" in w)
+    assert order.index("slice_2_") < order.index("slice_10_")
+    assert any("repeated across slices" in w for w in k.warnings)
+
+
+def test_bom_and_non_ascii_names_under_c_locale(tmp_path):
+    from perfgate.synth import SynthSpec, write_capture
+    root = write_capture(tmp_path / "c", SynthSpec(ranks=1, steps=1))
+    kd = root / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    text = kd.read_text(encoding="utf-8").replace("aclnnCast_CastAiCore_Cast", "矩阵_Cast_é")
+    kd.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    code = ("import sys; from perfgate.ingest import load_capture; c = load_capture(sys.argv[1]); "
+            "print(sorted(set(c.ranks[0].kernels.df['name']))[-1])")
+    r = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True,
+                       env={"LC_ALL": "C", "LANG": "C", "PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8",
+                            "PYTHONPATH": ":".join(sys.path)})
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout.decode("utf-8").strip() == "矩阵_Cast_é"
