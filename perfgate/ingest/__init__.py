@@ -135,11 +135,17 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True) -> RankCapture:
     if comm is None:
         missing.append("communication.json")
     tv_path = out / "trace_view.json"
+    if loc.layout == "msprof":  # raw msprof: the timeline is msprof_<ts>.json (sliced: msprof_slice_<k>_*)
+        timelines = sorted(out.glob("msprof_*.json"), key=_slice_key)
+        if len(timelines) > 1:
+            warnings.append(f"{len(timelines)} msprof timeline slices: not read (trace self-checks use "
+                            f"step_trace_time.csv when present)")
+        tv_path = timelines[0] if len(timelines) == 1 else out / "msprof.json"
     trace = None
     if tv_path.is_file() and with_trace:
         trace = read_trace(tv_path)
     elif not tv_path.is_file():
-        missing.append("trace_view.json")
+        missing.append("trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline")
     if trace is not None and trace.dropped_negative:
         warnings.append(f"trace_view.json: {trace.dropped_negative} X event(s) with a negative "
                         f"duration dropped")
