@@ -59,7 +59,29 @@ common_trace = click.option("--no-trace", is_flag=True,
                                  "step_trace_time.csv).")
 
 
-@click.group()
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in perfgate, never a verdict
+
+
+class _Group(click.Group):
+    """Maps an unexpected exception to one clear line and exit 70 (traceback with PERFGATE_DEBUG=1)."""
+
+    def invoke(self, ctx):
+        import os
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except PerfgateError as e:
+            _fail(e)
+        except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
+            if os.environ.get("PERFGATE_DEBUG"):
+                raise
+            click.echo(f"perfgate: internal error: {type(e).__name__}: {e} (a bug in perfgate; rerun with "
+                       f"PERFGATE_DEBUG=1 for the traceback)", err=True)
+            sys.exit(EXIT_INTERNAL)
+
+
+@click.group(cls=_Group)
 @click.version_option(__version__, prog_name="perfgate")
 def main():
     """perfgate: a CI performance gate for Ascend NPU profiling captures.
@@ -70,7 +92,7 @@ def main():
     """
 
 
-@main.group()
+@main.group(cls=_Group)
 def baseline():
     """Record, list and show stored baselines."""
 
@@ -191,18 +213,23 @@ def _print_summary(result, paths, quiet):
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
+@click.option("--history", "history_path", default=None, type=click.Path(dir_okay=False),
+              help="History database for --baseline history:BRANCH (default: $PERFGATE_HISTORY or "
+                   "./perfgate-history.sqlite).")
 def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, junit, markdown,
-          json_path, no_baseline_ok, quiet):
+          json_path, no_baseline_ok, quiet, history_path):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
-    Writes JUnit XML, a Markdown PR-comment file and a JSON result. Exit code: 0 pass,
-    1 regression, 2 usage/policy error, 3 invalid capture, 4 no baseline.
+    BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
+    recorded runs of BRANCH, with a noise band learned from them). Writes JUnit XML, a Markdown
+    PR-comment file and a JSON result. Exit code: 0 pass, 1 regression, 2 usage/policy error,
+    3 invalid capture, 4 no baseline.
     """
     from perfgate.gate import check as run_check
     try:
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
-                           with_trace=not no_trace)
+                           with_trace=not no_trace, history_path=_history_path(history_path))
         paths = _write_reports(result, out, junit, markdown, json_path, key=baseline_name)
     except PerfgateError as e:
         _fail(e)
@@ -211,6 +238,197 @@ def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, juni
     if result.status == terms.NO_BASELINE and no_baseline_ok:
         code = errors.EXIT_PASS
     sys.exit(code)
+
+
+def _history_path(path):
+    import os
+    return Path(path or os.environ.get("PERFGATE_HISTORY", "perfgate-history.sqlite"))
+
+
+common_history = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
+                              help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite).")
+
+
+@main.group(cls=_Group)
+def history():
+    """Record runs into the trend history and query it (SQLite)."""
+
+
+@history.command("record")
+@click.argument("capture", type=click.Path())
+@click.option("--branch", required=True)
+@click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
+@click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
+@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True)
+@common_history
+@common_policy
+@common_trace
+def history_record(capture, branch, commit, note, status, db_path, policy_path, no_trace):
+    """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values)."""
+    from perfgate.gate import record_history
+    try:
+        run_id, fp = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
+                                    branch=branch, commit=commit, note=note, status=status,
+                                    with_trace=not no_trace)
+    except PerfgateError as e:
+        _fail(e)
+    click.echo(f"recorded run {run_id} ({len(fp.metrics)} metrics) on branch {branch!r} -> {_history_path(db_path)}")
+
+
+def _open_history(db_path):
+    from perfgate.store.history import HistoryStore
+    return HistoryStore(_history_path(db_path), readonly=True)
+
+
+def _emit(df, fmt):
+    if fmt == "json":
+        click.echo(df.to_json(orient="records", indent=1))
+    elif fmt == "csv":
+        click.echo(df.to_csv(index=False), nl=False)
+    else:
+        click.echo(df.to_string(index=False) if len(df) else "(no rows)")
+
+
+@history.command("runs")
+@click.option("--branch", default=None)
+@click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@common_history
+def history_runs(branch, since, fmt, db_path):
+    """List recorded runs, oldest first."""
+    try:
+        hs = _open_history(db_path)
+        _emit(hs.runs(branch=branch, since=since), fmt)
+    except PerfgateError as e:
+        _fail(e)
+
+
+@history.command("query")
+@click.option("--metric", required=True, help="Metric key, e.g. 'step.time_us{view=p50}'.")
+@click.option("--branch", default=None)
+@click.option("--since", default=None)
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@common_history
+def history_query(metric, branch, since, fmt, db_path):
+    """One metric's recorded values over time."""
+    try:
+        hs = _open_history(db_path)
+        df = hs.series(metric, branch=branch, since=since)
+        if df.empty and metric not in hs.keys():
+            close = [k for k in hs.keys(metric.split("{")[0])][:8]
+            raise PerfgateError(f"no recorded metric {metric!r}" + (f"; similar: {close}" if close else ""))
+        _emit(df, fmt)
+    except PerfgateError as e:
+        _fail(e)
+
+
+def _gated_keys(hs, policy):
+    from perfgate.model import parse_metric_key
+    out = []
+    for k in hs.keys():
+        name, labels = parse_metric_key(k)
+        rule = policy.rule_for(name, labels)
+        if rule and rule.gated and labels.get("view") in policy.gate_views:
+            out.append((k, rule.direction))
+    return out
+
+
+def _trends(hs, policy, keys, branch):
+    from perfgate.trend import change_points
+    h = policy.history
+    res = []
+    for key, direction in keys:
+        s = hs.series(key, branch=branch)
+        s = s[s["status"] == "kept"]
+        for sk, part in s.groupby("series_key", sort=False):
+            part = part.reset_index(drop=True)
+            cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
+                                min_size=int(h["min_size"]), alpha=float(h["alpha"]),
+                                min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
+            res.append((key, sk, part, cps))
+    return res
+
+
+@history.command("trend")
+@click.option("--metric", default=None, help="Metric key (default: every gated metric).")
+@click.option("--branch", default=None)
+@common_history
+@common_policy
+def history_trend(metric, branch, db_path, policy_path):
+    """Change points (ruptures PELT + Mann-Whitney U) per metric, with the commit where each starts."""
+    try:
+        policy = _policy(policy_path)
+        hs = _open_history(db_path)
+        from perfgate.model import parse_metric_key
+        if metric:
+            name, labels = parse_metric_key(metric)
+            rule = policy.rule_for(name, labels)
+            keys = [(metric, rule.direction if rule else terms.LOWER_IS_BETTER)]
+        else:
+            keys = _gated_keys(hs, policy)
+        from perfgate.report.history import render_trend
+        found = 0
+        for key, sk, part, cps in _trends(hs, policy, keys, branch):
+            if metric or cps:
+                click.echo(render_trend(key + (f" (series {sk})" if sk else ""), part, cps))
+            found += len(cps)
+        if not metric:
+            click.echo(f"{found} change point(s) over {len(keys)} gated metric(s)")
+    except PerfgateError as e:
+        _fail(e)
+
+
+@history.command("report")
+@click.option("--branch", default=None)
+@click.option("--last", "last_n", default=10, show_default=True, type=click.IntRange(1, 100000),
+              help="Report metrics whose change point is among the last N runs.")
+@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False))
+@common_history
+@common_policy
+def history_report(branch, last_n, out, db_path, policy_path):
+    """Nightly summary: gated metrics that changed in the last N runs, with PNG plots."""
+    from perfgate.report.history import plot_series, render_trend
+    from perfgate.store.atomic import write_atomic
+    try:
+        policy = _policy(policy_path)
+        hs = _open_history(db_path)
+        outp = Path(out)
+        outp.mkdir(parents=True, exist_ok=True)
+        parts = [f"# perfgate history report{' — branch ' + branch if branch else ''}", ""]
+        n = 0
+        for key, sk, series, cps in _trends(hs, policy, _gated_keys(hs, policy), branch):
+            recent = [c for c in cps if c.index >= len(series) - last_n]
+            if not recent:
+                continue
+            n += 1
+            png = outp / (f"metric-{n:03d}.png")
+            png.write_bytes(plot_series(key, series, cps))
+            parts += [render_trend(key, series, cps), f"![{key}]({png.name})", ""]
+        if n == 0:
+            parts.append(f"No gated metric changed in the last {last_n} run(s).")
+        write_atomic(outp / "report.md", "\n".join(parts) + "\n")
+        click.echo(f"{n} metric(s) changed in the last {last_n} run(s); report: {outp / 'report.md'}")
+    except PerfgateError as e:
+        _fail(e)
+
+
+@history.command("journal")
+@click.option("--branch", required=True)
+@click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")
+@common_history
+@common_policy
+def history_journal(branch, metric, db_path, policy_path):
+    """The tuning journal: rounds, changes, key metric, delta vs previous kept and vs first."""
+    from perfgate.report.history import journal_table, render_journal
+    try:
+        policy = _policy(policy_path)
+        key = metric or policy.history["key_metric"]
+        hs = _open_history(db_path)
+        runs = hs.runs(branch=branch)
+        vals = hs.series(key, branch=branch).set_index("run_id")["value"]
+        click.echo(render_journal(journal_table(runs, vals, key), key), nl=False)
+    except PerfgateError as e:
+        _fail(e)
 
 
 @main.command()

@@ -91,14 +91,20 @@ def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint) -> str
     return None
 
 
-def _beyond(delta: float, base: float, tol: Tolerance, unit: str) -> bool:
+def _allowance(base: float, tol: Tolerance) -> float:
+    """The policy tolerance as an absolute amount in the metric's unit."""
     if tol.kind == "abs":
-        return abs(delta) > tol.value + 1e-12
+        return tol.value
     if tol.kind == "pp":
-        return abs(delta) * 100.0 > tol.value + 1e-9
-    if base == 0:
+        return tol.value / 100.0
+    return tol.value * abs(base)
+
+
+def _beyond(delta: float, base: float, tol: Tolerance, noise: float = 0.0) -> bool:
+    """True when |delta| exceeds the tolerance plus a learned noise band (both absolute)."""
+    if tol.kind == "rel" and base == 0 and not noise:
         return delta != 0
-    return abs(delta) / abs(base) > tol.value + 1e-12
+    return abs(delta) > _allowance(base, tol) + noise + 1e-12 * max(1.0, abs(base))
 
 
 def _fmt(v, unit: str) -> str:
@@ -156,8 +162,12 @@ def _compare_topn(key, name, labels, b, c, rule: Rule | None, gated: bool) -> Co
                       evidence=c.evidence)
 
 
-def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy) -> tuple[list, list]:
+def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
+                         noise: dict | None = None) -> tuple[list, list]:
     """Compare baseline and candidate fingerprints under ``policy``.
+
+    ``noise`` ({metric key: absolute amount}) widens a metric's tolerance by a band learned
+    from history (rolling baselines, :meth:`perfgate.store.history.HistoryStore.rolling_baseline`).
 
     Returns:
         ``(comparisons, notes)``: :class:`~perfgate.model.Comparison` list sorted with failing
@@ -181,6 +191,9 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy) -
         common = dict(key=key, name=name, labels=labels, unit=ref.unit, caliber=ref.caliber,
                       tier=ref.tier, evidence=(c or b).evidence)
         tol_text = rule.tolerance.describe(ref.unit) if rule else "not in policy"
+        if noise and noise.get(key):
+            band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
+            tol_text += f" + noise band {band:,.3g}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
         why = _incomparable_reason(name, base, cand)
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
@@ -216,7 +229,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy) -
         if rule is None:
             verdict = terms.UNCHANGED if delta == 0 else terms.REGRESSION
             gated = False
-        elif not _beyond(delta, bv, rule.tolerance, ref.unit):
+        elif not _beyond(delta, bv, rule.tolerance, (noise or {}).get(key, 0.0)):
             verdict = terms.UNCHANGED
         elif rule.direction == terms.EXACT:
             verdict = terms.REGRESSION

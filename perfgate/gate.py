@@ -98,8 +98,34 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     return store.save(name, fp), fp
 
 
+def load_history_baseline(baseline_name: str, cand, policy, history_path):
+    """``history:BRANCH`` -> (fingerprint, noise, note) from the history database.
+
+    Raises NoBaselineError (missing database, too few runs in the candidate's series)."""
+    from perfgate.errors import StoreError
+    from perfgate.store.history import HistoryStore
+    branch = baseline_name.split(":", 1)[1]
+    if not branch:
+        raise UsageError("history baseline needs a branch: --baseline history:main")
+    h = policy.history
+    try:
+        hs = HistoryStore(history_path, readonly=True)
+    except StoreError as e:
+        raise NoBaselineError(e.message, path=e.path, hint=e.hint) from None
+    try:
+        base, noise = hs.rolling_baseline(branch, cand.config, window=int(h["window"]),
+                                          min_runs=int(h["min_runs"]), band_k=float(h["band_k"]))
+    finally:
+        hs.close()
+    runs = base.provenance["runs"]
+    note = (f"baseline history:{branch} = per-metric median of {len(runs)} run(s) (ids {runs}, commits "
+            f"{[c[:12] for c in base.provenance['commits']]}); tolerance widened by {h['band_k']:g} x robust "
+            f"sigma of those runs")
+    return base, noise, note
+
+
 def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=True,
-          provenance=None, env=None) -> GateResult:
+          provenance=None, env=None, history_path=None) -> GateResult:
     """Compare a capture against a stored baseline.
 
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
@@ -124,18 +150,23 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
                           candidate_provenance=cand.provenance, error=e.to_dict(),
                           elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
+    noise, extra = None, []
     try:
-        base, _meta = store.load(baseline_name)
+        if baseline_name.startswith("history:"):
+            base, noise, hnote = load_history_baseline(baseline_name, cand, policy, history_path)
+            extra.append(hnote)
+        else:
+            base, _meta = store.load(baseline_name)
     except NoBaselineError as e:
         return GateResult(status=terms.NO_BASELINE, exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
                           candidate_provenance=cand.provenance, error=e.to_dict(),
                           elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
-    comparisons, notes = compare_fingerprints(base, cand, policy)
+    comparisons, notes = compare_fingerprints(base, cand, policy, noise=noise)
     status = summarize(comparisons)
     code = errors.EXIT_REGRESSION if status == terms.FAIL else errors.EXIT_PASS
-    notes = list(notes) + list(cand.warnings)
-    if base.policy_digest != cand.policy_digest:
+    notes = extra + list(notes) + list(cand.warnings)
+    if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
@@ -144,4 +175,44 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
                       elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
 
 
-__all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "PerfgateError"]
+def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",
+                   with_trace=True, env=None):
+    """Fingerprint a capture and record it in the history database.
+
+    Returns ``(run_id, fingerprint)``. An invalid capture records nothing, except, when a
+    tuning-journal ``note`` is given, a run with status ``invalid`` and no metric values; the
+    InvalidCaptureError is raised either way.
+
+    Raises:
+        UsageError: from a pull-request CI event (PR runs never record).
+        InvalidCaptureError / StoreError.
+    """
+    from perfgate.store.history import HistoryStore
+    env = os.environ if env is None else env
+    if env.get("GITHUB_EVENT_NAME") in PR_EVENTS:
+        raise UsageError(f"refusing to record history from a {env['GITHUB_EVENT_NAME']} run: pull-request "
+                         f"runs never write to the history")
+    prov = dict(gather_provenance(env))
+    if commit:
+        prov["commit"] = commit
+    try:
+        fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
+                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
+    except InvalidCaptureError as e:
+        if note:
+            hs = HistoryStore(history_path)
+            try:
+                hs.record(None, branch=branch, commit=prov.get("commit"), note=note, status="invalid",
+                          error=e.message)
+            finally:
+                hs.close()
+        raise
+    hs = HistoryStore(history_path)
+    try:
+        run_id = hs.record(fp, branch=branch, commit=prov.get("commit"), note=note, status=status)
+    finally:
+        hs.close()
+    return run_id, fp
+
+
+__all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "record_history", "PerfgateError"]

@@ -18,7 +18,9 @@ from perfgate.errors import PolicyError
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
-_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings"}
+_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history"}
+_HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
+                     "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
 _FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
                  "recompile_gap_ratio", "recompile_wait_ratio", "exposed_significant", "exposed_hidden",
                  "warmup_ratio", "slow_rank_ratio", "max_collection_spread_s", "fail_closed"}
@@ -73,6 +75,7 @@ class Policy:
     raw: dict = field(repr=False, default_factory=dict)
     findings: dict = field(default_factory=dict)
     fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
+    history: dict = field(default_factory=lambda: dict(_HISTORY_DEFAULTS))
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -244,7 +247,22 @@ def load_policy(path=None) -> Policy:
     fail_closed = fd.get("fail_closed", ["WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS"])
     if not isinstance(fail_closed, list) or not all(isinstance(x, str) for x in fail_closed):
         raise _err(path, "findings.fail_closed", "must be a list of finding codes")
+    hist = dict(_HISTORY_DEFAULTS)
+    hd = doc.get("history") or {}
+    if not isinstance(hd, dict):
+        raise _err(path, "history", "must be a mapping")
+    for k, v in hd.items():
+        if k not in _HISTORY_DEFAULTS:
+            raise _err(path, f"history.{k}", f"unknown key (allowed: {sorted(_HISTORY_DEFAULTS)})")
+        if k == "key_metric":
+            if not isinstance(v, str):
+                raise _err(path, "history.key_metric", "must be a metric key such as step.time_us{view=p50}")
+        elif not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise _err(path, f"history.{k}", f"must be a non-negative number, got {v!r}")
+        elif k in ("window", "min_runs", "min_size", "min_after") and (int(v) != v or v < 1):
+            raise _err(path, f"history.{k}", f"must be a positive integer, got {v!r}")
+        hist[k] = v
     return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
                   overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
-                  fail_closed=tuple(fail_closed))
+                  fail_closed=tuple(fail_closed), history=hist)

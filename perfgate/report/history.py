@@ -1,0 +1,92 @@
+"""History reports: change-point summaries, the tuning journal, and series plots (PNG bytes).
+
+Pure: inputs are series tables and change points; nothing is printed or written here.
+"""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+
+from perfgate import terms
+
+
+def render_trend(key: str, series: pd.DataFrame, cps: list) -> str:
+    """Markdown block for one metric: its runs and every change point."""
+    lines = [f"### `{key}`", "", f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
+             f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
+    if not cps:
+        lines.append("No change point.")
+    else:
+        lines += ["| run | commit | before | after | change | p | runs before / after | status |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for c in cps:
+            lines.append(f"| {c.run_id} (#{c.index + 1}) | {(c.commit or '-')[:12]} | {c.before:,.4g} | {c.after:,.4g} | "
+                         f"{c.rel_change:+.1%} {c.direction} | {c.p_value:.2g} | {c.n_before} / {c.n_after} | "
+                         f"{'confirmed' if c.confirmed else 'unconfirmed (too few runs after it)'} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
+    """PNG of a metric's series with change points marked (matplotlib, Agg backend)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 3), dpi=100)
+    x = np.arange(1, len(series) + 1)
+    ax.plot(x, series["value"].to_numpy(), marker="o", ms=3, lw=1)
+    for c in cps:
+        ax.axvline(c.index + 0.5, color="red" if c.direction == terms.REGRESSION else "green",
+                   ls="--" if not c.confirmed else "-", lw=1)
+        ax.annotate(f"{c.rel_change:+.1%}", (c.index + 0.6, c.after), fontsize=8)
+    ax.set_title(key, fontsize=9)
+    ax.set_xlabel("run")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFrame:
+    """Tuning journal: one row per recorded round (kept / reverted / invalid) with the key
+    metric, its delta against the previous kept round and against the first kept round.
+
+    Args:
+        runs: history runs (oldest first) with ``id``, ``note``, ``status``, ``commit``.
+        values: key-metric value per run id (missing for invalid rounds).
+    """
+    rows = []
+    first = prev = None
+    for i, r in enumerate(runs.itertuples(), start=1):
+        v = values.get(r.id, np.nan)
+        row = {"round": i, "run": r.id, "change": r.note or "", "status": r.status,
+               "commit": (r.commit or "")[:12], key: v,
+               "vs_previous_kept": np.nan, "vs_first": np.nan}
+        if r.status != "invalid" and not np.isnan(v):
+            if prev is not None:
+                row["vs_previous_kept"] = v / prev - 1
+            if first is not None:
+                row["vs_first"] = v / first - 1
+            if r.status == "kept":
+                if first is None:
+                    first = v
+                prev = v
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def render_journal(table: pd.DataFrame, key: str) -> str:
+    lines = [f"| round | change | status | {key} | vs previous kept | vs first |", "|---|---|---|---|---|---|"]
+    for d in table.to_dict("records"):
+        v = d[key]
+        pct = lambda x: "—" if pd.isna(x) else f"{x:+.1%}"
+        lines.append(f"| {d['round']} | {d['change']} | {d['status']} | {'—' if pd.isna(v) else f'{v:,.1f}'} | "
+                     f"{pct(d['vs_previous_kept'])} | {pct(d['vs_first'])} |")
+    kept = table[(table["status"] == "kept")][key].dropna()
+    if len(kept) >= 2:
+        lines.append("")
+        lines.append(f"Cumulative over kept rounds: {kept.iloc[-1] / kept.iloc[0] - 1:+.1%} "
+                     f"({kept.iloc[0]:,.1f} -> {kept.iloc[-1]:,.1f}).")
+    return "\n".join(lines) + "\n"

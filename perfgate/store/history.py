@@ -1,0 +1,308 @@
+"""Trend history: a SQLite database of recorded runs and their metric values (sqlite-utils).
+
+Schema (version 1, migrated forward by :data:`MIGRATIONS`; the version lives in ``meta``)::
+
+    runs(id, branch, commit_sha, recorded_at, ci_run_id, note, status, series_key, world_size,
+         profiler_level, aic_metrics, cann_version, torch_npu_version, source, provenance, config)
+    metric_values(run_id, key, name, view, value, unit, caliber, tier, set_value)
+
+Concurrency (case C04): WAL journal, ``busy_timeout``, one short ``BEGIN IMMEDIATE``
+transaction per record with bounded retries on "database is locked"; readers open the file
+read-only. A record is all-or-nothing: a killed writer leaves no half-recorded run.
+Invalid captures never get metric values; with a tuning-journal note they are kept as a run
+with status ``invalid`` and no values.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import random
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import sqlite_utils
+
+from perfgate.errors import NoBaselineError, StoreError
+from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
+
+SCHEMA_VERSION = 1
+# What splits a series: anything that changes what the gate measures. The profiler level
+# itself does not (Level1 and Level2 write the same kernel rows); its effect at Level0 (Type /
+# Accelerator Core N/A) is captured by type_available / core_available.
+SERIES_FACETS = ("world_size", "cann_version", "torch_npu_version", "aic_metrics", "type_available",
+                 "core_available")
+STATUSES = ("kept", "reverted", "invalid")
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+    db["runs"].create({
+        "id": int, "branch": str, "commit_sha": str, "recorded_at": str, "ci_run_id": str, "note": str,
+        "status": str, "series_key": str, "world_size": int, "profiler_level": str, "aic_metrics": str,
+        "cann_version": str, "torch_npu_version": str, "source": str, "provenance": str, "config": str,
+    }, pk="id", if_not_exists=True)
+    db["metric_values"].create({
+        "run_id": int, "key": str, "name": str, "view": str, "value": float, "unit": str, "caliber": str,
+        "tier": int, "set_value": str,
+    }, pk=("run_id", "key"), foreign_keys=[("run_id", "runs", "id")], if_not_exists=True)
+    db["runs"].create_index(["branch", "recorded_at"], if_not_exists=True)
+    db["metric_values"].create_index(["key"], if_not_exists=True)
+
+
+MIGRATIONS = {1: _v1}
+
+
+def series_key(config: dict) -> str:
+    """Runs are comparable only within one series: same rank count, CANN / torch_npu versions,
+    aic_metrics and Type / Accelerator Core availability (see ``SERIES_FACETS``)."""
+    blob = json.dumps({k: config.get(k) for k in SERIES_FACETS}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def parse_since(text: str | None) -> str | None:
+    """``30d`` / ``12h`` / ``2w`` / an ISO date -> ISO timestamp lower bound (UTC)."""
+    if not text:
+        return None
+    units = {"h": "hours", "d": "days", "w": "weeks"}
+    if text[-1:] in units and text[:-1].isdigit():
+        delta = _dt.timedelta(**{units[text[-1]]: int(text[:-1])})
+        return (_dt.datetime.now(_dt.timezone.utc) - delta).isoformat(timespec="seconds")
+    try:
+        return _dt.datetime.fromisoformat(text).isoformat(timespec="seconds")
+    except ValueError:
+        raise StoreError(f"--since {text!r}: use e.g. 30d, 12h, 2w or an ISO date") from None
+
+
+class HistoryStore:
+    """The history database at ``path``.
+
+    Args:
+        path: SQLite file (created on first write).
+        readonly: open with ``mode=ro`` (comparisons and queries); a missing file is then
+            a :class:`StoreError`.
+        busy_timeout_ms / retries: how long one statement waits for a lock, and how many
+            times a locked write transaction is retried (with jittered backoff).
+    """
+
+    def __init__(self, path, *, readonly: bool = False, busy_timeout_ms: int = 30000, retries: int = 8):
+        self.path = Path(path)
+        self.readonly = readonly
+        self.retries = retries
+        try:
+            if readonly:
+                if not self.path.is_file():
+                    raise StoreError("no history database here", path=self.path,
+                                     hint="record runs first: perfgate history record CAPTURE --branch main")
+                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
+                                       timeout=busy_timeout_ms / 1000)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout_ms / 1000)
+                conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
+                self._retry(lambda: conn.execute("pragma journal_mode = wal"))
+                conn.execute("pragma synchronous = normal")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"cannot open history database: {e}", path=self.path) from None
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        if not readonly:
+            self._migrate()
+        else:
+            self._check_version()
+
+    # -- schema ---------------------------------------------------------------------------
+    def _version(self) -> int:
+        if "meta" not in self.db.table_names():
+            return 0
+        row = self.conn.execute("select value from meta where key='schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _check_version(self):
+        v = self._version()
+        if v != SCHEMA_VERSION:
+            raise StoreError(f"history schema version {v} is not {SCHEMA_VERSION}; open it once for writing "
+                             f"with this perfgate to migrate", path=self.path)
+
+    def _migrate(self):
+        def run():
+            self.conn.execute("begin immediate")
+            try:
+                v = self._version()
+                if v > SCHEMA_VERSION:
+                    raise StoreError(f"history schema version {v} is newer than this perfgate ({SCHEMA_VERSION})",
+                                     path=self.path)
+                for target in range(v + 1, SCHEMA_VERSION + 1):
+                    MIGRATIONS[target](self.db)
+                    self.db["meta"].upsert({"key": "schema_version", "value": str(target)}, pk="key")
+                self.conn.execute("commit")
+            except BaseException:
+                self.conn.execute("rollback")
+                raise
+        self._retry(run)
+
+    # -- writes ---------------------------------------------------------------------------
+    def _retry(self, fn):
+        for attempt in range(self.retries + 1):
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                msg = str(e).lower()
+                if ("locked" not in msg and "busy" not in msg) or attempt == self.retries:
+                    raise StoreError(f"history write failed after {attempt + 1} attempt(s): {e} "
+                                     f"(another process holds the lock)", path=self.path,
+                                     hint="use per-job result files merged by one job, or a longer "
+                                          "busy timeout") from None
+                time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
+
+    def record(self, fp: Fingerprint | None, *, branch: str, commit: str | None = None, note: str | None = None,
+               status: str = "kept", ci_run_id: str | None = None, recorded_at: str | None = None,
+               error: str | None = None) -> int:
+        """Record one run (fingerprint and all its metric values) in one transaction.
+
+        ``fp`` None with status ``invalid`` records a tuning-journal entry without values.
+
+        Raises:
+            StoreError: bad status, locked beyond the retries, or any write failure (nothing
+                of the run is left behind).
+        """
+        if self.readonly:
+            raise StoreError("history opened read-only", path=self.path)
+        if status not in STATUSES:
+            raise StoreError(f"status must be one of {STATUSES}, got {status!r}")
+        if fp is None and status != "invalid":
+            raise StoreError("only an invalid run may be recorded without a fingerprint")
+        cfg = fp.config if fp else {}
+        prov = dict(fp.provenance) if fp else {}
+        if error:
+            prov["error"] = error
+        run = {
+            "branch": branch, "commit_sha": commit or prov.get("commit"),
+            "recorded_at": recorded_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
+            "ci_run_id": ci_run_id or prov.get("ci_run_id"), "note": note, "status": status,
+            "series_key": series_key(cfg) if fp else None, "world_size": cfg.get("world_size"),
+            "profiler_level": cfg.get("profiler_level"), "aic_metrics": cfg.get("aic_metrics"),
+            "cann_version": cfg.get("cann_version"), "torch_npu_version": cfg.get("torch_npu_version"),
+            "source": prov.get("source"), "provenance": json.dumps(prov, sort_keys=True),
+            "config": json.dumps(cfg, sort_keys=True),
+        }
+        values = []
+        if fp is not None:
+            for key, m in fp.metrics.items():
+                is_set = isinstance(m.value, list)
+                values.append({"key": key, "name": m.name, "view": m.labels.get("view"),
+                               "value": None if is_set else float(m.value), "unit": m.unit, "caliber": m.caliber,
+                               "tier": m.tier, "set_value": json.dumps(m.value) if is_set else None})
+
+        def write():
+            self.conn.execute("begin immediate")
+            try:
+                run_id = self.db["runs"].insert(run).last_pk
+                for v in values:
+                    v["run_id"] = run_id
+                self.db["metric_values"].insert_all(values, batch_size=2000)
+                self.conn.execute("commit")
+                return run_id
+            except BaseException:
+                self.conn.execute("rollback")
+                raise
+        try:
+            return self._retry(write)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"history write failed, nothing recorded: {e}", path=self.path) from None
+
+    # -- reads ----------------------------------------------------------------------------
+    def runs(self, branch: str | None = None, since: str | None = None, limit: int | None = None) -> pd.DataFrame:
+        """Runs, oldest first: id, branch, commit, recorded_at, status, note, series_key, ..."""
+        where, args = [], []
+        if branch:
+            where.append("branch = ?")
+            args.append(branch)
+        if since:
+            where.append("recorded_at >= ?")
+            args.append(parse_since(since))
+        sql = ("select id, branch, commit_sha as \"commit\", recorded_at, status, note, series_key, world_size, profiler_level, "
+               "cann_version, torch_npu_version, ci_run_id, source from runs")
+        if where:
+            sql += " where " + " and ".join(where)
+        sql += " order by recorded_at, id"
+        df = pd.read_sql_query(sql, self.conn, params=args)
+        return df.tail(limit) if limit else df
+
+    def series(self, key: str, branch: str | None = None, since: str | None = None) -> pd.DataFrame:
+        """One metric over time: run_id, recorded_at, commit, status, note, series_key, value."""
+        where, args = ["v.key = ?"], [key]
+        if branch:
+            where.append("r.branch = ?")
+            args.append(branch)
+        if since:
+            where.append("r.recorded_at >= ?")
+            args.append(parse_since(since))
+        return pd.read_sql_query(
+            "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, r.series_key, v.value "
+            "from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
+            + " order by r.recorded_at, r.id", self.conn, params=args)
+
+    def keys(self, prefix: str | None = None) -> list[str]:
+        sql = "select distinct key from metric_values"
+        args = []
+        if prefix:
+            sql += " where key like ?"
+            args.append(prefix + "%")
+        return [r[0] for r in self.conn.execute(sql + " order by key", args)]
+
+    def rolling_baseline(self, branch: str, cand_config: dict, *, window: int, min_runs: int,
+                         band_k: float) -> tuple[Fingerprint, dict]:
+        """Baseline = per-metric median of the last ``window`` kept runs of ``branch`` in the
+        candidate's series, plus a noise band per metric = ``band_k`` x 1.4826 x MAD (robust
+        sigma) of those runs, in the metric's unit.
+
+        Returns ``(fingerprint, noise)``. Raises :class:`NoBaselineError` when fewer than
+        ``min_runs`` runs qualify (the message says how many and why).
+        """
+        sk = series_key(cand_config)
+        runs = pd.read_sql_query(
+            "select id, commit_sha as \"commit\", recorded_at, series_key, config, provenance from runs where branch = ? and "
+            "status = 'kept' order by recorded_at desc, id desc", self.conn, params=[branch])
+        same = runs[runs["series_key"] == sk].head(window)
+        if len(same) < min_runs:
+            other = len(runs) - len(runs[runs["series_key"] == sk])
+            why = (f" ({other} other run(s) of {branch!r} are from another series: profiler config, CANN / "
+                   f"torch_npu version or rank count changed)" if other else "")
+            raise NoBaselineError(f"history:{branch} has {len(same)} kept run(s) in this series, "
+                                  f"{min_runs} needed{why}", path=self.path)
+        ids = [int(i) for i in same["id"]]
+        q = ",".join("?" * len(ids))
+        vals = pd.read_sql_query(f"select * from metric_values where run_id in ({q})", self.conn, params=ids)
+        latest = ids[0]
+        metrics, noise = {}, {}
+        for key, g in vals.groupby("key"):
+            if len(g) * 2 < len(ids):
+                continue  # present in fewer than half of the runs: not part of the baseline
+            ref = g[g["run_id"] == latest].iloc[0] if (g["run_id"] == latest).any() else g.iloc[0]
+            name, labels = parse_metric_key(key)
+            if pd.notna(ref["set_value"]):
+                value = json.loads(ref["set_value"])
+                ctx = {"ranked": value + [], "n": len(value), "slack": 0}
+            else:
+                arr = g["value"].astype(float).to_numpy()
+                value = float(np.median(arr))
+                mad = float(np.median(np.abs(arr - value)))
+                noise[key] = band_k * 1.4826 * mad
+                ctx = {"runs": len(arr)}
+            metrics[key] = MetricValue(key=key, name=name, labels=labels, value=value, unit=ref["unit"],
+                                       caliber=ref["caliber"], tier=int(ref["tier"]),
+                                       evidence=f"history:{branch} median of {len(g)} run(s)", context=ctx)
+        cfg = json.loads(same.iloc[0]["config"])
+        prov = {"source": f"history:{branch}", "runs": ids, "commits": [c for c in same["commit"] if c],
+                "window": window, "series_key": sk, "db": str(self.path),
+                "steps": json.loads(same.iloc[0]["provenance"]).get("steps", {})}
+        fp = Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version="history", provenance=prov, config=cfg,
+                         metrics=metrics)
+        return fp, noise
+
+    def close(self):
+        self.conn.close()
