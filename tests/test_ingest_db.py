@@ -92,7 +92,7 @@ def test_text_and_db_in_one_rank_reads_text_once(pytorch_data, tmp_path, policy)
 def test_msprof_op_summary_block_num_with_ratios(ascend, policy):
     """Must show 2: the vllm-ascend msprof op_summary files ingest (3 kernels, Block Num) with ratios."""
     pipe = next((ascend / "vllm_ascend_msprof").rglob("PROF_PipeUtilization"))
-    cap = load_capture(pipe)
+    cap = load_capture(pipe, pmu=True)
     k = cap.ranks[0].kernels
     assert len(k.df) == 3 and k.columns["block_dim"] == "Block Num" and k.columns["name"] == "Op Name"
     assert k.df["aic_mac_ratio"].notna().any() and "aiv_vec_ratio" in k.df

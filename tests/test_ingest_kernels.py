@@ -92,7 +92,7 @@ def test_na_cells(tmp_path):
                         "1,hcom_allReduce__1_0_1,hcom_allReduce_,N/A,HCCL,10,5,N/A,N/A\n"
                         "1,MatMul_2,MatMulV2,dynamic,AI_CORE,20,N/A,20,1.0\n"
                         "1,Cast_3,Cast,dynamic,AI_VECTOR_CORE,30,1,20,0.5\n")
-    kt = read_kernels(p)
+    kt = read_kernels(p, pmu=True)
     assert kt.invalid_rows == (2,)
     assert len(kt.df) == 2 and kt.df["is_comm"].tolist() == [True, False]
     assert any("N/A" in w for w in kt.warnings)
@@ -103,7 +103,7 @@ def test_csv_quoting_and_crlf(tmp_path):
     text = ('Name,Type,Start Time(us),Duration(us),Input Shapes\n'
             '"weird ""name"", with comma",Cast,1.0,1.0,"""1,16,64;16,64"""\n'
             'b,Cast,3.0,1.0,""\n')
-    kt = read_kernels(write(tmp_path, text, newline="\r\n"))
+    kt = read_kernels(write(tmp_path, text, newline="\r\n"), shapes=True)
     assert kt.df["name"].iloc[0] == 'weird "name", with comma'
     assert kt.df["input_shapes"].iloc[0] == '"1,16,64;16,64"'
     assert len(kt.df) == 2

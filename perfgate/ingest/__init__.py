@@ -77,11 +77,11 @@ def _slice_key(p: Path):
     return (int(m.group(1)) if m else -1, p.name)
 
 
-def _read_slices(files: list) -> KernelTable:
+def _read_slices(files: list, pmu: bool = False) -> KernelTable:
     """One kernel table from msprof op_summary slices, in slice order. Rows keep one running
     number; a warning maps row ranges to slice files. Exact duplicates across slices are
     reported and counted once (same rule as within one file)."""
-    tables = [read_kernels(f) for f in files]
+    tables = [read_kernels(f, pmu=pmu) for f in files]
     if len(tables) == 1:
         return tables[0]
     import pandas as _pd
@@ -109,7 +109,7 @@ def _read_slices(files: list) -> KernelTable:
                        unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
 
 
-def load_rank(loc: RankLocation, *, with_trace: bool = True) -> RankCapture:
+def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False) -> RankCapture:
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     Raises:
@@ -120,7 +120,7 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True) -> RankCapture:
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
         return _load_db_rank(loc, files[0], with_trace=with_trace)
-    kernels = _read_slices(files)
+    kernels = _read_slices(files, pmu=pmu)
     missing = []
     warnings = list(kernels.warnings)
     if any(out.glob("ascend_pytorch_profiler*.db")):
@@ -184,12 +184,13 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCaptu
                        warnings=kernels.warnings)
 
 
-def load_capture(path, *, with_trace: bool = True) -> Capture:
+def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture:
     """Discover and read every rank of a capture.
 
     Args:
         path: capture directory (see :mod:`perfgate.ingest.discover`).
         with_trace: read trace_view.json when present (needed for the trace self-checks).
+        pmu: also read the PMU ``*_ratio`` columns of kernel_details / op_summary.
 
     Raises:
         UsageError: the path does not exist / is not a directory.
@@ -201,7 +202,7 @@ def load_capture(path, *, with_trace: bool = True) -> Capture:
     problems: list[PerfgateError] = []
     for loc in locs:
         try:
-            ranks.append(load_rank(loc, with_trace=with_trace))
+            ranks.append(load_rank(loc, with_trace=with_trace, pmu=pmu))
         except InvalidCaptureError as e:
             problems.append(e)
     if problems:

@@ -87,46 +87,62 @@ def _locate_bad_row(path: Path, ncols: int) -> tuple[int | None, str]:
     return None, "malformed CSV"
 
 
-def read_string_table(path: Path, columns: dict[str, str], ncols: int) -> pd.DataFrame:
-    """Read the given header columns as trimmed strings (nulls for N/A/empty).
+def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
+                       trim: set | None = None) -> tuple[dict, int]:
+    """Read the given header columns as Arrow string arrays; ``N/A`` / empty cells are null.
 
     Args:
         path: CSV file.
         columns: canonical name -> header name (from :func:`resolve_columns`).
         ncols: number of header fields (for error location).
+        trim: canonical columns to strip of whitespace and the Excel-guard TAB (then checked
+            for N/A again); None = all. Categorical columns can instead be trimmed per
+            distinct value by the caller.
 
     Returns:
-        DataFrame with one object/string column per canonical name plus ``row``
-        (1-based data row number, header = row 0).
+        ``({canonical: pyarrow.ChunkedArray}, rows)``. Only the requested columns are parsed
+        (pyarrow's multithreaded CSV reader with column selection).
 
     Raises:
         InvalidCaptureError: malformed / truncated CSV (names the row), or no data rows.
     """
     wanted = list(dict.fromkeys(columns.values()))
-    try:
-        table = pacsv.read_csv(
-            path,
-            read_options=pacsv.ReadOptions(block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=wanted,
-                column_types={c: pa.string() for c in wanted},
-                strings_can_be_null=False, quoted_strings_can_be_null=False),
-        )
-    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        row, why = _locate_bad_row(path, ncols)
-        raise InvalidCaptureError(f"{why} [{str(e).splitlines()[0][:160]}]", path=path, row=row) from None
+    convert = pacsv.ConvertOptions(include_columns=wanted, column_types={c: pa.string() for c in wanted},
+                                   null_values=list(MISSING_TOKENS), strings_can_be_null=True,
+                                   quoted_strings_can_be_null=True)
+    table = None
+    # Profiler CSVs have no line breaks inside values, which lets pyarrow split the file into
+    # blocks parsed in parallel; a file that has them is read again in the slower mode.
+    for newlines in (False, True):
+        try:
+            table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 24),
+                                   parse_options=pacsv.ParseOptions(newlines_in_values=newlines),
+                                   convert_options=convert)
+            break
+        except (pa.ArrowInvalid, UnicodeDecodeError) as e:
+            if newlines or isinstance(e, UnicodeDecodeError):
+                row, why = _locate_bad_row(path, ncols)
+                raise InvalidCaptureError(f"{why} [{str(e).splitlines()[0][:160]}]", path=path, row=row) from None
     if table.num_rows == 0:
         raise InvalidCaptureError("file has a header but no data rows", path=path, row=0,
                                   hint="an empty export is not a capture; check that profiling ran")
-    out = {}
     missing = pa.array(MISSING_TOKENS)
+    out = {}
     for canon, col in columns.items():
-        arr = pc.utf8_trim_whitespace(table.column(col))
-        arr = pc.if_else(pc.is_in(arr, value_set=missing), pa.scalar(None, pa.string()), arr)
-        out[canon] = arr.to_pandas()
-    df = pd.DataFrame(out)
-    df.insert(0, "row", np.arange(1, len(df) + 1, dtype=np.int64))
+        arr = table.column(col)
+        if trim is None or canon in trim:
+            arr = pc.utf8_trim_whitespace(arr)
+            arr = pc.if_else(pc.is_in(arr, value_set=missing), pa.scalar(None, pa.string()), arr)
+        out[canon] = arr
+    return out, table.num_rows
+
+
+def read_string_table(path: Path, columns: dict[str, str], ncols: int) -> pd.DataFrame:
+    """Like :func:`read_arrow_columns`, as a pandas DataFrame of strings plus ``row``
+    (1-based data row number, header = row 0). For small files (step_trace_time.csv)."""
+    cols, n = read_arrow_columns(path, columns, ncols)
+    df = pd.DataFrame({k: v.to_pandas() for k, v in cols.items()})
+    df.insert(0, "row", np.arange(1, n + 1, dtype=np.int64))
     return df
 
 
@@ -134,54 +150,103 @@ def _decimal_to_units(text: str, scale: int) -> int:
     return int((Decimal(text) * scale).to_integral_value(rounding="ROUND_HALF_UP"))
 
 
-def exact_scaled(values: pd.Series, scale: int, *, path: Path, column: str,
-                 rows: pd.Series, allow_null: bool = True) -> pd.Series:
+_PLAIN = r"^(?P<neg>-?)(?P<i>\d+)(?:\.(?P<f>\d*))?$"
+
+
+def _fixed_point(arr, digits: int, scale: int):
+    """Fast path: every value has exactly ``digits`` decimals (profiler output does) or none.
+    Dropping the point then gives the scaled integer exactly. None when not applicable."""
+    valid = pc.drop_null(arr)
+    if len(valid) == 0:
+        return np.zeros(len(arr), dtype=np.int64)
+    pos = pc.find_substring(valid, ".")
+    try:
+        if pc.all(pc.equal(pos, -1)).as_py():
+            ints = pc.cast(pc.fill_null(arr, "0"), pa.int64())
+            return pc.multiply(ints, scale).to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
+        width = pc.subtract(pc.subtract(pc.utf8_length(valid), pos), 1)
+        if digits and pc.all(pc.and_(pc.greater_equal(pos, 0), pc.equal(width, digits))).as_py():
+            ints = pc.cast(pc.replace_substring(pc.fill_null(arr, "0." + "0" * digits), ".", ""), pa.int64())
+            return ints.to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None  # e.g. exponent notation: take the general path
+    return None
+
+
+
+def exact_scaled_arrow(values, scale: int, *, path: Path, column: str, allow_null: bool = True):
     """Parse decimal strings to exact integers of ``value * scale`` (e.g. µs -> ns: 1000).
 
     ``"1736408883704643.212"`` becomes 1736408883704643212 ns exactly: float64 would keep
-    only ~16 significant digits. Plain decimals are converted vectorised; anything else
-    (exponent notation such as Excel's ``1.69512E+15``) goes through :class:`~decimal.Decimal`.
+    only ~16 significant digits. Plain decimals are split and converted by Arrow compute
+    kernels (digits beyond the scale round half up); anything else (exponent notation such
+    as Excel's ``1.69512E+15``) goes through :class:`~decimal.Decimal`.
 
     Returns:
-        nullable Int64 series (nulls where the cell was N/A/empty).
+        ``(values int64 ndarray, null mask bool ndarray)``.
 
     Raises:
-        InvalidCaptureError: a cell is not a number (names file, column and row), or a null
-            where ``allow_null`` is False.
+        InvalidCaptureError: a cell is not a number (names file, column and 1-based row), or
+            a null where ``allow_null`` is False.
     """
-    s = values.astype("string")
-    null = s.isna()
+    arr = values if isinstance(values, pa.ChunkedArray) else pa.chunked_array([values])
+    null = arr.is_null().to_numpy(zero_copy_only=False)
     if null.any() and not allow_null:
-        bad = int(rows[null].iloc[0])
-        raise InvalidCaptureError(f"{column} is empty or N/A", path=path, row=bad)
+        raise InvalidCaptureError(f"{column} is empty or N/A", path=path, row=int(np.argmax(null)) + 1)
     digits = len(str(scale)) - 1
-    plain = s.str.fullmatch(r"-?\d+(\.\d*)?").fillna(False).astype(bool)
-    result = pd.Series(pd.array([pd.NA] * len(s), dtype="Int64"), index=s.index)
-    if plain.any():
-        p = s[plain]
-        neg = p.str.startswith("-")
-        p = p.str.lstrip("-")
-        parts = p.str.split(".", n=1, expand=True)
-        ip = parts[0].astype("int64")
-        if parts.shape[1] > 1:
-            frac = parts[1].fillna("").str.ljust(digits + 1, "0")
-        else:
-            frac = pd.Series(["0" * (digits + 1)] * len(p), index=p.index)
-        head = frac.str.slice(0, digits).replace("", "0").astype("int64") if digits else 0
-        roundup = (frac.str.slice(digits, digits + 1).astype("int64") >= 5).astype("int64")
-        val = ip * scale + head + roundup
-        val = val.where(~neg, -val)
-        result[plain] = val.astype("Int64")
+    fast = _fixed_point(arr, digits, scale)
+    if fast is not None:
+        fast[null] = 0
+        return fast, null
+    m = pc.extract_regex(arr, _PLAIN)
+    plain = m.is_valid().to_numpy(zero_copy_only=False)
+    ip = pc.cast(pc.if_else(plain, pc.struct_field(m, "i"), "0"), pa.int64())
+    frac = pc.utf8_rpad(pc.if_else(plain, pc.struct_field(m, "f"), ""), digits + 1, "0")
+    head = pc.cast(pc.utf8_slice_codeunits(frac, 0, digits), pa.int64()) if digits else 0
+    rnd = pc.cast(pc.greater_equal(pc.utf8_slice_codeunits(frac, digits, digits + 1), "5"), pa.int64())
+    val = pc.add(pc.add(pc.multiply(ip, scale), head), rnd)
+    neg = pc.equal(pc.if_else(plain, pc.struct_field(m, "neg"), ""), "-")
+    val = pc.if_else(neg, pc.negate(val), val)
+    out = val.to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
     other = ~plain & ~null
     if other.any():
-        for idx in s.index[other]:
-            text = s[idx]
+        for idx in np.flatnonzero(other):
+            text = arr[int(idx)].as_py()
             try:
-                result[idx] = _decimal_to_units(text, scale)
+                out[idx] = _decimal_to_units(text, scale)
             except (InvalidOperation, ValueError):
                 raise InvalidCaptureError(f"{column} is not a number: {text!r}", path=path,
-                                          row=int(rows[idx])) from None
-    return result
+                                          row=int(idx) + 1) from None
+    out[null] = 0
+    return out, null
+
+
+def to_float_arrow(values, *, path: Path, column: str, strict: bool = True) -> np.ndarray:
+    """Arrow strings -> float64 ndarray (nulls -> NaN). ``strict``: a non-numeric cell is an
+    error naming the row; otherwise it becomes NaN."""
+    try:
+        return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        ser = values.to_pandas()
+        out = pd.to_numeric(ser, errors="coerce")
+        bad = out.isna() & ser.notna()
+        if strict and bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            raise InvalidCaptureError(f"{column} is not a number: {ser.iloc[i]!r}", path=path, row=i + 1) from None
+        return out.to_numpy(dtype=np.float64)
+
+
+def exact_scaled(values: pd.Series, scale: int, *, path: Path, column: str,
+                 rows: pd.Series, allow_null: bool = True) -> pd.Series:
+    """pandas wrapper of :func:`exact_scaled_arrow`: a nullable Int64 series."""
+    arr = pa.chunked_array([pa.array(values.astype(object).where(values.notna(), None), type=pa.string())])
+    try:
+        vals, null = exact_scaled_arrow(arr, scale, path=path, column=column, allow_null=allow_null)
+    except InvalidCaptureError as e:
+        raise InvalidCaptureError(e.message, path=path, row=int(rows.iloc[e.row - 1]) if e.row else None) from None
+    out = pd.Series(pd.array(vals, dtype="Int64"), index=values.index)
+    out[null] = pd.NA
+    return out
 
 
 def to_float(values: pd.Series, *, path: Path, column: str, rows: pd.Series) -> pd.Series:

@@ -6,12 +6,12 @@ Output table (one row per device task, pandas DataFrame):
 column          dtype     meaning
 ==============  ========  ==================================================================
 row             int64     1-based data row in the source file (header is row 0)
-step            string    ProfilerStep id (``"50"``); ``"implicit"`` when the file has no
-                          Step Id column; <NA> for a blank cell (unassigned, never step 0)
-name            string    kernel name (``Name`` / ``Op Name``)
-op_type         string    operator type (``Type`` / ``OP Type``); <NA> for ``N/A`` (Level0)
-core_type       string    ``Accelerator Core`` / ``Task Type`` value; <NA> for ``N/A``
-stream_id       string    ``Stream ID``; <NA> when absent or N/A (communication rows)
+step            category  ProfilerStep id (``"50"``); ``"implicit"`` when the file has no
+                          Step Id column; NaN for a blank cell (unassigned, never step 0)
+name            category  kernel name (``Name`` / ``Op Name``)
+op_type         category  operator type (``Type`` / ``OP Type``); NaN for ``N/A`` (Level0)
+core_type       category  ``Accelerator Core`` / ``Task Type`` value; NaN for ``N/A``
+stream_id       category  ``Stream ID``; NaN when absent or N/A (communication rows)
 start_ns        int64     absolute start, integer nanoseconds (exact, from the µs string)
 dur_ns          int64     duration, integer nanoseconds
 end_ns          int64     start_ns + dur_ns
@@ -31,11 +31,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQUIRED,
-                                     KNOWN_CORE_TYPES)
-from perfgate.ingest.csvread import exact_scaled, read_header, read_string_table, resolve_columns
+                                     KNOWN_CORE_TYPES, MISSING_TOKENS)
+from perfgate.ingest.csvread import (exact_scaled_arrow, read_arrow_columns, read_header, resolve_columns,
+                                     to_float_arrow)
 
 IMPLICIT_STEP = "implicit"
 _UPPER_TOKEN = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -89,8 +92,52 @@ def _prove_type_column(df: pd.DataFrame, header: str, path: Path) -> None:
             f"columns look swapped", path=path, row=0)
 
 
-def read_kernels(path: Path) -> KernelTable:
+def _categorical(arr) -> pd.Series:
+    """Arrow strings -> pandas categorical, trimmed, ``N/A`` missing: names repeat a lot, so
+    trimming and every later string operation run once per distinct value, not per row."""
+    enc = pc.dictionary_encode(arr)
+    if isinstance(enc, pa.ChunkedArray) and enc.num_chunks > 1:
+        enc = pa.chunked_array(pa.Table.from_arrays([enc], ["x"]).unify_dictionaries().column(0))
+    ser = enc.to_pandas()
+    if not isinstance(ser.dtype, pd.CategoricalDtype):
+        ser = ser.astype("category")
+    cats = [str(c) for c in ser.cat.categories]
+    trimmed = [c.strip() for c in cats]
+    if trimmed != cats or any(t in MISSING_TOKENS for t in trimmed):
+        ser = ser.astype(object).map(lambda v: v if not isinstance(v, str) else v.strip())
+        ser = ser.where(~ser.isin(MISSING_TOKENS), None).astype("category")
+    return ser
+
+
+def _exact_duplicates(df: pd.DataFrame) -> np.ndarray:
+    """Rows equal to an earlier row in start, duration, name and stream (bool mask). Only rows
+    sharing a start time are hashed, so the usual duplicate-free table costs one sort."""
+    start = df["start_ns"].to_numpy()
+    order = np.argsort(start, kind="stable")
+    same = np.zeros(len(start), dtype=bool)
+    eq = start[order][1:] == start[order][:-1]
+    same[order[1:][eq]] = True
+    same[order[:-1][eq]] = True
+    out = np.zeros(len(start), dtype=bool)
+    if same.any():
+        idx = np.flatnonzero(same)
+        key = pd.DataFrame({"s": start[idx], "d": df["dur_ns"].to_numpy()[idx],
+                            "n": df["name"].cat.codes.to_numpy()[idx], "t": df["stream_id"].cat.codes.to_numpy()[idx]})
+        out[idx] = key.duplicated(keep="first").to_numpy()
+    return out
+
+
+def _null_categorical(n: int) -> pd.Series:
+    return pd.Series(pd.Categorical([None] * n, categories=pd.Index([], dtype=object)))
+
+
+def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> KernelTable:
     """Read one kernel_details.csv / op_summary_*.csv into a :class:`KernelTable`.
+
+    Only the needed columns are parsed (pyarrow, multithreaded); strings become pandas
+    categoricals; times are converted to exact integer ns by Arrow compute kernels.
+    ``pmu``: also read every PMU ``*_ratio`` column (PipeUtilization etc.) as float64;
+    ``shapes``: also read ``Input Shapes``. Both are off by default: the gate does not need them.
 
     Raises:
         InvalidCaptureError: empty or header-only file, missing required columns (Name, Type,
@@ -101,51 +148,52 @@ def read_kernels(path: Path) -> KernelTable:
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, KERNEL_ALIASES, KERNEL_REQUIRED, path)
-    ratio_cols = [h for h in header if h.endswith("_ratio") and h not in cols.values()]
-    raw = read_string_table(path, {**cols, **{h: h for h in ratio_cols}}, len(header))
+    ratio_cols = [h for h in header if h.endswith("_ratio") and h not in cols.values()] if pmu else []
+    if not shapes:
+        cols.pop("input_shapes", None)
+    raw, n = read_arrow_columns(path, {**cols, **{h: h for h in ratio_cols}}, len(header),
+                                trim={"step_id", "start_us", "dur_us", "wait_us", *ratio_cols})
     warnings: list[str] = []
 
-    df = pd.DataFrame({"row": raw["row"]})
+    df = pd.DataFrame({"row": np.arange(1, n + 1, dtype=np.int64)})
     if "step_id" in cols:
-        step = raw["step_id"].astype("string")
-        bad = step.notna() & ~step.str.fullmatch(r"-?\d+").fillna(False).astype(bool)
-        if bad.any():
-            i = bad[bad].index[0]
-            raise InvalidCaptureError(f"{cols['step_id']} is not an integer: {step[i]!r}",
-                                      path=path, row=int(raw['row'][i]))
-        # normalise "050" -> "50"
-        step = step.where(step.isna(), step.str.lstrip("0").replace("", "0"))
+        step = _categorical(raw["step_id"])
+        cats = list(step.cat.categories)
+        bad = [c for c in cats if not re.fullmatch(r"-?\d+", str(c))]
+        if bad:
+            i = int(np.argmax((step == bad[0]).to_numpy()))
+            raise InvalidCaptureError(f"{cols['step_id']} is not an integer: {bad[0]!r}", path=path, row=i + 1)
+        norm = {c: (str(c).lstrip("0") or "0") for c in cats}  # "050" -> "50"
+        if any(norm[c] != c for c in cats):
+            step = step.cat.rename_categories(norm) if len(set(norm.values())) == len(cats) else \
+                step.astype(object).map(norm).astype("category")
         df["step"] = step
     else:
-        df["step"] = pd.Series([IMPLICIT_STEP] * len(raw), dtype="string")
+        df["step"] = pd.Series(pd.Categorical([IMPLICIT_STEP] * n))
         warnings.append(f"{path.name}: no Step Id column; all rows form one implicit step")
-    df["name"] = raw["name"].astype("string")
-    if df["name"].isna().any():
-        i = df["name"].isna().idxmax()
-        raise InvalidCaptureError(f"{cols['name']} is empty", path=path, row=int(raw['row'][i]))
-    df["op_type"] = raw["op_type"].astype("string")
-    df["core_type"] = (raw["core_type"].astype("string") if "core_type" in cols
-                       else pd.Series(pd.NA, index=raw.index, dtype="string"))
-    df["stream_id"] = (raw["stream_id"].astype("string") if "stream_id" in cols
-                       else pd.Series(pd.NA, index=raw.index, dtype="string"))
-    df["start_ns"] = exact_scaled(raw["start_us"], 1000, path=path, column=cols["start_us"],
-                                  rows=raw["row"], allow_null=False)
-    dur = exact_scaled(raw["dur_us"], 1000, path=path, column=cols["dur_us"], rows=raw["row"])
+    name_null = raw["name"].is_null().to_numpy(zero_copy_only=False)
+    if name_null.any():
+        raise InvalidCaptureError(f"{cols['name']} is empty", path=path, row=int(np.argmax(name_null)) + 1)
+    df["name"] = _categorical(raw["name"])
+    df["op_type"] = _categorical(raw["op_type"])
+    df["core_type"] = _categorical(raw["core_type"]) if "core_type" in cols else _null_categorical(n)
+    df["stream_id"] = _categorical(raw["stream_id"]) if "stream_id" in cols else _null_categorical(n)
+    start, _ = exact_scaled_arrow(raw["start_us"], 1000, path=path, column=cols["start_us"], allow_null=False)
+    dur, dur_null = exact_scaled_arrow(raw["dur_us"], 1000, path=path, column=cols["dur_us"])
+    df["start_ns"] = start
     df["dur_ns"] = dur
-    if "wait_us" in cols:
-        df["wait_us"] = pd.to_numeric(raw["wait_us"], errors="coerce").astype("float64")
-    else:
-        df["wait_us"] = np.nan
+    df["wait_us"] = (to_float_arrow(raw["wait_us"], path=path, column=cols["wait_us"], strict=False)
+                     if "wait_us" in cols else np.nan)
     if "input_shapes" in cols:
-        df["input_shapes"] = raw["input_shapes"].astype("string")
+        df["input_shapes"] = _categorical(raw["input_shapes"])
     for h in ratio_cols:  # PipeUtilization / ArithmeticUtilization ratios (0..1); N/A -> NaN
-        df[h] = pd.to_numeric(raw[h], errors="coerce").astype("float64")
+        df[h] = to_float_arrow(raw[h], path=path, column=h, strict=False)
 
     if "core_type" in cols:
         _prove_core_column(df, cols["core_type"], path)
     _prove_type_column(df, cols["op_type"], path)
 
-    invalid = df["dur_ns"].isna() | (df["dur_ns"].fillna(0) < 0)
+    invalid = dur_null | (dur < 0)
     invalid_rows = tuple(int(r) for r in df.loc[invalid, "row"])
     if invalid_rows:
         warnings.append(f"{path.name}: {len(invalid_rows)} row(s) with N/A, empty or negative "
@@ -153,16 +201,19 @@ def read_kernels(path: Path) -> KernelTable:
         df = df.loc[~invalid]
     if df.empty:
         raise InvalidCaptureError(f"no row has a valid {cols['dur_us']}", path=path)
-    df = df.astype({"start_ns": "int64", "dur_ns": "int64"})
     df["end_ns"] = df["start_ns"] + df["dur_ns"]
 
-    core = df["core_type"].fillna("")
-    name_l = df["name"].str.lower()
-    df["is_comm"] = (core.isin(COMM_CORE_TYPES) | name_l.str.startswith("hcom_")
-                     | df["op_type"].fillna("").str.lower().str.startswith("hcom")).astype(bool)
+    def per_category(col, fn):
+        c = df[col]
+        flags = np.array([bool(fn(str(v))) for v in c.cat.categories], dtype=bool)
+        codes = c.cat.codes.to_numpy()
+        return np.where(codes >= 0, flags[np.clip(codes, 0, None)] if len(flags) else False, False)
 
-    dup_key = ["start_ns", "dur_ns", "name", "stream_id"]
-    dup = df.duplicated(subset=dup_key, keep="first")
+    df["is_comm"] = (per_category("core_type", lambda v: v in COMM_CORE_TYPES)
+                     | per_category("name", lambda v: v.lower().startswith("hcom_"))
+                     | per_category("op_type", lambda v: v.lower().startswith("hcom")))
+
+    dup = _exact_duplicates(df)
     duplicate_rows = tuple(int(r) for r in df.loc[dup, "row"])
     if duplicate_rows:
         warnings.append(f"{path.name}: {len(duplicate_rows)} exact duplicate row(s) (same start, "

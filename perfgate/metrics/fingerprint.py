@@ -9,6 +9,7 @@ different devices are never compared (P17).
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -85,10 +86,15 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dic
 
     def put_counts(name, key, label):
         wide = km.per_step_counts(k, key).reindex(index=steps, fill_value=0)
+        grouped = k.groupby(key, observed=True)["row"]
+        first_rows = grouped.head(5).groupby(k[key], observed=True).agg(list)
+        sizes = grouped.size()
         for col in wide.columns:
-            rows = k.loc[k[key] == col, "row"]
+            rows = first_rows.get(col, [])
+            extra = int(sizes.get(col, 0)) - len(rows)
+            ev = f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else "")
             out[(name, ((label, str(col)),))] = (
-                km.median_low(wide[col].to_numpy()), f"{kfile} {_rows_text(rows)}",
+                km.median_low(wide[col].to_numpy()), ev,
                 {"per_step_min": int(wide[col].min()), "per_step_max": int(wide[col].max())})
 
     put_counts("kernel.calls_per_step", "family", "family")
@@ -119,18 +125,21 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dic
         cat = k.assign(category=km.categorize(k, policy.categories))
         wide = km.per_step_sum_dur(cat, "category").reindex(index=steps, fill_value=0)
         shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
+        first_rows = cat.groupby("category")["row"].agg(lambda r: list(r.iloc[:5]))
+        sizes = cat.groupby("category").size()
         for col in shares.columns:
-            rows = cat.loc[cat["category"] == col, "row"]
+            rows = first_rows.get(col, [])
+            extra = int(sizes.get(col, 0)) - len(rows)
             out[("share.category", (("category", str(col)),))] = (
-                float(shares[col].median()), f"{kfile} {_rows_text(rows)}", {})
+                float(shares[col].median()),
+                f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else ""), {})
 
     if not steps:
         return out
     sums, unions = [], []
-    for s in steps:
-        g = k[k["step"] == s]
+    for _, g in k.groupby("step", observed=True, sort=False):
         sums.append(g["dur_ns"].sum() / 1000.0)
-        unions.append(busy_union_ns(g["start_ns"], g["end_ns"]) / 1000.0)
+        unions.append(busy_union_ns(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()) / 1000.0)
     out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
         float(np.median(sums)), f"{kfile} Σ Duration(us)", {"caliber": terms.SUM_DURATION})
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
@@ -168,7 +177,8 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dic
     kinds = kind_table(k)
     for kind, g in kinds.groupby("kind"):
         per = g.set_index("step").reindex(steps, fill_value=0)
-        rows = k.loc[k["is_comm"] & (k["name"].map(comm_kind) == kind), "row"]
+        comm_rows = k.loc[k["is_comm"]]
+        rows = comm_rows.loc[comm_rows["name"].astype(str).map(comm_kind) == kind, "row"]
         ev = f"{kfile} {_rows_text(rows)}"
         lab = (("kind", str(kind)),)
         out[("comm.calls_per_step", lab)] = (km.median_low(per["calls"].to_numpy()), ev, {})
@@ -387,18 +397,21 @@ def _records(df: pd.DataFrame) -> list:
     return out
 
 
+_SENDRECV = re.compile(r"(?i)batchsendrecv|hcom_send")
+
+
 def _bubble_note(capture) -> list:
     """step_trace Bubble counts only hcom_receive rows: a PP run using batchSendRecv shows 0."""
     out = []
     for r in capture.ranks:
         k = r.kernels.df
-        sendrecv = k["is_comm"] & k["name"].str.lower().str.contains("batchsendrecv|hcom_send", regex=True)
+        sendrecv = k["is_comm"].to_numpy() & km._matches(k["name"], _SENDRECV)
         if sendrecv.any() and r.step_trace is not None and (r.step_trace["bubble_us"].fillna(0) == 0).all():
             out.append(Finding(
                 "BUBBLE_UNRELIABLE", "info", r.rank, None,
                 f"rank {r.rank}: {int(sendrecv.sum())} send/batchSendRecv row(s) but step_trace_time.csv Bubble is 0: "
                 f"torch_npu counts only hcom_receive as Bubble, so pipeline bubbles are not measured here",
-                f"{r.kernels.path.name} row {int(k.loc[sendrecv, 'row'].iloc[0])}"))
+                f"{r.kernels.path.name} row {int(k['row'].to_numpy()[sendrecv][0])}"))
     return out
 
 

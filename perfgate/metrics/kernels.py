@@ -7,7 +7,6 @@ return new frames; inputs are never mutated.
 from __future__ import annotations
 
 import re
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -17,47 +16,61 @@ from perfgate import terms
 UNKNOWN = "unknown"
 
 
-def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
-    """Kernel family: the name with volatile numeric suffixes removed (policy regex).
+def _as_category(s: pd.Series) -> pd.Series:
+    return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
 
-    ``hcom_allReduce__586_0_1`` -> ``hcom_allReduce``; ``trans_TransData_12`` ->
-    ``trans_TransData``; names that would become empty keep their full text.
-    """
-    fam = names.astype("string").str.replace(suffix.pattern, "", regex=True)
-    return fam.where(fam.str.len() > 0, names)
+
+def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
+    """Kernel family (categorical): the name with volatile numeric suffixes removed (policy
+    regex). ``hcom_allReduce__586_0_1`` -> ``hcom_allReduce``; ``trans_TransData_12`` ->
+    ``trans_TransData``; names that would become empty keep their full text. The regex runs
+    once per distinct name, not once per row."""
+    c = _as_category(names)
+    cats = pd.Index(c.cat.categories.astype(str))
+    fam = [suffix.sub("", v) or v for v in cats]
+    uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True) if fam else (np.array([], dtype=object), np.array([], dtype=int))
+    codes = c.cat.codes.to_numpy()
+    new = np.where(codes >= 0, inv[np.clip(codes, 0, None)] if len(inv) else -1, -1)
+    return pd.Series(pd.Categorical.from_codes(new, categories=pd.Index(uniq, dtype=object)), index=names.index)
 
 
 def canonical_core(df: pd.DataFrame) -> pd.Series:
     """Core type with communication rows folded to ``COMMUNICATION`` (HCCL <= 2025-01
-    and COMMUNICATION later name the same thing); <NA> where the cell was N/A."""
-    core = df["core_type"].astype("string")
+    and COMMUNICATION later name the same thing); missing where the cell was N/A."""
+    core = df["core_type"].astype(object)
     return core.where(~df["is_comm"], terms.COMM_CORE)
+
+
+def _matches(col: pd.Series, rx) -> np.ndarray:
+    """Per row: does the regex find a match in this categorical column (N/A never matches)?
+    The regex runs once per distinct value."""
+    c = _as_category(col)
+    hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories] + [False], dtype=bool)
+    return hit[c.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing False
 
 
 def categorize(df: pd.DataFrame, rules) -> pd.Series:
     """Category per row from the policy's ordered rules (first match wins), else ``unknown``.
 
     A rule matches when every given regex (``name`` over Name, ``type`` over Type, ``core``
-    over Accelerator Core) finds a match (``re.search``); N/A cells never match.
+    over Accelerator Core) finds a match (``re.search``); N/A cells never match. Regexes run
+    once per distinct value; rows are combined with numpy.
     """
-    out = pd.Series(UNKNOWN, index=df.index, dtype="object")
-    todo = pd.Series(True, index=df.index)
-    cols = {"name": df["name"].astype("string"), "type": df["op_type"].astype("string"),
-            "core": df["core_type"].astype("string")}
+    n = len(df)
+    out = np.full(n, UNKNOWN, dtype=object)
+    todo = np.ones(n, dtype=bool)
+    cols = {"name": df["name"], "type": df["op_type"], "core": df["core_type"]}
     for rule in rules:
         m = todo.copy()
         for field in ("name", "type", "core"):
             rx = getattr(rule, field)
             if rx is not None:
-                with warnings.catch_warnings():  # groups in a user regex are harmless here
-                    warnings.simplefilter("ignore", UserWarning)
-                    hit = cols[field].str.contains(rx.pattern, regex=True)
-                m &= hit.fillna(False).astype(bool)
+                m &= _matches(cols[field], rx)
         out[m] = rule.category
         todo &= ~m
         if not todo.any():
             break
-    return out
+    return pd.Series(out, index=df.index, dtype="object")
 
 
 def per_step_counts(df: pd.DataFrame, key: str) -> pd.DataFrame:
