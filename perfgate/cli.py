@@ -21,15 +21,16 @@ def _fail(e: PerfgateError):
     click.echo(f"perfgate: {e.kind.replace('_', ' ')}: {e.render()}", err=True)
     for p in getattr(e, "problems", [])[1:6]:
         msg = p.get("message", "")
-        where = p.get("path") or ""
-        click.echo(f"  also: {where}{(' row ' + str(p['row'])) if p.get('row') is not None else ''}: {msg}",
-                   err=True)
+        where = p.get("path") or (f"rank {p['rank']}" if p.get("rank") is not None else "")
+        if p.get("row") is not None:
+            where += f" row {p['row']}"
+        click.echo(f"  also: {where + ': ' if where else ''}{msg}", err=True)
     sys.exit(e.exit_code)
 
 
 def _policy(path):
-    from perfgate.policy import load_policy
-    return load_policy(path)
+    from perfgate.gate import load_checked_policy
+    return load_checked_policy(path)
 
 
 def _store(directory):
@@ -37,16 +38,22 @@ def _store(directory):
     return BaselineStore(directory)
 
 
-def _kv(values, what):
+def _kv(values, what, known=None):
     out = {}
     for v in values:
         k, sep, x = v.partition("=")
         if not sep:
             raise click.BadParameter(f"expected FAMILY=FACTOR, got {v!r}", param_hint=what)
         try:
-            out[k] = float(x)
+            f = float(x)
         except ValueError:
             raise click.BadParameter(f"factor must be a number in {v!r}", param_hint=what) from None
+        if not 0 < f <= 100:
+            raise click.BadParameter(f"factor must be in (0, 100], got {x}", param_hint=what)
+        if known is not None and k not in known:
+            raise click.BadParameter(f"unknown kernel family {k!r}; the synthetic families are: "
+                                     f"{', '.join(sorted(known))}", param_hint=what)
+        out[k] = f
     return out
 
 
@@ -105,14 +112,15 @@ def baseline():
 @common_trace
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
-def baseline_save(name, capture, policy_path, baseline_dir, no_trace, commit, branch):
+@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count.")
+def baseline_save(name, capture, policy_path, baseline_dir, no_trace, commit, branch, force):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
     partial or pull-request runs)."""
     from perfgate.gate import save_baseline
     try:
         prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
         path, fp = save_baseline(capture, name, policy=_policy(policy_path), store=_store(baseline_dir),
-                                 with_trace=not no_trace, provenance=prov)
+                                 with_trace=not no_trace, provenance=prov, force=force)
     except PerfgateError as e:
         _fail(e)
     checks = [c for c in fp.self_checks]
@@ -180,9 +188,12 @@ def _print_summary(result, paths, quiet):
         if e.get("hint"):
             click.echo(f"  hint: {e['hint']}")
     if result.comparisons:
-        click.echo(f"  {n['gated_regressions']} gated regression(s), {n[terms.IMPROVEMENT]} improvement(s), "
-                   f"{n[terms.UNCHANGED]} unchanged, {n[terms.INCOMPARABLE]} incomparable, "
-                   f"{n[terms.NEW]} new, {n[terms.MISSING]} missing")
+        g = [c for c in result.comparisons if c.gated]
+        cnt = lambda v, xs: sum(1 for c in xs if c.verdict == v)
+        click.echo(f"  gated metrics: {len(g)} — {n['gated_regressions']} failing, "
+                   f"{cnt(terms.IMPROVEMENT, g)} improved, {cnt(terms.UNCHANGED, g)} unchanged, "
+                   f"{cnt(terms.INCOMPARABLE, g)} incomparable, {cnt(terms.MISSING, g)} missing; "
+                   f"informational: {len(result.comparisons) - len(g)}")
     if not quiet:
         for c in result.comparisons:
             if c.fails:
@@ -222,8 +233,9 @@ def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, juni
 
     BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
     recorded runs of BRANCH, with a noise band learned from them). Writes JUnit XML, a Markdown
-    PR-comment file and a JSON result. Exit code: 0 pass, 1 regression, 2 usage/policy error,
-    3 invalid capture, 4 no baseline.
+    PR-comment file and a JSON result (also for an invalid capture). Exit code: 0 pass,
+    1 regression, 2 usage/policy error, 3 invalid capture, 4 no or incompatible baseline,
+    5 a report or store write failed, 70 internal error.
     """
     from perfgate.gate import check as run_check
     try:
@@ -452,7 +464,11 @@ def fingerprint(capture, policy_path, no_trace, output):
             click.echo(text, nl=False)
     except PerfgateError as e:
         _fail(e)
-    if failed_checks(fp):
+    bad = failed_checks(fp)
+    if bad:
+        for c in bad[:5]:
+            click.echo(f"perfgate: invalid capture: self-check {c.name} failed on rank {c.rank} step {c.step}: "
+                       f"{c.message}", err=True)
         sys.exit(errors.EXIT_INVALID_CAPTURE)
 
 
@@ -470,8 +486,11 @@ def fingerprint(capture, policy_path, no_trace, output):
 def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
     """Write a synthetic, self-consistent capture to OUT."""
     from perfgate.synth import SynthSpec, write_capture
+    from perfgate.synth.writer import DEFAULT_FAMILIES
+    known = {f[0] for f in DEFAULT_FAMILIES}
     spec = SynthSpec(ranks=ranks, steps=steps, seed=seed, header=header,
-                     extra_calls=_kv(extra_calls, "--extra-calls"), slowdown=_kv(slowdown, "--slowdown"))
+                     extra_calls=_kv(extra_calls, "--extra-calls", known),
+                     slowdown=_kv(slowdown, "--slowdown", known))
     write_capture(out, spec)
     click.echo(f"wrote {ranks} rank(s) x {steps} step(s) to {out}")
 

@@ -38,6 +38,20 @@ _FACET_TEXT = {
 _FAMILY_METRICS = ("kernel.calls_per_step", "kernel.topn", "kernel.time_us")
 
 
+def incompatibility(base: Fingerprint, cand: Fingerprint, comparisons) -> str | None:
+    """Why the baseline cannot judge this candidate at all (None when it can): a different
+    rank count, or no gated metric that could be compared. Such a check is never a pass."""
+    bw, cw = base.config.get("world_size"), cand.config.get("world_size")
+    if bw != cw:
+        return (f"the baseline has {bw} rank(s) {base.config.get('ranks')} but the candidate has {cw} "
+                f"{cand.config.get('ranks')}: a missing or extra rank makes the captures different jobs")
+    judged = [c for c in comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT,
+                                                                    terms.UNCHANGED)]
+    if not judged:
+        return "no gated metric could be compared (all incomparable, new or missing)"
+    return None
+
+
 def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     """Human sentences for every config facet that differs (toolchain, level, ranks, ...)."""
     notes = []
@@ -51,6 +65,10 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     if _toolchain_changed(base, cand):
         notes.append("toolchain changed: per-kernel metrics (families, types, shares, Top-N) are "
                      "reported but do not gate; step-level metrics still gate")
+    br, cr = base.config.get("ranks"), cand.config.get("ranks")
+    if br and cr and br != cr and len(br) == len(cr):
+        notes.append(f"rank ids differ: baseline {br}, candidate {cr}; views are compared by position "
+                     f"(rank0 = lowest id) and per-rank figures may belong to other devices")
     sb = base.provenance.get("steps", {})
     sc = cand.provenance.get("steps", {})
     nb = {len(v) for v in sb.values()}
@@ -69,10 +87,13 @@ def _toolchain_changed(base, cand) -> bool:
     return False
 
 
-def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint) -> str | None:
+def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint, view: str | None = None) -> str | None:
     bw, cw = base.config.get("world_size"), cand.config.get("world_size")
     if bw != cw:
         return f"rank count changed ({bw} -> {cw}): per-rank work is not the same job"
+    br, cr = base.config.get("ranks") or [], cand.config.get("ranks") or []
+    if view == terms.VIEW_RANK0 and br and cr and min(br) != min(cr):
+        return f"the rank0 view is rank {min(br)} in the baseline but rank {min(cr)} in the candidate"
     d = registry.REGISTRY.get(name)
     for facet in (d.requires if d else ()):
         b, c = base.config.get(facet), cand.config.get(facet)
@@ -194,7 +215,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         if noise and noise.get(key):
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
             tol_text += f" + noise band {band:,.3g}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
-        why = _incomparable_reason(name, base, cand)
+        why = _incomparable_reason(name, base, cand, view)
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
                                   baseline=b.value if b else None, candidate=c.value if c else None,
@@ -208,11 +229,15 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         absent_zero = bool(d and d.absent_is_zero)
         if (b is None or c is None) and not absent_zero:
             verdict = terms.NEW if b is None else terms.MISSING
+            lost = verdict == terms.MISSING and gated
             reason = (f"{subject}: only in the candidate ({_fmt(c.value, ref.unit)}), not judged"
                       if b is None else
+                      f"{subject}: gated in the baseline ({_fmt(b.value, ref.unit)}) but not measured in the "
+                      f"candidate: the gate cannot vouch for it (a file the baseline had is missing?)"
+                      if lost else
                       f"{subject}: in the baseline ({_fmt(b.value, ref.unit)}) but not measured in "
                       f"the candidate, not judged")
-            out.append(Comparison(verdict=verdict, gated=gated, fails=False,
+            out.append(Comparison(verdict=verdict, gated=gated, fails=lost,
                                   baseline=b.value if b else None, candidate=c.value if c else None,
                                   delta=None, delta_rel=None, tolerance=tol_text, reason=reason,
                                   **common))

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from perfgate import errors, terms
-from perfgate.compare import compare_fingerprints, summarize
+from perfgate.compare import compare_fingerprints, incompatibility, summarize
 from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
 from perfgate.ingest import load_capture
 from perfgate.metrics.fingerprint import fingerprint_capture, require_valid
@@ -22,6 +22,15 @@ from perfgate.model import Fingerprint, GateResult
 from perfgate.store.baselines import BaselineStore
 
 PR_EVENTS = ("pull_request", "pull_request_target")
+
+
+def load_checked_policy(path=None):
+    """Load a policy and reject metric names no metric has (typos would silently un-gate)."""
+    from perfgate.metrics.registry import REGISTRY
+    from perfgate.policy import load_policy
+    policy = load_policy(path)
+    policy.check_names(set(REGISTRY))
+    return policy
 
 
 def gather_provenance(env=None, cwd=None) -> dict:
@@ -75,7 +84,7 @@ def _refuse_partial(fp: Fingerprint) -> None:
 
 
 def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trace=True,
-                  provenance=None, env=None) -> tuple[Path, Fingerprint]:
+                  provenance=None, env=None, force=False) -> tuple[Path, Fingerprint]:
     """Fingerprint a capture and store it as baseline ``name`` (atomic write).
 
     Raises:
@@ -83,6 +92,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
             bad name.
         InvalidCaptureError: unreadable capture, a failed self-check, or a partial capture
             (ranks without steps or with different step counts). Nothing is written.
+        UsageError: an existing baseline of that name has another rank count (pass
+            ``force=True`` to replace it on purpose).
         StoreError: the write failed (the previous baseline is kept).
     """
     env = os.environ if env is None else env
@@ -95,6 +106,15 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
                        fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
     _refuse_partial(fp)
+    if not force and store.path_for(name).is_file():
+        try:
+            old, _ = store.load(name)
+            if old.config.get("world_size") != fp.config.get("world_size"):
+                raise UsageError(f"baseline {name!r} was recorded with {old.config.get('world_size')} rank(s); "
+                                 f"this capture has {fp.config.get('world_size')}: refusing to replace it "
+                                 f"(use --force if the job's topology changed on purpose)")
+        except NoBaselineError:
+            pass  # an unreadable old baseline is replaced
     return store.save(name, fp), fp
 
 
@@ -166,6 +186,17 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     status = summarize(comparisons)
     code = errors.EXIT_REGRESSION if status == terms.FAIL else errors.EXIT_PASS
     notes = extra + list(notes) + list(cand.warnings)
+    why = incompatibility(base, cand, comparisons)
+    if why:
+        return GateResult(status=terms.INCOMPATIBLE, exit_code=errors.EXIT_NO_BASELINE,
+                          comparisons=tuple(comparisons), self_checks=cand.self_checks, notes=tuple(notes),
+                          baseline_name=baseline_name, baseline_provenance=base.provenance,
+                          candidate_provenance=cand.provenance,
+                          error={"message": f"baseline {baseline_name!r} cannot judge this capture: {why}",
+                                 "kind": "incompatible_baseline", "path": None, "row": None,
+                                 "byte_offset": None, "hint": "compare like with like, or record a new "
+                                                              "baseline for this configuration"},
+                          elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
     if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")

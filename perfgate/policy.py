@@ -94,6 +94,17 @@ class Policy:
             merged.update(ov)
         return Rule(**merged)
 
+    def check_names(self, known: set) -> None:
+        """Raise PolicyError for a metric name under ``metrics:`` / ``overrides:`` that no
+        metric has (a typo would otherwise silently un-gate a metric)."""
+        import difflib
+        names = [(f"metrics.{n}", n) for n in self.rules] + [(f"overrides[{i}].metric", o[0])
+                                                            for i, o in enumerate(self.overrides)]
+        for key, n in names:
+            if n not in known:
+                close = difflib.get_close_matches(n, sorted(known), n=1)
+                raise _err(self.path, key, f"unknown metric {n!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+
     def fingerprint_digest(self) -> str:
         """Digest of the rules that change fingerprint values (Top-N, family, categories)."""
         blob = json.dumps(self.raw.get("fingerprint", {}), sort_keys=True).encode()
@@ -166,6 +177,8 @@ def load_policy(path=None) -> Policy:
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise PolicyError(f"not UTF-8 text (byte {e.start})", path=path) from None
     except OSError as e:
         raise PolicyError(f"cannot read policy: {e.strerror}", path=path) from None
     except yaml.YAMLError as e:
@@ -230,6 +243,13 @@ def load_policy(path=None) -> Policy:
     unknown = set(sc) - _CHECK_KEYS
     if unknown:
         raise _err(path, f"self_checks.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_CHECK_KEYS)})")
+    for k, v in sc.items():
+        if k == "require_trace":
+            if not isinstance(v, bool):
+                raise _err(path, "self_checks.require_trace", f"must be true or false, got {v!r}")
+        elif not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise _err(path, f"self_checks.{k}", f"must be a non-negative number (YAML reads 1e9 as text: "
+                                                  f"write 1.0e+9), got {v!r}")
     checks.update(sc)
     fd = doc.get("findings") or {}
     if not isinstance(fd, dict):

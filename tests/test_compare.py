@@ -81,13 +81,17 @@ def test_counts_absent_is_zero_and_pp_shares(pol):
     assert share.verdict == terms.REGRESSION and "+6.00 pp" in share.reason
 
 
-def test_new_and_missing_metrics_are_not_judged_p07_g06(pol):
-    """A metric present on one side only is new/missing, never a regression, no KeyError."""
-    b = fp(mv("step.time_us", 100.0), mv("step.comm_us", 10.0))
+def test_new_and_missing_metrics_p07_g06(pol):
+    """A metric present on one side only is new/missing, never a regression, no KeyError; a
+    *gated* metric the candidate no longer measures fails (the gate cannot vouch for it)."""
+    b = fp(mv("step.time_us", 100.0), mv("step.comm_us", 10.0), mv("comm.elapse_us", 5.0))
     c = fp(mv("step.time_us", 100.0), mv("tokens.per_s", 5.0, unit="tok/s"))
     r, _ = one(b, c, pol)
     assert r["tokens.per_s{view=rank0}"].verdict == terms.NEW and not r["tokens.per_s{view=rank0}"].fails
-    assert r["step.comm_us{view=rank0}"].verdict == terms.MISSING and not r["step.comm_us{view=rank0}"].fails
+    info = r["comm.elapse_us{view=rank0}"]
+    assert info.verdict == terms.MISSING and not info.fails
+    lost = r["step.comm_us{view=rank0}"]
+    assert lost.verdict == terms.MISSING and lost.fails and "cannot vouch" in lost.reason
 
 
 def test_topn_slack(pol):
@@ -102,13 +106,26 @@ def test_topn_slack(pol):
     assert t.verdict == terms.REGRESSION and "entered: Z" in t.reason and "left: B" in t.reason
 
 
-def test_rank_count_change_is_incomparable(pol):
+def test_rank_count_change_is_incomparable_and_incompatible(pol):
+    from perfgate.compare import incompatibility
     b = fp(mv("step.time_us", 100.0), world_size=8)
     c = fp(mv("step.time_us", 300.0), world_size=4)
-    r, notes = one(b, c, pol)
+    cmps, notes = compare_fingerprints(b, c, pol)
+    r = {x.key: x for x in cmps}
     assert r["step.time_us{view=rank0}"].verdict == terms.INCOMPARABLE
     assert "rank count changed (8 -> 4)" in r["step.time_us{view=rank0}"].reason
     assert any("rank count changed" in n for n in notes)
+    assert "missing or extra rank" in incompatibility(b, c, cmps)
+
+
+def test_renumbered_ranks_make_rank0_incomparable(pol):
+    b = fp(mv("step.time_us", 100.0), mv("step.time_us", 100.0, view="p50"), ranks=[0, 1])
+    c = fp(mv("step.time_us", 100.0), mv("step.time_us", 100.0, view="p50"), ranks=[1, 7])
+    r, notes = one(b, c, pol)
+    assert r["step.time_us{view=rank0}"].verdict == terms.INCOMPARABLE
+    assert "rank 0 in the baseline but rank 1" in r["step.time_us{view=rank0}"].reason
+    assert r["step.time_us{view=p50}"].verdict == terms.UNCHANGED
+    assert any("rank ids differ" in n for n in notes)
 
 
 def test_level0_facets_make_shares_incomparable(pol):

@@ -197,6 +197,9 @@ def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture
         InvalidCaptureError: any rank is incomplete or unreadable. Every rank is read first;
             the error lists all problems found (``problems``), the message names the first.
     """
+    if str(path).strip() == "":
+        from perfgate.errors import UsageError
+        raise UsageError("capture path is empty")
     locs = discover(Path(path))
     ranks = []
     problems: list[PerfgateError] = []
@@ -205,6 +208,9 @@ def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture
             ranks.append(load_rank(loc, with_trace=with_trace, pmu=pmu))
         except InvalidCaptureError as e:
             problems.append(e)
+        except OSError as e:  # permission denied, vanished file, ...
+            problems.append(InvalidCaptureError(f"cannot read file: {e.strerror or e}",
+                                                path=e.filename or loc.output_dir))
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""

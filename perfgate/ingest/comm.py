@@ -7,6 +7,7 @@ when summing, so nothing is counted twice (P08).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +40,15 @@ class CommData:
 
 
 def _ms(info: dict, key: str) -> float:
+    """ms -> us; a value that is not a finite, non-negative number is an error."""
     v = info.get(key, 0.0)
-    return float(v) * 1000.0 if v is not None else 0.0
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{key} is {v!r}, not a number")
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{key} is {v!r}, not a finite non-negative time")
+    return float(v) * 1000.0
 
 
 def read_communication(path: Path) -> CommData:
@@ -94,7 +102,6 @@ def read_communication(path: Path) -> CommData:
                                           "size_mb": float(li.get("Transit Size(MB)", 0.0) or 0.0),
                                           "time_us": _ms(li, "Transit Time(ms)")})
                 except (TypeError, ValueError) as e:
-                    raise InvalidCaptureError(f"{step_key}.{kind}.{op}: a time is not a number ({e})",
-                                              path=path) from None
+                    raise InvalidCaptureError(f"{step_key}.{kind}.{op}: {e}", path=path) from None
     return CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
                     links=pd.DataFrame(links, columns=LINK_COLUMNS))

@@ -36,8 +36,14 @@ def read_header(path: Path) -> list[str]:
     if size == 0:
         raise InvalidCaptureError("file is empty (0 bytes)", path=path,
                                   hint="the profiler export did not finish; re-export the capture")
-    with open(path, "r", encoding="utf-8-sig", newline="") as f:
-        first = f.readline()
+    try:
+        with open(path, "r", encoding="utf-8-sig", newline="") as f:
+            first = f.readline()
+    except UnicodeDecodeError as e:
+        raise InvalidCaptureError(f"header is not UTF-8 text (byte {e.start} of the first line)",
+                                  path=path, row=0) from None
+    except OSError as e:
+        raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     fields = next(csv.reader([first]), [])
     fields = [h.strip() for h in fields]
     if not any(fields):
@@ -83,8 +89,24 @@ def _locate_bad_row(path: Path, ncols: int) -> tuple[int | None, str]:
     except csv.Error as e:
         return (reader.line_num - 1 if reader.line_num else None), f"malformed CSV: {e}"
     except UnicodeDecodeError as e:
-        return None, f"not UTF-8 text: {e}"
-    return None, "malformed CSV"
+        return _non_utf8_row(path, e), "not UTF-8 text (invalid byte sequence)"
+    except OSError as e:
+        return None, f"cannot read file: {e.strerror}"
+    return None, "malformed CSV or invalid UTF-8"
+
+
+def _non_utf8_row(path: Path, err: UnicodeDecodeError) -> int | None:
+    """Data row (1-based) holding the first invalid UTF-8 byte."""
+    try:
+        with open(path, "rb") as f:
+            for i, line in enumerate(f):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return i  # header is line 0
+    except OSError:
+        return None
+    return None
 
 
 def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
@@ -120,9 +142,12 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
                                    convert_options=convert)
             break
         except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-            if newlines or isinstance(e, UnicodeDecodeError):
-                row, why = _locate_bad_row(path, ncols)
-                raise InvalidCaptureError(f"{why} [{str(e).splitlines()[0][:160]}]", path=path, row=row) from None
+            if not newlines and "UTF8" not in str(e) and not isinstance(e, UnicodeDecodeError):
+                continue
+            row, why = _locate_bad_row(path, ncols)
+            raise InvalidCaptureError(f"{why} [{str(e).splitlines()[0][:160]}]", path=path, row=row) from None
+        except OSError as e:
+            raise InvalidCaptureError(f"cannot read file: {e.strerror or e}", path=path) from None
     if table.num_rows == 0:
         raise InvalidCaptureError("file has a header but no data rows", path=path, row=0,
                                   hint="an empty export is not a capture; check that profiling ran")
@@ -200,6 +225,9 @@ def exact_scaled_arrow(values, scale: int, *, path: Path, column: str, allow_nul
         return fast, null
     m = pc.extract_regex(arr, _PLAIN)
     plain = m.is_valid().to_numpy(zero_copy_only=False)
+    # more than 15 integer digits at ns scale would overflow int64: use the Decimal path
+    ilen = pc.utf8_length(pc.if_else(m.is_valid(), pc.struct_field(m, "i"), "")).to_numpy(zero_copy_only=False)
+    plain &= ilen <= 18 - digits
     ip = pc.cast(pc.if_else(plain, pc.struct_field(m, "i"), "0"), pa.int64())
     frac = pc.utf8_rpad(pc.if_else(plain, pc.struct_field(m, "f"), ""), digits + 1, "0")
     head = pc.cast(pc.utf8_slice_codeunits(frac, 0, digits), pa.int64()) if digits else 0
@@ -213,10 +241,13 @@ def exact_scaled_arrow(values, scale: int, *, path: Path, column: str, allow_nul
         for idx in np.flatnonzero(other):
             text = arr[int(idx)].as_py()
             try:
-                out[idx] = _decimal_to_units(text, scale)
-            except (InvalidOperation, ValueError):
-                raise InvalidCaptureError(f"{column} is not a number: {text!r}", path=path,
+                v = _decimal_to_units(text, scale)
+            except (InvalidOperation, ValueError, OverflowError):
+                raise InvalidCaptureError(f"{column} is not a finite number: {text!r}", path=path,
                                           row=int(idx) + 1) from None
+            if not -(2 ** 63) < v < 2 ** 63:
+                raise InvalidCaptureError(f"{column} is out of range: {text!r}", path=path, row=int(idx) + 1)
+            out[idx] = v
     out[null] = 0
     return out, null
 

@@ -45,8 +45,9 @@ def _find_output_dirs(root: Path) -> list[Path]:
             return
         try:
             children = sorted(p for p in d.iterdir() if p.is_dir())
-        except OSError:
-            return
+        except OSError as e:
+            raise InvalidCaptureError(f"cannot list folder: {e.strerror}", path=d,
+                                      hint="a rank folder that cannot be read would silently drop a rank") from None
         names = {c.name for c in children}
         if OUTPUT_DIR in names:
             found.append(d / OUTPUT_DIR)
@@ -73,17 +74,32 @@ def read_profiler_info(path: Path) -> dict:
     Raises:
         InvalidCaptureError: the file is empty or not valid JSON (names the byte offset).
     """
-    text = path.read_bytes()
+    try:
+        text = path.read_bytes()
+    except OSError as e:
+        raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     if not text.strip():
         raise InvalidCaptureError("file is empty", path=path)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidCaptureError(f"invalid JSON: {e.msg}", path=path, byte_offset=e.pos) from None
-    cfg = doc.get("config") or {}
-    exp = cfg.get("experimental_config") or {}
-    common = cfg.get("common_config") or {}
-    sched = {k.lstrip("_"): v for k, v in (common.get("schedule") or {}).items()}
+    except UnicodeDecodeError as e:
+        raise InvalidCaptureError("not UTF-8 text", path=path, byte_offset=e.start) from None
+
+    def obj(v, where):
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise InvalidCaptureError(f"'{where}' must be an object, found {type(v).__name__}", path=path)
+        return v
+
+    doc = obj(doc, "top level")
+    cfg = obj(doc.get("config"), "config")
+    exp = obj(cfg.get("experimental_config"), "config.experimental_config")
+    common = obj(cfg.get("common_config"), "config.common_config")
+    sched = {str(k).lstrip("_"): v for k, v in obj(common.get("schedule"), "config.common_config.schedule").items()}
+    end_info = obj(doc.get("end_info"), "end_info")
     rid = doc.get("rank_id")
     try:
         rid = int(rid) if rid is not None and str(rid).strip() != "" else None
@@ -101,7 +117,7 @@ def read_profiler_info(path: Path) -> dict:
         "cann_version": doc.get("cann_version"),
         "schedule": sched,
         "rank_id": rid,
-        "collection_end_ns": (doc.get("end_info") or {}).get("collectionTimeEnd"),
+        "collection_end_ns": end_info.get("collectionTimeEnd") if isinstance(end_info.get("collectionTimeEnd"), int) else None,
     }
 
 
@@ -113,6 +129,8 @@ def discover(path: Path) -> list[RankLocation]:
         InvalidCaptureError: no rank output folder under it, two folders claim the same rank,
             or several folders whose rank cannot be determined.
     """
+    if str(path).strip() == "":
+        raise UsageError("capture path is empty")
     root = Path(path)
     if not root.exists():
         raise UsageError(f"capture directory does not exist: {root}")

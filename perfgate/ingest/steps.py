@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED
 from perfgate.ingest.csvread import read_header, read_string_table, resolve_columns, to_float
 from perfgate.ingest.kernels import IMPLICIT_STEP
@@ -46,6 +47,11 @@ def read_step_trace(path: Path) -> pd.DataFrame:
     for c in TIME_COLUMNS:
         if c in cols:
             out[c] = to_float(raw[c], path=path, column=cols[c], rows=raw["row"])
+            bad = ~np.isfinite(out[c].fillna(0.0)) | (out[c].abs() > 1e12)
+            if bad.any():
+                i = int(np.argmax(bad.to_numpy()))
+                raise InvalidCaptureError(f"{cols[c]} is not a plausible duration: {raw[c].iloc[i]!r} us",
+                                          path=path, row=int(raw["row"].iloc[i]))
         else:
             out[c] = np.nan
     if "overlapped_us" not in cols:

@@ -58,8 +58,11 @@ def _ns(value, path: Path, what: str) -> int:
 
 
 def _root_prefix(path: Path) -> str:
-    with open(path, "rb") as f:
-        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError as e:
+        raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     if not head:
         raise InvalidCaptureError("file is empty", path=path, byte_offset=0,
                                   hint="the export did not finish; re-export the capture")
@@ -103,7 +106,11 @@ def read_trace(path: Path) -> TraceSummary:
     steps = []
     n = 0
     dropped = 0
-    with open(path, "rb") as raw:
+    try:
+        raw_f = open(path, "rb")
+    except OSError as e:
+        raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
+    with raw_f as raw:
         reader = _CountingReader(raw)
         try:
             for ev in ijson.items(reader, prefix, buf_size=_BUF):
@@ -131,8 +138,8 @@ def read_trace(path: Path) -> TraceSummary:
                     steps.append((name[len(_STEP_PREFIX):].strip(), start, start + dur))
                 else:
                     cand.append((ev.get("pid"), kind, start, dur))
-        except ijson.common.JSONError as e:
-            first = str(e).splitlines()[0]
+        except (ijson.common.JSONError, UnicodeDecodeError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
             end = reader.pos
             if "premature EOF" in str(e):
                 msg = f"truncated JSON: the file ends at byte {size} inside an unfinished value"
@@ -141,11 +148,12 @@ def read_trace(path: Path) -> TraceSummary:
                 msg = (f"invalid JSON ({first}) between bytes {max(0, end - reader.last)} and "
                        f"{end} of {size}")
                 off = max(0, end - reader.last)
-            raise InvalidCaptureError(msg, path=path, byte_offset=off,
-                                      hint="the trace writer did not finish; re-export the capture"
-                                      ) from None
+            hint = ("the trace writer did not finish; re-export the capture" if "premature EOF" in str(e)
+                    else "the file is not valid JSON text (wrong file, encoding or a writer bug)")
+            raise InvalidCaptureError(msg, path=path, byte_offset=off, hint=hint) from None
     if n == 0:
-        raise InvalidCaptureError("trace has no events (an empty array is not a capture)", path=path)
+        raise InvalidCaptureError("trace has no events (an empty event list is not a capture)"
+                                  if prefix == "item" or processes == {} else "trace has no events", path=path)
     overlap_pids = {pid for pid, pname in processes.items() if pname == OVERLAP_PROCESS}
     rows = [(k, s, d) for pid, k, s, d in cand if pid in overlap_pids]
     overlap = pd.DataFrame(rows, columns=["kind", "start_ns", "dur_ns"]).astype(

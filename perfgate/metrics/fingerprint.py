@@ -83,6 +83,9 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dic
     steps = sorted(pd.unique(k["step"]), key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s))
     nsteps = len(steps)
     out[("step.count", ())] = (float(nsteps), f"{kfile}: steps {', '.join(map(str, steps[:6]))}", {})
+    out[("kernel.invalid_rows", ())] = (float(len(kt.invalid_rows)), f"{kfile} {_rows_text(kt.invalid_rows)}"
+                                        if kt.invalid_rows else kfile, {})
+    out[("kernel.unassigned_rows", ())] = (float(kt.unassigned_rows), f"{kfile} blank Step Id", {})
 
     def put_counts(name, key, label):
         wide = km.per_step_counts(k, key).reindex(index=steps, fill_value=0)

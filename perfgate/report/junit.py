@@ -41,7 +41,7 @@ def render_junit(result) -> str:
             where += f" byte {err['byte_offset']}"
         tc.add_error_info(err.get("message", "invalid capture"), where)
         metrics.append(tc)
-    elif result.status == terms.NO_BASELINE:
+    elif result.status in (terms.NO_BASELINE, terms.INCOMPATIBLE):
         tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")
         tc.add_skipped_info((result.error or {}).get("message", "no baseline"))
         metrics.append(tc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from perfgate import terms
 
 LIMIT = 60_000
-_ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔"}
+_ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪"}
 
 
 def marker(key: str) -> str:
@@ -18,7 +18,7 @@ def marker(key: str) -> str:
 
 
 def _cell(v) -> str:
-    s = str(v).replace("\r", " ").replace("\n", " ")
+    s = str(v).replace("\r", " ").replace("\n", " ").replace("`", "ˋ")
     return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -73,8 +73,8 @@ def render_markdown(result, key: str | None = None) -> str:
         if err.get("path"):
             lines.append(f"File: `{_cell(err['path'])}`" + (f", row {err['row']}" if err.get("row") is not None else "")
                          + (f", byte {err['byte_offset']}" if err.get("byte_offset") is not None else ""))
-    elif result.status == terms.NO_BASELINE:
-        lines.append(f"No baseline to compare against: {_cell((result.error or {}).get('message', ''))}. "
+    elif result.status in (terms.NO_BASELINE, terms.INCOMPATIBLE):
+        lines.append(f"No usable baseline: {_cell((result.error or {}).get('message', ''))}. "
                      f"Nothing was judged (this is not a pass).")
     else:
         lines.append(f"{n['gated_regressions']} gated regression(s), {n[terms.IMPROVEMENT]} improvement(s), "

@@ -36,6 +36,8 @@ class BaselineStore:
         self.dir = Path(directory) if directory is not None else default_dir()
 
     def path_for(self, name: str) -> Path:
+        if (name or "").endswith(".json"):
+            raise UsageError(f"baseline name {name!r}: give the name without '.json' (the file is NAME.json)")
         if not _NAME_RE.match(name or ""):
             raise UsageError(f"invalid baseline name {name!r}: use letters, digits, '.', '_', '-' "
                              f"(no slashes), up to 128 characters")
@@ -44,7 +46,7 @@ class BaselineStore:
     def names(self) -> list[str]:
         if not self.dir.is_dir():
             return []
-        return sorted(p.stem for p in self.dir.glob("*.json") if _NAME_RE.match(p.stem))
+        return sorted(p.stem for p in self.dir.glob("*.json") if _NAME_RE.match(p.stem) and not p.name.startswith("."))
 
     def save(self, name: str, fp: Fingerprint) -> Path:
         """Write baseline ``name`` atomically.
@@ -77,8 +79,10 @@ class BaselineStore:
                                                   f"{name} CAPTURE")
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as e:
-            raise NoBaselineError(f"cannot read baseline: {e}", path=path) from None
+        except UnicodeDecodeError as e:
+            raise NoBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start) from None
+        except OSError as e:
+            raise NoBaselineError(f"cannot read baseline: {e.strerror}", path=path) from None
         except json.JSONDecodeError as e:
             raise NoBaselineError(f"baseline is not valid JSON: {e.msg}", path=path,
                                   byte_offset=e.pos) from None
@@ -92,8 +96,13 @@ class BaselineStore:
                 f"re-record it with this perfgate version", path=path)
         try:
             fp = Fingerprint.from_dict(fpd)
-        except (KeyError, TypeError) as e:
-            raise NoBaselineError(f"baseline fingerprint is malformed: {e}", path=path) from None
+            for key, m in fp.metrics.items():
+                if not (isinstance(m.value, (int, float)) and not isinstance(m.value, bool)) and not (
+                        isinstance(m.value, list) and all(isinstance(x, str) for x in m.value)):
+                    raise ValueError(f"metric {key!r} has value {m.value!r}")
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise NoBaselineError(f"baseline fingerprint is malformed: {e}", path=path,
+                                  hint="re-record it with perfgate baseline save") from None
         meta = {k: v for k, v in doc.items() if k != "fingerprint"}
         meta["path"] = str(path)
         return fp, meta

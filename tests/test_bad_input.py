@@ -1,0 +1,259 @@
+"""Bad input found by a fresh user trying to break the CLI: every case gets a specific message
+and the documented exit code, never a traceback or a silent pass."""
+import json
+import os
+import shutil
+import stat
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate.cli import main
+from perfgate.synth import SynthSpec, write_capture
+
+OUT0 = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
+
+
+@pytest.fixture
+def env(tmp_path):
+    base = write_capture(tmp_path / "base", SynthSpec(seed=1, steps=2))
+    bl = tmp_path / "bl"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir", str(bl)])
+    assert r.exit_code == 0, r.output
+
+    def cand(name="cand", **kw):
+        return write_capture(tmp_path / name, SynthSpec(**dict(dict(seed=2, steps=2), **kw)))
+
+    def check(capture, *extra):
+        res = CliRunner().invoke(main, ["check", "--baseline", "main", str(capture), "--baseline-dir", str(bl),
+                                        "--out", str(tmp_path / "out"), *map(str, extra)])
+        return res.exit_code, res.output
+    return cand, check, tmp_path, bl
+
+
+def test_reports_never_replace_special_files(env):
+    cand, check, tmp, _ = env
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    try:
+        code, out = check(cand(), "--json", "/dev/null", "--junit", "/dev/null")
+        assert code == 0, out
+        assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    finally:
+        if not stat.S_ISCHR(os.stat("/dev/null").st_mode) and os.geteuid() == 0:
+            os.remove("/dev/null")
+            os.mknod("/dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+
+
+def test_report_files_get_normal_permissions(env):
+    cand, check, tmp, _ = env
+    check(cand())
+    mode = stat.S_IMODE(os.stat(tmp / "out" / "perfgate-result.json").st_mode)
+    assert mode == 0o666 & ~_umask() and mode & 0o044
+
+
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+@pytest.mark.parametrize("fname", ["kernel_details.csv", "trace_view.json", "step_trace_time.csv",
+                                   "communication.json"])
+def test_unreadable_file_is_invalid_capture(env, monkeypatch, fname):
+    """chmod 000 as a normal user (simulated: CI runs as root, which ignores permissions)."""
+    import builtins
+    import io
+    cand, check, tmp, _ = env
+    c = cand()
+    target = str(c / OUT0 / fname)
+    real_open = builtins.open
+    real_read_bytes = __import__("pathlib").Path.read_bytes
+
+    def deny(file, *a, **k):
+        if str(file) == target:
+            raise PermissionError(13, "Permission denied", target)
+        return real_open(file, *a, **k)
+
+    def deny_bytes(self):
+        if str(self) == target:
+            raise PermissionError(13, "Permission denied", target)
+        return real_read_bytes(self)
+    monkeypatch.setattr(builtins, "open", deny)
+    monkeypatch.setattr(__import__("pathlib").Path, "read_bytes", deny_bytes)
+    import pyarrow.csv as pacsv
+    real_csv = pacsv.read_csv
+    monkeypatch.setattr(pacsv, "read_csv", lambda p, *a, **k: deny(p) if str(p) == target else real_csv(p, *a, **k))
+    code, out = check(c)
+    assert code == 3 and fname in out and "Permission denied" in out, out
+
+
+def test_unlistable_rank_folder_is_invalid(env, monkeypatch):
+    cand, check, tmp, _ = env
+    c = cand()
+    from pathlib import Path
+    real = Path.iterdir
+
+    def fake(self):
+        if self.name == "rank1_ascend_pt":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+    monkeypatch.setattr(Path, "iterdir", fake)
+    code, out = check(c)
+    assert code == 3 and "rank1_ascend_pt" in out and "cannot list folder" in out
+
+
+def test_missing_rank_is_incompatible_not_pass(env):
+    cand, check, tmp, _ = env
+    c = cand()
+    shutil.rmtree(c / "rank0_ascend_pt")
+    code, out = check(c)
+    assert code == 4 and "INCOMPATIBLE_BASELINE" in out and "missing or extra rank" in out
+
+
+def test_renumbered_rank_is_noted(env):
+    cand, check, tmp, _ = env
+    c = cand()
+    (c / "rank0_ascend_pt/profiler_info_0.json").rename(c / "rank0_ascend_pt/profiler_info_7.json")
+    code, out = check(c)
+    doc = json.loads((tmp / "out" / "perfgate-result.json").read_text())
+    assert any("rank ids differ" in n for n in doc["notes"])
+    r0 = [x for x in doc["comparisons"] if x["labels"].get("view") == "rank0" and x["gated"]]
+    assert r0 and all(x["verdict"] == "incomparable" for x in r0)
+
+
+@pytest.mark.parametrize("fname", ["kernel_details.csv", "step_trace_time.csv", "communication.json",
+                                   "trace_view.json"])
+def test_non_utf8_bytes(env, fname):
+    cand, check, tmp, _ = env
+    c = cand()
+    p = c / OUT0 / fname
+    data = p.read_bytes()
+    if fname == "kernel_details.csv":  # inside a Name cell, a column the gate reads
+        cut = data.index(b"aclnnCast_CastAiCore_Cast") + 5
+    elif fname == "step_trace_time.csv":
+        cut = data.index(b"\n") + 3
+    else:
+        cut = len(data) // 2
+    p.write_bytes(data[:cut] + b"\xff\xfe" + data[cut:])
+    code, out = check(c)
+    assert code == 3 and fname in out, out
+
+
+@pytest.mark.parametrize("value,what", [("inf", "finite"), ("1e300", "range"), ("123456789012345678901234567", "range")])
+def test_absurd_numbers(env, value, what):
+    cand, check, tmp, _ = env
+    c = cand()
+    kd = c / OUT0 / "kernel_details.csv"
+    lines = kd.read_text().splitlines()
+    cells = lines[1].split(",")
+    hdr = lines[0].split(",")
+    cells[hdr.index("Start Time(us)")] = value
+    kd.write_text("\n".join([lines[0], ",".join(cells)] + lines[2:]) + "\n")
+    code, out = check(c)
+    assert code == 3 and "Start Time(us)" in out and "row 1" in out, out
+
+
+@pytest.mark.parametrize("val", ['"N/A"', "-5.0", "1e400"])
+def test_bad_communication_json_values(env, val):
+    cand, check, tmp, _ = env
+    c = cand()
+    p = c / OUT0 / "communication.json"
+    doc = json.loads(p.read_text())
+    op = next(k for k in doc["step10"]["collective"] if k != "Total Op Info")
+    text = json.dumps(doc).replace(json.dumps(doc["step10"]["collective"][op]["Communication Time Info"]
+                                              ["Elapse Time(ms)"]), val, 1)
+    p.write_text(text)
+    code, out = check(c)
+    assert code == 3 and "communication.json" in out and "Elapse Time(ms)" in out, out
+
+
+def test_profiler_info_wrong_types(env):
+    cand, check, tmp, _ = env
+    c = cand()
+    (c / "rank0_ascend_pt/profiler_info_0.json").write_text('{"config": [1]}')
+    code, out = check(c)
+    assert code == 3 and "'config' must be an object" in out
+
+
+def test_malformed_baseline_metrics(env):
+    cand, check, tmp, bl = env
+    doc = json.loads((bl / "main.json").read_text())
+    doc["fingerprint"]["metrics"] = "oops"
+    (bl / "main.json").write_text(json.dumps(doc))
+    code, out = check(cand())
+    assert code == 4 and "malformed" in out
+
+
+@pytest.mark.parametrize("text,needle", [
+    (b"\x00\xff\xfebinary", "not UTF-8"),
+    (b"self_checks:\n  abs_us_per_row: 1e9\n", "self_checks.abs_us_per_row"),
+    (b"self_checks:\n  abs_us_per_row: -1\n", "self_checks.abs_us_per_row"),
+    (b"self_checks:\n  require_trace: maybe\n", "self_checks.require_trace"),
+    (b"metrics:\n  step.tiem_us: {direction: lower_is_better, tolerance: {rel: 0.1}}\n", "did you mean 'step.time_us'"),
+])
+def test_policy_mistakes_are_usage_errors(env, text, needle):
+    cand, check, tmp, _ = env
+    p = tmp / "p.yaml"
+    p.write_bytes(text)
+    code, out = check(cand(), "--policy", p)
+    assert code == 2 and needle in out, out
+
+
+def test_dropped_row_cannot_pose_as_improvement(env):
+    cand, check, tmp, _ = env
+    c = cand()
+    kd = c / OUT0 / "kernel_details.csv"
+    lines = kd.read_text().splitlines()
+    hdr = lines[0].split(",")
+    cells = lines[5].split(",")
+    cells[hdr.index("Duration(us)")] = "N/A"
+    kd.write_text("\n".join(lines[:5] + [",".join(cells)] + lines[6:]) + "\n")
+    (c / OUT0 / "step_trace_time.csv").unlink()
+    code, out = check(c, "--no-trace")
+    assert code == 1 and "kernel rows left out" in out, out
+
+
+def test_fingerprint_explains_failed_self_check(tmp_path):
+    c = write_capture(tmp_path / "c", SynthSpec(ranks=1, steps=1))
+    st = c / OUT0 / "step_trace_time.csv"
+    lines = st.read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[1] = str(float(cells[1]) + 500)
+    st.write_text("\n".join([lines[0], ",".join(cells)]) + "\n")
+    (c / OUT0 / "trace_view.json").unlink()
+    r = CliRunner().invoke(main, ["fingerprint", str(c)])
+    assert r.exit_code == 3 and "self-check compute_union failed" in r.output
+
+
+def test_synth_rejects_unknown_family_and_absurd_factor(tmp_path):
+    run = lambda *a: CliRunner().invoke(main, ["synth", str(tmp_path / "s"), *a])
+    r = run("--slowdown", "MatMulV3=1.4")
+    assert r.exit_code == 2 and "unknown kernel family" in r.output and "aclnnMatmul_MatMulV3Common_MatMulV3" in r.output
+    r = run("--slowdown", "aclnnMatmul_MatMulV3Common_MatMulV3=1e308")
+    assert r.exit_code == 2 and "(0, 100]" in r.output
+
+
+def test_baseline_name_and_overwrite_guard(env):
+    cand, check, tmp, bl = env
+    run = lambda *a: CliRunner().invoke(main, ["baseline", "save", *map(str, a), "--baseline-dir", str(bl)])
+    r = run("--name", "main.json", cand())
+    assert r.exit_code == 2 and "without '.json'" in r.output
+    one = write_capture(tmp / "one", SynthSpec(ranks=1, steps=2))
+    r = run("--name", "main", one)
+    assert r.exit_code == 2 and "refusing to replace" in r.output
+    r = run("--name", "main", one, "--force")
+    assert r.exit_code == 0
+
+
+def test_empty_capture_argument(env):
+    cand, check, tmp, _ = env
+    code, out = check("")
+    assert code == 2 and "capture path is empty" in out
+
+
+def test_internal_error_is_exit_70(env, monkeypatch):
+    cand, check, tmp, _ = env
+    import perfgate.gate
+    monkeypatch.setattr(perfgate.gate, "check", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    code, out = check(cand())
+    assert code == 70 and "internal error: RuntimeError: boom" in out and "Traceback" not in out
