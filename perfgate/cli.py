@@ -64,6 +64,30 @@ common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), de
 common_trace = click.option("--no-trace", is_flag=True,
                             help="Do not read trace_view.json (trace self-checks fall back to "
                                  "step_trace_time.csv).")
+common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
+                              help="Processes for per-rank work (default: all cores for large captures).")
+
+
+class _Progress:
+    """Per-rank progress on stderr (rich), only for captures with several ranks."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done, total):
+        if self.quiet or total < 4:
+            return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import Progress
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("fingerprinting ranks", total=total)
+        self.bar.update(self.task, completed=done)
+        if done >= total:
+            self.bar.stop()
 
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in perfgate, never a verdict
@@ -113,14 +137,16 @@ def baseline():
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
 @click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count.")
-def baseline_save(name, capture, policy_path, baseline_dir, no_trace, commit, branch, force):
+@common_workers
+def baseline_save(name, capture, policy_path, baseline_dir, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
     partial or pull-request runs)."""
     from perfgate.gate import save_baseline
     try:
         prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
         path, fp = save_baseline(capture, name, policy=_policy(policy_path), store=_store(baseline_dir),
-                                 with_trace=not no_trace, provenance=prov, force=force)
+                                 with_trace=not no_trace, provenance=prov, force=force, workers=workers,
+                                 progress=_Progress(False))
     except PerfgateError as e:
         _fail(e)
     checks = [c for c in fp.self_checks]
@@ -227,8 +253,10 @@ def _print_summary(result, paths, quiet):
 @click.option("--history", "history_path", default=None, type=click.Path(dir_okay=False),
               help="History database for --baseline history:BRANCH (default: $PERFGATE_HISTORY or "
                    "./perfgate-history.sqlite).")
+@common_workers
+@click.option("--scheduler", default=None, help="dask.distributed scheduler address for per-rank work.")
 def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, junit, markdown,
-          json_path, no_baseline_ok, quiet, history_path):
+          json_path, no_baseline_ok, quiet, history_path, workers, scheduler):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
     BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
@@ -241,7 +269,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, juni
     try:
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
-                           with_trace=not no_trace, history_path=_history_path(history_path))
+                           with_trace=not no_trace, history_path=_history_path(history_path),
+                           workers=workers, scheduler=scheduler, progress=_Progress(quiet))
         paths = _write_reports(result, out, junit, markdown, json_path, key=baseline_name)
     except PerfgateError as e:
         _fail(e)
@@ -449,13 +478,17 @@ def history_journal(branch, metric, db_path, policy_path):
 @common_trace
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False),
               help="Write the fingerprint JSON here instead of stdout.")
-def fingerprint(capture, policy_path, no_trace, output):
+@common_workers
+@click.option("--scheduler", default=None, help="dask.distributed scheduler address (tcp://HOST:PORT): "
+                                                 "per-rank work runs on that cluster.")
+def fingerprint(capture, policy_path, no_trace, output, workers, scheduler):
     """Print the fingerprint of CAPTURE (metrics, self-checks, provenance) as JSON.
     Exits 3 when a self-check fails."""
     from perfgate.gate import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
     try:
-        fp = fingerprint_path(capture, _policy(policy_path), with_trace=not no_trace)
+        fp = fingerprint_path(capture, _policy(policy_path), with_trace=not no_trace, workers=workers,
+                              scheduler=scheduler, progress=_Progress(output is None))
         text = json.dumps(fp.to_dict(), indent=1, ensure_ascii=False) + "\n"
         if output:
             from perfgate.store.atomic import write_atomic

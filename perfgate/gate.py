@@ -64,10 +64,100 @@ def gather_provenance(env=None, cwd=None) -> dict:
     return out
 
 
-def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None) -> Fingerprint:
-    """Load and fingerprint a capture directory (self-checks included, not enforced)."""
-    cap = load_capture(capture_path, with_trace=with_trace)
-    return fingerprint_capture(cap, policy, provenance=provenance)
+def _summarize_location(loc, policy, root, with_trace):
+    """Worker body (module level so process pools and dask can pickle it): one rank's files
+    -> its summary. Errors come back as values so every rank's problem is reported."""
+    from perfgate.ingest import load_rank
+    from perfgate.metrics.fingerprint import summarize_rank
+    try:
+        return summarize_rank(load_rank(loc, with_trace=with_trace), policy, root)
+    except InvalidCaptureError as e:
+        return e
+    except OSError as e:
+        return InvalidCaptureError(f"cannot read file: {e.strerror or e}", path=e.filename or loc.output_dir)
+
+
+AUTO_PARALLEL_BYTES = 64 << 20  # below this a process pool costs more than it saves
+
+
+def _kernel_bytes(locs) -> int:
+    total = 0
+    for loc in locs:
+        for name in ("kernel_details.csv", "trace_view.json"):
+            try:
+                total += (loc.output_dir / name).stat().st_size
+            except OSError:
+                pass
+    return total
+
+
+def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, workers: int | None = None,
+                     scheduler: str | None = None, progress=None) -> Fingerprint:
+    """Discover a capture and fingerprint it, ranks in parallel.
+
+    Args:
+        workers: processes for a local pool (None = all cores when the capture is large
+            enough to benefit, 1 = in this process).
+        scheduler: a dask.distributed scheduler address (``tcp://HOST:PORT``): per-rank work
+            is mapped onto that cluster instead (the files must be readable there).
+        progress: optional callable ``(done, total)`` called as ranks finish.
+
+    Raises:
+        UsageError (bad path / scheduler), InvalidCaptureError (every rank's problem listed).
+    """
+    from perfgate.ingest import discover
+    from perfgate.metrics.fingerprint import fingerprint_from_summaries
+    if str(capture_path).strip() == "":
+        raise UsageError("capture path is empty")
+    root = Path(capture_path)
+    locs = discover(root)
+    total = len(locs)
+    results = []
+    if scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--scheduler needs dask.distributed (pip install 'dask[distributed]')") from None
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as e:
+            raise UsageError(f"cannot reach the dask scheduler {scheduler}: {e}") from None
+        try:
+            futures = client.map(_summarize_location, locs, policy=policy, root=root, with_trace=with_trace,
+                                 pure=False)
+            from distributed import as_completed
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                if progress:
+                    progress(len(results), total)
+        finally:
+            client.close()
+    else:
+        n = workers if workers is not None else (
+            min(os.cpu_count() or 1, total) if total > 1 and _kernel_bytes(locs) > AUTO_PARALLEL_BYTES else 1)
+        if n > 1 and total > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+            with ProcessPoolExecutor(max_workers=min(n, total), mp_context=mp.get_context("spawn")) as pool:
+                futs = [pool.submit(_summarize_location, loc, policy, root, with_trace) for loc in locs]
+                for fut in as_completed(futs):
+                    results.append(fut.result())
+                    if progress:
+                        progress(len(results), total)
+        else:
+            for loc in locs:
+                results.append(_summarize_location(loc, policy, root, with_trace))
+                if progress:
+                    progress(len(results), total)
+    problems = [r for r in results if isinstance(r, InvalidCaptureError)]
+    if problems:
+        problems.sort(key=lambda e: str(e.path))
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise InvalidCaptureError(first.message + more, path=first.path, row=first.row,
+                                  byte_offset=first.byte_offset, hint=first.hint,
+                                  problems=[p.to_dict() for p in problems])
+    return fingerprint_from_summaries(results, policy, root, provenance)
 
 
 def _refuse_partial(fp: Fingerprint) -> None:
@@ -84,7 +174,7 @@ def _refuse_partial(fp: Fingerprint) -> None:
 
 
 def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trace=True,
-                  provenance=None, env=None, force=False) -> tuple[Path, Fingerprint]:
+                  provenance=None, env=None, force=False, workers=None, progress=None) -> tuple[Path, Fingerprint]:
     """Fingerprint a capture and store it as baseline ``name`` (atomic write).
 
     Raises:
@@ -103,7 +193,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     store.path_for(name)  # validate the name before any work
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})
-    fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
+    fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov,
+                                        workers=workers, progress=progress),
                        fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
@@ -145,7 +236,7 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
 
 
 def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=True,
-          provenance=None, env=None, history_path=None) -> GateResult:
+          provenance=None, env=None, history_path=None, workers=None, scheduler=None, progress=None) -> GateResult:
     """Compare a capture against a stored baseline.
 
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
@@ -159,7 +250,8 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})
     try:
-        cand = fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov)
+        cand = fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov, workers=workers,
+                                scheduler=scheduler, progress=progress)
     except InvalidCaptureError as e:
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, baseline_name=baseline_name,
                           error=e.to_dict(), elapsed_s=time.perf_counter() - t0)

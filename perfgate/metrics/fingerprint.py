@@ -269,118 +269,147 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
     return out
 
 
-def capture_config(capture, policy) -> dict:
-    """Comparability facets of a capture (see :func:`perfgate.compare.compare_fingerprints`)."""
-    ranks = capture.ranks
-
-    def one(key):
-        vals = sorted({str(r.location.info.get(key)) for r in ranks if r.location.info.get(key) is not None})
-        return vals[0] if len(vals) == 1 else (",".join(vals) if vals else None)
-
+def summarize_rank(rank, policy, root) -> dict:
+    """Everything the fingerprint needs from one rank, as small picklable values, so ranks
+    can be processed in parallel (process pool or dask) and merged by
+    :func:`fingerprint_from_summaries`. Pure over ``rank``'s tables."""
+    th = policy.findings
+    anatomy = step_table(rank, th)
+    checks = list(run_self_checks(rank, policy))
+    if rank.comm is not None:
+        checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root)))
+    step_time = {}
+    st, _ = _overlap_steps(rank)
+    if st is not None:
+        for s_, row in st.iterrows():
+            step_time[(rank.rank, str(s_))] = float(row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"])
+    else:
+        for _, row in anatomy.iterrows():
+            step_time[(rank.rank, row["step"])] = float(row["wall_us"])
+    kinds = kind_table(rank.kernels.df)
+    kinds.insert(0, "rank", rank.rank)
+    warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
+    warnings += [f"rank {rank.rank}: {m} not present; metrics from it are not available" for m in rank.missing]
+    k = rank.kernels.df
+    if rank.kernels.type_available and rank.kernels.core_available:
+        cat = km.categorize(k, policy.categories)
+        unknown = k.loc[(cat == km.UNKNOWN).to_numpy()]
+        if len(unknown):
+            cores = sorted(map(str, unknown["core_type"].dropna().unique()))[:5]
+            warnings.append(
+                f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
+                f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
+                f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
     return {
-        "world_size": len(ranks),
-        "ranks": [r.rank for r in ranks],
-        "profiler_level": one("profiler_level"),
-        "aic_metrics": one("aic_metrics"),
-        "export_type": one("export_type"),
-        "torch_npu_version": one("torch_npu_version"),
-        "cann_version": one("cann_version"),
-        "type_available": all(r.kernels.type_available for r in ranks),
-        "core_available": all(r.kernels.core_available for r in ranks),
-        "has_trace": all(r.trace is not None for r in ranks),
-        "has_step_trace": all(r.step_trace is not None for r in ranks),
-        "has_comm_json": all(r.comm is not None for r in ranks),
-        "kernel_variants": sorted({r.kernels.variant for r in ranks}),
-        "family_suffix": policy.family_suffix.pattern,
-        "top_n": policy.top_n,
-        "categories_digest": policy.category_digest(),
-        "steps_per_rank": {str(r.rank): int(r.kernels.df["step"].dropna().nunique()) for r in ranks},
+        "rank": rank.rank,
+        "metrics": rank_metrics(rank, policy, root, anatomy),
+        "anatomy": anatomy,
+        "checks": checks,
+        "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
+        "step_time": step_time,
+        "kinds": kinds,
+        "warnings": warnings,
+        "info": dict(rank.location.info),
+        "has_comm": rank.comm is not None,
+        "has_trace": rank.trace is not None,
+        "has_step_trace": rank.step_trace is not None,
+        "type_available": rank.kernels.type_available,
+        "core_available": rank.kernels.core_available,
+        "variant": rank.kernels.variant,
+        "steps": sorted(map(str, pd.unique(k["step"].dropna()))),
+        "rank_dir": _rel(rank.location.rank_dir, root),
+        "output_dir": _rel(rank.location.output_dir, root),
+        "rank_source": rank.location.rank_source,
     }
 
 
 def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fingerprint:
-    """Fingerprint a loaded capture under a policy.
+    """Fingerprint a loaded capture under a policy (ranks in this process).
 
     Args:
         capture: :class:`perfgate.ingest.Capture`.
         policy: :class:`perfgate.policy.Policy` (Top-N, family suffix, category rules,
-            self-check tolerances).
+            self-check tolerances, finding thresholds).
         provenance: extra provenance (commit, branch, runner) merged into the record.
 
     Returns:
         A :class:`Fingerprint`; its ``self_checks`` may contain failures — call
         :func:`require_valid` before trusting it.
     """
-    root = capture.path
+    sums = [summarize_rank(r, policy, capture.path) for r in capture.ranks]
+    return fingerprint_from_summaries(sums, policy, capture.path, provenance, list(capture.warnings))
+
+
+def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None = None,
+                               warnings: list | None = None) -> Fingerprint:
+    """Merge per-rank summaries (:func:`summarize_rank`) into one fingerprint: cross-rank
+    views (rank0 / p50 / max / skew), warm-up and cross-rank findings, config, provenance."""
+    from pathlib import Path
+    sums = sorted(sums, key=lambda x: x["rank"])
     th = policy.findings
-    anatomy = {r.rank: step_table(r, th) for r in capture.ranks}
-    per_rank = {r.rank: rank_metrics(r, policy, root, anatomy[r.rank]) for r in capture.ranks}
-    metrics = _views(per_rank, policy)
-    checks = []
-    findings = []
-    for r in capture.ranks:
-        checks.extend(run_self_checks(r, policy))
-        if r.comm is not None:
-            checks.extend(op_identity_checks(r.comm, r.rank, _rel(r.comm_path, root)))
-        findings.extend(label_steps(anatomy[r.rank], th, _rel(r.kernels.path, root)))
-    tables = pd.concat([t for t in anatomy.values() if len(t)] or [pd.DataFrame(columns=["rank", "step"])],
+    metrics = _views({x["rank"]: x["metrics"] for x in sums}, policy)
+    checks = [c for x in sums for c in x["checks"]]
+    findings = [f for x in sums for f in x["findings"]]
+    tables = pd.concat([x["anatomy"] for x in sums if len(x["anatomy"])] or [pd.DataFrame(columns=["rank", "step"])],
                        ignore_index=True)
     findings.extend(warmup_findings(tables, th, "kernel_details.csv"))
-    step_time = {}
-    for r in capture.ranks:
-        st, _ = _overlap_steps(r)
-        if st is not None:
-            for s, row in st.iterrows():
-                step_time[(r.rank, str(s))] = float(row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"])
-        else:
-            for _, row in anatomy[r.rank].iterrows():
-                step_time[(r.rank, row["step"])] = float(row["wall_us"])
-    findings.extend(cross_rank_findings(tables, step_time, {r.rank: r.location.info for r in capture.ranks}, th))
-    findings.extend(_bubble_note(capture))
-    have = [r.rank for r in capture.ranks if r.comm is not None]
-    for r in capture.ranks:
-        if r.comm is None and have:
+    step_time = {k: v for x in sums for k, v in x["step_time"].items()}
+    findings.extend(cross_rank_findings(tables, step_time, {x["rank"]: x["info"] for x in sums}, th))
+    have = [x["rank"] for x in sums if x["has_comm"]]
+    for x in sums:
+        if not x["has_comm"] and have:
             findings.append(Finding(
-                "COMM_JSON_MISSING", "warn", r.rank, None,
-                f"rank {r.rank} has no communication.json while rank(s) {have[:6]} do: communication.json "
-                f"figures are not comparable for this capture", _rel(r.location.output_dir, root)))
-    kinds = []
-    for r in capture.ranks:
-        kt = kind_table(r.kernels.df)
-        kt.insert(0, "rank", r.rank)
-        kinds.extend(kt.to_dict("records"))
-    detail = {"steps": _records(tables), "comm_kinds": _records(pd.DataFrame(kinds))}
-    warnings = list(capture.warnings)
-    for r in capture.ranks:
-        warnings.extend(f"rank {r.rank}: {w}" for w in r.warnings)
-        for m in r.missing:
-            warnings.append(f"rank {r.rank}: {m} not present; metrics from it are not available")
-    for r in capture.ranks:
-        k = r.kernels.df
-        if r.kernels.type_available and r.kernels.core_available:
-            cat = km.categorize(k, policy.categories)
-            unknown = k.loc[cat == km.UNKNOWN]
-            if len(unknown):
-                cores = sorted(map(str, unknown["core_type"].dropna().unique()))[:5]
-                warnings.append(
-                    f"rank {r.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
-                    f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
-                    f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
+                "COMM_JSON_MISSING", "warn", x["rank"], None,
+                f"rank {x['rank']} has no communication.json while rank(s) {have[:6]} do: communication.json "
+                f"figures are not comparable for this capture", x["output_dir"]))
+    kinds = pd.concat([x["kinds"] for x in sums if len(x["kinds"])] or [pd.DataFrame()], ignore_index=True)
+    detail = {"steps": _records(tables), "comm_kinds": _records(kinds)}
+    warns = list(warnings or [])
+    levels = {x["info"].get("profiler_level") for x in sums}
+    if len(levels) > 1 and not any("different levels" in w for w in warns):
+        warns.append(f"ranks were profiled at different levels: {sorted(map(str, levels))}")
+    for x in sums:
+        warns.extend(x["warnings"])
     prov = {
-        "source": str(capture.path.resolve()),
+        "source": str(Path(root).resolve()),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "ranks": [r.rank for r in capture.ranks],
-        "rank_dirs": {str(r.rank): _rel(r.location.rank_dir, root) for r in capture.ranks},
-        "rank_sources": {str(r.rank): r.location.rank_source for r in capture.ranks},
-        "steps": {str(r.rank): sorted(map(str, pd.unique(r.kernels.df["step"].dropna())))
-                  for r in capture.ranks},
+        "ranks": [x["rank"] for x in sums],
+        "rank_dirs": {str(x["rank"]): x["rank_dir"] for x in sums},
+        "rank_sources": {str(x["rank"]): x["rank_source"] for x in sums},
+        "steps": {str(x["rank"]): x["steps"] for x in sums},
         "perfgate_version": __version__,
     }
     prov.update(provenance or {})
     return Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version=__version__, provenance=prov,
-                       config=capture_config(capture, policy), metrics=metrics,
-                       self_checks=tuple(checks), warnings=tuple(warnings),
+                       config=_config_from_summaries(sums, policy), metrics=metrics,
+                       self_checks=tuple(checks), warnings=tuple(warns),
                        policy_digest=policy.fingerprint_digest(), findings=tuple(findings), detail=detail)
+
+
+def _config_from_summaries(sums, policy) -> dict:
+    def one(key):
+        vals = sorted({str(x["info"].get(key)) for x in sums if x["info"].get(key) is not None})
+        return vals[0] if len(vals) == 1 else (",".join(vals) if vals else None)
+
+    return {
+        "world_size": len(sums),
+        "ranks": [x["rank"] for x in sums],
+        "profiler_level": one("profiler_level"),
+        "aic_metrics": one("aic_metrics"),
+        "export_type": one("export_type"),
+        "torch_npu_version": one("torch_npu_version"),
+        "cann_version": one("cann_version"),
+        "type_available": all(x["type_available"] for x in sums),
+        "core_available": all(x["core_available"] for x in sums),
+        "has_trace": all(x["has_trace"] for x in sums),
+        "has_step_trace": all(x["has_step_trace"] for x in sums),
+        "has_comm_json": all(x["has_comm"] for x in sums),
+        "kernel_variants": sorted({x["variant"] for x in sums}),
+        "family_suffix": policy.family_suffix.pattern,
+        "top_n": policy.top_n,
+        "categories_digest": policy.category_digest(),
+        "steps_per_rank": {str(x["rank"]): len(x["steps"]) for x in sums},
+    }
 
 
 def _records(df: pd.DataFrame) -> list:
@@ -403,19 +432,17 @@ def _records(df: pd.DataFrame) -> list:
 _SENDRECV = re.compile(r"(?i)batchsendrecv|hcom_send")
 
 
-def _bubble_note(capture) -> list:
+def _bubble_note_rank(r) -> list:
     """step_trace Bubble counts only hcom_receive rows: a PP run using batchSendRecv shows 0."""
-    out = []
-    for r in capture.ranks:
-        k = r.kernels.df
-        sendrecv = k["is_comm"].to_numpy() & km._matches(k["name"], _SENDRECV)
-        if sendrecv.any() and r.step_trace is not None and (r.step_trace["bubble_us"].fillna(0) == 0).all():
-            out.append(Finding(
-                "BUBBLE_UNRELIABLE", "info", r.rank, None,
-                f"rank {r.rank}: {int(sendrecv.sum())} send/batchSendRecv row(s) but step_trace_time.csv Bubble is 0: "
-                f"torch_npu counts only hcom_receive as Bubble, so pipeline bubbles are not measured here",
-                f"{r.kernels.path.name} row {int(k['row'].to_numpy()[sendrecv][0])}"))
-    return out
+    k = r.kernels.df
+    sendrecv = k["is_comm"].to_numpy() & km._matches(k["name"], _SENDRECV)
+    if sendrecv.any() and r.step_trace is not None and (r.step_trace["bubble_us"].fillna(0) == 0).all():
+        return [Finding(
+            "BUBBLE_UNRELIABLE", "info", r.rank, None,
+            f"rank {r.rank}: {int(sendrecv.sum())} send/batchSendRecv row(s) but step_trace_time.csv Bubble is 0: "
+            f"torch_npu counts only hcom_receive as Bubble, so pipeline bubbles are not measured here",
+            f"{r.kernels.path.name} row {int(k['row'].to_numpy()[sendrecv][0])}")]
+    return []
 
 
 def failed_checks(fp: Fingerprint) -> list:
