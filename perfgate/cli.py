@@ -61,9 +61,17 @@ common_policy = click.option("--policy", "policy_path", type=click.Path(dir_okay
                              default=None, help="Policy YAML (default: policies/default.yaml).")
 common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), default=None,
                           help="Baseline folder (default: $PERFGATE_BASELINE_DIR or ./baselines).")
-common_trace = click.option("--no-trace", is_flag=True,
-                            help="Do not read trace_view.json (trace self-checks fall back to "
-                                 "step_trace_time.csv).")
+common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", "always", "never"]),
+                            default="auto", show_default=True,
+                            help="Read trace_view.json: auto skips one over 256 MiB when step_trace_time.csv "
+                                 "carries the sums the self-checks need (the report says so).")
+no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace never.")
+
+
+def _with_trace(trace_mode, no_trace):
+    if no_trace or trace_mode == "never":
+        return False
+    return True if trace_mode == "always" else "auto"
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
                               help="Processes for per-rank work (default: all cores for large captures).")
 
@@ -134,18 +142,19 @@ def baseline():
 @common_policy
 @common_dir
 @common_trace
+@no_trace_opt
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
 @click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count.")
 @common_workers
-def baseline_save(name, capture, policy_path, baseline_dir, no_trace, commit, branch, force, workers):
+def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
     partial or pull-request runs)."""
     from perfgate.gate import save_baseline
     try:
         prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
         path, fp = save_baseline(capture, name, policy=_policy(policy_path), store=_store(baseline_dir),
-                                 with_trace=not no_trace, provenance=prov, force=force, workers=workers,
+                                 with_trace=_with_trace(trace_mode, no_trace), provenance=prov, force=force, workers=workers,
                                  progress=_Progress(False))
     except PerfgateError as e:
         _fail(e)
@@ -242,6 +251,7 @@ def _print_summary(result, paths, quiet):
 @common_policy
 @common_dir
 @common_trace
+@no_trace_opt
 @click.option("--out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
               help="Folder for the report files.")
 @click.option("--junit", default=None, type=click.Path(dir_okay=False), help="JUnit XML path.")
@@ -255,7 +265,7 @@ def _print_summary(result, paths, quiet):
                    "./perfgate-history.sqlite).")
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address for per-rank work.")
-def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, junit, markdown,
+def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trace, out, junit, markdown,
           json_path, no_baseline_ok, quiet, history_path, workers, scheduler):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
@@ -269,7 +279,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, no_trace, out, juni
     try:
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
-                           with_trace=not no_trace, history_path=_history_path(history_path),
+                           with_trace=_with_trace(trace_mode, no_trace), history_path=_history_path(history_path),
                            workers=workers, scheduler=scheduler, progress=_Progress(quiet))
         paths = _write_reports(result, out, junit, markdown, json_path, key=baseline_name)
     except PerfgateError as e:
@@ -304,13 +314,14 @@ def history():
 @common_history
 @common_policy
 @common_trace
-def history_record(capture, branch, commit, note, status, db_path, policy_path, no_trace):
+@no_trace_opt
+def history_record(capture, branch, commit, note, status, db_path, policy_path, trace_mode, no_trace):
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values)."""
     from perfgate.gate import record_history
     try:
         run_id, fp = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
                                     branch=branch, commit=commit, note=note, status=status,
-                                    with_trace=not no_trace)
+                                    with_trace=_with_trace(trace_mode, no_trace))
     except PerfgateError as e:
         _fail(e)
     click.echo(f"recorded run {run_id} ({len(fp.metrics)} metrics) on branch {branch!r} -> {_history_path(db_path)}")
@@ -476,18 +487,19 @@ def history_journal(branch, metric, db_path, policy_path):
 @click.argument("capture", type=click.Path())
 @common_policy
 @common_trace
+@no_trace_opt
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False),
               help="Write the fingerprint JSON here instead of stdout.")
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address (tcp://HOST:PORT): "
                                                  "per-rank work runs on that cluster.")
-def fingerprint(capture, policy_path, no_trace, output, workers, scheduler):
+def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, scheduler):
     """Print the fingerprint of CAPTURE (metrics, self-checks, provenance) as JSON.
     Exits 3 when a self-check fails."""
     from perfgate.gate import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
     try:
-        fp = fingerprint_path(capture, _policy(policy_path), with_trace=not no_trace, workers=workers,
+        fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                               scheduler=scheduler, progress=_Progress(output is None))
         text = json.dumps(fp.to_dict(), indent=1, ensure_ascii=False) + "\n"
         if output:

@@ -16,7 +16,11 @@ from perfgate.ingest.kernels import KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
 
-__all__ = ["Capture", "RankCapture", "load_capture"]
+__all__ = ["Capture", "RankCapture", "load_capture", "AUTO_TRACE_BYTES"]
+
+# with_trace="auto": a trace_view.json larger than this is skipped when step_trace_time.csv
+# already carries what the self-checks need (streaming runs at ~15-30 MB/s).
+AUTO_TRACE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,12 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False) 
                             f"step_trace_time.csv when present)")
         tv_path = timelines[0] if len(timelines) == 1 else out / "msprof.json"
     trace = None
-    if tv_path.is_file() and with_trace:
+    if with_trace == "auto" and tv_path.is_file() and step_trace is not None \
+            and tv_path.stat().st_size > AUTO_TRACE_BYTES:
+        warnings.append(f"{tv_path.name} ({tv_path.stat().st_size / 2**20:,.0f} MiB) not read: step_trace_time.csv "
+                        f"carries the Overlap Analysis sums the self-checks need (trace_vs_step_trace is "
+                        f"skipped, tail gaps unavailable); use --trace always to read it")
+    elif tv_path.is_file() and with_trace:
         trace = read_trace(tv_path)
     elif not tv_path.is_file():
         missing.append("trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline")
@@ -189,7 +198,8 @@ def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture
 
     Args:
         path: capture directory (see :mod:`perfgate.ingest.discover`).
-        with_trace: read trace_view.json when present (needed for the trace self-checks).
+        with_trace: True (read trace_view.json when present), False, or ``"auto"`` (skip a
+            trace above AUTO_TRACE_BYTES when step_trace_time.csv is present; a warning says so).
         pmu: also read the PMU ``*_ratio`` columns of kernel_details / op_summary.
 
     Raises:
