@@ -42,22 +42,26 @@ def kind_of(name: str) -> str:
 def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` (time of those
     rows not covered by the step's compute busy union), from the kernel table."""
+    cols = ["step", "kind", "calls", "sum_us", "exposed_us"]
     k = kernels[kernels["step"].notna()]
+    is_comm = k["is_comm"].to_numpy()
+    if not is_comm.any():
+        return pd.DataFrame(columns=cols)
     out = []
-    for step, g in k.groupby("step", sort=False):
-        comm = g[g["is_comm"]]
-        if comm.empty:
-            continue
-        comp = g[~g["is_comm"]]
+    steps = k["step"].astype(str).to_numpy()
+    for step in pd.unique(steps[is_comm]):
+        in_step = steps == step
+        comm = k.loc[in_step & is_comm]
+        comp = k.loc[in_step & ~is_comm]
         cs, ce = merge(comp["start_ns"].to_numpy(), comp["end_ns"].to_numpy())
-        cov = covered_ns(cs, ce, comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy())
-        t = pd.DataFrame({"kind": comm["name"].map(kind_of).to_numpy(), "dur": comm["dur_ns"].to_numpy(),
-                          "exposed": comm["dur_ns"].to_numpy() - cov})
-        agg = t.groupby("kind").agg(calls=("dur", "size"), sum_ns=("dur", "sum"), exposed_ns=("exposed", "sum"))
-        for kind, a in agg.iterrows():
-            out.append({"step": str(step), "kind": kind, "calls": int(a["calls"]),
-                        "sum_us": a["sum_ns"] / 1000.0, "exposed_us": a["exposed_ns"] / 1000.0})
-    return pd.DataFrame(out, columns=["step", "kind", "calls", "sum_us", "exposed_us"])
+        dur = comm["dur_ns"].to_numpy()
+        exposed = dur - covered_ns(cs, ce, comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy())
+        kinds = np.array([kind_of(n) for n in comm["name"].astype(str)], dtype=object)
+        for kind in sorted(set(kinds)):
+            m = kinds == kind
+            out.append({"step": str(step), "kind": kind, "calls": int(m.sum()),
+                        "sum_us": float(dur[m].sum()) / 1000.0, "exposed_us": float(exposed[m].sum()) / 1000.0})
+    return pd.DataFrame(out, columns=cols)
 
 
 def op_identity_checks(comm, rank_id, rel_path: str, tol_us: float = 1.0) -> list[SelfCheck]:

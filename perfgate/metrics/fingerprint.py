@@ -68,7 +68,8 @@ def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
     return None, None
 
 
-def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dict:
+def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
+                 kinds: pd.DataFrame | None = None) -> dict:
     """Per-rank metrics: ``{(name, labels_tuple): (value, evidence, context)}``.
 
     ``labels_tuple`` is a sorted tuple of (label, value) pairs without the view label;
@@ -89,16 +90,19 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dic
 
     def put_counts(name, key, label):
         wide = km.per_step_counts(k, key).reindex(index=steps, fill_value=0)
+        if wide.empty:
+            return
+        srt = np.sort(wide.to_numpy(), axis=0)
+        med, lo, hi = srt[(len(srt) - 1) // 2], srt[0], srt[-1]
         grouped = k.groupby(key, observed=True)["row"]
-        first_rows = grouped.head(5).groupby(k[key], observed=True).agg(list)
-        sizes = grouped.size()
-        for col in wide.columns:
+        first_rows = grouped.head(5).groupby(k[key], observed=True).agg(list).to_dict()
+        sizes = grouped.size().to_dict()
+        for i, col in enumerate(wide.columns):
             rows = first_rows.get(col, [])
             extra = int(sizes.get(col, 0)) - len(rows)
             ev = f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else "")
-            out[(name, ((label, str(col)),))] = (
-                km.median_low(wide[col].to_numpy()), ev,
-                {"per_step_min": int(wide[col].min()), "per_step_max": int(wide[col].max())})
+            out[(name, ((label, str(col)),))] = (float(med[i]), ev, {"per_step_min": int(lo[i]),
+                                                                      "per_step_max": int(hi[i])})
 
     put_counts("kernel.calls_per_step", "family", "family")
     if kt.type_available:
@@ -177,7 +181,8 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None) -> dic
             v = anatomy[col].dropna()
             if len(v):
                 out[(name, ())] = (float(v.median()), ev, {})
-    kinds = kind_table(k)
+    if kinds is None:
+        kinds = kind_table(k)
     for kind, g in kinds.groupby("kind"):
         per = g.set_index("step").reindex(steps, fill_value=0)
         comm_rows = k.loc[k["is_comm"]]
@@ -287,7 +292,6 @@ def summarize_rank(rank, policy, root) -> dict:
         for _, row in anatomy.iterrows():
             step_time[(rank.rank, row["step"])] = float(row["wall_us"])
     kinds = kind_table(rank.kernels.df)
-    kinds.insert(0, "rank", rank.rank)
     warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
     warnings += [f"rank {rank.rank}: {m} not present; metrics from it are not available" for m in rank.missing]
     k = rank.kernels.df
@@ -302,12 +306,12 @@ def summarize_rank(rank, policy, root) -> dict:
                 f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
     return {
         "rank": rank.rank,
-        "metrics": rank_metrics(rank, policy, root, anatomy),
+        "metrics": rank_metrics(rank, policy, root, anatomy, kinds),
         "anatomy": anatomy,
         "checks": checks,
         "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
         "step_time": step_time,
-        "kinds": kinds,
+        "kinds": kinds.assign(rank=rank.rank)[["rank", *kinds.columns]],
         "warnings": warnings,
         "info": dict(rank.location.info),
         "has_comm": rank.comm is not None,

@@ -31,9 +31,9 @@ def _us(ns: np.ndarray) -> np.ndarray:
     return np.char.add(np.char.add(whole, "."), frac)
 
 
-def _rank(out: Path, rank: int, steps: int, kernels: int, seed: int, trace_mb: float | None):
-    rng = np.random.default_rng([seed, rank])
-    fam = rng.integers(0, len(FAMILIES), kernels)          # the same sequence every step
+def _rank(out: Path, rank: int, steps: int, kernels: int, seed: int, trace_mb: float | None, run: int = 0):
+    fam = np.random.default_rng([seed, rank]).integers(0, len(FAMILIES), kernels)  # the model: same every run
+    rng = np.random.default_rng([seed, rank, run + 1])     # run-to-run noise
     mean = 5.0 + (fam % 17) * 3.0
     rows, st_rows, ov_events, steps_ev, comm_doc = [], [], [], [], {}
     t = EPOCH_NS + rank * 11_500_000_000
@@ -98,7 +98,8 @@ def _rank(out: Path, rank: int, steps: int, kernels: int, seed: int, trace_mb: f
     (rdir / f"profiler_info_{rank}.json").write_text(json.dumps({
         "config": {"experimental_config": {"_profiler_level": "Level1", "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION",
                                            "_export_type": "text"}},
-        "end_info": {"collectionTimeEnd": int(t)}, "rank_id": rank}))
+        # host wall clock: ranks finish together (only device clocks are skewed)
+        "end_info": {"collectionTimeEnd": int(t) - rank * 11_500_000_000}, "rank_id": rank}))
     st_hdr = ("Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
               "Communication(Not Overlapped and Exclude Receive),Preparing")
     (odir / "step_trace_time.csv").write_text(st_hdr + "\n" + "\n".join(",".join(r) for r in st_rows) + "\n")
@@ -136,11 +137,13 @@ def _write_trace(path: Path, rank: int, ov_events, steps_ev, trace_mb):
 
 
 def write_scaled(out_dir, *, ranks: int = 1, steps: int = 10, kernels_per_step: int = 1000, seed: int = 0,
-                 trace_mb: float | None = None) -> Path:
-    """Write a large synthetic capture; returns ``out_dir``. ``trace_mb`` pads each rank's
-    trace_view.json with realistic host events up to about that size (MiB)."""
+                 trace_mb: float | None = None, run: int = 0) -> Path:
+    """Write a large synthetic capture; returns ``out_dir``. ``seed`` fixes the model (kernel
+    sequence), ``run`` the run-to-run noise (two runs of one model gate as unchanged).
+    ``trace_mb`` pads each rank's trace_view.json with realistic host events up to about
+    that size (MiB)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for r in range(ranks):
-        _rank(out, r, steps, kernels_per_step, seed, trace_mb)
+        _rank(out, r, steps, kernels_per_step, seed, trace_mb, run)
     return out

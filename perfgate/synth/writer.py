@@ -238,7 +238,8 @@ def _write_rank(root: Path, spec: SynthSpec, rank: int, steps) -> Path:
                        "experimental_config": {"_profiler_level": spec.profiler_level,
                                                "_aic_metrics": spec.aic_metrics,
                                                "_export_type": "text", "_l2_cache": False}},
-            "end_info": {"collectionTimeEnd": steps[-1]["host_end"]}, "rank_id": rank}
+            # host wall clock: ranks finish together (only device clocks are skewed per rank)
+            "end_info": {"collectionTimeEnd": steps[-1]["host_end"] - rank * 11_500_000_000}, "rank_id": rank}
     if spec.torch_npu_version:
         info["torch_npu_version"] = spec.torch_npu_version
     if spec.cann_version:

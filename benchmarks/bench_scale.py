@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Scale benchmarks for perfgate (issue: large captures, many ranks, bounded memory).
+
+Prints ratios measured in this run, on this machine (no timed assertions):
+
+A. ingest + fingerprint of one rank's N-row kernel_details.csv vs a raw pyarrow read of the
+   same file's needed columns (the floor);
+B. peak RSS and throughput streaming a trace_view.json of M MiB (in a child process);
+C. 1 / 8 / 64 ranks: wall time vs 1 rank, in this process, with the process pool and with dask;
+D. msprof-analyze `compare` (the official tool, from PyPI) vs `perfgate check` on the same
+   capture pair, where msprof-analyze is installed (``--msprof-analyze PATH`` or on PATH).
+
+Usage: python3 benchmarks/bench_scale.py [--quick] [--rows N] [--trace-mb M] [--msprof-analyze PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.csv as pacsv  # noqa: E402
+
+from perfgate.gate import check, fingerprint_path, save_baseline  # noqa: E402
+from perfgate.policy import load_policy  # noqa: E402
+from perfgate.store.baselines import BaselineStore  # noqa: E402
+from perfgate.synth.scale import write_scaled  # noqa: E402
+
+NEEDED = ["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Stream ID",
+          "Wait Time(us)"]
+
+
+def best(fn, n=3):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def machine():
+    mem = "?"
+    try:
+        mem = f"{int(open('/proc/meminfo').read().split()[1]) / 2**20:.1f} GiB"
+    except OSError:
+        pass
+    return (f"{platform.machine()}, {os.cpu_count()} cores, {mem}, Python {platform.python_version()}, "
+            f"pyarrow {pa.__version__}")
+
+
+def bench_ingest(tmp: Path, rows: int, policy):
+    steps = 10
+    cap = write_scaled(tmp / "a", ranks=1, steps=steps, kernels_per_step=max(1, rows // steps - 2))
+    kd = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    raw = best(lambda: pacsv.read_csv(kd, convert_options=pacsv.ConvertOptions(
+        include_columns=NEEDED, column_types={c: pa.string() for c in NEEDED})))
+    ours = best(lambda: fingerprint_path(cap, policy, workers=1, with_trace=False))
+    full = best(lambda: fingerprint_path(cap, policy, workers=1, with_trace=True), n=1)
+    size = kd.stat().st_size / 2**20
+    tv = (cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").stat().st_size / 2**20
+    print(f"A. one rank, {rows:,} kernel rows ({size:,.0f} MiB kernel_details.csv)")
+    print(f"   raw pyarrow read of the {len(NEEDED)} needed columns : {raw:7.2f} s")
+    print(f"   perfgate ingest + fingerprint (no trace)       : {ours:7.2f} s   ratio {ours / raw:.2f}x (goal <= 2x)")
+    print(f"   ... including its {tv:,.0f} MiB trace_view.json      : {full:7.2f} s")
+    return cap
+
+
+_CHILD = """
+import resource, sys, time
+sys.path.insert(0, {root!r})
+from perfgate.ingest.trace import read_trace
+t = time.perf_counter()
+tr = read_trace({path!r})
+dt = time.perf_counter() - t
+print(dt, tr.n_events, len(tr.overlap), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def bench_trace(tmp: Path, mb: float):
+    cap = write_scaled(tmp / "t", ranks=1, steps=5, kernels_per_step=20000, trace_mb=mb)
+    tv = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    size = tv.stat().st_size / 2**20
+    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(HERE), path=str(tv))],
+                         capture_output=True, text=True, check=True).stdout.split()
+    dt, events, kept, rss_kb = float(out[0]), int(out[1]), int(out[2]), int(out[3])
+    print(f"B. streaming a {size:,.0f} MiB trace_view.json ({events:,} events, {kept:,} Overlap Analysis events kept)")
+    print(f"   {dt:7.1f} s, {size / dt:6.1f} MiB/s, peak RSS {rss_kb / 1024:,.0f} MiB (goal < 1024 MiB)")
+    tv.unlink()
+
+
+def bench_ranks(tmp: Path, per_rank: int, policy, rank_counts=(1, 8, 64)):
+    print(f"C. ranks x {per_rank:,} kernel rows each: wall time (ratio to 1 rank, same mode)")
+    base = {}
+    cluster = client = None
+    try:
+        from distributed import Client, LocalCluster
+        cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    except Exception as e:  # noqa: BLE001
+        print(f"   dask unavailable: {e}")
+    for n in rank_counts:
+        cap = write_scaled(tmp / f"r{n}", ranks=n, steps=4, kernels_per_step=max(1, per_rank // 4 - 2))
+        row = []
+        modes = [("serial", dict(workers=1)), ("pool", dict(workers=os.cpu_count() or 1))]
+        if client is not None:
+            modes.append(("dask", dict(scheduler=cluster.scheduler_address)))
+        for mode, kw in modes:
+            t = best(lambda: fingerprint_path(cap, policy, **kw), n=1)
+            base.setdefault(mode, t if n == 1 else None)
+            row.append(f"{mode} {t:6.2f} s ({t / base[mode]:5.1f}x)")
+        print(f"   {n:3d} rank(s): " + "   ".join(row))
+        shutil.rmtree(cap)
+    if client is not None:
+        client.close()
+        cluster.close()
+
+
+def bench_msprof(tmp: Path, exe: str | None, policy, big_rows: int):
+    exe = exe or shutil.which("msprof-analyze")
+    if not exe:
+        print("D. msprof-analyze not found (pip install msprof-analyze into a venv and pass --msprof-analyze PATH)")
+        return
+    print("D. msprof-analyze compare vs perfgate check on the same pair (one rank, wall time and peak RSS)")
+    real = HERE.parent / "shared/fixtures/ascend/msinsight/test/data/pytorch/text"
+    pairs = []
+    if real.is_dir():
+        pairs.append(("real level1 -> level2 rank0", real / "level1/rank0_ascend_pt", real / "level2/rank0_ascend_pt"))
+    a = write_scaled(tmp / "ma", ranks=1, steps=4, kernels_per_step=big_rows // 4 - 2, run=1)
+    b = write_scaled(tmp / "mb", ranks=1, steps=4, kernels_per_step=big_rows // 4 - 2, run=2)
+    pairs.append((f"synthetic {big_rows:,} rows", a / "rank0_ascend_pt", b / "rank0_ascend_pt"))
+    for label, base, cand in pairs:
+        def timed(cmd):
+            t = time.perf_counter()
+            r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, cwd=tmp)
+            dt = time.perf_counter() - t
+            rss = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
+            return dt, rss, r.returncode
+        bl = tmp / "bl"
+        save_baseline(base, "b", policy=policy, store=BaselineStore(bl), env={}, force=True)
+        pg = timed([sys.executable, "-m", "perfgate.cli", "check", "--baseline", "b", str(cand), "--baseline-dir",
+                    str(bl), "--out", str(tmp / "pgout"), "--quiet", "--workers", "1", "--trace", "always"])
+        ms = timed([exe, "compare", "-d", str(cand), "-bp", str(base), "-o", str(tmp / "msout")])
+        print(f"   {label:30s} msprof-analyze {ms[0]:7.2f} s {int(ms[1]) / 1024 if ms[1].isdigit() else 0:7,.0f} MiB "
+              f"(rc {ms[2]}) | perfgate {pg[0]:6.2f} s {int(pg[1]) / 1024 if pg[1].isdigit() else 0:6,.0f} MiB "
+              f"(rc {pg[2]}) | ratio {ms[0] / pg[0]:5.1f}x faster")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes (smoke test of the script)")
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--trace-mb", type=float, default=2048)
+    ap.add_argument("--rows-per-rank", type=int, default=20_000)
+    ap.add_argument("--msprof-analyze", default=None, help="path to the msprof-analyze executable")
+    ap.add_argument("--skip", default="", help="comma-separated sections to skip: A,B,C,D")
+    a = ap.parse_args()
+    if a.quick:
+        a.rows, a.trace_mb, a.rows_per_rank = 50_000, 16, 2_000
+    skip = set(a.skip.upper().split(",")) if a.skip else set()
+    policy = load_policy()
+    print(f"perfgate scale benchmarks on {machine()}")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        if "A" not in skip:
+            bench_ingest(tmp, a.rows, policy)
+        if "B" not in skip:
+            bench_trace(tmp, a.trace_mb)
+        if "C" not in skip:
+            bench_ranks(tmp, a.rows_per_rank, policy, (1, 8) if a.quick else (1, 8, 64))
+        if "D" not in skip:
+            bench_msprof(tmp, a.msprof_analyze, policy, a.rows if not a.quick else 20_000)
+
+
+if __name__ == "__main__":
+    main()

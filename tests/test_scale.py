@@ -1,0 +1,93 @@
+"""Issue 8: scaled synthetic captures, ranks in a process pool or on a dask cluster (same
+fingerprint as in-process), a 64-rank capture under a 4 GB memory limit, huge-trace skipping."""
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from perfgate.gate import fingerprint_path
+from perfgate.synth.scale import write_scaled
+
+
+def same(a, b):
+    strip = lambda fp: ({k: v.to_dict() for k, v in fp.metrics.items()},
+                        sorted(repr(c.to_dict()) for c in fp.self_checks),
+                        sorted(repr(f.to_dict()) for f in fp.findings), fp.config, fp.detail)
+    return strip(a) == strip(b)
+
+
+@pytest.fixture(scope="module")
+def cap(tmp_path_factory):
+    return write_scaled(tmp_path_factory.mktemp("scale") / "c", ranks=4, steps=3, kernels_per_step=400)
+
+
+def test_scaled_capture_is_self_consistent(cap, policy):
+    fp = fingerprint_path(cap, policy, workers=1)
+    assert {c.status for c in fp.self_checks} == {"pass"}
+    assert fp.metrics["kernel.total_calls_per_step{view=p50}"].value == 402
+
+
+def test_two_runs_of_one_model_gate_unchanged(tmp_path, policy):
+    from perfgate.compare import compare_fingerprints
+    a = fingerprint_path(write_scaled(tmp_path / "a", ranks=2, steps=3, kernels_per_step=300, run=1), policy)
+    b = fingerprint_path(write_scaled(tmp_path / "b", ranks=2, steps=3, kernels_per_step=300, run=2), policy)
+    assert not [c.key for c in compare_fingerprints(a, b, policy)[0] if c.fails]
+
+
+def test_process_pool_matches_serial(cap, policy):
+    assert same(fingerprint_path(cap, policy, workers=1), fingerprint_path(cap, policy, workers=2))
+
+
+def test_dask_local_cluster_matches_serial(cap, policy):
+    """Must show 3: the dask path gives the same fingerprint as the local path."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
+        seen = []
+        fp = fingerprint_path(cap, policy, scheduler=cl.scheduler_address, progress=lambda d, t: seen.append((d, t)))
+    assert same(fp, fingerprint_path(cap, policy, workers=1))
+    assert seen[-1] == (4, 4)
+
+
+def test_unreachable_scheduler_is_a_usage_error(cap, policy):
+    pytest.importorskip("distributed")
+    from perfgate.errors import UsageError
+    with pytest.raises(UsageError, match="cannot reach the dask scheduler"):
+        fingerprint_path(cap, policy, scheduler="tcp://127.0.0.1:9")
+
+
+def test_64_ranks_end_to_end_under_4gb(tmp_path):
+    """Must show 2: a 64-rank capture saved and checked through the CLI with RLIMIT_AS = 4 GiB."""
+    base = write_scaled(tmp_path / "base", ranks=64, steps=2, kernels_per_step=300, run=1)
+    cand = write_scaled(tmp_path / "cand", ranks=64, steps=2, kernels_per_step=300, run=2)
+    limit = 4 << 30
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "perfgate.cli", *map(str, args)], capture_output=True,
+                              text=True, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    r = run("baseline", "save", "--name", "main", base, "--baseline-dir", tmp_path / "bl", "--workers", "1")
+    assert r.returncode == 0, r.stderr[-800:]
+    r = run("check", "--baseline", "main", cand, "--baseline-dir", tmp_path / "bl", "--out", tmp_path / "o",
+            "--workers", "1", "--quiet")
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    assert "PASS" in r.stdout
+
+
+def test_huge_trace_is_skipped_when_step_trace_suffices(tmp_path, policy, monkeypatch):
+    import perfgate.ingest as ingest
+    c = write_scaled(tmp_path / "c", ranks=1, steps=2, kernels_per_step=100, trace_mb=1)
+    monkeypatch.setattr(ingest, "AUTO_TRACE_BYTES", 1000)
+    fp = fingerprint_path(c, policy, with_trace="auto")
+    assert any("trace_view.json" in w and "not read" in w for w in fp.warnings)
+    assert "comm_equality" in {c.name for c in fp.self_checks if c.status == "pass"}  # from step_trace_time.csv
+    assert not fp.config["has_trace"]
+
+
+@pytest.mark.bench
+def test_benchmark_script_runs():
+    """The benchmark itself (heavy; run with -m bench)."""
+    import pathlib
+    script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_scale.py"
+    r = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ratio" in r.stdout and "MiB/s" in r.stdout
