@@ -215,15 +215,21 @@ class HistoryStore:
             raise StoreError(f"history write failed, nothing recorded: {e}", path=self.path) from None
 
     # -- reads ----------------------------------------------------------------------------
-    def runs(self, branch: str | None = None, since: str | None = None, limit: int | None = None) -> pd.DataFrame:
-        """Runs, oldest first: id, branch, commit, recorded_at, status, note, series_key, ..."""
-        where, args = [], []
+    @staticmethod
+    def _filters(branch, since, prefix="", where=None, args=None):
+        """SQL conditions for the optional branch / since filters on ``runs``."""
+        where, args = list(where or []), list(args or [])
         if branch:
-            where.append("branch = ?")
+            where.append(f"{prefix}branch = ?")
             args.append(branch)
         if since:
-            where.append("recorded_at >= ?")
+            where.append(f"{prefix}recorded_at >= ?")
             args.append(parse_since(since))
+        return where, args
+
+    def runs(self, branch: str | None = None, since: str | None = None, limit: int | None = None) -> pd.DataFrame:
+        """Runs, oldest first: id, branch, commit, recorded_at, status, note, series_key, ..."""
+        where, args = self._filters(branch, since)
         sql = ("select id, branch, commit_sha as \"commit\", recorded_at, status, note, series_key, world_size, profiler_level, "
                "cann_version, torch_npu_version, ci_run_id, source from runs")
         if where:
@@ -234,13 +240,7 @@ class HistoryStore:
 
     def series(self, key: str, branch: str | None = None, since: str | None = None) -> pd.DataFrame:
         """One metric over time: run_id, recorded_at, commit, status, note, series_key, value."""
-        where, args = ["v.key = ?"], [key]
-        if branch:
-            where.append("r.branch = ?")
-            args.append(branch)
-        if since:
-            where.append("r.recorded_at >= ?")
-            args.append(parse_since(since))
+        where, args = self._filters(branch, since, "r.", ["v.key = ?"], [key])
         return pd.read_sql_query(
             "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, r.series_key, v.value "
             "from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
