@@ -48,9 +48,11 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     if not is_comm.any():
         return pd.DataFrame(columns=cols)
     out = []
-    steps = k["step"].astype(str).to_numpy()
-    for step in pd.unique(steps[is_comm]):
-        in_step = steps == step
+    step_cat = k["step"] if isinstance(k["step"].dtype, pd.CategoricalDtype) else k["step"].astype("category")
+    codes = step_cat.cat.codes.to_numpy()
+    for code in pd.unique(codes[is_comm]):
+        step = step_cat.cat.categories[code]
+        in_step = codes == code
         comm = k.loc[in_step & is_comm]
         comp = k.loc[in_step & ~is_comm]
         cs, ce = merge(comp["start_ns"].to_numpy(), comp["end_ns"].to_numpy())

@@ -69,7 +69,7 @@ def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
 
 
 def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
-                 kinds: pd.DataFrame | None = None) -> dict:
+                 kinds: pd.DataFrame | None = None, categories: pd.Series | None = None) -> dict:
     """Per-rank metrics: ``{(name, labels_tuple): (value, evidence, context)}``.
 
     ``labels_tuple`` is a sorted tuple of (label, value) pairs without the view label;
@@ -129,7 +129,8 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
             out[("share.core_type", (("core_type", str(col)),))] = (
                 float(shares[col].median()), f"{kfile} (Accelerator Core)", {})
     if kt.type_available and kt.core_available:
-        cat = k.assign(category=km.categorize(k, policy.categories))
+        cat = k.assign(category=categories.loc[k.index] if categories is not None
+                       else km.categorize(k, policy.categories))
         wide = km.per_step_sum_dur(cat, "category").reindex(index=steps, fill_value=0)
         shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
         first_rows = cat.groupby("category")["row"].agg(lambda r: list(r.iloc[:5]))
@@ -295,6 +296,7 @@ def summarize_rank(rank, policy, root) -> dict:
     warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
     warnings += [f"rank {rank.rank}: {m} not present; metrics from it are not available" for m in rank.missing]
     k = rank.kernels.df
+    cat = None
     if rank.kernels.type_available and rank.kernels.core_available:
         cat = km.categorize(k, policy.categories)
         unknown = k.loc[(cat == km.UNKNOWN).to_numpy()]
@@ -306,7 +308,7 @@ def summarize_rank(rank, policy, root) -> dict:
                 f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
     return {
         "rank": rank.rank,
-        "metrics": rank_metrics(rank, policy, root, anatomy, kinds),
+        "metrics": rank_metrics(rank, policy, root, anatomy, kinds, cat),
         "anatomy": anatomy,
         "checks": checks,
         "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),

@@ -37,8 +37,12 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
 def canonical_core(df: pd.DataFrame) -> pd.Series:
     """Core type with communication rows folded to ``COMMUNICATION`` (HCCL <= 2025-01
     and COMMUNICATION later name the same thing); missing where the cell was N/A."""
-    core = df["core_type"].astype(object)
-    return core.where(~df["is_comm"], terms.COMM_CORE)
+    core = _as_category(df["core_type"])
+    if terms.COMM_CORE not in core.cat.categories:
+        core = core.cat.add_categories([terms.COMM_CORE])
+    core = core.copy()
+    core[df["is_comm"].to_numpy()] = terms.COMM_CORE
+    return core.cat.remove_unused_categories()
 
 
 def _matches(col: pd.Series, rx) -> np.ndarray:
@@ -57,7 +61,8 @@ def categorize(df: pd.DataFrame, rules) -> pd.Series:
     once per distinct value; rows are combined with numpy.
     """
     n = len(df)
-    out = np.full(n, UNKNOWN, dtype=object)
+    labels = list(dict.fromkeys([r.category for r in rules] + [UNKNOWN]))
+    out = np.full(n, labels.index(UNKNOWN), dtype=np.int32)
     todo = np.ones(n, dtype=bool)
     cols = {"name": df["name"], "type": df["op_type"], "core": df["core_type"]}
     for rule in rules:
@@ -66,27 +71,40 @@ def categorize(df: pd.DataFrame, rules) -> pd.Series:
             rx = getattr(rule, field)
             if rx is not None:
                 m &= _matches(cols[field], rx)
-        out[m] = rule.category
+        out[m] = labels.index(rule.category)
         todo &= ~m
         if not todo.any():
             break
-    return pd.Series(out, index=df.index, dtype="object")
+    return pd.Series(pd.Categorical.from_codes(out, categories=labels), index=df.index)
+
+
+def _per_step(df: pd.DataFrame, key: str, weights=None) -> pd.DataFrame:
+    """(step x key) table of counts or weighted sums via one bincount over category codes."""
+    d = df[df["step"].notna() & df[key].notna()]
+    if d.empty:
+        return pd.DataFrame()
+    step = _as_category(d["step"])
+    k = _as_category(d[key])
+    sc, kc = step.cat.codes.to_numpy().astype(np.int64), k.cat.codes.to_numpy().astype(np.int64)
+    ns, nk = len(step.cat.categories), len(k.cat.categories)
+    w = None if weights is None else d[weights].to_numpy(dtype=np.float64)
+    flat = np.bincount(sc * nk + kc, weights=w, minlength=ns * nk).reshape(ns, nk)
+    table = pd.DataFrame(flat, index=pd.Index(step.cat.categories.astype(str), name="step"),
+                         columns=pd.Index(k.cat.categories, name=key))
+    used_rows = np.bincount(sc, minlength=ns) > 0
+    used_cols = np.bincount(kc, minlength=nk) > 0
+    table = table.loc[used_rows, used_cols]
+    return table.astype(np.int64) if weights is None or d[weights].dtype.kind in "iu" else table
 
 
 def per_step_counts(df: pd.DataFrame, key: str) -> pd.DataFrame:
     """Calls per (step, key) as a wide frame: index step, columns key values, 0 where absent."""
-    d = df[df["step"].notna() & df[key].notna()]
-    if d.empty:
-        return pd.DataFrame()
-    return d.groupby(["step", key], observed=True).size().unstack(fill_value=0)
+    return _per_step(df, key)
 
 
 def per_step_sum_dur(df: pd.DataFrame, key: str) -> pd.DataFrame:
     """ΣDuration (ns) per (step, key) as a wide frame, 0 where absent."""
-    d = df[df["step"].notna() & df[key].notna()]
-    if d.empty:
-        return pd.DataFrame()
-    return d.groupby(["step", key], observed=True)["dur_ns"].sum().unstack(fill_value=0)
+    return _per_step(df, key, "dur_ns")
 
 
 def median_low(values) -> float:
