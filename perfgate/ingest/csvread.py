@@ -157,7 +157,9 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
         arr = table.column(col)
         if trim is None or canon in trim:
             arr = pc.utf8_trim_whitespace(arr)
-            arr = pc.if_else(pc.is_in(arr, value_set=missing), pa.scalar(None, pa.string()), arr)
+            na = pc.is_in(arr, value_set=missing)
+            if pc.any(na).as_py():  # copying the column only when a trimmed cell is N/A
+                arr = pc.if_else(na, pa.scalar(None, pa.string()), arr)
         out[canon] = arr
     return out, table.num_rows
 
