@@ -130,6 +130,10 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
             r = ref.loc[[s for s in rsteps if s in ref.index]].sum()
             out.extend(_kernel_vs_reference(rank.rank, label, rows, r, ref_name, kfile, policy))
 
+    if st_by_step is not None and ov is None:
+        out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, SKIPPED,
+                             f"no trace Overlap Analysis events to compare {st_name} with (trace_view.json "
+                             f"or the OVERLAP_ANALYSIS table absent or not read)"))
     if ov is not None and st_by_step is not None:
         tol = policy.self_checks["step_trace_abs_us"]
         for s in st_by_step.index:

@@ -77,14 +77,19 @@ def render_markdown(result, key: str | None = None) -> str:
         lines.append(f"No usable baseline: {_cell((result.error or {}).get('message', ''))}. "
                      f"Nothing was judged (this is not a pass).")
     else:
-        lines.append(f"{n['gated_regressions']} gated regression(s), {n[terms.IMPROVEMENT]} improvement(s), "
-                     f"{n[terms.UNCHANGED]} unchanged, {n[terms.INCOMPARABLE]} incomparable, "
-                     f"{n[terms.NEW]} new, {n[terms.MISSING]} missing.")
+        g = [c for c in result.comparisons if c.gated]
+        cnt = lambda v: sum(1 for c in g if c.verdict == v)
+        lines.append(f"Gated metrics: {len(g)} — {n['gated_regressions']} failing, {cnt(terms.IMPROVEMENT)} improved, "
+                     f"{cnt(terms.UNCHANGED)} unchanged, {cnt(terms.INCOMPARABLE)} incomparable, "
+                     f"{cnt(terms.MISSING)} missing. Informational metrics: {len(result.comparisons) - len(g)}.")
     lines.append("")
     main = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
     if main:
         lines.append("### Gated regressions and improvements")
         lines.extend(_table(main))
+        lines.append("")
+        lines.append("🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. Shares move "
+                     "together: one category growing makes the others shrink.")
         lines.append("")
         lines.append("<details><summary>Why</summary>")
         lines.append("")
@@ -96,7 +101,7 @@ def render_markdown(result, key: str | None = None) -> str:
     details: list[str] = []
     shown = [f for f in result.findings if f.severity in ("warn", "fail")]
     if shown:
-        lines.append(f"### Findings ({len(shown)})")
+        lines.append(f"### Findings in the candidate capture ({len(shown)})")
         lines += [f"- **{f.code}**: {_cell(f.message)}" + (f" — `{_cell(f.evidence)}`" if f.evidence else "")
                   for f in shown[:30]]
         lines.append("")
@@ -107,8 +112,9 @@ def render_markdown(result, key: str | None = None) -> str:
     steps = (result.detail or {}).get("steps") or []
     if steps:
         details += [f"<details><summary>Per-rank steps, hand-checkable ({len(steps)} rank-steps)</summary>", "",
-                    "Device times from kernel_details.csv (rows given), host window from trace_view.json "
-                    "ProfilerStep#N; us. bubble = wall − busy union; underfeed = bubble / wall.", "",
+                    "Device times from the kernel table (kernel_details.csv, op_summary or the DB's TASK "
+                    "table; rows given), host window from ProfilerStep#N (trace_view.json or STEP_TIME); us. "
+                    "bubble = wall − busy union; underfeed = bubble / wall.", "",
                     "| rank | step | rows | host step | wall | busy union | ΣDuration | bubble | underfeed | "
                     "prelaunch | tail | comm ΣDuration | exposed comm |",
                     "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

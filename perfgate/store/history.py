@@ -298,6 +298,7 @@ class HistoryStore:
                                        evidence=f"history:{branch} median of {len(g)} run(s)", context=ctx)
         cfg = json.loads(same.iloc[0]["config"])
         prov = {"source": f"history:{branch}", "runs": ids, "commits": [c for c in same["commit"] if c],
+                "ranks": cfg.get("ranks"),
                 "window": window, "series_key": sk, "db": str(self.path),
                 "steps": json.loads(same.iloc[0]["provenance"]).get("steps", {})}
         fp = Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version="history", provenance=prov, config=cfg,
