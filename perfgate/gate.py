@@ -16,8 +16,7 @@ from pathlib import Path
 from perfgate import errors, terms
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
 from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
-from perfgate.ingest import load_capture
-from perfgate.metrics.fingerprint import fingerprint_capture, require_valid
+from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
 from perfgate.store.baselines import BaselineStore
 

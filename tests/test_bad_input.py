@@ -62,7 +62,6 @@ def _umask():
 def test_unreadable_file_is_invalid_capture(env, monkeypatch, fname):
     """chmod 000 as a normal user (simulated: CI runs as root, which ignores permissions)."""
     import builtins
-    import io
     cand, check, tmp, _ = env
     c = cand()
     target = str(c / OUT0 / fname)

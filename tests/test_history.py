@@ -189,7 +189,6 @@ def test_journal_and_invalid_rounds(tmp_path, policy, text_captures, copy_captur
                    env={})
     r = CliRunner().invoke(main, ["history", "journal", "--branch", "tune", "--db", str(db)])
     assert r.exit_code == 0, r.output
-    lines = r.output.splitlines()
     assert "| 2 | BLOCK 128->64 | invalid | — |" in r.output
     assert "| 3 | fuse cast | kept | 129,309.3 | -3.7% | -3.7% |" in r.output
     assert "Cumulative over kept rounds: -3.7%" in r.output

@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from perfgate import terms
-from perfgate.compare import compare_fingerprints
 from perfgate.errors import InvalidCaptureError
 from perfgate.gate import check, save_baseline
 from perfgate.ingest import load_capture

@@ -1,6 +1,5 @@
 """The issue's "must show" items, checked on the real G2025 captures (read in place, mutated
 only in temp copies)."""
-import json
 
 import pytest
 from junitparser import JUnitXml

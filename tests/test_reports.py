@@ -1,14 +1,12 @@
 """Reports: JUnit (C03), Markdown (marker, table, limit), JSON."""
 import json
 
-import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from perfgate import terms
 from perfgate.gate import check, save_baseline
 from perfgate.model import Comparison, GateResult, SelfCheck
 from perfgate.report import render_json, render_junit, render_markdown
-from perfgate.report.markdown import LIMIT
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
 

@@ -8,7 +8,6 @@ reported with its file and row instead of silently turning into NaN.
 from __future__ import annotations
 
 import csv
-import io
 import os
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -267,19 +266,6 @@ def to_float_arrow(values, *, path: Path, column: str, strict: bool = True) -> n
             i = int(np.argmax(bad.to_numpy()))
             raise InvalidCaptureError(f"{column} is not a number: {ser.iloc[i]!r}", path=path, row=i + 1) from None
         return out.to_numpy(dtype=np.float64)
-
-
-def exact_scaled(values: pd.Series, scale: int, *, path: Path, column: str,
-                 rows: pd.Series, allow_null: bool = True) -> pd.Series:
-    """pandas wrapper of :func:`exact_scaled_arrow`: a nullable Int64 series."""
-    arr = pa.chunked_array([pa.array(values.astype(object).where(values.notna(), None), type=pa.string())])
-    try:
-        vals, null = exact_scaled_arrow(arr, scale, path=path, column=column, allow_null=allow_null)
-    except InvalidCaptureError as e:
-        raise InvalidCaptureError(e.message, path=path, row=int(rows.iloc[e.row - 1]) if e.row else None) from None
-    out = pd.Series(pd.array(vals, dtype="Int64"), index=values.index)
-    out[null] = pd.NA
-    return out
 
 
 def to_float(values: pd.Series, *, path: Path, column: str, rows: pd.Series) -> pd.Series:
