@@ -123,4 +123,5 @@ REGISTRY: dict[str, MetricDef] = {d.name: d for d in _DEFS}
 
 
 def get(name: str) -> MetricDef:
+    """The definition of metric ``name`` (KeyError for an unknown name)."""
     return REGISTRY[name]

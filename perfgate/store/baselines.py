@@ -36,6 +36,8 @@ class BaselineStore:
         self.dir = Path(directory) if directory is not None else default_dir()
 
     def path_for(self, name: str) -> Path:
+        """File of baseline ``name``. Raises UsageError for a name with '/', '..', a '.json'
+        suffix or other characters than letters, digits, '.', '_', '-'."""
         if (name or "").endswith(".json"):
             raise UsageError(f"baseline name {name!r}: give the name without '.json' (the file is NAME.json)")
         if not _NAME_RE.match(name or ""):
@@ -44,6 +46,7 @@ class BaselineStore:
         return self.dir / f"{name}.json"
 
     def names(self) -> list[str]:
+        """Names of the stored baselines (``<dir>/<name>.json``), sorted; [] when the folder is absent."""
         if not self.dir.is_dir():
             return []
         return sorted(p.stem for p in self.dir.glob("*.json") if _NAME_RE.match(p.stem) and not p.name.startswith("."))

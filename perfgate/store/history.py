@@ -247,6 +247,7 @@ class HistoryStore:
             + " order by r.recorded_at, r.id", self.conn, params=args)
 
     def keys(self, prefix: str | None = None) -> list[str]:
+        """Distinct recorded metric keys (optionally those starting with ``prefix``), sorted."""
         sql = "select distinct key from metric_values"
         args = []
         if prefix:
@@ -306,4 +307,5 @@ class HistoryStore:
         return fp, noise
 
     def close(self):
+        """Close the connection (writes are already committed)."""
         self.conn.close()
