@@ -172,12 +172,19 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
 @common_dir
 def baseline_list(baseline_dir):
     """List stored baselines."""
+    from perfgate.errors import NoBaselineError
     store = _store(baseline_dir)
     names = store.names()
     if not names:
         click.echo(f"no baselines in {store.dir}")
     for n in names:
-        click.echo(n)
+        try:
+            fp, meta = store.load(n)
+            p = fp.provenance
+            click.echo(f"{n}\tsaved {meta.get('saved_at', '?')}\tranks {p.get('ranks')}\t"
+                       f"commit {str(p.get('commit') or '-')[:12]}\tbranch {p.get('branch') or '-'}")
+        except NoBaselineError as e:
+            click.echo(f"{n}\tUNREADABLE: {e.message}")
 
 
 @baseline.command("show")

@@ -102,8 +102,11 @@ def test_baseline_records_provenance(tmp_path, pair):
     assert prov["commit"] == "abc123" and prov["branch"] == "main" and prov["runner"] == "npu-runner-1"
     assert prov["ranks"] == [0, 1] and prov["steps"]["0"] == ["10", "11", "12"]
     assert doc["fingerprint"]["config"]["profiler_level"] == "Level1" and doc["fingerprint"]["schema"] == 1
+    (bl / "broken.json").write_text("{")
     code, out = run(tmp_path, "baseline", "list", "--baseline-dir", bl)
-    assert out.split() == ["main"]
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("broken\tUNREADABLE") and lines[1].startswith("main\tsaved")
+    assert "ranks [0, 1]" in lines[1] and "commit abc123" in lines[1] and "branch main" in lines[1]
 
 
 def test_bad_baseline_name(tmp_path, pair):
