@@ -25,7 +25,7 @@ from dataclasses import replace
 from perfgate import terms
 from perfgate.metrics import registry
 from perfgate.model import Comparison, Fingerprint, metric_key
-from perfgate.policy import Policy, Rule, Tolerance
+from perfgate.policy import Policy, Tolerance
 
 _ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
           terms.MISSING: 4, terms.UNCHANGED: 5}
@@ -155,7 +155,7 @@ def _subject(name: str, labels: dict) -> str:
     return f"{what} [{view}]" if view else what
 
 
-def _compare_topn(key, name, labels, b, c, rule: Rule | None, gated: bool) -> Comparison:
+def _compare_topn(key, name, labels, b, c, gated: bool) -> Comparison:
     bctx, cctx = b.context, c.context
     depth_b = set(bctx.get("ranked", []))
     depth_c = set(cctx.get("ranked", []))
@@ -224,7 +224,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
             continue
         if name == "kernel.topn":
             if b and c:
-                out.append(_compare_topn(key, name, labels, b, c, rule, gated))
+                out.append(_compare_topn(key, name, labels, b, c, gated))
             continue
         absent_zero = bool(d and d.absent_is_zero)
         if (b is None or c is None) and not absent_zero:

@@ -94,6 +94,15 @@ class InvalidCaptureError(PerfgateError):
         d["problems"] = self.problems
         return d
 
+    @classmethod
+    def combine(cls, problems: list) -> "InvalidCaptureError":
+        """One error for several per-rank problems: the first one's message (with a count of
+        the others) and location; all of them in ``problems``."""
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        return cls(first.message + more, path=first.path, row=first.row, byte_offset=first.byte_offset,
+                   hint=first.hint, problems=[p.to_dict() for p in problems])
+
 
 class NoBaselineError(PerfgateError):
     """No stored baseline of that name, or it is unreadable / of another schema (exit 4)."""

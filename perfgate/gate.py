@@ -66,14 +66,12 @@ def gather_provenance(env=None, cwd=None) -> dict:
 def _summarize_location(loc, policy, root, with_trace):
     """Worker body (module level so process pools and dask can pickle it): one rank's files
     -> its summary. Errors come back as values so every rank's problem is reported."""
-    from perfgate.ingest import load_rank
+    from perfgate.ingest import as_capture_error, load_rank
     from perfgate.metrics.fingerprint import summarize_rank
     try:
         return summarize_rank(load_rank(loc, with_trace=with_trace), policy, root)
-    except InvalidCaptureError as e:
-        return e
-    except OSError as e:
-        return InvalidCaptureError(f"cannot read file: {e.strerror or e}", path=e.filename or loc.output_dir)
+    except (InvalidCaptureError, OSError) as e:
+        return as_capture_error(e, loc)
 
 
 AUTO_PARALLEL_BYTES = 64 << 20  # below this a process pool costs more than it saves
@@ -106,10 +104,8 @@ def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, 
     """
     from perfgate.ingest import discover
     from perfgate.metrics.fingerprint import fingerprint_from_summaries
-    if str(capture_path).strip() == "":
-        raise UsageError("capture path is empty")
+    locs = discover(capture_path)
     root = Path(capture_path)
-    locs = discover(root)
     total = len(locs)
     results = []
     if scheduler:
@@ -148,14 +144,9 @@ def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, 
                 results.append(_summarize_location(loc, policy, root, with_trace))
                 if progress:
                     progress(len(results), total)
-    problems = [r for r in results if isinstance(r, InvalidCaptureError)]
+    problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))
     if problems:
-        problems.sort(key=lambda e: str(e.path))
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise InvalidCaptureError(first.message + more, path=first.path, row=first.row,
-                                  byte_offset=first.byte_offset, hint=first.hint,
-                                  problems=[p.to_dict() for p in problems])
+        raise InvalidCaptureError.combine(problems)
     return fingerprint_from_summaries(results, policy, root, provenance)
 
 

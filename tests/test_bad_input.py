@@ -14,6 +14,18 @@ from perfgate.synth import SynthSpec, write_capture
 OUT0 = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
 
 
+def set_cell(path, row: int, column: str, value: str) -> None:
+    """Set one cell of a CSV file (``row``: 1-based data row), keeping every other byte's meaning."""
+    import csv
+    import io
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    rows[row][rows[0].index(column)] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+
+
 @pytest.fixture
 def env(tmp_path):
     base = write_capture(tmp_path / "base", SynthSpec(seed=1, steps=2))
@@ -142,12 +154,7 @@ def test_non_utf8_bytes(env, fname):
 def test_absurd_numbers(env, value, what):
     cand, check, tmp, _ = env
     c = cand()
-    kd = c / OUT0 / "kernel_details.csv"
-    lines = kd.read_text().splitlines()
-    cells = lines[1].split(",")
-    hdr = lines[0].split(",")
-    cells[hdr.index("Start Time(us)")] = value
-    kd.write_text("\n".join([lines[0], ",".join(cells)] + lines[2:]) + "\n")
+    set_cell(c / OUT0 / "kernel_details.csv", 1, "Start Time(us)", value)
     code, out = check(c)
     assert code == 3 and "Start Time(us)" in out and "row 1" in out, out
 
@@ -201,12 +208,7 @@ def test_policy_mistakes_are_usage_errors(env, text, needle):
 def test_dropped_row_cannot_pose_as_improvement(env):
     cand, check, tmp, _ = env
     c = cand()
-    kd = c / OUT0 / "kernel_details.csv"
-    lines = kd.read_text().splitlines()
-    hdr = lines[0].split(",")
-    cells = lines[5].split(",")
-    cells[hdr.index("Duration(us)")] = "N/A"
-    kd.write_text("\n".join(lines[:5] + [",".join(cells)] + lines[6:]) + "\n")
+    set_cell(c / OUT0 / "kernel_details.csv", 5, "Duration(us)", "N/A")
     (c / OUT0 / "step_trace_time.csv").unlink()
     code, out = check(c, "--no-trace")
     assert code == 1 and "kernel rows left out" in out, out

@@ -16,7 +16,7 @@ from perfgate.ingest.kernels import KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
 
-__all__ = ["Capture", "RankCapture", "load_capture", "AUTO_TRACE_BYTES"]
+__all__ = ["Capture", "RankCapture", "load_capture", "load_rank", "as_capture_error", "AUTO_TRACE_BYTES"]
 
 # with_trace="auto": a trace_view.json larger than this is skipped when step_trace_time.csv
 # already carries what the self-checks need (streaming runs at ~15-30 MB/s).
@@ -193,6 +193,14 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCaptu
                        warnings=kernels.warnings)
 
 
+def as_capture_error(e: Exception, loc: RankLocation) -> InvalidCaptureError:
+    """A rank's read failure as an InvalidCaptureError (permission denied, vanished file, ...)."""
+    if isinstance(e, InvalidCaptureError):
+        return e
+    return InvalidCaptureError(f"cannot read file: {getattr(e, 'strerror', None) or e}",
+                               path=getattr(e, "filename", None) or loc.output_dir)
+
+
 def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture:
     """Discover and read every rank of a capture.
 
@@ -207,26 +215,16 @@ def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture
         InvalidCaptureError: any rank is incomplete or unreadable. Every rank is read first;
             the error lists all problems found (``problems``), the message names the first.
     """
-    if str(path).strip() == "":
-        from perfgate.errors import UsageError
-        raise UsageError("capture path is empty")
-    locs = discover(Path(path))
+    locs = discover(path)
     ranks = []
     problems: list[PerfgateError] = []
     for loc in locs:
         try:
             ranks.append(load_rank(loc, with_trace=with_trace, pmu=pmu))
-        except InvalidCaptureError as e:
-            problems.append(e)
-        except OSError as e:  # permission denied, vanished file, ...
-            problems.append(InvalidCaptureError(f"cannot read file: {e.strerror or e}",
-                                                path=e.filename or loc.output_dir))
+        except (InvalidCaptureError, OSError) as e:
+            problems.append(as_capture_error(e, loc))
     if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-        raise InvalidCaptureError(first.message + more, path=first.path, row=first.row,
-                                  byte_offset=first.byte_offset, hint=first.hint,
-                                  problems=[p.to_dict() for p in problems])
+        raise InvalidCaptureError.combine(problems)
     warnings = []
     levels = {r.location.info.get("profiler_level") for r in ranks}
     if len(levels) > 1:

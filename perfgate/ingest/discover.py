@@ -121,11 +121,11 @@ def read_profiler_info(path: Path) -> dict:
     }
 
 
-def discover(path: Path) -> list[RankLocation]:
+def discover(path) -> list[RankLocation]:
     """List the ranks of a capture, sorted by rank id.
 
     Raises:
-        UsageError: the path does not exist or is not a directory.
+        UsageError: the path is empty, does not exist or is not a directory.
         InvalidCaptureError: no rank output folder under it, two folders claim the same rank,
             or several folders whose rank cannot be determined.
     """

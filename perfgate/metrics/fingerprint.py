@@ -46,6 +46,18 @@ def _rel(path, root) -> str:
         return str(path)
 
 
+def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
+    """{value of ``key``: evidence text naming its first ``limit`` rows and how many more}."""
+    grouped = df.groupby(key, observed=True)["row"]
+    first = grouped.head(limit).groupby(df[key], observed=True).agg(list).to_dict()
+    sizes = grouped.size().to_dict()
+    out = {}
+    for val, rows in first.items():
+        extra = int(sizes.get(val, 0)) - len(rows)
+        out[val] = f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else "")
+    return out
+
+
 def _rows_text(rows, limit=5) -> str:
     rows = list(rows)
     shown = ", ".join(str(r) for r in rows[:limit])
@@ -94,15 +106,10 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
             return
         srt = np.sort(wide.to_numpy(), axis=0)
         med, lo, hi = srt[(len(srt) - 1) // 2], srt[0], srt[-1]
-        grouped = k.groupby(key, observed=True)["row"]
-        first_rows = grouped.head(5).groupby(k[key], observed=True).agg(list).to_dict()
-        sizes = grouped.size().to_dict()
+        evidence = _rows_by(k, key, kfile)
         for i, col in enumerate(wide.columns):
-            rows = first_rows.get(col, [])
-            extra = int(sizes.get(col, 0)) - len(rows)
-            ev = f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else "")
-            out[(name, ((label, str(col)),))] = (float(med[i]), ev, {"per_step_min": int(lo[i]),
-                                                                      "per_step_max": int(hi[i])})
+            out[(name, ((label, str(col)),))] = (float(med[i]), evidence.get(col, kfile),
+                                                 {"per_step_min": int(lo[i]), "per_step_max": int(hi[i])})
 
     put_counts("kernel.calls_per_step", "family", "family")
     if kt.type_available:
@@ -133,14 +140,10 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
                        else km.categorize(k, policy.categories))
         wide = km.per_step_sum_dur(cat, "category").reindex(index=steps, fill_value=0)
         shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
-        first_rows = cat.groupby("category")["row"].agg(lambda r: list(r.iloc[:5]))
-        sizes = cat.groupby("category").size()
+        evidence = _rows_by(cat, "category", kfile)
         for col in shares.columns:
-            rows = first_rows.get(col, [])
-            extra = int(sizes.get(col, 0)) - len(rows)
             out[("share.category", (("category", str(col)),))] = (
-                float(shares[col].median()),
-                f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else ""), {})
+                float(shares[col].median()), evidence.get(col, kfile), {})
 
     if not steps:
         return out
