@@ -318,19 +318,29 @@ def history():
 @click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
 @click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
 @click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True)
+@click.option("--allow-duplicate", is_flag=True,
+              help="Record even when the branch already holds a run with identical metric values.")
 @common_history
 @common_policy
 @common_trace
 @no_trace_opt
-def history_record(capture, branch, commit, note, status, db_path, policy_path, trace_mode, no_trace):
-    """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values)."""
+def history_record(capture, branch, commit, note, status, allow_duplicate, db_path, policy_path, trace_mode,
+                   no_trace):
+    """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
+
+    Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
+    existing run) unless --allow-duplicate is given."""
     from perfgate.gate import record_history
     try:
-        run_id, fp = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
-                                    branch=branch, commit=commit, note=note, status=status,
-                                    with_trace=_with_trace(trace_mode, no_trace))
+        run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
+                                         branch=branch, commit=commit, note=note, status=status,
+                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate)
     except PerfgateError as e:
         _fail(e)
+    if dup:
+        click.echo(f"warning: this capture is already recorded on branch {branch!r} as run {run_id} (identical "
+                   f"metric values); nothing written (--allow-duplicate records it again)", err=True)
+        return
     click.echo(f"recorded run {run_id} ({len(fp.metrics)} metrics) on branch {branch!r} -> {_history_path(db_path)}")
 
 

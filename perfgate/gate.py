@@ -12,6 +12,7 @@ import platform
 import subprocess
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from perfgate import errors, terms
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
@@ -289,10 +290,14 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
 
 
 def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",
-                   with_trace=True, env=None):
+                   with_trace=True, env=None, allow_duplicate=False):
     """Fingerprint a capture and record it in the history database.
 
-    Returns ``(run_id, fingerprint)``. An invalid capture records nothing, except, when a
+    Returns :class:`Recorded` ``(run_id, fingerprint, duplicate)``. Recording is idempotent: when
+    the branch already holds a run with the same metric values (the same capture recorded again,
+    e.g. a re-run CI step), nothing is written, ``duplicate`` is True and ``run_id`` is the
+    existing run's id; ``allow_duplicate=True`` records it anyway (each copy then weighs in trends
+    and rolling baselines). An invalid capture records nothing, except, when a
     tuning-journal ``note`` is given, a run with status ``invalid`` and no metric values; the
     InvalidCaptureError is raised either way.
 
@@ -322,10 +327,19 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         raise
     hs = HistoryStore(history_path)
     try:
-        run_id = hs.record(fp, branch=branch, commit=prov.get("commit"), note=note, status=status)
+        dup = None if allow_duplicate else hs.same_capture(fp, branch)
+        if dup is not None:
+            return Recorded(dup, fp, True)
+        return Recorded(hs.record(fp, branch=branch, commit=prov.get("commit"), note=note, status=status), fp, False)
     finally:
         hs.close()
-    return run_id, fp
+
+
+class Recorded(NamedTuple):
+    """Outcome of :func:`record_history`."""
+    run_id: int
+    fingerprint: Fingerprint
+    duplicate: bool
 
 
 __all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "record_history", "PerfgateError"]

@@ -141,7 +141,8 @@ def test_history_baseline_on_real_captures(text_captures, policy, tmp_path):
     """Must show 3: record level1 twice, check level2 against history:main."""
     db = tmp_path / "h.sqlite"
     for c in ("a1", "b2"):
-        record_history(text_captures / "level1", policy=policy, history_path=db, branch="main", commit=c, env={})
+        record_history(text_captures / "level1", policy=policy, history_path=db, branch="main", commit=c, env={},
+                       allow_duplicate=True)
     r = check(text_captures / "level2", "history:main", policy=policy, store=BaselineStore(tmp_path / "bl"),
               env={}, history_path=db)
     assert r.status == terms.PASS and r.exit_code == 0
@@ -220,8 +221,15 @@ def test_cli_history_commands(tmp_path):
     r = run("check", "--baseline", "history:main", tmp_path / "c0", "--history", tmp_path / "missing.sqlite",
             "--out", tmp_path / "o")
     assert r.exit_code == 4 and "no history database" in r.output
+    # The same capture again: idempotent, nothing written, the existing run named.
     r = run("history", "record", tmp_path / "c0", "--branch", "main", "--db", db)
-    assert r.exit_code == 0
+    assert r.exit_code == 0 and "already recorded on branch 'main' as run 1" in r.output
+    assert len(json.loads(run("history", "runs", "--db", db, "--format", "json").output)) == 3
+    r = run("history", "record", tmp_path / "c0", "--branch", "main", "--db", db, "--allow-duplicate")
+    assert r.exit_code == 0 and "recorded run 4" in r.output
+    # Another branch is another series of records: not a duplicate there.
+    r = run("history", "record", tmp_path / "c0", "--branch", "perf", "--db", db)
+    assert r.exit_code == 0 and "recorded run 5" in r.output
     r = CliRunner().invoke(main, ["history", "record", str(tmp_path / "c0"), "--branch", "main", "--db", db],
                            env={"GITHUB_EVENT_NAME": "pull_request"})
     assert r.exit_code == 2 and "never write to the history" in r.output

@@ -63,6 +63,16 @@ def series_key(config: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def metrics_digest(fp: Fingerprint) -> str:
+    """Content identity of a fingerprint: sha256 (first 16 hex) over every metric key and value.
+
+    Two recordings of the same capture files give the same digest; two profiling runs of one
+    commit practically never do (timings differ in the last nanosecond).
+    """
+    blob = json.dumps({k: m.value for k, m in fp.metrics.items()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def parse_since(text: str | None) -> str | None:
     """``30d`` / ``12h`` / ``2w`` / an ISO date -> ISO timestamp lower bound (UTC)."""
     if not text:
@@ -179,6 +189,8 @@ class HistoryStore:
         prov = dict(fp.provenance) if fp else {}
         if error:
             prov["error"] = error
+        if fp is not None:
+            prov["metrics_digest"] = metrics_digest(fp)
         run = {
             "branch": branch, "commit_sha": commit or prov.get("commit"),
             "recorded_at": recorded_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
@@ -215,6 +227,13 @@ class HistoryStore:
             raise StoreError(f"history write failed, nothing recorded: {e}", path=self.path) from None
 
     # -- reads ----------------------------------------------------------------------------
+    def same_capture(self, fp: Fingerprint, branch: str) -> int | None:
+        """Id of the newest run on ``branch`` with the same :func:`metrics_digest`, or None."""
+        row = self.conn.execute(
+            "select id from runs where branch = ? and json_extract(provenance, '$.metrics_digest') = ? "
+            "order by id desc limit 1", (branch, metrics_digest(fp))).fetchone()
+        return row[0] if row else None
+
     @staticmethod
     def _filters(branch, since, prefix="", where=None, args=None):
         """SQL conditions for the optional branch / since filters on ``runs``."""
