@@ -256,3 +256,20 @@ def test_every_metric_key_in_sparklines_is_gated(synth_check, policy):
     keys = sparkline_keys(result)
     assert keys and set(keys) <= gated
     assert all(parse_metric_key(k)[1]["view"] in ("rank0", "p50") for k in keys)
+
+
+@pytest.mark.bench
+def test_64_rank_check_report_under_5_mb(tmp_path, policy):
+    """A 64-rank check's HTML stays far under 5 MB and opens cleanly (about 25 s: fingerprinting
+    128 ranks dominates, so it runs with -m bench)."""
+    from perfgate.synth.scale import write_scaled
+    store = BaselineStore(tmp_path / "bl")
+    base = write_scaled(tmp_path / "a", ranks=64, steps=2, kernels_per_step=100, run=1)
+    cand = write_scaled(tmp_path / "b", ranks=64, steps=2, kernels_per_step=100, run=2)
+    save_baseline(base, "main", policy=policy, store=store, env={}, workers=1)
+    r = check(cand, "main", policy=policy, store=store, env={}, workers=1)
+    html = write_check_html(r, tmp_path / "r64.html", store=store)
+    size = html.stat().st_size
+    print(f"64-rank HTML report: {size / 1e6:.2f} MB, {len(r.self_checks)} self-checks, {len(r.comparisons)} comparisons")
+    assert size < 5_000_000 and len(r.detail["step_time"]) == 128
+    _view(html, tmp_path / "html-report-64-ranks.png", CHARTS)

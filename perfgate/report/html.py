@@ -274,7 +274,7 @@ def chart_ranks(detail: dict | None, base_detail: dict | None = None) -> str:
         ax.text(len(x) - 0.5, p50, f" p50 {p50:,.0f} us", va="bottom", ha="right", fontsize=8)
         if base:
             bx = [i for i, r in enumerate(ranks) if r in base]
-            ax.scatter(bx, [base[ranks[i]] for i in bx], marker="_", s=160, color="#444", zorder=3,
+            ax.scatter(bx, [base[ranks[i]] for i in bx], marker="_", s=max(30.0, min(500.0, 6000.0 / len(ranks))), linewidths=2, color="#222", zorder=3,
                        label="baseline")
         from matplotlib.patches import Patch
         handles = [Patch(color="#2ca02c", label=f"rank0 (rank {r0}) {cand[r0]:,.0f} us"),
