@@ -372,6 +372,8 @@ def chart_families(vals: _Values, has_base: bool, top: int = 12) -> str:
         ax.axvline(0, color="#333", lw=0.8)
         lo, hi = min(0.0, min(v)), max(0.0, max(v))
         ax.set_xlim(lo - 0.05 * span, hi + 0.75 * span)
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.set_xlabel("Δ ΣDuration per step (us)" if has_base else "ΣDuration per step (us)")
         fig.tight_layout()
         return _figure("chart-families", title, _svg(fig, title), cap)
