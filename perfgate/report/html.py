@@ -198,7 +198,8 @@ def chart_shares(vals: _Values, has_base: bool) -> str:
     data = [(t, vals.labelled(n, lab, terms.VIEW_P50)) for t, n, lab in groups]
     data = [(t, d) for t, d in data if d]
     cap = ("Share of the kernel table's ΣDuration per step, median over ranks (view p50); percent. "
-           "Bars are labelled with the candidate's share and its change in percentage points.")
+           + ("Bars are labelled with the candidate's share and its change in percentage points." if has_base
+              else "Bars are labelled with the capture's share."))
     if not data:
         return _figure("chart-shares", "Time shares", _nodata("no share metrics (Type / Accelerator Core not "
                                                                "recorded in this capture, or nothing was compared)"), cap)
