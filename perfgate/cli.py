@@ -272,8 +272,11 @@ def _print_summary(result, paths, quiet):
                    "./perfgate-history.sqlite).")
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address for per-rank work.")
+@click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
+              help="Also write a self-contained HTML report with plots here (trend sparklines when the "
+                   "--history database exists).")
 def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trace, out, junit, markdown,
-          json_path, no_baseline_ok, quiet, history_path, workers, scheduler):
+          json_path, no_baseline_ok, quiet, history_path, workers, scheduler, html_path=None):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
     BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
@@ -289,6 +292,10 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
                            with_trace=_with_trace(trace_mode, no_trace), history_path=_history_path(history_path),
                            workers=workers, scheduler=scheduler, progress=_Progress(quiet))
         paths = _write_reports(result, out, junit, markdown, json_path, key=baseline_name)
+        if html_path:
+            from perfgate.htmlreport import write_check_html
+            paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
+                                             history_path=_history_path(history_path))
     except PerfgateError as e:
         _fail(e)
     _print_summary(result, paths, quiet)
@@ -577,6 +584,37 @@ def demo(out):
         _fail(e)
     _print_summary(result, paths, False)
     sys.exit(result.exit_code)
+
+
+@main.command("report")
+@click.argument("capture", type=click.Path())
+@click.option("--html", "html_path", default="perfgate-report.html", show_default=True,
+              type=click.Path(dir_okay=False), help="HTML file to write.")
+@click.option("--history", "history_path", default=None, type=click.Path(dir_okay=False),
+              help="History database for trend sparklines (default: $PERFGATE_HISTORY or "
+                   "./perfgate-history.sqlite, used when it exists).")
+@common_policy
+@common_trace
+@no_trace_opt
+@common_workers
+def report_capture(capture, html_path, history_path, policy_path, trace_mode, no_trace, workers):
+    """Write a self-contained HTML report (plots, self-checks, provenance) for one CAPTURE.
+    Exits 3 when a self-check fails or a fail-closed finding is present (the report says why)."""
+    from perfgate.gate import fingerprint_path
+    from perfgate.htmlreport import write_capture_html
+    from perfgate.metrics.fingerprint import blocking_findings, failed_checks
+    try:
+        policy = _policy(policy_path)
+        fp = fingerprint_path(capture, policy, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
+                              progress=_Progress(False))
+        path = write_capture_html(fp, html_path, policy=policy, history_path=_history_path(history_path))
+    except PerfgateError as e:
+        _fail(e)
+    bad = failed_checks(fp) + blocking_findings(fp, policy.fail_closed)
+    click.echo(f"perfgate: {'INVALID_CAPTURE' if bad else 'VALID_CAPTURE'}: {len(fp.metrics)} metrics, "
+               f"ranks {fp.provenance['ranks']}\n  html: {path}")
+    if bad:
+        sys.exit(errors.EXIT_INVALID_CAPTURE)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -373,6 +373,10 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
                 f"figures are not comparable for this capture", x["output_dir"]))
     kinds = pd.concat([x["kinds"] for x in sums if len(x["kinds"])] or [pd.DataFrame()], ignore_index=True)
     detail = {"steps": _records(tables), "comm_kinds": _records(kinds)}
+    # per rank and step: the gated step time (Computing + Communication(Not Overlapped) + Free, or the
+    # device wall when no step_trace / Overlap Analysis exists), for per-rank plots
+    detail["step_time"] = [{"rank": int(r), "step": str(s), "time_us": round(float(v), 6)}
+                           for (r, s), v in sorted(step_time.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))]
     warns = list(warnings or [])
     levels = {x["info"].get("profiler_level") for x in sums}
     if len(levels) > 1 and not any("different levels" in w for w in warns):

@@ -328,3 +328,35 @@ class HistoryStore:
     def close(self):
         """Close the connection (writes are already committed)."""
         self.conn.close()
+
+
+def trend_series(path, keys, *, branch: str | None = None, config: dict | None = None,
+                 last: int = 30) -> dict:
+    """Recorded values of ``keys`` for trend sparklines: ``{key: DataFrame}`` with columns
+    run_id, recorded_at, commit, value (oldest first, the last ``last`` kept runs).
+
+    Only one series is returned per key: the candidate's (``series_key(config)``) when
+    ``config`` is given and recorded, else the series of the most recent run, so values
+    across a split (rank count, versions, aic_metrics) are never drawn on one line. Keys with
+    no recorded value are left out. A missing database gives ``{}``.
+
+    Raises:
+        StoreError: the file exists but is not a readable perfgate history database.
+    """
+    if not Path(path).is_file():
+        return {}
+    hs = HistoryStore(path, readonly=True)
+    want = series_key(config) if config else None
+    out = {}
+    try:
+        for key in keys:
+            s = hs.series(key, branch=branch)
+            s = s[s["status"] == "kept"]
+            if s.empty:
+                continue
+            sk = want if want is not None and (s["series_key"] == want).any() else s["series_key"].iloc[-1]
+            s = s[s["series_key"] == sk].tail(last)
+            out[key] = s[["run_id", "recorded_at", "commit", "value"]].reset_index(drop=True)
+    finally:
+        hs.close()
+    return out
