@@ -44,7 +44,7 @@ class FakeGitHub:
         self.server = make_server("127.0.0.1", 0, self.wsgi, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.api_url = self.url + "/api/v3"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # --- lifecycle -----------------------------------------------------------------------
     def start(self):
