@@ -46,6 +46,9 @@ from perfgate.store.atomic import write_atomic
 GITHUB_COM_API = "https://api.github.com"
 COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment body, in characters
 PR_EVENTS = ("pull_request", "pull_request_target")
+#: step outputs written by :func:`publish_check` (action.yml maps each to an action output)
+OUTPUT_NAMES = ("verdict", "exit-code", "gated", "regressions", "improvements", "junit", "markdown", "json",
+                "comment-url", "comment-file", "merge-base")
 _MARKER_RE = re.compile(r"^\s*<!-- perfgate:report key=(.*?) -->")
 TRUNCATION_NOTE = ("\n\n_Comment truncated to stay under GitHub's 65,536-character limit; the full report "
                    "is in the job summary and the uploaded perfgate-report.md / perfgate-result.json._\n")
