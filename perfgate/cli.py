@@ -314,8 +314,9 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
     if not (comment or os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_OUTPUT")):
         return
     from perfgate.publish.github import publish_check
-    res = publish_check(result, paths, markdown=Path(paths["markdown"]).read_text(encoding="utf-8"),
-                        comment=comment, key=key, out_dir=out, token_env=token_env, summary=summary)
+    from perfgate.report import render_markdown
+    res = publish_check(result, paths, markdown=render_markdown(result, key=key), comment=comment, key=key,
+                        out_dir=out, token_env=token_env, summary=summary)
     c = res["comment"]
     if c is not None and c.action in ("created", "updated"):
         click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else ""))

@@ -1,6 +1,7 @@
 """GitHub integration over real HTTP: github3.py talks to a local GitHub Enterprise-shaped server
 (tests/github_fake.py, werkzeug on 127.0.0.1). Nothing of github3.py is mocked."""
 import json
+import subprocess
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from click.testing import CliRunner
 from github_fake import FakeGitHub
 from perfgate.cli import main
 from perfgate.publish.github import (
-    COMMENT_LIMIT, ActionsContext, context_from_env, fit_comment, github_client, marker_key, publish_report,
+    COMMENT_LIMIT, ActionsContext, baseline_note, context_from_env, fit_comment, github_client, marker_key, publish_report,
     redact, upsert_comment, write_outputs,
 )
 from perfgate.report.markdown import marker
@@ -269,3 +270,25 @@ def test_pr_run_refuses_to_write_the_main_baseline(tmp_path, captures):
                            env={"GITHUB_EVENT_NAME": "pull_request_target"})
     assert r.exit_code == 2 and "pull-request runs never write baselines" in r.output
     assert (bl / "main.json").read_bytes() == before
+
+
+def test_merge_base_from_git_and_the_baseline_note(tmp_path):
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(git[:3] + ["init", "-q", "-b", "main"], check=True)
+
+    def commit(msg):
+        subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", msg], check=True)
+        return subprocess.run(git[:3] + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    fork_point = commit("base")
+    subprocess.run(git[:3] + ["checkout", "-q", "-b", "pr"], check=True)
+    head = commit("pr work")
+    subprocess.run(git[:3] + ["checkout", "-q", "main"], check=True)
+    main_tip = commit("main moves on")
+    ctx = ActionsContext(repository=REPO, event_name="pull_request", pr_number=PR, head_sha=head, base_sha=main_tip)
+    assert ctx.merge_base(cwd=tmp_path) == fork_point
+    assert ActionsContext(head_sha=head, base_sha="f" * 40).merge_base(cwd=tmp_path) is None  # unknown commit
+    md = report("main") + "\nGated metrics: 3\n"
+    noted = baseline_note(md, {"commit": main_tip}, fork_point)
+    assert noted.split("\n")[4] == (f"> Baseline saved at commit `{main_tip[:12]}`; this pull request's merge-base "
+                                    f"is `{fork_point[:12]}`: differences also include commits between the two.")
+    assert noted.startswith(marker("main")) and baseline_note(md, {"commit": fork_point}, fork_point) == md

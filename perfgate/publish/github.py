@@ -410,15 +410,32 @@ def write_outputs(path, values: dict) -> Path:
     return p
 
 
+def baseline_note(markdown: str, baseline_provenance: dict | None, merge_base: str | None) -> str:
+    """``markdown`` with one line after the verdict heading naming the baseline's commit and the
+    pull request's merge-base when both are known and differ (a stale or newer baseline judges
+    changes that are not the PR's own). Unchanged otherwise."""
+    commit = (baseline_provenance or {}).get("commit")
+    if not (commit and merge_base) or commit == merge_base:
+        return markdown
+    note = (f"> Baseline saved at commit `{commit[:12]}`; this pull request's merge-base is `{merge_base[:12]}`: "
+            f"differences also include commits between the two.")
+    lines = markdown.split("\n")
+    at = next((i for i, ln in enumerate(lines) if ln.startswith("## ")), 0)
+    return "\n".join(lines[:at + 1] + ["", note] + lines[at + 1:])
+
+
 def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str, out_dir, env=None,
-                  token_env: str = "GITHUB_TOKEN", summary: bool = True, client_options: dict | None = None) -> dict:
+                  token_env: str = "GITHUB_TOKEN", summary: bool = True, client_options: dict | None = None,
+                  cwd=None) -> dict:
     """Everything ``perfgate check`` does in GitHub Actions after writing its reports.
 
     * ``summary`` and ``$GITHUB_STEP_SUMMARY`` set: the Markdown report is appended to it;
     * ``comment``: :func:`publish_report` with the context from ``env``;
     * ``$GITHUB_OUTPUT`` set: outputs ``verdict``, ``exit-code``, ``gated``, ``regressions``,
       ``improvements``, ``junit``, ``markdown``, ``json``, ``comment-url``, ``comment-file``,
-      ``merge-base``.
+      ``merge-base``;
+    * in a pull request whose merge-base (``git merge-base`` in ``cwd``) is not the baseline's
+      commit, :func:`baseline_note` adds a line saying so to the summary and the comment.
 
     Returns ``{"comment": CommentOutcome | None, "summary": path | None, "outputs": path | None,
     "warnings": [str]}``. Never raises: a failed summary / output write is a warning too, since
@@ -428,16 +445,18 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
     token = env.get(token_env)
     warnings: list[str] = []
     res = {"comment": None, "summary": None, "outputs": None, "warnings": warnings}
+    ctx = None
+    if comment or env.get("GITHUB_OUTPUT") or (summary and env.get("GITHUB_STEP_SUMMARY")):
+        try:
+            ctx = context_from_env(env)
+        except UsageError as e:
+            warnings.append(e.render())
+    merge_base = ctx.merge_base(cwd) if ctx is not None and ctx.is_pull_request else None
+    markdown = baseline_note(markdown, result.baseline_provenance, merge_base)
     if summary and env.get("GITHUB_STEP_SUMMARY"):
         try:
             res["summary"] = append_step_summary(env["GITHUB_STEP_SUMMARY"], markdown)
         except StoreError as e:
-            warnings.append(e.render())
-    ctx = None
-    if comment or env.get("GITHUB_OUTPUT"):
-        try:
-            ctx = context_from_env(env)
-        except UsageError as e:
             warnings.append(e.render())
     if comment and ctx is not None:
         try:
@@ -457,7 +476,7 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
                   "improvements": sum(1 for c in gated if c.verdict == terms.IMPROVEMENT),
                   "junit": paths.get("junit"), "markdown": paths.get("markdown"), "json": paths.get("json"),
                   "comment-url": co.url if co else "", "comment-file": (co.fallback.get("markdown") if co else ""),
-                  "merge-base": (ctx.merge_base() if ctx is not None and ctx.is_pull_request else "") or ""}
+                  "merge-base": merge_base or ""}
         try:
             res["outputs"] = write_outputs(env["GITHUB_OUTPUT"], values)
         except StoreError as e:
