@@ -323,8 +323,11 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
     if res["summary"]:
         click.echo(f"  job summary: appended to {res['summary']}")
     for w in res["warnings"]:
-        click.echo(f"::warning title=perfgate::{w}" if os.environ.get("GITHUB_ACTIONS") else f"perfgate: warning: {w}",
-                   err=True)
+        if os.environ.get("GITHUB_ACTIONS"):  # a workflow command: one line, % and newlines escaped
+            w = "::warning title=perfgate::" + w.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        else:
+            w = f"perfgate: warning: {w}"
+        click.echo(w, err=True)
 
 
 def _history_path(path):

@@ -243,6 +243,7 @@ def actions_env(srv, tmp_path, token, fork=False):
 
 def test_check_comment_fork_403_keeps_exit_code_and_writes_files(server, tmp_path, captures):
     base, worse, bl = captures
+    server.echo_auth = True  # the 403 body repeats the Authorization header: must still never show up
     env = actions_env(server, tmp_path, READ, fork=True)
     for cap, code in ((worse, 1), (base, 0)):
         out = tmp_path / f"o{code}"
@@ -261,6 +262,13 @@ def test_check_comment_fork_403_keeps_exit_code_and_writes_files(server, tmp_pat
     assert not comments(server)
     for f in [*tmp_path.rglob("*.md"), *tmp_path.rglob("*.json"), *tmp_path.rglob("*.txt"), *tmp_path.rglob("*.xml")]:
         assert READ not in f.read_text(), f
+    # the workflow_run follow-up posts what the fork run left, with a write token
+    o1 = tmp_path / "o1"
+    r = CliRunner().invoke(main, ["comment", str(o1 / "perfgate-comment.md"), "--meta", str(o1 / "perfgate-comment.json"),
+                                  "--repo", REPO], env={"GITHUB_TOKEN": WRITE, "GITHUB_EVENT_PATH": None,
+                                                        "GITHUB_API_URL": None})
+    assert r.exit_code == 0 and "comment created" in r.output, r.output
+    assert len(comments(server)) == 1 and "**REGRESSION**" in comments(server)[0]["body"]
 
 
 def test_pr_run_refuses_to_write_the_main_baseline(tmp_path, captures):
