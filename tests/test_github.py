@@ -13,6 +13,7 @@ from perfgate.publish.github import (
     COMMENT_LIMIT, ActionsContext, baseline_note, context_from_env, fit_comment, github_client, marker_key, publish_report,
     redact, upsert_comment, write_outputs,
 )
+from perfgate.errors import UsageError
 from perfgate.report.markdown import marker
 from perfgate.synth import SynthSpec, write_capture
 
@@ -300,3 +301,16 @@ def test_merge_base_from_git_and_the_baseline_note(tmp_path):
     assert noted.split("\n")[4] == (f"> Baseline saved at commit `{main_tip[:12]}`; this pull request's merge-base "
                                     f"is `{fork_point[:12]}`: differences also include commits between the two.")
     assert noted.startswith(marker("main")) and baseline_note(md, {"commit": fork_point}, fork_point) == md
+
+
+def test_default_retry_budget_and_bad_keys(server, tmp_path):
+    server.fail_with = [(500, {})] * 10
+    gh = github_client(server.api_url, WRITE)  # the defaults: 3 retries, sleeps 0 + 1 + 2 s
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as exc:
+        upsert_comment(gh, REPO, PR, report("main"), "main")
+    elapsed = time.monotonic() - t0
+    assert getattr(exc.value, "code", None) == 500 and len(server.log) == 4 and 2.5 < elapsed < 8, elapsed
+    for bad in ("a -->b", "x--y", "", "two\nlines"):
+        with pytest.raises(UsageError):
+            upsert_comment(gh, REPO, PR, "body", bad)

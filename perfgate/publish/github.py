@@ -249,13 +249,15 @@ def upsert_comment(gh, repository: str, pr_number: int, body: str, key: str) -> 
     through :func:`fit_comment`. Every page of comments is read.
 
     Raises:
-        UsageError: ``repository`` is not ``owner/name``.
+        UsageError: ``repository`` is not ``owner/name``, or ``key`` could break the HTML comment.
         PublishError: the PR does not exist (404).
         github3 / requests exceptions for HTTP and network failures (the caller redacts them).
     """
     owner, sep, name = repository.partition("/")
     if not (owner and sep and name) or "/" in name:
         raise UsageError(f"repository must be OWNER/NAME, got {repository!r}")
+    if not re.fullmatch(r"[\w.@:+/=-]{1,200}", key or "") or "--" in key:
+        raise UsageError(f"comment key must be 1-200 of letters, digits and . _ @ : + / = - (no '--'), got {key!r}")
     tag = marker(key)
     if not body.lstrip().startswith(tag):
         body = tag + "\n\n" + body
