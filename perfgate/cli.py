@@ -275,8 +275,17 @@ def _print_summary(result, paths, quiet):
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
               help="Also write a self-contained HTML report with plots here (trend sparklines when the "
                    "--history database exists).")
+@click.option("--comment", is_flag=True,
+              help="GitHub Actions: post the report as the pull request's sticky comment (created once, then "
+                   "updated in place). A failure is a warning and never changes the exit code.")
+@click.option("--comment-key", default=None,
+              help="Key of the sticky comment (default: the baseline name); give each matrix leg its own.")
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding the GitHub token (never printed or written).")
+@click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")
 def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trace, out, junit, markdown,
-          json_path, no_baseline_ok, quiet, history_path, workers, scheduler, html_path=None):
+          json_path, no_baseline_ok, quiet, history_path, workers, scheduler, comment=False, comment_key=None,
+          token_env="GITHUB_TOKEN", no_summary=False, html_path=None):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
     BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
@@ -291,7 +300,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
                            with_trace=_with_trace(trace_mode, no_trace), history_path=_history_path(history_path),
                            workers=workers, scheduler=scheduler, progress=_Progress(quiet))
-        paths = _write_reports(result, out, junit, markdown, json_path, key=baseline_name)
+        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name)
         if html_path:
             from perfgate.htmlreport import write_check_html
             paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
@@ -299,10 +308,33 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     except PerfgateError as e:
         _fail(e)
     _print_summary(result, paths, quiet)
+    _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary)
     code = result.exit_code
     if result.status == terms.NO_BASELINE and no_baseline_ok:
         code = errors.EXIT_PASS
     sys.exit(code)
+
+
+def _publish_github(result, paths, out, comment, key, token_env, summary):
+    """Job summary, sticky PR comment and step outputs (GitHub Actions); warnings only."""
+    import os
+    if not (comment or os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_OUTPUT")):
+        return
+    from perfgate.publish.github import publish_check
+    from perfgate.report import render_markdown
+    res = publish_check(result, paths, markdown=render_markdown(result, key=key), comment=comment, key=key,
+                        out_dir=out, token_env=token_env, summary=summary)
+    c = res["comment"]
+    if c is not None and c.action in ("created", "updated"):
+        click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else ""))
+    if res["summary"]:
+        click.echo(f"  job summary: appended to {res['summary']}")
+    for w in res["warnings"]:
+        if os.environ.get("GITHUB_ACTIONS"):  # a workflow command: one line, % and newlines escaped
+            w = "::warning title=perfgate::" + w.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        else:
+            w = f"perfgate: warning: {w}"
+        click.echo(w, err=True)
 
 
 def _history_path(path):
@@ -615,6 +647,50 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
                f"ranks {fp.provenance['ranks']}\n  html: {path}")
     if bad:
         sys.exit(errors.EXIT_INVALID_CAPTURE)
+
+
+@main.command("comment")
+@click.argument("body_file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--key", default=None, help="Sticky-comment key (default: the marker that starts BODY_FILE).")
+@click.option("--repo", default=None, help="OWNER/NAME (default: $GITHUB_REPOSITORY or --meta).")
+@click.option("--pr", "pr_number", default=None, type=click.IntRange(1), help="Pull request number "
+              "(default: from $GITHUB_EVENT_PATH or --meta).")
+@click.option("--meta", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="perfgate-comment.json left by a check whose comment failed (repository, PR, key).")
+@click.option("--api-url", default=None, help="REST API root (default: $GITHUB_API_URL or https://api.github.com).")
+@click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
+              help="Environment variable holding the GitHub token (never printed or written).")
+def comment_cmd(body_file, key, repo, pr_number, meta, api_url, token_env):
+    """Post BODY_FILE (a perfgate Markdown report) as the pull request's sticky comment: the
+    comment with the same key is updated in place, else one is created. For a follow-up
+    workflow_run job after a fork PR. Exit 0 posted, 2 usage error, 5 posting failed."""
+    import os
+    from perfgate.publish.github import post_comment_file
+    try:
+        out = post_comment_file(body_file, key=key, repository=repo, pr_number=pr_number, meta=meta, api_url=api_url,
+                                token=os.environ.get(token_env), token_name=token_env)
+    except PerfgateError as e:
+        _fail(e)
+    click.echo(f"comment {out.action}: {out.url}" + (" (truncated to GitHub's limit)" if out.truncated else ""))
+
+
+@main.command("github-context")
+def github_context():
+    """Print the GitHub Actions context perfgate sees as JSON: repository, event, PR number,
+    head / base SHA, fork or not, the PR's merge-base (git merge-base, needs the history:
+    actions/checkout with fetch-depth: 0) and the API URL. Never the token. With $GITHUB_OUTPUT
+    set, also writes the step outputs pr-number, head-sha, base-sha, merge-base, is-fork."""
+    import os
+    from perfgate.publish.github import context_from_env, write_outputs
+    try:
+        d = context_from_env().to_dict()
+        if os.environ.get("GITHUB_OUTPUT"):
+            write_outputs(os.environ["GITHUB_OUTPUT"], {
+                "pr-number": d["pr_number"], "head-sha": d["head_sha"], "base-sha": d["base_sha"],
+                "merge-base": d["merge_base"], "is-fork": str(d["is_fork"]).lower()})
+        click.echo(json.dumps(d, indent=1))
+    except PerfgateError as e:
+        _fail(e)
 
 
 if __name__ == "__main__":  # pragma: no cover

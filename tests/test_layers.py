@@ -1,12 +1,12 @@
 """Imports point one way: errors/terms <- model/policy <- ingest <- metrics <- compare
-<- report/store/synth <- gate <- cli. Walks every module's imports with ast."""
+<- report/store/synth <- gate, publish <- cli. Walks every module's imports with ast."""
 import ast
 import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "perfgate"
 LEVEL = {"errors": 0, "terms": 0, "model": 1, "policy": 1, "ingest": 2, "metrics": 3, "compare": 4, "trend": 4,
-         "report": 5, "store": 5, "synth": 5, "gate": 6, "htmlreport": 6, "cli": 7, "__init__": 8}
+         "report": 5, "store": 5, "synth": 5, "gate": 6, "publish": 6, "htmlreport": 6, "cli": 7, "__main__": 8, "__init__": 8}
 
 
 def layer(module: str) -> str:

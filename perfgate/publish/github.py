@@ -1,0 +1,487 @@
+"""GitHub Actions: one sticky pull-request comment per key, the job summary, step outputs.
+
+The comment is posted through github3.py (REST: ``GET /repos/{o}/{r}/issues/{n}``, ``GET
+.../issues/{n}/comments`` following every ``Link: rel="next"`` page, ``POST`` to create,
+``PATCH /repos/{o}/{r}/issues/comments/{id}`` to update). A run finds its own comment by the
+hidden marker that starts the Markdown report (``<!-- perfgate:report key=KEY -->``, see
+:func:`perfgate.report.markdown.marker`); the key is the baseline name plus, in a matrix, the
+leg, so two legs keep two comments. When several comments carry the same marker (two jobs raced
+to create it) the newest one (latest ``created_at``, then highest id) is updated.
+
+Context comes from the Actions environment: ``GITHUB_EVENT_PATH`` (the event payload: PR number,
+head / base SHA and repositories), ``GITHUB_REPOSITORY``, ``GITHUB_EVENT_NAME``, ``GITHUB_API_URL``
+(``https://api.github.com`` on github.com; ``https://HOST/api/v3`` on GitHub Enterprise Server —
+used as the API root as is, so github3.py's own ``/api/v3`` suffix is never doubled), and the
+token from ``GITHUB_TOKEN`` (or another variable named by the caller). The token is never
+printed, written to a file or kept in an exception text: every message that leaves this module
+goes through :func:`redact`.
+
+Failure never changes the gate's verdict: a fork pull request (read-only token: 403), a missing
+PR (404), a 5xx that outlives the retries, a network error or a missing token all end in one
+warning, and the comment body is left as ``perfgate-comment.md`` (plus ``perfgate-comment.json``
+with repository, PR number and key; no token) for a follow-up ``workflow_run`` job that runs
+``perfgate comment`` with a write token.
+
+Retries: urllib3's ``Retry`` on connection errors and on HTTP 500/502/503/504, ``retries`` times
+with exponential backoff (``backoff_s`` x 2^(n-1) seconds, the first retry immediate, each
+sleep capped at ``4 x backoff_s``; a ``Retry-After`` header is ignored so a server cannot stretch
+the wait). One request therefore takes at most
+``(retries + 1) x (connect_timeout_s + read_timeout_s) + sum of the sleeps`` — with the defaults
+(3 retries, 0.5 s, 5 s + 10 s) 60 s + 3 s. A POST retried after a 5xx that the server did
+act on can leave a duplicate comment; the next run then updates the newest one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from perfgate.errors import EXIT_STORE, PerfgateError, StoreError, UsageError
+from perfgate.report.markdown import marker
+from perfgate.store.atomic import write_atomic
+
+GITHUB_COM_API = "https://api.github.com"
+COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment body, in characters
+PR_EVENTS = ("pull_request", "pull_request_target")
+#: step outputs written by :func:`publish_check` (action.yml maps each to an action output)
+OUTPUT_NAMES = ("verdict", "exit-code", "gated", "regressions", "improvements", "junit", "markdown", "json",
+                "comment-url", "comment-file", "merge-base")
+_MARKER_RE = re.compile(r"^\s*<!-- perfgate:report key=(.*?) -->")
+TRUNCATION_NOTE = ("\n\n_Comment truncated to stay under GitHub's 65,536-character limit; the full report "
+                   "is in the job summary and the uploaded perfgate-report.md / perfgate-result.json._\n")
+
+
+class PublishError(PerfgateError):
+    """Posting the pull-request comment failed (exit 5 for ``perfgate comment``; a warning, never a
+    changed exit code, for ``perfgate check --comment``). ``status`` is the HTTP status, if any."""
+    exit_code = EXIT_STORE
+    kind = "publish_error"
+
+    def __init__(self, message: str, *, status: int | None = None, **kw):
+        self.status = status
+        super().__init__(message, **kw)
+
+
+def redact(text, token: str | None) -> str:
+    """``text`` with every occurrence of ``token`` (and any ``Authorization`` header value)
+    replaced by ``***``. Used on everything this module prints, writes or raises."""
+    s = str(text)
+    if token:
+        s = s.replace(token, "***")
+    return re.sub(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(token|bearer|basic)\s+[^\s'\",}]+", r"\1\2 ***", s)
+
+
+@dataclass(frozen=True)
+class ActionsContext:
+    """Where a run happens, read from the Actions environment (no token in here).
+
+    ``pr_number`` is None outside pull-request (and issue-comment) events. ``is_fork``: the head
+    repository differs from the base one, so ``GITHUB_TOKEN`` is read-only and the comment
+    cannot be posted from this run."""
+    repository: str | None = None
+    event_name: str | None = None
+    pr_number: int | None = None
+    head_sha: str | None = None
+    base_sha: str | None = None
+    head_repo: str | None = None
+    base_repo: str | None = None
+    api_url: str = GITHUB_COM_API
+    run_url: str | None = None
+
+    @property
+    def is_fork(self) -> bool:
+        return bool(self.head_repo and self.base_repo and self.head_repo != self.base_repo)
+
+    @property
+    def is_pull_request(self) -> bool:
+        return self.event_name in PR_EVENTS
+
+    def merge_base(self, cwd=None) -> str | None:
+        """The merge-base commit of the PR's base and head SHAs (``git merge-base``, run in
+        ``cwd``), or None when git, the SHAs or the history (shallow clone) are not there.
+        This is the commit whose baseline the PR should be judged against."""
+        if not (self.base_sha and self.head_sha):
+            return None
+        try:
+            r = subprocess.run(["git", "merge-base", self.base_sha, self.head_sha], cwd=cwd,
+                               capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        sha = r.stdout.strip()
+        return sha if r.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", sha) else None
+
+    def to_dict(self, cwd=None) -> dict:
+        d = asdict(self)
+        d.update(is_fork=self.is_fork, is_pull_request=self.is_pull_request, merge_base=self.merge_base(cwd))
+        return d
+
+
+def context_from_env(env=None) -> ActionsContext:
+    """Read :class:`ActionsContext` from ``env`` (default ``os.environ``).
+
+    The PR number and SHAs come from the event payload at ``GITHUB_EVENT_PATH``
+    (``pull_request.number / head.sha / base.sha / head.repo.full_name / base.repo.full_name``;
+    ``issue.number`` for issue-comment events); the repository from ``GITHUB_REPOSITORY`` or the
+    payload. Without ``GITHUB_EVENT_PATH`` every PR field is None.
+
+    Raises:
+        UsageError: ``GITHUB_EVENT_PATH`` is set but the file cannot be read or is not a JSON
+            object (the message names the file).
+    """
+    env = os.environ if env is None else env
+    payload = {}
+    path = env.get("GITHUB_EVENT_PATH")
+    if path:
+        try:
+            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise UsageError(f"cannot read the event payload: {e.strerror}", path=path) from None
+        except ValueError as e:
+            raise UsageError(f"the event payload is not valid JSON: {e}", path=path) from None
+        if not isinstance(payload, dict):
+            raise UsageError("the event payload is not a JSON object", path=path)
+    pr = payload.get("pull_request") or {}
+    head, base = pr.get("head") or {}, pr.get("base") or {}
+    number = pr.get("number") or (payload.get("issue") or {}).get("number")
+    repo = env.get("GITHUB_REPOSITORY") or (payload.get("repository") or {}).get("full_name")
+    server = env.get("GITHUB_SERVER_URL")
+    run_url = f"{server}/{repo}/actions/runs/{env['GITHUB_RUN_ID']}" if server and repo and env.get(
+        "GITHUB_RUN_ID") else None
+    return ActionsContext(
+        repository=repo, event_name=env.get("GITHUB_EVENT_NAME"),
+        pr_number=int(number) if number is not None else None,
+        head_sha=head.get("sha"), base_sha=base.get("sha"),
+        head_repo=(head.get("repo") or {}).get("full_name"), base_repo=(base.get("repo") or {}).get("full_name"),
+        api_url=(env.get("GITHUB_API_URL") or GITHUB_COM_API).rstrip("/"), run_url=run_url)
+
+
+def _utf16_len(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+def fit_comment(body: str, limit: int = COMMENT_LIMIT) -> str:
+    """``body`` cut to at most ``limit`` characters (counted in UTF-16 code units, as GitHub's
+    web API counts them, so emoji count 2) for a PR comment.
+
+    The head — marker, verdict, counts, table of gated regressions, up to the first
+    ``<details>`` — is kept whole when it fits; the details are cut at a line boundary, open
+    ``<details>`` blocks are closed, and a note says where the full report is. When the head
+    alone is too long it is cut at a line boundary instead (the marker and verdict lines come
+    first, so they always survive)."""
+    if _utf16_len(body) <= limit:
+        return body
+    budget = limit - _utf16_len(TRUNCATION_NOTE) - 64
+    lines = body.split("\n")
+    kept, size = [], 0
+    for ln in lines:
+        n = _utf16_len(ln) + 1
+        if size + n > budget:
+            break
+        kept.append(ln)
+        size += n
+    if not kept:  # a single giant first line: cut it by characters
+        kept = [body[:budget // 2]]
+    text = "\n".join(kept)
+    open_details = text.count("<details") - text.count("</details>")
+    text += "\n</details>" * max(0, open_details)
+    return text + TRUNCATION_NOTE
+
+
+def marker_key(body: str) -> str | None:
+    """The key of the perfgate marker that starts ``body``, or None."""
+    m = _MARKER_RE.match(body)
+    return m.group(1) if m else None
+
+
+def github_client(api_url: str, token: str, *, retries: int = 3, backoff_s: float = 0.5,
+                  connect_timeout_s: float = 5.0, read_timeout_s: float = 10.0):
+    """A github3.py client for ``api_url`` with bounded retries (see the module docstring).
+
+    ``https://api.github.com`` gives ``github3.GitHub``; anything else ``github3.GitHubEnterprise``
+    whose API root is set to ``api_url`` exactly (``GITHUB_API_URL`` already ends in ``/api/v3``
+    on GitHub Enterprise Server; github3.py would append it a second time)."""
+    import github3
+    from github3.session import GitHubSession
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    session = GitHubSession(default_connect_timeout=connect_timeout_s, default_read_timeout=read_timeout_s)
+    retry = Retry(total=retries, connect=retries, read=retries, status=retries, other=0,
+                  backoff_factor=backoff_s, backoff_max=4 * backoff_s,
+                  status_forcelist=(500, 502, 503, 504), allowed_methods=frozenset({"GET", "POST", "PATCH"}),
+                  respect_retry_after_header=False, raise_on_status=False)
+    adapter = HTTPAdapter(max_retries=retry)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    api = api_url.rstrip("/")
+    if api == GITHUB_COM_API:
+        return github3.GitHub(token=token, session=session)
+    root = api[: -len("/api/v3")] if api.endswith("/api/v3") else api
+    gh = github3.GitHubEnterprise(root, token=token, session=session)
+    gh.session.base_url = api
+    return gh
+
+
+@dataclass
+class CommentOutcome:
+    """What happened to the PR comment.
+
+    ``action``: ``created`` / ``updated`` / ``skipped`` (not a PR, or commenting off) /
+    ``failed``. ``fallback``: files left for a follow-up job when it failed. ``warning``: the one
+    line to show the user (token-free). ``duplicates``: other comments with the same marker."""
+    action: str
+    comment_id: int | None = None
+    url: str | None = None
+    duplicates: int = 0
+    truncated: bool = False
+    warning: str | None = None
+    status: int | None = None
+    fallback: dict = field(default_factory=dict)
+
+
+def upsert_comment(gh, repository: str, pr_number: int, body: str, key: str) -> CommentOutcome:
+    """Create the PR comment for ``key``, or update the newest existing one in place.
+
+    ``body`` must start with ``marker(key)`` (it is prepended when missing) and is passed
+    through :func:`fit_comment`. Every page of comments is read.
+
+    Raises:
+        UsageError: ``repository`` is not ``owner/name``, or ``key`` could break the HTML comment.
+        PublishError: the PR does not exist (404).
+        github3 / requests exceptions for HTTP and network failures (the caller redacts them).
+    """
+    owner, sep, name = repository.partition("/")
+    if not (owner and sep and name) or "/" in name:
+        raise UsageError(f"repository must be OWNER/NAME, got {repository!r}")
+    if not re.fullmatch(r"[\w.@:+/=-]{1,200}", key or "") or "--" in key:
+        raise UsageError(f"comment key must be 1-200 of letters, digits and . _ @ : + / = - (no '--'), got {key!r}")
+    tag = marker(key)
+    if not body.lstrip().startswith(tag):
+        body = tag + "\n\n" + body
+    fitted = fit_comment(body)
+    issue = gh.issue(owner, name, int(pr_number))
+    if issue is None:
+        raise PublishError(f"pull request #{pr_number} not found in {repository}", status=404)
+    mine = [c for c in issue.comments() if (c.body or "").lstrip().startswith(tag)]
+    if mine:
+        newest = max(mine, key=lambda c: (c.created_at, c.id))
+        if not newest.edit(fitted):
+            raise PublishError(f"GitHub did not accept the edit of comment {newest.id}")
+        return CommentOutcome("updated", newest.id, newest.html_url, len(mine) - 1, fitted != body)
+    c = issue.create_comment(fitted)
+    if c is None:
+        raise PublishError(f"GitHub returned no comment for the new comment on #{pr_number}")
+    return CommentOutcome("created", c.id, c.html_url, 0, fitted != body)
+
+
+def _status_of(e) -> int | None:
+    code = getattr(e, "code", None) or getattr(e, "status", None)
+    return code if isinstance(code, int) else None
+
+
+def publish_report(body: str, *, ctx: ActionsContext, token: str | None, key: str, out_dir,
+                   client_options: dict | None = None, token_name: str = "GITHUB_TOKEN") -> CommentOutcome:
+    """Post ``body`` as the sticky PR comment for ``key``; never raises for a comment failure.
+
+    Returns a :class:`CommentOutcome`. On failure (no token, fork / read-only token 403, 404,
+    5xx after the retries, network error) ``out_dir/perfgate-comment.md`` (the fitted body) and
+    ``out_dir/perfgate-comment.json`` (repository, pr_number, key, head_sha, error — never the
+    token) are written and ``warning`` says why, token-free. Not a pull request: ``skipped``.
+
+    Raises:
+        StoreError: only when the fallback files themselves cannot be written.
+    """
+    if ctx.pr_number is None or not ctx.repository:
+        return CommentOutcome("skipped")  # a push or a local run: nothing to comment on
+    try:
+        if not token:
+            raise PublishError(f"no token: ${token_name} is not set (pass the workflow's github.token)")
+        gh = github_client(ctx.api_url, token, **(client_options or {}))
+        return upsert_comment(gh, ctx.repository, ctx.pr_number, body, key)
+    except Exception as e:  # noqa: BLE001 - no comment failure may change the gate's verdict
+        status = _status_of(e)
+        what = f"HTTP {status}: " if status else ""
+        detail = getattr(e, "msg", None) or getattr(e, "message", None) or str(e) or type(e).__name__
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        reason = redact(f"{what}{detail}", token)[:300]
+        if status == 403 and ctx.is_fork:
+            reason += f" (pull request from the fork {ctx.head_repo}: its token is read-only)"
+        out = Path(out_dir)
+        md = write_atomic(out / "perfgate-comment.md", fit_comment(
+            body if body.lstrip().startswith(marker(key)) else marker(key) + "\n\n" + body))
+        meta = {"repository": ctx.repository, "pr_number": ctx.pr_number, "key": key,
+                "head_sha": ctx.head_sha, "api_url": ctx.api_url, "error": reason}
+        js = write_atomic(out / "perfgate-comment.json", json.dumps(meta, indent=1) + "\n")
+        warning = (f"could not post the pull-request comment on {ctx.repository}#{ctx.pr_number} ({reason}); "
+                   f"the verdict is unchanged; the comment body is in {md} for a follow-up workflow_run "
+                   f"job (perfgate comment {md} --meta {js})")
+        return CommentOutcome("failed", status=status, warning=redact(warning, token),
+                              fallback={"markdown": str(md), "meta": str(js)})
+
+
+def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, meta=None, api_url=None,
+                      token=None, token_name="GITHUB_TOKEN", env=None, client_options=None) -> CommentOutcome:
+    """Post a Markdown report file as the sticky comment (``perfgate comment``; the follow-up
+    ``workflow_run`` job of a fork PR). Each of key / repository / PR number / API URL comes
+    from the argument, else from ``meta`` (the ``perfgate-comment.json`` a failed check left),
+    else from the environment (the key from the file's own marker).
+
+    Raises:
+        UsageError: no key, no PR, no token, unreadable ``meta``.
+        PublishError: GitHub refused or could not be reached (message token-free).
+    """
+    import dataclasses
+    ctx = context_from_env(env)
+    extra = {}
+    if meta:
+        try:
+            extra = json.loads(Path(meta).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"cannot read the comment metadata: {e}", path=meta) from None
+    try:
+        body = Path(body_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read the comment body: {e}", path=body_file) from None
+    key = key or extra.get("key") or marker_key(body)
+    repository = repository or extra.get("repository") or ctx.repository
+    pr_number = pr_number or extra.get("pr_number") or ctx.pr_number
+    if not key:
+        raise UsageError("no comment key: the body has no perfgate marker; pass --key", path=body_file)
+    if not repository or not pr_number:
+        raise UsageError("no pull request: pass --repo and --pr (or --meta, or run in a pull_request event)")
+    if not token:
+        raise UsageError(f"no token: ${token_name} is not set")
+    ctx = dataclasses.replace(ctx, api_url=(api_url or extra.get("api_url") or ctx.api_url).rstrip("/"))
+    try:
+        return upsert_comment(github_client(ctx.api_url, token, **(client_options or {})), repository,
+                              int(pr_number), body, key)
+    except PerfgateError as e:
+        e.message = redact(e.message, token)
+        raise
+    except Exception as e:  # noqa: BLE001 - github3 / requests failures become one clear, token-free error
+        status = _status_of(e)
+        detail = getattr(e, "msg", None) or str(e) or type(e).__name__
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise PublishError(redact(f"could not post the comment on {repository}#{pr_number}: "
+                                  f"{'HTTP %s: ' % status if status else ''}{detail}", token)[:500],
+                           status=status) from None
+
+
+def append_step_summary(path, text: str) -> Path:
+    """Append ``text`` to the job summary file (``$GITHUB_STEP_SUMMARY``; GitHub renders it
+    as Markdown on the run page, 1 MiB per step).
+
+    Raises:
+        StoreError: the file cannot be opened for appending."""
+    p = Path(path)
+    try:
+        with open(p, "a", encoding="utf-8") as f:
+            f.write(text.rstrip("\n") + "\n\n")
+    except OSError as e:
+        raise StoreError(f"cannot append the job summary: {e.strerror}", path=p) from None
+    return p
+
+
+def write_outputs(path, values: dict) -> Path:
+    """Append step outputs to ``$GITHUB_OUTPUT`` (``name=value`` lines; a value with a newline
+    uses the ``name<<DELIM`` form). None values are written as empty strings.
+
+    Raises:
+        StoreError: the file cannot be opened for appending."""
+    p = Path(path)
+    lines = []
+    for k, v in values.items():
+        v = "" if v is None else str(v)
+        if "\n" in v:
+            delim = "PERFGATE_EOF"
+            while delim in v:
+                delim += "_"
+            lines.append(f"{k}<<{delim}\n{v}\n{delim}")
+        else:
+            lines.append(f"{k}={v}")
+    try:
+        with open(p, "a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    except OSError as e:
+        raise StoreError(f"cannot append the step outputs: {e.strerror}", path=p) from None
+    return p
+
+
+def baseline_note(markdown: str, baseline_provenance: dict | None, merge_base: str | None) -> str:
+    """``markdown`` with one line after the verdict heading naming the baseline's commit and the
+    pull request's merge-base when both are known and differ (a stale or newer baseline judges
+    changes that are not the PR's own). Unchanged otherwise."""
+    commit = (baseline_provenance or {}).get("commit")
+    if not (commit and merge_base) or commit == merge_base:
+        return markdown
+    note = (f"> Baseline saved at commit `{commit[:12]}`; this pull request's merge-base is `{merge_base[:12]}`: "
+            f"differences also include commits between the two.")
+    lines = markdown.split("\n")
+    at = next((i for i, ln in enumerate(lines) if ln.startswith("## ")), 0)
+    return "\n".join(lines[:at + 1] + ["", note] + lines[at + 1:])
+
+
+def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str, out_dir, env=None,
+                  token_env: str = "GITHUB_TOKEN", summary: bool = True, client_options: dict | None = None,
+                  cwd=None) -> dict:
+    """Everything ``perfgate check`` does in GitHub Actions after writing its reports.
+
+    * ``summary`` and ``$GITHUB_STEP_SUMMARY`` set: the Markdown report is appended to it;
+    * ``comment``: :func:`publish_report` with the context from ``env``;
+    * ``$GITHUB_OUTPUT`` set: outputs ``verdict``, ``exit-code``, ``gated``, ``regressions``,
+      ``improvements``, ``junit``, ``markdown``, ``json``, ``comment-url``, ``comment-file``,
+      ``merge-base``;
+    * in a pull request whose merge-base (``git merge-base`` in ``cwd``) is not the baseline's
+      commit, :func:`baseline_note` adds a line saying so to the summary and the comment.
+
+    Returns ``{"comment": CommentOutcome | None, "summary": path | None, "outputs": path | None,
+    "warnings": [str]}``. Never raises: a failed summary / output write is a warning too, since
+    none of this may change the gate's exit code."""
+    from perfgate import terms
+    env = os.environ if env is None else env
+    token = env.get(token_env)
+    warnings: list[str] = []
+    res = {"comment": None, "summary": None, "outputs": None, "warnings": warnings}
+    ctx = None
+    if comment or env.get("GITHUB_OUTPUT") or (summary and env.get("GITHUB_STEP_SUMMARY")):
+        try:
+            ctx = context_from_env(env)
+        except UsageError as e:
+            warnings.append(e.render())
+    merge_base = ctx.merge_base(cwd) if ctx is not None and ctx.is_pull_request else None
+    markdown = baseline_note(markdown, result.baseline_provenance, merge_base)
+    if summary and env.get("GITHUB_STEP_SUMMARY"):
+        try:
+            res["summary"] = append_step_summary(env["GITHUB_STEP_SUMMARY"], markdown)
+        except StoreError as e:
+            warnings.append(e.render())
+    if comment and ctx is not None:
+        try:
+            out = publish_report(markdown, ctx=ctx, token=token, key=key, out_dir=out_dir,
+                                 client_options=client_options, token_name=token_env)
+        except StoreError as e:
+            out = CommentOutcome("failed", warning=redact(e.render(), token))
+        res["comment"] = out
+        if out.warning:
+            warnings.append(out.warning)
+    if env.get("GITHUB_OUTPUT"):
+        n = result.counts()
+        gated = [c for c in result.comparisons if c.gated]
+        co = res["comment"]
+        values = {"verdict": result.status, "exit-code": result.exit_code, "gated": len(gated),
+                  "regressions": n["gated_regressions"],
+                  "improvements": sum(1 for c in gated if c.verdict == terms.IMPROVEMENT),
+                  "junit": paths.get("junit"), "markdown": paths.get("markdown"), "json": paths.get("json"),
+                  "comment-url": co.url if co else "", "comment-file": (co.fallback.get("markdown") if co else ""),
+                  "merge-base": merge_base or ""}
+        try:
+            res["outputs"] = write_outputs(env["GITHUB_OUTPUT"], values)
+        except StoreError as e:
+            warnings.append(e.render())
+    res["warnings"] = [redact(w, token) for w in warnings]
+    return res

