@@ -21,7 +21,7 @@ from perfgate.errors import PolicyError
 DEFAULT_SEGMENTS = Path(__file__).resolve().parent.parent / "policies" / "segments.yaml"
 BLOCK_KINDS = ("attention", "ffn", "moe", "aicpu", "other")
 _MATCH_FIELDS = ("name", "family", "type", "core")
-_TOP = {"version", "anchors", "tail", "blocks", "fusion", "counterexamples"}
+_TOP = {"version", "anchors", "tail", "blocks", "fusion", "counterexamples", "signature"}
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,7 @@ class SegmentRules:
     fusion: FusionRules
     counterexamples: tuple
     digest: str
+    shapes: bool = False   # Input Shapes in class signatures (where the kernel table carries them)
 
 
 def _err(path, key, msg):
@@ -184,7 +185,11 @@ def load_segment_rules(path=None) -> SegmentRules:
     ce = doc.get("counterexamples") or []
     if not isinstance(ce, list) or not all(isinstance(x, dict) and x.get("note") for x in ce):
         raise _err(path, "counterexamples", "must be a list of mappings, each with a 'note'")
-    digest = hashlib.sha256(json.dumps({k: doc.get(k) for k in ("anchors", "tail", "blocks")},
+    sig = doc.get("signature") or {}
+    if not isinstance(sig, dict) or set(sig) - {"shapes"} or not isinstance(sig.get("shapes", False), bool):
+        raise _err(path, "signature", "must be a mapping {shapes: true|false}")
+    digest = hashlib.sha256(json.dumps({k: doc.get(k) for k in ("anchors", "tail", "blocks", "signature")},
                                        sort_keys=True, default=str).encode()).hexdigest()[:16]
     return SegmentRules(path=str(path), anchors=tuple(anchors), tail=_matches(path, "tail", doc.get("tail")),
-                        blocks=blocks, fusion=fusion, counterexamples=tuple(ce), digest=digest)
+                        blocks=blocks, fusion=fusion, counterexamples=tuple(ce), digest=digest,
+                        shapes=bool(sig.get("shapes", False)))

@@ -169,3 +169,14 @@ def test_structure_report_and_policy_switch(tmp_path, policy):
     pol.write_text(yaml.safe_dump(doc))
     with pytest.raises(PolicyError, match=r"anchors\[0\]\.match\[0\]\.type"):
         load_policy(pol)
+
+
+@pytest.mark.real
+def test_text_and_db_twins_share_class_ids(ascend, policy):
+    """Classes key on the main stream's order: the DSA mask kernel on stream 3 moves by seven
+    places between the text and DB exports of one capture, the classes do not."""
+    got = {}
+    for export in ("text", "db"):
+        _, seg = _segments(ascend / "msinsight/test/data/pytorch" / export / "level1", policy)
+        got[export] = (list(seg.steps["step_class"]), list(seg.layers["class_id"]), list(seg.blocks["class_id"]))
+    assert got["text"] == got["db"] and len(got["text"][1]) == 10

@@ -9,11 +9,14 @@ anchor to the kernel before the next layer; the last layer is as long as the one
 and ends early at an optimizer (``tail``) kernel. Rows before the first layer are the head,
 rows after the last layer the tail.
 
-Class signatures: a layer / block / step is identified by its ordered compute kernel
-families (plus ``Input Shapes`` when that column was read) and the multiset of its
-communication families (their position among compute kernels depends on timing, not on
-structure): equal signature -> equal class id (``L…``, ``B<kind>:…``, ``S…``, 8 hex digits of
-SHA-1), stable across captures.
+Class signatures: a layer / block / step is identified by the ordered kernel families of
+its rows on the step's main stream (the stream with most compute rows; all compute rows when
+Stream ID is absent), plus ``Input Shapes`` when the rules say ``signature: {shapes: true}``
+and the table carries them (the DB export does, the text reader skips them), and the multiset of the
+families on other streams and of communication rows (their position among main-stream
+kernels depends on timing, not on structure: the DSA mask kernel of the real level1 capture
+moves by seven places between its text and DB twins). Equal signature -> equal class id
+(``L…``, ``B<kind>:…``, ``S…``, 8 hex digits of SHA-1), stable across captures.
 
 Tables (pandas DataFrames, one row each):
 
@@ -111,8 +114,9 @@ def _hashes(cat: pd.Series) -> np.ndarray:
     return table[c.cat.codes.to_numpy()]
 
 
-def _sig(h: np.ndarray, comm: np.ndarray, a: int, b: int) -> str:
-    s, c = h[a:b + 1], comm[a:b + 1]
+def _sig(h: np.ndarray, side: np.ndarray, a: int, b: int) -> str:
+    """Signature of positions a..b: ordered main-stream hashes | sorted side-row hashes."""
+    s, c = h[a:b + 1], side[a:b + 1]
     blob = s[~c].tobytes() + b"|" + np.sort(s[c]).tobytes()
     return hashlib.sha1(blob).hexdigest()[:8]
 
@@ -188,9 +192,11 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, path=None) -> RankSe
     k = k.assign(family=km.family_of(k["name"], family_suffix)).sort_values(["step", "start_ns", "row"],
                                                                             kind="stable")
     h = _hashes(k["family"])
-    if "input_shapes" in k:
+    if getattr(rules, "shapes", False) and "input_shapes" in k:
         h = h ^ (_hashes(k["input_shapes"]) * np.uint64(0x9E3779B97F4A7C15))
     comm = k["is_comm"].to_numpy()
+    stream = k["stream_id"].astype(object).where(k["stream_id"].notna(), None).astype("category").cat.codes.to_numpy()
+    side = comm.copy()
     anchor_masks = [(a, match_mask(k, a.match), match_mask(k, a.unless_after), match_mask(k, a.lead))
                     for a in rules.anchors]
     tail = match_mask(k, rules.tail)
@@ -224,14 +230,18 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, path=None) -> RankSe
             segs.append((TAIL if ranges else HEAD, last + 1, n - 1))
         rows = rows_all[sl]
         check_lossless(step, rows, segs, path)
-        hs, cs = h[sl], comm[sl]
+        st = stream[sl][~comm[sl] & (stream[sl] >= 0)]
+        if len(st):  # rows on other streams than the step's main compute stream are "side" rows
+            main_stream = np.bincount(st).argmax()
+            side[sl] = comm[sl] | ((stream[sl] >= 0) & (stream[sl] != main_stream))
+        hs, cs = h[sl], side[sl]
         step_layers = []
         for i, (a, b) in enumerate(ranges):
             A, B = lo + a, lo + b
             blk = _blocks(rules.blocks, A, B, cut, aicpu, kinds)
             for j, (kind, s, e) in enumerate(blk):
                 blocks.append({"step": step, "layer": i + 1, "block": j + 1, "kind": kind,
-                               "class_id": f"B{kind}:{_sig(h, comm, s, e)}",
+                               "class_id": f"B{kind}:{_sig(h, side, s, e)}",
                                "first_row": int(rows_all[s]), "last_row": int(rows_all[e]), "rows": e - s + 1,
                                "wall_us": (end[s:e + 1].max() - start[s:e + 1].min()) / 1000.0,
                                "sum_dur_us": dur[s:e + 1].sum() / 1000.0})
