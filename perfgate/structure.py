@@ -18,6 +18,7 @@ def structure_report(capture_path, policy, *, ranks=None) -> dict:
     """
     from perfgate.ingest import load_capture
     from perfgate.metrics.fingerprint import _records
+    from perfgate.metrics import kernels as km
     from perfgate.metrics.fusion import fusion_candidates
     from perfgate.metrics.segments import class_table, segment_rank
     rules = getattr(policy, "segments", None)
@@ -29,7 +30,8 @@ def structure_report(capture_path, policy, *, ranks=None) -> dict:
         if ranks is not None and r.rank not in ranks:
             continue
         k = r.kernels.df
-        seg = segment_rank(k, rules, policy.family_suffix, path=r.kernels.path)
+        cats = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available else None
+        seg = segment_rank(k, rules, policy.family_suffix, categories=cats, path=r.kernels.path)
         out.append({"rank": r.rank, "kernel_file": str(r.kernels.path), "steps": _records(seg.steps),
                     "layers": _records(seg.layers), "classes": _records(class_table(seg)),
                     "fusion": _records(fusion_candidates(k, rules.fusion, policy.family_suffix))})

@@ -13,6 +13,7 @@ from perfgate.errors import EXIT_REGRESSION, InvalidCaptureError, PolicyError
 from perfgate.gate import check, save_baseline
 from perfgate.ingest import load_capture
 from perfgate.metrics.fingerprint import fingerprint_capture
+from perfgate.metrics import kernels as km
 from perfgate.metrics.fusion import fusion_candidates
 from perfgate.metrics.segments import check_lossless, class_table, segment_rank
 from perfgate.policy import load_policy
@@ -24,7 +25,8 @@ from perfgate.synth.transformer import write_transformer
 def _segments(path, policy, rank=0):
     cap = load_capture(path, with_trace=False)
     r = next(x for x in cap.ranks if x.rank == rank)
-    return r.kernels.df, segment_rank(r.kernels.df, policy.segments, policy.family_suffix)
+    cats = km.categorize(r.kernels.df, policy.categories) if r.kernels.type_available else None
+    return r.kernels.df, segment_rank(r.kernels.df, policy.segments, policy.family_suffix, categories=cats)
 
 
 @pytest.mark.real
@@ -51,7 +53,17 @@ def test_real_step50_is_covered_row_by_row(text_captures, policy, level):
     assert set(classes["level"]) == {"layer", "block"}
     assert classes.loc[classes["level"] == "layer", "members"].sum() == 10
     recurring = classes[(classes["level"] == "layer") & (classes["per_step"] >= 2)]
-    assert len(recurring) == 1 and recurring["bound"].iloc[0] == "trans_TransData"
+    assert len(recurring) == 1
+    # backward conv layer: 3 TransData + BackpropInput + MemSet + BackpropFilter + ... per member
+    top = recurring["top_families"].iloc[0].split("; ")
+    assert top[0].startswith("trans_TransData (") and len(top) == 3
+    lay6 = lay[lay["class_id"] == recurring["class_id"].iloc[0]]
+    rows = step[step["row"].between(lay6["first_row"].iloc[0], lay6["last_row"].iloc[0])]
+    fam_us = rows.assign(f=km.family_of(rows["name"], policy.family_suffix).astype(str)).groupby("f")["dur_ns"].sum()
+    assert lay6["fam_us"].iloc[0]["trans_TransData"] == pytest.approx(fam_us["trans_TransData"] / 1000)
+    cat = km.categorize(rows, policy.categories)
+    by_cat = rows.groupby(cat.to_numpy())["dur_ns"].sum()
+    assert recurring["bound"].iloc[0] == by_cat.idxmax() == "Vector"
 
 
 @pytest.mark.real

@@ -309,7 +309,7 @@ def summarize_rank(rank, policy, root) -> dict:
                 f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
                 f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
                 f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
-    seg_metrics, seg_detail = _segment_summary(rank, policy, root)
+    seg_metrics, seg_detail = _segment_summary(rank, policy, root, cat)
     return {
         "rank": rank.rank,
         "metrics": {**rank_metrics(rank, policy, root, anatomy, kinds, cat), **seg_metrics},
@@ -334,14 +334,14 @@ def summarize_rank(rank, policy, root) -> dict:
     }
 
 
-def _segment_summary(rank, policy, root) -> tuple[dict, dict]:
+def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     """Structure metrics and the layer / block class tables of one rank
     (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
     if getattr(policy, "segments", None) is None:
         return {}, {}
     from perfgate.metrics.segments import class_table, segment_metrics, segment_rank
     k = rank.kernels.df
-    seg = segment_rank(k, policy.segments, policy.family_suffix, path=rank.kernels.path)
+    seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
     step_sum = k[k["step"].notna()].groupby("step", observed=True)["dur_ns"].sum() / 1000.0
     step_sum.index = step_sum.index.astype(str)
     kfile = _rel(rank.kernels.path, root)

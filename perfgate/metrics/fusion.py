@@ -36,23 +36,34 @@ def _ops(k: pd.DataFrame, family_suffix) -> np.ndarray:
     return np.array([t if isinstance(t, str) and t else f.rsplit("_", 1)[-1] for t, f in zip(typ, fam)], dtype=object)
 
 
-def _scan(ops: list, pattern) -> list:
-    """(first_pos, last_pos, matched_steps) regions of ``pattern`` in ``ops`` (see module doc)."""
-    out, i, n = [], 0, len(ops)
-    hits = [[bool(rx.search(o)) for rx in pattern.steps] for o in ops]
-    while i < n:
-        cur, j = -1, i
-        while j < n:
-            nxt = next((s for s in range(cur + 1, len(pattern.steps)) if hits[j][s]), None)
-            if nxt is None:
-                break
-            cur, j = nxt, j + 1
-        m = j - i
-        if m >= pattern.medium_min:
-            out.append((i, j - 1, m))
-            i = j
-        else:
-            i += 1
+def _runs(mask: np.ndarray, min_len: int) -> list:
+    """(first, last) of runs of True at least ``min_len`` long (vectorised)."""
+    d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1) - 1
+    keep = (ends - starts + 1) >= min_len
+    return list(zip(starts[keep].tolist(), ends[keep].tolist()))
+
+
+def _scan(hits: np.ndarray, pattern) -> list:
+    """(first_pos, last_pos, matched_steps) regions of ``pattern`` (see module doc); ``hits``
+    is a (kernels x pattern steps) bool matrix. Only runs of kernels that match some step,
+    at least ``medium_min`` long, are walked."""
+    out = []
+    for lo, hi in _runs(hits.any(axis=1), pattern.medium_min):
+        i = lo
+        while i <= hi:
+            cur, j = -1, i
+            while j <= hi:
+                nxt = np.flatnonzero(hits[j, cur + 1:])
+                if not len(nxt):
+                    break
+                cur, j = cur + 1 + int(nxt[0]), j + 1
+            m = j - i
+            if m >= pattern.medium_min:
+                out.append((i, j - 1, m))
+                i = j
+            else:
+                i += 1
     return out
 
 
@@ -70,16 +81,23 @@ def fusion_candidates(df: pd.DataFrame, rules, family_suffix) -> pd.DataFrame:
     if not len(k):
         return pd.DataFrame(columns=_COLS)
     ops_all = _ops(k, family_suffix)
+    uniq, inv = np.unique(ops_all.astype(str), return_inverse=True)
+    # every regex runs once per distinct operator
+    tables = {p.name: np.array([[bool(rx.search(o)) for rx in p.steps] for o in uniq], dtype=bool).reshape(len(uniq), -1)
+              for p in rules.patterns}
+    ew_u = np.array([bool(rules.elementwise.search(o)) for o in uniq], dtype=bool)
+    mm_u = np.array([bool(rules.matmul.search(o)) for o in uniq], dtype=bool)
     rows_all = k["row"].to_numpy()
     steps_all = k["step"].astype(str).to_numpy()
     out = []
     for step in pd.unique(steps_all):
         sel = np.flatnonzero(steps_all == step)
         ops = [str(o) for o in ops_all[sel]]
+        codes = inv[sel]
         rows = rows_all[sel]
         found = []
         for p in rules.patterns:
-            for a, b, m in _scan(ops, p):
+            for a, b, m in _scan(tables[p.name][codes], p):
                 grade = "high" if m == len(p.steps) else "medium"
                 seq = "→".join(ops[a:b + 1])
                 ev = (f"{seq}: {m} of {len(p.steps)} steps of the decomposed {p.name} in order, "
@@ -87,8 +105,8 @@ def fusion_candidates(df: pd.DataFrame, rules, family_suffix) -> pd.DataFrame:
                 if grade == "medium":
                     ev += f" (medium: at least {p.medium_min} but not all steps)"
                 found.append((grade, a, b, p.name, p.fused, seq, ev))
-        ew = np.array([bool(rules.elementwise.search(o)) for o in ops])
-        mm = np.flatnonzero([bool(rules.matmul.search(o)) for o in ops])
+        ew = ew_u[codes]
+        mm = np.flatnonzero(mm_u[codes])
         for p, q in zip(mm[:-1], mm[1:]):
             n_between = q - p - 1
             if n_between >= rules.low_min and ew[p + 1:q].all():

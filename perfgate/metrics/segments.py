@@ -24,7 +24,8 @@ Tables (pandas DataFrames, one row each):
   rows of the first / last kernel in time order), ``rows`` (kernels), ``class_id``,
   ``kinds`` (block kinds, ``+``-joined), ``companion`` (no attention block while other layers
   of the step have one), ``wall_us`` (last end − first start), ``sum_dur_us`` (ΣDuration),
-  ``comm_us`` (ΣDuration of communication rows).
+  ``comm_us`` (ΣDuration of communication rows), ``fam_us`` / ``cat_us`` ({family or
+  category: ΣDuration µs}, the five largest).
 * blocks: ``step, layer, block`` (1-based within the layer), ``kind, class_id, first_row,
   last_row, rows, wall_us, sum_dur_us``.
 * steps: ``step, anchor, layers, step_class, head_rows, tail_rows, rows``.
@@ -178,12 +179,16 @@ def _blocks(rules, a, b, cut, aicpu, kind_masks):
     return out
 
 
-def segment_rank(df: pd.DataFrame, rules, family_suffix, *, path=None) -> RankSegments:
+def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Series | None = None,
+                 path=None) -> RankSegments:
     """Segment every step of one rank's kernel table (:mod:`perfgate.ingest.kernels` columns).
 
     Args:
         rules: :class:`perfgate.knowledge.SegmentRules`.
         family_suffix: the policy's family regex.
+        categories: optional category per row (policy rules, index aligned with ``df``); gives
+            each layer its ΣDuration by category (``cat_us``), from which a class's bound
+            category is taken.
 
     Raises:
         InvalidCaptureError: the lossless check failed (names the rows).
@@ -204,6 +209,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, path=None) -> RankSe
     aicpu = km._matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else None
     kinds = [(kind, match_mask(k, m)) for kind, m in rules.blocks.kinds]
     fam = k["family"].astype(str).to_numpy()
+    cat = categories.reindex(k.index).astype(str).to_numpy() if categories is not None else None
     rows_all, start, end, dur = (k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns"))
     layers, blocks, steps = [], [], []
     codes = k["step"].cat.codes.to_numpy() if isinstance(k["step"].dtype, pd.CategoricalDtype) else None
@@ -251,7 +257,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, path=None) -> RankSe
                 "companion": False, "wall_us": (end[A:B + 1].max() - start[A:B + 1].min()) / 1000.0,
                 "sum_dur_us": dur[A:B + 1].sum() / 1000.0,
                 "comm_us": dur[A:B + 1][comm[A:B + 1]].sum() / 1000.0,
-                "top_family": _top(fam[A:B + 1], dur[A:B + 1])})
+                "fam_us": _by(fam[A:B + 1], dur[A:B + 1]),
+                "cat_us": _by(cat[A:B + 1], dur[A:B + 1]) if cat is not None else {}})
         if any("attention" in x["kinds"].split("+") for x in step_layers):
             for x in step_layers:
                 x["companion"] = "attention" not in x["kinds"].split("+")
@@ -260,28 +267,39 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, path=None) -> RankSe
                       "head_rows": ranges[0][0] if ranges else n, "tail_rows": n - 1 - last if ranges else 0,
                       "rows": n})
     lcols = ["step", "layer", "anchor", "first_row", "last_row", "rows", "class_id", "kinds", "companion",
-             "wall_us", "sum_dur_us", "comm_us", "top_family"]
+             "wall_us", "sum_dur_us", "comm_us", "fam_us", "cat_us"]
     bcols = ["step", "layer", "block", "kind", "class_id", "first_row", "last_row", "rows", "wall_us", "sum_dur_us"]
     scols = ["step", "anchor", "layers", "step_class", "head_rows", "tail_rows", "rows"]
     return RankSegments(pd.DataFrame(layers, columns=lcols), pd.DataFrame(blocks, columns=bcols),
                         pd.DataFrame(steps, columns=scols))
 
 
-def _top(fam: np.ndarray, dur: np.ndarray) -> str:
-    u, inv = np.unique(fam, return_inverse=True)
-    return str(u[int(np.argmax(np.bincount(inv, weights=dur)))]) if len(u) else ""
+def _by(keys: np.ndarray, dur_ns: np.ndarray, top: int = 5) -> dict:
+    """{key: ΣDuration µs} of the ``top`` largest keys."""
+    u, inv = np.unique(keys, return_inverse=True)
+    w = np.bincount(inv, weights=dur_ns) / 1000.0
+    return {str(u[i]): round(float(w[i]), 3) for i in np.argsort(-w, kind="stable")[:top]}
 
 
-def class_table(seg: RankSegments, df: pd.DataFrame | None = None, categories: pd.Series | None = None) -> pd.DataFrame:
+def _sum_dicts(ds) -> dict:
+    out: dict = {}
+    for d in ds:
+        for key, v in d.items():
+            out[key] = out.get(key, 0.0) + v
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def class_table(seg: RankSegments) -> pd.DataFrame:
     """Per layer class and block class (one row each): ``level`` (layer | block), ``class_id``,
     ``kind`` (layer: block kinds; block: its kind), ``members`` (all steps), ``per_step``
     (lower median of members per step), ``wall_p50_us`` / ``wall_p90_us`` (µs, over members),
     ``sum_dur_us`` (ΣDuration of all members), ``comm_share`` (ratio of ΣDuration on
-    communication rows; layers only), ``top_families`` (layers: the members' most expensive
-    family; blocks: -), ``bound`` (layers: the family with the largest ΣDuration over the
-    members), ``example_rows`` (first member's ``first_row-last_row``)."""
+    communication rows; layers only), ``top_families`` (layers: the three families with the
+    largest ΣDuration over the members, ``family (µs)``), ``bound`` (layers: the policy
+    category — FA, MatMul, Conv, Vector, Comm, ... — with the largest ΣDuration over the
+    members when categories were given, else the top family), ``example_rows`` (first
+    member's ``first_row-last_row``)."""
     out = []
-    nsteps = max(1, seg.steps["step"].nunique())
     for level, t in (("layer", seg.layers), ("block", seg.blocks)):
         for cid, g in t.groupby("class_id", sort=False):
             per = g.groupby("step").size().reindex(seg.steps["step"].unique(), fill_value=0)
@@ -293,12 +311,14 @@ def class_table(seg: RankSegments, df: pd.DataFrame | None = None, categories: p
                    "sum_dur_us": float(g["sum_dur_us"].sum()),
                    "comm_share": float(g["comm_us"].sum() / g["sum_dur_us"].sum()) if level == "layer"
                    and g["sum_dur_us"].sum() > 0 else None,
-                   "bound": g["top_family"].mode().iloc[0] if level == "layer" else None,
+                   "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in list(_sum_dicts(g["fam_us"]).items())[:3])
+                   if level == "layer" else None,
+                   "bound": (next(iter(_sum_dicts(g["cat_us"])), None) or next(iter(_sum_dicts(g["fam_us"])), None))
+                   if level == "layer" else None,
                    "example_rows": f"{int(g['first_row'].iloc[0])}-{int(g['last_row'].iloc[0])}"}
             out.append(rec)
     cols = ["level", "class_id", "kind", "members", "per_step", "wall_p50_us", "wall_p90_us", "sum_dur_us",
-            "comm_share", "bound", "example_rows"]
-    del nsteps
+            "comm_share", "top_families", "bound", "example_rows"]
     return pd.DataFrame(out, columns=cols)
 
 
