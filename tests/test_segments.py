@@ -192,3 +192,20 @@ def test_text_and_db_twins_share_class_ids(ascend, policy):
         _, seg = _segments(ascend / "msinsight/test/data/pytorch" / export / "level1", policy)
         got[export] = (list(seg.steps["step_class"]), list(seg.layers["class_id"]), list(seg.blocks["class_id"]))
     assert got["text"] == got["db"] and len(got["text"][1]) == 10
+
+
+def test_cli_check_names_the_extra_layer(tmp_path):
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    write_transformer(tmp_path / "a", 6, seed=1)
+    write_transformer(tmp_path / "b", 7, seed=2)
+    run = CliRunner().invoke
+    assert run(main, ["baseline", "save", "--name", "main", str(tmp_path / "a"), "--baseline-dir",
+                      str(tmp_path / "bl")], env={}).exit_code == 0
+    r = run(main, ["check", "--baseline", "main", str(tmp_path / "b"), "--baseline-dir", str(tmp_path / "bl"),
+                   "--out", str(tmp_path / "out")], env={})
+    assert r.exit_code == EXIT_REGRESSION
+    assert "REGRESSION  layers per step (layer count) [rank0]: 6.0 -> 7.0" in r.output
+    assert "attention blocks per step (recurring layers) [rank0]: 6.0 -> 7.0" in r.output
+    assert "`layer.count_per_step{view=rank0}` | 6 | 7 | +1" in (tmp_path / "out" / "perfgate-report.md").read_text()
