@@ -209,3 +209,47 @@ def test_cli_check_names_the_extra_layer(tmp_path):
     assert "REGRESSION  layers per step (layer count) [rank0]: 6.0 -> 7.0" in r.output
     assert "attention blocks per step (recurring layers) [rank0]: 6.0 -> 7.0" in r.output
     assert "`layer.count_per_step{view=rank0}` | 6 | 7 | +1" in (tmp_path / "out" / "perfgate-report.md").read_text()
+
+
+_ALPHABET = [("aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore", "FlashAttentionScore", "MIX_AIC"),
+             ("aclnnRmsNorm_RmsNormAiCore_RmsNorm", "RmsNorm", "AI_VECTOR_CORE"),
+             ("aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE"),
+             ("aclnnAdd_AddAiCore_Add", "Add", "AI_VECTOR_CORE"),
+             ("aclnnNonzero_NonZeroAiCpu_NonZero", "NonZero", "AI_CPU"),
+             ("aclnnForeachAddListV2_ForeachAddListV2_ForeachAddList", "ForeachAddList", "AI_VECTOR_CORE"),
+             ("hcom_allReduce__1_0_1", "hcom_allReduce_", "HCCL")]
+
+
+def _table(picks, steps):
+    n = len(picks)
+    name, typ, core = zip(*[_ALPHABET[i] for i in picks])
+    comm = np.array([c == "HCCL" for c in core])
+    return pd.DataFrame({
+        "row": np.arange(1, n + 1), "step": pd.Categorical([str(s) for s in steps]),
+        "name": pd.Categorical(name), "op_type": pd.Categorical(typ), "core_type": pd.Categorical(core),
+        "stream_id": pd.Categorical([None if c else "2" for c in comm]),
+        "start_ns": np.arange(n, dtype=np.int64) * 1000, "dur_ns": np.full(n, 500, dtype=np.int64),
+        "end_ns": np.arange(n, dtype=np.int64) * 1000 + 500, "is_comm": comm})
+
+
+def test_segmentation_is_lossless_on_random_sequences(policy):
+    """Property: for any kernel sequence every row of every step lands in exactly one segment
+    (segment_rank runs check_lossless), and the attention rule finds one layer per FA kernel."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.tuples(st.integers(0, len(_ALPHABET) - 1), st.integers(1, 2)), min_size=1, max_size=60))
+    def prop(items):
+        items = sorted(items, key=lambda x: x[1])     # rows of a step are contiguous in time
+        df = _table([i for i, _ in items], [s for _, s in items])
+        seg = segment_rank(df, policy.segments, policy.family_suffix)
+        for _, st_ in seg.steps.iterrows():
+            lay = seg.layers[seg.layers["step"] == st_["step"]]
+            assert st_["head_rows"] + lay["rows"].sum() + st_["tail_rows"] == st_["rows"]
+            fa = sum(1 for i, s in items if str(s) == st_["step"] and i == 0)
+            assert st_["layers"] == (fa if fa >= 2 else 0)
+        b = seg.blocks.groupby(["step", "layer"])["rows"].sum()
+        assert (b.to_numpy() == seg.layers.set_index(["step", "layer"])["rows"].reindex(b.index).to_numpy()).all()
+
+    prop()

@@ -27,7 +27,7 @@ Tables (pandas DataFrames, one row each):
   ``comm_us`` (ΣDuration of communication rows), ``fam_us`` / ``cat_us`` ({family or
   category: ΣDuration µs}, the five largest).
 * blocks: ``step, layer, block`` (1-based within the layer), ``kind, class_id, first_row,
-  last_row, rows, wall_us, sum_dur_us``.
+  last_row, rows, wall_us, sum_dur_us, comm_us, fam_us, cat_us`` (as for layers).
 * steps: ``step, anchor, layers, step_class, head_rows, tail_rows, rows``.
 
 Times are µs (ΣDuration caliber for ``sum_dur_us`` / ``comm_us``; ``wall_us`` is a span).
@@ -250,7 +250,10 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
                                "class_id": f"B{kind}:{_sig(h, side, s, e)}",
                                "first_row": int(rows_all[s]), "last_row": int(rows_all[e]), "rows": e - s + 1,
                                "wall_us": (end[s:e + 1].max() - start[s:e + 1].min()) / 1000.0,
-                               "sum_dur_us": dur[s:e + 1].sum() / 1000.0})
+                               "sum_dur_us": dur[s:e + 1].sum() / 1000.0,
+                               "comm_us": dur[s:e + 1][comm[s:e + 1]].sum() / 1000.0,
+                               "fam_us": _by(fam[s:e + 1], dur[s:e + 1]),
+                               "cat_us": _by(cat[s:e + 1], dur[s:e + 1]) if cat is not None else {}})
             step_layers.append({
                 "step": step, "layer": i + 1, "anchor": used, "first_row": int(rows[a]), "last_row": int(rows[b]),
                 "rows": b - a + 1, "class_id": "L" + _sig(hs, cs, a, b), "kinds": "+".join(x[0] for x in blk),
@@ -268,7 +271,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
                       "rows": n})
     lcols = ["step", "layer", "anchor", "first_row", "last_row", "rows", "class_id", "kinds", "companion",
              "wall_us", "sum_dur_us", "comm_us", "fam_us", "cat_us"]
-    bcols = ["step", "layer", "block", "kind", "class_id", "first_row", "last_row", "rows", "wall_us", "sum_dur_us"]
+    bcols = ["step", "layer", "block", "kind", "class_id", "first_row", "last_row", "rows", "wall_us", "sum_dur_us",
+             "comm_us", "fam_us", "cat_us"]
     scols = ["step", "anchor", "layers", "step_class", "head_rows", "tail_rows", "rows"]
     return RankSegments(pd.DataFrame(layers, columns=lcols), pd.DataFrame(blocks, columns=bcols),
                         pd.DataFrame(steps, columns=scols))
@@ -294,11 +298,10 @@ def class_table(seg: RankSegments) -> pd.DataFrame:
     ``kind`` (layer: block kinds; block: its kind), ``members`` (all steps), ``per_step``
     (lower median of members per step), ``wall_p50_us`` / ``wall_p90_us`` (µs, over members),
     ``sum_dur_us`` (ΣDuration of all members), ``comm_share`` (ratio of ΣDuration on
-    communication rows; layers only), ``top_families`` (layers: the three families with the
-    largest ΣDuration over the members, ``family (µs)``), ``bound`` (layers: the policy
-    category — FA, MatMul, Conv, Vector, Comm, ... — with the largest ΣDuration over the
-    members when categories were given, else the top family), ``example_rows`` (first
-    member's ``first_row-last_row``)."""
+    communication rows), ``top_families`` (the three families with the largest ΣDuration
+    over the members, ``family (µs)``), ``bound`` (the policy category — FA, MatMul, Conv,
+    Vector, Comm, ... — with the largest ΣDuration over the members when categories were
+    given, else the top family), ``example_rows`` (first member's ``first_row-last_row``)."""
     out = []
     for level, t in (("layer", seg.layers), ("block", seg.blocks)):
         for cid, g in t.groupby("class_id", sort=False):
@@ -309,12 +312,10 @@ def class_table(seg: RankSegments) -> pd.DataFrame:
                    "members": len(g), "per_step": km.median_low(per.to_numpy()) if len(per) else 0.0,
                    "wall_p50_us": float(np.percentile(w, 50)), "wall_p90_us": float(np.percentile(w, 90)),
                    "sum_dur_us": float(g["sum_dur_us"].sum()),
-                   "comm_share": float(g["comm_us"].sum() / g["sum_dur_us"].sum()) if level == "layer"
-                   and g["sum_dur_us"].sum() > 0 else None,
-                   "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in list(_sum_dicts(g["fam_us"]).items())[:3])
-                   if level == "layer" else None,
-                   "bound": (next(iter(_sum_dicts(g["cat_us"])), None) or next(iter(_sum_dicts(g["fam_us"])), None))
-                   if level == "layer" else None,
+                   "comm_share": float(g["comm_us"].sum() / g["sum_dur_us"].sum()) if g["sum_dur_us"].sum() > 0
+                   else None,
+                   "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in list(_sum_dicts(g["fam_us"]).items())[:3]),
+                   "bound": next(iter(_sum_dicts(g["cat_us"])), None) or next(iter(_sum_dicts(g["fam_us"])), None),
                    "example_rows": f"{int(g['first_row'].iloc[0])}-{int(g['last_row'].iloc[0])}"}
             out.append(rec)
     cols = ["level", "class_id", "kind", "members", "per_step", "wall_p50_us", "wall_p90_us", "sum_dur_us",
