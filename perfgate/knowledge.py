@@ -42,6 +42,7 @@ class Anchor:
     unless_after: tuple = ()
     within: int = 0
     min_layers: int = 2
+    companions: tuple = ()   # names of other anchors whose hits can start companion layers
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def load_segment_rules(path=None) -> SegmentRules:
         key = f"anchors[{i}]"
         if not isinstance(a, dict) or "match" not in a or "name" not in a:
             raise _err(path, key, "each anchor needs 'name' and 'match'")
-        extra = set(a) - {"name", "match", "lead", "lead_max", "unless_after", "within", "min_layers"}
+        extra = set(a) - {"name", "match", "lead", "lead_max", "unless_after", "within", "min_layers", "companions"}
         if extra:
             raise _err(path, f"{key}.{sorted(extra)[0]}", "unknown field")
         anchors.append(Anchor(
@@ -154,7 +155,14 @@ def load_segment_rules(path=None) -> SegmentRules:
             lead_max=_int(path, f"{key}.lead_max", a.get("lead_max", 0)),
             unless_after=_matches(path, f"{key}.unless_after", a.get("unless_after")),
             within=_int(path, f"{key}.within", a.get("within", 0)),
-            min_layers=_int(path, f"{key}.min_layers", a.get("min_layers", 2), lo=1)))
+            min_layers=_int(path, f"{key}.min_layers", a.get("min_layers", 2), lo=1),
+            companions=tuple(a.get("companions") or ())))
+    names = {a.name for a in anchors}
+    for i, a in enumerate(anchors):
+        bad = [c for c in a.companions if c not in names or c == a.name]
+        if bad:
+            raise _err(path, f"anchors[{i}].companions", f"unknown or own anchor name(s) {bad}; "
+                                                        f"known: {sorted(names - {a.name})}")
     b = doc.get("blocks") or {}
     kinds = []
     for i, k in enumerate(b.get("kinds") or []):

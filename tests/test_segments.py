@@ -238,7 +238,7 @@ def test_segmentation_is_lossless_on_random_sequences(policy):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    @settings(max_examples=150, deadline=None)
+    @settings(max_examples=60, deadline=None)
     @given(st.lists(st.tuples(st.integers(0, len(_ALPHABET) - 1), st.integers(1, 2)), min_size=1, max_size=60))
     def prop(items):
         items = sorted(items, key=lambda x: x[1])     # rows of a step are contiguous in time
@@ -253,3 +253,18 @@ def test_segmentation_is_lossless_on_random_sequences(policy):
         assert (b.to_numpy() == seg.layers.set_index(["step", "layer"])["rows"].reindex(b.index).to_numpy()).all()
 
     prop()
+
+
+def test_companion_layer_without_attention(tmp_path, policy):
+    """A MoE layer with no attention kernel between attention layers is a layer of its own,
+    marked companion (the attention anchor's `companions: [moe]`)."""
+    cap = load_capture(write_transformer(tmp_path / "c", 6, moe=True, companion_layers=(3,), ranks=1, steps=2))
+    k = cap.ranks[0].kernels.df
+    seg = segment_rank(k, policy.segments, policy.family_suffix)
+    assert list(seg.steps["layers"]) == [6, 6]
+    s1 = seg.layers[seg.layers["step"] == "10"]
+    assert list(s1["companion"]) == [False, False, False, True, False, False]
+    assert list(s1["kinds"]) == ["attention+moe"] * 3 + ["moe"] + ["attention+moe"] * 2
+    m = fingerprint_capture(cap, policy).metrics
+    assert m["layer.count_per_step{view=rank0}"].value == 6
+    assert m["block.count_per_step{kind=moe,view=rank0}"].value == 5   # the companion's class is unique

@@ -122,8 +122,13 @@ def _sig(h: np.ndarray, side: np.ndarray, a: int, b: int) -> str:
     return hashlib.sha1(blob).hexdigest()[:8]
 
 
-def _cuts(anchor, hit, unless, lead, tail, n):
-    """Layer (first_pos, last_pos) ranges for one anchor rule, or None when it does not apply."""
+def _cuts(anchor, hit, unless, lead, tail, n, companion=None):
+    """Layer (first_pos, last_pos) ranges for one anchor rule, or None when it does not apply.
+
+    ``companion``: hits of the rule's ``companions`` anchors (e.g. a MoE dispatch). Such a hit
+    starts a layer of its own only when the hit before it (of either kind) was also a
+    companion hit: the dispatch after an attention kernel belongs to that attention's layer,
+    a second dispatch with no attention in between starts a companion layer."""
     hits = np.flatnonzero(hit)
     if anchor.unless_after and len(hits):
         ua = np.flatnonzero(unless)
@@ -133,6 +138,14 @@ def _cuts(anchor, hit, unless, lead, tail, n):
             hits = hits[(hits - prev) > anchor.within]
     if len(hits) < anchor.min_layers:
         return None
+    if companion is not None and companion.any():
+        sec = np.setdiff1d(np.flatnonzero(companion), hits)
+        both = np.concatenate([hits, sec])
+        is_sec = np.concatenate([np.zeros(len(hits), bool), np.ones(len(sec), bool)])
+        order = np.argsort(both, kind="stable")
+        both, is_sec = both[order], is_sec[order]
+        keep = ~is_sec | np.concatenate([[True], is_sec[:-1]])
+        hits = both[keep]
     starts = []
     for i, h in enumerate(hits):
         lo = int(hits[i - 1]) + 1 if i else 0
@@ -202,8 +215,13 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     comm = k["is_comm"].to_numpy()
     stream = k["stream_id"].astype(object).where(k["stream_id"].notna(), None).astype("category").cat.codes.to_numpy()
     side = comm.copy()
-    anchor_masks = [(a, match_mask(k, a.match), match_mask(k, a.unless_after), match_mask(k, a.lead))
-                    for a in rules.anchors]
+    by_name = {a.name: a for a in rules.anchors}
+    anchor_masks = []
+    for a in rules.anchors:
+        comp = [by_name[c] for c in a.companions]
+        lead = match_mask(k, a.lead + tuple(m for c in comp for m in c.lead))
+        anchor_masks.append((a, match_mask(k, a.match), match_mask(k, a.unless_after), lead,
+                             match_mask(k, tuple(m for c in comp for m in c.match)) if comp else None))
     tail = match_mask(k, rules.tail)
     cut = match_mask(k, rules.blocks.cut_before)
     aicpu = km._matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else None
@@ -221,8 +239,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         n = hi - lo
         sl = slice(lo, hi)
         ranges, used = None, None
-        for a, hit, unless, lead in anchor_masks:
-            ranges = _cuts(a, hit[sl], unless[sl], lead[sl], tail[sl], n)
+        for a, hit, unless, lead, comp in anchor_masks:
+            ranges = _cuts(a, hit[sl], unless[sl], lead[sl], tail[sl], n, comp[sl] if comp is not None else None)
             if ranges:
                 used = a.name
                 break

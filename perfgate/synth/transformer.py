@@ -49,8 +49,9 @@ ARGMAX = ("aclnnArgMax_ArgMaxV2AiCore_ArgMaxV2", "ArgMaxV2", _V, 20.0)
 
 
 def transformer_sequence(layers: int, *, moe: bool = False, dense_layers: int = 0,
-                         decomposed_rmsnorm: bool = False) -> tuple:
-    """The kernel sequence of one step (module doc).
+                         decomposed_rmsnorm: bool = False, companion_layers: tuple = ()) -> tuple:
+    """The kernel sequence of one step (module doc). Layers whose 0-based index is in
+    ``companion_layers`` have no attention block (companion layers: MLP / MoE block only).
 
     Raises:
         ValueError: ``layers`` < 1 or ``dense_layers`` > ``layers``.
@@ -59,17 +60,18 @@ def transformer_sequence(layers: int, *, moe: bool = False, dense_layers: int = 
         raise ValueError(f"need 1 <= layers and 0 <= dense_layers <= layers, got {layers}, {dense_layers}")
     seq = list(HEAD)
     for i in range(layers):
-        seq += ATTENTION + (MOE if moe and i >= dense_layers else FFN)
+        seq += (() if i in companion_layers else ATTENTION) + (MOE if moe and i >= dense_layers else FFN)
     seq += list(DECOMPOSED_RMSNORM if decomposed_rmsnorm else (RMSNORM,)) + [MATMUL, ARGMAX]
     return tuple(seq)
 
 
 def write_transformer(out_dir, layers: int, *, moe: bool = False, dense_layers: int = 0,
-                      decomposed_rmsnorm: bool = False, **spec) -> Path:
+                      decomposed_rmsnorm: bool = False, companion_layers: tuple = (), **spec) -> Path:
     """Write a transformer-like capture (:func:`transformer_sequence` every step) under
     ``out_dir``. Communication (``comm_ops`` allreduces, default 2) is placed after the last
     compute kernel (``overlap`` 1.0) unless given; other ``spec`` fields go to
     :class:`SynthSpec`."""
     spec.setdefault("overlap", 1.0)
-    seq = transformer_sequence(layers, moe=moe, dense_layers=dense_layers, decomposed_rmsnorm=decomposed_rmsnorm)
+    seq = transformer_sequence(layers, moe=moe, dense_layers=dense_layers, decomposed_rmsnorm=decomposed_rmsnorm,
+                               companion_layers=tuple(companion_layers))
     return write_capture(out_dir, SynthSpec(sequence=seq, **spec))
