@@ -693,5 +693,56 @@ def github_context():
         _fail(e)
 
 
+@main.command()
+@click.argument("roots", nargs=-1, required=True, type=click.Path())
+@common_policy
+@click.option("--out", default="perfgate-sweep", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for sweep.csv and sweep.xlsx.")
+@click.option("--cache", "cache_dir", default=None, type=click.Path(file_okay=False),
+              help="Cache folder for per-capture results (default: OUT/.cache).")
+@click.option("--no-cache", is_flag=True, help="Recompute every capture.")
+@common_workers
+def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
+    """Fingerprint every capture under ROOTS and write a rollup (one row per capture, failed
+    ones with their reason) as OUT/sweep.csv and OUT/sweep.xlsx; JSON summary on stdout,
+    progress on stderr. Exits 0 when the rollup was written, whatever the captures."""
+    from perfgate.sweep import run_sweep, summary, write_rollup
+    bar = {}
+
+    def progress(done, total, cap):
+        if not bar:
+            from rich.console import Console
+            from rich.progress import Progress
+            bar["p"] = Progress(console=Console(stderr=True), transient=True)
+            bar["p"].start()
+            bar["t"] = bar["p"].add_task("sweeping captures", total=total)
+        bar["p"].update(bar["t"], completed=done, description=f"{Path(cap).name}")
+
+    try:
+        table = run_sweep(roots, _policy(policy_path), workers=workers, progress=progress,
+                          cache_dir=None if no_cache else (cache_dir or Path(out) / ".cache"))
+        files = write_rollup(table, out)
+    except PerfgateError as e:
+        _fail(e)
+    finally:
+        if bar:
+            bar["p"].stop()
+    click.echo(json.dumps(summary(table, files), indent=1, ensure_ascii=False))
+
+
+@main.command()
+@click.argument("capture", type=click.Path())
+@common_policy
+def structure(capture, policy_path):
+    """Print the layer / block classes and fusion candidates of CAPTURE as JSON (fusion
+    candidates are informational: no claim about gains)."""
+    from perfgate.structure import structure_report
+    try:
+        rep = structure_report(capture, _policy(policy_path))
+    except PerfgateError as e:
+        _fail(e)
+    click.echo(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -151,7 +151,7 @@ def _subject(name: str, labels: dict) -> str:
         "share.category": lambda: f"ΣDuration share of category {lab.get('category')}",
         "device.time_us": lambda: f"device time per step ({terms.CALIBER_LABEL.get(lab.get('caliber'), '')})",
         "kernel.time_us": lambda: f"ΣDuration per step of kernel family {lab.get('family')}",
-    }.get(name, lambda: registry.REGISTRY[name].description if name in registry.REGISTRY else name)()
+    }.get(name, lambda: registry.subject(name, lab))()
     return f"{what} [{view}]" if view else what
 
 

@@ -19,6 +19,7 @@ from perfgate.errors import PolicyError
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history"}
+_TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.knowledge)
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
                      "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
 _FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
@@ -76,6 +77,7 @@ class Policy:
     findings: dict = field(default_factory=dict)
     fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
     history: dict = field(default_factory=lambda: dict(_HISTORY_DEFAULTS))
+    segments: object = None  # perfgate.knowledge.SegmentRules, or None when `segments: null`
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -285,4 +287,18 @@ def load_policy(path=None) -> Policy:
     return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
                   overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
-                  fail_closed=tuple(fail_closed), history=hist)
+                  fail_closed=tuple(fail_closed), history=hist, segments=_segments(path, doc))
+
+
+def _segments(path: Path, doc: dict):
+    """``segments:`` = a knowledge file path (relative to the policy file), absent = the bundled
+    ``policies/segments.yaml``, null = no layer segmentation."""
+    from perfgate.knowledge import DEFAULT_SEGMENTS, load_segment_rules
+    if "segments" not in doc:
+        return load_segment_rules(DEFAULT_SEGMENTS)
+    v = doc["segments"]
+    if v is None or v is False:
+        return None
+    if not isinstance(v, str):
+        raise _err(path, "segments", f"must be a file path or null, got {v!r}")
+    return load_segment_rules(path.parent / v)

@@ -309,9 +309,11 @@ def summarize_rank(rank, policy, root) -> dict:
                 f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
                 f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
                 f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
+    seg_metrics, seg_detail = _segment_summary(rank, policy, root, cat)
     return {
         "rank": rank.rank,
-        "metrics": rank_metrics(rank, policy, root, anatomy, kinds, cat),
+        "metrics": {**rank_metrics(rank, policy, root, anatomy, kinds, cat), **seg_metrics},
+        "segments": seg_detail,
         "anatomy": anatomy,
         "checks": checks,
         "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
@@ -330,6 +332,21 @@ def summarize_rank(rank, policy, root) -> dict:
         "output_dir": _rel(rank.location.output_dir, root),
         "rank_source": rank.location.rank_source,
     }
+
+
+def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
+    """Structure metrics and the layer / block class tables of one rank
+    (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
+    if getattr(policy, "segments", None) is None:
+        return {}, {}
+    from perfgate.metrics.segments import class_table, segment_metrics, segment_rank
+    k = rank.kernels.df
+    seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
+    step_sum = k[k["step"].notna()].groupby("step", observed=True)["dur_ns"].sum() / 1000.0
+    step_sum.index = step_sum.index.astype(str)
+    kfile = _rel(rank.kernels.path, root)
+    return segment_metrics(seg, kfile, step_sum), {
+        "rank": rank.rank, "steps": _records(seg.steps), "classes": _records(class_table(seg))}
 
 
 def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fingerprint:
@@ -377,6 +394,8 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
     # device wall when no step_trace / Overlap Analysis exists), for per-rank plots
     detail["step_time"] = [{"rank": int(r), "step": str(s), "time_us": round(float(v), 6)}
                            for (r, s), v in sorted(step_time.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))]
+    if any(x.get("segments") for x in sums):
+        detail["segments"] = [x["segments"] for x in sums if x.get("segments")]
     warns = list(warnings or [])
     levels = {x["info"].get("profiler_level") for x in sums}
     if len(levels) > 1 and not any("different levels" in w for w in warns):
@@ -422,6 +441,7 @@ def _config_from_summaries(sums, policy) -> dict:
         "top_n": policy.top_n,
         "categories_digest": policy.category_digest(),
         "steps_per_rank": {str(x["rank"]): len(x["steps"]) for x in sums},
+        "segments_digest": policy.segments.digest if getattr(policy, "segments", None) else None,
     }
 
 

@@ -26,6 +26,7 @@ class MetricDef:
     absent_is_zero: bool = False
     requires: tuple = ()
     per_kernel: bool = False
+    subject: str | None = None   # short text naming one labelled value, e.g. "{kind} blocks per step"
 
 
 _DEFS = [
@@ -118,8 +119,43 @@ _DEFS = [
     MetricDef("rank.skew_ratio", "ratio", None, terms.TIER_STEP,
               "rank skew = (max − min) / mean over ranks of a per-rank metric (label metric)",
               "per-rank values of the named metric"),
+    # model structure (perfgate.metrics.segments; rules in policies/segments.yaml)
+    MetricDef("layer.count_per_step", "layers", None, terms.TIER_EXACT,
+              "layers per step found by the anchor rules (lower median over steps)",
+              "kernel_details.csv rows in time order cut at anchor kernels", requires=("segments_digest",),
+              subject="layers per step (layer count)"),
+    MetricDef("layer.class_count_per_step", "layers", None, terms.TIER_EXACT,
+              "layers per step of one recurring layer class (label class; 'unique' = layers whose "
+              "class occurs once per step)", "ordered kernel families per layer, hashed",
+              absent_is_zero=True, requires=("segments_digest",), subject="layers per step of layer class {class}"),
+    MetricDef("block.count_per_step", "blocks", None, terms.TIER_EXACT,
+              "blocks per step of one kind (attention | ffn | moe | aicpu | other) in recurring layers",
+              "layers cut at norm kernels and AI_CPU runs", absent_is_zero=True, requires=("segments_digest",),
+              subject="{kind} blocks per step (recurring layers)"),
+    MetricDef("block.share", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
+              "share of ΣDuration per step in blocks of one kind ('unstructured' = head, tail and "
+              "non-recurring layers)", "Σ Duration(us) of the blocks / Σ Duration(us) of the step",
+              absent_is_zero=True, requires=("segments_digest",), subject="ΣDuration share of {kind} blocks"),
+    MetricDef("layer.wall_p50_us", "us", None, terms.TIER_STEP,
+              "median wall (last end − first start) of the layers of one recurring class",
+              "kernel_details.csv Start Time(us) + Duration(us)", requires=("segments_digest",),
+              subject="median wall of layer class {class}"),
 ]
 REGISTRY: dict[str, MetricDef] = {d.name: d for d in _DEFS}
+
+
+def subject(name: str, labels: dict) -> str:
+    """Text naming one value of metric ``name`` with ``labels`` (view excluded): the
+    definition's ``subject`` filled with the labels, else its description (else the name)."""
+    d = REGISTRY.get(name)
+    if d is None:
+        return name
+    if d.subject:
+        try:
+            return d.subject.format(**labels)
+        except (KeyError, IndexError):
+            pass
+    return d.description
 
 
 def get(name: str) -> MetricDef:

@@ -102,6 +102,10 @@ class SynthSpec:
     aic_metrics: str = "ACL_AICORE_PIPE_UTILIZATION"
     torch_npu_version: str | None = None
     cann_version: str | None = None
+    # ((name, OP type, core type, mean duration us), ...) in execution order: when given, every
+    # step runs exactly this kernel sequence instead of shuffled `families` (extra_calls ignored;
+    # see perfgate.synth.transformer)
+    sequence: tuple = ()
 
 
 def _us(ns: int) -> str:
@@ -128,6 +132,9 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
             for _ in range(int(round(k))):
                 calls.append((name, typ, core, mean * slow))
         order = rng.permutation(len(calls))
+        if spec.sequence:
+            calls = [(n, t, c, m * (spec.slowdown.get(n, 1.0) if injected else 1.0)) for n, t, c, m in spec.sequence]
+            order = np.arange(len(calls))
         stretch = rank_factor * (spec.warmup_factor if si == 0 else 1.0)
         bubble_at = len(order) // 4 if spec.bubble_us > 0 else -1
         bubble_end = None

@@ -1,0 +1,203 @@
+"""Model-structure knowledge: YAML (``policies/segments.yaml``) -> frozen rule objects.
+
+The rules say how a step's kernel sequence is cut into layers (anchor patterns, never a layer
+count), how a layer splits into blocks (attention | ffn | moe | aicpu | other), which
+execution-order patterns are fusion candidates, and record counterexamples. Errors are
+:class:`~perfgate.errors.PolicyError` naming the file and the key. A leaf module (imports only
+``errors``), so :mod:`perfgate.policy` can load it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from perfgate.errors import PolicyError
+
+DEFAULT_SEGMENTS = Path(__file__).resolve().parent.parent / "policies" / "segments.yaml"
+BLOCK_KINDS = ("attention", "ffn", "moe", "aicpu", "other")
+_MATCH_FIELDS = ("name", "family", "type", "core")
+_TOP = {"version", "anchors", "tail", "blocks", "fusion", "counterexamples", "signature"}
+
+
+@dataclass(frozen=True)
+class Match:
+    """All given regexes must find a match (``re.search``) in the row's column."""
+    name: re.Pattern | None = None
+    family: re.Pattern | None = None
+    type: re.Pattern | None = None
+    core: re.Pattern | None = None
+
+
+@dataclass(frozen=True)
+class Anchor:
+    name: str
+    match: tuple
+    lead: tuple = ()
+    lead_max: int = 0
+    unless_after: tuple = ()
+    within: int = 0
+    min_layers: int = 2
+    companions: tuple = ()   # names of other anchors whose hits can start companion layers
+
+
+@dataclass(frozen=True)
+class BlockRules:
+    cut_before: tuple
+    aicpu_core: re.Pattern | None
+    kinds: tuple          # ((kind, (Match, ...)), ...)
+    default: str = "other"
+
+
+@dataclass(frozen=True)
+class FusionPattern:
+    name: str
+    fused: str
+    steps: tuple          # ordered regexes over operator Type (or the family when Type is N/A)
+    medium_min: int
+
+
+@dataclass(frozen=True)
+class FusionRules:
+    elementwise: re.Pattern
+    matmul: re.Pattern
+    patterns: tuple
+    low_min: int = 3
+
+
+@dataclass(frozen=True)
+class SegmentRules:
+    """Loaded ``segments.yaml``. ``digest`` changes whenever a rule changes (it goes into the
+    fingerprint config, so structure metrics from other rules are incomparable)."""
+    path: str
+    anchors: tuple
+    tail: tuple
+    blocks: BlockRules
+    fusion: FusionRules
+    counterexamples: tuple
+    digest: str
+    shapes: bool = False   # Input Shapes in class signatures (where the kernel table carries them)
+
+
+def _err(path, key, msg):
+    return PolicyError(f"key '{key}': {msg}", path=path)
+
+
+def _rx(path, key, text):
+    if not isinstance(text, str):
+        raise _err(path, key, f"must be a regular expression string, got {text!r}")
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise _err(path, key, f"invalid regular expression {text!r}: {e}") from None
+
+
+def _match(path, key, d) -> Match:
+    if not isinstance(d, dict) or not d:
+        raise _err(path, key, f"must be a mapping of {list(_MATCH_FIELDS)} -> regex")
+    extra = set(d) - set(_MATCH_FIELDS)
+    if extra:
+        raise _err(path, f"{key}.{sorted(extra)[0]}", f"unknown field (allowed: {list(_MATCH_FIELDS)})")
+    return Match(**{f: _rx(path, f"{key}.{f}", d[f]) for f in d})
+
+
+def _matches(path, key, v) -> tuple:
+    if v is None:
+        return ()
+    if isinstance(v, dict):
+        v = [v]
+    if not isinstance(v, list):
+        raise _err(path, key, "must be a match or a list of matches")
+    return tuple(_match(path, f"{key}[{i}]", d) for i, d in enumerate(v))
+
+
+def _int(path, key, v, lo=0):
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise _err(path, key, f"must be an integer >= {lo}, got {v!r}")
+    return v
+
+
+def load_segment_rules(path=None) -> SegmentRules:
+    """Load a segments knowledge file (default ``policies/segments.yaml``).
+
+    Raises:
+        PolicyError: unreadable file, invalid YAML, unknown key, bad regex, an anchor without
+            ``match``, a block kind outside attention | ffn | moe | aicpu | other.
+    """
+    path = Path(path or DEFAULT_SEGMENTS)
+    try:
+        text = path.read_text(encoding="utf-8")
+        doc = yaml.safe_load(text)
+    except OSError as e:
+        raise PolicyError(f"cannot read segment rules: {e.strerror}", path=path) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise PolicyError(f"invalid YAML: {e}", path=path) from None
+    if not isinstance(doc, dict):
+        raise PolicyError("segment rules must be a YAML mapping", path=path)
+    unknown = set(doc) - _TOP
+    if unknown:
+        raise _err(path, sorted(unknown)[0], f"unknown top-level key (allowed: {sorted(_TOP)})")
+    anchors = []
+    for i, a in enumerate(doc.get("anchors") or []):
+        key = f"anchors[{i}]"
+        if not isinstance(a, dict) or "match" not in a or "name" not in a:
+            raise _err(path, key, "each anchor needs 'name' and 'match'")
+        extra = set(a) - {"name", "match", "lead", "lead_max", "unless_after", "within", "min_layers", "companions"}
+        if extra:
+            raise _err(path, f"{key}.{sorted(extra)[0]}", "unknown field")
+        anchors.append(Anchor(
+            name=str(a["name"]), match=_matches(path, f"{key}.match", a["match"]),
+            lead=_matches(path, f"{key}.lead", a.get("lead")),
+            lead_max=_int(path, f"{key}.lead_max", a.get("lead_max", 0)),
+            unless_after=_matches(path, f"{key}.unless_after", a.get("unless_after")),
+            within=_int(path, f"{key}.within", a.get("within", 0)),
+            min_layers=_int(path, f"{key}.min_layers", a.get("min_layers", 2), lo=1),
+            companions=tuple(a.get("companions") or ())))
+    names = {a.name for a in anchors}
+    for i, a in enumerate(anchors):
+        bad = [c for c in a.companions if c not in names or c == a.name]
+        if bad:
+            raise _err(path, f"anchors[{i}].companions", f"unknown or own anchor name(s) {bad}; "
+                                                        f"known: {sorted(names - {a.name})}")
+    b = doc.get("blocks") or {}
+    kinds = []
+    for i, k in enumerate(b.get("kinds") or []):
+        key = f"blocks.kinds[{i}]"
+        if not isinstance(k, dict) or k.get("kind") not in BLOCK_KINDS:
+            raise _err(path, f"{key}.kind", f"must be one of {list(BLOCK_KINDS)}")
+        kinds.append((k["kind"], _matches(path, f"{key}.any", k.get("any"))))
+    default = b.get("default", "other")
+    if default not in BLOCK_KINDS:
+        raise _err(path, "blocks.default", f"must be one of {list(BLOCK_KINDS)}")
+    blocks = BlockRules(cut_before=_matches(path, "blocks.cut_before", b.get("cut_before")),
+                        aicpu_core=_rx(path, "blocks.aicpu_core", b["aicpu_core"]) if b.get("aicpu_core") else None,
+                        kinds=tuple(kinds), default=default)
+    f = doc.get("fusion") or {}
+    pats = []
+    for i, p in enumerate(f.get("patterns") or []):
+        key = f"fusion.patterns[{i}]"
+        if not isinstance(p, dict) or not p.get("name") or not isinstance(p.get("steps"), list) or not p["steps"]:
+            raise _err(path, key, "needs 'name' and a non-empty list 'steps'")
+        steps = tuple(_rx(path, f"{key}.steps[{j}]", s) for j, s in enumerate(p["steps"]))
+        mm = _int(path, f"{key}.medium_min", p.get("medium_min", max(2, len(steps) - 2)), lo=1)
+        if mm > len(steps):
+            raise _err(path, f"{key}.medium_min", f"must be <= the number of steps ({len(steps)})")
+        pats.append(FusionPattern(str(p["name"]), str(p.get("fused", "")), steps, mm))
+    fusion = FusionRules(elementwise=_rx(path, "fusion.elementwise", f.get("elementwise", "^$")),
+                         matmul=_rx(path, "fusion.matmul", f.get("matmul", "(?i)mat.?mul")),
+                         patterns=tuple(pats), low_min=_int(path, "fusion.low_min", f.get("low_min", 3), lo=2))
+    ce = doc.get("counterexamples") or []
+    if not isinstance(ce, list) or not all(isinstance(x, dict) and x.get("note") for x in ce):
+        raise _err(path, "counterexamples", "must be a list of mappings, each with a 'note'")
+    sig = doc.get("signature") or {}
+    if not isinstance(sig, dict) or set(sig) - {"shapes"} or not isinstance(sig.get("shapes", False), bool):
+        raise _err(path, "signature", "must be a mapping {shapes: true|false}")
+    digest = hashlib.sha256(json.dumps({k: doc.get(k) for k in ("anchors", "tail", "blocks", "signature")},
+                                       sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return SegmentRules(path=str(path), anchors=tuple(anchors), tail=_matches(path, "tail", doc.get("tail")),
+                        blocks=blocks, fusion=fusion, counterexamples=tuple(ce), digest=digest,
+                        shapes=bool(sig.get("shapes", False)))

@@ -1,0 +1,251 @@
+"""Sweep: fingerprint every capture under one or more roots (e.g. a TP/DP/EP configuration
+sweep) and roll them up into one table, one row per capture.
+
+Discovery (:func:`discover_captures`): every ``ASCEND_PROFILER_OUTPUT/`` (its rank folder's
+parent is the capture when the rank folder is named ``*_ascend_pt`` or ``rank<N>``, else the
+rank folder itself) and every ``mindstudio_profiler_output/`` holding ``op_summary_*.csv``
+(its ``PROF_*`` folder is the capture). Folders holding a kernel table or profiler database
+(``kernel_details.csv``, ``op_summary_*.csv``, ``*.db``) outside those layouts are listed too:
+they are captures perfgate cannot read, and appear as failed rows with the reason, never
+dropped.
+
+Captures are fingerprinted in a process pool (:func:`perfgate.gate.fingerprint_path`, one
+process per capture); a result is cached under ``cache_dir`` keyed on the size and mtime of
+every file below the capture, the policy's fingerprint / segment rule digests and the perfgate
+version, so an unchanged capture is not recomputed.
+
+Rollup columns (:data:`COLUMNS`): ``capture`` (path relative to its root), ``status`` (ok |
+failed), ``reason``, ``ranks``, ``steps`` (steps of the rank with most), ``step_time_rank0_us``
+and ``step_time_p50_us`` (step time = Computing + Communication(Not Overlapped) + Free, else the
+device wall), ``layers`` (layer count per step, rank0), ``top_step_class`` (the commonest step
+class over ranks and steps), ``share_<kind>`` (block-kind ΣDuration shares, p50 over ranks,
+ratio), ``comm_us`` (communication per step, busy union, p50 over ranks), ``comm_share``
+(communication share of ΣDuration, p50, ratio), ``top_hccl_kind`` (HCCL kind with the largest
+ΣDuration), ``max_rank_skew`` / ``max_rank_skew_metric`` (largest (max − min) / mean over ranks
+of a step metric), ``self_checks_failed``, ``cached``, ``seconds``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+from perfgate import __version__
+from perfgate.errors import PerfgateError, StoreError, UsageError
+
+OUTPUT_DIR, MSPROF_DIR = "ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output"
+_RANK_DIR = re.compile(r"(_ascend_pt$)|(^|[_-])rank[_-]?\d+$", re.IGNORECASE)
+_LOOSE = re.compile(r"^(kernel_details\.csv|op_summary.*\.csv|.*\.db)$")
+KINDS = ("attention", "ffn", "moe", "aicpu", "other", "unstructured")
+COLUMNS = (["capture", "status", "reason", "ranks", "steps", "step_time_rank0_us", "step_time_p50_us", "layers",
+            "top_step_class"] + [f"share_{k}" for k in KINDS]
+           + ["comm_us", "comm_share", "top_hccl_kind", "max_rank_skew", "max_rank_skew_metric",
+              "self_checks_failed", "cached", "seconds"])
+
+
+def discover_captures(roots) -> list[tuple[Path, Path]]:
+    """``(root, capture_path)`` for every capture under ``roots`` (module doc), sorted, unique.
+
+    Raises:
+        UsageError: a root that is not a readable folder.
+    """
+    found: dict[Path, Path] = {}
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            raise UsageError(f"sweep root is not a folder: {root}")
+        covered: set[Path] = set()
+        loose: list[Path] = []
+        for d, dirs, files in os.walk(root, onerror=_unreadable):
+            dirs.sort()
+            here = Path(d)
+            if here.name == OUTPUT_DIR:
+                rank_dir = here.parent
+                cap = rank_dir.parent if _RANK_DIR.search(rank_dir.name) and rank_dir != root else rank_dir
+                found.setdefault(cap.resolve(), root)
+                covered.add(here)
+                dirs[:] = []
+            elif here.name == MSPROF_DIR and any(f.startswith("op_summary") for f in files):
+                found.setdefault(here.parent.resolve(), root)
+                covered.add(here)
+                dirs[:] = []
+            elif any(_LOOSE.match(f) for f in files):
+                loose.append(here)
+        for d in loose:
+            if not any(c == d or c in d.parents for c in covered):
+                found.setdefault(d.resolve(), root)
+    return sorted(((r, c) for c, r in found.items()), key=lambda x: str(x[1]))
+
+
+def _unreadable(e: OSError):
+    raise UsageError(f"cannot list folder {e.filename}: {e.strerror}",
+                     hint="an unreadable folder would silently drop captures from the sweep")
+
+
+def cache_key(capture: Path, policy) -> str:
+    """Digest of (relative path, size, mtime_ns) of every file below ``capture`` plus the
+    policy's rule digests and the perfgate version."""
+    h = hashlib.sha256()
+    for d, dirs, files in os.walk(capture):
+        dirs.sort()
+        for f in sorted(files):
+            p = Path(d) / f
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            h.update(f"{p.relative_to(capture)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    seg = policy.segments.digest if getattr(policy, "segments", None) else "-"
+    h.update(f"{policy.fingerprint_digest()}|{seg}|{__version__}".encode())
+    return h.hexdigest()[:32]
+
+
+def rollup_row(fp) -> dict:
+    """One rollup row (module doc) from a fingerprint."""
+    m = fp.metrics
+
+    def val(key):
+        v = m.get(key)
+        return None if v is None else v.value
+
+    row = {"ranks": len(fp.provenance.get("ranks", [])),
+           "steps": max((len(s) for s in fp.provenance.get("steps", {}).values()), default=0)}
+    for view in ("rank0", "p50"):
+        row[f"step_time_{view}_us"] = val(f"step.time_us{{view={view}}}") or val(f"step.wall_us{{view={view}}}")
+    row["layers"] = val("layer.count_per_step{view=rank0}")
+    classes = Counter(s["step_class"] for r in fp.detail.get("segments", []) for s in r.get("steps", []))
+    row["top_step_class"] = classes.most_common(1)[0][0] if classes else None
+    for k in KINDS:
+        row[f"share_{k}"] = val(f"block.share{{kind={k},view=p50}}")
+    row["comm_us"] = val("step.comm_us{view=p50}")
+    row["comm_share"] = val("share.category{category=Comm,view=p50}")
+    if row["comm_share"] is None:
+        row["comm_share"] = val("share.core_type{core_type=COMMUNICATION,view=p50}")
+    kinds = {v.labels["kind"]: v.value for v in m.values() if v.name == "comm.time_us" and v.labels.get("view") == "p50"}
+    row["top_hccl_kind"] = max(kinds, key=kinds.get) if kinds and max(kinds.values()) > 0 else None
+    skews = [(v.value, v.labels.get("metric")) for v in m.values()
+             if v.name == "rank.skew_ratio" and str(v.labels.get("metric", "")).startswith("step.")]
+    best = max(skews, default=(None, None), key=lambda x: x[0])
+    row["max_rank_skew"], row["max_rank_skew_metric"] = best
+    row["self_checks_failed"] = sum(1 for c in fp.self_checks if c.status == "fail")
+    return row
+
+
+def sweep_one(capture, policy) -> dict:
+    """Fingerprint one capture into a rollup row; a capture perfgate cannot read gives a
+    ``failed`` row with the reason (never raises a :class:`PerfgateError`)."""
+    from perfgate.gate import fingerprint_path
+    t0 = time.perf_counter()
+    try:
+        fp = fingerprint_path(capture, policy, with_trace="auto", workers=1)
+        row = {"status": "ok", "reason": None, **rollup_row(fp)}
+    except PerfgateError as e:
+        row = {"status": "failed", "reason": f"{e.kind.replace('_', ' ')}: {e.render()}"}
+    except OSError as e:
+        row = {"status": "failed", "reason": f"cannot read: {e}"}
+    row["seconds"] = round(time.perf_counter() - t0, 3)
+    return row
+
+
+def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, progress=None):
+    """Discover, fingerprint (in parallel, cached) and roll up every capture under ``roots``.
+
+    Args:
+        cache_dir: folder for cached rows (None = no cache).
+        workers: processes (None = all cores, 1 = in this process).
+        progress: optional callable ``(done, total, capture)``.
+
+    Returns:
+        ``pandas.DataFrame`` with :data:`COLUMNS`, one row per capture, failed ones included.
+
+    Raises:
+        UsageError: a root that is not a folder, or no capture found at all.
+    """
+    import pandas as pd
+    caps = discover_captures(roots)
+    if not caps:
+        raise UsageError(f"no capture found under {', '.join(map(str, roots))}",
+                         hint="a capture holds ASCEND_PROFILER_OUTPUT/ or mindstudio_profiler_output/")
+    cache = Path(cache_dir) if cache_dir else None
+    rows: dict[Path, dict] = {}
+    todo, keys = [], {}
+    for root, cap in caps:
+        if cache is not None:
+            keys[cap] = cache_key(cap, policy)
+            hit = cache / f"{keys[cap]}.json"
+            try:
+                rows[cap] = dict(json.loads(hit.read_text(encoding="utf-8")), cached=True)
+                if progress:
+                    progress(len(rows), len(caps), cap)
+                continue
+            except (OSError, ValueError):
+                pass
+        todo.append(cap)
+    n = workers or min(os.cpu_count() or 1, max(1, len(todo)))
+
+    def done(cap, row):
+        rows[cap] = dict(row, cached=False)
+        if cache is not None:
+            _save(cache / f"{keys[cap]}.json", row)
+        if progress:
+            progress(len(rows), len(caps), cap)
+
+    if n > 1 and len(todo) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+            futs = {pool.submit(sweep_one, cap, policy): cap for cap in todo}
+            for fut in as_completed(futs):
+                done(futs[fut], fut.result())
+    else:
+        for cap in todo:
+            done(cap, sweep_one(cap, policy))
+    out = []
+    for root, cap in caps:
+        rel = os.path.relpath(cap, Path(root).resolve())
+        out.append({**{c: None for c in COLUMNS}, **rows[cap], "capture": str(Path(root) / rel) if rel != "." else str(root)})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def _save(path: Path, row: dict) -> None:
+    from perfgate.store.atomic import write_atomic
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(row, default=str))
+    except (OSError, StoreError):
+        pass  # a cache that cannot be written only costs a recomputation
+
+
+def write_rollup(table, out_dir) -> dict:
+    """Write ``sweep.csv`` and ``sweep.xlsx`` (openpyxl) under ``out_dir`` atomically (temp file
+    + rename). Returns ``{"csv": path, "xlsx": path}``.
+
+    Raises:
+        StoreError: a write failed (a previous file is kept).
+    """
+    out = Path(out_dir)
+    paths = {"csv": out / "sweep.csv", "xlsx": out / "sweep.xlsx"}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for kind, p in paths.items():
+            tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+            if kind == "csv":
+                table.to_csv(tmp, index=False)
+            else:
+                table.to_excel(tmp, index=False, sheet_name="sweep", engine="openpyxl")
+            os.replace(tmp, p)
+    except OSError as e:
+        raise StoreError(f"cannot write the sweep rollup: {e}", path=out) from None
+    return {k: str(v) for k, v in paths.items()}
+
+
+def summary(table, files: dict) -> dict:
+    """JSON summary: capture counts, failed captures with their reasons, cache hits, files."""
+    failed = table[table["status"] == "failed"]
+    return {"captures": int(len(table)), "ok": int((table["status"] == "ok").sum()),
+            "failed": [{"capture": c, "reason": r} for c, r in zip(failed["capture"], failed["reason"])],
+            "cached": int(table["cached"].fillna(False).astype(bool).sum()), "files": files}
