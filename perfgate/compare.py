@@ -34,6 +34,9 @@ _FACET_TEXT = {
     "core_available": "Accelerator Core values (N/A at profiler Level0)",
     "categories_digest": "category rules of the policy",
     "has_comm_json": "communication.json",
+    "operator_digest": "family suffix and phase rules of the policy",
+    "mfu_digest": "MFU FLOPs spec and peak table",
+    "pipe_available": "PipeUtilization columns (aic_metrics=PipeUtilization)",
 }
 _FAMILY_METRICS = ("kernel.calls_per_step", "kernel.topn", "kernel.time_us")
 
