@@ -162,21 +162,25 @@ def stage_times(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=df.index)
 
 
-def _bound(times: pd.Series, cls: str, within: float) -> tuple:
-    """(bound stage or None, bound family) from one family's summed stage times."""
+_STAGE_FAM = np.array([BOUND_FAMILY[s] for s in PIPE_STAGES], dtype=object)
+
+
+def _bound(times: np.ndarray, cls: str, within: float) -> tuple:
+    """(bound stage or None, bound family) from one family's summed stage times (in
+    :data:`PIPE_STAGES` order; ties go to the earlier stage)."""
     if cls == "communication":
         return None, "communication"
     if cls == "aicpu":
         return None, "aicpu"
-    t = times.fillna(0.0)
+    t = np.nan_to_num(np.asarray(times, dtype=float), nan=0.0)
     if not (t > 0).any():
         return None, "unknown"
-    top = str(t.idxmax())
-    fam = BOUND_FAMILY[top]
-    others = t[[s for s in t.index if BOUND_FAMILY[s] != fam]]
-    if len(others) and others.max() >= (1.0 - within) * t[top]:
-        return top, "mixed"
-    return top, fam
+    i = int(np.argmax(t))
+    fam = _STAGE_FAM[i]
+    others = t[_STAGE_FAM != fam]
+    if len(others) and others.max() >= (1.0 - within) * t[i]:
+        return PIPE_STAGES[i], "mixed"
+    return PIPE_STAGES[i], fam
 
 
 def _memory_bound(ratios: dict) -> float:
@@ -191,10 +195,10 @@ def _memory_bound(ratios: dict) -> float:
 
 def _dominant(df: pd.DataFrame, col: str) -> pd.Series:
     """Per family: the value of ``col`` with the largest ΣDuration."""
-    g = df.groupby(["family", col], observed=True)["dur_ns"].sum().reset_index()
-    g = g.sort_values(["family", "dur_ns", col], ascending=[True, False, True], key=lambda s: s.astype(str)
-                      if s.name == col else s)
-    return g.drop_duplicates("family").set_index("family")[col].astype(str)
+    g = df.groupby(["family", col], observed=True)["dur_ns"].sum()
+    g = g[g.index.get_level_values(1).notna()]
+    top = g.groupby(level=0, observed=True).idxmax()
+    return pd.Series({f: str(t[1]) for f, t in top.items()}, dtype=object)
 
 
 def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
@@ -233,11 +237,13 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
             den = pd.Series(np.where(ok, w, 0.0)).groupby(k["family"].to_numpy()).sum()
             ratios[s] = (num / den.replace(0, np.nan)).reindex(out.index)
     stage, bound, mem = [], [], []
-    for f in out.index:
-        s_, b_ = _bound(sums.loc[f], out.at[f, "op_class"], mixed_within)
+    sums_np = sums.to_numpy(dtype=float)
+    ratios_np = {s: r.to_numpy(dtype=float) for s, r in ratios.items()}
+    for i, cls in enumerate(out["op_class"].to_numpy()):
+        s_, b_ = _bound(sums_np[i], cls, mixed_within)
         stage.append(s_)
         bound.append(b_)
-        mem.append(_memory_bound({s: float(ratios[s][f]) for s in ratios}) if b_ not in ("communication", "aicpu")
+        mem.append(_memory_bound({s: r[i] for s, r in ratios_np.items()}) if b_ not in ("communication", "aicpu")
                    else float("nan"))
     out["bound_stage"], out["bound"], out["memory_bound"] = stage, bound, mem
     for s in PIPE_STAGES:
