@@ -193,12 +193,17 @@ def _memory_bound(ratios: dict) -> float:
     return float(mte2 / max(mac, vec)) if not np.isnan(mte2) else float("nan")
 
 
-def _dominant(df: pd.DataFrame, col: str) -> pd.Series:
-    """Per family: the value of ``col`` with the largest ΣDuration."""
-    g = df.groupby(["family", col], observed=True)["dur_ns"].sum()
-    g = g[g.index.get_level_values(1).notna()]
-    top = g.groupby(level=0, observed=True).idxmax()
-    return pd.Series({f: str(t[1]) for f, t in top.items()}, dtype=object)
+def _dominant(codes: np.ndarray, nf: int, col: pd.Series, w: np.ndarray) -> np.ndarray:
+    """Per family code: the value of ``col`` with the largest ΣDuration (``"n/a"`` when every
+    cell is N/A); one bincount over (family, value) codes."""
+    c = km._as_category(col)
+    cats = np.array([str(x) for x in c.cat.categories] + ["n/a"], dtype=object)
+    vc = c.cat.codes.to_numpy().astype(np.int64)
+    nv = len(cats)
+    vc = np.where(vc < 0, nv - 1, vc)
+    flat = np.bincount(codes * nv + vc, weights=w, minlength=nf * nv).reshape(nf, nv)
+    flat[:, nv - 1] = np.where(flat[:, :nv - 1].sum(axis=1) > 0, -1.0, flat[:, nv - 1])
+    return cats[np.argmax(flat, axis=1)]
 
 
 def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
@@ -210,47 +215,56 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     ``category`` / ``phase`` / ``core_type`` / ``op_class`` (the value with the largest
     ΣDuration in the family), ``bound_stage``, ``bound``, ``memory_bound`` and one
     ``<stage>_us`` column per pipe stage (NaN without pipe data). Sorted by ΣDuration, then name.
+    Aggregation is one bincount per column over the family codes.
     """
+    cols = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "category", "phase", "core_type",
+            "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
     if k.empty:
-        return pd.DataFrame(columns=["family", "calls", "calls_per_step", "sum_dur_us", "share", "category",
-                                     "phase", "core_type", "op_class", "bound_stage", "bound", "memory_bound"])
-    total = float(k["dur_ns"].sum())
-    g = k.groupby("family", observed=True)
-    out = pd.DataFrame({"calls": g.size(), "sum_dur_us": g["dur_ns"].sum() / 1000.0})
-    per_step = km.per_step_counts(k, "family")
-    out["calls_per_step"] = [km.median_low(per_step[f].to_numpy()) if f in per_step else 0.0 for f in out.index]
-    out["share"] = out["sum_dur_us"] * 1000.0 / total if total else 0.0
-    for col in ("category", "phase", "core_type", "op_class"):
-        d = _dominant(k.assign(core_type=k["core_type"].astype(object).fillna("N/A")) if col == "core_type" else k, col)
-        out[col] = d.reindex(out.index).fillna("n/a")
-    st = stage_times(k)
-    st["family"] = k["family"].to_numpy()
-    sums = st.groupby("family", observed=True)[list(PIPE_STAGES)].sum(min_count=1).reindex(out.index)
+        return pd.DataFrame(columns=cols)
+    fam = km._as_category(k["family"])
+    codes = fam.cat.codes.to_numpy().astype(np.int64)
+    nf = len(fam.cat.categories)
     w = k["dur_ns"].to_numpy(dtype=float)
+    total = float(w.sum())
+    calls = np.bincount(codes, minlength=nf)
+    used = calls > 0
+    out = {"family": np.array([str(x) for x in fam.cat.categories], dtype=object), "calls": calls,
+           "sum_dur_us": np.bincount(codes, weights=w, minlength=nf) / 1000.0}
+    out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
+    per_step = km.per_step_counts(k, "family")
+    out["calls_per_step"] = np.array([km.median_low(per_step[f].to_numpy()) if f in per_step else 0.0
+                                      for f in fam.cat.categories], dtype=float)
+    for col in ("category", "phase", "core_type", "op_class"):
+        out[col] = _dominant(codes, nf, k[col], w)
+    st = stage_times(k)
+    sums = np.full((nf, len(PIPE_STAGES)), np.nan)
+    for j, s in enumerate(PIPE_STAGES):
+        v = st[s].to_numpy(dtype=float)
+        ok = np.isfinite(v)
+        if ok.any():
+            has = np.bincount(codes, weights=ok.astype(float), minlength=nf) > 0
+            sums[:, j] = np.where(has, np.bincount(codes, weights=np.where(ok, v, 0.0), minlength=nf), np.nan)
     ratios = {}
     for s in PIPE_STAGES:
-        col = f"{s}_ratio"
-        if col in k:
-            r = k[col].to_numpy(dtype=float)
+        if f"{s}_ratio" in k:
+            r = k[f"{s}_ratio"].to_numpy(dtype=float)
             ok = np.isfinite(r)
-            num = pd.Series(np.where(ok, r * w, 0.0)).groupby(k["family"].to_numpy()).sum()
-            den = pd.Series(np.where(ok, w, 0.0)).groupby(k["family"].to_numpy()).sum()
-            ratios[s] = (num / den.replace(0, np.nan)).reindex(out.index)
+            num = np.bincount(codes, weights=np.where(ok, r * w, 0.0), minlength=nf)
+            den = np.bincount(codes, weights=np.where(ok, w, 0.0), minlength=nf)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratios[s] = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     stage, bound, mem = [], [], []
-    sums_np = sums.to_numpy(dtype=float)
-    ratios_np = {s: r.to_numpy(dtype=float) for s, r in ratios.items()}
-    for i, cls in enumerate(out["op_class"].to_numpy()):
-        s_, b_ = _bound(sums_np[i], cls, mixed_within)
+    for i, cls in enumerate(out["op_class"]):
+        s_, b_ = _bound(sums[i], cls, mixed_within)
         stage.append(s_)
         bound.append(b_)
-        mem.append(_memory_bound({s: r[i] for s, r in ratios_np.items()}) if b_ not in ("communication", "aicpu")
+        mem.append(_memory_bound({s: r[i] for s, r in ratios.items()}) if b_ not in ("communication", "aicpu")
                    else float("nan"))
-    out["bound_stage"], out["bound"], out["memory_bound"] = stage, bound, mem
-    for s in PIPE_STAGES:
-        out[f"{s}_us"] = sums[s]
-    out = out.reset_index().rename(columns={"index": "family"})
-    out["family"] = out["family"].astype(str)
-    return out.sort_values(["sum_dur_us", "family"], ascending=[False, True]).reset_index(drop=True)
+    out["bound_stage"], out["bound"], out["memory_bound"] = np.array(stage, dtype=object), np.array(bound, dtype=object), np.array(mem)
+    for j, s in enumerate(PIPE_STAGES):
+        out[f"{s}_us"] = sums[:, j]
+    df = pd.DataFrame({c: out[c] for c in cols})[used]
+    return df.sort_values(["sum_dur_us", "family"], ascending=[False, True]).reset_index(drop=True)
 
 
 def share_table(k: pd.DataFrame, keys: list) -> pd.DataFrame:
