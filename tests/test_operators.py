@@ -1,6 +1,7 @@
 """Issue 4, operator view: categories (most specific rule wins), phases, pipeline bound, MFU,
 suggestions and the operator-level comparison. Real captures are read in place; synthetic ones
 come from perfgate.synth with jitter 0, so every duration is exactly the constructed one."""
+import re
 from pathlib import Path
 
 import numpy as np
@@ -407,3 +408,31 @@ def test_op_type_class():
     df["is_comm"] = df["core_type"].astype(str).eq("HCCL")
     assert opv.op_type_class(df).astype(str).tolist() == [
         "aic", "aiv", "mix_cv", "mix_comm_aiv", "communication", "aicpu", "dsa", "unknown"]
+
+
+@pytest.mark.parametrize("extra, key", [
+    ("operators: {bogus: 1}", "operators.bogus"),
+    ("operators: {fold_below: 2}", "operators.fold_below"),
+    ("phases: {mode: sideways}", "phases.mode"),
+    ("phases: {rules: [{phase: VAE}]}", "phases.rules[0]"),
+    ("suggestions: [{id: X, priority: P5, text: t, metric: step.time_us, above: 1}]", "suggestions[0].priority"),
+    ("suggestions: [{id: X, priority: P1, text: t, metric: step.time_us}]", "suggestions[0]"),
+    ("mfu: {spec: mfu/matmul.yaml, peaks: mfu/peaks.yaml, chip: NoSuchChip}", "mfu.chip"),
+    ("mfu: {spec: nowhere.yaml, peaks: mfu/peaks.yaml, chip: Ascend910}", "mfu.spec"),
+])
+def test_operator_policy_errors_name_the_key(tmp_path, extra, key):
+    (tmp_path / "mfu").mkdir()
+    for f in ("matmul.yaml", "peaks.yaml"):
+        (tmp_path / "mfu" / f).write_text((REPO / "policies/mfu" / f).read_text())
+    with pytest.raises(PolicyError, match="key '" + re.escape(key)):
+        policy_with(tmp_path, extra)
+    p = tmp_path / "p.yaml"
+    code, out = cli("fingerprint", "--policy", p, tmp_path)
+    assert code == EXIT_USAGE and key in out
+
+
+def test_shipped_mfu_files_load(tmp_path):
+    pol = policy_with(tmp_path, f"mfu: {{spec: {REPO / 'policies/mfu/matmul.yaml'}, "
+                                f"peaks: {REPO / 'policies/mfu/peaks.yaml'}, chip: Ascend910}}")
+    assert pol.mfu.peaks == {"fp16": 2.56e14, "int8": 5.12e14}            # no fp32 / bf16 figure was published
+    assert pol.mfu.rules[0].matcher.type.search("MatMulV3") and pol.mfu.rules[0].matcher.type.search("BatchMatMulV2")
