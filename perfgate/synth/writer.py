@@ -63,6 +63,16 @@ DIFFUSION_FAMILIES = (
                                  "aic_mac_ratio": "0"}),
 )
 
+# PipeUtilization ratios written for a family without its own (by core type): cube kernels bound
+# by aic_mac, vector kernels by aiv_mte2 (memory), MIX kernels by their main unit; other stages 0.
+PIPE_BY_CORE = {
+    "AI_CORE": {"aic_mac_ratio": "0.6", "aic_mte2_ratio": "0.3", "aic_mte1_ratio": "0.2", "aic_fixpipe_ratio": "0.1",
+                "aic_scalar_ratio": "0.1"},
+    "AI_VECTOR_CORE": {"aiv_vec_ratio": "0.3", "aiv_mte2_ratio": "0.5", "aiv_mte3_ratio": "0.3", "aiv_scalar_ratio": "0.1"},
+    "MIX_AIC": {"aic_mac_ratio": "0.5", "aic_mte2_ratio": "0.3", "aiv_vec_ratio": "0.2", "aiv_mte2_ratio": "0.1"},
+    "MIX_AIV": {"aiv_vec_ratio": "0.6", "aiv_mte2_ratio": "0.3", "aic_mac_ratio": "0.1"},
+}
+
 HEADERS = {
     "g2025_l1": ("Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
                  "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,"
@@ -239,11 +249,13 @@ def _kernel_rows(spec, rank, steps):
                     v["Accelerator Core"] = "N/A"
                 else:
                     v["Type"] = "N/A"
-            if not comm and x.get("extra"):
-                # a family with its own PMU ratios: other stages 0, pipe times = ratio × Duration
-                v.update(x["extra"])
+            if not comm:
+                # the family's own PMU ratios (else by core type): other stages 0, pipe times =
+                # ratio × Duration
+                extra = x.get("extra") or PIPE_BY_CORE.get(x["core"], {})
+                v.update(extra)
                 for h in hdr:
-                    if h.endswith("_ratio") and h not in x["extra"]:
+                    if h.endswith("_ratio") and h not in extra:
                         v[h] = "0"
                 for h in hdr:
                     stage = h[:-len("_time(us)")] if h.endswith("_time(us)") else None
