@@ -232,8 +232,9 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
            "sum_dur_us": np.bincount(codes, weights=w, minlength=nf) / 1000.0}
     out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
     per_step = km.per_step_counts(k, "family")
-    out["calls_per_step"] = np.array([km.median_low(per_step[f].to_numpy()) if f in per_step else 0.0
-                                      for f in fam.cat.categories], dtype=float)
+    srt = np.sort(per_step.to_numpy(), axis=0)
+    low = dict(zip(per_step.columns, srt[(len(srt) - 1) // 2])) if len(srt) else {}   # lower median
+    out["calls_per_step"] = np.array([float(low.get(f, 0.0)) for f in fam.cat.categories], dtype=float)
     for col in ("category", "phase", "core_type", "op_class"):
         out[col] = _dominant(codes, nf, k[col], w)
     st = stage_times(k)
@@ -285,8 +286,11 @@ def per_step_shares(k: pd.DataFrame, key: str, steps) -> dict:
     if wide.empty:
         return {}
     step_sum = k.groupby("step", observed=True)["dur_ns"].sum().reindex(list(steps), fill_value=0)
-    shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
-    return {str(c): float(shares[c].median()) for c in shares.columns}
+    den = step_sum.to_numpy(dtype=float)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = np.where(den > 0, wide.to_numpy(dtype=float) / np.where(den > 0, den, 1.0), 0.0)
+    med = np.median(shares, axis=0)
+    return {str(c): float(v) for c, v in zip(wide.columns, med)}
 
 
 def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int, int | None]:
