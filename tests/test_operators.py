@@ -436,3 +436,18 @@ def test_shipped_mfu_files_load(tmp_path):
                                 f"peaks: {REPO / 'policies/mfu/peaks.yaml'}, chip: Ascend910}}")
     assert pol.mfu.peaks == {"fp16": 2.56e14, "int8": 5.12e14}            # no fp32 / bf16 figure was published
     assert pol.mfu.rules[0].matcher.type.search("MatMulV3") and pol.mfu.rules[0].matcher.type.search("BatchMatMulV2")
+
+
+def test_report_shows_mfu_call_classes_and_phase_folding(diffusion, tmp_path):
+    pol = _mfu_policy(tmp_path, 5.0e14)
+    store = BaselineStore(tmp_path / "bl")
+    save_baseline(diffusion, "main", policy=pol, store=store, env={})
+    r = check(diffusion, "main", policy=pol, store=store, env={})
+    assert r.status == terms.PASS                                        # a capture against itself
+    md = render_markdown(r)
+    assert "MFU by call class (1)" in md and "77.31%" in md and "| bf16 | 16 |" in md
+    assert r.detail["operator_compare"]["families"] == [] or all(
+        x["share_delta_pp"] == 0 for x in r.detail["operator_compare"]["families"])
+    fp = fingerprint_capture(load_capture(diffusion), pol)               # library path without shapes=True
+    assert "shapes=True" in fp.detail["operators"]["mfu_note"]
+    assert not [k for k in fp.metrics if k.startswith("mfu.")]

@@ -402,6 +402,9 @@ def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None,
                 metrics[("pipe.memory_bound", (("family", r["family"]),))] = (
                     float(r["memory_bound"]), f"{kfile} {r['family']}: mte2 / max(mac, vec) ratios", {})
     mfu_classes = []
+    mfu_note = None
+    if policy.mfu is not None and "input_shapes" not in k:
+        mfu_note = "Input Shapes were not read (load the capture with shapes=True): no MFU from shapes"
     if policy.mfu is not None:
         fam_mfu, mfu_classes = mfu_mod.mfu_tables(kk, policy.mfu, kfile)
         for r in fam_mfu:
@@ -431,6 +434,7 @@ def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None,
         "unknown": _records(_unknown_table(unknown, float(kk["dur_ns"].sum())), 50),
         "bound_shares": bound_shares,
         "mfu_classes": mfu_classes,
+        "mfu_note": mfu_note,
         "runs": runs,
     }
     return metrics, detail

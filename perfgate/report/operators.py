@@ -75,7 +75,8 @@ def operator_section(result) -> list[str]:
             tot[r["phase"]] = tot.get(r["phase"], 0.0) + (r["share"] or 0)
         out += ["| phase | share | by category |", "|---|---|---|"]
         for ph, v in sorted(tot.items(), key=lambda kv: -kv[1]):
-            parts = ", ".join(f"{r['category']} {_pct(r['share'])}" for r in phases if r["phase"] == ph)
+            rows, _ = fold_categories([r for r in phases if r["phase"] == ph], ops.get("fold_below", 0.01))
+            parts = ", ".join(f"{r['category']} {_pct(r['share'])}" for r in rows)
             out.append(f"| {_cell(ph)} | {_pct(v)} | {_cell(parts)} |")
         out.append("")
     if not ops.get("pipe_available"):
@@ -101,6 +102,17 @@ def operator_section(result) -> list[str]:
                 row += f" {_pct(f.get('mfu'))} {f.get('mfu_dtype') or ''} |"
             out.append(row)
         out += ["", "</details>", ""]
+    classes = ops.get("mfu_classes") or []
+    if classes:
+        out += [f"<details><summary>MFU by call class ({len(classes)})</summary>", "",
+                "| family | Input Shapes | dtype | calls | FLOPs / call | mean duration (us) | peak (TFLOP/s) | MFU |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| `{_cell(c['family'])}` | `{_cell(c['input_shapes'])}` | {c['dtype']} | {c['calls']} | "
+                f"{c['flops_per_call']:.4g} | {c['mean_dur_us']:,.2f} | {c['peak'] / 1e12:g} | {_pct(c['mfu'])} |"
+                for c in classes[:50]]
+        out += ["", "</details>", ""]
+    elif ops.get("mfu_note"):
+        out += [f"MFU: {_cell(ops['mfu_note'])}.", ""]
     cmp = detail.get("operator_compare")
     if cmp:
         if not cmp.get("available"):
