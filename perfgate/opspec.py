@@ -70,11 +70,15 @@ def _regex(path, key, text):
         raise _err(path, key, f"invalid regular expression {text!r}: {e}") from None
 
 
-def parse_matcher(path, key, d: dict, label: str, index: int, extra=()) -> Matcher:
-    """A mapping with name / type / core regexes (at least one) and an optional integer priority."""
+def parse_matcher(path, key, d: dict, label: str, index: int) -> Matcher:
+    """A mapping with name / type / core regexes (at least one) and an optional integer priority.
+
+    Raises:
+        PolicyError: not a mapping, an unknown field, no field, a bad regex or priority.
+    """
     if not isinstance(d, dict):
         raise _err(path, key, "must be a mapping with name / type / core regexes")
-    unknown = set(d) - set(MATCH_FIELDS) - {"priority"} - set(extra)
+    unknown = set(d) - set(MATCH_FIELDS) - {"priority"}
     if unknown:
         raise _err(path, f"{key}.{sorted(unknown)[0]}", f"unknown field (allowed: {list(MATCH_FIELDS) + ['priority']})")
     if not set(d) & set(MATCH_FIELDS):
