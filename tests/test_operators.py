@@ -451,3 +451,24 @@ def test_report_shows_mfu_call_classes_and_phase_folding(diffusion, tmp_path):
     fp = fingerprint_capture(load_capture(diffusion), pol)               # library path without shapes=True
     assert "shapes=True" in fp.detail["operators"]["mfu_note"]
     assert not [k for k in fp.metrics if k.startswith("mfu.")]
+
+
+@pytest.mark.real
+def test_real_level1_vs_level2_operator_metrics_unchanged(text_captures, tmp_path, policy):
+    """Two runs of one job: every family / category / bound share within tolerance, the operator
+    comparison finds no moved, appeared or disappeared family."""
+    store = BaselineStore(tmp_path / "bl")
+    save_baseline(text_captures / "level1", "main", policy=policy, store=store, env={})
+    r = check(text_captures / "level2", "main", policy=policy, store=store, env={})
+    assert r.status == terms.PASS
+    fam = [c for c in r.comparisons if c.name == "share.family" and c.gated]
+    assert len(fam) > 100 and all(c.verdict == terms.UNCHANGED for c in fam)
+    assert max(abs(c.delta) for c in fam) < 0.005                          # measured 0.42 pp, tolerance 2 pp
+    bound = [c for c in r.comparisons if c.name == "pipe.bound_share"]
+    assert bound and max(abs(c.delta) for c in bound) < 0.005
+    oc = r.detail["operator_compare"]
+    assert oc["available"] and not oc["moves"] and not oc["category_moves"]
+    assert {x["status"] for x in oc["families"]} == {"same"}
+    md = render_markdown(r)
+    assert "Pipeline bound (share of ΣDuration by bound family): communication" in md
+    assert "Folded into Other (each < 1%): MatMul, DSA." in md
