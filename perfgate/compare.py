@@ -34,6 +34,9 @@ _FACET_TEXT = {
     "core_available": "Accelerator Core values (N/A at profiler Level0)",
     "categories_digest": "category rules of the policy",
     "has_comm_json": "communication.json",
+    "operator_digest": "family suffix and phase rules of the policy",
+    "mfu_digest": "MFU FLOPs spec and peak table",
+    "pipe_available": "PipeUtilization columns (aic_metrics=PipeUtilization)",
 }
 _FAMILY_METRICS = ("kernel.calls_per_step", "kernel.topn", "kernel.time_us")
 
@@ -151,6 +154,12 @@ def _subject(name: str, labels: dict) -> str:
         "share.category": lambda: f"ΣDuration share of category {lab.get('category')}",
         "device.time_us": lambda: f"device time per step ({terms.CALIBER_LABEL.get(lab.get('caliber'), '')})",
         "kernel.time_us": lambda: f"ΣDuration per step of kernel family {lab.get('family')}",
+        "share.family": lambda: f"ΣDuration share of kernel family {lab.get('family')}",
+        "share.phase": lambda: f"ΣDuration share of phase {lab.get('phase')}",
+        "share.phase_category": lambda: f"ΣDuration share of category {lab.get('category')} in phase {lab.get('phase')}",
+        "pipe.bound_share": lambda: f"ΣDuration share of kernel families bound by {lab.get('bound')}",
+        "pipe.memory_bound": lambda: f"memory_bound (mte2 / max(mac, vec)) of kernel family {lab.get('family')}",
+        "mfu.ratio": lambda: f"MFU of kernel family {lab.get('family')}",
     }.get(name, lambda: registry.subject(name, lab))()
     return f"{what} [{view}]" if view else what
 

@@ -70,7 +70,10 @@ def _summarize_location(loc, policy, root, with_trace):
     from perfgate.ingest import as_capture_error, load_rank
     from perfgate.metrics.fingerprint import summarize_rank
     try:
-        return summarize_rank(load_rank(loc, with_trace=with_trace), policy, root)
+        ops = policy.operators
+        rank = load_rank(loc, with_trace=with_trace, pmu=ops.read_pmu or ops.require_pipe,
+                         shapes=ops.read_shapes or policy.mfu is not None)
+        return summarize_rank(rank, policy, root)
     except (InvalidCaptureError, OSError) as e:
         return as_capture_error(e, loc)
 
@@ -280,13 +283,24 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
                                  "byte_offset": None, "hint": "compare like with like, or record a new "
                                                               "baseline for this configuration"},
                           elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
+    detail = with_operator_compare(base, cand, policy)
     if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
                       self_checks=cand.self_checks, notes=tuple(notes), baseline_name=baseline_name,
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
-                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
+                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail)
+
+
+def with_operator_compare(base, cand, policy) -> dict:
+    """The candidate's detail plus ``operator_compare`` (:func:`perfgate.opcompare.compare_operators`)."""
+    from perfgate.opcompare import compare_operators
+    detail = dict(cand.detail)
+    if cand.detail.get("operators"):
+        detail["operator_compare"] = compare_operators(base.detail.get("operators"), cand.detail["operators"],
+                                                       policy.operators.family_min_share)
+    return detail
 
 
 def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import yaml
 
-from perfgate import terms
+from perfgate import opspec, terms
 from perfgate.errors import PolicyError
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
-_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history"}
+_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
+             "operators", "phases", "mfu", "suggestions"}
 _TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.knowledge)
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
                      "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
@@ -55,10 +56,27 @@ class Rule:
 
 @dataclass(frozen=True)
 class CategoryRule:
+    """One category rule. Most specific wins: (fields constrained, ``priority``), see
+    :mod:`perfgate.opspec`; ``index`` is its position under ``fingerprint.categories``."""
     category: str
     name: re.Pattern | None
     type: re.Pattern | None
     core: re.Pattern | None
+    priority: int = 0
+    index: int = -1
+
+    @property
+    def label(self) -> str:
+        return self.category
+
+    @property
+    def specificity(self) -> tuple:
+        return (sum(x is not None for x in (self.name, self.type, self.core)), self.priority)
+
+    def describe(self) -> str:
+        parts = [f"{f}={getattr(self, f).pattern!r}" for f in ("name", "type", "core") if getattr(self, f) is not None]
+        return (f"fingerprint.categories[{self.index}] ({self.category}: {', '.join(parts)}, "
+                f"priority {self.priority})")
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,10 @@ class Policy:
     fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
     history: dict = field(default_factory=lambda: dict(_HISTORY_DEFAULTS))
     segments: object = None  # perfgate.knowledge.SegmentRules, or None when `segments: null`
+    operators: opspec.OperatorSpec = field(default_factory=opspec.OperatorSpec)
+    phases: opspec.PhaseSpec = field(default_factory=opspec.PhaseSpec)
+    mfu: opspec.MfuSpec | None = None
+    suggestions: tuple = ()
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -212,19 +234,23 @@ def load_policy(path=None) -> Policy:
         key = f"fingerprint.categories[{i}]"
         if not isinstance(c, dict) or "category" not in c:
             raise _err(path, key, "each rule needs 'category' and at least one of name/type/core")
-        extra = set(c) - _CAT_FIELDS - {"category"}
+        extra = set(c) - _CAT_FIELDS - {"category", "priority"}
         if extra:
             raise _err(path, f"{key}.{sorted(extra)[0]}", f"unknown field (allowed: {sorted(_CAT_FIELDS)})")
         if not (set(c) & _CAT_FIELDS):
             raise _err(path, key, "needs at least one of name/type/core")
-        sig = tuple(sorted((k, c[k]) for k in _CAT_FIELDS if k in c))
+        prio = c.get("priority", 0)
+        if not isinstance(prio, int) or isinstance(prio, bool):
+            raise _err(path, f"{key}.priority", f"must be an integer, got {prio!r}")
+        sig = (tuple(sorted((k, c[k]) for k in _CAT_FIELDS if k in c)), prio)
         if sig in seen and seen[sig] != c["category"]:
             raise _err(path, key, f"same match as categories[{list(seen).index(sig)}] but a different "
                                   f"category ({seen[sig]!r} vs {c['category']!r})")
         seen[sig] = c["category"]
         cats.append(CategoryRule(
             str(c["category"]),
-            *(_regex(path, f"{key}.{f}", c[f]) if f in c else None for f in ("name", "type", "core"))))
+            *(_regex(path, f"{key}.{f}", c[f]) if f in c else None for f in ("name", "type", "core")),
+            priority=prio, index=i))
     rules = {}
     for name, d in (doc.get("metrics") or {}).items():
         rules[name] = Rule(**_rule_fields(path, f"metrics.{name}", d))
@@ -287,7 +313,11 @@ def load_policy(path=None) -> Policy:
     return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
                   overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
-                  fail_closed=tuple(fail_closed), history=hist, segments=_segments(path, doc))
+                  fail_closed=tuple(fail_closed), history=hist, segments=_segments(path, doc),
+                  operators=opspec.parse_operators(path, doc.get("operators")),
+                  phases=opspec.parse_phases(path, doc.get("phases")),
+                  mfu=opspec.parse_mfu(path, doc.get("mfu")),
+                  suggestions=opspec.parse_suggestions(path, doc.get("suggestions")))
 
 
 def _segments(path: Path, doc: dict):

@@ -81,11 +81,11 @@ def _slice_key(p: Path):
     return (int(m.group(1)) if m else -1, p.name)
 
 
-def _read_slices(files: list, pmu: bool = False) -> KernelTable:
+def _read_slices(files: list, pmu: bool = False, shapes: bool = False) -> KernelTable:
     """One kernel table from msprof op_summary slices, in slice order. Rows keep one running
     number; a warning maps row ranges to slice files. Exact duplicates across slices are
     reported and counted once (same rule as within one file)."""
-    tables = [read_kernels(f, pmu=pmu) for f in files]
+    tables = [read_kernels(f, pmu=pmu, shapes=shapes) for f in files]
     if len(tables) == 1:
         return tables[0]
     import pandas as _pd
@@ -113,7 +113,7 @@ def _read_slices(files: list, pmu: bool = False) -> KernelTable:
                        unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
 
 
-def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False) -> RankCapture:
+def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False, shapes: bool = False) -> RankCapture:
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     Raises:
@@ -124,7 +124,7 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False) 
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
         return _load_db_rank(loc, files[0], with_trace=with_trace)
-    kernels = _read_slices(files, pmu=pmu)
+    kernels = _read_slices(files, pmu=pmu, shapes=shapes)
     missing = []
     warnings = list(kernels.warnings)
     if any(out.glob("ascend_pytorch_profiler*.db")):
@@ -201,14 +201,15 @@ def as_capture_error(e: Exception, loc: RankLocation) -> InvalidCaptureError:
                                path=getattr(e, "filename", None) or loc.output_dir)
 
 
-def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture:
+def load_capture(path, *, with_trace: bool = True, pmu: bool = False, shapes: bool = False) -> Capture:
     """Discover and read every rank of a capture.
 
     Args:
         path: capture directory (see :mod:`perfgate.ingest.discover`).
         with_trace: True (read trace_view.json when present), False, or ``"auto"`` (skip a
             trace above AUTO_TRACE_BYTES when step_trace_time.csv is present; a warning says so).
-        pmu: also read the PMU ``*_ratio`` columns of kernel_details / op_summary.
+        pmu: also read the PMU ``*_ratio`` and pipe ``*_time(us)`` columns of kernel_details / op_summary.
+        shapes: also read Input Shapes and Input Data Types (for MFU).
 
     Raises:
         UsageError: the path does not exist / is not a directory.
@@ -220,7 +221,7 @@ def load_capture(path, *, with_trace: bool = True, pmu: bool = False) -> Capture
     problems: list[PerfgateError] = []
     for loc in locs:
         try:
-            ranks.append(load_rank(loc, with_trace=with_trace, pmu=pmu))
+            ranks.append(load_rank(loc, with_trace=with_trace, pmu=pmu, shapes=shapes))
         except (InvalidCaptureError, OSError) as e:
             problems.append(as_capture_error(e, loc))
     if problems:

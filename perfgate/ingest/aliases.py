@@ -26,6 +26,7 @@ KERNEL_ALIASES: dict[str, tuple[str, ...]] = {
     "block_dim": ("Block Dim", "Block Num"),
     "mix_block_dim": ("Mix Block Dim", "Mix Block Num"),
     "input_shapes": ("Input Shapes",),
+    "input_dtypes": ("Input Data Types",),
 }
 # P04: Name, Type, Start Time(us), Duration(us) are required; everything else is optional.
 KERNEL_REQUIRED = ("name", "op_type", "start_us", "dur_us")

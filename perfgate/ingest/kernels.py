@@ -18,6 +18,10 @@ end_ns          int64     start_ns + dur_ns
 wait_us         float64   ``Wait Time(us)``, NaN when absent
 is_comm         bool      communication task: core type HCCL/COMMUNICATION or ``hcom_`` name
 ``*_ratio``     float64   every PMU ratio column present (``aic_mac_ratio``, ...), NaN for N/A
+``*_time_us``   float64   PMU pipe times (``aic_mac_time(us)`` -> ``aic_mac_time_us``, also
+                          ``aicore_time_us`` / ``aiv_time_us``), with ``pmu=True``; NaN for N/A
+input_shapes    category  ``Input Shapes`` with ``shapes=True`` (``"8,2048;2048,2048"``)
+input_dtypes    category  ``Input Data Types`` with ``shapes=True`` (``DT_BF16;DT_BF16``)
 ==============  ========  ==================================================================
 
 Rows whose Duration is N/A or negative are invalid: they are counted, reported and left out
@@ -41,6 +45,7 @@ from perfgate.ingest.csvread import (exact_scaled_arrow, read_arrow_columns, rea
                                      to_float_arrow)
 
 IMPLICIT_STEP = "implicit"
+_PMU_TIME = re.compile(r"^((?:aic|aiv)_[a-z0-9]+_time|aicore_time|aiv_time)\(us\)$")
 _UPPER_TOKEN = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
@@ -149,8 +154,10 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     header = read_header(path)
     cols = resolve_columns(header, KERNEL_ALIASES, KERNEL_REQUIRED, path)
     ratio_cols = [h for h in header if h.endswith("_ratio") and h not in cols.values()] if pmu else []
+    ratio_cols += [h for h in header if pmu and _PMU_TIME.match(h) and h not in cols.values()]
     if not shapes:
         cols.pop("input_shapes", None)
+        cols.pop("input_dtypes", None)
     raw, n = read_arrow_columns(path, {**cols, **{h: h for h in ratio_cols}}, len(header),
                                 trim={"step_id", "start_us", "dur_us", "wait_us", *ratio_cols})
     warnings: list[str] = []
@@ -184,10 +191,12 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     df["dur_ns"] = dur
     df["wait_us"] = (to_float_arrow(raw["wait_us"], path=path, column=cols["wait_us"], strict=False)
                      if "wait_us" in cols else np.nan)
-    if "input_shapes" in cols:
-        df["input_shapes"] = _categorical(raw["input_shapes"])
-    for h in ratio_cols:  # PipeUtilization / ArithmeticUtilization ratios (0..1); N/A -> NaN
-        df[h] = to_float_arrow(raw[h], path=path, column=h, strict=False)
+    for c in ("input_shapes", "input_dtypes"):
+        if c in cols:
+            df[c] = _categorical(raw[c])
+    for h in ratio_cols:  # PipeUtilization / ArithmeticUtilization ratios (0..1) and pipe times; N/A -> NaN
+        m = _PMU_TIME.match(h)
+        df[f"{m.group(1)}_us" if m else h] = to_float_arrow(raw[h], path=path, column=h, strict=False)
 
     if "core_type" in cols:
         _prove_core_column(df, cols["core_type"], path)

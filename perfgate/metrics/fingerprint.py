@@ -9,6 +9,8 @@ different devices are never compared (P17).
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import re
 from collections import defaultdict
 
@@ -18,7 +20,9 @@ import pandas as pd
 from perfgate import __version__, terms
 from perfgate.errors import InvalidCaptureError
 from perfgate.metrics import kernels as km
+from perfgate.metrics import operators as opv
 from perfgate.metrics import registry
+from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
 from perfgate.metrics.intervals import busy_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
@@ -310,10 +314,19 @@ def summarize_rank(rank, policy, root) -> dict:
                 f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
                 f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
     seg_metrics, seg_detail = _segment_summary(rank, policy, root, cat)
+    metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat)
+    kk = k.assign(family=km.family_of(k["name"], policy.family_suffix))
+    in_step = kk["step"].notna().to_numpy()
+    op_metrics, op_detail = opv.rank_operator_view(
+        kk[in_step], policy, categories=cat[in_step] if cat is not None else None,
+        kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
+    metrics.update(op_metrics)
+    metrics.update(seg_metrics)
     return {
         "rank": rank.rank,
-        "metrics": {**rank_metrics(rank, policy, root, anatomy, kinds, cat), **seg_metrics},
+        "metrics": metrics,
         "segments": seg_detail,
+        "operators": dict(op_detail, rank=rank.rank),
         "anatomy": anatomy,
         "checks": checks,
         "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
@@ -396,6 +409,7 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
                            for (r, s), v in sorted(step_time.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))]
     if any(x.get("segments") for x in sums):
         detail["segments"] = [x["segments"] for x in sums if x.get("segments")]
+    detail.update(_operator_detail(sums, metrics, policy))
     warns = list(warnings or [])
     levels = {x["info"].get("profiler_level") for x in sums}
     if len(levels) > 1 and not any("different levels" in w for w in warns):
@@ -416,6 +430,36 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
                        config=_config_from_summaries(sums, policy), metrics=metrics,
                        self_checks=tuple(checks), warnings=tuple(warns),
                        policy_digest=policy.fingerprint_digest(), findings=tuple(findings), detail=detail)
+
+
+def _operator_detail(sums, metrics, policy) -> dict:
+    """The operator view of the lowest rank (families, categories, phases, pipe bound, MFU
+    classes) and the policy's suggestions evaluated on the cross-rank metrics; consecutive
+    kernel runs are taken from the rank with the longest run."""
+    ops = [x["operators"] for x in sums if x.get("operators")]
+    if not ops:
+        return {}
+    runs = {}
+    for o in ops:
+        for rid, (n, row) in o.get("runs", {}).items():
+            if rid not in runs or n > runs[rid][0]:
+                runs[rid] = (n, row, o["rank"])
+    return {"operators": ops[0], "suggestions": suggest.evaluate(metrics, policy.suggestions, runs)}
+
+
+def _operator_digest(policy) -> str:
+    blob = json.dumps({"family_suffix": policy.family_suffix.pattern, "phases": policy.raw.get("phases")},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _mfu_digest(policy) -> str | None:
+    if policy.mfu is None:
+        return None
+    m = policy.mfu
+    blob = json.dumps({"chip": m.chip, "peaks": m.peaks, "dtype": m.default_dtype, "python": m.python,
+                       "rules": [(r.matcher.describe(), r.formula) for r in m.rules]}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _config_from_summaries(sums, policy) -> dict:
@@ -440,6 +484,9 @@ def _config_from_summaries(sums, policy) -> dict:
         "family_suffix": policy.family_suffix.pattern,
         "top_n": policy.top_n,
         "categories_digest": policy.category_digest(),
+        "operator_digest": _operator_digest(policy),
+        "mfu_digest": _mfu_digest(policy),
+        "pipe_available": all(x.get("operators", {}).get("pipe_available") for x in sums),
         "steps_per_rank": {str(x["rank"]): len(x["steps"]) for x in sums},
         "segments_digest": policy.segments.digest if getattr(policy, "segments", None) else None,
     }

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate import terms
+from perfgate.errors import PolicyError
 
 UNKNOWN = "unknown"
 
@@ -53,29 +54,59 @@ def _matches(col: pd.Series, rx) -> np.ndarray:
     return hit[c.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing False
 
 
-def categorize(df: pd.DataFrame, rules) -> pd.Series:
-    """Category per row from the policy's ordered rules (first match wins), else ``unknown``.
+def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:
+    """Label per row from match rules, the most specific matching rule winning, else ``default``.
 
-    A rule matches when every given regex (``name`` over Name, ``type`` over Type, ``core``
-    over Accelerator Core) finds a match (``re.search``); N/A cells never match. Regexes run
-    once per distinct value; rows are combined with numpy.
+    A rule (``perfgate.policy.CategoryRule`` or ``perfgate.opspec.Matcher``) matches when
+    every given regex (``name`` over Name, ``type`` over Type, ``core`` over Accelerator Core)
+    finds a match (``re.search``); N/A cells never match. Specificity = (number of fields
+    constrained, ``priority``); rule order does not matter. Regexes run once per distinct
+    value; rows are combined with numpy.
+
+    Raises:
+        PolicyError: two rules of equal specificity with different labels both match one row
+            (the message names both rules and the first such row).
     """
     n = len(df)
-    labels = list(dict.fromkeys([r.category for r in rules] + [UNKNOWN]))
-    out = np.full(n, labels.index(UNKNOWN), dtype=np.int32)
-    todo = np.ones(n, dtype=bool)
+    labels = list(dict.fromkeys([r.label for r in rules] + [default]))
+    out = np.full(n, labels.index(default), dtype=np.int32)
+    best = np.full(n, -1, dtype=np.int64)
+    owner = np.full(n, -1, dtype=np.int64)
     cols = {"name": df["name"], "type": df["op_type"], "core": df["core_type"]}
-    for rule in rules:
-        m = todo.copy()
+    ordered = sorted(range(len(rules)), key=lambda i: rules[i].specificity, reverse=True)
+    for i in ordered:
+        rule = rules[i]
+        m = np.ones(n, dtype=bool)
         for field in ("name", "type", "core"):
             rx = getattr(rule, field)
             if rx is not None:
                 m &= _matches(cols[field], rx)
-        out[m] = labels.index(rule.category)
-        todo &= ~m
-        if not todo.any():
-            break
+        nf, prio = rule.specificity
+        score = nf * 1_000_000 + prio
+        tie = m & (best == score) & (out != labels.index(rule.label))
+        if tie.any():
+            j = int(np.argmax(tie))
+            other = rules[int(owner[j])]
+            row = int(df["row"].iloc[j]) if "row" in df else j + 1
+            raise PolicyError(
+                f"{what} rules {other.describe()} and {rule.describe()} are equally specific and both match "
+                f"kernel {str(df['name'].iloc[j])!r} (row {row}) with different {what}s; give one a higher "
+                f"priority or constrain more fields")
+        new = m & (best < score)
+        out[new] = labels.index(rule.label)
+        best[new] = score
+        owner[new] = i
     return pd.Series(pd.Categorical.from_codes(out, categories=labels), index=df.index)
+
+
+def categorize(df: pd.DataFrame, rules) -> pd.Series:
+    """Category per row from the policy's rules (most specific wins, see
+    :func:`assign_labels`), else ``unknown``.
+
+    Raises:
+        PolicyError: equally specific rules of different categories both match a row.
+    """
+    return assign_labels(df, rules, UNKNOWN, "category")
 
 
 def _per_step(df: pd.DataFrame, key: str, weights=None) -> pd.DataFrame:

@@ -8,6 +8,7 @@ GitHub's 65,536-character comment limit: details are cut with a note, the verdic
 from __future__ import annotations
 
 from perfgate import terms
+from perfgate.report.operators import operator_section
 
 LIMIT = 60_000
 _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪"}
@@ -105,6 +106,7 @@ def render_markdown(result, key: str | None = None) -> str:
         lines += [f"- **{f.code}**: {_cell(f.message)}" + (f" — `{_cell(f.evidence)}`" if f.evidence else "")
                   for f in shown[:30]]
         lines.append("")
+    lines += operator_section(result)
     info_f = [f for f in result.findings if f.severity == "info"]
     if info_f:
         details += [f"<details><summary>Other findings ({len(info_f)})</summary>", ""]

@@ -41,6 +41,38 @@ DEFAULT_FAMILIES = (
     ("aclnnNonzero_NonZeroAiCpu_NonZero", "NonZero", "AI_CPU", 1, 30.0),
 )
 
+# A diffusion-like step: a DiT denoising block (attention, matmul, norm, RoPE) then a VAE decoder
+# (Conv2D, GroupNorm, Upsample), in this time order with SynthSpec(ordered=True). Sixth element:
+# per-family column values (Input Shapes / Input Data Types / PipeUtilization ratios).
+DIFFUSION_FAMILIES = (
+    ("aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore", "FlashAttentionScore", "MIX_AIC", 4, 300.0,
+     {"aic_mac_ratio": "0.6", "aic_mte2_ratio": "0.3", "aiv_vec_ratio": "0.2"}),
+    ("aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3", "AI_CORE", 8, 200.0,
+     {"Input Shapes": '"4096,3072;3072,3072"', "Input Data Types": "DT_BF16;DT_BF16",
+      "aic_mac_ratio": "0.8", "aic_mte2_ratio": "0.4", "aiv_vec_ratio": "0"}),
+    ("aclnnLayerNorm_LayerNormV4_LayerNormV4", "LayerNormV4", "AI_VECTOR_CORE", 4, 50.0,
+     {"aiv_vec_ratio": "0.3", "aiv_mte2_ratio": "0.7", "aic_mac_ratio": "0"}),
+    ("aclnnRotaryPositionEmbedding_RotaryPositionEmbedding_RotaryPositionEmbedding", "RotaryPositionEmbedding",
+     "AI_VECTOR_CORE", 4, 25.0, {"aiv_vec_ratio": "0.5", "aiv_mte2_ratio": "0.4", "aic_mac_ratio": "0"}),
+    ("aclnnConvolution_Conv2D_Conv2D", "Conv2D", "AI_CORE", 6, 150.0,
+     {"aic_mac_ratio": "0.7", "aic_mte2_ratio": "0.5", "aiv_vec_ratio": "0"}),
+    ("aclnnGroupNorm_GroupNorm_GroupNorm", "GroupNorm", "AI_VECTOR_CORE", 3, 40.0,
+     {"aiv_vec_ratio": "0.4", "aiv_mte2_ratio": "0.6", "aic_mac_ratio": "0"}),
+    ("aclnnUpsampleNearest2d_ResizeNearestNeighborV2_ResizeNearestNeighborV2", "ResizeNearestNeighborV2",
+     "AI_VECTOR_CORE", 2, 30.0, {"aiv_vec_ratio": "0.2", "aiv_mte2_ratio": "0.3", "aiv_mte3_ratio": "0.5",
+                                 "aic_mac_ratio": "0"}),
+)
+
+# PipeUtilization ratios written for a family without its own (by core type): cube kernels bound
+# by aic_mac, vector kernels by aiv_mte2 (memory), MIX kernels by their main unit; other stages 0.
+PIPE_BY_CORE = {
+    "AI_CORE": {"aic_mac_ratio": "0.6", "aic_mte2_ratio": "0.3", "aic_mte1_ratio": "0.2", "aic_fixpipe_ratio": "0.1",
+                "aic_scalar_ratio": "0.1"},
+    "AI_VECTOR_CORE": {"aiv_vec_ratio": "0.3", "aiv_mte2_ratio": "0.5", "aiv_mte3_ratio": "0.3", "aiv_scalar_ratio": "0.1"},
+    "MIX_AIC": {"aic_mac_ratio": "0.5", "aic_mte2_ratio": "0.3", "aiv_vec_ratio": "0.2", "aiv_mte2_ratio": "0.1"},
+    "MIX_AIV": {"aiv_vec_ratio": "0.6", "aiv_mte2_ratio": "0.3", "aic_mac_ratio": "0.1"},
+}
+
 HEADERS = {
     "g2025_l1": ("Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
                  "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,"
@@ -106,6 +138,7 @@ class SynthSpec:
     # step runs exactly this kernel sequence instead of shuffled `families` (extra_calls ignored;
     # see perfgate.synth.transformer)
     sequence: tuple = ()
+    ordered: bool = False   # keep the kernels in family order (no shuffle): for phase regions
 
 
 def _us(ns: int) -> str:
@@ -126,14 +159,17 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
         pre = spec.prelaunch_us if spec.prelaunch_us is not None else float(rng.uniform(400, 600))
         cur = t + int(round(pre * 1000))
         calls = []
-        for name, typ, core, n, mean in spec.families:
+        for fam in spec.families:
+            name, typ, core, n, mean = fam[:5]
+            extra = fam[5] if len(fam) > 5 else {}
             k = n * (spec.extra_calls.get(name, 1) if injected else 1)
             slow = spec.slowdown.get(name, 1.0) if injected else 1.0
             for _ in range(int(round(k))):
-                calls.append((name, typ, core, mean * slow))
-        order = rng.permutation(len(calls))
+                calls.append((name, typ, core, mean * slow, extra))
+        order = np.arange(len(calls)) if spec.ordered else rng.permutation(len(calls))
         if spec.sequence:
-            calls = [(n, t, c, m * (spec.slowdown.get(n, 1.0) if injected else 1.0)) for n, t, c, m in spec.sequence]
+            calls = [(n, ty, c, m * (spec.slowdown.get(n, 1.0) if injected else 1.0), {})
+                     for n, ty, c, m in spec.sequence]
             order = np.arange(len(calls))
         stretch = rank_factor * (spec.warmup_factor if si == 0 else 1.0)
         bubble_at = len(order) // 4 if spec.bubble_us > 0 else -1
@@ -141,12 +177,13 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
         tasks = []
         last_gap = 0
         for idx, i in enumerate(order):
-            name, typ, core, mean = calls[i]
+            name, typ, core, mean, extra = calls[i]
             if idx == bubble_at:  # this gap is exactly bubble_us long
                 cur += int(round(spec.bubble_us * 1000)) - last_gap
                 bubble_end = cur
             dur = max(1, int(round(mean * stretch * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
-            tasks.append({"name": name, "type": typ, "core": core, "start": cur, "dur": dur, "comm": False})
+            tasks.append({"name": name, "type": typ, "core": core, "start": cur, "dur": dur, "comm": False,
+                          "extra": extra})
             gap = spec.gap_us if spec.gap_dist == "fixed" else float(rng.exponential(spec.gap_us)) + 1.0
             last_gap = int(round(gap * 1000))
             cur += dur + last_gap
@@ -220,6 +257,18 @@ def _kernel_rows(spec, rank, steps):
                     v["Accelerator Core"] = "N/A"
                 else:
                     v["Type"] = "N/A"
+            if not comm:
+                # the family's own PMU ratios (else by core type): other stages 0, pipe times =
+                # ratio × Duration
+                extra = x.get("extra") or PIPE_BY_CORE.get(x["core"], {})
+                v.update(extra)
+                for h in hdr:
+                    if h.endswith("_ratio") and h not in extra:
+                        v[h] = "0"
+                for h in hdr:
+                    stage = h[:-len("_time(us)")] if h.endswith("_time(us)") else None
+                    if stage and f"{stage}_ratio" in v:
+                        v[h] = f"{float(v[stage + '_ratio']) * x['dur'] / 1000:.3f}"
             for h in hdr:
                 if h not in v:
                     v[h] = "N/A" if comm else ("0.25" if h.endswith("ratio") else "1.0")

@@ -1,0 +1,454 @@
+"""Operator view: kernel families with category, phase, core type, op_type class, pipeline
+bound and memory-boundness; phase shares; consecutive-kernel runs for suggestions.
+
+Pure functions over the kernel table of :mod:`perfgate.ingest.kernels` (columns ``row``,
+``step``, ``name``, ``op_type``, ``core_type``, ``start_ns``, ``dur_ns``, ``is_comm``, and
+with ``pmu=True`` the PipeUtilization columns ``<stage>_ratio`` / ``<stage>_time_us``).
+Inputs are never mutated. Shares are of ΣDuration (caliber ``sum_duration``: overlapped
+communication counted twice, as msprof's op_statistic Ratio(%)) and are ratios (0..1).
+
+op_type class of a row (from Accelerator Core; msprof-analyze's op-type grouping):
+``aic`` (AI_CORE), ``aiv`` (AI_VECTOR_CORE), ``mix_cv`` (MIX_AIC / MIX_AIV),
+``mix_comm_aiv`` (a MIX kernel whose Name or Type names a collective: MC2 fused
+compute+communication such as MatmulAllReduce), ``communication`` (HCCL / COMMUNICATION or
+``hcom_``), ``aicpu`` (AI_CPU*), ``dsa`` (DSA*), else ``unknown`` (N/A at Level0, SDMA, ...).
+
+Pipeline bound of a family (PipeUtilization; CANN "Pipeline utilisation" counters): the bound
+stage is the largest summed pipe time over its calls among ``aic_mac, aic_mte1, aic_mte2,
+aic_fixpipe, aic_scalar, aiv_vec, aiv_mte2, aiv_mte3, aiv_scalar`` (AIC MTE2 and AIV MTE2 are
+separate stages, never merged; a time column missing but its ratio present -> ratio ×
+Duration). Bound family: ``cube`` (aic_mac), ``vector`` (aiv_vec), ``aic_mte`` (aic_mte1 /
+aic_mte2 / aic_fixpipe), ``aiv_mte`` (aiv_mte2 / aiv_mte3), ``scalar``; ``mixed`` when the
+largest stage of another bound family is within ``mixed_within`` of the largest;
+``communication`` / ``aicpu`` for those op_type classes; ``unknown`` when the family has no
+pipe data. ``memory_bound = mte2 / max(mac, vec)`` from Duration-weighted mean ratios, where
+mte2 is the MTE2 ratio of the same core as the larger of mac / vec (aic_mte2 when mac >= vec,
+else aiv_mte2); NaN when both are 0.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from perfgate.errors import InvalidCaptureError
+from perfgate.metrics import kernels as km
+from perfgate.opspec import PIPE_STAGES
+
+OP_CLASSES = ("aic", "aiv", "mix_cv", "mix_comm_aiv", "communication", "aicpu", "dsa", "unknown")
+BOUND_FAMILY = {"aic_mac": "cube", "aic_mte1": "aic_mte", "aic_mte2": "aic_mte", "aic_fixpipe": "aic_mte",
+                "aic_scalar": "scalar", "aiv_vec": "vector", "aiv_mte2": "aiv_mte", "aiv_mte3": "aiv_mte",
+                "aiv_scalar": "scalar"}
+BOUNDS = ("cube", "vector", "aic_mte", "aiv_mte", "scalar", "mixed", "aicpu", "communication", "unknown")
+PIPE_HINT = ("profile with torch_npu experimental_config aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization "
+             "at profiler_level Level1 or Level2 (msprof: --aic-metrics=PipeUtilization)")
+_MC2 = re.compile(r"(?i)all.?reduce|all.?gather|reduce.?scatter|all.?to.?all|mc2")
+
+
+def op_type_class(df: pd.DataFrame) -> pd.Series:
+    """op_type class per row (categorical over :data:`OP_CLASSES`), see the module docstring."""
+    core = km._as_category(df["core_type"])
+    cats = [str(c) for c in core.cat.categories]
+
+    def cls(c: str) -> str:
+        if c in ("HCCL", "COMMUNICATION"):
+            return "communication"
+        if c == "AI_CORE":
+            return "aic"
+        if c == "AI_VECTOR_CORE":
+            return "aiv"
+        if c in ("MIX_AIC", "MIX_AIV"):
+            return "mix_cv"
+        if c.startswith("AI_CPU"):
+            return "aicpu"
+        if c.startswith("DSA"):
+            return "dsa"
+        return "unknown"
+
+    table = np.array([OP_CLASSES.index(cls(c)) for c in cats] + [OP_CLASSES.index("unknown")], dtype=np.int64)
+    codes = table[core.cat.codes.to_numpy()]
+    mix = codes == OP_CLASSES.index("mix_cv")
+    if mix.any():
+        mc2 = km._matches(df["name"], _MC2) | km._matches(df["op_type"], _MC2)
+        codes = np.where(mix & mc2, OP_CLASSES.index("mix_comm_aiv"), codes)
+    codes = np.where(df["is_comm"].to_numpy(), OP_CLASSES.index("communication"), codes)
+    return pd.Series(pd.Categorical.from_codes(codes, categories=list(OP_CLASSES)), index=df.index)
+
+
+def _time_order(df: pd.DataFrame) -> np.ndarray:
+    """Row positions sorted by (step, start time)."""
+    step = km._as_category(df["step"]).cat.codes.to_numpy()
+    return np.lexsort((df["start_ns"].to_numpy(), step))
+
+
+def assign_phases(df: pd.DataFrame, spec) -> pd.Series:
+    """Phase per row (categorical) from a :class:`perfgate.opspec.PhaseSpec`.
+
+    ``family`` mode: most specific matching rule wins (:func:`kernels.assign_labels`), else
+    ``spec.default``. ``region`` mode: per step in start-time order, phase i begins at the first
+    kernel matching rule i at or after the start of phase i−1 (a rule that never matches leaves
+    the current phase running); kernels before the first start are ``spec.default``.
+
+    Raises:
+        PolicyError: equally specific family-mode rules of different phases both match a row.
+    """
+    if not spec.rules:
+        return pd.Series(pd.Categorical([spec.default] * len(df), categories=[spec.default]), index=df.index)
+    if spec.mode == "family":
+        return km.assign_labels(df, spec.rules, spec.default, "phase")
+    labels = list(dict.fromkeys([spec.default] + [r.label for r in spec.rules]))
+    out = np.zeros(len(df), dtype=np.int64)
+    masks = []
+    for r in spec.rules:
+        m = np.ones(len(df), dtype=bool)
+        for f, col in (("name", "name"), ("type", "op_type"), ("core", "core_type")):
+            if getattr(r, f) is not None:
+                m &= km._matches(df[col], getattr(r, f))
+        masks.append(m)
+    order = _time_order(df)
+    steps = km._as_category(df["step"]).cat.codes.to_numpy()[order]
+    bounds = np.flatnonzero(np.diff(steps)) + 1
+    for seg in np.split(order, bounds):
+        cur = 0
+        for r, m in zip(spec.rules, masks):
+            hit = np.flatnonzero(m[seg][cur:])
+            if len(hit):
+                cur += int(hit[0])
+                out[seg[cur:]] = labels.index(r.label)
+    return pd.Series(pd.Categorical.from_codes(out, categories=labels), index=df.index)
+
+
+def pipe_available(df: pd.DataFrame) -> bool:
+    """True when some PipeUtilization stage column carries a value on a compute row."""
+    comp = ~df["is_comm"].to_numpy()
+    for s in PIPE_STAGES:
+        for col in (f"{s}_time_us", f"{s}_ratio"):
+            if col in df and np.isfinite(df[col].to_numpy(dtype=float)[comp]).any():
+                return True
+    return False
+
+
+def require_pipe(df: pd.DataFrame, path, variant: str = "") -> None:
+    """Fail closed when the policy needs pipeline-bound metrics and the capture has none.
+
+    Raises:
+        InvalidCaptureError: naming the kernel file and the profiler setting to use.
+    """
+    if pipe_available(df):
+        return
+    have = [c for c in df.columns if c.endswith("_ratio")]
+    what = ("has no PipeUtilization columns (aic_mac_ratio, aiv_vec_ratio, ...)" if not have else
+            f"has PMU columns of another aic_metrics group ({', '.join(have[:4])}) but no PipeUtilization ones"
+            if not any(c[:-len('_ratio')] in PIPE_STAGES for c in have) else
+            "has PipeUtilization columns but every value is N/A")
+    raise InvalidCaptureError(
+        f"the policy requires pipeline-bound metrics (operators.require_pipe or a gated pipe.* metric) but the "
+        f"kernel table{f' ({variant})' if variant else ''} {what}", path=path, hint=PIPE_HINT)
+
+
+def stage_times(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-row pipe time (us) per stage: ``<stage>_time_us``, else ``<stage>_ratio`` × Duration;
+    NaN where neither exists (index of ``df``, one column per stage in :data:`PIPE_STAGES`)."""
+    dur_us = df["dur_ns"].to_numpy(dtype=float) / 1000.0
+    out = {}
+    for s in PIPE_STAGES:
+        if f"{s}_time_us" in df:
+            out[s] = df[f"{s}_time_us"].to_numpy(dtype=float)
+        elif f"{s}_ratio" in df:
+            out[s] = df[f"{s}_ratio"].to_numpy(dtype=float) * dur_us
+        else:
+            out[s] = np.full(len(df), np.nan)
+    return pd.DataFrame(out, index=df.index)
+
+
+_STAGE_FAM = np.array([BOUND_FAMILY[s] for s in PIPE_STAGES], dtype=object)
+
+
+def _bound(times: np.ndarray, cls: str, within: float) -> tuple:
+    """(bound stage or None, bound family) from one family's summed stage times (in
+    :data:`PIPE_STAGES` order; ties go to the earlier stage)."""
+    if cls == "communication":
+        return None, "communication"
+    if cls == "aicpu":
+        return None, "aicpu"
+    t = np.nan_to_num(np.asarray(times, dtype=float), nan=0.0)
+    if not (t > 0).any():
+        return None, "unknown"
+    i = int(np.argmax(t))
+    fam = _STAGE_FAM[i]
+    others = t[_STAGE_FAM != fam]
+    if len(others) and others.max() >= (1.0 - within) * t[i]:
+        return PIPE_STAGES[i], "mixed"
+    return PIPE_STAGES[i], fam
+
+
+def _memory_bound(ratios: dict) -> float:
+    mac, vec = ratios.get("aic_mac", np.nan), ratios.get("aiv_vec", np.nan)
+    mac = 0.0 if np.isnan(mac) else mac
+    vec = 0.0 if np.isnan(vec) else vec
+    if max(mac, vec) <= 0:
+        return float("nan")
+    mte2 = ratios.get("aic_mte2" if mac >= vec else "aiv_mte2", np.nan)
+    return float(mte2 / max(mac, vec)) if not np.isnan(mte2) else float("nan")
+
+
+def _dominant(codes: np.ndarray, nf: int, col: pd.Series, w: np.ndarray) -> np.ndarray:
+    """Per family code: the value of ``col`` with the largest ΣDuration (``"n/a"`` when every
+    cell is N/A); one bincount over (family, value) codes."""
+    c = km._as_category(col)
+    cats = np.array([str(x) for x in c.cat.categories] + ["n/a"], dtype=object)
+    vc = c.cat.codes.to_numpy().astype(np.int64)
+    nv = len(cats)
+    vc = np.where(vc < 0, nv - 1, vc)
+    flat = np.bincount(codes * nv + vc, weights=w, minlength=nf * nv).reshape(nf, nv)
+    flat[:, nv - 1] = np.where(flat[:, :nv - 1].sum(axis=1) > 0, -1.0, flat[:, nv - 1])
+    return cats[np.argmax(flat, axis=1)]
+
+
+def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
+    """One row per kernel family over all step-assigned rows of one rank.
+
+    ``k`` needs columns ``family``, ``category``, ``phase``, ``op_class`` besides the kernel
+    table's. Columns: ``family``, ``calls`` (rows), ``calls_per_step`` (lower median over
+    steps), ``sum_dur_us`` (ΣDuration), ``share`` (of the rank's ΣDuration, ratio),
+    ``category`` / ``phase`` / ``core_type`` / ``op_class`` (the value with the largest
+    ΣDuration in the family), ``bound_stage``, ``bound``, ``memory_bound`` and one
+    ``<stage>_us`` column per pipe stage (NaN without pipe data). Sorted by ΣDuration, then name.
+    Aggregation is one bincount per column over the family codes.
+    """
+    cols = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "category", "phase", "core_type",
+            "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
+    if k.empty:
+        return pd.DataFrame(columns=cols)
+    fam = km._as_category(k["family"])
+    codes = fam.cat.codes.to_numpy().astype(np.int64)
+    nf = len(fam.cat.categories)
+    w = k["dur_ns"].to_numpy(dtype=float)
+    total = float(w.sum())
+    calls = np.bincount(codes, minlength=nf)
+    used = calls > 0
+    out = {"family": np.array([str(x) for x in fam.cat.categories], dtype=object), "calls": calls,
+           "sum_dur_us": np.bincount(codes, weights=w, minlength=nf) / 1000.0}
+    out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
+    per_step = km.per_step_counts(k, "family")
+    srt = np.sort(per_step.to_numpy(), axis=0)
+    low = dict(zip(per_step.columns, srt[(len(srt) - 1) // 2])) if len(srt) else {}   # lower median
+    out["calls_per_step"] = np.array([float(low.get(f, 0.0)) for f in fam.cat.categories], dtype=float)
+    for col in ("category", "phase", "core_type", "op_class"):
+        out[col] = _dominant(codes, nf, k[col], w)
+    st = stage_times(k)
+    sums = np.full((nf, len(PIPE_STAGES)), np.nan)
+    for j, s in enumerate(PIPE_STAGES):
+        v = st[s].to_numpy(dtype=float)
+        ok = np.isfinite(v)
+        if ok.any():
+            has = np.bincount(codes, weights=ok.astype(float), minlength=nf) > 0
+            sums[:, j] = np.where(has, np.bincount(codes, weights=np.where(ok, v, 0.0), minlength=nf), np.nan)
+    ratios = {}
+    for s in PIPE_STAGES:
+        if f"{s}_ratio" in k:
+            r = k[f"{s}_ratio"].to_numpy(dtype=float)
+            ok = np.isfinite(r)
+            num = np.bincount(codes, weights=np.where(ok, r * w, 0.0), minlength=nf)
+            den = np.bincount(codes, weights=np.where(ok, w, 0.0), minlength=nf)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratios[s] = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    stage, bound, mem = [], [], []
+    for i, cls in enumerate(out["op_class"]):
+        s_, b_ = _bound(sums[i], cls, mixed_within)
+        stage.append(s_)
+        bound.append(b_)
+        mem.append(_memory_bound({s: r[i] for s, r in ratios.items()}) if b_ not in ("communication", "aicpu")
+                   else float("nan"))
+    out["bound_stage"], out["bound"], out["memory_bound"] = np.array(stage, dtype=object), np.array(bound, dtype=object), np.array(mem)
+    for j, s in enumerate(PIPE_STAGES):
+        out[f"{s}_us"] = sums[:, j]
+    df = pd.DataFrame({c: out[c] for c in cols})[used]
+    return df.sort_values(["sum_dur_us", "family"], ascending=[False, True]).reset_index(drop=True)
+
+
+def share_table(k: pd.DataFrame, keys: list) -> pd.DataFrame:
+    """ΣDuration and share (ratio of the rank's ΣDuration) per combination of ``keys``
+    (e.g. ``["phase", "category"]``) over all rows of ``k``; columns ``*keys, sum_dur_us, share``."""
+    total = float(k["dur_ns"].sum())
+    g = k.groupby(keys, observed=True)["dur_ns"].sum().reset_index()
+    g["sum_dur_us"] = g["dur_ns"] / 1000.0
+    g["share"] = g["dur_ns"] / total if total else 0.0
+    for c in keys:
+        g[c] = g[c].astype(str)
+    return g.drop(columns="dur_ns").sort_values("sum_dur_us", ascending=False).reset_index(drop=True)
+
+
+def per_step_shares(k: pd.DataFrame, key: str, steps) -> dict:
+    """{value of ``key``: median over steps of its ΣDuration share of the step} (ratio)."""
+    wide = km.per_step_sum_dur(k, key).reindex(index=list(steps), fill_value=0)
+    if wide.empty:
+        return {}
+    step_sum = k.groupby("step", observed=True)["dur_ns"].sum().reindex(list(steps), fill_value=0)
+    den = step_sum.to_numpy(dtype=float)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = np.where(den > 0, wide.to_numpy(dtype=float) / np.where(den > 0, den, 1.0), 0.0)
+    med = np.median(shares, axis=0)
+    return {str(c): float(v) for c, v in zip(wide.columns, med)}
+
+
+def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int, int | None]:
+    """Longest run of consecutive compute kernels (per step, start-time order, communication
+    rows skipped) matching ``matcher`` (and in ``phase`` when given, column ``phase``):
+    ``(length, data row of its first kernel)``; ``(0, None)`` when none matches."""
+    c = k[~k["is_comm"].to_numpy()]
+    if c.empty:
+        return 0, None
+    order = _time_order(c)
+    m = np.ones(len(c), dtype=bool)
+    for f, col in (("name", "name"), ("type", "op_type"), ("core", "core_type")):
+        if getattr(matcher, f) is not None:
+            m &= km._matches(c[col], getattr(matcher, f))
+    if phase is not None:
+        m &= (c["phase"].astype(str) == phase).to_numpy()
+    m = m[order]
+    steps = km._as_category(c["step"]).cat.codes.to_numpy()[order]
+    best, best_at, run, start = 0, None, 0, 0
+    prev_step = None
+    for i, (hit, s) in enumerate(zip(m, steps)):
+        if s != prev_step:
+            run = 0
+            prev_step = s
+        if hit:
+            if run == 0:
+                start = i
+            run += 1
+            if run > best:
+                best, best_at = run, start
+        else:
+            run = 0
+    rows = c["row"].to_numpy()[order]
+    return best, (int(rows[best_at]) if best_at is not None else None)
+
+
+def _records(df: pd.DataFrame, limit: int | None = None) -> list:
+    out = []
+    for rec in (df if limit is None else df.head(limit)).to_dict("records"):
+        clean = {}
+        for key, v in rec.items():
+            if isinstance(v, (np.integer,)):
+                v = int(v)
+            elif isinstance(v, (float, np.floating)):
+                v = None if not np.isfinite(v) else round(float(v), 6)
+            elif v is pd.NA or v is None:
+                v = None
+            clean[key] = v
+        out.append(clean)
+    return out
+
+
+def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, kfile: str,
+                       path=None, variant: str = "", steps=None) -> tuple[dict, dict]:
+    """The operator view of one rank.
+
+    Args:
+        k: step-assigned kernel rows with a ``family`` column.
+        categories: category per row of ``k`` (None when Type / Accelerator Core are N/A).
+        kfile: the kernel file's name relative to the capture (evidence text).
+
+    Returns:
+        ``(metrics, detail)``: metrics in the fingerprint's per-rank form
+        ``{(name, labels_tuple): (value, evidence, context)}`` (``share.family``,
+        ``share.phase`` / ``share.phase_category`` when the policy has phase rules,
+        ``pipe.bound_share`` / ``pipe.memory_bound`` when the capture has pipe data, ``mfu.ratio``
+        when the policy has an MFU spec), and a JSON-safe detail dict (families, categories,
+        phases, bound shares, MFU call classes, consecutive runs for suggestions).
+
+    Raises:
+        InvalidCaptureError: pipe data required by the policy but absent (exit 3).
+        PolicyError: equally specific phase rules both match; an MFU above 1 (spec error).
+    """
+    from perfgate.metrics import mfu as mfu_mod
+    spec = policy.operators
+    steps = list(steps) if steps is not None else sorted(map(str, pd.unique(k["step"].dropna())))
+    has_pipe = pipe_available(k)
+    needs = spec.require_pipe or any(n.startswith("pipe.") and r.gated for n, r in policy.rules.items())
+    if needs:
+        require_pipe(k, path or kfile, variant)
+    cat = categories if categories is not None else pd.Series(
+        pd.Categorical(["n/a"] * len(k)), index=k.index)
+    kk = k.assign(category=cat.loc[k.index] if categories is not None else cat,
+                  phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
+    fam = family_table(kk, spec.mixed_within)
+    metrics: dict = {}
+    ev_fam = {r["family"]: f"{kfile}: {r['calls']} call(s), ΣDuration {r['sum_dur_us']:,.3f} us"
+              for r in fam[["family", "calls", "sum_dur_us"]].to_dict("records")}
+    for f, v in per_step_shares(kk, "family", steps).items():
+        metrics[("share.family", (("family", f),))] = (v, ev_fam.get(f, kfile), {})
+    if policy.phases.rules:
+        for p, v in per_step_shares(kk, "phase", steps).items():
+            metrics[("share.phase", (("phase", p),))] = (v, f"{kfile} (phase rules, {policy.phases.mode} mode)", {})
+        if categories is not None:
+            pc = kk.assign(pc=kk["phase"].astype(str) + "\x1f" + kk["category"].astype(str))
+            for key, v in per_step_shares(pc, "pc", steps).items():
+                p, c = key.split("\x1f")
+                metrics[("share.phase_category", (("category", c), ("phase", p)))] = (
+                    v, f"{kfile} (phase and category rules)", {})
+    bound_shares = {}
+    if has_pipe:
+        bs = fam.groupby("bound")["share"].sum()
+        bound_shares = {str(b): float(v) for b, v in bs.items()}
+        for b, v in bound_shares.items():
+            metrics[("pipe.bound_share", (("bound", b),))] = (
+                v, f"{kfile} PipeUtilization columns, families bound by {b}", {})
+        for r in fam[fam["share"] > spec.family_min_share].to_dict("records"):
+            if np.isfinite(r["memory_bound"]):
+                metrics[("pipe.memory_bound", (("family", r["family"]),))] = (
+                    float(r["memory_bound"]), f"{kfile} {r['family']}: mte2 / max(mac, vec) ratios", {})
+    mfu_classes = []
+    mfu_note = None
+    if policy.mfu is not None and "input_shapes" not in k:
+        mfu_note = "Input Shapes were not read (load the capture with shapes=True): no MFU from shapes"
+    if policy.mfu is not None:
+        fam_mfu, mfu_classes = mfu_mod.mfu_tables(kk, policy.mfu, kfile)
+        for r in fam_mfu:
+            metrics[("mfu.ratio", (("family", r["family"]),))] = (
+                r["mfu"], f"{kfile} {r['family']}: {r['flops']:.6g} FLOPs in {r['dur_us']:,.3f} us, peak "
+                          f"{r['peak_text']} ({policy.mfu.chip})", {"dtype": r["dtype"], "peak_flops": r["peak"]})
+        m = {r["family"]: r for r in fam_mfu}
+        fam["mfu"] = [m[f]["mfu"] if f in m else np.nan for f in fam["family"]]
+        fam["mfu_dtype"] = [m[f]["dtype"] if f in m else None for f in fam["family"]]
+    runs = {}
+    for rule in policy.suggestions:
+        if rule.consecutive is not None:
+            n, row = longest_run(kk, rule.consecutive, rule.phase)
+            runs[rule.id] = [n, row]
+    unknown = kk[kk["category"].astype(str) == km.UNKNOWN]
+    detail = {
+        "kernel_file": kfile,
+        "family_min_share": spec.family_min_share,
+        "fold_below": spec.fold_below,
+        "total_sum_dur_us": round(float(kk["dur_ns"].sum()) / 1000.0, 3),
+        "categories_available": categories is not None,
+        "pipe_available": has_pipe,
+        "pipe_note": None if has_pipe else f"no PipeUtilization data in {kfile}: pipe-bound metrics absent ({PIPE_HINT})",
+        "families": _records(fam, 500),
+        "categories": _records(share_table(kk, ["category"])),
+        "phases": _records(share_table(kk, ["phase", "category"])) if policy.phases.rules else [],
+        "unknown": _records(_unknown_table(unknown, float(kk["dur_ns"].sum())), 50),
+        "bound_shares": bound_shares,
+        "mfu_classes": mfu_classes,
+        "mfu_note": mfu_note,
+        "runs": runs,
+    }
+    return metrics, detail
+
+
+
+def _unknown_table(unknown: pd.DataFrame, total_ns: float) -> pd.DataFrame:
+    """The ``unknown`` bucket by (family, core type): calls, ΣDuration and share of the rank."""
+    if unknown.empty:
+        return pd.DataFrame()
+    u = unknown.assign(core_type=unknown["core_type"].astype(object).fillna("N/A"),
+                       family=unknown["family"].astype(str))
+    g = u.groupby(["family", "core_type"])["dur_ns"].agg(["size", "sum"]).reset_index()
+    g = g.rename(columns={"size": "calls"})
+    g["sum_dur_us"] = g["sum"] / 1000.0
+    g["share"] = g["sum"] / total_ns if total_ns else 0.0
+    return g.drop(columns="sum").sort_values("sum_dur_us", ascending=False)

@@ -1,0 +1,79 @@
+"""Operator-level comparison of two fingerprints' operator views. Pure (no I/O).
+
+Per kernel family (the lowest rank of each side, ``Fingerprint.detail["operators"]``):
+calls-per-step delta (exact), share delta in percentage points, ΣDuration ratio
+(candidate / baseline, informational: single-kernel time drifts between devices),
+``appeared`` / ``disappeared`` families, and *moves*: a family whose core type, op_type class
+or category differs between the two sides is reported as moved (e.g. a MatMul family from
+AI_CORE to MIX_AIC after a toolchain upgrade), not as removed + added; per category, a change
+of the core type carrying most of its ΣDuration is a category move. The gate verdicts stay
+with :mod:`perfgate.compare` (``share.family``, ``share.category``, ``kernel.calls_per_step``);
+this table explains them.
+"""
+from __future__ import annotations
+
+_MOVE_FIELDS = ("core_type", "op_class", "category")
+
+
+def _category_cores(fams: list) -> dict:
+    """{category: core type with the largest ΣDuration in it}."""
+    acc: dict = {}
+    for f in fams:
+        acc.setdefault(f["category"], {}).setdefault(f["core_type"], 0.0)
+        acc[f["category"]][f["core_type"]] += f["sum_dur_us"] or 0.0
+    return {c: max(sorted(d.items()), key=lambda kv: kv[1])[0] for c, d in acc.items()}
+
+
+def compare_operators(base: dict | None, cand: dict | None, min_share: float = 0.01) -> dict:
+    """Compare two operator views.
+
+    Args:
+        base, cand: ``detail["operators"]`` of the baseline and candidate fingerprints.
+        min_share: families below this share (ratio) on both sides and unchanged in calls,
+            presence and placement are left out of ``families``.
+
+    Returns:
+        ``{"available": bool, "note": str | None, "families": [...], "moves": [...],
+        "category_moves": [...]}``. A family row: ``family``, ``status`` (same / appeared /
+        disappeared), ``calls_per_step_base`` / ``_cand``, ``count_delta``, ``share_base`` /
+        ``share_cand`` (ratios), ``share_delta_pp``, ``dur_ratio`` (None when a side is 0),
+        ``category``, and the moved fields. Sorted by |share delta|, then name.
+    """
+    if not base or not cand:
+        side = "baseline" if not base else "candidate"
+        return {"available": False, "families": [], "moves": [], "category_moves": [],
+                "note": f"the {side} has no operator view (recorded by an older perfgate or from history): "
+                        f"operator-level comparison skipped"}
+    b = {f["family"]: f for f in base.get("families", [])}
+    c = {f["family"]: f for f in cand.get("families", [])}
+    rows, moves = [], []
+    for fam in sorted(set(b) | set(c)):
+        fb, fc = b.get(fam), c.get(fam)
+        status = "same" if fb and fc else ("appeared" if fc else "disappeared")
+        sb = (fb or {}).get("share") or 0.0
+        sc = (fc or {}).get("share") or 0.0
+        nb = (fb or {}).get("calls_per_step") or 0.0
+        nc = (fc or {}).get("calls_per_step") or 0.0
+        db = (fb or {}).get("sum_dur_us") or 0.0
+        dc = (fc or {}).get("sum_dur_us") or 0.0
+        moved = {}
+        if fb and fc:
+            for fld in _MOVE_FIELDS:
+                if fb.get(fld) != fc.get(fld):
+                    moved[fld] = (fb.get(fld), fc.get(fld))
+                    moves.append({"family": fam, "field": fld, "from": fb.get(fld), "to": fc.get(fld),
+                                  "share_cand": sc})
+        if status == "same" and not moved and nb == nc and max(sb, sc) < min_share:
+            continue
+        ref = fc or fb
+        rows.append({"family": fam, "status": status, "calls_per_step_base": nb, "calls_per_step_cand": nc,
+                     "count_delta": nc - nb, "share_base": sb, "share_cand": sc,
+                     "share_delta_pp": round((sc - sb) * 100.0, 6),
+                     "dur_ratio": (dc / db) if db and dc else None,
+                     "category": ref.get("category"), "core_type": ref.get("core_type"),
+                     "moved": {k: list(v) for k, v in moved.items()}})
+    rows.sort(key=lambda r: (-abs(r["share_delta_pp"]), r["family"]))
+    cb, cc = _category_cores(list(b.values())), _category_cores(list(c.values()))
+    cat_moves = [{"category": cat, "from": cb[cat], "to": cc[cat]}
+                 for cat in sorted(set(cb) & set(cc)) if cb[cat] != cc[cat]]
+    return {"available": True, "note": None, "families": rows, "moves": moves, "category_moves": cat_moves}
