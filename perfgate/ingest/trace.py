@@ -141,7 +141,7 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
 
     A bare event array (torch_npu) is read by :func:`perfgate.ingest.jsonscan.iter_selected`:
-    a vectorised structural scan in 16 MiB blocks that JSON-parses only the events containing
+    a vectorised structural scan in 8 MiB blocks that JSON-parses only the events containing
     one of the kept names (every event's structure is still checked; see that module for
     exactly what is). A ``{"traceEvents": [...]}`` root, or ``full_parse=True``, streams
     every event through ijson (each one parsed). Both keep the same events and give the same
