@@ -38,11 +38,16 @@ def canonical_core(df: pd.DataFrame) -> pd.Series:
     """Core type with communication rows folded to ``COMMUNICATION`` (HCCL <= 2025-01
     and COMMUNICATION later name the same thing); missing where the cell was N/A."""
     core = _as_category(df["core_type"])
-    if terms.COMM_CORE not in core.cat.categories:
-        core = core.cat.add_categories([terms.COMM_CORE])
-    core = core.copy()
-    core[df["is_comm"].to_numpy()] = terms.COMM_CORE
-    return core.cat.remove_unused_categories()
+    cats = core.cat.categories
+    if terms.COMM_CORE not in cats:
+        cats = cats.append(pd.Index([terms.COMM_CORE], dtype=cats.dtype if len(cats) else object))
+    codes = core.cat.codes.to_numpy().copy()
+    codes[df["is_comm"].to_numpy()] = cats.get_loc(terms.COMM_CORE)
+    used = np.unique(codes[codes >= 0])
+    remap = np.full(len(cats) + 1, -1, dtype=np.int64)  # index -1 (missing) stays -1
+    remap[used] = np.arange(len(used))
+    return pd.Series(pd.Categorical.from_codes(remap[codes], categories=cats[used]), index=df.index,
+                     name=df["core_type"].name)
 
 
 def _matches(col: pd.Series, rx) -> np.ndarray:
