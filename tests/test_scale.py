@@ -121,11 +121,11 @@ def test_out_of_memory_is_a_clear_error_not_an_empty_result(tmp_path, policy, mo
 def test_out_of_memory_under_a_real_limit(tmp_path):
     """The same through the CLI with RLIMIT_AS too small for one rank's kernel table: exit 3
     and the memory message (not exit 70, not an empty fingerprint)."""
-    c = write_scaled(tmp_path / "c", ranks=1, steps=2, kernels_per_step=150_000)
+    c = write_scaled(tmp_path / "c", ranks=1, steps=2, kernels_per_step=50_000)  # ~35 MiB of CSV
     probe = subprocess.run([sys.executable, "-c", "import perfgate.gate, perfgate.cli, pyarrow.csv, pandas; print(next("
                             "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize')))"],
                            capture_output=True, text=True)
-    limit = int(probe.stdout.strip()) * 1024 + (220 << 20)  # imports + 220 MiB: too little for ~100 MiB of CSV
+    limit = int(probe.stdout.strip()) * 1024 + (120 << 20)  # imports + 120 MiB: too little to parse it
 
     r = subprocess.run([sys.executable, "-m", "perfgate.cli", "fingerprint", str(c), "--workers", "1",
                         "--trace", "never"], capture_output=True, text=True,
