@@ -54,7 +54,10 @@ def test_trailing_comma_names_byte_offset(tmp_path):
     p = dump(tmp_path, '[{"ph":"M","name":"process_name","pid":7,"args":{"name":"Overlap Analysis"}},]')
     with pytest.raises(InvalidCaptureError) as e:
         read_trace(p)
-    assert e.value.byte_offset is not None and "invalid JSON" in e.value.message
+    assert e.value.byte_offset == 77 and "invalid JSON" in e.value.message  # the "]" after the comma
+    assert "trailing comma" in e.value.message and "of 78" in e.value.message
+    with pytest.raises(InvalidCaptureError) as e:  # the ijson path (every event parsed) agrees
+        read_trace(p, full_parse=True)
     assert "unallowed token" in e.value.message and "of 78" in e.value.message
 
 

@@ -91,3 +91,44 @@ def test_benchmark_script_runs():
     r = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ratio" in r.stdout and "MiB/s" in r.stdout
+
+
+def test_out_of_memory_is_a_clear_error_not_an_empty_result(tmp_path, policy, monkeypatch):
+    """A rank whose tables do not fit in memory: InvalidCaptureError naming the rank and its
+    file sizes (exit 3), nothing saved — never a fingerprint with missing rows."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.gate import save_baseline
+    from perfgate.store.baselines import BaselineStore
+    c = write_scaled(tmp_path / "c", ranks=2, steps=2, kernels_per_step=50)
+    real = pacsv.read_csv
+
+    def oom(path, *a, **kw):  # what Arrow raises when an allocation fails
+        if "rank1" in str(path):
+            raise pa.ArrowMemoryError("malloc of size 1073741824 failed")
+        return real(path, *a, **kw)
+    monkeypatch.setattr(pacsv, "read_csv", oom)
+    store = BaselineStore(tmp_path / "bl")
+    with pytest.raises(InvalidCaptureError) as e:
+        save_baseline(c, "main", policy=policy, store=store, env={})
+    assert "rank 1 does not fit in the memory" in e.value.message and e.value.exit_code == 3
+    assert "kernel_details.csv" in e.value.message and "--scheduler" in e.value.hint
+    assert not (tmp_path / "bl" / "main.json").exists()
+
+
+def test_out_of_memory_under_a_real_limit(tmp_path):
+    """The same through the CLI with RLIMIT_AS too small for one rank's kernel table: exit 3
+    and the memory message (not exit 70, not an empty fingerprint)."""
+    c = write_scaled(tmp_path / "c", ranks=1, steps=2, kernels_per_step=50_000)  # ~35 MiB of CSV
+    probe = subprocess.run([sys.executable, "-c", "import perfgate.gate, perfgate.cli, pyarrow.csv, pandas; print(next("
+                            "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize')))"],
+                           capture_output=True, text=True)
+    limit = int(probe.stdout.strip()) * 1024 + (120 << 20)  # imports + 120 MiB: too little to parse it
+
+    r = subprocess.run([sys.executable, "-m", "perfgate.cli", "fingerprint", str(c), "--workers", "1",
+                        "--trace", "never"], capture_output=True, text=True,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert r.returncode == 3, (r.returncode, r.stderr[-800:])
+    assert "does not fit in the memory" in r.stderr + r.stdout

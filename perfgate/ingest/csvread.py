@@ -163,6 +163,66 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
     return out, table.num_rows
 
 
+# Arrow type of a column read by the CSV reader itself (see :func:`read_typed_columns`).
+DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+DECIMAL_US = pa.decimal128(38, 3)
+
+
+def read_typed_columns(path: Path, columns: dict[str, str], types: dict) -> tuple[dict, int] | None:
+    """Fast path: let pyarrow's CSV reader parse the given header columns straight into Arrow
+    types (``DICT_STRING`` for names, ``DECIMAL_US`` for µs values with up to 3 decimals,
+    ``pa.float64()``), ``N/A`` / empty cells null, in one multithreaded pass.
+
+    Args:
+        columns: canonical name -> header name; types: canonical name -> Arrow type (string
+            when absent).
+
+    Returns:
+        ``({canonical: pyarrow.ChunkedArray}, rows)``, or None whenever anything does not
+        parse cleanly (a malformed row, a cell that is not a number of its type, a value with
+        more than 3 decimals, no data rows, an unreadable file): the caller then takes the
+        string path (:func:`read_arrow_columns` + :func:`exact_scaled_arrow`), which gives
+        the same values or the error naming file and row.
+    """
+    wanted = list(dict.fromkeys(columns.values()))
+    col_types = {columns[c]: types.get(c, pa.string()) for c in columns}
+    convert = pacsv.ConvertOptions(include_columns=wanted, column_types=col_types,
+                                   null_values=list(MISSING_TOKENS), strings_can_be_null=True,
+                                   quoted_strings_can_be_null=True)
+    try:
+        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 24),
+                               parse_options=pacsv.ParseOptions(newlines_in_values=False),
+                               convert_options=convert)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, OSError):
+        return None
+    if table.num_rows == 0:
+        return None
+    return {canon: table.column(col) for canon, col in columns.items()}, table.num_rows
+
+
+def decimal_to_scaled_int(arr: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """A ``decimal128(p, s)`` column as its exact unscaled integers (``value * 10**s``: µs
+    with 3 decimals -> integer ns), read from the Arrow buffer without any float.
+
+    Returns:
+        ``(int64 ndarray, null mask)`` (nulls -> 0), or None when a value does not fit in int64.
+    """
+    lows, nulls = [], []
+    for chunk in arr.chunks:
+        buf = chunk.buffers()[1]
+        words = np.frombuffer(buf, dtype="<i8")[2 * chunk.offset: 2 * (chunk.offset + len(chunk))].reshape(-1, 2)
+        null = chunk.is_null().to_numpy(zero_copy_only=False)
+        lo, hi = words[:, 0], words[:, 1]
+        fits = (hi == (lo >> 63)) | null
+        if not fits.all():
+            return None
+        lows.append(np.where(null, 0, lo))
+        nulls.append(null)
+    if not lows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    return np.concatenate(lows).astype(np.int64, copy=False), np.concatenate(nulls)
+
+
 def read_string_table(path: Path, columns: dict[str, str], ncols: int) -> pd.DataFrame:
     """Like :func:`read_arrow_columns`, as a pandas DataFrame of strings plus ``row``
     (1-based data row number, header = row 0). For small files (step_trace_time.csv)."""

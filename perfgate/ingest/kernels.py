@@ -41,7 +41,8 @@ import pyarrow.compute as pc
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQUIRED,
                                      KNOWN_CORE_TYPES, MISSING_TOKENS)
-from perfgate.ingest.csvread import (exact_scaled_arrow, read_arrow_columns, read_header, resolve_columns,
+from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, decimal_to_scaled_int, exact_scaled_arrow,
+                                     read_arrow_columns, read_header, read_typed_columns, resolve_columns,
                                      to_float_arrow)
 
 IMPLICIT_STEP = "implicit"
@@ -86,14 +87,18 @@ def _prove_core_column(df: pd.DataFrame, header: str, path: Path) -> None:
 
 
 def _prove_type_column(df: pd.DataFrame, header: str, path: Path) -> None:
-    vals = df["op_type"].dropna()
-    if vals.empty:
+    col = df["op_type"]
+    codes = col.cat.codes.to_numpy()
+    counts = np.bincount(codes[codes >= 0], minlength=len(col.cat.categories))
+    if counts.sum() == 0:
         return
-    share_core = vals.isin(KNOWN_CORE_TYPES).mean()
+    core = np.array([c in KNOWN_CORE_TYPES for c in col.cat.categories], dtype=bool)
+    share_core = counts[core].sum() / counts.sum()  # per distinct value, weighted by its rows
     if share_core > 0.5:
+        first = col.cat.categories[codes[np.argmax(codes >= 0)]]
         raise InvalidCaptureError(
             f"column {header!r} should hold operator types (MatMulV2, Cast, ...) but "
-            f"{share_core:.0%} of its values are core types such as {vals.iloc[0]!r}: "
+            f"{share_core:.0%} of its values are core types such as {first!r}: "
             f"columns look swapped", path=path, row=0)
 
 
@@ -136,6 +141,46 @@ def _null_categorical(n: int) -> pd.Series:
     return pd.Series(pd.Categorical([None] * n, categories=pd.Index([], dtype=object)))
 
 
+# Columns whose values the gate uses; the others (Model ID, Task ID, OP State, Block Dim, ...)
+# only name the header generation and are not parsed.
+_VALUE_COLUMNS = ("step_id", "name", "op_type", "core_type", "stream_id", "start_us", "dur_us", "wait_us",
+                  "input_shapes", "input_dtypes")
+_FAST_TYPES = {"step_id": DICT_STRING, "name": DICT_STRING, "op_type": DICT_STRING, "core_type": DICT_STRING,
+               "stream_id": DICT_STRING, "input_shapes": DICT_STRING,
+               "input_dtypes": DICT_STRING, "start_us": DECIMAL_US,
+               "dur_us": DECIMAL_US, "wait_us": pa.float64()}
+
+
+def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
+    """The used columns of a kernel table: ``(raw, rows, start_ns, dur_ns, dur_null, floats)``.
+
+    ``raw`` holds the string / dictionary columns, ``start_ns`` / ``dur_ns`` exact int64 ns,
+    ``floats`` float64 arrays for ``wait_us`` and the PMU ratio columns (N/A -> NaN).
+    Fast path: the CSV reader parses µs as decimal128 with 3 decimals (exact) and names as
+    dictionaries. Anything it does not take cleanly (more than 3 decimals, N/A start, a
+    non-numeric cell, a malformed row) is read again as strings and converted by
+    :func:`exact_scaled_arrow`, which gives identical values or the error naming the row.
+    """
+    used = {c: h for c, h in cols.items() if c in _VALUE_COLUMNS}
+    wanted = {**used, **{h: h for h in ratio_cols}}
+    fast = read_typed_columns(path, wanted, {**_FAST_TYPES, **{h: pa.float64() for h in ratio_cols}})
+    if fast is not None:
+        raw, n = fast
+        start = decimal_to_scaled_int(raw["start_us"])
+        dur = decimal_to_scaled_int(raw["dur_us"])
+        if start is not None and dur is not None and not start[1].any():
+            floats = {c: raw[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+                      for c in ("wait_us", *ratio_cols) if c in raw}
+            return raw, n, start[0], dur[0], dur[1], floats
+    raw, n = read_arrow_columns(path, wanted, ncols, trim={"step_id", "start_us", "dur_us", "wait_us", *ratio_cols})
+    start, _ = exact_scaled_arrow(raw["start_us"], 1000, path=path, column=cols["start_us"], allow_null=False)
+    dur, dur_null = exact_scaled_arrow(raw["dur_us"], 1000, path=path, column=cols["dur_us"])
+    floats = {h: to_float_arrow(raw[h], path=path, column=h, strict=False) for h in ratio_cols}
+    if "wait_us" in cols:
+        floats["wait_us"] = to_float_arrow(raw["wait_us"], path=path, column=cols["wait_us"], strict=False)
+    return raw, n, start, dur, dur_null, floats
+
+
 def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> KernelTable:
     """Read one kernel_details.csv / op_summary_*.csv into a :class:`KernelTable`.
 
@@ -158,8 +203,7 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     if not shapes:
         cols.pop("input_shapes", None)
         cols.pop("input_dtypes", None)
-    raw, n = read_arrow_columns(path, {**cols, **{h: h for h in ratio_cols}}, len(header),
-                                trim={"step_id", "start_us", "dur_us", "wait_us", *ratio_cols})
+    raw, n, start, dur, dur_null, floats = _read_values(path, cols, ratio_cols, len(header))
     warnings: list[str] = []
 
     df = pd.DataFrame({"row": np.arange(1, n + 1, dtype=np.int64)})
@@ -185,18 +229,15 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     df["op_type"] = _categorical(raw["op_type"])
     df["core_type"] = _categorical(raw["core_type"]) if "core_type" in cols else _null_categorical(n)
     df["stream_id"] = _categorical(raw["stream_id"]) if "stream_id" in cols else _null_categorical(n)
-    start, _ = exact_scaled_arrow(raw["start_us"], 1000, path=path, column=cols["start_us"], allow_null=False)
-    dur, dur_null = exact_scaled_arrow(raw["dur_us"], 1000, path=path, column=cols["dur_us"])
     df["start_ns"] = start
     df["dur_ns"] = dur
-    df["wait_us"] = (to_float_arrow(raw["wait_us"], path=path, column=cols["wait_us"], strict=False)
-                     if "wait_us" in cols else np.nan)
+    df["wait_us"] = floats["wait_us"] if "wait_us" in cols else np.nan
     for c in ("input_shapes", "input_dtypes"):
         if c in cols:
             df[c] = _categorical(raw[c])
     for h in ratio_cols:  # PipeUtilization / ArithmeticUtilization ratios (0..1) and pipe times; N/A -> NaN
         m = _PMU_TIME.match(h)
-        df[f"{m.group(1)}_us" if m else h] = to_float_arrow(raw[h], path=path, column=h, strict=False)
+        df[f"{m.group(1)}_us" if m else h] = floats[h]
 
     if "core_type" in cols:
         _prove_core_column(df, cols["core_type"], path)

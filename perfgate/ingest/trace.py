@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import OVERLAP_KINDS, OVERLAP_PROCESS
 from perfgate.ingest.csvread import exact_scaled_arrow
+from perfgate.ingest.jsonscan import ScanError, iter_selected
 
 _STEP_PREFIX = "ProfilerStep#"
 _BUF = 1 << 16
@@ -101,8 +102,50 @@ class _CountingReader:
         return data
 
 
-def read_trace(path: Path) -> TraceSummary:
+# Bytes every kept event contains literally (see perfgate.ingest.jsonscan): the names of the
+# Overlap Analysis events, the ProfilerStep prefix and the process_name metadata.
+_NEEDLES = tuple(f'"{k}"'.encode() for k in OVERLAP_KINDS) + (f'"{_STEP_PREFIX}'.encode(), b'"process_name"')
+
+
+def _root_start(path: Path) -> int:
+    """Byte offset of the root ``[`` (after a UTF-8 BOM and whitespace)."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return len(head) - len(head.lstrip(b"\xef\xbb\xbf \t\r\n"))
+
+
+def _ijson_events(raw, prefix: str, size: int, take) -> int:
+    """Every event through ijson (yajl2 C backend), each handed to ``take``; returns the count."""
+    reader = _CountingReader(raw)
+    n = 0
+    try:
+        for ev in ijson.items(reader, prefix, buf_size=_BUF):
+            n += 1
+            take(ev)
+    except (ijson.common.JSONError, UnicodeDecodeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        end = reader.pos
+        path = getattr(raw, "name", None)
+        if "premature EOF" in str(e):
+            raise InvalidCaptureError(f"truncated JSON: the file ends at byte {size} inside an unfinished value",
+                                      path=path, byte_offset=size,
+                                      hint="the trace writer did not finish; re-export the capture") from None
+        off = max(0, end - reader.last)
+        raise InvalidCaptureError(f"invalid JSON ({first}) between bytes {off} and {end} of {size}", path=path,
+                                  byte_offset=off,
+                                  hint="the file is not valid JSON text (wrong file, encoding or a writer bug)") from None
+    return n
+
+
+def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
+
+    A bare event array (torch_npu) is read by :func:`perfgate.ingest.jsonscan.iter_selected`:
+    a vectorised structural scan in 8 MiB blocks that JSON-parses only the events containing
+    one of the kept names (every event's structure is still checked; see that module for
+    exactly what is). A ``{"traceEvents": [...]}`` root, or ``full_parse=True``, streams
+    every event through ijson (each one parsed). Both keep the same events and give the same
+    summary; memory is bounded by the block size and the kept events, not the file size.
 
     Raises:
         InvalidCaptureError: empty file, a root that is neither an array nor a traceEvents
@@ -115,49 +158,54 @@ def read_trace(path: Path) -> TraceSummary:
     processes: dict = {}
     c_pid, c_kind, c_ts, c_dur = [], [], [], []   # candidate Overlap Analysis events (raw values)
     s_name, s_ts, s_dur = [], [], []              # ProfilerStep#N windows
+
+    def take(ev) -> None:
+        if not isinstance(ev, dict):
+            return
+        ph = ev.get("ph")
+        name = ev.get("name")
+        if ph == "M":
+            if name == "process_name":
+                processes[ev.get("pid")] = (ev.get("args") or {}).get("name")
+            return
+        if ph != "X" or not isinstance(name, str):
+            return
+        kind = OVERLAP_KINDS.get(name)
+        if kind is not None:
+            c_pid.append(ev.get("pid"))
+            c_kind.append(kind)
+            c_ts.append(ev.get("ts"))
+            c_dur.append(ev.get("dur", 0))
+        elif name.startswith(_STEP_PREFIX):
+            s_name.append(name[len(_STEP_PREFIX):].strip())
+            s_ts.append(ev.get("ts"))
+            s_dur.append(ev.get("dur", 0))
+
     n = 0
     try:
         raw_f = open(path, "rb")
     except OSError as e:
         raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     with raw_f as raw:
-        reader = _CountingReader(raw)
-        try:
-            for ev in ijson.items(reader, prefix, buf_size=_BUF):
-                n += 1
-                if not isinstance(ev, dict):
-                    continue
-                ph = ev.get("ph")
-                name = ev.get("name")
-                if ph == "M":
-                    if name == "process_name":
-                        processes[ev.get("pid")] = (ev.get("args") or {}).get("name")
-                    continue
-                if ph != "X" or not isinstance(name, str):
-                    continue
-                kind = OVERLAP_KINDS.get(name)
-                if kind is not None:
-                    c_pid.append(ev.get("pid"))
-                    c_kind.append(kind)
-                    c_ts.append(ev.get("ts"))
-                    c_dur.append(ev.get("dur", 0))
-                elif name.startswith(_STEP_PREFIX):
-                    s_name.append(name[len(_STEP_PREFIX):].strip())
-                    s_ts.append(ev.get("ts"))
-                    s_dur.append(ev.get("dur", 0))
-        except (ijson.common.JSONError, UnicodeDecodeError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            end = reader.pos
-            if "premature EOF" in str(e):
-                msg = f"truncated JSON: the file ends at byte {size} inside an unfinished value"
-                off = size
-            else:
-                msg = (f"invalid JSON ({first}) between bytes {max(0, end - reader.last)} and "
-                       f"{end} of {size}")
-                off = max(0, end - reader.last)
-            hint = ("the trace writer did not finish; re-export the capture" if "premature EOF" in str(e)
-                    else "the file is not valid JSON text (wrong file, encoding or a writer bug)")
-            raise InvalidCaptureError(msg, path=path, byte_offset=off, hint=hint) from None
+        if prefix == "item" and not full_parse:
+            try:
+                for count, events in iter_selected(raw, _root_start(path), size, _NEEDLES):
+                    n += count
+                    for ev in events:
+                        take(ev)
+            except ScanError as e:
+                if e.truncated:
+                    raise InvalidCaptureError(str(e), path=path, byte_offset=size,
+                                              hint="the trace writer did not finish; re-export the capture") from None
+                lo = max(0, e.offset - 1)
+                raise InvalidCaptureError(
+                    f"invalid JSON ({e}) between bytes {lo} and {e.offset + 1} of {size}", path=path,
+                    byte_offset=e.offset,
+                    hint="the file is not valid JSON text (wrong file, encoding or a writer bug)") from None
+            except OSError as e:
+                raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
+        else:
+            n = _ijson_events(raw, prefix, size, take)
     if n == 0:
         raise InvalidCaptureError("trace has no events (an empty event list is not a capture)"
                                   if prefix == "item" or processes == {} else "trace has no events", path=path)

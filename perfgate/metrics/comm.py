@@ -41,28 +41,37 @@ def kind_of(name: str) -> str:
 
 def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` (time of those
-    rows not covered by the step's compute busy union), from the kernel table."""
+    rows not covered by the step's compute busy union), from the kernel table. Steps in order
+    of their first communication row, kinds sorted; rows with a blank step are left out.
+    The kind is derived once per distinct kernel name."""
     cols = ["step", "kind", "calls", "sum_us", "exposed_us"]
-    k = kernels[kernels["step"].notna()]
-    is_comm = k["is_comm"].to_numpy()
+    step_cat = kernels["step"] if isinstance(kernels["step"].dtype, pd.CategoricalDtype) \
+        else kernels["step"].astype("category")
+    codes = step_cat.cat.codes.to_numpy()
+    is_comm = kernels["is_comm"].to_numpy() & (codes >= 0)
     if not is_comm.any():
         return pd.DataFrame(columns=cols)
+    names = kernels["name"] if isinstance(kernels["name"].dtype, pd.CategoricalDtype) \
+        else kernels["name"].astype("category")
+    name_kind = np.array([kind_of(str(n)) for n in names.cat.categories] + ["other"], dtype=object)
+    name_codes = names.cat.codes.to_numpy()
+    start, end, dur = (kernels[c].to_numpy() for c in ("start_ns", "end_ns", "dur_ns"))
+    comm_idx = np.flatnonzero(is_comm)
+    comp_idx = np.flatnonzero(~kernels["is_comm"].to_numpy() & (codes >= 0))
+    comp_codes = codes[comp_idx]
     out = []
-    step_cat = k["step"] if isinstance(k["step"].dtype, pd.CategoricalDtype) else k["step"].astype("category")
-    codes = step_cat.cat.codes.to_numpy()
-    for code in pd.unique(codes[is_comm]):
+    for code in pd.unique(codes[comm_idx]):
         step = step_cat.cat.categories[code]
-        in_step = codes == code
-        comm = k.loc[in_step & is_comm]
-        comp = k.loc[in_step & ~is_comm]
-        cs, ce = merge(comp["start_ns"].to_numpy(), comp["end_ns"].to_numpy())
-        dur = comm["dur_ns"].to_numpy()
-        exposed = dur - covered_ns(cs, ce, comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy())
-        kinds = np.array([kind_of(n) for n in comm["name"].astype(str)], dtype=object)
+        comm = comm_idx[codes[comm_idx] == code]
+        comp = comp_idx[comp_codes == code]
+        cs, ce = merge(start[comp], end[comp])
+        d = dur[comm]
+        exposed = d - covered_ns(cs, ce, start[comm], end[comm])
+        kinds = name_kind[name_codes[comm]]  # code -1 (no name) -> "other" as kind_of("nan") would
         for kind in sorted(set(kinds)):
             m = kinds == kind
             out.append({"step": str(step), "kind": kind, "calls": int(m.sum()),
-                        "sum_us": float(dur[m].sum()) / 1000.0, "exposed_us": float(exposed[m].sum()) / 1000.0})
+                        "sum_us": float(d[m].sum()) / 1000.0, "exposed_us": float(exposed[m].sum()) / 1000.0})
     return pd.DataFrame(out, columns=cols)
 
 

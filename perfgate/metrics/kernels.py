@@ -39,11 +39,16 @@ def canonical_core(df: pd.DataFrame) -> pd.Series:
     """Core type with communication rows folded to ``COMMUNICATION`` (HCCL <= 2025-01
     and COMMUNICATION later name the same thing); missing where the cell was N/A."""
     core = _as_category(df["core_type"])
-    if terms.COMM_CORE not in core.cat.categories:
-        core = core.cat.add_categories([terms.COMM_CORE])
-    core = core.copy()
-    core[df["is_comm"].to_numpy()] = terms.COMM_CORE
-    return core.cat.remove_unused_categories()
+    cats = core.cat.categories
+    if terms.COMM_CORE not in cats:
+        cats = cats.append(pd.Index([terms.COMM_CORE], dtype=cats.dtype if len(cats) else object))
+    codes = core.cat.codes.to_numpy().copy()
+    codes[df["is_comm"].to_numpy()] = cats.get_loc(terms.COMM_CORE)
+    used = np.unique(codes[codes >= 0])
+    remap = np.full(len(cats) + 1, -1, dtype=np.int64)  # index -1 (missing) stays -1
+    remap[used] = np.arange(len(used))
+    return pd.Series(pd.Categorical.from_codes(remap[codes], categories=cats[used]), index=df.index,
+                     name=df["core_type"].name)
 
 
 def _matches(col: pd.Series, rx) -> np.ndarray:
@@ -110,22 +115,29 @@ def categorize(df: pd.DataFrame, rules) -> pd.Series:
 
 
 def _per_step(df: pd.DataFrame, key: str, weights=None) -> pd.DataFrame:
-    """(step x key) table of counts or weighted sums via one bincount over category codes."""
-    d = df[df["step"].notna() & df[key].notna()]
-    if d.empty:
+    """(step x key) table of counts or weighted sums via one bincount over category codes
+    (rows with a missing step or key are left out; no copy of the frame is made)."""
+    step = _as_category(df["step"])
+    k = _as_category(df[key])
+    sc, kc = step.cat.codes.to_numpy(), k.cat.codes.to_numpy()
+    keep = (sc >= 0) & (kc >= 0)
+    if not keep.any():
         return pd.DataFrame()
-    step = _as_category(d["step"])
-    k = _as_category(d[key])
-    sc, kc = step.cat.codes.to_numpy().astype(np.int64), k.cat.codes.to_numpy().astype(np.int64)
+    all_rows = keep.all()
+    sc = (sc if all_rows else sc[keep]).astype(np.int64)
+    kc = (kc if all_rows else kc[keep]).astype(np.int64)
     ns, nk = len(step.cat.categories), len(k.cat.categories)
-    w = None if weights is None else d[weights].to_numpy(dtype=np.float64)
+    w = None
+    if weights is not None:
+        w = df[weights].to_numpy()
+        w = (w if all_rows else w[keep]).astype(np.float64)
     flat = np.bincount(sc * nk + kc, weights=w, minlength=ns * nk).reshape(ns, nk)
     table = pd.DataFrame(flat, index=pd.Index(step.cat.categories.astype(str), name="step"),
                          columns=pd.Index(k.cat.categories, name=key))
     used_rows = np.bincount(sc, minlength=ns) > 0
     used_cols = np.bincount(kc, minlength=nk) > 0
     table = table.loc[used_rows, used_cols]
-    return table.astype(np.int64) if weights is None or d[weights].dtype.kind in "iu" else table
+    return table.astype(np.int64) if weights is None or df[weights].dtype.kind in "iu" else table
 
 
 def per_step_counts(df: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -125,8 +125,13 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
         for name in ("comm_equality", "compute_union", "overlap_gap"):
             out.append(SelfCheck(name, rank.rank, None, status, why))
     else:
+        cat = k["step"] if isinstance(k["step"].dtype, pd.CategoricalDtype) else k["step"].astype("category")
+        codes = cat.cat.codes.to_numpy()
+        arrays = {c: k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns", "is_comm")}
         for label, ksteps, rsteps in _align(kernel_steps, list(ref.index)):
-            rows = k[k["step"].isin(ksteps)]
+            take = np.append(cat.cat.categories.isin(ksteps), False)  # code -1 (blank step) -> False
+            mask = take[codes]
+            rows = _Rows({c: a[mask] for c, a in arrays.items()})
             r = ref.loc[[s for s in rsteps if s in ref.index]].sum()
             out.extend(_kernel_vs_reference(rank.rank, label, rows, r, ref_name, kfile, policy))
 
@@ -160,10 +165,20 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
     return out
 
 
-def _kernel_vs_reference(rank_id, label, rows, ref, ref_name, kfile, policy) -> list[SelfCheck]:
+class _Rows(dict):
+    """Kernel columns (numpy arrays) of the rows of one comparison, with a row count."""
+
+    def __len__(self):
+        return len(self["row"])
+
+    def where(self, mask) -> "_Rows":
+        return _Rows({c: a[mask] for c, a in self.items()})
+
+
+def _kernel_vs_reference(rank_id, label, rows: _Rows, ref, ref_name, kfile, policy) -> list[SelfCheck]:
     out = []
-    comm = rows[rows["is_comm"]]
-    comp = rows[~rows["is_comm"]]
+    comm = rows.where(rows["is_comm"])
+    comp = rows.where(~rows["is_comm"])
     rng = f"{kfile} rows {int(rows['row'].min())}-{int(rows['row'].max())}" if len(rows) else kfile
     # comm equality
     sum_comm = comm["dur_ns"].sum() / 1000.0

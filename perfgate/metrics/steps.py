@@ -59,14 +59,38 @@ def covered_ns(seg_s: np.ndarray, seg_e: np.ndarray, starts: np.ndarray, ends: n
     return upto(np.asarray(ends)) - upto(np.asarray(starts))
 
 
+def step_slices(kernels: pd.DataFrame) -> tuple[list, dict]:
+    """Group a kernel table by step without copying the frame.
+
+    Returns ``(groups, cols)``: ``groups`` is a list of ``(step, idx)`` in order of first
+    appearance, ``idx`` the positional row indices of that step sorted by start time (stable:
+    rows with equal starts keep file order); rows with a blank step are left out. ``cols``
+    holds the kernel columns as numpy arrays (``row``, ``start_ns``, ``end_ns``, ``dur_ns``,
+    ``wait_us``, ``is_comm``).
+    """
+    step = kernels["step"]
+    cat = step if isinstance(step.dtype, pd.CategoricalDtype) else step.astype("category")
+    codes = cat.cat.codes.to_numpy()
+    cols = {c: kernels[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns", "wait_us", "is_comm")
+            if c in kernels}
+    valid = np.flatnonzero(codes >= 0)
+    vc = codes[valid]
+    order = valid[np.lexsort((cols["start_ns"][valid], vc))]
+    sorted_codes = codes[order]
+    bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
+    parts = np.split(order, bounds) if len(order) else []
+    by_code = {int(codes[p[0]]): p for p in parts}
+    _, first = np.unique(vc, return_index=True) if len(vc) else (None, np.array([], dtype=int))
+    appearance = vc[np.sort(first)] if len(vc) else []
+    return [(cat.cat.categories[c], by_code[int(c)]) for c in appearance], cols
+
+
 def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     """One row per step of ``rank`` with the columns in ``STEP_COLUMNS`` (see module doc).
 
     ``rank`` is an :class:`perfgate.ingest.RankCapture`. Pure: nothing is read from disk.
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
-    k = rank.kernels.df
-    k = k[k["step"].notna()]
     windows = {}
     if rank.trace is not None and not rank.trace.steps.empty:
         for _, w in rank.trace.steps.iterrows():
@@ -74,23 +98,23 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     preparing = {}
     if rank.step_trace is not None:
         preparing = rank.step_trace.groupby("step")["preparing_us"].first().to_dict()
+    groups, c = step_slices(rank.kernels.df)
     rows = []
-    for step, g in k.groupby("step", sort=False):
-        g = g.sort_values("start_ns", kind="stable")
-        s = g["start_ns"].to_numpy()
-        e = g["end_ns"].to_numpy()
+    for step, idx in groups:
+        s = c["start_ns"][idx]
+        e = c["end_ns"][idx]
         first, last = int(s.min()), int(e.max())
         wall = last - first
-        busy = busy_union_ns(s, e)
         seg_s, seg_e = merge(s, e)
+        busy = int((seg_e - seg_s).sum())
         gap = seg_s[1:] - seg_e[:-1]
         internal = int(gap[gap > th["bubble_min_us"] * 1000].sum()) if len(gap) else 0
         largest = int(gap.max()) if len(gap) else 0
         after_row, wait_after = None, np.nan
         if largest > 0:
             gi = int(gap.argmax())
-            nxt = g[g["start_ns"] == seg_s[gi + 1]].iloc[0]
-            after_row, wait_after = int(nxt["row"]), float(nxt["wait_us"])
+            nxt = int(np.flatnonzero(s == seg_s[gi + 1])[0])  # first task (file order) starting the segment
+            after_row, wait_after = int(c["row"][idx[nxt]]), float(c["wait_us"][idx[nxt]])
         win = windows.get(str(step))
         if win:
             step_us = (win[1] - win[0]) / 1000.0
@@ -100,17 +124,19 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
             step_us = np.nan
             pre = float(preparing.get(str(step), np.nan))
             tail = np.nan
-        comm = g[g["is_comm"]]
-        comp = g[~g["is_comm"]]
-        cs, ce = merge(comp["start_ns"].to_numpy(), comp["end_ns"].to_numpy())
-        comm_cov = covered_ns(cs, ce, comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy())
-        comm_sum = float(comm["dur_ns"].sum()) / 1000.0
-        exposed = float((comm["dur_ns"].to_numpy() - comm_cov).sum()) / 1000.0
+        is_comm = c["is_comm"][idx]
+        comm, comp = idx[is_comm], idx[~is_comm]
+        cs, ce = merge(c["start_ns"][comp], c["end_ns"][comp])
+        comm_dur = c["dur_ns"][comm]
+        comm_cov = covered_ns(cs, ce, c["start_ns"][comm], c["end_ns"][comm])
+        comm_sum = float(comm_dur.sum()) / 1000.0
+        exposed = float((comm_dur - comm_cov).sum()) / 1000.0
+        row = c["row"][idx]
         rows.append({
-            "rank": rank.rank, "step": str(step), "first_row": int(g["row"].min()),
-            "last_row": int(g["row"].max()), "kernels": len(g), "step_us": step_us,
+            "rank": rank.rank, "step": str(step), "first_row": int(row.min()),
+            "last_row": int(row.max()), "kernels": len(idx), "step_us": step_us,
             "wall_us": wall / 1000.0, "busy_us": busy / 1000.0,
-            "kernel_sum_us": float(g["dur_ns"].sum()) / 1000.0,
+            "kernel_sum_us": float(c["dur_ns"][idx].sum()) / 1000.0,
             "bubble_us": (wall - busy) / 1000.0, "underfeed_ratio": (wall - busy) / wall if wall else 0.0,
             "prelaunch_us": pre, "tail_us": tail, "internal_bubble_us": internal / 1000.0,
             "largest_bubble_us": largest / 1000.0, "largest_bubble_row": after_row,
