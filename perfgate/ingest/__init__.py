@@ -125,7 +125,7 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False, 
     """
     try:
         _check_memory(loc)
-        return _load_rank(loc, with_trace=with_trace, pmu=pmu)
+        return _load_rank(loc, with_trace=with_trace, pmu=pmu, shapes=shapes)
     except MemoryError as e:
         found = []
         for f in loc.output_dir.glob("*"):
@@ -193,7 +193,7 @@ def _check_memory(loc: RankLocation) -> None:
         raise MemoryError(f"needs about {memory_needed(size) / 2**20:,.0f} MiB, {max(budget, 0) / 2**20:,.0f} MiB left")
 
 
-def _load_rank(loc: RankLocation, *, with_trace, pmu) -> RankCapture:
+def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     out = loc.output_dir
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
