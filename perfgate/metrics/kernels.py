@@ -95,7 +95,7 @@ def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category")
             row = int(df["row"].iloc[j]) if "row" in df else j + 1
             raise PolicyError(
                 f"{what} rules {other.describe()} and {rule.describe()} are equally specific and both match "
-                f"kernel {str(df['name'].iloc[j])!r} (row {row}) with different {what}s; give one a higher "
+                f"kernel {str(df['name'].iloc[j])!r} (row {row}) with different {'categories' if what == 'category' else what + 's'}; give one a higher "
                 f"priority or constrain more fields")
         new = m & (best < score)
         out[new] = labels.index(rule.label)
