@@ -51,13 +51,30 @@ def _rel(path, root) -> str:
 
 
 def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
-    """{value of ``key``: evidence text naming its first ``limit`` rows and how many more}."""
-    grouped = df.groupby(key, observed=True)["row"]
-    first = grouped.head(limit).groupby(df[key], observed=True).agg(list).to_dict()
-    sizes = grouped.size().to_dict()
+    """{value of ``key``: evidence text naming its first ``limit`` rows and how many more}.
+
+    Categorical keys (the kernel table's name / family / type columns) are grouped on their
+    integer codes with one stable argsort, not a pandas groupby (1M rows: ~0.05 s vs ~0.2 s);
+    rows stay in table order within a value, exactly as ``groupby().head()`` gives them.
+    """
+    col = df[key]
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        grouped = df.groupby(key, observed=True)["row"]
+        first = grouped.head(limit).groupby(col, observed=True).agg(list).to_dict()
+        sizes = grouped.size().to_dict()
+        groups = ((val, rows, int(sizes.get(val, 0))) for val, rows in first.items())
+    else:
+        codes = col.cat.codes.to_numpy()
+        idx = np.flatnonzero(codes >= 0)
+        order = idx[np.argsort(codes[idx], kind="stable")]
+        uniq, start, count = np.unique(codes[order], return_index=True, return_counts=True)
+        rownum = df["row"].to_numpy()
+        cats = col.cat.categories
+        groups = ((cats[u], rownum[order[b:b + min(limit, n)]].tolist(), n)
+                  for u, b, n in zip(uniq.tolist(), start.tolist(), count.tolist()))
     out = {}
-    for val, rows in first.items():
-        extra = int(sizes.get(val, 0)) - len(rows)
+    for val, rows, size in groups:
+        extra = size - len(rows)
         out[val] = f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else "")
     return out
 
