@@ -21,6 +21,26 @@ def _as_category(s: pd.Series) -> pd.Series:
     return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
 
 
+def str_values(s: pd.Series) -> np.ndarray:
+    """The column as an object array of str (missing -> NaN), as ``s.astype(str).to_numpy()``
+    gives it, built from the categories once instead of per row for a categorical column."""
+    if not isinstance(s.dtype, pd.CategoricalDtype):
+        return s.astype(str).to_numpy()
+    cats = np.append(np.asarray(s.cat.categories.astype(str), dtype=object), np.nan)
+    return cats[s.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing NaN
+
+
+def sorted_codes(s: pd.Series) -> np.ndarray:
+    """Integer codes ordered like the sorted distinct values (missing -> -1), as
+    ``s.astype(object).astype("category").cat.codes`` gives them, without a per-row pass."""
+    c = _as_category(s)
+    cats = np.asarray(c.cat.categories.astype(str), dtype=object)
+    rank = np.empty(len(cats) + 1, dtype=np.int64)
+    rank[np.argsort(cats, kind="stable")] = np.arange(len(cats))
+    rank[-1] = -1
+    return rank[c.cat.codes.to_numpy()]
+
+
 def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     """Kernel family (categorical): the name with volatile numeric suffixes removed (policy
     regex). ``hcom_allReduce__586_0_1`` -> ``hcom_allReduce``; ``trans_TransData_12`` ->

@@ -94,7 +94,8 @@ def assign_phases(df: pd.DataFrame, spec) -> pd.Series:
         PolicyError: equally specific family-mode rules of different phases both match a row.
     """
     if not spec.rules:
-        return pd.Series(pd.Categorical([spec.default] * len(df), categories=[spec.default]), index=df.index)
+        return pd.Series(pd.Categorical.from_codes(np.zeros(len(df), dtype=np.int8), categories=[spec.default]),
+                         index=df.index)
     if spec.mode == "family":
         return km.assign_labels(df, spec.rules, spec.default, "phase")
     labels = list(dict.fromkeys([spec.default] + [r.label for r in spec.rules]))
@@ -306,25 +307,19 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
         if getattr(matcher, f) is not None:
             m &= km._matches(c[col], getattr(matcher, f))
     if phase is not None:
-        m &= (c["phase"].astype(str) == phase).to_numpy()
+        m &= km.str_values(c["phase"]) == phase
     m = m[order]
     steps = km._as_category(c["step"]).cat.codes.to_numpy()[order]
-    best, best_at, run, start = 0, None, 0, 0
-    prev_step = None
-    for i, (hit, s) in enumerate(zip(m, steps)):
-        if s != prev_step:
-            run = 0
-            prev_step = s
-        if hit:
-            if run == 0:
-                start = i
-            run += 1
-            if run > best:
-                best, best_at = run, start
-        else:
-            run = 0
+    hits = np.flatnonzero(m)
+    if not len(hits):
+        return 0, None
+    # a run = consecutive positions, all hits, within one step; the first longest run wins
+    new_run = np.ones(len(hits), dtype=bool)
+    new_run[1:] = (np.diff(hits) != 1) | (steps[hits[1:]] != steps[hits[:-1]])
+    lengths = np.bincount(np.cumsum(new_run) - 1)
+    i = int(np.argmax(lengths))
     rows = c["row"].to_numpy()[order]
-    return best, (int(rows[best_at]) if best_at is not None else None)
+    return int(lengths[i]), int(rows[hits[new_run][i]])
 
 
 def _records(df: pd.DataFrame, limit: int | None = None) -> list:
@@ -419,7 +414,7 @@ def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None,
         if rule.consecutive is not None:
             n, row = longest_run(kk, rule.consecutive, rule.phase)
             runs[rule.id] = [n, row]
-    unknown = kk[kk["category"].astype(str) == km.UNKNOWN]
+    unknown = kk[km.str_values(kk["category"]) == km.UNKNOWN]
     detail = {
         "kernel_file": kfile,
         "family_min_share": spec.family_min_share,

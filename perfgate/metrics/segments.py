@@ -213,7 +213,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     if getattr(rules, "shapes", False) and "input_shapes" in k:
         h = h ^ (_hashes(k["input_shapes"]) * np.uint64(0x9E3779B97F4A7C15))
     comm = k["is_comm"].to_numpy()
-    stream = k["stream_id"].astype(object).where(k["stream_id"].notna(), None).astype("category").cat.codes.to_numpy()
+    stream = km.sorted_codes(k["stream_id"])
     side = comm.copy()
     by_name = {a.name: a for a in rules.anchors}
     anchor_masks = []
@@ -226,8 +226,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     cut = match_mask(k, rules.blocks.cut_before)
     aicpu = km._matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else None
     kinds = [(kind, match_mask(k, m)) for kind, m in rules.blocks.kinds]
-    fam = k["family"].astype(str).to_numpy()
-    cat = categories.reindex(k.index).astype(str).to_numpy() if categories is not None else None
+    fam = km.str_values(k["family"])
+    cat = km.str_values(categories.reindex(k.index)) if categories is not None else None
     rows_all, start, end, dur = (k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns"))
     layers, blocks, steps = [], [], []
     codes = k["step"].cat.codes.to_numpy() if isinstance(k["step"].dtype, pd.CategoricalDtype) else None
