@@ -18,7 +18,10 @@ from perfgate.errors import PolicyError
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
-_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history"}
+_TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
+             "statistics"}
+_STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95, "resamples": 2000, "seed": 0,
+                  "unsure_fails": False, "max_runs_hint": 50}
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
                      "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
 _FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
@@ -76,6 +79,7 @@ class Policy:
     findings: dict = field(default_factory=dict)
     fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
     history: dict = field(default_factory=lambda: dict(_HISTORY_DEFAULTS))
+    statistics: dict = field(default_factory=lambda: dict(_STAT_DEFAULTS, tolerances={}))
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -100,6 +104,7 @@ class Policy:
         import difflib
         names = [(f"metrics.{n}", n) for n in self.rules] + [(f"overrides[{i}].metric", o[0])
                                                             for i, o in enumerate(self.overrides)]
+        names += [(f"statistics.tolerances.{n}", n) for n in (self.statistics or {}).get("tolerances", {})]
         for key, n in names:
             if n not in known:
                 close = difflib.get_close_matches(n, sorted(known), n=1)
@@ -285,4 +290,36 @@ def load_policy(path=None) -> Policy:
     return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
                   overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
-                  fail_closed=tuple(fail_closed), history=hist)
+                  fail_closed=tuple(fail_closed), history=hist, statistics=_statistics(path, doc))
+
+
+def _statistics(path, doc) -> dict:
+    """The ``statistics:`` section (repeated captures, :mod:`perfgate.stats`): ``enabled``,
+    ``alpha`` (false discovery rate, 0..1), ``confidence`` (bootstrap interval, 0..1),
+    ``resamples``, ``seed``, ``unsure_fails`` (exit 1 on a gated ``unsure``),
+    ``max_runs_hint`` and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""
+    sd = doc.get("statistics") or {}
+    if not isinstance(sd, dict):
+        raise _err(path, "statistics", "must be a mapping")
+    out = dict(_STAT_DEFAULTS, tolerances={})
+    for k, v in sd.items():
+        key = f"statistics.{k}"
+        if k == "tolerances":
+            if not isinstance(v, dict):
+                raise _err(path, key, "must be a mapping of metric name -> tolerance")
+            out["tolerances"] = {str(n): _tolerance(path, f"{key}.{n}", t) for n, t in v.items()}
+        elif k not in _STAT_DEFAULTS:
+            raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_DEFAULTS) + ['tolerances']})")
+        elif k in ("enabled", "unsure_fails"):
+            if not isinstance(v, bool):
+                raise _err(path, key, f"must be true or false, got {v!r}")
+            out[k] = v
+        elif not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise _err(path, key, f"must be a number, got {v!r}")
+        elif k in ("alpha", "confidence") and not 0 < v < 1:
+            raise _err(path, key, f"must be between 0 and 1 (exclusive), got {v!r}")
+        elif k in ("resamples", "max_runs_hint") and (int(v) != v or v < 1):
+            raise _err(path, key, f"must be a positive integer, got {v!r}")
+        else:
+            out[k] = v
+    return out
