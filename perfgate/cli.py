@@ -138,7 +138,7 @@ def baseline():
 
 @baseline.command("save")
 @click.option("--name", required=True, help="Baseline name, e.g. main.")
-@click.argument("capture", type=click.Path())
+@click.argument("capture", nargs=-1, required=True, type=click.Path())
 @common_policy
 @common_dir
 @common_trace
@@ -149,8 +149,10 @@ def baseline():
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
-    partial or pull-request runs)."""
+    partial or pull-request runs). Several CAPTUREs = repeated runs of one commit: their
+    per-step samples are pooled for the statistical comparison."""
     from perfgate.gate import save_baseline
+    capture = _one_or_many(capture)
     try:
         prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
         path, fp = save_baseline(capture, name, policy=_policy(policy_path), store=_store(baseline_dir),
@@ -254,7 +256,7 @@ def _print_summary(result, paths, quiet):
 
 @main.command()
 @click.option("--baseline", "baseline_name", required=True, help="Stored baseline to compare against.")
-@click.argument("capture", type=click.Path())
+@click.argument("capture", nargs=-1, required=True, type=click.Path())
 @common_policy
 @common_dir
 @common_trace
@@ -280,9 +282,12 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     recorded runs of BRANCH, with a noise band learned from them). Writes JUnit XML, a Markdown
     PR-comment file and a JSON result (also for an invalid capture). Exit code: 0 pass,
     1 regression, 2 usage/policy error, 3 invalid capture, 4 no or incompatible baseline,
-    5 a report or store write failed, 70 internal error.
+    5 a report or store write failed, 70 internal error. Several CAPTUREs = repeated runs of
+    one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
+    policy sets statistics.unsure_fails.
     """
     from perfgate.gate import check as run_check
+    capture = _one_or_many(capture)
     try:
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
@@ -567,6 +572,47 @@ def demo(out):
         _fail(e)
     _print_summary(result, paths, False)
     sys.exit(result.exit_code)
+
+
+
+
+def _one_or_many(captures):
+    """One CAPTURE argument -> its path; several -> the list (repeated captures)."""
+    return captures[0] if len(captures) == 1 else list(captures)
+
+
+@main.command()
+@click.argument("captures", nargs=-1, required=True, type=click.Path())
+@click.option("--out", "out_path", default="policies/calibrated.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="Policy file to write.")
+@click.option("--k", default=3.0, show_default=True, type=float, help="Tolerance = k x robust sigma.")
+@common_policy
+@common_trace
+@no_trace_opt
+@common_workers
+def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers):
+    """Learn tolerances from CAPTURES (>= 3 repeated runs of one commit): per gated step /
+    share metric the run-to-run noise (1.4826 x MAD of per-capture values) x k. Writes a
+    policy file with them and says which tolerances could be tightened."""
+    from perfgate.gate import calibrate as run_calibrate
+    try:
+        proposals, path = run_calibrate(list(captures), out_path, policy=_policy(policy_path), k=k,
+                                        with_trace=_with_trace(trace_mode, no_trace), workers=workers)
+    except PerfgateError as e:
+        _fail(e)
+
+    def fmt(v, kind):
+        if v is None:
+            return "-"
+        return f"{v:.1%}" if kind == "rel" else (f"{v:g} pp" if kind == "pp" else f"{v:g}")
+    click.echo(f"calibrated from {len(captures)} captures (k = {k:g}):")
+    click.echo("  metric | noise sigma | repeated-capture tolerance now -> proposed | single-capture now -> proposed")
+    for p in proposals:
+        click.echo(f"  {p['metric']} | {fmt(p['sigma'], p['kind'])} | {fmt(p['current_stat'], p['kind'])} -> "
+                   f"{fmt(p['proposed_stat'], p['kind'])} ({p['verdict_stat']}) | "
+                   f"{fmt(p['current_single'], p['kind'])} -> {fmt(p['proposed_single'], p['kind'])} "
+                   f"({p['verdict_single']})")
+    click.echo(f"  wrote {path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

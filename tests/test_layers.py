@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "perfgate"
-LEVEL = {"errors": 0, "terms": 0, "model": 1, "policy": 1, "ingest": 2, "metrics": 3, "compare": 4, "trend": 4, "stats": 3.5, "attribution": 3.5,
+LEVEL = {"errors": 0, "terms": 0, "model": 1, "policy": 1, "ingest": 2, "metrics": 3, "compare": 4, "trend": 4, "stats": 3.5, "attribution": 3.5, "calibrate": 3.5,
          "report": 5, "store": 5, "synth": 5, "gate": 6, "cli": 7, "__init__": 8}
 
 
