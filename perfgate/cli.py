@@ -245,6 +245,11 @@ def _print_summary(result, paths, quiet):
         for c in result.comparisons:
             if c.gated and c.verdict == terms.IMPROVEMENT:
                 click.echo(f"  improvement {c.reason}")
+        uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
+        for c in uns[:10]:
+            click.echo(f"  unsure      {c.reason}")
+        if len(uns) > 10:
+            click.echo(f"  unsure      ... and {len(uns) - 10} more gated metric(s) (see the reports)")
         for note in result.notes[:8]:
             click.echo(f"  note: {note}")
         bad = [c for c in result.self_checks if c.status == "fail"]
@@ -604,7 +609,7 @@ def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers)
     def fmt(v, kind):
         if v is None:
             return "-"
-        return f"{v:.1%}" if kind == "rel" else (f"{v:g} pp" if kind == "pp" else f"{v:g}")
+        return f"{v:.2%}" if kind == "rel" else (f"{v:.3g} pp" if kind == "pp" else f"{v:.4g}")
     click.echo(f"calibrated from {len(captures)} captures (k = {k:g}):")
     click.echo("  metric | noise sigma | repeated-capture tolerance now -> proposed | single-capture now -> proposed")
     for p in proposals:

@@ -21,7 +21,7 @@ DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
              "statistics"}
 _STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95, "resamples": 2000, "seed": 0,
-                  "unsure_fails": False, "max_runs_hint": 50}
+                  "unsure_fails": False, "max_runs_hint": 50, "informational": False}
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
                      "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
 _FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
@@ -297,7 +297,7 @@ def _statistics(path, doc) -> dict:
     """The ``statistics:`` section (repeated captures, :mod:`perfgate.stats`): ``enabled``,
     ``alpha`` (false discovery rate, 0..1), ``confidence`` (bootstrap interval, 0..1),
     ``resamples``, ``seed``, ``unsure_fails`` (exit 1 on a gated ``unsure``),
-    ``max_runs_hint`` and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""
+    ``max_runs_hint``, ``informational`` (also re-judge ungated metrics) and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""
     sd = doc.get("statistics") or {}
     if not isinstance(sd, dict):
         raise _err(path, "statistics", "must be a mapping")
@@ -310,7 +310,7 @@ def _statistics(path, doc) -> dict:
             out["tolerances"] = {str(n): _tolerance(path, f"{key}.{n}", t) for n, t in v.items()}
         elif k not in _STAT_DEFAULTS:
             raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_DEFAULTS) + ['tolerances']})")
-        elif k in ("enabled", "unsure_fails"):
+        elif k in ("enabled", "unsure_fails", "informational"):
             if not isinstance(v, bool):
                 raise _err(path, key, f"must be true or false, got {v!r}")
             out[k] = v

@@ -16,9 +16,10 @@ both sides and a policy rule:
    regression.
 2. **Significance.** Mann-Whitney U, two-sided, on the pooled step samples
    (``scipy.stats.mannwhitneyu``, ``method="auto"``: exact for small samples without ties),
-   then Benjamini-Hochberg over all metrics of one check that reached this step
-   (``scipy.stats.false_discovery_control``; gated and informational metrics are two
-   separate families). Counts and Top-N sets are exact comparisons and stay outside.
+   then Benjamini-Hochberg over all gated metrics of one check that reached this step
+   (``scipy.stats.false_discovery_control``). Informational metrics keep the tolerance
+   comparison of the pooled medians unless ``statistics.informational`` is true (then they
+   are a separate family). Counts and Top-N sets are exact comparisons and stay outside.
 3. **Effect size.** The change of the median — ``median(cand) / median(base) − 1`` for a
    ``rel`` tolerance, ``median(cand) − median(base)`` for ``pp`` / ``abs`` — with a percentile
    bootstrap confidence interval (``scipy.stats.bootstrap``, independent resampling of the two
@@ -48,7 +49,7 @@ from perfgate.model import Comparison, Fingerprint
 from perfgate.policy import Policy, Tolerance
 
 DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95, "resamples": 2000, "seed": 0,
-            "unsure_fails": False, "max_runs_hint": 50}  # as perfgate.policy._STAT_DEFAULTS
+            "unsure_fails": False, "max_runs_hint": 50, "informational": False}  # as perfgate.policy._STAT_DEFAULTS
 
 
 def settings(policy: Policy) -> dict:
@@ -149,6 +150,8 @@ def _fmt_effect(v: float, kind: str, unit: str) -> str:
 
 def _eligible(c: Comparison, base: Fingerprint, cand: Fingerprint, policy: Policy) -> bool:
     if c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT, terms.UNCHANGED):
+        return False
+    if not c.gated and not settings(policy)["informational"]:
         return False
     b, k = base.metrics.get(c.key), cand.metrics.get(c.key)
     return bool(b and k and b.samples and k.samples and policy.rule_for(c.name, c.labels))
