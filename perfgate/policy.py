@@ -20,7 +20,7 @@ DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
              "statistics"}
-_STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95, "resamples": 2000, "seed": 0,
+_STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
                   "unsure_fails": False, "max_runs_hint": 50, "informational": False}
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
                      "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
@@ -295,8 +295,8 @@ def load_policy(path=None) -> Policy:
 
 def _statistics(path, doc) -> dict:
     """The ``statistics:`` section (repeated captures, :mod:`perfgate.stats`): ``enabled``,
-    ``alpha`` (false discovery rate, 0..1), ``confidence`` (bootstrap interval, 0..1),
-    ``resamples``, ``seed``, ``unsure_fails`` (exit 1 on a gated ``unsure``),
+    ``alpha`` (false discovery rate, 0..1), ``confidence`` (interval of the Hodges-Lehmann
+    shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``),
     ``max_runs_hint``, ``informational`` (also re-judge ungated metrics) and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""
     sd = doc.get("statistics") or {}
     if not isinstance(sd, dict):
@@ -318,7 +318,7 @@ def _statistics(path, doc) -> dict:
             raise _err(path, key, f"must be a number, got {v!r}")
         elif k in ("alpha", "confidence") and not 0 < v < 1:
             raise _err(path, key, f"must be between 0 and 1 (exclusive), got {v!r}")
-        elif k in ("resamples", "max_runs_hint") and (int(v) != v or v < 1):
+        elif k == "max_runs_hint" and (int(v) != v or v < 1):
             raise _err(path, key, f"must be a positive integer, got {v!r}")
         else:
             out[k] = v
