@@ -18,8 +18,8 @@ Builds many re-captures of one job, with and without an injected regression, and
 
 Injected regressions: ``extra_calls`` (aclnnCast calls x 2), ``comm_share`` (+1 pp
 communication share: collectives made longer by the factor that adds 1 pp to the median Comm
-share of the no-change pool), ``step_time`` (every compute kernel x 1.1: +10 % step time over
-every step), ``new_family`` (one new kernel family, 2 calls per step).
+share of the no-change pool), ``step_time`` (every kernel, collective and launch gap x 1.1:
++10 % step time on every step), ``new_family`` (one new kernel family, 2 calls per step).
 
 Rules compared, all on the same trials:
 
@@ -82,8 +82,8 @@ def synth_spec(args, seed: int, scenario: str, comm_factor: float) -> SynthSpec:
         kw["extra_calls"] = {CAST: 2}
     elif scenario == "comm_share":
         kw["comm_us"] = 1500.0 * comm_factor
-    elif scenario == "step_time":
-        kw["slowdown"] = {f[0]: 1.1 for f in DEFAULT_FAMILIES}
+    elif scenario == "step_time":  # every task and launch gap 1.1x: +10 % step time on every step
+        kw.update(slowdown={f[0]: 1.1 for f in DEFAULT_FAMILIES}, comm_us=1500.0 * 1.1, gap_us=3.0 * 1.1)
     elif scenario == "new_family":
         kw["families"] = DEFAULT_FAMILIES + (NEW_FAMILY,)
     return SynthSpec(**kw)

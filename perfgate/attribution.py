@@ -3,7 +3,9 @@
 For a regression of a step aggregate (step time, Computing, device time, a ΣDuration share,
 exposed communication, the step anatomy) the comparison gets the kernel families whose
 per-step ΣDuration grew most in the same cross-rank view, with their calls per step and
-ΣDuration per step on both sides, so the PR comment says *what* got slower.
+ΣDuration per step on both sides, so the PR comment says *what* got slower. Communication
+families (``hcom_*``) explain only communication aggregates and the Comm share; compute
+families only Computing and the other shares; step and device time may be either.
 
 Inputs are the fingerprints' ``kernel.calls_per_step{family}`` (calls, the median over steps)
 and ``kernel.time_us{family}`` (ΣDuration per step in us, the median over steps; kept for the
@@ -12,6 +14,7 @@ Top-N + slack families only, so a family beyond that depth shows its count chang
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from perfgate import terms
@@ -19,6 +22,20 @@ from perfgate.model import Comparison, Fingerprint
 
 AGGREGATE_PREFIXES = ("step.", "share.", "device.")
 TOP = 3
+COMM_FAMILY = re.compile(r"(?i)^hcom_|hccl")
+_COMPUTE_ONLY = ("step.computing_us",)
+_COMM_ONLY = ("step.exposed_comm_ratio", "step.comm_us", "step.comm_not_overlapped_us")
+
+
+def _scope(c: Comparison) -> str:
+    """Which families can explain this metric: ``compute`` (Computing, non-Comm shares),
+    ``comm`` (communication aggregates, the Comm share) or ``all`` (step time, device time)."""
+    if c.name in _COMM_ONLY or c.labels.get("category") == "Comm" or c.labels.get("core_type") in (
+            "HCCL", terms.COMM_CORE):
+        return "comm"
+    if c.name in _COMPUTE_ONLY or c.name.startswith("share."):
+        return "compute"
+    return "all"
 
 
 def family_deltas(base: Fingerprint, cand: Fingerprint, view: str | None) -> list[dict]:
@@ -70,8 +87,13 @@ def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top:
     more calls), in ``attribution`` and appended to the reason. Other comparisons unchanged."""
     if c.verdict != terms.REGRESSION or not c.name.startswith(AGGREGATE_PREFIXES):
         return c
-    grew = [r for r in family_deltas(base, cand, c.labels.get("view"))
-            if (r["delta_us"] or 0.0) > 0 or r["calls_cand"] > r["calls_base"]][:top]
+    rows = family_deltas(base, cand, c.labels.get("view"))
+    scope = _scope(c)
+    if scope == "compute":
+        rows = [r for r in rows if not COMM_FAMILY.match(r["family"])]
+    elif scope == "comm":
+        rows = [r for r in rows if COMM_FAMILY.match(r["family"])]
+    grew = [r for r in rows if (r["delta_us"] or 0.0) > 0 or r["calls_cand"] > r["calls_base"]][:top]
     if not grew:
         return c
     return replace(c, attribution=grew,
