@@ -3,7 +3,7 @@
 Builds many re-captures of one job, with and without an injected regression, and checks
 ``--runs`` candidate captures against ``--runs`` baseline captures, trial after trial:
 
-* **synthetic** re-captures from :mod:`perfgate.synth.writer` (2 ranks, ``--steps`` steps),
+* **synthetic** re-captures from :mod:`perfgate.synth.writer` (``--ranks`` ranks, ``--steps`` steps),
   noise model: lognormal per-kernel durations (sigma ``--jitter``), outliers (probability
   ``--outlier-prob`` per kernel call, x uniform(1.5, 3)), device-to-device drift of single
   collectives (each collective on each rank x uniform(1, ``--comm-drift``)). Each capture is
@@ -32,7 +32,7 @@ Rules compared, all on the same trials:
 Detection = the check fails (any gated regression); false alarm = the check fails on a
 no-change trial. Printed per scenario and, for no-change trials, per metric class.
 
-    python3 benchmarks/bench_verdicts.py [--trials 200] [--runs 5] [--steps 10] [--pool 20]
+    python3 benchmarks/bench_verdicts.py [--trials 200] [--runs 5] [--steps 40] [--pool 20]
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def metric_class(name: str) -> str:
 
 # ---------------------------------------------------------------- synthetic pools
 def synth_spec(args, seed: int, scenario: str, comm_factor: float) -> SynthSpec:
-    kw = dict(steps=args.steps, seed=seed, jitter=args.jitter, outlier_prob=args.outlier_prob,
+    kw = dict(ranks=args.ranks, steps=args.steps, seed=seed, jitter=args.jitter, outlier_prob=args.outlier_prob,
               comm_drift=args.comm_drift)
     if scenario == "extra_calls":
         kw["extra_calls"] = {CAST: 2}
@@ -249,8 +249,8 @@ def _pct(k, n):
 
 
 def render(rows, args) -> str:
-    out = [f"runs per side: {args.runs} (single: 1 vs 1); steps per capture: {args.steps}; trials per row: "
-           f"{args.trials}; noise: lognormal sigma {args.jitter}, outliers p={args.outlier_prob} x U(1.5,3), "
+    out = [f"runs per side: {args.runs} (single: 1 vs 1); ranks: {args.ranks}; steps per capture: {args.steps}; "
+           f"trials per row: {args.trials}; noise: lognormal sigma {args.jitter}, outliers p={args.outlier_prob} x U(1.5,3), "
            f"collective drift x U(1,{args.comm_drift})", "",
            "| source | scenario | trials | default: fails | default: target class | default: unsure | "
            "naive mean>10%: fails | naive: target | single 1v1: fails |",
@@ -278,7 +278,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--pool", type=int, default=20, help="captures per regression scenario (x2 for no-change)")
     ap.add_argument("--jitter", type=float, default=0.05)
     ap.add_argument("--outlier-prob", type=float, default=0.01)
