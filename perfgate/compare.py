@@ -54,7 +54,7 @@ def incompatibility(base: Fingerprint, cand: Fingerprint, comparisons) -> str | 
         return (f"the baseline has {bw} rank(s) {base.config.get('ranks')} but the candidate has {cw} "
                 f"{cand.config.get('ranks')}: a missing or extra rank makes the captures different jobs")
     judged = [c for c in comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT,
-                                                                    terms.UNCHANGED)]
+                                                                    terms.UNCHANGED, terms.UNSURE)]
     if not judged:
         return "no gated metric could be compared (all incomparable, new or missing)"
     return None

@@ -300,3 +300,24 @@ def test_cli_several_captures_and_calibrate(repeated, tmp_path):
     assert yaml.safe_load(pol.read_text())["metrics"]["step.time_us"]["tolerance"]["rel"] > tol.value
     out = r.invoke(main, ["calibrate", *map(str, base[:2]), "--out", str(tmp_path / "x.yaml")])
     assert out.exit_code == 2 and "at least 3" in out.output and not (tmp_path / "x.yaml").exists()
+
+
+def test_real_level1_level2_as_repeated_runs(text_captures, policy, tmp_path):
+    """The two real runs of one job (one step each) as repeated captures: counts identical,
+    one sample per capture, and 2 vs 2 can only be unsure, never a regression."""
+    store = BaselineStore(tmp_path / "bl")
+    caps = [text_captures / "level1", text_captures / "level2"]
+    _, fpb = save_baseline(caps, "main", policy=policy, store=store, env={}, workers=1)
+    assert fpb.config["captures"] == 2
+    st = fpb.metrics["step.time_us{view=rank0}"]
+    assert len(st.samples) == 2 and st.context["runs"] == 2
+    stored, _ = store.load("main")
+    assert stored.metrics["step.time_us{view=rank0}"].samples == st.samples
+    res = check(list(reversed(caps)), "main", policy=policy, store=store, env={}, workers=1)
+    assert res.status == terms.UNSURE_STATUS and res.exit_code == 0
+    by = {c.key: c for c in res.comparisons}
+    assert by["step.time_us{view=rank0}"].verdict == terms.UNSURE
+    assert by["kernel.total_calls_per_step{view=rank0}"].verdict == terms.UNCHANGED
+    assert not any(c.fails for c in res.comparisons)
+    with pytest.raises(UsageError, match="type_available: False vs True"):   # Level0: Type is N/A
+        check([text_captures / "level0", caps[0]], "main", policy=policy, store=store, env={}, workers=1)

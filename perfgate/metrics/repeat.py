@@ -23,9 +23,10 @@ import numpy as np
 from perfgate.errors import UsageError
 from perfgate.model import Fingerprint, MetricValue
 
-_CONFIG_MUST_MATCH = ("world_size", "ranks", "profiler_level", "aic_metrics", "type_available",
-                      "core_available", "has_comm_json", "family_suffix", "top_n", "categories_digest",
-                      "cann_version", "torch_npu_version")
+# the comparability facets of perfgate.compare (profiler level / aic_metrics only add data and
+# are notes there, so runs at Level1 and Level2 of one job may be pooled)
+_CONFIG_MUST_MATCH = ("world_size", "ranks", "type_available", "core_available", "has_comm_json",
+                      "family_suffix", "top_n", "categories_digest", "cann_version", "torch_npu_version")
 
 
 def runs_of(fp: Fingerprint) -> int:
@@ -73,7 +74,7 @@ def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
 
     Raises:
         UsageError: no fingerprint, or captures whose configuration differs (rank count,
-            rank ids, profiler level, aic_metrics, Type / Accelerator Core availability,
+            rank ids, Type / Accelerator Core availability,
             communication.json, fingerprint rules, toolchain versions): repeated runs of one
             commit must be the same job; the message names the facet and both values.
     """
