@@ -579,8 +579,6 @@ def demo(out):
     sys.exit(result.exit_code)
 
 
-
-
 def _one_or_many(captures):
     """One CAPTURE argument -> its path; several -> the list (repeated captures)."""
     return captures[0] if len(captures) == 1 else list(captures)
