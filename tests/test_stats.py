@@ -239,8 +239,8 @@ def repeated(tmp_path_factory):
 def test_five_vs_five_real_step_time_change_is_a_regression_with_culprits(repeated, policy, tmp_path):
     root, base, cand = repeated
     store = BaselineStore(tmp_path / "bl")
-    save_baseline(base, "main", policy=policy, store=store, env={}, workers=1)
-    res = check(cand, "main", policy=policy, store=store, env={}, workers=1)
+    save_baseline(base, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    res = check(cand, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
     assert res.status == terms.FAIL and res.exit_code == 1
     by = {c.key: c for c in res.comparisons}
     st = by["step.time_us{view=p50}"]
@@ -263,8 +263,8 @@ def test_five_vs_five_real_step_time_change_is_a_regression_with_culprits(repeat
 def test_two_vs_two_is_unsure_with_runs_needed(repeated, policy, tmp_path):
     root, base, cand = repeated
     store = BaselineStore(tmp_path / "bl")
-    save_baseline(base[:2], "main", policy=policy, store=store, env={}, workers=1)
-    res = check(cand[:2], "main", policy=policy, store=store, env={}, workers=1)
+    save_baseline(base[:2], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    res = check(cand[:2], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
     assert res.status == terms.UNSURE_STATUS and res.exit_code == 0
     st = {c.key: c for c in res.comparisons}["step.time_us{view=p50}"]
     assert st.verdict == terms.UNSURE and st.stats["runs_needed"] == {"base": 4, "cand": 4}
@@ -276,29 +276,29 @@ def test_two_vs_two_is_unsure_with_runs_needed(repeated, policy, tmp_path):
     assert "### Unsure" in md and "4 baseline and 4 candidate runs are needed" in md
     strict = load_policy()
     strict = strict.__class__(**{**strict.__dict__, "statistics": dict(strict.statistics, unsure_fails=True)})
-    assert check(cand[:2], "main", policy=strict, store=store, env={}, workers=1).exit_code == 1
+    assert check(cand[:2], "main", policy=strict, store=store, env={}, workers=1, with_trace=False).exit_code == 1
 
 
 def test_cli_several_captures_and_calibrate(repeated, tmp_path):
     root, base, cand = repeated
     r = CliRunner()
     bl = str(tmp_path / "bl")
-    out = r.invoke(main, ["baseline", "save", "--name", "m", *map(str, base[:2]), "--baseline-dir", bl])
+    out = r.invoke(main, ["baseline", "save", "--name", "m", *map(str, base[:2]), "--baseline-dir", bl, "--no-trace"])
     assert out.exit_code == 0, out.output
     out = r.invoke(main, ["check", "--baseline", "m", *map(str, cand[:2]), "--baseline-dir", bl,
-                          "--out", str(tmp_path / "o")])
+                          "--out", str(tmp_path / "o"), "--no-trace"])
     assert out.exit_code == 0 and "UNSURE" in out.output and "unsure" in out.output
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
     assert res["status"] == "UNSURE" and res["counts"]["unsure"] > 0
     pol = tmp_path / "cal.yaml"
-    out = r.invoke(main, ["calibrate", *map(str, base[:3]), "--out", str(pol)])
+    out = r.invoke(main, ["calibrate", *map(str, base[:3]), "--out", str(pol), "--no-trace"])
     assert out.exit_code == 0, out.output
     assert "step.time_us" in out.output and ("could be tightened" in out.output or "tighter than" in out.output)
     cal = load_checked_policy(pol)                                     # the written policy loads
     tol = cal.statistics["tolerances"]["step.time_us"]
     assert tol.kind == "rel" and tol.value >= 0.005
     assert yaml.safe_load(pol.read_text())["metrics"]["step.time_us"]["tolerance"]["rel"] > tol.value
-    out = r.invoke(main, ["calibrate", *map(str, base[:2]), "--out", str(tmp_path / "x.yaml")])
+    out = r.invoke(main, ["calibrate", *map(str, base[:2]), "--out", str(tmp_path / "x.yaml"), "--no-trace"])
     assert out.exit_code == 2 and "at least 3" in out.output and not (tmp_path / "x.yaml").exists()
 
 
@@ -307,17 +307,17 @@ def test_real_level1_level2_as_repeated_runs(text_captures, policy, tmp_path):
     one sample per capture, and 2 vs 2 can only be unsure, never a regression."""
     store = BaselineStore(tmp_path / "bl")
     caps = [text_captures / "level1", text_captures / "level2"]
-    _, fpb = save_baseline(caps, "main", policy=policy, store=store, env={}, workers=1)
+    _, fpb = save_baseline(caps, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
     assert fpb.config["captures"] == 2
     st = fpb.metrics["step.time_us{view=rank0}"]
     assert len(st.samples) == 2 and st.context["runs"] == 2
     stored, _ = store.load("main")
     assert stored.metrics["step.time_us{view=rank0}"].samples == st.samples
-    res = check(list(reversed(caps)), "main", policy=policy, store=store, env={}, workers=1)
+    res = check(list(reversed(caps)), "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
     assert res.status == terms.UNSURE_STATUS and res.exit_code == 0
     by = {c.key: c for c in res.comparisons}
     assert by["step.time_us{view=rank0}"].verdict == terms.UNSURE
     assert by["kernel.total_calls_per_step{view=rank0}"].verdict == terms.UNCHANGED
     assert not any(c.fails for c in res.comparisons)
     with pytest.raises(UsageError, match="type_available: False vs True"):   # Level0: Type is N/A
-        check([text_captures / "level0", caps[0]], "main", policy=policy, store=store, env={}, workers=1)
+        check([text_captures / "level0", caps[0]], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
