@@ -237,7 +237,8 @@ def _print_summary(result, paths, quiet):
         click.echo(f"  gated metrics: {len(g)} — {n['gated_regressions']} failing, "
                    f"{cnt(terms.IMPROVEMENT, g)} improved, {cnt(terms.UNCHANGED, g)} unchanged, "
                    f"{cnt(terms.INCOMPARABLE, g)} incomparable, {cnt(terms.MISSING, g)} missing; "
-                   f"informational: {len(result.comparisons) - len(g)}")
+                   f"informational: {len(result.comparisons) - len(g)}"
+                   + (f"; unsure: {cnt(terms.UNSURE, g)}" if cnt(terms.UNSURE, g) else ""))
     if not quiet:
         for c in result.comparisons:
             if c.fails:

@@ -230,7 +230,7 @@ def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparis
     info = "" if c.gated else "; informational"
     if d.get("runs_needed"):
         nb, nc = d["runs_needed"]["base"], d["runs_needed"]["cand"]
-        reason = (f"{subject}: unsure: {sizes}; median change {eff}. With this few runs the smallest "
+        reason = (f"{subject}: unsure: {sizes}; Hodges-Lehmann shift {eff}. With this few runs the smallest "
                   f"p an exact Mann-Whitney U test can give is {min_exact_p(d['runs_base'], d['runs_cand']):.3g} "
                   f"> alpha {alpha:g}, so no difference can be shown or ruled out: {nb} baseline and {nc} "
                   f"candidate runs are needed ({max(0, nb - d['runs_base'])} + {max(0, nc - d['runs_cand'])} "
@@ -247,7 +247,7 @@ def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparis
         d["ci"] = [lo, hi]
         ci_text = (f"{float(st['confidence']):.0%} CI [{_fmt_effect(lo, kind, c.unit)}, "
                    f"{_fmt_effect(hi, kind, c.unit)}]")
-        sig = f"significant (p={d['p']:.3g}, q={d['q']:.3g} < {alpha:g}), median change {eff}, {ci_text}"
+        sig = f"significant (p={d['p']:.3g}, q={d['q']:.3g} < {alpha:g}), Hodges-Lehmann shift {eff}, {ci_text}"
         if lo > lim or hi < -lim:
             up = lo > lim
             if rule.direction == terms.EXACT or up == (rule.direction == terms.LOWER_IS_BETTER):
