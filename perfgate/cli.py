@@ -138,7 +138,7 @@ def baseline():
 
 @baseline.command("save")
 @click.option("--name", required=True, help="Baseline name, e.g. main.")
-@click.argument("capture", type=click.Path())
+@click.argument("capture", nargs=-1, required=True, type=click.Path())
 @common_policy
 @common_dir
 @common_trace
@@ -149,8 +149,10 @@ def baseline():
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
-    partial or pull-request runs)."""
+    partial or pull-request runs). Several CAPTUREs = repeated runs of one commit: their
+    per-step samples are pooled for the statistical comparison."""
     from perfgate.gate import save_baseline
+    capture = _one_or_many(capture)
     try:
         prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
         path, fp = save_baseline(capture, name, policy=_policy(policy_path), store=_store(baseline_dir),
@@ -235,7 +237,8 @@ def _print_summary(result, paths, quiet):
         click.echo(f"  gated metrics: {len(g)} — {n['gated_regressions']} failing, "
                    f"{cnt(terms.IMPROVEMENT, g)} improved, {cnt(terms.UNCHANGED, g)} unchanged, "
                    f"{cnt(terms.INCOMPARABLE, g)} incomparable, {cnt(terms.MISSING, g)} missing; "
-                   f"informational: {len(result.comparisons) - len(g)}")
+                   f"informational: {len(result.comparisons) - len(g)}"
+                   + (f"; unsure: {cnt(terms.UNSURE, g)}" if cnt(terms.UNSURE, g) else ""))
     if not quiet:
         for c in result.comparisons:
             if c.fails:
@@ -243,6 +246,11 @@ def _print_summary(result, paths, quiet):
         for c in result.comparisons:
             if c.gated and c.verdict == terms.IMPROVEMENT:
                 click.echo(f"  improvement {c.reason}")
+        uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
+        for c in uns[:10]:
+            click.echo(f"  unsure      {c.reason}")
+        if len(uns) > 10:
+            click.echo(f"  unsure      ... and {len(uns) - 10} more gated metric(s) (see the reports)")
         for note in result.notes[:8]:
             click.echo(f"  note: {note}")
         bad = [c for c in result.self_checks if c.status == "fail"]
@@ -254,7 +262,7 @@ def _print_summary(result, paths, quiet):
 
 @main.command()
 @click.option("--baseline", "baseline_name", required=True, help="Stored baseline to compare against.")
-@click.argument("capture", type=click.Path())
+@click.argument("capture", nargs=-1, required=True, type=click.Path())
 @common_policy
 @common_dir
 @common_trace
@@ -292,9 +300,12 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     recorded runs of BRANCH, with a noise band learned from them). Writes JUnit XML, a Markdown
     PR-comment file and a JSON result (also for an invalid capture). Exit code: 0 pass,
     1 regression, 2 usage/policy error, 3 invalid capture, 4 no or incompatible baseline,
-    5 a report or store write failed, 70 internal error.
+    5 a report or store write failed, 70 internal error. Several CAPTUREs = repeated runs of
+    one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
+    policy sets statistics.unsure_fails.
     """
     from perfgate.gate import check as run_check
+    capture = _one_or_many(capture)
     try:
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
@@ -742,6 +753,45 @@ def structure(capture, policy_path):
     except PerfgateError as e:
         _fail(e)
     click.echo(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
+
+
+def _one_or_many(captures):
+    """One CAPTURE argument -> its path; several -> the list (repeated captures)."""
+    return captures[0] if len(captures) == 1 else list(captures)
+
+
+@main.command()
+@click.argument("captures", nargs=-1, required=True, type=click.Path())
+@click.option("--out", "out_path", default="policies/calibrated.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="Policy file to write.")
+@click.option("--k", default=3.0, show_default=True, type=float, help="Tolerance = k x robust sigma.")
+@common_policy
+@common_trace
+@no_trace_opt
+@common_workers
+def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers):
+    """Learn tolerances from CAPTURES (>= 3 repeated runs of one commit): per gated step /
+    share metric the run-to-run noise (1.4826 x MAD of per-capture values) x k. Writes a
+    policy file with them and says which tolerances could be tightened."""
+    from perfgate.gate import calibrate as run_calibrate
+    try:
+        proposals, path = run_calibrate(list(captures), out_path, policy=_policy(policy_path), k=k,
+                                        with_trace=_with_trace(trace_mode, no_trace), workers=workers)
+    except PerfgateError as e:
+        _fail(e)
+
+    def fmt(v, kind):
+        if v is None:
+            return "-"
+        return f"{v:.2%}" if kind == "rel" else (f"{v:.3g} pp" if kind == "pp" else f"{v:.4g}")
+    click.echo(f"calibrated from {len(captures)} captures (k = {k:g}):")
+    click.echo("  metric | noise sigma | repeated-capture tolerance now -> proposed | single-capture now -> proposed")
+    for p in proposals:
+        click.echo(f"  {p['metric']} | {fmt(p['sigma'], p['kind'])} | {fmt(p['current_stat'], p['kind'])} -> "
+                   f"{fmt(p['proposed_stat'], p['kind'])} ({p['verdict_stat']}) | "
+                   f"{fmt(p['current_single'], p['kind'])} -> {fmt(p['proposed_single'], p['kind'])} "
+                   f"({p['verdict_single']})")
+    click.echo(f"  wrote {path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,12 @@ Rules, in order, for every metric key present on either side:
    regression). Top-N sets use the policy's slack: a family only enters / leaves when it is
    beyond rank N + slack on the other side.
 
+4. Repeated captures (either side merged from several runs): metrics with per-step samples
+   are re-judged by the two-gate rule of :mod:`perfgate.stats` (Mann-Whitney U with
+   Benjamini-Hochberg, AND a bootstrap interval of the median change beyond the tolerance),
+   or ``unsure`` with the runs needed. Regressed aggregates get the kernel families that
+   grew most (:mod:`perfgate.attribution`).
+
 Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
 """
 from __future__ import annotations
@@ -26,9 +32,11 @@ from perfgate import terms
 from perfgate.metrics import registry
 from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance
+from perfgate.stats import apply_statistics
+from perfgate.attribution import attribute_families
 
 _ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
-          terms.MISSING: 4, terms.UNCHANGED: 5}
+          terms.MISSING: 4, terms.UNCHANGED: 5, terms.UNSURE: 1}
 _FACET_TEXT = {
     "type_available": "operator Type values (N/A at profiler Level0)",
     "core_available": "Accelerator Core values (N/A at profiler Level0)",
@@ -49,7 +57,7 @@ def incompatibility(base: Fingerprint, cand: Fingerprint, comparisons) -> str | 
         return (f"the baseline has {bw} rank(s) {base.config.get('ranks')} but the candidate has {cw} "
                 f"{cand.config.get('ranks')}: a missing or extra rank makes the captures different jobs")
     judged = [c for c in comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT,
-                                                                    terms.UNCHANGED)]
+                                                                    terms.UNCHANGED, terms.UNSURE)]
     if not judged:
         return "no gated metric could be compared (all incomparable, new or missing)"
     return None
@@ -287,7 +295,8 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                               fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
                               tolerance=tol_text, reason=reason, **common))
-    out = [_attribute(c, base, cand) for c in out]
+    out = apply_statistics(out, base, cand, policy)
+    out = [attribute_families(_attribute(c, base, cand), base, cand) for c in out]
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
     return out, notes
 
@@ -322,5 +331,10 @@ def _attribute(c: Comparison, base: Fingerprint, cand: Fingerprint) -> Compariso
 
 
 def summarize(comparisons) -> str:
-    """``PASS`` or ``REGRESSION`` from the comparisons (only gated regressions fail)."""
-    return terms.FAIL if any(c.fails for c in comparisons) else terms.PASS
+    """``PASS``, ``REGRESSION`` or ``UNSURE`` from the comparisons (only gated regressions
+    fail; a gated ``unsure`` without any regression makes the check ``UNSURE``)."""
+    if any(c.fails for c in comparisons):
+        return terms.FAIL
+    if any(c.gated and c.verdict == terms.UNSURE for c in comparisons):
+        return terms.UNSURE_STATUS
+    return terms.PASS

@@ -154,6 +154,23 @@ def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, 
     return fingerprint_from_summaries(results, policy, root, provenance)
 
 
+def fingerprint_paths(capture_paths, policy, **kw) -> Fingerprint:
+    """One side of a comparison from one or several captures (repeated runs of one commit):
+    each is fingerprinted by :func:`fingerprint_path` (same keyword arguments) and the results
+    merged by :func:`perfgate.metrics.repeat.merge_fingerprints` (per-step samples pooled,
+    ``config["captures"]`` = how many). A single path (str / Path) is one capture.
+
+    Raises:
+        UsageError: no capture, or captures of different job configurations.
+        InvalidCaptureError: from the first capture that cannot be read.
+    """
+    from perfgate.metrics.repeat import merge_fingerprints
+    paths = [capture_paths] if isinstance(capture_paths, (str, os.PathLike)) else list(capture_paths)
+    if not paths:
+        raise UsageError("no capture given")
+    return merge_fingerprints([fingerprint_path(p, policy, **kw) for p in paths])
+
+
 def _refuse_partial(fp: Fingerprint) -> None:
     steps = fp.provenance.get("steps", {})
     empty = [r for r, s in steps.items() if not s]
@@ -171,6 +188,9 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
                   provenance=None, env=None, force=False, workers=None, progress=None) -> tuple[Path, Fingerprint]:
     """Fingerprint a capture and store it as baseline ``name`` (atomic write).
 
+    ``capture_path`` may be a list of captures (repeated runs of one commit): they are merged
+    (:func:`fingerprint_paths`) and the baseline keeps their pooled per-step samples.
+
     Raises:
         UsageError: called from a pull-request CI event (PR runs never write baselines) or a
             bad name.
@@ -187,8 +207,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     store.path_for(name)  # validate the name before any work
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})
-    fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov,
-                                        workers=workers, progress=progress),
+    fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
+                                         workers=workers, progress=progress),
                        fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
@@ -231,7 +251,10 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
 
 def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=True,
           provenance=None, env=None, history_path=None, workers=None, scheduler=None, progress=None) -> GateResult:
-    """Compare a capture against a stored baseline.
+    """Compare a capture (or a list of repeated captures, merged by :func:`fingerprint_paths`)
+    against a stored baseline. With several runs on either side, metrics with per-step samples
+    are judged by :mod:`perfgate.stats` (status UNSURE, exit 0, when a gated metric is unsure
+    and nothing regressed; exit 1 if the policy sets ``statistics.unsure_fails``).
 
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
     INVALID_CAPTURE (3: unreadable capture or failed self-check; nothing compared) or
@@ -244,8 +267,8 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})
     try:
-        cand = fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov, workers=workers,
-                                scheduler=scheduler, progress=progress)
+        cand = fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov, workers=workers,
+                                 scheduler=scheduler, progress=progress)
     except InvalidCaptureError as e:
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, baseline_name=baseline_name,
                           error=e.to_dict(), elapsed_s=time.perf_counter() - t0)
@@ -271,6 +294,8 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     comparisons, notes = compare_fingerprints(base, cand, policy, noise=noise)
     status = summarize(comparisons)
     code = errors.EXIT_REGRESSION if status == terms.FAIL else errors.EXIT_PASS
+    if status == terms.UNSURE_STATUS and policy.statistics.get("unsure_fails"):
+        code = errors.EXIT_REGRESSION
     notes = extra + list(notes) + list(cand.warnings)
     why = incompatibility(base, cand, comparisons)
     if why:
@@ -357,3 +382,25 @@ class Recorded(NamedTuple):
 
 
 __all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "record_history", "PerfgateError"]
+
+
+def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=True, workers=None):
+    """``perfgate calibrate``: fingerprint repeated captures of one commit, propose per-metric
+    tolerances from their run-to-run noise (:func:`perfgate.calibrate.propose_tolerances`) and
+    write a policy file with them to ``out_path`` (atomic). Returns ``(proposals, path)``.
+
+    Raises:
+        UsageError: fewer than 3 captures, bad ``k``.
+        InvalidCaptureError: a capture fails to read or a self-check fails (nothing written).
+        StoreError: the policy file could not be written.
+    """
+    from perfgate.calibrate import calibrated_policy_text, propose_tolerances
+    from perfgate.store.atomic import write_atomic
+    paths = list(capture_paths)
+    fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
+                         fail_closed=policy.fail_closed) for p in paths]
+    proposals = propose_tolerances(fps, policy, k=k)
+    text = calibrated_policy_text(policy, proposals, source_note=f"{len(paths)} captures")
+    out = Path(out_path)
+    write_atomic(out, text)
+    return proposals, out

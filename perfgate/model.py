@@ -55,6 +55,10 @@ class MetricValue:
     families). ``unit`` is one of ``us``, ``calls``, ``ratio`` (0..1; rendered as percent),
     ``set``. ``caliber`` is ``sum_duration`` / ``busy_union`` for time figures, else None.
     ``evidence`` names the file(s) and rows the value was computed from.
+    ``samples`` (optional, same unit as ``value``) are the per-step values the median
+    ``value`` was reduced from, pooled over the captures of one side (see
+    :mod:`perfgate.metrics.repeat`); None for counts, sets and fingerprints written before
+    samples existed (such metrics are compared by tolerance only).
     """
     key: str
     name: str
@@ -65,9 +69,13 @@ class MetricValue:
     tier: int = terms.TIER_EXACT
     evidence: str = ""
     context: dict = field(default_factory=dict)
+    samples: list | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if self.samples is None:
+            d.pop("samples")
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "MetricValue":
@@ -172,6 +180,11 @@ class Comparison:
     ``delta`` is candidate − baseline in the metric's unit (percentage points for ratios
     are ``delta * 100``); ``delta_rel`` is delta / |baseline| (None when baseline is 0).
     ``fails`` is True only for a gated regression. ``reason`` is a full sentence.
+    ``stats`` (repeated captures only, :mod:`perfgate.stats`): sample sizes, runs, Mann-Whitney
+    U p and its Benjamini-Hochberg q, the effect estimate and its bootstrap confidence
+    interval, runs needed. ``attribution``: for a regressed aggregate, the kernel families
+    whose calls / ΣDuration per step changed most (dicts with ``family``, ``calls_base``,
+    ``calls_cand``, ``sum_dur_base_us``, ``sum_dur_cand_us``, ``delta_us``).
     """
     key: str
     name: str
@@ -189,6 +202,8 @@ class Comparison:
     tolerance: str
     reason: str
     evidence: str = ""
+    stats: dict = field(default_factory=dict)
+    attribution: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -196,7 +211,8 @@ class Comparison:
 
 @dataclass(frozen=True)
 class GateResult:
-    """Outcome of ``perfgate check``: status is PASS / REGRESSION / NO_BASELINE / INVALID_CAPTURE."""
+    """Outcome of ``perfgate check``: status is PASS / REGRESSION / UNSURE / NO_BASELINE /
+    INVALID_CAPTURE / INCOMPATIBLE_BASELINE."""
     status: str
     exit_code: int
     comparisons: tuple = ()

@@ -19,8 +19,10 @@ from perfgate.errors import PolicyError
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
-             "operators", "phases", "mfu", "suggestions"}
+             "operators", "phases", "mfu", "suggestions", "statistics"}
 _TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.knowledge)
+_STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
+                  "unsure_fails": False, "max_runs_hint": 50, "informational": False}
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
                      "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
 _FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
@@ -100,6 +102,7 @@ class Policy:
     phases: opspec.PhaseSpec = field(default_factory=opspec.PhaseSpec)
     mfu: opspec.MfuSpec | None = None
     suggestions: tuple = ()
+    statistics: dict = field(default_factory=lambda: dict(_STAT_DEFAULTS, tolerances={}))
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -124,6 +127,7 @@ class Policy:
         import difflib
         names = [(f"metrics.{n}", n) for n in self.rules] + [(f"overrides[{i}].metric", o[0])
                                                             for i, o in enumerate(self.overrides)]
+        names += [(f"statistics.tolerances.{n}", n) for n in (self.statistics or {}).get("tolerances", {})]
         for key, n in names:
             if n not in known:
                 close = difflib.get_close_matches(n, sorted(known), n=1)
@@ -317,7 +321,8 @@ def load_policy(path=None) -> Policy:
                   operators=opspec.parse_operators(path, doc.get("operators")),
                   phases=opspec.parse_phases(path, doc.get("phases")),
                   mfu=opspec.parse_mfu(path, doc.get("mfu")),
-                  suggestions=opspec.parse_suggestions(path, doc.get("suggestions")))
+                  suggestions=opspec.parse_suggestions(path, doc.get("suggestions")),
+                  statistics=_statistics(path, doc))
 
 
 def _segments(path: Path, doc: dict):
@@ -332,3 +337,36 @@ def _segments(path: Path, doc: dict):
     if not isinstance(v, str):
         raise _err(path, "segments", f"must be a file path or null, got {v!r}")
     return load_segment_rules(path.parent / v)
+
+
+
+def _statistics(path, doc) -> dict:
+    """The ``statistics:`` section (repeated captures, :mod:`perfgate.stats`): ``enabled``,
+    ``alpha`` (false discovery rate, 0..1), ``confidence`` (interval of the Hodges-Lehmann
+    shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``),
+    ``max_runs_hint``, ``informational`` (also re-judge ungated metrics) and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""
+    sd = doc.get("statistics") or {}
+    if not isinstance(sd, dict):
+        raise _err(path, "statistics", "must be a mapping")
+    out = dict(_STAT_DEFAULTS, tolerances={})
+    for k, v in sd.items():
+        key = f"statistics.{k}"
+        if k == "tolerances":
+            if not isinstance(v, dict):
+                raise _err(path, key, "must be a mapping of metric name -> tolerance")
+            out["tolerances"] = {str(n): _tolerance(path, f"{key}.{n}", t) for n, t in v.items()}
+        elif k not in _STAT_DEFAULTS:
+            raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_DEFAULTS) + ['tolerances']})")
+        elif k in ("enabled", "unsure_fails", "informational"):
+            if not isinstance(v, bool):
+                raise _err(path, key, f"must be true or false, got {v!r}")
+            out[k] = v
+        elif not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise _err(path, key, f"must be a number, got {v!r}")
+        elif k in ("alpha", "confidence") and not 0 < v < 1:
+            raise _err(path, key, f"must be between 0 and 1 (exclusive), got {v!r}")
+        elif k == "max_runs_hint" and (int(v) != v or v < 1):
+            raise _err(path, key, f"must be a positive integer, got {v!r}")
+        else:
+            out[k] = v
+    return out

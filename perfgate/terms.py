@@ -34,7 +34,9 @@ UNCHANGED = "unchanged"
 NEW = "new"
 MISSING = "missing"
 INCOMPARABLE = "incomparable"
-VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, NEW, MISSING, INCOMPARABLE)
+UNSURE = "unsure"        # repeated captures: too few runs, or a change whose confidence interval
+                         # straddles the tolerance; says how many more runs are needed
+VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, NEW, MISSING, INCOMPARABLE, UNSURE)
 
 # overall gate results
 PASS = "PASS"
@@ -42,6 +44,7 @@ FAIL = "REGRESSION"
 NO_BASELINE = "NO_BASELINE"
 INCOMPATIBLE = "INCOMPATIBLE_BASELINE"   # a baseline exists but nothing gated could be compared
 INVALID = "INVALID_CAPTURE"
+UNSURE_STATUS = "UNSURE"   # no gated regression, but at least one gated metric is unsure (exit 0 by default)
 
 # cross-rank views
 VIEW_RANK0 = "rank0"

@@ -79,6 +79,25 @@ def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
     return out
 
 
+def _samples(values) -> dict:
+    """Context entry carrying the per-step values (in step order) a median was taken over;
+    :func:`_views` moves them into :attr:`MetricValue.samples` per view."""
+    return {"samples": [float(x) for x in np.asarray(values, dtype=float)]}
+
+
+def _view_samples(per_rank_samples: dict, ranks: list, r0) -> dict:
+    """Per-step samples of each cross-rank view: rank0 = that rank's steps; p50 / max = the
+    median / max over ranks step by step (only when every rank has the same step count,
+    else None: the view is then compared by tolerance only)."""
+    out = {terms.VIEW_RANK0: per_rank_samples.get(r0)}
+    vecs = [per_rank_samples.get(r) for r in ranks]
+    if all(v is not None for v in vecs) and len({len(v) for v in vecs}) == 1 and vecs and len(vecs[0]):
+        arr = np.array(vecs, dtype=float)
+        out[terms.VIEW_P50] = [float(x) for x in np.median(arr, axis=0)]
+        out[terms.VIEW_MAX] = [float(x) for x in arr.max(axis=0)]
+    return out
+
+
 def _rows_text(rows, limit=5) -> str:
     rows = list(rows)
     shown = ", ".join(str(r) for r in rows[:limit])
@@ -155,7 +174,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
         for col in shares.columns:
             out[("share.core_type", (("core_type", str(col)),))] = (
-                float(shares[col].median()), f"{kfile} (Accelerator Core)", {})
+                float(shares[col].median()), f"{kfile} (Accelerator Core)", _samples(shares[col]))
     if kt.type_available and kt.core_available:
         cat = k.assign(category=categories.loc[k.index] if categories is not None
                        else km.categorize(k, policy.categories))
@@ -164,7 +183,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         evidence = _rows_by(cat, "category", kfile)
         for col in shares.columns:
             out[("share.category", (("category", str(col)),))] = (
-                float(shares[col].median()), evidence.get(col, kfile), {})
+                float(shares[col].median()), evidence.get(col, kfile), _samples(shares[col]))
 
     if not steps:
         return out
@@ -173,21 +192,21 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         sums.append(g["dur_ns"].sum() / 1000.0)
         unions.append(busy_union_ns(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()) / 1000.0)
     out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
-        float(np.median(sums)), f"{kfile} Σ Duration(us)", {"caliber": terms.SUM_DURATION})
+        float(np.median(sums)), f"{kfile} Σ Duration(us)", dict(_samples(sums), caliber=terms.SUM_DURATION))
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
-        float(np.median(unions)), f"{kfile} merged intervals", {"caliber": terms.BUSY_UNION})
+        float(np.median(unions)), f"{kfile} merged intervals", dict(_samples(unions), caliber=terms.BUSY_UNION))
 
     st, st_src = _overlap_steps(rank)
     if st is not None and len(st):
         src = _rel(rank.step_trace_path, root) if rank.step_trace_path else st_src
         for name, col in _STEP_COLS.items():
-            out[(name, ())] = (float(st[col].median()), src, {})
+            out[(name, ())] = (float(st[col].median()), src, _samples(st[col]))
         time = st["computing_us"] + st["comm_not_overlapped_us"] + st["free_us"]
         out[("step.time_us", ())] = (float(time.median()), f"{src} (Computing + Communication(Not "
-                                     f"Overlapped) + Free)", {})
+                                     f"Overlapped) + Free)", _samples(time))
         if (st["comm_us"] > 0).all():
             ratio = st["comm_not_overlapped_us"] / st["comm_us"]
-            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, {})
+            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, _samples(ratio))
     if rank.comm is not None and len(rank.comm.ops):
         cfile = _rel(rank.comm_path, root)
         per = rank.comm.ops.groupby("step")["elapse_us"].sum()
@@ -205,7 +224,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         for name, col in _ANATOMY.items():
             v = anatomy[col].dropna()
             if len(v):
-                out[(name, ())] = (float(v.median()), ev, {})
+                out[(name, ())] = (float(v.median()), ev, _samples(v))
     if kinds is None:
         kinds = kind_table(k)
     for kind, g in kinds.groupby("kind"):
@@ -233,16 +252,19 @@ def _views(per_rank: dict[int, dict], policy) -> dict[str, MetricValue]:
         if name == "kernel.topn":
             out.update(_topn_views(per_rank, policy, r0))
             continue
-        vals = {}
+        vals, samp = {}, {}
         for r in ranks:
             if (name, labels) in per_rank[r]:
                 vals[r] = per_rank[r][(name, labels)][0]
+                samp[r] = per_rank[r][(name, labels)][2].get("samples")
             elif d.absent_is_zero:
                 vals[r] = 0.0
         if not vals:
             continue
+        view_samples = _view_samples(samp, ranks, r0)
         caliber = d.caliber or labels_d.get("caliber")
         ev0 = per_rank[r0].get((name, labels), (None, "absent on this rank", {}))
+        ev0 = (ev0[0], ev0[1], {k: v for k, v in ev0[2].items() if k != "samples"})
         arr = np.array(list(vals.values()), dtype=float)
         views = {
             terms.VIEW_RANK0: (vals.get(r0), f"rank {r0}: {ev0[1]}", dict(ev0[2], rank=r0)),
@@ -257,7 +279,7 @@ def _views(per_rank: dict[int, dict], policy) -> dict[str, MetricValue]:
             key = metric_key(name, **labels_d, view=view)
             out[key] = MetricValue(key=key, name=name, labels=dict(labels_d, view=view),
                                    value=float(val), unit=d.unit, caliber=caliber, tier=d.tier,
-                                   evidence=ev, context=ctx)
+                                   evidence=ev, context=ctx, samples=view_samples.get(view))
         mean = float(arr.mean())
         if len(arr) >= 2 and mean > 0 and name != "step.count":
             sd = registry.get("rank.skew_ratio")

@@ -3,7 +3,8 @@
 Root ``<testsuites>`` with counts and ``time``; suites ``perfgate.self_checks`` (one testcase per
 self-check and rank/step) and ``perfgate.metrics`` (one testcase per gated metric). A gated
 regression is a ``<failure>``, an invalid capture an ``<error>``, a missing baseline
-``<skipped>``. There is always at least one testcase; names are XML-escaped by junit-xml.
+``<skipped>``; an ``unsure`` metric (repeated captures, too few runs) is ``<skipped>`` with its
+reason, never a failure. There is always at least one testcase; names are XML-escaped by junit-xml.
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def render_junit(result) -> str:
         tc = _case(cmp.key, f"perfgate.metric.{cmp.name}")
         if cmp.fails:
             tc.add_failure_info(cmp.reason, f"evidence: {cmp.evidence}", failure_type="regression")
-        elif cmp.verdict == terms.INCOMPARABLE:
-            tc.add_skipped_info(cmp.reason)
+        elif cmp.verdict in (terms.INCOMPARABLE, terms.UNSURE):
+            tc.add_skipped_info(f"{cmp.verdict}: {cmp.reason}")
         else:
             tc.stdout = cmp.reason
         metrics.append(tc)

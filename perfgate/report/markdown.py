@@ -11,7 +11,8 @@ from perfgate import terms
 from perfgate.report.operators import operator_section
 
 LIMIT = 60_000
-_ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪"}
+_ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪",
+         terms.UNSURE_STATUS: "❔"}
 
 
 def marker(key: str) -> str:
@@ -82,7 +83,8 @@ def render_markdown(result, key: str | None = None) -> str:
         cnt = lambda v: sum(1 for c in g if c.verdict == v)
         lines.append(f"Gated metrics: {len(g)} — {n['gated_regressions']} failing, {cnt(terms.IMPROVEMENT)} improved, "
                      f"{cnt(terms.UNCHANGED)} unchanged, {cnt(terms.INCOMPARABLE)} incomparable, "
-                     f"{cnt(terms.MISSING)} missing. Informational metrics: {len(result.comparisons) - len(g)}.")
+                     f"{cnt(terms.MISSING)} missing. Informational metrics: {len(result.comparisons) - len(g)}."
+                     + (f" Unsure: {cnt(terms.UNSURE)}." if cnt(terms.UNSURE) else ""))
     lines.append("")
     main = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
     if main:
@@ -99,6 +101,7 @@ def render_markdown(result, key: str | None = None) -> str:
         lines.append("")
         lines.append("</details>")
         lines.append("")
+    lines += _unsure_section(result)
     details: list[str] = []
     shown = [f for f in result.findings if f.severity in ("warn", "fail")]
     if shown:
@@ -174,3 +177,16 @@ def render_markdown(result, key: str | None = None) -> str:
     if len(body) > LIMIT:
         body = body[:LIMIT] + "\n\n_Table truncated; see the JSON result for every metric._\n"
     return body + "\n" + tail + f"\n<sub>perfgate, {result.elapsed_s:.2f} s</sub>\n"
+
+
+def _unsure_section(result) -> list[str]:
+    """Gated metrics judged ``unsure`` (repeated captures, :mod:`perfgate.stats`): each with
+    its reason, which says how many runs are needed."""
+    uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
+    if not uns:
+        return []
+    out = [f"### Unsure ({len(uns)}): not shown to regress, not shown to be unchanged", ""]
+    out += [f"- ❔ `{_cell(c.key)}`: {_cell(c.reason)}" for c in uns[:40]]
+    if len(uns) > 40:
+        out.append(f"- … and {len(uns) - 40} more (see the JSON result)")
+    return out + [""]

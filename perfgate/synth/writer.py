@@ -109,6 +109,14 @@ class SynthSpec:
     ``bubble_us`` (one idle gap after the first quarter of the kernels, before any
     communication). ``warmup_factor`` stretches the first step's kernels; ``rank_slowdown``
     ({rank: factor}) stretches every kernel of a rank.
+
+    Noise model of repeated captures (``perfgate.stats``, ``benchmarks/bench_verdicts.py``):
+    every kernel duration is ``mean × lognormal(0, jitter)``; with probability
+    ``outlier_prob`` a kernel call is an outlier, × uniform(1.5, ``outlier_max``);
+    ``comm_drift`` > 1 multiplies every collective's duration on every rank by
+    uniform(1, ``comm_drift``) (device-to-device drift of single collectives: up to 2x).
+    Different ``seed`` values are repeated captures of one commit. With the defaults (no
+    outliers, no drift) the output is the same as before these fields existed.
     """
     ranks: int = 2
     steps: int = 3
@@ -139,6 +147,9 @@ class SynthSpec:
     # see perfgate.synth.transformer)
     sequence: tuple = ()
     ordered: bool = False   # keep the kernels in family order (no shuffle): for phase regions
+    outlier_prob: float = 0.0
+    outlier_max: float = 3.0
+    comm_drift: float = 1.0
 
 
 def _us(ns: int) -> str:
@@ -181,7 +192,10 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
             if idx == bubble_at:  # this gap is exactly bubble_us long
                 cur += int(round(spec.bubble_us * 1000)) - last_gap
                 bubble_end = cur
-            dur = max(1, int(round(mean * stretch * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
+            noise = float(rng.lognormal(0.0, spec.jitter))
+            if spec.outlier_prob > 0 and rng.random() < spec.outlier_prob:
+                noise *= float(rng.uniform(1.5, spec.outlier_max))
+            dur = max(1, int(round(mean * stretch * noise * 1000)))
             tasks.append({"name": name, "type": typ, "core": core, "start": cur, "dur": dur, "comm": False,
                           "extra": extra})
             gap = spec.gap_us if spec.gap_dist == "fixed" else float(rng.exponential(spec.gap_us)) + 1.0
@@ -194,7 +208,8 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
         if bubble_end is not None:
             c_at = max(c_at, bubble_end)
         for j in range(spec.comm_ops):
-            dur = max(1, int(round(spec.comm_us * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
+            drift = float(rng.uniform(1.0, spec.comm_drift)) if spec.comm_drift > 1 else 1.0
+            dur = max(1, int(round(spec.comm_us * drift * float(rng.lognormal(0.0, spec.jitter)) * 1000)))
             tasks.append({"name": f"hcom_allReduce__{586 + rank}_{j}_1", "type": "hcom_allReduce_",
                           "core": "HCCL", "start": c_at, "dur": dur, "comm": True})
             c_at += dur + 2000

@@ -1,0 +1,313 @@
+"""Detection and false-alarm rates of the gate's verdicts, measured (issue 7).
+
+Builds many re-captures of one job, with and without an injected regression, and checks
+``--runs`` candidate captures against ``--runs`` baseline captures, trial after trial:
+
+* **synthetic** re-captures from :mod:`perfgate.synth.writer` (``--ranks`` ranks, ``--steps`` steps),
+  noise model: lognormal per-kernel durations (sigma ``--jitter``), outliers (probability
+  ``--outlier-prob`` per kernel call, x uniform(1.5, 3)), device-to-device drift of single
+  collectives (each collective on each rank x uniform(1, ``--comm-drift``)). Each capture is
+  a different seed; a pool of captures per scenario is written and fingerprinted once, and
+  every trial draws its baseline and candidate runs from the pools without replacement.
+* **real** re-captures by resampling steps of the real captures in
+  ``../shared/fixtures/ascend/msinsight/test/data/pytorch/text/level{1,2}`` (two runs of one
+  job, one step each): a re-capture keeps level1's counts and sets and draws its
+  ``--steps`` per-step samples of every step metric with replacement from the two real steps;
+  injections are applied to the fingerprint (step metrics x 1.1; Comm share + 1 pp; a family's
+  calls x 2; a new family). Only two distinct real steps exist, so this part is weak evidence.
+
+Injected regressions: ``extra_calls`` (aclnnCast calls x 2), ``comm_share`` (+1 pp
+communication share: collectives made longer by the factor that adds 1 pp to the median Comm
+share of the no-change pool), ``step_time`` (every kernel, collective and launch gap x 1.1:
++10 % step time on every step), ``new_family`` (one new kernel family, 2 calls per step).
+
+Rules compared, all on the same trials:
+
+* ``default``: the default policy on ``--runs`` vs ``--runs`` merged captures (two-gate
+  statistics, Benjamini-Hochberg, ``unsure``);
+* ``naive``: a regression when the mean over captures of any gated metric in a gated view
+  moved more than 10 % (ratio of means) in its bad direction;
+* ``single``: the default policy on one capture vs one capture (tolerance only).
+
+Detection = the check fails (any gated regression); false alarm = the check fails on a
+no-change trial. Printed per scenario and, for no-change trials, per metric class.
+
+    python3 benchmarks/bench_verdicts.py [--trials 200] [--runs 5] [--steps 40] [--pool 20]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from perfgate import terms  # noqa: E402
+from perfgate.compare import compare_fingerprints  # noqa: E402
+from perfgate.gate import fingerprint_path, load_checked_policy  # noqa: E402
+from perfgate.metrics.repeat import merge_fingerprints  # noqa: E402
+from perfgate.model import MetricValue, metric_key  # noqa: E402
+from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture  # noqa: E402
+
+SCENARIOS = ("no_change", "extra_calls", "comm_share", "step_time", "new_family")
+TARGET = {"extra_calls": "counts", "comm_share": "shares", "step_time": "step", "new_family": "counts"}
+CLASSES = ("counts", "sets", "shares", "step", "other")
+CAST = "aclnnCast_CastAiCore_Cast"
+NEW_FAMILY = ("aclnnGeluV2_GeluV2AiCore_GeluV2", "GeluV2", "AI_VECTOR_CORE", 2, 15.0)
+
+
+def metric_class(name: str) -> str:
+    if name.endswith("calls_per_step") or name in ("kernel.invalid_rows", "kernel.unassigned_rows"):
+        return "counts"
+    if name == "kernel.topn":
+        return "sets"
+    if name.startswith("share."):
+        return "shares"
+    if name.startswith(("step.", "device.")):
+        return "step"
+    return "other"
+
+
+# ---------------------------------------------------------------- synthetic pools
+def synth_spec(args, seed: int, scenario: str, comm_factor: float) -> SynthSpec:
+    kw = dict(ranks=args.ranks, steps=args.steps, seed=seed, jitter=args.jitter, outlier_prob=args.outlier_prob,
+              comm_drift=args.comm_drift)
+    if scenario == "extra_calls":
+        kw["extra_calls"] = {CAST: 2}
+    elif scenario == "comm_share":
+        kw["comm_us"] = 1500.0 * comm_factor
+    elif scenario == "step_time":  # every task and launch gap 1.1x: +10 % step time on every step
+        kw.update(slowdown={f[0]: 1.1 for f in DEFAULT_FAMILIES}, comm_us=1500.0 * 1.1, gap_us=3.0 * 1.1)
+    elif scenario == "new_family":
+        kw["families"] = DEFAULT_FAMILIES + (NEW_FAMILY,)
+    return SynthSpec(**kw)
+
+
+def synth_pools(args, policy, work: Path) -> dict:
+    pools = {}
+    seed = 1000
+    comm_factor = 1.0
+    for scenario in SCENARIOS:
+        n = args.pool * (2 if scenario == "no_change" else 1)
+        fps = []
+        for _ in range(n):
+            seed += 1
+            path = write_capture(work / f"{scenario}_{seed}", synth_spec(args, seed, scenario, comm_factor))
+            fps.append(fingerprint_path(path, policy, with_trace=False, workers=1))
+        pools[scenario] = fps
+        if scenario == "no_change":
+            # the collective length that adds 1 pp to the median Comm share of this pool
+            s = float(np.median([fp.metrics["share.category{category=Comm,view=p50}"].value for fp in fps]))
+            t = s + 0.01
+            comm_factor = (t / (1 - t)) / (s / (1 - s))
+            pools["_comm_factor"] = comm_factor
+            pools["_comm_share"] = s
+        print(f"  pool {scenario}: {n} captures", file=sys.stderr, flush=True)
+    return pools
+
+
+# ---------------------------------------------------------------- real pools
+def _with_samples(fp, pick, rng, steps: int):
+    metrics = {}
+    for k, m in fp.metrics.items():
+        if m.samples:
+            vals = [pick[k][i] for i in rng.integers(0, len(pick[k]), steps)]
+            metrics[k] = replace(m, samples=vals, value=float(np.median(vals)))
+        else:
+            metrics[k] = m
+    return replace(fp, metrics=metrics)
+
+
+def _inject_real(fp, scenario: str):
+    ms = dict(fp.metrics)
+    if scenario == "step_time":
+        for k, m in ms.items():
+            if m.samples and m.name in ("step.time_us", "step.computing_us", "device.time_us"):
+                ms[k] = replace(m, samples=[v * 1.1 for v in m.samples], value=m.value * 1.1)
+    elif scenario == "comm_share":
+        for k, m in ms.items():
+            if m.samples and (m.labels.get("category") == "Comm" or m.labels.get("core_type") in
+                              ("HCCL", terms.COMM_CORE)):
+                ms[k] = replace(m, samples=[v + 0.01 for v in m.samples], value=m.value + 0.01)
+    elif scenario == "extra_calls":
+        fams = sorted({m.labels["family"] for m in ms.values() if m.name == "kernel.calls_per_step"})
+        fam = fams[0]
+        for k, m in ms.items():
+            if m.name == "kernel.calls_per_step" and m.labels.get("family") == fam:
+                ms[k] = replace(m, value=m.value * 2)
+    elif scenario == "new_family":
+        for view in (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX):
+            key = metric_key("kernel.calls_per_step", family="NewFamily", view=view)
+            ms[key] = MetricValue(key=key, name="kernel.calls_per_step", labels={"family": "NewFamily", "view": view},
+                                  value=2.0, unit="calls")
+    return replace(fp, metrics=ms)
+
+
+def real_pools(args, policy, rng) -> dict | None:
+    text = ROOT.parent / "shared" / "fixtures" / "ascend" / "msinsight" / "test" / "data" / "pytorch" / "text"
+    if not (text / "level1").is_dir():
+        print(f"  real captures not found at {text}: skipped", file=sys.stderr)
+        return None
+    l1 = fingerprint_path(text / "level1", policy, workers=1)
+    l2 = fingerprint_path(text / "level2", policy, workers=1)
+    pick = {k: [float(l1.metrics[k].value), float(l2.metrics[k].value)]
+            for k, m in l1.metrics.items() if m.samples and k in l2.metrics}
+    pools = {}
+    for scenario in SCENARIOS:
+        n = args.pool * (2 if scenario == "no_change" else 1)
+        pools[scenario] = [_inject_real(_with_samples(l1, pick, rng, args.steps), scenario) for _ in range(n)]
+    return pools
+
+
+# ---------------------------------------------------------------- rules
+def _gated_keys(policy, fp):
+    for k, m in fp.metrics.items():
+        rule = policy.rule_for(m.name, m.labels)
+        view = m.labels.get("view")
+        if rule and rule.gated and (view is None or view in policy.gate_views):
+            yield k, m, rule
+
+
+def rule_default(base, cand, policy):
+    cmps, _ = compare_fingerprints(merge_fingerprints(base), merge_fingerprints(cand), policy)
+    failed = {metric_class(c.name) for c in cmps if c.fails}
+    unsure = any(c.gated and c.verdict == terms.UNSURE for c in cmps)
+    return failed, unsure
+
+
+def rule_single(base, cand, policy):
+    cmps, _ = compare_fingerprints(base[0], cand[0], policy)
+    return {metric_class(c.name) for c in cmps if c.fails}, False
+
+
+def rule_naive(base, cand, policy):
+    failed = set()
+    keys = {k: (m, r) for k, m, r in _gated_keys(policy, base[0])}
+    keys.update({k: (m, r) for k, m, r in _gated_keys(policy, cand[0]) if k not in keys})
+    for k, (m, rule) in keys.items():
+        if m.unit == "set":
+            continue
+        zero = 0.0 if m.name.endswith("calls_per_step") else None
+
+        def mean(fps):
+            vals = [float(fp.metrics[k].value) if k in fp.metrics else zero for fp in fps]
+            return None if any(v is None for v in vals) else float(np.mean(vals))
+        mb, mc = mean(base), mean(cand)
+        if mb is None or mc is None:
+            continue
+        if mb == 0:
+            ratio = np.inf if mc > 0 else 1.0
+        else:
+            ratio = mc / mb
+        worse_up = rule.direction in (terms.LOWER_IS_BETTER, terms.EXACT)
+        worse_down = rule.direction in (terms.HIGHER_IS_BETTER, terms.EXACT)
+        if (worse_up and ratio > 1.10) or (worse_down and ratio < 1 / 1.10):
+            failed.add(metric_class(m.name))
+    return failed, False
+
+
+RULES = {"default": rule_default, "naive": rule_naive, "single": rule_single}
+
+
+def run_trials(pools, args, policy, rng, source: str) -> list[dict]:
+    rows = []
+    for scenario in SCENARIOS:
+        t0 = time.perf_counter()
+        stats = {r: {"fail": 0, "target": 0, "unsure": 0, "classes": {c: 0 for c in CLASSES}} for r in RULES}
+        for _ in range(args.trials):
+            nc = pools["no_change"]
+            if scenario == "no_change":
+                idx = rng.choice(len(nc), 2 * args.runs, replace=False)
+                base = [nc[i] for i in idx[: args.runs]]
+                cand = [nc[i] for i in idx[args.runs:]]
+            else:
+                base = [nc[i] for i in rng.choice(len(nc), args.runs, replace=False)]
+                pool = pools[scenario]
+                cand = [pool[i] for i in rng.choice(len(pool), args.runs, replace=False)]
+            for name, fn in RULES.items():
+                failed, unsure = fn(base, cand, policy)
+                s = stats[name]
+                s["fail"] += bool(failed)
+                s["unsure"] += unsure and not failed
+                s["target"] += TARGET.get(scenario) in failed
+                for c in failed:
+                    s["classes"][c] += 1
+        rows.append({"source": source, "scenario": scenario, "trials": args.trials, "stats": stats,
+                     "seconds": time.perf_counter() - t0})
+        print(f"  {source} {scenario}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def _pct(k, n):
+    return f"{100.0 * k / n:5.1f}%"
+
+
+def render(rows, args) -> str:
+    out = [f"runs per side: {args.runs} (single: 1 vs 1); ranks: {args.ranks}; steps per capture: {args.steps}; "
+           f"trials per row: {args.trials}; noise: lognormal sigma {args.jitter}, outliers p={args.outlier_prob} x U(1.5,3), "
+           f"collective drift x U(1,{args.comm_drift})", "",
+           "| source | scenario | trials | default: fails | default: target class | default: unsure | "
+           "naive mean>10%: fails | naive: target | single 1v1: fails |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        n, s = r["trials"], r["stats"]
+        tgt = lambda name: "—" if r["scenario"] == "no_change" else _pct(s[name]["target"], n)
+        out.append(f"| {r['source']} | {r['scenario']} | {n} | {_pct(s['default']['fail'], n)} | {tgt('default')} | "
+                   f"{_pct(s['default']['unsure'], n)} | {_pct(s['naive']['fail'], n)} | {tgt('naive')} | "
+                   f"{_pct(s['single']['fail'], n)} |")
+    out += ["", "False alarms per metric class on no-change trials (share of trials with a gated regression "
+            "in that class):", "", "| source | rule | " + " | ".join(CLASSES) + " | any |",
+            "|---|---|" + "---|" * (len(CLASSES) + 1)]
+    for r in rows:
+        if r["scenario"] != "no_change":
+            continue
+        for name in RULES:
+            s = r["stats"][name]
+            out.append(f"| {r['source']} | {name} | " + " | ".join(_pct(s["classes"][c], r["trials"]) for c in CLASSES)
+                       + f" | {_pct(s['fail'], r['trials'])} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--pool", type=int, default=20, help="captures per regression scenario (x2 for no-change)")
+    ap.add_argument("--jitter", type=float, default=0.05)
+    ap.add_argument("--outlier-prob", type=float, default=0.01)
+    ap.add_argument("--comm-drift", type=float, default=2.0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--policy", default=None)
+    ap.add_argument("--no-real", action="store_true")
+    args = ap.parse_args(argv)
+    if args.pool < args.runs:
+        ap.error("--pool must be at least --runs")
+    policy = load_checked_policy(args.policy)
+    rng = np.random.default_rng(args.seed)
+    t0 = time.perf_counter()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
+        pools = synth_pools(args, policy, Path(tmp))
+        print(f"  comm_share: median Comm share {pools['_comm_share']:.4f}, collectives x "
+              f"{pools['_comm_factor']:.4f}", file=sys.stderr)
+        rows += run_trials(pools, args, policy, rng, "synthetic")
+    if not args.no_real:
+        rp = real_pools(args, policy, rng)
+        if rp:
+            rows += run_trials(rp, args, policy, rng, "real (resampled)")
+    text = render(rows, args)
+    print(text)
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""Statistics for repeated captures: a two-gate verdict per metric, ``unsure``, and FDR control.
+
+Used by :func:`perfgate.compare.compare_fingerprints` when at least one side stands for
+several captures (runs) of one commit (:func:`perfgate.metrics.repeat.merge_fingerprints`).
+A single capture against a single capture is judged by tolerance only, as before.
+
+Samples are per-step values (one per step and capture; for the p50 / max views the median /
+max over ranks of that step), never single kernel calls. For every metric that has samples on
+both sides and a policy rule:
+
+1. **Enough runs.** Steps of one capture share one device allocation, so the number of
+   independent runs bounds what can be concluded: with ``r_b`` baseline and ``r_c`` candidate
+   runs even a perfect separation of the runs gives an exact two-sided Mann-Whitney U p of
+   ``2 / C(r_b + r_c, r_b)``; when that is above ``alpha`` the verdict is ``unsure`` and says
+   how many more runs are needed (:func:`runs_needed`). Never a silent pass, never a
+   regression.
+2. **Significance.** Mann-Whitney U, two-sided, on the pooled step samples
+   (``scipy.stats.mannwhitneyu``, ``method="auto"``: exact for small samples without ties),
+   then Benjamini-Hochberg over all gated metrics of one check that reached this step
+   (``scipy.stats.false_discovery_control``). Informational metrics keep the tolerance
+   comparison of the pooled medians unless ``statistics.informational`` is true (then they
+   are a separate family). Counts and Top-N sets are exact comparisons and stay outside.
+3. **Effect size.** The Hodges-Lehmann shift on log times — the median of all pairwise
+   ``log cand_j − log base_i``, reported as a ratio − 1 — for a ``rel`` tolerance, on the values
+   for ``pp`` / ``abs``, with its distribution-free (Moses) confidence interval, the inversion
+   of the same Mann-Whitney U test (:func:`effect_ci`). A difference counts only when it is significant (q < alpha) AND the whole
+   interval lies beyond the tolerance: then the metric's direction decides regression or
+   improvement. Significant with the interval inside the tolerance: ``unchanged`` (real but
+   small). Significant with the interval straddling the tolerance: ``unsure``, with an
+   estimate of the runs needed to decide (interval half-width shrinking as 1/sqrt(runs)).
+
+The tolerance in this mode is ``statistics.tolerances[metric]`` of the policy when given
+(tighter than the single-capture tolerance: repeated runs average the run-to-run spread),
+else the metric's rule tolerance. References: Mann & Whitney (1947); Benjamini & Hochberg
+(1995); Hodges & Lehmann (1963) and Hollander & Wolfe for the shift and its interval; the "significant AND large
+enough" rule as in asv and Chromium Pinpoint (which compares per-run values with MWU).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from scipy import stats as sps
+
+from perfgate import terms
+from perfgate.metrics.repeat import metric_runs, runs_of
+from perfgate.model import Comparison, Fingerprint
+from perfgate.policy import Policy, Tolerance
+
+DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
+            "unsure_fails": False, "max_runs_hint": 50, "informational": False}  # as perfgate.policy._STAT_DEFAULTS
+
+
+def settings(policy: Policy) -> dict:
+    """The policy's ``statistics:`` section merged over :data:`DEFAULTS`
+    (``tolerances``: {metric name: :class:`Tolerance`})."""
+    out = dict(DEFAULTS, tolerances={})
+    out.update(getattr(policy, "statistics", None) or {})
+    return out
+
+
+def min_exact_p(n_base: int, n_cand: int) -> float:
+    """Smallest two-sided exact Mann-Whitney U p for sample sizes ``n_base``, ``n_cand``
+    (all of one side above all of the other): ``2 / C(n_base + n_cand, n_base)``, capped at 1."""
+    if n_base < 1 or n_cand < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_base + n_cand, n_base))
+
+
+def runs_needed(n_base: int, n_cand: int, alpha: float) -> tuple[int, int]:
+    """Fewest runs ``(base, cand)``, at least the given ones, adding as few as possible (ties:
+    balanced), for which :func:`min_exact_p` ≤ ``alpha``.
+
+    Raises:
+        ValueError: ``alpha`` not in (0, 1).
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    for extra in range(0, 200):
+        best = None
+        for add_b in range(extra + 1):
+            b, c = n_base + add_b, n_cand + extra - add_b
+            if min_exact_p(b, c) <= alpha:
+                cand = (abs(b - c), b, c)
+                best = cand if best is None or cand < best else best
+        if best:
+            return best[1], best[2]
+    raise ValueError(f"alpha {alpha} is unreachable")  # pragma: no cover
+
+
+def _effect_kind(tol: Tolerance, unit: str) -> str:
+    return "rel" if tol.kind == "rel" else "diff"
+
+
+def _pairwise(base, cand, kind: str) -> tuple[np.ndarray, bool]:
+    """All ``n_base × n_cand`` pairwise differences ``cand_j − base_i`` (on log values for
+    ``rel`` when every value is positive), sorted; the flag says whether they are logs."""
+    x = np.asarray(base, dtype=float)
+    y = np.asarray(cand, dtype=float)
+    logs = kind == "rel" and bool((x > 0).all() and (y > 0).all())
+    if logs:
+        x, y = np.log(x), np.log(y)
+    return np.sort((y[None, :] - x[:, None]).ravel()), logs
+
+
+def _to_effect(d: float, logs: bool, kind: str, base) -> float:
+    if logs:
+        return float(np.expm1(d))
+    if kind == "rel":
+        mb = float(np.median(base))
+        return d / abs(mb) if mb else (0.0 if d == 0 else math.copysign(math.inf, d))
+    return float(d)
+
+
+def effect(base, cand, kind: str) -> float:
+    """Hodges-Lehmann shift of candidate vs baseline: the median of all pairwise differences,
+    on log values for ``rel`` (returned as a fraction, ``exp(shift) − 1``: the typical ratio
+    minus 1), in the metric's unit for ``diff``. More efficient than a difference of medians
+    (which loses two thirds of the information for flat, uniform-like noise such as drifting
+    collectives). Hodges & Lehmann (1963)."""
+    d, logs = _pairwise(base, cand, kind)
+    return _to_effect(float(np.median(d)), logs, kind, base)
+
+
+def effect_ci(base, cand, kind: str, *, confidence=0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of :func:`effect` (Moses): the order statistics
+    ``C`` and ``nm − C + 1`` of the pairwise differences, ``C`` from the normal approximation of
+    the Mann-Whitney U null distribution, ``C = floor(nm/2 − z·sqrt(nm(n+m+1)/12))`` (Hollander
+    & Wolfe, Nonparametric Statistical Methods, ch. 4). It is the set of shifts the
+    Mann-Whitney U test would not reject, so it agrees with the significance gate. Returns
+    ``(low, high)`` in the effect's unit."""
+    d, logs = _pairwise(base, cand, kind)
+    n, m = len(base), len(cand)
+    nm = n * m
+    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
+    c = int(math.floor(nm / 2.0 - z * math.sqrt(nm * (n + m + 1) / 12.0)))
+    c = min(max(c, 0), nm - 1)
+    lo, hi = float(d[c]), float(d[nm - 1 - c])
+    return _to_effect(lo, logs, kind, base), _to_effect(hi, logs, kind, base)
+
+
+def mwu_p(base, cand) -> float:
+    """Two-sided Mann-Whitney U p (``method="auto"``: exact for small samples without ties).
+    Identical constant samples give 1.0."""
+    x = np.asarray(base, dtype=float)
+    y = np.asarray(cand, dtype=float)
+    if np.all(x == x[0]) and np.all(y == y[0]) and x[0] == y[0]:
+        return 1.0
+    return float(sps.mannwhitneyu(y, x, alternative="two-sided", method="auto").pvalue)
+
+
+def _limit(tol: Tolerance, kind: str) -> float:
+    """The tolerance in the effect's unit (fraction for rel, ratio for pp, metric unit for abs)."""
+    if tol.kind == "pp":
+        return tol.value / 100.0
+    return tol.value
+
+
+def _fmt_effect(v: float, kind: str, unit: str) -> str:
+    if kind == "rel":
+        return f"{v:+.2%}"
+    if unit == "ratio":
+        return f"{v * 100:+.2f} pp"
+    return f"{v:+,.3f} {unit}"
+
+
+def _eligible(c: Comparison, base: Fingerprint, cand: Fingerprint, policy: Policy) -> bool:
+    if c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT, terms.UNCHANGED):
+        return False
+    if not c.gated and not settings(policy)["informational"]:
+        return False
+    b, k = base.metrics.get(c.key), cand.metrics.get(c.key)
+    return bool(b and k and b.samples and k.samples and policy.rule_for(c.name, c.labels))
+
+
+def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, policy: Policy) -> list:
+    """Re-judge metrics with samples by the two-gate rule (see module doc) when either side
+    stands for more than one capture. Other comparisons are returned unchanged.
+
+    Returns:
+        A new list of :class:`Comparison`; re-judged ones carry ``stats`` (``n_base``,
+        ``n_cand``, ``runs_base``, ``runs_cand``, ``p``, ``q``, ``effect``, ``effect_kind``
+        (rel / diff), ``ci`` [low, high], ``tolerance``, ``runs_needed`` {base, cand}).
+    """
+    st = settings(policy)
+    if not st["enabled"] or (runs_of(base) <= 1 and runs_of(cand) <= 1):
+        return list(comparisons)
+    alpha = float(st["alpha"])
+    out = list(comparisons)
+    tested: dict[bool, list[int]] = {True: [], False: []}
+    info: dict[int, dict] = {}
+    for i, c in enumerate(out):
+        if not _eligible(c, base, cand, policy):
+            continue
+        b, k = base.metrics[c.key], cand.metrics[c.key]
+        rule = policy.rule_for(c.name, c.labels)
+        tol = st["tolerances"].get(c.name, rule.tolerance)
+        kind = _effect_kind(tol, c.unit)
+        rb, rc = metric_runs(b), metric_runs(k)
+        d = {"n_base": len(b.samples), "n_cand": len(k.samples), "runs_base": rb, "runs_cand": rc,
+             "effect_kind": kind, "tolerance": tol.describe(c.unit), "alpha": alpha,
+             "effect": effect(b.samples, k.samples, kind)}
+        info[i] = d
+        if min_exact_p(rb, rc) > alpha:
+            nb, nc = runs_needed(rb, rc, alpha)
+            d["runs_needed"] = {"base": nb, "cand": nc}
+            d["p"] = d["q"] = None
+            continue
+        d["p"] = mwu_p(b.samples, k.samples)
+        tested[c.gated].append(i)
+    for idx in tested.values():
+        if idx:
+            qs = sps.false_discovery_control([info[i]["p"] for i in idx], method="bh")
+            for i, q in zip(idx, np.atleast_1d(qs)):
+                info[i]["q"] = float(q)
+    for i, d in info.items():
+        c = out[i]
+        out[i] = _verdict(c, d, base.metrics[c.key], cand.metrics[c.key], policy, st)
+    return out
+
+
+def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparison:
+    rule = policy.rule_for(c.name, c.labels)
+    tol = st["tolerances"].get(c.name, rule.tolerance)
+    kind, alpha = d["effect_kind"], d["alpha"]
+    subject = c.reason.split(":", 1)[0]
+    sizes = (f"{d['runs_base']} vs {d['runs_cand']} run(s), {d['n_base']} vs {d['n_cand']} step sample(s)")
+    eff = _fmt_effect(d["effect"], kind, c.unit)
+    info = "" if c.gated else "; informational"
+    if d.get("runs_needed"):
+        nb, nc = d["runs_needed"]["base"], d["runs_needed"]["cand"]
+        reason = (f"{subject}: unsure: {sizes}; Hodges-Lehmann shift {eff}. With this few runs the smallest "
+                  f"p an exact Mann-Whitney U test can give is {min_exact_p(d['runs_base'], d['runs_cand']):.3g} "
+                  f"> alpha {alpha:g}, so no difference can be shown or ruled out: {nb} baseline and {nc} "
+                  f"candidate runs are needed ({max(0, nb - d['runs_base'])} + {max(0, nc - d['runs_cand'])} "
+                  f"more){info}")
+        return replace(c, verdict=terms.UNSURE, fails=False, reason=reason, stats=d,
+                       tolerance=f"{d['tolerance']} (two-gate, alpha {alpha:g})")
+    lim = _limit(tol, kind)
+    if d["q"] >= alpha:
+        verdict = terms.UNCHANGED
+        why = (f"no significant difference (Mann-Whitney U p={d['p']:.3g}, Benjamini-Hochberg "
+               f"q={d['q']:.3g} ≥ {alpha:g})")
+    else:
+        lo, hi = effect_ci(b.samples, k.samples, kind, confidence=float(st["confidence"]))
+        d["ci"] = [lo, hi]
+        ci_text = (f"{float(st['confidence']):.0%} CI [{_fmt_effect(lo, kind, c.unit)}, "
+                   f"{_fmt_effect(hi, kind, c.unit)}]")
+        sig = f"significant (p={d['p']:.3g}, q={d['q']:.3g} < {alpha:g}), Hodges-Lehmann shift {eff}, {ci_text}"
+        if lo > lim or hi < -lim:
+            up = lo > lim
+            if rule.direction == terms.EXACT or up == (rule.direction == terms.LOWER_IS_BETTER):
+                verdict = terms.REGRESSION
+            else:
+                verdict = terms.IMPROVEMENT
+            why = f"{sig}, entirely beyond the tolerance {d['tolerance']}"
+        elif -lim <= lo and hi <= lim:
+            verdict = terms.UNCHANGED
+            why = f"{sig}, entirely within the tolerance {d['tolerance']}: a real but small change"
+        else:
+            verdict = terms.UNSURE
+            half = (hi - lo) / 2.0
+            gap = abs(abs(d["effect"]) - lim)
+            runs = max(d["runs_base"], d["runs_cand"])
+            need = (int(math.ceil(runs * (half / gap) ** 2)) if gap > 0 else None)
+            cap = int(st["max_runs_hint"])
+            d["runs_needed"] = {"base": min(need, cap), "cand": min(need, cap)} if need else None
+            hint = (f"about {min(need, cap)}{'+' if need > cap else ''} runs per side would decide it"
+                    if need else "the change sits on the tolerance; more runs cannot decide it")
+            why = f"{sig}, straddling the tolerance {d['tolerance']}: {hint}"
+    reason = f"{subject}: {why}; {sizes}{info}"
+    return replace(c, verdict=verdict, fails=c.gated and verdict == terms.REGRESSION, reason=reason, stats=d,
+                   tolerance=f"{d['tolerance']} (two-gate, alpha {alpha:g})")

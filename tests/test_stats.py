@@ -1,0 +1,323 @@
+"""Repeated captures: the two-gate rule, unsure, Benjamini-Hochberg, merge, attribution,
+calibrate, reports. Hand-checked small cases in memory; one seeded set of synthetic captures
+(noise model on) for the end-to-end 5 vs 5 / 2 vs 2 checks."""
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from perfgate import terms
+from perfgate.attribution import family_deltas
+from perfgate.cli import main
+from perfgate.compare import compare_fingerprints, summarize
+from perfgate.errors import PolicyError, UsageError
+from perfgate.gate import check, load_checked_policy, save_baseline
+from perfgate.metrics.repeat import merge_fingerprints
+from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
+from perfgate.policy import load_policy
+from perfgate.report import render_junit, render_markdown
+from perfgate.stats import effect, effect_ci, min_exact_p, mwu_p, runs_needed
+from perfgate.store.baselines import BaselineStore
+from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
+
+CONFIG = {"world_size": 2, "ranks": [0, 1], "type_available": True, "core_available": True,
+          "has_comm_json": True, "categories_digest": "x", "family_suffix": "s", "top_n": 10}
+NOISE = dict(ranks=1, steps=20, jitter=0.05, outlier_prob=0.01, comm_drift=2.0)
+SLOWER = dict(slowdown={f[0]: 1.1 for f in DEFAULT_FAMILIES}, comm_us=1650.0, gap_us=3.3)  # all 1.1x
+
+
+def mv(name, value, unit="us", view="p50", samples=None, runs=1, **labels):
+    key = metric_key(name, **labels, view=view)
+    return key, MetricValue(key=key, name=name, labels=dict(labels, view=view), value=value, unit=unit,
+                            evidence="e", context={"runs": runs}, samples=samples)
+
+
+def fp(*metrics, captures=1):
+    return Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version="t", provenance={"source": "mem"},
+                       config=dict(CONFIG, captures=captures), metrics=dict(metrics))
+
+
+def step_side(values, runs):
+    return fp(mv("step.time_us", float(np.median(values)), samples=list(values), runs=runs), captures=runs)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return load_policy()
+
+
+# ------------------------------------------------------------------ exact small-sample facts
+def test_min_exact_p_and_runs_needed_hand_values():
+    assert min_exact_p(2, 2) == pytest.approx(1 / 3)          # 2 / C(4,2)
+    assert min_exact_p(5, 5) == pytest.approx(2 / 252)        # 2 / C(10,5)
+    assert min_exact_p(3, 3) == pytest.approx(0.1)
+    assert runs_needed(2, 2, 0.05) == (4, 4)                   # 2/C(8,4) = 0.029; 3 vs 3 gives 0.1
+    assert runs_needed(5, 1, 0.05) == (5, 3)                   # 2/C(8,3) = 0.036; (6,2) gives 0.071
+    assert runs_needed(5, 5, 0.05) == (5, 5)
+    with pytest.raises(ValueError):
+        runs_needed(2, 2, 1.5)
+
+
+def test_hodges_lehmann_shift_hand_computed():
+    # pairwise cand - base of [1,2,3] vs [2,3,4]: -1,0,0,1,1,1,2,2,3 -> median 1
+    assert effect([1, 2, 3], [2, 3, 4], "diff") == 1.0
+    assert effect([100, 100, 100], [110, 110, 110], "rel") == pytest.approx(0.10)
+    assert effect([100, 200], [100, 200], "rel") == pytest.approx(0.0)
+
+
+def test_moses_interval_covers_the_true_shift_and_matches_the_test():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.35, 0.45, 60)
+    cand = rng.uniform(0.35, 0.45, 60) + 0.02
+    lo, hi = effect_ci(base, cand, "diff", confidence=0.95)
+    assert lo < 0.02 < hi and hi - lo < 0.03
+    assert mwu_p(base, cand) < 0.05 and lo > 0            # significant <=> interval excludes 0
+    same = rng.uniform(0.35, 0.45, 60)
+    lo0, hi0 = effect_ci(base, same, "diff")
+    assert lo0 < 0 < hi0 and mwu_p(base, same) > 0.05
+
+
+# ------------------------------------------------------------------ the two-gate verdicts
+def _cmp(base, cand, policy):
+    cmps, _ = compare_fingerprints(base, cand, policy)
+    return {c.key: c for c in cmps}["step.time_us{view=p50}"]
+
+
+def test_clear_shift_beyond_tolerance_is_a_regression(policy):
+    rng = np.random.default_rng(1)
+    c = _cmp(step_side(1000 * rng.lognormal(0, 0.02, 50), 5),
+             step_side(1100 * rng.lognormal(0, 0.02, 50), 5), policy)
+    assert c.verdict == terms.REGRESSION and c.fails
+    assert c.stats["q"] < 0.05 and c.stats["ci"][0] > 0.05          # whole interval beyond +5 %
+    assert 0.08 < c.stats["effect"] < 0.12
+    assert "Mann-Whitney U" not in c.reason or "significant" in c.reason
+
+
+def test_significant_but_small_change_is_unchanged(policy):
+    rng = np.random.default_rng(2)
+    c = _cmp(step_side(1000 * rng.lognormal(0, 0.005, 50), 5),
+             step_side(1010 * rng.lognormal(0, 0.005, 50), 5), policy)
+    assert c.stats["q"] < 0.05                                       # real, but +1 % < 5 %
+    assert c.verdict == terms.UNCHANGED and not c.fails
+    assert "within the tolerance" in c.reason
+
+
+def test_interval_straddling_the_tolerance_is_unsure_with_runs_hint(policy):
+    rng = np.random.default_rng(4)
+    c = _cmp(step_side(1000 * rng.lognormal(0, 0.05, 40), 4),
+             step_side(1050 * rng.lognormal(0, 0.05, 40), 4), policy)
+    assert c.verdict == terms.UNSURE and not c.fails
+    assert c.stats["ci"][0] < 0.05 < c.stats["ci"][1]
+    assert "runs per side" in c.reason or "cannot decide" in c.reason
+
+
+def test_too_few_runs_is_unsure_never_pass_or_regression(policy):
+    base = step_side([1000.0] * 10 + [1001.0] * 10, 2)
+    cand = step_side([2000.0] * 10 + [2001.0] * 10, 2)              # doubled, but only 2 vs 2 runs
+    c = _cmp(base, cand, policy)
+    assert c.verdict == terms.UNSURE and not c.fails
+    assert c.stats["runs_needed"] == {"base": 4, "cand": 4}
+    assert "4 baseline and 4 candidate runs are needed (2 + 2 more)" in c.reason
+    assert summarize([c]) == terms.UNSURE_STATUS
+
+
+def test_single_captures_keep_the_tolerance_rule(policy):
+    base = step_side([1000.0, 1001.0, 999.0], 1)
+    cand = step_side([1080.0, 1081.0, 1079.0], 1)                    # +8 % < 10 % single tolerance
+    c = _cmp(base, cand, policy)
+    assert c.verdict == terms.UNCHANGED and c.stats == {}
+
+
+def test_benjamini_hochberg_q_at_least_p_and_counts_stay_exact(policy):
+    rng = np.random.default_rng(5)
+    ms_b, ms_c = [], []
+    for i, cat in enumerate(["FA", "MatMul", "Vector", "Comm"]):
+        base = list(rng.normal(0.2, 0.01, 50))
+        shift = 0.01 if cat == "Comm" else 0.0
+        cand = list(rng.normal(0.2 + shift, 0.01, 50))
+        ms_b.append(mv("share.category", float(np.median(base)), unit="ratio", samples=base, runs=5, category=cat))
+        ms_c.append(mv("share.category", float(np.median(cand)), unit="ratio", samples=cand, runs=5, category=cat))
+    ms_b.append(mv("kernel.calls_per_step", 4.0, unit="calls", family="Add", runs=5))
+    ms_c.append(mv("kernel.calls_per_step", 5.0, unit="calls", family="Add", runs=5))
+    cmps, _ = compare_fingerprints(fp(*ms_b, captures=5), fp(*ms_c, captures=5), policy)
+    by = {c.key: c for c in cmps}
+    tested = [c for c in cmps if c.stats.get("p") is not None]
+    assert len(tested) == 4 and all(c.stats["q"] >= c.stats["p"] - 1e-15 for c in tested)
+    assert by["share.category{category=Comm,view=p50}"].verdict == terms.REGRESSION
+    calls = by["kernel.calls_per_step{family=Add,view=p50}"]
+    assert calls.verdict == terms.REGRESSION and calls.stats == {}   # exact, outside the FDR family
+
+
+def test_old_baseline_without_samples_loads_and_compares(policy):
+    key, m = mv("step.time_us", 1000.0)
+    d = Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version="0", provenance={}, config=CONFIG,
+                    metrics={key: m}).to_dict()
+    assert "samples" not in d["metrics"][key]                        # JSON stays as before
+    old = Fingerprint.from_dict(json.loads(json.dumps(d)))
+    cand = step_side([1200.0] * 20 + [1201.0] * 20, 4)
+    c = _cmp(old, cand, policy)
+    assert c.verdict == terms.REGRESSION and c.stats == {}           # +20 % by tolerance
+
+
+# ------------------------------------------------------------------ merge and attribution
+def test_merge_pools_samples_and_keeps_counts_exact():
+    a = fp(mv("step.time_us", 10.0, samples=[9.0, 10.0, 11.0]), mv("kernel.calls_per_step", 4.0, unit="calls", family="A"))
+    b = fp(mv("step.time_us", 20.0, samples=[19.0, 20.0, 21.0]), mv("kernel.calls_per_step", 6.0, unit="calls", family="A"))
+    m = merge_fingerprints([a, b])
+    st = m.metrics["step.time_us{view=p50}"]
+    assert st.samples == [9.0, 10.0, 11.0, 19.0, 20.0, 21.0] and st.value == 15.0
+    assert st.context["runs"] == 2 and st.context["run_values"] == [10.0, 20.0]
+    assert m.metrics["kernel.calls_per_step{family=A,view=p50}"].value == 4.0   # lower median
+    assert m.config["captures"] == 2
+    other = fp(mv("step.time_us", 1.0))
+    other = Fingerprint(**{**other.__dict__, "config": dict(other.config, world_size=4)})
+    with pytest.raises(UsageError, match="world_size"):
+        merge_fingerprints([a, other])
+
+
+def test_family_deltas_rank_growth_first():
+    base = fp(mv("kernel.calls_per_step", 16.0, unit="calls", family="MatMul"),
+              mv("kernel.time_us", 4000.0, family="MatMul"),
+              mv("kernel.calls_per_step", 10.0, unit="calls", family="Cast"),
+              mv("kernel.time_us", 80.0, family="Cast"))
+    cand = fp(mv("kernel.calls_per_step", 16.0, unit="calls", family="MatMul"),
+              mv("kernel.time_us", 4100.0, family="MatMul"),
+              mv("kernel.calls_per_step", 20.0, unit="calls", family="Cast"),
+              mv("kernel.time_us", 160.0, family="Cast"),
+              mv("kernel.calls_per_step", 2.0, unit="calls", family="Gelu"),
+              mv("kernel.time_us", 30.0, family="Gelu"))
+    rows = family_deltas(base, cand, "p50")
+    assert [r["family"] for r in rows] == ["MatMul", "Cast", "Gelu"]
+    assert rows[1]["calls_base"] == 10 and rows[1]["calls_cand"] == 20 and rows[1]["delta_us"] == 80.0
+    assert rows[2]["calls_base"] == 0 and rows[2]["sum_dur_base_us"] is None and rows[2]["delta_us"] == 30.0
+
+
+def test_calibrate_proposes_k_times_robust_sigma(policy):
+    # per-capture step time 100, 102, 98, 101, 99: MAD 1 -> sigma 1.4826 % -> 3 sigma = 4.45 %
+    fps = [fp(mv("step.time_us", v, samples=[v], view=view)) for v in (100.0, 102.0, 98.0, 101.0, 99.0)
+           for view in ("p50",)]
+    from perfgate.calibrate import calibrated_policy_text, propose_tolerances
+    (p,) = [x for x in propose_tolerances(fps, policy) if x["metric"] == "step.time_us"]
+    assert p["sigma"] == pytest.approx(0.014826)
+    assert p["proposed_stat"] == pytest.approx(0.045) and p["verdict_stat"] == "could be tightened"
+    assert p["proposed_single"] == pytest.approx(0.063) and p["verdict_single"] == "could be tightened"
+    doc = yaml.safe_load(calibrated_policy_text(policy, [p]))
+    assert doc["statistics"]["tolerances"]["step.time_us"] == {"rel": 0.045}
+    assert doc["metrics"]["step.time_us"]["tolerance"] == {"rel": 0.063}
+    with pytest.raises(UsageError, match="at least 3"):
+        propose_tolerances(fps[:2], policy)
+
+
+def test_statistics_policy_errors_name_the_key(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text("version: 1\nstatistics: {alpha: 1.5}\n")
+    with pytest.raises(PolicyError, match="statistics.alpha"):
+        load_policy(p)
+    p.write_text("version: 1\nstatistics: {tolerances: {step.time_us: {percent: 3}}}\n")
+    with pytest.raises(PolicyError, match="statistics.tolerances.step.time_us"):
+        load_policy(p)
+    p.write_text("version: 1\nstatistics: {tolerances: {step.tme_us: {rel: 0.03}}}\n")
+    with pytest.raises(PolicyError, match="step.tme_us"):
+        load_checked_policy(p)
+
+
+# ------------------------------------------------------------------ end to end (must-show 3)
+@pytest.fixture(scope="module")
+def repeated(tmp_path_factory):
+    """5 baseline and 5 candidate synthetic captures (noise model on; in the candidate every
+    kernel, collective and launch gap is 1.1x longer: +10 % step time over 20 steps each)."""
+    root = tmp_path_factory.mktemp("repeated")
+    base = [write_capture(root / f"b{i}", SynthSpec(seed=10 + i, **NOISE)) for i in range(5)]
+    cand = [write_capture(root / f"c{i}", SynthSpec(seed=20 + i, **SLOWER, **NOISE))
+            for i in range(5)]
+    return root, base, cand
+
+
+def test_five_vs_five_real_step_time_change_is_a_regression_with_culprits(repeated, policy, tmp_path):
+    root, base, cand = repeated
+    store = BaselineStore(tmp_path / "bl")
+    save_baseline(base, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    res = check(cand, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    assert res.status == terms.FAIL and res.exit_code == 1
+    by = {c.key: c for c in res.comparisons}
+    st = by["step.time_us{view=p50}"]
+    assert st.verdict == terms.REGRESSION and st.fails
+    assert st.stats["runs_base"] == 5 and st.stats["n_base"] == 100 and st.stats["q"] < 0.05
+    assert 0.07 < st.stats["effect"] < 0.13 and st.stats["ci"][0] > 0.05
+    assert all(a["delta_us"] > 0 and a["calls_base"] == a["calls_cand"] for a in st.attribution)
+    assert "Kernel families that grew most: " in st.reason
+    comp = by["step.computing_us{view=p50}"]                          # compute: compute families only
+    assert comp.verdict == terms.REGRESSION
+    fams = [a["family"] for a in comp.attribution]
+    assert fams[0] == "aclnnMatmul_MatMulV3Common_MatMulV3" and not any(f.startswith("hcom") for f in fams)
+    mm = comp.attribution[0]
+    assert mm["calls_base"] == mm["calls_cand"] == 16 and 1.07 < mm["sum_dur_cand_us"] / mm["sum_dur_base_us"] < 1.13
+    assert "aclnnMatmul_MatMulV3Common_MatMulV3 calls 16 -> 16, ΣDuration" in comp.reason
+    md = render_markdown(res)
+    assert "aclnnMatmul_MatMulV3Common_MatMulV3" in md and "REGRESSION" in md
+
+
+def test_two_vs_two_is_unsure_with_runs_needed(repeated, policy, tmp_path):
+    root, base, cand = repeated
+    store = BaselineStore(tmp_path / "bl")
+    save_baseline(base[:2], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    res = check(cand[:2], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    assert res.status == terms.UNSURE_STATUS and res.exit_code == 0
+    st = {c.key: c for c in res.comparisons}["step.time_us{view=p50}"]
+    assert st.verdict == terms.UNSURE and st.stats["runs_needed"] == {"base": 4, "cand": 4}
+    assert st.stats["n_base"] == 40 and st.stats["effect"] > 0.05     # the change is visible, not judged
+    assert "2 + 2 more" in st.reason
+    junit = render_junit(res)
+    assert "<failure" not in junit and "unsure: " in junit and "<skipped" in junit
+    md = render_markdown(res)
+    assert "### Unsure" in md and "4 baseline and 4 candidate runs are needed" in md
+    strict = load_policy()
+    strict = strict.__class__(**{**strict.__dict__, "statistics": dict(strict.statistics, unsure_fails=True)})
+    assert check(cand[:2], "main", policy=strict, store=store, env={}, workers=1, with_trace=False).exit_code == 1
+
+
+def test_cli_several_captures_and_calibrate(repeated, tmp_path):
+    root, base, cand = repeated
+    r = CliRunner()
+    bl = str(tmp_path / "bl")
+    out = r.invoke(main, ["baseline", "save", "--name", "m", *map(str, base[:2]), "--baseline-dir", bl, "--no-trace"])
+    assert out.exit_code == 0, out.output
+    out = r.invoke(main, ["check", "--baseline", "m", *map(str, cand[:2]), "--baseline-dir", bl,
+                          "--out", str(tmp_path / "o"), "--no-trace"])
+    assert out.exit_code == 0 and "UNSURE" in out.output and "unsure" in out.output
+    res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    assert res["status"] == "UNSURE" and res["counts"]["unsure"] > 0
+    pol = tmp_path / "cal.yaml"
+    out = r.invoke(main, ["calibrate", *map(str, base[:3]), "--out", str(pol), "--no-trace"])
+    assert out.exit_code == 0, out.output
+    assert "step.time_us" in out.output and ("could be tightened" in out.output or "tighter than" in out.output)
+    cal = load_checked_policy(pol)                                     # the written policy loads
+    tol = cal.statistics["tolerances"]["step.time_us"]
+    assert tol.kind == "rel" and tol.value >= 0.005
+    assert yaml.safe_load(pol.read_text())["metrics"]["step.time_us"]["tolerance"]["rel"] > tol.value
+    out = r.invoke(main, ["calibrate", *map(str, base[:2]), "--out", str(tmp_path / "x.yaml"), "--no-trace"])
+    assert out.exit_code == 2 and "at least 3" in out.output and not (tmp_path / "x.yaml").exists()
+
+
+def test_real_level1_level2_as_repeated_runs(text_captures, policy, tmp_path):
+    """The two real runs of one job (one step each) as repeated captures: counts identical,
+    one sample per capture, and 2 vs 2 can only be unsure, never a regression."""
+    store = BaselineStore(tmp_path / "bl")
+    caps = [text_captures / "level1", text_captures / "level2"]
+    _, fpb = save_baseline(caps, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    assert fpb.config["captures"] == 2
+    st = fpb.metrics["step.time_us{view=rank0}"]
+    assert len(st.samples) == 2 and st.context["runs"] == 2
+    stored, _ = store.load("main")
+    assert stored.metrics["step.time_us{view=rank0}"].samples == st.samples
+    res = check(list(reversed(caps)), "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    assert res.status == terms.UNSURE_STATUS and res.exit_code == 0
+    by = {c.key: c for c in res.comparisons}
+    assert by["step.time_us{view=rank0}"].verdict == terms.UNSURE
+    assert by["kernel.total_calls_per_step{view=rank0}"].verdict == terms.UNCHANGED
+    assert not any(c.fails for c in res.comparisons)
+    with pytest.raises(UsageError, match="type_available: False vs True"):   # Level0: Type is N/A
+        check([text_captures / "level0", caps[0]], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
