@@ -82,6 +82,10 @@ def _text(r: dict) -> str:
     return f"{r['family']} {calls}, {dur}{d}"
 
 
+#: Joins a regression's reason and its attribution text (reports may split on it).
+ATTRIBUTION_LEAD = ". Kernel families that grew most: "
+
+
 def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top: int = TOP) -> Comparison:
     """Attach to a regressed aggregate the ``top`` families that grew most (ΣDuration up or
     more calls), in ``attribution`` and appended to the reason. Other comparisons unchanged."""
@@ -97,4 +101,4 @@ def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top:
     if not grew:
         return c
     return replace(c, attribution=grew,
-                   reason=f"{c.reason}. Kernel families that grew most: " + "; ".join(_text(r) for r in grew))
+                   reason=c.reason + ATTRIBUTION_LEAD + "; ".join(_text(r) for r in grew))

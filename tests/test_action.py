@@ -175,13 +175,16 @@ def test_junit_from_a_regression_run_reads_in_junitparser(tmp_path, captures):
     result = json.loads((tmp_path / "perfgate-result.json").read_text())
     regressed = sorted(c["key"] for c in result["comparisons"] if c["gated"] and c["verdict"] == "regression")
     xml = JUnitXml.fromfile(str(tmp_path / "perfgate-junit.xml"))
-    failed = []
+    failed, texts = [], []
     for suite in xml:
         for case in suite:
             for res in case.result:
                 if isinstance(res, Failure):
                     failed.append((case.name, res.message, res.type))
+                    texts.append(res.text or "")
     assert sorted(n for n, _, _ in failed) == regressed and len(regressed) == result["counts"]["gated_regressions"]
     for name, message, kind in failed:
         assert kind == "regression" and "->" in message and len(message) < 400, message
     assert any("aclnnAdd_AddAiCore_Add" in n for n, _, _ in failed)
+    # culprits of a regressed aggregate (a share, step time) are in the failure text, not the message
+    assert any("kernel families that grew most: aclnnMatmul_MatMulV3Common_MatMulV3" in t for t in texts), texts

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from perfgate import terms
+from perfgate.attribution import ATTRIBUTION_LEAD
 
 
 def _case(name, classname, elapsed=0.0):
@@ -51,7 +52,10 @@ def render_junit(result) -> str:
             continue
         tc = _case(cmp.key, f"perfgate.metric.{cmp.name}")
         if cmp.fails:
-            tc.add_failure_info(cmp.reason, f"evidence: {cmp.evidence}", failure_type="regression")
+            # the message stays one readable line; the culprit families go to the failure text
+            head, _, culprits = cmp.reason.partition(ATTRIBUTION_LEAD)
+            text = (f"kernel families that grew most: {culprits}\n" if culprits else "") + f"evidence: {cmp.evidence}"
+            tc.add_failure_info(head, text, failure_type="regression")
         elif cmp.verdict in (terms.INCOMPARABLE, terms.UNSURE):
             tc.add_skipped_info(f"{cmp.verdict}: {cmp.reason}")
         else:
