@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -33,7 +31,7 @@ sys.path.insert(0, str(HERE))
 import pyarrow as pa  # noqa: E402
 import pyarrow.csv as pacsv  # noqa: E402
 
-from perfgate.gate import check, fingerprint_path, save_baseline  # noqa: E402
+from perfgate.gate import fingerprint_path, save_baseline  # noqa: E402
 from perfgate.policy import load_policy  # noqa: E402
 from perfgate.store.baselines import BaselineStore  # noqa: E402
 from perfgate.ingest.kernels import _PMU_TIME as PMU_TIME  # noqa: E402

@@ -21,7 +21,7 @@ from perfgate.cli import main
 from perfgate.gate import check, record_history, save_baseline
 from perfgate.htmlreport import write_check_html
 from perfgate.model import parse_metric_key
-from perfgate.report.html import render_capture_html, render_html, sparkline_keys
+from perfgate.report.html import render_html, sparkline_keys
 from perfgate.store.baselines import BaselineStore
 from perfgate.store.history import trend_series
 from perfgate.synth import SynthSpec, mutate, write_capture

@@ -337,7 +337,7 @@ def test_family_share_3_to_9_percent_regresses_family_and_category(pair4, tmp_pa
     fails = {c.key: c for c in r.comparisons if c.fails}
     fam = fails[f"share.family{{family={GELU},view=p50}}"]
     assert fam.baseline == 300 / 10000 and fam.candidate == 960 / 10660        # 3.00% -> 9.01%
-    assert f"share.category{{category=Vector,view=rank0}}" in fails
+    assert "share.category{category=Vector,view=rank0}" in fails
     assert not [k for k in fails if k.startswith(("kernel.topn", "kernel.calls", "share.family")) and GELU not in k]
     oc = r.detail["operator_compare"]
     row = next(x for x in oc["families"] if x["family"] == GELU)

@@ -2,7 +2,6 @@
 calibrate, reports. Hand-checked small cases in memory; one seeded set of synthetic captures
 (noise model on) for the end-to-end 5 vs 5 / 2 vs 2 checks."""
 import json
-import math
 
 import numpy as np
 import pytest

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfgate.metrics.intervals import busy_union_ns, merge
+from perfgate.metrics.intervals import merge
 from perfgate.model import Finding
 
 STEP_COLUMNS = ["rank", "step", "first_row", "last_row", "kernels", "step_us", "wall_us", "busy_us",
