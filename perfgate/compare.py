@@ -148,7 +148,9 @@ def _fmt(v, unit: str) -> str:
         return f"{v:g}"
     if unit == "us":
         return f"{v:,.3f} us"
-    return str(v)
+    if unit == "x":  # a dimensionless quotient (e.g. memory_bound), not a share
+        return f"{v:.3f}x"
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
 def _subject(name: str, labels: dict) -> str:

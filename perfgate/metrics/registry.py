@@ -134,7 +134,7 @@ _DEFS = [
               "share of ΣDuration in kernel families bound by one pipe family (cube, vector, aic_mte, ...)",
               "largest summed PipeUtilization stage time per family (aic_mac_time(us), ...), kernel_details.csv",
               absent_is_zero=True, requires=("pipe_available",), per_kernel=True),
-    MetricDef("pipe.memory_bound", "ratio", None, terms.TIER_CONTEXT,
+    MetricDef("pipe.memory_bound", "x", None, terms.TIER_CONTEXT,
               "memory_bound = mte2_ratio / max(mac_ratio, vec_ratio) of one kernel family (> 1: MTE2-bound)",
               "Duration-weighted PipeUtilization ratios, kernel_details.csv", requires=("pipe_available",),
               per_kernel=True),
