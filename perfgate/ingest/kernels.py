@@ -206,7 +206,9 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     raw, n, start, dur, dur_null, floats = _read_values(path, cols, ratio_cols, len(header))
     warnings: list[str] = []
 
-    df = pd.DataFrame({"row": np.arange(1, n + 1, dtype=np.int64)})
+    # columns are collected first and framed once: each DataFrame.__setitem__ copies its array
+    # (copy-on-write), ~0.5 s for the 28 columns of a 1M-row table
+    data: dict = {"row": np.arange(1, n + 1, dtype=np.int64)}
     if "step_id" in cols:
         step = _categorical(raw["step_id"])
         cats = list(step.cat.categories)
@@ -218,26 +220,28 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
         if any(norm[c] != c for c in cats):
             step = step.cat.rename_categories(norm) if len(set(norm.values())) == len(cats) else \
                 step.astype(object).map(norm).astype("category")
-        df["step"] = step
+        data["step"] = step
     else:
-        df["step"] = pd.Series(pd.Categorical([IMPLICIT_STEP] * n))
+        data["step"] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[IMPLICIT_STEP])
         warnings.append(f"{path.name}: no Step Id column; all rows form one implicit step")
     name_null = raw["name"].is_null().to_numpy(zero_copy_only=False)
     if name_null.any():
         raise InvalidCaptureError(f"{cols['name']} is empty", path=path, row=int(np.argmax(name_null)) + 1)
-    df["name"] = _categorical(raw["name"])
-    df["op_type"] = _categorical(raw["op_type"])
-    df["core_type"] = _categorical(raw["core_type"]) if "core_type" in cols else _null_categorical(n)
-    df["stream_id"] = _categorical(raw["stream_id"]) if "stream_id" in cols else _null_categorical(n)
-    df["start_ns"] = start
-    df["dur_ns"] = dur
-    df["wait_us"] = floats["wait_us"] if "wait_us" in cols else np.nan
+    data["name"] = _categorical(raw["name"])
+    data["op_type"] = _categorical(raw["op_type"])
+    data["core_type"] = _categorical(raw["core_type"]) if "core_type" in cols else _null_categorical(n)
+    data["stream_id"] = _categorical(raw["stream_id"]) if "stream_id" in cols else _null_categorical(n)
+    data["start_ns"] = start
+    data["dur_ns"] = dur
+    data["wait_us"] = floats["wait_us"] if "wait_us" in cols else np.full(n, np.nan)
     for c in ("input_shapes", "input_dtypes"):
         if c in cols:
-            df[c] = _categorical(raw[c])
+            data[c] = _categorical(raw[c])
     for h in ratio_cols:  # PipeUtilization / ArithmeticUtilization ratios (0..1) and pipe times; N/A -> NaN
         m = _PMU_TIME.match(h)
-        df[f"{m.group(1)}_us" if m else h] = floats[h]
+        data[f"{m.group(1)}_us" if m else h] = floats[h]
+
+    df = pd.DataFrame(data, copy=False)
 
     if "core_type" in cols:
         _prove_core_column(df, cols["core_type"], path)
