@@ -101,8 +101,24 @@ class _Progress:
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in perfgate, never a verdict
 
 
+#: Exit code a command has decided before printing (used when its reader closes the pipe).
+_OUTCOME: dict = {}
+
+
+def _stdout_to_devnull() -> None:
+    """After a BrokenPipeError on stdout (``perfgate ... | head``): send further output and the
+    interpreter's final flush to /dev/null instead of raising again."""
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 class _Group(click.Group):
-    """Maps an unexpected exception to one clear line and exit 70 (traceback with PERFGATE_DEBUG=1)."""
+    """Maps an unexpected exception to one clear line and exit 70 (traceback with PERFGATE_DEBUG=1).
+    A closed stdout pipe is not an error: the command's decided exit code stands (else 0)."""
 
     def invoke(self, ctx):
         import os
@@ -110,6 +126,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
+        except BrokenPipeError:
+            _stdout_to_devnull()
+            sys.exit(_OUTCOME.get("code", 0))
         except PerfgateError as e:
             _fail(e)
         except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
@@ -311,6 +330,11 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
                            with_trace=_with_trace(trace_mode, no_trace), history_path=_history_path(history_path),
                            workers=workers, scheduler=scheduler, progress=_Progress(quiet))
+        if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
+            import dataclasses
+            result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
+                "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
+        _OUTCOME["code"] = result.exit_code
         paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name)
         if html_path:
             from perfgate.htmlreport import write_check_html
@@ -318,12 +342,12 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
                                              history_path=_history_path(history_path))
     except PerfgateError as e:
         _fail(e)
-    _print_summary(result, paths, quiet)
+    try:
+        _print_summary(result, paths, quiet)
+    except BrokenPipeError:  # `perfgate check ... | head -1`: the reader left; the gate goes on
+        _stdout_to_devnull()
     _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary)
-    code = result.exit_code
-    if result.status == terms.NO_BASELINE and no_baseline_ok:
-        code = errors.EXIT_PASS
-    sys.exit(code)
+    sys.exit(result.exit_code)
 
 
 def _publish_github(result, paths, out, comment, key, token_env, summary):
@@ -350,7 +374,7 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
 
 def _history_path(path):
     import os
-    return Path(path or os.environ.get("PERFGATE_HISTORY", "perfgate-history.sqlite"))
+    return Path(path or os.environ.get("PERFGATE_HISTORY") or "perfgate-history.sqlite")  # empty = unset
 
 
 common_history = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
@@ -569,6 +593,8 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
         fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                               scheduler=scheduler, progress=_Progress(output is None))
         text = json.dumps(fp.to_dict(), indent=1, ensure_ascii=False) + "\n"
+        if failed_checks(fp):
+            _OUTCOME["code"] = errors.EXIT_INVALID_CAPTURE
         if output:
             from perfgate.store.atomic import write_atomic
             write_atomic(Path(output), text)

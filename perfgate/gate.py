@@ -168,7 +168,36 @@ def fingerprint_paths(capture_paths, policy, **kw) -> Fingerprint:
     paths = [capture_paths] if isinstance(capture_paths, (str, os.PathLike)) else list(capture_paths)
     if not paths:
         raise UsageError("no capture given")
-    return merge_fingerprints([fingerprint_path(p, policy, **kw) for p in paths])
+    _refuse_same_path(paths)
+    fps = [fingerprint_path(p, policy, **kw) for p in paths]
+    _refuse_same_content(paths, fps)
+    return merge_fingerprints(fps)
+
+
+def _refuse_same_path(paths) -> None:
+    """Repeated runs must be distinct captures: one path given twice would count as two runs."""
+    seen: dict = {}
+    for i, p in enumerate(paths, 1):
+        key = Path(p).resolve()
+        if key in seen:
+            raise UsageError(f"capture {p} is given twice (arguments {seen[key]} and {i}); repeated runs must be "
+                             f"distinct captures, each counted once")
+        seen[key] = i
+
+
+def _refuse_same_content(paths, fps) -> None:
+    """Two captures with identical metric values are one capture copied, not two runs (two
+    profiling runs never agree to the nanosecond): refused, since they would inflate the sample."""
+    from perfgate.store.history import metrics_digest
+    if len(fps) < 2:
+        return
+    seen: dict = {}
+    for p, fp in zip(paths, fps):
+        d = metrics_digest(fp)
+        if d in seen:
+            raise UsageError(f"captures {seen[d]} and {p} have identical metric values: the same capture copied, "
+                             f"not two runs; give each profiling run once")
+        seen[d] = p
 
 
 def _refuse_partial(fp: Fingerprint) -> None:
@@ -397,8 +426,10 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tru
     from perfgate.calibrate import calibrated_policy_text, propose_tolerances
     from perfgate.store.atomic import write_atomic
     paths = list(capture_paths)
+    _refuse_same_path(paths)
     fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
                          fail_closed=policy.fail_closed) for p in paths]
+    _refuse_same_content(paths, fps)
     proposals = propose_tolerances(fps, policy, k=k)
     text = calibrated_policy_text(policy, proposals, source_note=f"{len(paths)} captures")
     out = Path(out_path)

@@ -258,3 +258,76 @@ def test_internal_error_is_exit_70(env, monkeypatch):
     monkeypatch.setattr(perfgate.gate, "check", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     code, out = check(cand())
     assert code == 70 and "internal error: RuntimeError: boom" in out and "Traceback" not in out
+
+
+# --- second fresh-user round (issues 5 / 7 / 10 / 11 merged) ------------------------------------
+
+def test_history_db_under_a_regular_file_is_a_store_error(env):
+    cand, _, tmp_path, bl = env
+    (tmp_path / "afile").write_text("x")
+    r = CliRunner().invoke(main, ["history", "record", str(cand()), "--branch", "main",
+                                  "--db", str(tmp_path / "afile" / "h.sqlite")], env={})
+    assert r.exit_code == 5, r.output
+    assert "cannot create the history database's folder" in r.output and "internal error" not in r.output
+
+
+def test_closed_stdout_pipe_keeps_the_gate_exit_code(env):
+    """`perfgate check ... | head -1` under pipefail: the gate's own code, not 70 / a traceback."""
+    cand, _, tmp_path, bl = env
+    import subprocess
+    import sys
+    worse = cand("worse", extra_calls={"aclnnCast_CastAiCore_Cast": 2})
+    for cap, want in ((cand(), 0), (worse, 1)):
+        p = subprocess.run(["bash", "-c", "set -o pipefail; \"$0\" -m perfgate check --baseline main \"$1\" "
+                            "--baseline-dir \"$2\" --out \"$3\" | head -c 10", sys.executable, str(cap),
+                            str(bl), str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+        assert p.returncode == want, p.stderr
+        assert "Traceback" not in p.stderr and "internal error" not in p.stderr
+
+
+def test_the_same_capture_twice_is_not_two_runs(env):
+    cand, _, tmp_path, bl = env
+    a = cand()
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "dup", str(a), str(a), "--baseline-dir",
+                                  str(bl)], env={})
+    assert r.exit_code == 2 and "given twice" in r.output, r.output
+    copy = tmp_path / "copy"
+    shutil.copytree(a, copy)
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "dup", str(a), str(copy), "--baseline-dir",
+                                  str(bl)], env={})
+    assert r.exit_code == 2 and "identical metric values" in r.output, r.output
+    assert not (bl / "dup.json").exists()
+    r = CliRunner().invoke(main, ["calibrate", str(a), str(copy), str(cand("c3", seed=3)), "--out",
+                                  str(tmp_path / "cal.yaml")], env={})
+    assert r.exit_code == 2 and "identical metric values" in r.output and not (tmp_path / "cal.yaml").exists()
+
+
+def test_no_baseline_ok_reports_the_exit_code_it_uses(env):
+    cand, _, tmp_path, bl = env
+    out = tmp_path / "o"
+    r = CliRunner().invoke(main, ["check", "--baseline", "nosuch", str(cand()), "--baseline-dir", str(bl),
+                                  "--out", str(out), "--no-baseline-ok"], env={})
+    assert r.exit_code == 0, r.output
+    assert "NO_BASELINE (exit 0)" in r.output and "--no-baseline-ok" in r.output
+    assert json.loads((out / "perfgate-result.json").read_text())["exit_code"] == 0
+
+
+def test_empty_baseline_dir_variable_means_the_default(env, monkeypatch):
+    cand, _, tmp_path, bl = env
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "e", str(cand())],
+                           env={"PERFGATE_BASELINE_DIR": ""})
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "baselines" / "e.json").is_file() and not (tmp_path / "e.json").exists()
+
+
+def test_comment_outside_a_pull_request_says_so(env):
+    cand, _, tmp_path, bl = env
+    ev = tmp_path / "event.json"
+    ev.write_text(json.dumps({"ref": "refs/heads/main"}))
+    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cand()), "--baseline-dir", str(bl),
+                                  "--out", str(tmp_path / "o"), "--comment"],
+                           env={"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": str(ev),
+                                "GITHUB_REPOSITORY": "o/r", "GITHUB_TOKEN": "t0k3n-secret"})
+    assert r.exit_code == 0, r.output
+    assert "no pull request in this run (event push)" in r.output and "t0k3n-secret" not in r.output

@@ -469,6 +469,9 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
         res["comment"] = out
         if out.warning:
             warnings.append(out.warning)
+        elif out.action == "skipped":
+            warnings.append(f"--comment: no pull request in this run (event {ctx.event_name or 'none'}); "
+                            f"no comment posted")
     if env.get("GITHUB_OUTPUT"):
         n = result.counts()
         gated = [c for c in result.comparisons if c.gated]

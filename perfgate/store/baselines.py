@@ -26,7 +26,7 @@ DEFAULT_DIR = "baselines"
 
 def default_dir() -> Path:
     """``$PERFGATE_BASELINE_DIR`` or ``./baselines``."""
-    return Path(os.environ.get("PERFGATE_BASELINE_DIR", DEFAULT_DIR))
+    return Path(os.environ.get("PERFGATE_BASELINE_DIR") or DEFAULT_DIR)  # set but empty = unset
 
 
 class BaselineStore:

@@ -117,6 +117,9 @@ class HistoryStore:
                 conn.execute("pragma synchronous = normal")
         except sqlite3.DatabaseError as e:
             raise StoreError(f"cannot open history database: {e}", path=self.path) from None
+        except OSError as e:  # e.g. a parent path component is a regular file
+            raise StoreError(f"cannot create the history database's folder: {e.strerror or e}",
+                             path=self.path) from None
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         if not readonly:
