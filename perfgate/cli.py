@@ -747,6 +747,9 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
     bar = {}
 
     def progress(done, total, cap):
+        if not sys.stderr.isatty():  # CI logs: one plain line per capture instead of a live bar
+            click.echo(f"perfgate sweep: [{done}/{total}] {cap}", err=True)
+            return
         if not bar:
             from rich.console import Console
             from rich.progress import Progress

@@ -208,7 +208,10 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
     for root, cap in caps:
         rel = os.path.relpath(cap, Path(root).resolve())
         out.append({**{c: None for c in COLUMNS}, **rows[cap], "capture": str(Path(root) / rel) if rel != "." else str(root)})
-    return pd.DataFrame(out, columns=COLUMNS)
+    table = pd.DataFrame(out, columns=COLUMNS)
+    for c in ("ranks", "steps", "layers", "self_checks_failed"):  # counts stay integers (blank when failed)
+        table[c] = pd.to_numeric(table[c]).round().astype("Int64")
+    return table
 
 
 def _save(path: Path, row: dict) -> None:

@@ -58,6 +58,8 @@ def test_sweep_cli_rollup(ascend, swept):
     import pandas as pd
     csv = pd.read_csv(out / "sweep.csv")
     assert list(csv.columns) == COLUMNS and len(csv) == 13
+    raw_rows = (out / "sweep.csv").read_text().splitlines()[1:]
+    assert all(",2.0," not in r for r in raw_rows)  # counts are written as integers, not floats
     ok = csv[csv["status"] == "ok"].set_index("capture")
     l1 = ok.loc[str(ascend / "msinsight/test/data/pytorch/text/level1")]
     assert (l1["ranks"], l1["steps"], l1["layers"], l1["top_hccl_kind"]) == (2, 1, 10, "allreduce")
