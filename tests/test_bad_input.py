@@ -331,3 +331,16 @@ def test_comment_outside_a_pull_request_says_so(env):
                                 "GITHUB_REPOSITORY": "o/r", "GITHUB_TOKEN": "t0k3n-secret"})
     assert r.exit_code == 0, r.output
     assert "no pull request in this run (event push)" in r.output and "t0k3n-secret" not in r.output
+
+
+def test_a_timeline_of_something_else_is_refused(env):
+    """trace_view.json replaced by another file's events (no Overlap Analysis, no ProfilerStep):
+    refused naming the file, not a silent pass with the trace self-check skipped."""
+    cand, check, tmp_path, bl = env
+    c = cand()
+    (c / OUT0 / "trace_view.json").write_text('[{"name": "x", "ph": "X", "ts": "1", "dur": 1, "pid": 1, "tid": 1}]')
+    code, out = check(c)
+    assert code == 3, out
+    assert "trace_view.json" in out and "no Overlap Analysis process and no ProfilerStep#N" in out
+    code, out = check(c, "--trace", "never")
+    assert code in (0, 1) and "INVALID" not in out

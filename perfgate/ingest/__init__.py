@@ -227,6 +227,14 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                         f"skipped, tail gaps unavailable); use --trace always to read it")
     elif tv_path.is_file() and with_trace:
         trace = read_trace(tv_path)
+        if not trace.has_overlap and trace.steps.empty and len(kernels.df):
+            # every torch_npu timeline holds the device Overlap Analysis process and / or host
+            # ProfilerStep#N events; one with neither is another file, not this capture's timeline
+            raise InvalidCaptureError(
+                f"holds {trace.n_events:,} event(s) but no Overlap Analysis process and no ProfilerStep#N "
+                f"event, while {kernels.path.name} has {len(kernels.df):,} kernel rows: not the timeline of "
+                f"this capture", path=tv_path,
+                hint="re-export the profiling data, or pass --trace never to gate without the timeline")
     elif not tv_path.is_file():
         missing.append("trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline")
     if trace is not None and trace.dropped_negative:
