@@ -206,8 +206,8 @@ def test_cli_check_names_the_extra_layer(tmp_path):
     r = run(main, ["check", "--baseline", "main", str(tmp_path / "b"), "--baseline-dir", str(tmp_path / "bl"),
                    "--out", str(tmp_path / "out")], env={})
     assert r.exit_code == EXIT_REGRESSION
-    assert "REGRESSION  layers per step (layer count) [rank0]: 6.0 -> 7.0" in r.output
-    assert "attention blocks per step (recurring layers) [rank0]: 6.0 -> 7.0" in r.output
+    assert "REGRESSION  layers per step (layer count) [rank0]: 6 -> 7" in r.output
+    assert "attention blocks per step (recurring layers) [rank0]: 6 -> 7" in r.output
     assert "`layer.count_per_step{view=rank0}` | 6 | 7 | +1" in (tmp_path / "out" / "perfgate-report.md").read_text()
 
 
