@@ -14,9 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from perfgate.errors import PolicyError
+from perfgate.yamlfile import read_mapping
 
 DEFAULT_SEGMENTS = Path(__file__).resolve().parent.parent / "policies" / "segments.yaml"
 BLOCK_KINDS = ("attention", "ffn", "moe", "aicpu", "other")
@@ -129,15 +128,7 @@ def load_segment_rules(path=None) -> SegmentRules:
             ``match``, a block kind outside attention | ffn | moe | aicpu | other.
     """
     path = Path(path or DEFAULT_SEGMENTS)
-    try:
-        text = path.read_text(encoding="utf-8")
-        doc = yaml.safe_load(text)
-    except OSError as e:
-        raise PolicyError(f"cannot read segment rules: {e.strerror}", path=path) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise PolicyError(f"invalid YAML: {e}", path=path) from None
-    if not isinstance(doc, dict):
-        raise PolicyError("segment rules must be a YAML mapping", path=path)
+    doc = read_mapping(path, "segment rules")
     unknown = set(doc) - _TOP
     if unknown:
         raise _err(path, sorted(unknown)[0], f"unknown top-level key (allowed: {sorted(_TOP)})")

@@ -11,10 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from perfgate import opspec, terms
 from perfgate.errors import PolicyError
+from perfgate.yamlfile import read_mapping
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
@@ -203,16 +202,7 @@ def load_policy(path=None) -> Policy:
                               hint="install perfgate from its checkout (pip install -e .) or pass --policy")
         path = DEFAULT_POLICY
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise PolicyError(f"not UTF-8 text (byte {e.start})", path=path) from None
-    except OSError as e:
-        raise PolicyError(f"cannot read policy: {e.strerror}", path=path) from None
-    except yaml.YAMLError as e:
-        raise PolicyError(f"invalid YAML: {e}", path=path) from None
-    if not isinstance(doc, dict):
-        raise PolicyError("policy must be a YAML mapping", path=path)
+    doc = read_mapping(path, "policy")
     unknown = set(doc) - _TOP_KEYS
     if unknown:
         raise _err(path, sorted(unknown)[0], f"unknown top-level key (allowed: {sorted(_TOP_KEYS)})")
