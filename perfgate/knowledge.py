@@ -34,6 +34,10 @@ class Match:
 
 @dataclass(frozen=True)
 class Anchor:
+    """A layer anchor of segments.yaml: rows matching ``match`` (with up to ``lead_max`` preceding
+    ``lead`` rows, e.g. the norm before attention) start a layer; ``unless_after`` / ``within``
+    suppress hits that belong to the current layer; ``min_layers``: hits needed per step.
+    ``companions``: anchors whose hits start attention-less (companion) layers."""
     name: str
     match: tuple
     lead: tuple = ()
@@ -46,6 +50,9 @@ class Anchor:
 
 @dataclass(frozen=True)
 class BlockRules:
+    """How a layer splits into blocks: cut before rows matching ``cut_before`` (norms) and at
+    AI_CPU runs (``aicpu_core``); a block's kind is the first of ``kinds`` any of its rows
+    matches (attention | ffn | moe ...), else ``default``."""
     cut_before: tuple
     aicpu_core: re.Pattern | None
     kinds: tuple          # ((kind, (Match, ...)), ...)
@@ -54,6 +61,8 @@ class BlockRules:
 
 @dataclass(frozen=True)
 class FusionPattern:
+    """A known fusion pattern: the ordered operator-Type regexes ``steps`` of its decomposed
+    form and the ``fused`` kernel that replaces it; ``medium_min`` steps in order = grade medium."""
     name: str
     fused: str
     steps: tuple          # ordered regexes over operator Type (or the family when Type is N/A)
@@ -62,6 +71,8 @@ class FusionPattern:
 
 @dataclass(frozen=True)
 class FusionRules:
+    """Fusion-candidate rules: element-wise and matmul Type regexes (element-wise chains of at
+    least ``low_min`` kernels between two matmuls = grade low) and the named ``patterns``."""
     elementwise: re.Pattern
     matmul: re.Pattern
     patterns: tuple

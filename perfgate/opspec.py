@@ -131,6 +131,8 @@ class OperatorSpec:
 
 @dataclass(frozen=True)
 class FlopsRule:
+    """One FLOPs-spec entry: kernels matching ``matcher`` get FLOPs from ``formula`` (e.g.
+    ``matmul``: 2·M·N·K from Input Shapes)."""
     matcher: Matcher
     formula: str
 
@@ -176,6 +178,11 @@ def _number(path, key, v, lo=0.0, hi=None):
 
 
 def parse_operators(path, d) -> OperatorSpec:
+    """The ``operators:`` policy section -> :class:`OperatorSpec`.
+
+    Raises:
+        PolicyError: not a mapping, an unknown key, or a value of the wrong type / range.
+    """
     d = d or {}
     if not isinstance(d, dict):
         raise _err(path, "operators", "must be a mapping")
@@ -196,6 +203,12 @@ def parse_operators(path, d) -> OperatorSpec:
 
 
 def parse_phases(path, d) -> PhaseSpec:
+    """The ``phases:`` policy section (``mode`` family | region, ``default``, ``rules``) ->
+    :class:`PhaseSpec`.
+
+    Raises:
+        PolicyError: bad mode, unknown key, bad rule (regex, missing phase name).
+    """
     d = d or {}
     if not isinstance(d, dict):
         raise _err(path, "phases", "must be a mapping with mode / default / rules")
@@ -307,6 +320,12 @@ def load_flops_function(py_path: str):
 
 
 def parse_suggestions(path, items) -> tuple:
+    """The ``suggestions:`` rule table -> tuple of rules (id, priority P0/P1/P2, text, the metric
+    and threshold or consecutive-run condition that fires it). Informational, never gated.
+
+    Raises:
+        PolicyError: unknown key, bad priority, a rule with no condition.
+    """
     out = []
     allowed = {"id", "priority", "text", "metric", "labels", "view", "above", "below", "consecutive",
                "phase", "min_run"}

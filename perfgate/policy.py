@@ -50,6 +50,8 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Rule:
+    """Per-metric policy: ``gated`` (can fail the gate), ``direction`` (lower_is_better |
+    higher_is_better | exact) and ``tolerance`` (abs in the metric unit, rel fraction, or pp)."""
     gated: bool
     direction: str
     tolerance: Tolerance

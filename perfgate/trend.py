@@ -42,6 +42,9 @@ class ChangePoint:
 
 
 def robust_sigma(y: np.ndarray) -> float:
+    """Noise scale of a series from its first differences: 1.4826 x MAD(diff) / sqrt(2)
+    (robust to level shifts and outliers); the standard deviation when that is 0; 0 for fewer
+    than two points."""
     d = np.diff(y)
     if len(d) == 0:
         return 0.0

@@ -565,6 +565,7 @@ def _bubble_note_rank(r) -> list:
 
 
 def failed_checks(fp: Fingerprint) -> list:
+    """The self-checks of ``fp`` with status ``fail`` (any one makes the capture invalid)."""
     return [c for c in fp.self_checks if c.status == FAIL]
 
 

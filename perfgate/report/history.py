@@ -78,6 +78,8 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
 
 
 def render_journal(table: pd.DataFrame, key: str) -> str:
+    """Tuning journal (from :func:`journal_table`) as a Markdown table: round, change note,
+    status, the key metric and its change vs the previous kept run and vs the first run."""
     lines = [f"| round | change | status | {key} | vs previous kept | vs first |", "|---|---|---|---|---|---|"]
     for d in table.to_dict("records"):
         v = d[key]

@@ -16,6 +16,7 @@ _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.I
 
 
 def marker(key: str) -> str:
+    """Hidden HTML comment that identifies perfgate's sticky PR comment for ``key``."""
     return f"<!-- perfgate:report key={key} -->"
 
 
