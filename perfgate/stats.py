@@ -141,8 +141,9 @@ def effect_ci(base, cand, kind: str, *, confidence=0.95) -> tuple[float, float]:
 
 
 def mwu_p(base, cand) -> float:
-    """Two-sided Mann-Whitney U p (``method="auto"``: exact for small samples without ties).
-    Identical constant samples give 1.0."""
+    """Two-sided Mann-Whitney U p of two 1-D samples of one metric (any unit; scipy.stats.
+    mannwhitneyu, ``method="auto"``: exact for small samples without ties). Identical constant
+    samples give 1.0."""
     x = np.asarray(base, dtype=float)
     y = np.asarray(cand, dtype=float)
     if np.all(x == x[0]) and np.all(y == y[0]) and x[0] == y[0]:

@@ -60,8 +60,9 @@ def parse_shapes(text) -> list[list[int]] | None:
 
 
 def matmul_flops(shapes_text) -> float | None:
-    """2·batch·M·N·K from Input Shapes (see the module docstring); None when the shapes do not
-    describe a matrix product."""
+    """FLOPs of one MatMul call, 2·batch·M·N·K (a multiply-add counts as 2 FLOPs, the convention
+    of the peak tables) from its Input Shapes text (see the module docstring); None when the
+    shapes do not describe a matrix product."""
     sh = parse_shapes(shapes_text)
     if not sh or len(sh) < 2 or len(sh[0]) < 2 or len(sh[1]) < 2:
         return None
