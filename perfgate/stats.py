@@ -25,7 +25,10 @@ both sides and a policy rule:
    for ``pp`` / ``abs``, with its distribution-free (Moses) confidence interval, the inversion
    of the same Mann-Whitney U test (:func:`effect_ci`). A difference counts only when it is significant (q < alpha) AND the whole
    interval lies beyond the tolerance: then the metric's direction decides regression or
-   improvement. Significant with the interval inside the tolerance: ``unchanged`` (real but
+   improvement. For a metric with a direction each of these questions is one-sided and read
+   from a one-sided ``confidence`` bound (the ends of the ``2·confidence − 1`` interval, as in
+   TOST); for ``exact`` metrics from the two-sided ``confidence`` interval
+   (:func:`interval_level`). Significant with the interval inside the tolerance: ``unchanged`` (real but
    small). Significant with the interval straddling the tolerance: ``unsure``, with an
    estimate of the runs needed to decide (interval half-width shrinking as 1/sqrt(runs)).
 
@@ -166,6 +169,26 @@ def _fmt_effect(v: float, kind: str, unit: str) -> str:
     return f"{v:+,.3f} {unit}"
 
 
+def interval_level(confidence: float, direction: str) -> tuple[float, str]:
+    """The two-sided coverage of the interval :func:`_verdict` reads, and its name.
+
+    For a metric with a direction (``lower_is_better`` / ``higher_is_better``) each question
+    the verdict asks is one-sided: "is the shift above +tolerance (worse)?", "is it below
+    −tolerance (better)?", "is it inside ±tolerance?" (two one-sided tests, TOST). Each is
+    answered at level ``confidence`` by one end of the two-sided interval of coverage
+    ``2·confidence − 1`` (0.95 → the 90 % interval, whose ends are one-sided 95 % bounds;
+    Schuirmann 1987 for the equivalence case). Only one of "worse" and "better" can hold, so
+    the error of a regression claim stays ``1 − confidence``. For ``exact`` metrics either
+    side is a regression, so the full two-sided ``confidence`` interval is used.
+
+    Returns:
+        ``(coverage of the two-sided interval, 0..1; text naming it for reasons)``.
+    """
+    if direction in (terms.LOWER_IS_BETTER, terms.HIGHER_IS_BETTER):
+        return 2.0 * confidence - 1.0, f"one-sided {confidence:.0%} bounds"
+    return confidence, f"{confidence:.0%} CI"
+
+
 def _eligible(c: Comparison, base: Fingerprint, cand: Fingerprint, policy: Policy) -> bool:
     if c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT, terms.UNCHANGED):
         return False
@@ -244,9 +267,11 @@ def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparis
         why = (f"no significant difference (Mann-Whitney U p={d['p']:.3g}, Benjamini-Hochberg "
                f"q={d['q']:.3g} ≥ {alpha:g})")
     else:
-        lo, hi = effect_ci(b.samples, k.samples, kind, confidence=float(st["confidence"]))
+        level, ci_name = interval_level(float(st["confidence"]), rule.direction)
+        lo, hi = effect_ci(b.samples, k.samples, kind, confidence=level)
         d["ci"] = [lo, hi]
-        ci_text = (f"{float(st['confidence']):.0%} CI [{_fmt_effect(lo, kind, c.unit)}, "
+        d["ci_level"] = level
+        ci_text = (f"{ci_name} [{_fmt_effect(lo, kind, c.unit)}, "
                    f"{_fmt_effect(hi, kind, c.unit)}]")
         sig = f"significant (p={d['p']:.3g}, q={d['q']:.3g} < {alpha:g}), Hodges-Lehmann shift {eff}, {ci_text}"
         if lo > lim or hi < -lim:
