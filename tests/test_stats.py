@@ -320,3 +320,35 @@ def test_real_level1_level2_as_repeated_runs(text_captures, policy, tmp_path):
     assert not any(c.fails for c in res.comparisons)
     with pytest.raises(UsageError, match="type_available: False vs True"):   # Level0: Type is N/A
         check([text_captures / "level0", caps[0]], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+
+
+def test_directional_metric_reads_one_sided_bounds_exact_reads_two_sided(policy):
+    """A shift whose one-sided 95 % lower bound clears the 5 % tolerance while the two-sided
+    95 % interval still touches it: REGRESSION for step.time_us (lower is better: "worse
+    beyond tolerance?" is one question), UNSURE when the same metric is declared exact (a
+    move either way would count, so both ends of the 95 % interval are read)."""
+    from dataclasses import replace as dc_replace
+
+    from perfgate.stats import interval_level
+    assert interval_level(0.95, terms.LOWER_IS_BETTER) == (pytest.approx(0.90), "one-sided 95% bounds")
+    assert interval_level(0.95, terms.EXACT)[0] == 0.95
+    rng = np.random.default_rng(3)
+    base = list(1000 * np.exp(rng.normal(0, 0.05, 50)))
+    noise = np.exp(rng.normal(0, 0.05, 50))
+    chosen = None
+    for x in np.arange(0.05, 0.12, 0.0005):                  # the smallest shift that splits the two readings
+        cand = list(1000 * (1 + x) * noise)
+        lo90 = effect_ci(base, cand, "rel", confidence=0.90)[0]
+        lo95 = effect_ci(base, cand, "rel", confidence=0.95)[0]
+        if lo90 > 0.05 >= lo95:
+            chosen = cand
+            break
+    assert chosen is not None
+    b, c = step_side(base, runs=5), step_side(chosen, runs=5)
+    got = {x.key: x for x in compare_fingerprints(b, c, policy)[0]}["step.time_us{view=p50}"]
+    assert got.verdict == terms.REGRESSION and got.stats["ci_level"] == pytest.approx(0.90)
+    assert "one-sided 95% bounds" in got.reason
+    exact_rule = dc_replace(policy.rules["step.time_us"], direction=terms.EXACT)
+    exact = dc_replace(policy, rules=dict(policy.rules, **{"step.time_us": exact_rule}))
+    got = {x.key: x for x in compare_fingerprints(b, c, exact)[0]}["step.time_us{view=p50}"]
+    assert got.verdict == terms.UNSURE and got.stats["ci_level"] == 0.95 and "95% CI" in got.reason
