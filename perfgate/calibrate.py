@@ -13,7 +13,16 @@ views counts. Proposed tolerances:
   difference of two single runs), at least the floor.
 
 ``k`` defaults to 3. A proposal below the current tolerance is reported as "could be
-tightened", one above it as "tighter than the measured noise". Pure: returns data and YAML
+tightened", one above it as "tighter than the measured noise".
+
+Power (how many runs to profile): for ``R`` runs per side the smallest true shift that the
+two-gate rule of :mod:`perfgate.stats` catches with probability ``power`` (default 0.99) is
+estimated as ``proposed_stat + (z_c + z_power) · sigma · √(2/R)`` — the normal-approximation
+minimum detectable effect of a difference of two means of ``R`` per-capture values each
+(e.g. Cohen 1988, ch. 2), with ``z_c`` the quantile of the bound the verdict reads (one-sided
+``confidence`` for metrics with a direction, two-sided for exact ones:
+:func:`perfgate.stats.interval_level`). It uses the per-capture sigma, so it does not assume
+the steps of one capture are independent: conservative when they are. Pure: returns data and YAML
 text; :func:`perfgate.gate.calibrate` does the I/O.
 """
 from __future__ import annotations
@@ -23,12 +32,29 @@ import math
 
 import numpy as np
 import yaml
+from scipy.stats import norm
 
 from perfgate.errors import UsageError
 from perfgate.model import Fingerprint
 from perfgate.policy import Policy, Tolerance
+from perfgate.stats import interval_level, settings
 
 MIN_CAPTURES = 3
+POWER_RUNS = (5, 10, 20)
+
+
+def detectable_shift(tolerance: float, sigma: float, runs: int, *, z_bound: float, power: float = 0.99) -> float:
+    """Minimum detectable effect: the smallest true shift (same unit as ``tolerance`` and
+    ``sigma``: fraction for rel, pp, or the metric unit) whose two-gate verdict is a regression
+    with probability ``power`` given ``runs`` captures per side, per-capture noise ``sigma``
+    and the verdict's bound quantile ``z_bound``: ``tolerance + (z_bound + z_power)·sigma·√(2/runs)``.
+
+    Raises:
+        ValueError: ``runs`` < 1 or ``power`` not in (0, 1).
+    """
+    if runs < 1 or not 0 < power < 1:
+        raise ValueError(f"runs must be >= 1 and power in (0, 1), got {runs}, {power}")
+    return float(tolerance + (z_bound + norm.ppf(power)) * sigma * math.sqrt(2.0 / runs))
 FLOOR = {"rel": 0.005, "pp": 0.05, "abs": 0.0}
 
 
@@ -48,7 +74,8 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
     with that sigma), ``captures``, ``current_stat`` / ``proposed_stat`` (effect gate of
     repeated captures) and ``current_single`` / ``proposed_single`` (single-capture tolerance),
     ``verdict_stat`` / ``verdict_single`` (``could be tightened`` / ``tighter than the measured
-    noise`` / ``ok``).
+    noise`` / ``ok``), ``detectable`` ({runs per side: minimum detectable shift at 99 % power,
+    in the tolerance's unit} for :data:`POWER_RUNS`, see :func:`detectable_shift`).
 
     Raises:
         UsageError: fewer than :data:`MIN_CAPTURES` captures, or ``k`` not positive.
@@ -78,9 +105,9 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
         elif tol.kind == "pp":
             s = s * 100.0
         if m.name not in worst or s > worst[m.name][0]:
-            worst[m.name] = (s, key, tol.kind)
+            worst[m.name] = (s, key, tol.kind, dict(m.labels))
     out = []
-    for name, (s, key, kind) in sorted(worst.items()):
+    for name, (s, key, kind, labels) in sorted(worst.items()):
         rule = policy.rule_for(name, {})
         cur_stat = stat_tols.get(name, rule.tolerance)
         cur_single = rule.tolerance
@@ -95,7 +122,11 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
             if prop > cur.value + 1e-12:
                 return "tighter than the measured noise"
             return "ok"
+        level, _ = interval_level(float(settings(policy)["confidence"]), policy.rule_for(name, labels).direction)
+        z_bound = float(norm.ppf(0.5 + level / 2.0))
+        detectable = {r: detectable_shift(p_stat, s, r, z_bound=z_bound) for r in POWER_RUNS}
         out.append({"metric": name, "kind": kind, "sigma": s, "worst_key": key, "captures": len(fps), "k": k,
+                    "detectable": detectable,
                     "current_stat": cur_stat.value if cur_stat.kind == kind else None,
                     "proposed_stat": p_stat, "verdict_stat": judge(cur_stat, p_stat),
                     "current_single": cur_single.value if cur_single.kind == kind else None,

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "perfgate"
-LEVEL = {"errors": 0, "terms": 0, "yamlfile": 0.25, "knowledge": 0.5, "opspec": 0.5, "model": 1, "policy": 1, "ingest": 2, "metrics": 3, "compare": 4, "opcompare": 4, "trend": 4, "stats": 3.5, "attribution": 3.5, "calibrate": 3.5,
+LEVEL = {"errors": 0, "terms": 0, "yamlfile": 0.25, "knowledge": 0.5, "opspec": 0.5, "model": 1, "policy": 1, "ingest": 2, "metrics": 3, "compare": 4, "opcompare": 4, "trend": 4, "stats": 3.5, "attribution": 3.5, "calibrate": 3.75,
          "report": 5, "store": 5, "synth": 5, "gate": 6, "publish": 6, "htmlreport": 6, "sweep": 6.5, "structure": 6.5, "cli": 7, "__init__": 8, "__main__": 8}
 
 

@@ -203,6 +203,11 @@ def test_calibrate_proposes_k_times_robust_sigma(policy):
     assert p["sigma"] == pytest.approx(0.014826)
     assert p["proposed_stat"] == pytest.approx(0.045) and p["verdict_stat"] == "could be tightened"
     assert p["proposed_single"] == pytest.approx(0.063) and p["verdict_single"] == "could be tightened"
+    # step.time_us is lower-is-better: one-sided 95 % bound (z 1.645) + 99 % power (z 2.326):
+    # 4.5 % + 3.971 x 1.4826 % x sqrt(2/5) = 8.22 % with 5 runs per side; 6.36 % with 20
+    assert p["detectable"][5] == pytest.approx(0.045 + 3.9711 * 0.014826 * (2 / 5) ** 0.5, rel=1e-3)
+    assert p["detectable"][20] == pytest.approx(0.0636, abs=2e-4)
+    assert p["detectable"][5] > p["detectable"][10] > p["detectable"][20] > p["proposed_stat"]
     doc = yaml.safe_load(calibrated_policy_text(policy, [p]))
     assert doc["statistics"]["tolerances"]["step.time_us"] == {"rel": 0.045}
     assert doc["metrics"]["step.time_us"]["tolerance"] == {"rel": 0.063}
