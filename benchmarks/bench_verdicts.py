@@ -37,6 +37,8 @@ no-change trial. Printed per scenario and, for no-change trials, per metric clas
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
 import tempfile
 import time
@@ -52,7 +54,7 @@ from perfgate import terms  # noqa: E402
 from perfgate.compare import compare_fingerprints  # noqa: E402
 from perfgate.gate import fingerprint_path, load_checked_policy  # noqa: E402
 from perfgate.metrics.repeat import merge_fingerprints  # noqa: E402
-from perfgate.model import MetricValue, metric_key  # noqa: E402
+from perfgate.model import Fingerprint, MetricValue, metric_key  # noqa: E402
 from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture  # noqa: E402
 
 SCENARIOS = ("no_change", "extra_calls", "comm_share", "step_time", "new_family")
@@ -89,6 +91,29 @@ def synth_spec(args, seed: int, scenario: str, comm_factor: float) -> SynthSpec:
     return SynthSpec(**kw)
 
 
+def _pool_capture(args, policy, work: Path, scenario: str, seed: int, comm_factor: float):
+    """Write and fingerprint one re-capture; with ``--pool-cache`` the fingerprint is kept as
+    JSON under a name made of every parameter that shapes it (reuse it only with the same
+    perfgate code and policy: the cache cannot see code changes)."""
+    spec = synth_spec(args, seed, scenario, comm_factor)
+    cache = None
+    if args.pool_cache:
+        key = (f"r{args.ranks}_s{args.steps}_j{args.jitter}_o{args.outlier_prob}_d{args.comm_drift}"
+               f"_f{comm_factor:.10f}_{scenario}_{seed}.json")
+        cache = Path(args.pool_cache) / key
+        if cache.is_file():
+            return Fingerprint.from_dict(json.loads(cache.read_text()))
+    path = write_capture(work / f"{scenario}_{seed}", spec)
+    fp = fingerprint_path(path, policy, with_trace=False, workers=1)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(fp.to_dict()))
+        tmp.replace(cache)
+    shutil.rmtree(path, ignore_errors=True)
+    return fp
+
+
 def synth_pools(args, policy, work: Path) -> dict:
     pools = {}
     seed = 1000
@@ -98,8 +123,7 @@ def synth_pools(args, policy, work: Path) -> dict:
         fps = []
         for _ in range(n):
             seed += 1
-            path = write_capture(work / f"{scenario}_{seed}", synth_spec(args, seed, scenario, comm_factor))
-            fps.append(fingerprint_path(path, policy, with_trace=False, workers=1))
+            fps.append(_pool_capture(args, policy, work, scenario, seed, comm_factor))
         pools[scenario] = fps
         if scenario == "no_change":
             # the collective length that adds 1 pp to the median Comm share of this pool
@@ -329,6 +353,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--policy", default=None)
     ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--pool-cache", default=None,
+                    help="directory keeping the pool fingerprints between runs (same code and policy only)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS),
                     help="comma-separated injected scenarios to run (no_change always runs)")
     args = ap.parse_args(argv)
