@@ -196,6 +196,7 @@ def test_malformed_baseline_metrics(env):
     (b"self_checks:\n  abs_us_per_row: 1e9\n", "self_checks.abs_us_per_row"),
     (b"self_checks:\n  abs_us_per_row: -1\n", "self_checks.abs_us_per_row"),
     (b"self_checks:\n  require_trace: maybe\n", "self_checks.require_trace"),
+    (b"self_checks:\n  comm_op_identity_abs_us: lots\n", "self_checks.comm_op_identity_abs_us"),
     (b"metrics:\n  step.tiem_us: {direction: lower_is_better, tolerance: {rel: 0.1}}\n", "did you mean 'step.time_us'"),
 ])
 def test_policy_mistakes_are_usage_errors(env, text, needle):
