@@ -294,9 +294,9 @@ def _print_summary(result, paths, quiet):
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
-@click.option("--history", "history_path", default=None, type=click.Path(dir_okay=False),
+@click.option("--history", "--db", "history_path", default=None, type=click.Path(dir_okay=False),
               help="History database for --baseline history:BRANCH (default: $PERFGATE_HISTORY or "
-                   "./perfgate-history.sqlite).")
+                   "./perfgate-history.sqlite); --db is the same option, as in `perfgate history`.")
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address for per-rank work.")
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
@@ -377,8 +377,9 @@ def _history_path(path):
     return Path(path or os.environ.get("PERFGATE_HISTORY") or "perfgate-history.sqlite")  # empty = unset
 
 
-common_history = click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
-                              help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite).")
+common_history = click.option("--db", "--history", "db_path", default=None, type=click.Path(dir_okay=False),
+                              help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite); "
+                                   "--history is the same option, as in `perfgate check`.")
 
 
 @main.group(cls=_Group)
@@ -659,9 +660,9 @@ def demo(out):
 @click.argument("capture", type=click.Path())
 @click.option("--html", "html_path", default="perfgate-report.html", show_default=True,
               type=click.Path(dir_okay=False), help="HTML file to write.")
-@click.option("--history", "history_path", default=None, type=click.Path(dir_okay=False),
+@click.option("--history", "--db", "history_path", default=None, type=click.Path(dir_okay=False),
               help="History database for trend sparklines (default: $PERFGATE_HISTORY or "
-                   "./perfgate-history.sqlite, used when it exists).")
+                   "./perfgate-history.sqlite, used when it exists); --db is the same option.")
 @common_policy
 @common_trace
 @no_trace_opt

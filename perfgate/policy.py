@@ -31,7 +31,7 @@ _FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "categories"}
 _RULE_KEYS = {"gated", "direction", "tolerance"}
 _TOL_KINDS = {"abs", "rel", "pp"}
 _CAT_FIELDS = {"name", "type", "core"}
-_CHECK_KEYS = {"abs_us_per_row", "abs_us_floor", "step_trace_abs_us", "require_trace"}
+_CHECK_KEYS = {"abs_us_per_row", "abs_us_floor", "step_trace_abs_us", "require_trace", "comm_op_identity_abs_us"}
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ def load_policy(path=None) -> Policy:
         overrides.append((ov["metric"], {str(k): str(v) for k, v in labels.items()},
                           _rule_fields(path, key, fields, partial=True)))
     checks = {"abs_us_per_row": 0.001, "abs_us_floor": 0.01, "step_trace_abs_us": 1.0,
-              "require_trace": False}
+              "require_trace": False, "comm_op_identity_abs_us": 1.0}
     sc = doc.get("self_checks") or {}
     unknown = set(sc) - _CHECK_KEYS
     if unknown:

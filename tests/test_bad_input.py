@@ -5,6 +5,7 @@ import os
 import shutil
 import stat
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -195,6 +196,7 @@ def test_malformed_baseline_metrics(env):
     (b"self_checks:\n  abs_us_per_row: 1e9\n", "self_checks.abs_us_per_row"),
     (b"self_checks:\n  abs_us_per_row: -1\n", "self_checks.abs_us_per_row"),
     (b"self_checks:\n  require_trace: maybe\n", "self_checks.require_trace"),
+    (b"self_checks:\n  comm_op_identity_abs_us: lots\n", "self_checks.comm_op_identity_abs_us"),
     (b"metrics:\n  step.tiem_us: {direction: lower_is_better, tolerance: {rel: 0.1}}\n", "did you mean 'step.time_us'"),
 ])
 def test_policy_mistakes_are_usage_errors(env, text, needle):
@@ -344,3 +346,194 @@ def test_a_timeline_of_something_else_is_refused(env):
     assert "trace_view.json" in out and "no Overlap Analysis process and no ProfilerStep#N" in out
     code, out = check(c, "--trace", "never")
     assert code in (0, 1) and "INVALID" not in out
+
+
+# --- odd numeric cells fail closed, the same way in every file kind -----------------------------
+# Only "N/A" and an empty cell mean "not applicable" in a numeric column (SCHEMAS.md §1);
+# nan / NaN / inf / None / null / text in a column the gate reads is exit 3 naming file, data
+# row, CSV row (header = row 1), column and cell, and nothing is written anywhere. One case per
+# file kind runs through the CLI (check, baseline save, history record); the other spellings
+# go straight to the reader (the CLI maps the same InvalidCaptureError to exit 3).
+
+@pytest.fixture(scope="module")
+def clean_rank(tmp_path_factory):
+    """One clean synthetic rank output folder, written once; tests copy files out of it."""
+    root = write_capture(tmp_path_factory.mktemp("clean"), SynthSpec(seed=2, steps=2))
+    return root / OUT0
+
+
+def _copy(clean_rank, tmp_path, fname):
+    dst = tmp_path / fname
+    shutil.copyfile(clean_rank / fname, dst)
+    return dst
+
+
+def _refused_everywhere(env, capture, needles):
+    """check, baseline save and history record all exit 3 with ``needles`` in the message,
+    and neither the baseline nor the history database is written."""
+    _, check, tmp, bl = env
+    code, out = check(capture)
+    assert code == 3, out
+    for n in needles:
+        assert n in out, (n, out)
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "odd", str(capture), "--baseline-dir", str(bl)],
+                           env={})
+    assert r.exit_code == 3 and all(n in r.output for n in needles), r.output
+    assert not (bl / "odd.json").exists() and sorted(p.name for p in bl.iterdir()) == ["main.json"]
+    db = tmp / "hist" / "h.sqlite"
+    r = CliRunner().invoke(main, ["history", "record", str(capture), "--branch", "main", "--db", str(db)], env={})
+    assert r.exit_code == 3 and all(n in r.output for n in needles), r.output
+    if db.exists():  # created empty at most: no run recorded
+        import sqlite3
+        with sqlite3.connect(db) as con:
+            tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
+            assert all(con.execute(f"select count(*) from [{t}]").fetchone()[0] == 0 for t in tables)
+
+
+def test_kernel_nan_duration_is_refused_by_every_command(env):
+    cand, *_ = env
+    c = cand()
+    set_cell(c / OUT0 / "kernel_details.csv", 4, "Duration(us)", "nan")
+    _refused_everywhere(env, c, ["kernel_details.csv row 4", "Duration(us) is not a finite number: 'nan'",
+                                 "(CSV row 5 counting the header as row 1)"])
+
+
+@pytest.mark.parametrize("column,value", [
+    ("Duration(us)", "NaN"), ("Duration(us)", "None"), ("Duration(us)", "inf"), ("Duration(us)", "NA"),
+    ("Start Time(us)", "nan"), ("Start Time(us)", "null"), ("Wait Time(us)", "inf"), ("Wait Time(us)", "NaN"),
+    ("Wait Time(us)", "abc"),
+])
+def test_kernel_numeric_cell_that_is_not_a_number(clean_rank, tmp_path, column, value):
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.kernels import read_kernels
+    k = _copy(clean_rank, tmp_path, "kernel_details.csv")
+    set_cell(k, 4, column, value)
+    with pytest.raises(InvalidCaptureError) as e:
+        read_kernels(k)
+    assert e.value.exit_code == 3 and e.value.row == 4 and e.value.path == str(k)
+    assert f"{column} is not a finite number: {value!r} (CSV row 5 counting the header as row 1)" in str(e.value)
+
+
+def test_kernel_na_spellings_stay_not_applicable(clean_rank, tmp_path):
+    """N/A and empty Duration rows are still left out and counted (P06), N/A Wait Time is NaN."""
+    from perfgate.ingest.kernels import read_kernels
+    k = _copy(clean_rank, tmp_path, "kernel_details.csv")
+    set_cell(k, 3, "Duration(us)", "N/A")
+    set_cell(k, 5, "Duration(us)", "")
+    set_cell(k, 6, "Wait Time(us)", "N/A")
+    t = read_kernels(k)
+    assert t.invalid_rows == (3, 5) and 6 in set(t.df["row"])
+    assert np.isnan(t.df.loc[t.df["row"] == 6, "wait_us"]).all() and t.df["wait_us"].notna().sum() == len(t.df) - 1
+
+
+def test_kernel_fast_and_string_path_give_the_same_error(clean_rank, tmp_path, monkeypatch):
+    """The typed pyarrow path and the string path refuse the same cell with the same message
+    (pyarrow itself parses "inf" in the float64 Wait Time column: the reader must not keep it)."""
+    import pyarrow as pa
+    import perfgate.ingest.kernels as kmod
+    from perfgate.ingest.csvread import DECIMAL_US, read_typed_columns
+    from perfgate.errors import InvalidCaptureError
+    cols = {"start_us": "Start Time(us)", "dur_us": "Duration(us)", "wait_us": "Wait Time(us)"}
+    types = {"start_us": DECIMAL_US, "dur_us": DECIMAL_US, "wait_us": pa.float64()}
+    assert read_typed_columns(clean_rank / "kernel_details.csv", cols, types) is not None  # fast path taken
+    for i, (column, value) in enumerate((("Duration(us)", "nan"), ("Start Time(us)", "NaN"), ("Wait Time(us)", "inf"))):
+        k = _copy(clean_rank, tmp_path, "kernel_details.csv")
+        set_cell(k, 2, column, value)
+        assert (read_typed_columns(k, cols, types) is not None) == (column == "Wait Time(us)")
+        msgs = []
+        for force_string in (False, True):
+            with monkeypatch.context() as m:
+                if force_string:
+                    m.setattr(kmod, "read_typed_columns", lambda *a, **kw: None)
+                with pytest.raises(InvalidCaptureError) as e:
+                    kmod.read_kernels(k)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1], msgs
+        assert f"row 2: {column} is not a finite number: {value!r} (CSV row 3 counting the header as row 1)" in msgs[0]
+
+
+def test_op_summary_numeric_cell(clean_rank, tmp_path):
+    """msprof's op_summary_*.csv (Task Duration(us) ...) goes through the same reader."""
+    import csv
+    import io
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.kernels import read_kernels
+    with open(clean_rank / "kernel_details.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    ren = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type", "Start Time(us)": "Task Start Time(us)",
+           "Duration(us)": "Task Duration(us)", "Wait Time(us)": "Task Wait Time(us)"}
+    drop = rows[0].index("Step Id")  # msprof has no Step Id column
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([ren.get(h, h) for h in r[:drop] + r[drop + 1:]] for r in rows)
+    ops = tmp_path / "op_summary_20260101000000.csv"
+    ops.write_text(out.getvalue())
+    assert len(read_kernels(ops).df) == len(rows) - 1
+    set_cell(ops, 7, "Task Duration(us)", "NaN")
+    with pytest.raises(InvalidCaptureError) as e:
+        read_kernels(ops)
+    assert e.value.exit_code == 3 and e.value.row == 7
+    assert "op_summary_20260101000000.csv row 7: Task Duration(us) is not a finite number: 'NaN' (CSV row 8" in str(e.value)
+
+
+def test_step_trace_nan_is_refused_by_every_command(env):
+    cand, *_ = env
+    c = cand()
+    set_cell(c / OUT0 / "step_trace_time.csv", 2, "Computing", "nan")
+    _refused_everywhere(env, c, ["step_trace_time.csv row 2", "Computing is not a finite number: 'nan'",
+                                 "CSV row 3 counting the header as row 1"])
+
+
+@pytest.mark.parametrize("column,value,why", [
+    ("Free", "inf", "is not a finite number"), ("Communication", "NaN", "is not a finite number"),
+    ("Communication(Not Overlapped)", "abc", "is not a finite number"), ("Preparing", "None", "is not a finite number"),
+    ("Computing", "N/A", "has no value"), ("Free", "", "has no value"),
+])
+def test_step_trace_numeric_cell(clean_rank, tmp_path, column, value, why):
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.steps import read_step_trace
+    p = _copy(clean_rank, tmp_path, "step_trace_time.csv")
+    set_cell(p, 2, column, value)
+    with pytest.raises(InvalidCaptureError) as e:
+        read_step_trace(p)
+    shown = "'N/A or empty'" if why == "has no value" else repr(value)
+    assert e.value.exit_code == 3 and e.value.row == 2
+    assert f"step_trace_time.csv row 2: {column} {why}: {shown} (CSV row 3 counting the header as row 1)" in str(e.value)
+
+
+def _corrupt_comm(path, step, field, raw, link=False):
+    doc = json.loads(path.read_text())
+    op = [k for k in doc[step]["collective"] if k != "Total Op Info"][1]
+    info = doc[step]["collective"][op]
+    if link:
+        info["Communication Bandwidth Info"] = {"HCCS": {"Transit Size(MB)": 28.6, "Transit Time(ms)": 1.8,
+                                                         "Bandwidth(GB/s)": 15.7, field: "@@CELL@@"}}
+    else:
+        info["Communication Time Info"][field] = "@@CELL@@"
+    path.write_text(json.dumps(doc).replace('"@@CELL@@"', raw))
+    return op
+
+
+def test_communication_json_nan_is_refused_by_every_command(env):
+    cand, *_ = env
+    c = cand()
+    op = _corrupt_comm(c / OUT0 / "communication.json", "step11", "Elapse Time(ms)", "NaN")
+    _refused_everywhere(env, c, ["communication.json", f"step11.collective.{op}",
+                                 "Communication Time Info.Elapse Time(ms) is NaN, not a finite non-negative number"])
+
+
+@pytest.mark.parametrize("field,raw,link", [
+    ("Wait Time(ms)", "Infinity", False), ("Idle Time(ms)", "null", False), ("Transit Time(ms)", '"nan"', False),
+    ("Start Timestamp(us)", '"N/A"', False), ("Start Timestamp(us)", "NaN", False),
+    ("Synchronization Time(ms)", "-Infinity", False), ("Transit Size(MB)", "NaN", True),
+    ("Transit Size(MB)", '"12.5"', True), ("Transit Time(ms)", "null", True),
+])
+def test_communication_json_numeric_field(clean_rank, tmp_path, field, raw, link):
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.comm import read_communication
+    p = _copy(clean_rank, tmp_path, "communication.json")
+    op = _corrupt_comm(p, "step11", field, raw, link)
+    with pytest.raises(InvalidCaptureError) as e:
+        read_communication(p)
+    where = "Communication Bandwidth Info.HCCS." if link else "Communication Time Info."
+    assert e.value.exit_code == 3 and e.value.path == str(p)
+    assert f"step11.collective.{op}: {where}{field} is {raw}, not a" in str(e.value)

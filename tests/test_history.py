@@ -263,3 +263,35 @@ def test_schema_versioning(tmp_path):
         HistoryStore(db)
     with pytest.raises(StoreError, match="schema version 99"):
         HistoryStore(db, readonly=True)
+
+
+def test_history_db_option_has_both_names(tmp_path):
+    """`check --db` = `check --history`, `history ... --history` = `history ... --db`, and
+    `report --db` = `report --history`: one option, two spellings, the same database."""
+    from perfgate.synth import SynthSpec, write_capture
+    run = lambda *a: CliRunner().invoke(main, list(map(str, a)), env={})
+    db = tmp_path / "h.sqlite"
+    caps = [write_capture(tmp_path / f"c{s}", SynthSpec(seed=s, ranks=1, steps=2)) for s in range(3)]
+    for i, cap in enumerate(caps):  # record with both spellings into one file
+        r = run("history", "record", cap, "--branch", "main", "--commit", f"s{i}", "--history" if i % 2 else "--db", db)
+        assert r.exit_code == 0 and str(db) in r.output, r.output
+    runs = {opt: json.loads(run("history", "runs", opt, db, "--format", "json").output) for opt in ("--db", "--history")}
+    assert [x["commit"] for x in runs["--db"]] == ["s0", "s1", "s2"] and runs["--db"] == runs["--history"]
+    results = {}
+    for opt in ("--history", "--db"):
+        out = tmp_path / f"o{opt}"
+        r = run("check", "--baseline", "history:main", caps[0], opt, db, "--out", out)
+        doc = json.loads((out / "perfgate-result.json").read_text())
+        results[opt] = (r.exit_code, doc["status"], [n for n in doc["notes"] if n.startswith("baseline history:main")])
+    assert results["--history"] == results["--db"] and results["--db"][0] == 0 and results["--db"][2], results
+    for opt in ("--history", "--db"):  # a missing database: the same error through either name
+        r = run("check", "--baseline", "history:main", caps[0], opt, tmp_path / "missing.sqlite", "--out", tmp_path / "o")
+        assert r.exit_code == 4 and "no history database" in r.output and "missing.sqlite" in r.output
+        r = run("history", "runs", opt, tmp_path / "missing.sqlite")
+        assert r.exit_code == 5 and "no history database" in r.output
+    r = run("report", caps[0], "--html", tmp_path / "r.html", "--db", db)  # --history: test_html_report.py
+    assert r.exit_code == 0 and (tmp_path / "r.html").is_file(), r.output
+    r = run("check", "--help")
+    assert "--history, --db" in r.output
+    r = run("history", "record", "--help")
+    assert "--db, --history" in r.output

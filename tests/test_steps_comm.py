@@ -2,6 +2,7 @@
 writer), warm-up, slow rank, ranks from different runs, HCCL kinds and exposed-communication
 attribution, communication.json figures and bad input."""
 import json
+from pathlib import Path
 import shutil
 
 import numpy as np
@@ -248,6 +249,53 @@ def test_comm_op_identity_violation_fails_closed(tmp_path, policy):
         save_baseline(root, "main", policy=policy, store=store, env={})
     assert op.split("@")[0] in e.value.message
 
+
+
+def test_comm_op_identity_holds_on_every_real_file(ascend, policy):
+    """Elapse = Transit + Wait + Idle (SCHEMAS.md §5) on every real communication.json, well
+    inside the policy's self_checks.comm_op_identity_abs_us (measured: at most 1.1e-13 us)."""
+    from perfgate.ingest.comm import read_communication
+    from perfgate.metrics.comm import op_identity_checks
+    files = sorted(ascend.rglob("communication.json"))
+    assert len(files) >= 6
+    tol = policy.self_checks["comm_op_identity_abs_us"]
+    assert tol == 1.0
+    nops = 0
+    for f in files:
+        comm = read_communication(f)
+        ops = comm.ops
+        nops += len(ops)
+        diff = (ops["elapse_us"] - (ops["transit_us"] + ops["wait_us"] + ops["idle_us"])).abs()
+        assert diff.max() < 1e-6, (f, diff.max())
+        checks = op_identity_checks(comm, 0, f.name, tol_us=tol)
+        assert checks and {c.status for c in checks} == {"pass"}, f
+    assert nops == 72
+
+
+def test_comm_op_identity_tolerance_comes_from_the_policy(tmp_path, policy):
+    """A 0.25 ms (250 us) mismatch on one op of rank 1: refused with the default 1 us, naming
+    op and rank; accepted when the policy's tolerance is 300 us."""
+    from perfgate.policy import load_policy
+    root = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=1))
+    p = root / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json"
+    doc = json.loads(p.read_text())
+    op = [k for k in doc["step10"]["collective"] if k != "Total Op Info"][1]
+    doc["step10"]["collective"][op]["Communication Time Info"]["Idle Time(ms)"] += 0.25
+    p.write_text(json.dumps(doc))
+    with pytest.raises(InvalidCaptureError) as e:
+        save_baseline(root, "main", policy=policy, store=BaselineStore(tmp_path / "bl"), env={})
+    msg = e.value.message
+    assert "self-check comm_op_identity failed on rank 1 step 10" in msg and op.split("@")[0] in msg
+    assert "off by more than 1.0 us, self_checks.comm_op_identity_abs_us" in msg
+    assert not (tmp_path / "bl" / "main.json").exists()
+    wide = tmp_path / "wide.yaml"
+    wide.write_text((Path(__file__).resolve().parents[1] / "policies/default.yaml").read_text()
+                    .replace("comm_op_identity_abs_us: 1.0", "comm_op_identity_abs_us: 300"))
+    pol = load_policy(wide)
+    assert pol.self_checks["comm_op_identity_abs_us"] == 300
+    fp = fingerprint_capture(load_capture(root), pol)
+    got = [c for c in fp.self_checks if c.name == "comm_op_identity" and c.rank == 1]
+    assert [c.status for c in got] == ["pass"] and "largest difference 250.000000 us" in got[0].message
 
 def test_bubble_unreliable_for_batchsendrecv(tmp_path, policy):
     root = write_capture(tmp_path / "pp", SynthSpec(ranks=1, steps=1))

@@ -53,8 +53,14 @@ KNOWN_CORE_TYPES = frozenset({
 })
 # Values that mean "the communication core" in any generation (HCCL <= 2025-01, COMMUNICATION after).
 COMM_CORE_TYPES = frozenset({"HCCL", "COMMUNICATION"})
-# Cells that mean "no value" (P06).
+# Cells that mean "no value" (P06) in a *text* column (Name, Type, Accelerator Core, Step Id,
+# Stream ID, shapes): every spelling a spreadsheet round trip may leave.
 MISSING_TOKENS = ("N/A", "", "NA", "n/a", "NaN", "nan", "None", "null")
+# The only "not applicable" spellings a *numeric* cell may hold: torch_npu / msprof write
+# ``N/A`` (communication rows, missing PMU metrics; SCHEMAS.md §1) or leave the cell empty.
+# Any other non-number (``nan``, ``NaN``, ``inf``, ``None``, ``null``, text) in a numeric
+# column the gate reads is an invalid capture (exit 3), never a silently dropped row.
+NA_MARKERS = ("N/A", "")
 
 # Overlap Analysis thread/event names in trace_view.json (torch_npu).
 OVERLAP_PROCESS = "Overlap Analysis"

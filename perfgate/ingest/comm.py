@@ -3,6 +3,14 @@
 Units in this file are milliseconds and MB (unlike the µs CSVs); times returned here are µs.
 The per-kind ``"Total Op Info"`` entry is an aggregate of the ops beside it and is skipped
 when summing, so nothing is counted twice (P08).
+
+Every numeric field read here (``Start Timestamp(us)``, ``Elapse`` / ``Transit`` / ``Wait`` /
+``Synchronization`` / ``Idle Time(ms)``, a link's ``Transit Size(MB)`` / ``Transit Time(ms)``)
+must be a finite, non-negative JSON number. The file has no not-applicable marker (SCHEMAS.md
+§5; every value in the real samples is a number), so ``null``, a string such as ``"N/A"``,
+and the ``NaN`` / ``Infinity`` tokens Python's json module accepts are an InvalidCaptureError
+naming the file, the op (``step<N>.<kind>.<op>@<group>``), the field and its JSON text. A
+field that is absent reads as 0 (``Start Timestamp(us)``: NaN), as before.
 """
 from __future__ import annotations
 
@@ -39,24 +47,36 @@ class CommData:
     links: pd.DataFrame
 
 
-def _ms(info: dict, key: str) -> float:
-    """ms -> us; a value that is not a finite, non-negative number is an error."""
-    v = info.get(key, 0.0)
-    if v is None:
-        return 0.0
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"{key} is {v!r}, not a number")
+def _num(info: dict, key: str, absent: float = 0.0, where: str = "") -> float:
+    """``info[key]`` as a float (``absent`` when the key is missing).
+
+    Raises:
+        ValueError: the value is not a finite, non-negative JSON number (``null``, a string,
+            a bool, ``NaN``, ``Infinity``, negative); the message names ``where + key`` and
+            the value as JSON text.
+    """
+    if key not in info:
+        return absent
+    v = info[key]
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{where}{key} is {json.dumps(v)}, not a number")
     if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{key} is {v!r}, not a finite non-negative time")
-    return float(v) * 1000.0
+        raise ValueError(f"{where}{key} is {json.dumps(v)}, not a finite non-negative number")
+    return float(v)
+
+
+def _ms(info: dict, key: str, where: str = "Communication Time Info.") -> float:
+    """ms -> us; a value that is not a finite, non-negative number is an error (:func:`_num`)."""
+    return _num(info, key, where=where) * 1000.0
 
 
 def read_communication(path: Path) -> CommData:
     """Read communication.json.
 
     Raises:
-        InvalidCaptureError: empty file, invalid JSON (names the byte offset), or a structure
-            other than ``{"step<N>": {"collective"|"p2p": {op: {...}}}}``.
+        InvalidCaptureError: empty file, invalid JSON (names the byte offset), a structure
+            other than ``{"step<N>": {"collective"|"p2p": {op: {...}}}}``, or a numeric field
+            that is not a finite non-negative number (names op, field and value).
     """
     path = Path(path)
     data = path.read_bytes()
@@ -89,18 +109,19 @@ def read_communication(path: Path) -> CommData:
                         path=path)
                 name, _, group = op.partition("@")
                 try:
-                    start = t.get("Start Timestamp(us)")
                     rows.append({"step": step, "kind": kind, "op": name, "group": group,
-                                 "start_us": float(start) if start is not None else float("nan"),
+                                 "start_us": _num(t, "Start Timestamp(us)", float("nan"),
+                                                  "Communication Time Info."),
                                  "elapse_us": _ms(t, "Elapse Time(ms)"),
                                  "transit_us": _ms(t, "Transit Time(ms)"), "wait_us": _ms(t, "Wait Time(ms)"),
                                  "sync_us": _ms(t, "Synchronization Time(ms)"),
                                  "idle_us": _ms(t, "Idle Time(ms)")})
                     for link, li in ((info.get("Communication Bandwidth Info") or {}).items()):
                         if isinstance(li, dict):
+                            where = f"Communication Bandwidth Info.{link}."
                             links.append({"step": step, "kind": kind, "op": name, "link": link,
-                                          "size_mb": float(li.get("Transit Size(MB)", 0.0) or 0.0),
-                                          "time_us": _ms(li, "Transit Time(ms)")})
+                                          "size_mb": _num(li, "Transit Size(MB)", where=where),
+                                          "time_us": _ms(li, "Transit Time(ms)", where)})
                 except (TypeError, ValueError) as e:
                     raise InvalidCaptureError(f"{step_key}.{kind}.{op}: {e}", path=path) from None
     return CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),

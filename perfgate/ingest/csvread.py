@@ -4,6 +4,12 @@ Every cell is read as a string (pyarrow's CSV engine handles quotes, doubled quo
 ``"""8,2048"""``, CRLF and a UTF-8 BOM), whitespace and the Excel-guard TAB are trimmed, and
 ``N/A`` / empty cells become nulls. Numbers are converted afterwards so that a bad cell can be
 reported with its file and row instead of silently turning into NaN.
+
+Numeric columns accept only the not-applicable spellings of :data:`NA_MARKERS` (``N/A``,
+empty; SCHEMAS.md §1); ``nan``, ``inf``, ``None`` or text there is an
+:class:`~perfgate.errors.InvalidCaptureError` from :func:`cell_error`, which names the file,
+the data row (``row``; the header is row 0) and the same row counted the way a spreadsheet
+does (header = row 1), the column and the cell text.
 '''
 from __future__ import annotations
 
@@ -19,7 +25,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from perfgate.errors import InvalidCaptureError
-from perfgate.ingest.aliases import MISSING_TOKENS
+from perfgate.ingest.aliases import MISSING_TOKENS, NA_MARKERS
+
+
+def cell_error(path: Path, row: int, column: str, text, why: str) -> InvalidCaptureError:
+    """The error for one bad numeric cell: ``<file> row <data row>: <column> <why>: <text>
+    (CSV row <data row + 1>, header = row 1)``. ``row`` is the 1-based data row (the first
+    line after the header is row 1, as everywhere in perfgate's messages)."""
+    return InvalidCaptureError(f"{column} {why}: {text!r} (CSV row {row + 1} counting the header as row 1)",
+                               path=path, row=row)
 
 
 def read_header(path: Path) -> list[str]:
@@ -109,8 +123,10 @@ def _non_utf8_row(path: Path, err: UnicodeDecodeError) -> int | None:
 
 
 def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
-                       trim: set | None = None) -> tuple[dict, int]:
-    """Read the given header columns as Arrow string arrays; ``N/A`` / empty cells are null.
+                       trim: set | None = None, numeric: set | frozenset = frozenset()) -> tuple[dict, int]:
+    """Read the given header columns as Arrow string arrays; missing-value cells are null:
+    in ``numeric`` columns only :data:`NA_MARKERS` (``N/A``, empty), in the others every
+    spelling of :data:`MISSING_TOKENS` (``nan``, ``None``, ... too).
 
     Args:
         path: CSV file.
@@ -119,6 +135,8 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
         trim: canonical columns to strip of whitespace and the Excel-guard TAB (then checked
             for N/A again); None = all. Categorical columns can instead be trimmed per
             distinct value by the caller.
+        numeric: canonical columns holding numbers (see above); their other non-numbers stay
+            strings so that the converter reports them.
 
     Returns:
         ``({canonical: pyarrow.ChunkedArray}, rows)``. Only the requested columns are parsed
@@ -129,7 +147,7 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
     """
     wanted = list(dict.fromkeys(columns.values()))
     convert = pacsv.ConvertOptions(include_columns=wanted, column_types={c: pa.string() for c in wanted},
-                                   null_values=list(MISSING_TOKENS), strings_can_be_null=True,
+                                   null_values=list(NA_MARKERS), strings_can_be_null=True,
                                    quoted_strings_can_be_null=True)
     table = None
     # Profiler CSVs have no line breaks inside values, which lets pyarrow split the file into
@@ -150,15 +168,15 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
     if table.num_rows == 0:
         raise InvalidCaptureError("file has a header but no data rows", path=path, row=0,
                                   hint="an empty export is not a capture; check that profiling ran")
-    missing = pa.array(MISSING_TOKENS)
+    missing, markers = pa.array(MISSING_TOKENS), pa.array(NA_MARKERS)
     out = {}
     for canon, col in columns.items():
         arr = table.column(col)
         if trim is None or canon in trim:
             arr = pc.utf8_trim_whitespace(arr)
-            na = pc.is_in(arr, value_set=missing)
-            if pc.any(na).as_py():  # copying the column only when a trimmed cell is N/A
-                arr = pc.if_else(na, pa.scalar(None, pa.string()), arr)
+        na = pc.is_in(arr, value_set=markers if canon in numeric else missing)
+        if pc.any(na).as_py():  # copying the column only when a cell is a missing-value token
+            arr = pc.if_else(na, pa.scalar(None, pa.string()), arr)
         out[canon] = arr
     return out, table.num_rows
 
@@ -171,7 +189,10 @@ DECIMAL_US = pa.decimal128(38, 3)
 def read_typed_columns(path: Path, columns: dict[str, str], types: dict) -> tuple[dict, int] | None:
     """Fast path: let pyarrow's CSV reader parse the given header columns straight into Arrow
     types (``DICT_STRING`` for names, ``DECIMAL_US`` for µs values with up to 3 decimals,
-    ``pa.float64()``), ``N/A`` / empty cells null, in one multithreaded pass.
+    ``pa.float64()``), ``N/A`` / empty cells null (:data:`NA_MARKERS` only: ``nan`` or
+    ``None`` in a decimal column makes the fast path give up, and stays a string in a text
+    column, where the caller maps it), in one multithreaded pass. Note that pyarrow parses
+    ``nan`` / ``inf`` into a float64 column: callers check those for finiteness.
 
     Args:
         columns: canonical name -> header name; types: canonical name -> Arrow type (string
@@ -187,7 +208,7 @@ def read_typed_columns(path: Path, columns: dict[str, str], types: dict) -> tupl
     wanted = list(dict.fromkeys(columns.values()))
     col_types = {columns[c]: types.get(c, pa.string()) for c in columns}
     convert = pacsv.ConvertOptions(include_columns=wanted, column_types=col_types,
-                                   null_values=list(MISSING_TOKENS), strings_can_be_null=True,
+                                   null_values=list(NA_MARKERS), strings_can_be_null=True,
                                    quoted_strings_can_be_null=True)
     try:
         table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 24),
@@ -223,10 +244,12 @@ def decimal_to_scaled_int(arr: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
     return np.concatenate(lows).astype(np.int64, copy=False), np.concatenate(nulls)
 
 
-def read_string_table(path: Path, columns: dict[str, str], ncols: int) -> pd.DataFrame:
-    """Like :func:`read_arrow_columns`, as a pandas DataFrame of strings plus ``row``
-    (1-based data row number, header = row 0). For small files (step_trace_time.csv)."""
-    cols, n = read_arrow_columns(path, columns, ncols)
+def read_string_table(path: Path, columns: dict[str, str], ncols: int,
+                      numeric: set | frozenset = frozenset()) -> pd.DataFrame:
+    """Like :func:`read_arrow_columns` (``numeric`` as there), as a pandas DataFrame of
+    strings plus ``row`` (1-based data row number, header = row 0). For small files
+    (step_trace_time.csv)."""
+    cols, n = read_arrow_columns(path, columns, ncols, numeric=numeric)
     df = pd.DataFrame({k: v.to_pandas() for k, v in cols.items()})
     df.insert(0, "row", np.arange(1, n + 1, dtype=np.int64))
     return df
@@ -272,13 +295,14 @@ def exact_scaled_arrow(values, scale: int, *, path: Path, column: str, allow_nul
         ``(values int64 ndarray, null mask bool ndarray)``.
 
     Raises:
-        InvalidCaptureError: a cell is not a number (names file, column and 1-based row), or
-            a null where ``allow_null`` is False.
+        InvalidCaptureError: a cell is not a finite number (``nan``, ``inf``, ``None``, text;
+            :func:`cell_error` names file, row, column and cell), out of int64 range, or a
+            null (``N/A`` / empty) where ``allow_null`` is False.
     """
     arr = values if isinstance(values, pa.ChunkedArray) else pa.chunked_array([values])
     null = arr.is_null().to_numpy(zero_copy_only=False)
     if null.any() and not allow_null:
-        raise InvalidCaptureError(f"{column} is empty or N/A", path=path, row=int(np.argmax(null)) + 1)
+        raise cell_error(path, int(np.argmax(null)) + 1, column, "N/A or empty", "has no value")
     digits = len(str(scale)) - 1
     fast = _fixed_point(arr, digits, scale)
     if fast is not None:
@@ -304,36 +328,52 @@ def exact_scaled_arrow(values, scale: int, *, path: Path, column: str, allow_nul
             try:
                 v = _decimal_to_units(text, scale)
             except (InvalidOperation, ValueError, OverflowError):
-                raise InvalidCaptureError(f"{column} is not a finite number: {text!r}", path=path,
-                                          row=int(idx) + 1) from None
+                raise cell_error(path, int(idx) + 1, column, text, "is not a finite number") from None
             if not -(2 ** 63) < v < 2 ** 63:
-                raise InvalidCaptureError(f"{column} is out of range: {text!r}", path=path, row=int(idx) + 1)
+                raise cell_error(path, int(idx) + 1, column, text, "is out of range")
             out[idx] = v
     out[null] = 0
     return out, null
 
 
 def to_float_arrow(values, *, path: Path, column: str, strict: bool = True) -> np.ndarray:
-    """Arrow strings -> float64 ndarray (nulls -> NaN). ``strict``: a non-numeric cell is an
-    error naming the row; otherwise it becomes NaN."""
+    """Arrow strings -> float64 ndarray (nulls -> NaN).
+
+    ``strict``: a cell that is not a finite number (``nan``, ``inf``, text) is an error from
+    :func:`cell_error`; otherwise it becomes NaN (non-finite floats are kept as parsed).
+    """
     try:
-        return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+        out = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         ser = values.to_pandas()
-        out = pd.to_numeric(ser, errors="coerce")
-        bad = out.isna() & ser.notna()
+        out = pd.to_numeric(ser, errors="coerce").to_numpy(dtype=np.float64)
+        bad = np.isnan(out) & ser.notna().to_numpy()
         if strict and bad.any():
-            i = int(np.argmax(bad.to_numpy()))
-            raise InvalidCaptureError(f"{column} is not a number: {ser.iloc[i]!r}", path=path, row=i + 1) from None
-        return out.to_numpy(dtype=np.float64)
+            i = int(np.argmax(bad))
+            raise cell_error(path, i + 1, column, ser.iloc[i], "is not a finite number") from None
+    if strict:
+        bad = ~np.isfinite(out) & ~values.is_null().to_numpy(zero_copy_only=False)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise cell_error(path, i + 1, column, values[i].as_py(), "is not a finite number")
+    return out
 
 
-def to_float(values: pd.Series, *, path: Path, column: str, rows: pd.Series) -> pd.Series:
-    """Parse a string column to float64 (nulls -> NaN); a non-numeric cell is an error."""
-    out = pd.to_numeric(values, errors="coerce")
-    bad = out.isna() & values.notna()
+def to_float(values: pd.Series, *, path: Path, column: str, rows: pd.Series,
+             allow_null: bool = True) -> pd.Series:
+    """Parse a string column to float64 (nulls -> NaN).
+
+    Raises:
+        InvalidCaptureError: a cell that is not a finite number (``nan``, ``inf``, text), or
+            a null (``N/A`` / empty) when ``allow_null`` is False; :func:`cell_error` names
+            the file, row (``rows``), column and cell.
+    """
+    out = pd.to_numeric(values, errors="coerce").astype("float64")
+    if not allow_null and values.isna().any():
+        idx = values[values.isna()].index[0]
+        raise cell_error(path, int(rows[idx]), column, "N/A or empty", "has no value")
+    bad = ~np.isfinite(out) & values.notna()
     if bad.any():
         idx = bad[bad].index[0]
-        raise InvalidCaptureError(f"{column} is not a number: {values[idx]!r}", path=path,
-                                  row=int(rows[idx]))
-    return out.astype("float64")
+        raise cell_error(path, int(rows[idx]), column, values[idx], "is not a finite number")
+    return out

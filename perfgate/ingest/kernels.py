@@ -24,8 +24,12 @@ input_shapes    category  ``Input Shapes`` with ``shapes=True`` (``"8,2048;2048,
 input_dtypes    category  ``Input Data Types`` with ``shapes=True`` (``DT_BF16;DT_BF16``)
 ==============  ========  ==================================================================
 
-Rows whose Duration is N/A or negative are invalid: they are counted, reported and left out
-(P06). Exact duplicates (same start, stream, name and duration) are reported and counted once.
+Rows whose Duration is N/A (or empty) or negative are invalid: they are counted, reported and
+left out (P06). ``N/A`` and empty are the only not-applicable spellings of a numeric cell
+(:data:`~perfgate.ingest.aliases.NA_MARKERS`): a ``Start Time(us)`` / ``Duration(us)`` /
+``Wait Time(us)`` cell holding ``nan``, ``NaN``, ``inf``, ``None`` or any other non-number is an
+InvalidCaptureError naming file, row, column and cell, on the typed fast path and the string
+path alike. Exact duplicates (same start, stream, name and duration) are reported and counted once.
 """
 from __future__ import annotations
 
@@ -171,13 +175,17 @@ def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
         if start is not None and dur is not None and not start[1].any():
             floats = {c: raw[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
                       for c in ("wait_us", *ratio_cols) if c in raw}
-            return raw, n, start[0], dur[0], dur[1], floats
-    raw, n = read_arrow_columns(path, wanted, ncols, trim={"step_id", "start_us", "dur_us", "wait_us", *ratio_cols})
+            # pyarrow parses "nan" / "inf" into float64: the string path names such a cell
+            w = floats.get("wait_us")
+            if w is None or int((~np.isfinite(w)).sum()) == raw["wait_us"].null_count:
+                return raw, n, start[0], dur[0], dur[1], floats
+    numeric = {"start_us", "dur_us", "wait_us", *ratio_cols}
+    raw, n = read_arrow_columns(path, wanted, ncols, trim={"step_id", *numeric}, numeric=numeric)
     start, _ = exact_scaled_arrow(raw["start_us"], 1000, path=path, column=cols["start_us"], allow_null=False)
     dur, dur_null = exact_scaled_arrow(raw["dur_us"], 1000, path=path, column=cols["dur_us"])
     floats = {h: to_float_arrow(raw[h], path=path, column=h, strict=False) for h in ratio_cols}
     if "wait_us" in cols:
-        floats["wait_us"] = to_float_arrow(raw["wait_us"], path=path, column=cols["wait_us"], strict=False)
+        floats["wait_us"] = to_float_arrow(raw["wait_us"], path=path, column=cols["wait_us"])
     return raw, n, start, dur, dur_null, floats
 
 
@@ -192,8 +200,11 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     Raises:
         InvalidCaptureError: empty or header-only file, missing required columns (Name, Type,
             Start Time(us), Duration(us) in any spelling), a truncated/malformed row, a start
-            time that is not a number, a column whose values contradict its header, or no
-            valid row at all. Messages name the file and row.
+            time that is N/A or empty, a Start / Duration / Wait Time cell that is not a
+            finite number (``nan``, ``NaN``, ``inf``, ``None``, text: only ``N/A`` and empty
+            mean "not applicable"), a column whose values contradict its header, or no valid
+            row at all. Messages name the file and row (cells also the column, the cell text
+            and the CSV row counting the header as 1).
     """
     path = Path(path)
     header = read_header(path)
@@ -224,10 +235,10 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     else:
         data["step"] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[IMPLICIT_STEP])
         warnings.append(f"{path.name}: no Step Id column; all rows form one implicit step")
-    name_null = raw["name"].is_null().to_numpy(zero_copy_only=False)
+    data["name"] = _categorical(raw["name"])
+    name_null = data["name"].isna().to_numpy()
     if name_null.any():
         raise InvalidCaptureError(f"{cols['name']} is empty", path=path, row=int(np.argmax(name_null)) + 1)
-    data["name"] = _categorical(raw["name"])
     data["op_type"] = _categorical(raw["op_type"])
     data["core_type"] = _categorical(raw["core_type"]) if "core_type" in cols else _null_categorical(n)
     data["stream_id"] = _categorical(raw["stream_id"]) if "stream_id" in cols else _null_categorical(n)

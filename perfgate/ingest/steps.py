@@ -8,6 +8,9 @@ free_us, stage_us, bubble_us, comm_not_overlapped_excl_recv_us, preparing_us``
 
 Optional columns absent from older generations (Preparing, Device_id) are NaN / <NA>.
 ``step`` is the ProfilerStep id as a string, ``"implicit"`` when the cell is empty.
+Every time cell must hold a finite number: torch_npu computes each of them
+(SCHEMAS.md §2; no real sample has an empty or ``N/A`` one), so ``N/A``, empty, ``nan``,
+``inf`` or text in a time column is an invalid capture naming file, row, column and cell.
 torch_npu derives every column from the trace's Overlap Analysis events
 (``_trace_step_time_parser.py::TraceStepTimeParser``).
 """
@@ -18,9 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED
-from perfgate.ingest.csvread import read_header, read_string_table, resolve_columns, to_float
+from perfgate.ingest.csvread import cell_error, read_header, read_string_table, resolve_columns, to_float
 from perfgate.ingest.kernels import IMPLICIT_STEP
 
 TIME_COLUMNS = ("computing_us", "comm_not_overlapped_us", "overlapped_us", "comm_us", "free_us",
@@ -33,12 +35,13 @@ def read_step_trace(path: Path) -> pd.DataFrame:
     Raises:
         InvalidCaptureError: empty / header-only / malformed file, a required column
             (Step, Computing, Communication(Not Overlapped), Communication, Free) missing, or a
-            non-numeric time cell (names file and row).
+            time cell that is not a finite number (``N/A``, empty, ``nan``, ``inf``, text; names
+            file, data row, CSV row counting the header as 1, column and cell).
     """
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED, path)
-    raw = read_string_table(path, cols, len(header))
+    raw = read_string_table(path, cols, len(header), numeric={c for c in TIME_COLUMNS if c in cols})
     out = pd.DataFrame({"row": raw["row"]})
     step = raw["step"].astype("string").fillna(IMPLICIT_STEP)
     out["step"] = step.where(~step.str.fullmatch(r"\d+").fillna(False).astype(bool),
@@ -46,12 +49,12 @@ def read_step_trace(path: Path) -> pd.DataFrame:
     out["device_id"] = raw["device_id"].astype("string") if "device_id" in cols else pd.NA
     for c in TIME_COLUMNS:
         if c in cols:
-            out[c] = to_float(raw[c], path=path, column=cols[c], rows=raw["row"])
+            out[c] = to_float(raw[c], path=path, column=cols[c], rows=raw["row"], allow_null=False)
             bad = ~np.isfinite(out[c].fillna(0.0)) | (out[c].abs() > 1e12)
             if bad.any():
                 i = int(np.argmax(bad.to_numpy()))
-                raise InvalidCaptureError(f"{cols[c]} is not a plausible duration: {raw[c].iloc[i]!r} us",
-                                          path=path, row=int(raw["row"].iloc[i]))
+                raise cell_error(path, int(raw["row"].iloc[i]), cols[c], raw[c].iloc[i],
+                                 "is not a plausible duration in us")
         else:
             out[c] = np.nan
     if "overlapped_us" not in cols:

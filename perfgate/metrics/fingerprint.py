@@ -329,7 +329,8 @@ def summarize_rank(rank, policy, root) -> dict:
     anatomy = step_table(rank, th)
     checks = list(run_self_checks(rank, policy))
     if rank.comm is not None:
-        checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root)))
+        checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root),
+                                         tol_us=policy.self_checks.get("comm_op_identity_abs_us", 1.0)))
     step_time = {}
     st, _ = _overlap_steps(rank)
     if st is not None:
