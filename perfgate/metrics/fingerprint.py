@@ -132,7 +132,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     kt = rank.kernels
     kfile = _rel(kt.path, root)
     k = kt.df.assign(family=km.family_of(kt.df["name"], policy.family_suffix))
-    k = k[k["step"].notna()]
+    k = km.rows_where(k, k["step"].notna().to_numpy())
     steps = sorted(pd.unique(k["step"]), key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s))
     nsteps = len(steps)
     out[("step.count", ())] = (float(nsteps), f"{kfile}: steps {', '.join(map(str, steps[:6]))}", {})
@@ -357,7 +357,7 @@ def summarize_rank(rank, policy, root) -> dict:
     kk = k.assign(family=km.family_of(k["name"], policy.family_suffix))
     in_step = kk["step"].notna().to_numpy()
     op_metrics, op_detail = opv.rank_operator_view(
-        kk[in_step], policy, categories=cat[in_step] if cat is not None else None,
+        km.rows_where(kk, in_step), policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
         kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
@@ -394,7 +394,7 @@ def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     from perfgate.metrics.segments import class_table, segment_metrics, segment_rank
     k = rank.kernels.df
     seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
-    step_sum = k[k["step"].notna()].groupby("step", observed=True)["dur_ns"].sum() / 1000.0
+    step_sum = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
     step_sum.index = step_sum.index.astype(str)
     kfile = _rel(rank.kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {

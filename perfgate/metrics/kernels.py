@@ -30,6 +30,22 @@ def str_values(s: pd.Series) -> np.ndarray:
     return cats[s.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing NaN
 
 
+def equals_value(s: pd.Series, value: str) -> np.ndarray:
+    """Per row: is the column's text equal to ``value`` (missing -> False)? As
+    ``str_values(s) == value``, compared on the categorical's codes instead of per-row strings."""
+    if not isinstance(s.dtype, pd.CategoricalDtype):
+        return str_values(s) == value
+    cats = np.asarray(s.cat.categories.astype(str), dtype=object)
+    return code_lookup(np.append(cats == value, False), s.cat.codes.to_numpy())
+
+
+def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``df[mask]``, or ``df`` itself (no copy of its columns) when every row is kept: the
+    common case of step-assigned rows, where a boolean getitem would copy every column of a
+    1M-row table for nothing. Callers never mutate the result (the metric functions are pure)."""
+    return df if mask.all() else df[mask]
+
+
 def sorted_codes(s: pd.Series) -> np.ndarray:
     """Integer codes ordered like the sorted distinct values (missing -> -1), as
     ``s.astype(object).astype("category").cat.codes`` gives them, without a per-row pass."""
@@ -71,12 +87,32 @@ def canonical_core(df: pd.DataFrame) -> pd.Series:
                      name=df["core_type"].name)
 
 
+def code_lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``table[codes]`` for a per-category boolean ``table`` whose last entry (index -1) is
+    the value of missing rows (code -1), without the per-row gather where it can be avoided:
+    no category true -> all False; at most 4 true -> OR of code equalities (each a cheap
+    vectorised compare); else ``np.take`` (which, unlike fancy indexing, does not first
+    convert int8 / int16 codes to an intp copy). Same result as ``table[codes]`` in all cases."""
+    if not table.any():
+        return np.zeros(len(codes), dtype=bool)
+    if table.all():
+        return np.ones(len(codes), dtype=bool)
+    hits = np.flatnonzero(table[:-1])
+    if len(hits) <= 4 and not table[-1]:
+        out = codes == hits[0]
+        for h in hits[1:]:
+            out |= codes == h
+        return out
+    return np.take(table, codes)
+
+
 def _matches(col: pd.Series, rx) -> np.ndarray:
     """Per row: does the regex find a match in this categorical column (N/A never matches)?
-    The regex runs once per distinct value."""
+    The regex runs once per distinct value; rows are mapped from the codes by
+    :func:`code_lookup`."""
     c = _as_category(col)
     hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories] + [False], dtype=bool)
-    return hit[c.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing False
+    return code_lookup(hit, c.cat.codes.to_numpy())  # code -1 (missing) indexes the trailing False
 
 
 def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:

@@ -298,28 +298,30 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
     """Longest run of consecutive compute kernels (per step, start-time order, communication
     rows skipped) matching ``matcher`` (and in ``phase`` when given, column ``phase``):
     ``(length, data row of its first kernel)``; ``(0, None)`` when none matches."""
-    c = k[~k["is_comm"].to_numpy()]
-    if c.empty:
+    # positions of the compute rows in (step, start time) order; the columns are read through
+    # these positions, the frame itself is never filtered or copied
+    comp = np.flatnonzero(~k["is_comm"].to_numpy())
+    if not len(comp):
         return 0, None
-    order = _time_order(c)
-    m = np.ones(len(c), dtype=bool)
+    step_all = km._as_category(k["step"]).cat.codes.to_numpy()
+    order = comp[np.lexsort((k["start_ns"].to_numpy()[comp], step_all[comp]))]
+    m = np.ones(len(k), dtype=bool)
     for f, col in (("name", "name"), ("type", "op_type"), ("core", "core_type")):
         if getattr(matcher, f) is not None:
-            m &= km._matches(c[col], getattr(matcher, f))
+            m &= km._matches(k[col], getattr(matcher, f))
     if phase is not None:
-        m &= km.str_values(c["phase"]) == phase
+        m &= km.equals_value(k["phase"], phase)
     m = m[order]
-    steps = km._as_category(c["step"]).cat.codes.to_numpy()[order]
     hits = np.flatnonzero(m)
     if not len(hits):
         return 0, None
+    steps = step_all[order]
     # a run = consecutive positions, all hits, within one step; the first longest run wins
     new_run = np.ones(len(hits), dtype=bool)
     new_run[1:] = (np.diff(hits) != 1) | (steps[hits[1:]] != steps[hits[:-1]])
     lengths = np.bincount(np.cumsum(new_run) - 1)
     i = int(np.argmax(lengths))
-    rows = c["row"].to_numpy()[order]
-    return int(lengths[i]), int(rows[hits[new_run][i]])
+    return int(lengths[i]), int(k["row"].to_numpy()[order[hits[new_run][i]]])
 
 
 def _records(df: pd.DataFrame, limit: int | None = None) -> list:
