@@ -136,7 +136,7 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
     # blocks parsed in parallel; a file that has them is read again in the slower mode.
     for newlines in (False, True):
         try:
-            table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 24),
+            table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=TYPED_BLOCK_BYTES),
                                    parse_options=pacsv.ParseOptions(newlines_in_values=newlines),
                                    convert_options=convert)
             break
@@ -162,6 +162,11 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
         out[canon] = arr
     return out, table.num_rows
 
+
+# Bytes of CSV text per block of the typed reader (blocks are parsed in parallel). 4 MiB:
+# measured on a 1M-row, 28-column kernel_details.csv, a block's converted columns stay in
+# the CPU cache; 16 MiB blocks cost ~1.6x the CPU time (benchmarks/bench_scale.py, section A).
+TYPED_BLOCK_BYTES = 1 << 22
 
 # Arrow type of a column read by the CSV reader itself (see :func:`read_typed_columns`).
 DICT_STRING = pa.dictionary(pa.int32(), pa.string())
@@ -190,7 +195,7 @@ def read_typed_columns(path: Path, columns: dict[str, str], types: dict) -> tupl
                                    null_values=list(MISSING_TOKENS), strings_can_be_null=True,
                                    quoted_strings_can_be_null=True)
     try:
-        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=1 << 24),
+        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(block_size=TYPED_BLOCK_BYTES),
                                parse_options=pacsv.ParseOptions(newlines_in_values=False),
                                convert_options=convert)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, OSError):

@@ -188,9 +188,10 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     if not steps:
         return out
     sums, unions = [], []
-    for _, g in k.groupby("step", observed=True, sort=False):
-        sums.append(g["dur_ns"].sum() / 1000.0)
-        unions.append(busy_union_ns(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()) / 1000.0)
+    dur, start, end = (k[c].to_numpy() for c in ("dur_ns", "start_ns", "end_ns"))
+    for _, idx in km.step_groups(k):
+        sums.append(dur[idx].sum() / 1000.0)
+        unions.append(busy_union_ns(start[idx], end[idx]) / 1000.0)
     out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
         float(np.median(sums)), f"{kfile} Σ Duration(us)", dict(_samples(sums), caliber=terms.SUM_DURATION))
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (

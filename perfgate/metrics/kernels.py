@@ -46,6 +46,20 @@ def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     return df if mask.all() else df[mask]
 
 
+def step_groups(df: pd.DataFrame) -> list:
+    """Row positions of each step: ``[(step, idx), ...]`` in order of the step's first row,
+    ``idx`` ascending (file order); rows with a blank step are left out. The same groups and
+    order as ``df.groupby("step", observed=True, sort=False)``, from one stable sort of the
+    step codes instead of a sub-frame (a copy of every column) per step."""
+    step = _as_category(df["step"])
+    codes = step.cat.codes.to_numpy()
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(step.cat.categories) + 1))
+    present = np.flatnonzero(np.diff(bounds) > 0)
+    first = order[bounds[present]]
+    return [(step.cat.categories[c], order[bounds[c]:bounds[c + 1]]) for c in present[np.argsort(first)]]
+
+
 def sorted_codes(s: pd.Series) -> np.ndarray:
     """Integer codes ordered like the sorted distinct values (missing -> -1), as
     ``s.astype(object).astype("category").cat.codes`` gives them, without a per-row pass."""
@@ -111,7 +125,7 @@ def _matches(col: pd.Series, rx) -> np.ndarray:
     The regex runs once per distinct value; rows are mapped from the codes by
     :func:`code_lookup`."""
     c = _as_category(col)
-    hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories] + [False], dtype=bool)
+    hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories.tolist()] + [False], dtype=bool)
     return code_lookup(hit, c.cat.codes.to_numpy())  # code -1 (missing) indexes the trailing False
 
 
@@ -137,23 +151,25 @@ def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category")
     ordered = sorted(range(len(rules)), key=lambda i: rules[i].specificity, reverse=True)
     for i in ordered:
         rule = rules[i]
-        m = np.ones(n, dtype=bool)
+        m = None
         for field in ("name", "type", "core"):
             rx = getattr(rule, field)
             if rx is not None:
-                m &= _matches(cols[field], rx)
+                m = _matches(cols[field], rx) if m is None else m & _matches(cols[field], rx)
+        m = np.ones(n, dtype=bool) if m is None else m
         nf, prio = rule.specificity
         score = nf * 1_000_000 + prio
-        tie = m & (best == score) & (out != labels.index(rule.label))
+        hit = np.flatnonzero(m)  # the rule's rows only (ascending): the rest of the table is untouched
+        tie = (best[hit] == score) & (out[hit] != labels.index(rule.label))
         if tie.any():
-            j = int(np.argmax(tie))
+            j = int(hit[np.argmax(tie)])
             other = rules[int(owner[j])]
             row = int(df["row"].iloc[j]) if "row" in df else j + 1
             raise PolicyError(
                 f"{what} rules {other.describe()} and {rule.describe()} are equally specific and both match "
                 f"kernel {str(df['name'].iloc[j])!r} (row {row}) with different {'categories' if what == 'category' else what + 's'}; give one a higher "
                 f"priority or constrain more fields")
-        new = m & (best < score)
+        new = hit[best[hit] < score]
         out[new] = labels.index(rule.label)
         best[new] = score
         owner[new] = i
