@@ -238,8 +238,9 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     total = float(w.sum())
     calls = np.bincount(codes, minlength=nf)
     used = calls > 0
+    w_fam = np.bincount(codes, weights=w, minlength=nf)  # ΣDuration (ns) per family
     out = {"family": np.array([str(x) for x in fam.cat.categories], dtype=object), "calls": calls,
-           "sum_dur_us": np.bincount(codes, weights=w, minlength=nf) / 1000.0}
+           "sum_dur_us": w_fam / 1000.0}
     out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
     per_step = km.per_step_counts(k, "family")
     srt = np.sort(per_step.to_numpy(), axis=0)
@@ -264,7 +265,7 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
             ok = np.isfinite(r)
             if ok.all():
                 num = np.bincount(codes, weights=r * w, minlength=nf)
-                den = np.bincount(codes, weights=w, minlength=nf)
+                den = w_fam
             else:
                 num = np.bincount(codes, weights=np.where(ok, r * w, 0.0), minlength=nf)
                 den = np.bincount(codes, weights=np.where(ok, w, 0.0), minlength=nf)
