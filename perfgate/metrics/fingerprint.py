@@ -67,7 +67,9 @@ def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
         codes = col.cat.codes.to_numpy()
         idx = np.flatnonzero(codes >= 0)
         order = idx[np.argsort(codes[idx], kind="stable")]
-        uniq, start, count = np.unique(codes[order], return_index=True, return_counts=True)
+        sc = codes[order]  # already sorted: runs of equal codes found by one diff, no second sort
+        start = np.flatnonzero(np.concatenate(([True], sc[1:] != sc[:-1]))) if len(sc) else np.zeros(0, np.int64)
+        uniq, count = sc[start], np.diff(np.append(start, len(sc)))
         rownum = df["row"].to_numpy()
         cats = col.cat.categories
         groups = ((cats[u], rownum[order[b:b + min(limit, n)]].tolist(), n)
