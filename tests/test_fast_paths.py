@@ -132,6 +132,9 @@ def _pmu_table(seed, nan_share):
         r = rng.uniform(0, 1, n)
         r[rng.uniform(0, 1, n) < nan_share] = np.nan
         k[f"{s}_ratio"] = r
+        c_rows = np.flatnonzero(k["family"].to_numpy() == "C")
+        if 0 < nan_share < 1:
+            r[c_rows[1:]] = np.nan  # family C: exactly one finite value per stage
         if s != "aiv_vec":  # one stage only as a ratio: its time is ratio x Duration
             t = r * k["dur_ns"].to_numpy() / 1000.0
             k[f"{s}_time_us"] = t
