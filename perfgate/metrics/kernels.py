@@ -27,7 +27,7 @@ def str_values(s: pd.Series) -> np.ndarray:
     if not isinstance(s.dtype, pd.CategoricalDtype):
         return s.astype(str).to_numpy()
     cats = np.append(np.asarray(s.cat.categories.astype(str), dtype=object), np.nan)
-    return cats[s.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing NaN
+    return np.take(cats, s.cat.codes.to_numpy())  # code -1 (missing) indexes the trailing NaN
 
 
 def equals_value(s: pd.Series, value: str) -> np.ndarray:
@@ -68,7 +68,7 @@ def sorted_codes(s: pd.Series) -> np.ndarray:
     rank = np.empty(len(cats) + 1, dtype=np.int64)
     rank[np.argsort(cats, kind="stable")] = np.arange(len(cats))
     rank[-1] = -1
-    return rank[c.cat.codes.to_numpy()]
+    return np.take(rank, c.cat.codes.to_numpy())
 
 
 def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
@@ -80,8 +80,7 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     cats = pd.Index(c.cat.categories.astype(str))
     fam = [suffix.sub("", v) or v for v in cats]
     uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True) if fam else (np.array([], dtype=object), np.array([], dtype=int))
-    codes = c.cat.codes.to_numpy()
-    new = np.where(codes >= 0, inv[np.clip(codes, 0, None)] if len(inv) else -1, -1)
+    new = np.take(np.append(np.asarray(inv, dtype=np.int64).ravel(), -1), c.cat.codes.to_numpy())  # -1 stays -1
     return pd.Series(pd.Categorical.from_codes(new, categories=pd.Index(uniq, dtype=object)), index=names.index)
 
 

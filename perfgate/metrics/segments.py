@@ -236,7 +236,10 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     aicpu = km._matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else None
     kinds = [(kind, match_mask(k, m)) for kind, m in rules.blocks.kinds]
     fam = km.str_values(k["family"])
-    cat = km.str_values(categories.reindex(k.index)) if categories is not None else None
+    if categories is not None and categories.index.equals(df.index):
+        cat = km.str_values(categories.iloc[pos])  # aligned with df: by position, no index lookup
+    else:
+        cat = km.str_values(categories.reindex(k.index)) if categories is not None else None
     rows_all, start, end, dur = (k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns"))
     layers, blocks, steps = [], [], []
     codes = k["step"].cat.codes.to_numpy() if isinstance(k["step"].dtype, pd.CategoricalDtype) else None
