@@ -160,3 +160,24 @@ def test_family_table_pipe_sums_and_memory_bound_equal_the_formula(nan_share):
         mte2 = mean("aic_mte2" if mac >= vec else "aiv_mte2")
         expect = mte2 / max(mac, vec) if max(mac, vec) > 0 and not np.isnan(mte2) else np.nan
         assert fam.loc[f, "memory_bound"] == pytest.approx(expect, rel=1e-12, nan_ok=True)
+
+
+def _naive_merge(starts, ends):
+    """Sort by start, then extend or open segments one interval at a time."""
+    out = []
+    for s, e in sorted(zip(starts, ends), key=lambda p: p[0]):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [tuple(x) for x in out]
+
+
+@FAST
+@given(iv=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20)), min_size=1, max_size=30))
+def test_merge_running_maximum_equals_interval_by_interval_merge(iv):
+    from perfgate.metrics.intervals import merge
+    starts = np.array([s for s, _ in iv], dtype=np.int64)
+    ends = starts + np.array([d for _, d in iv], dtype=np.int64)
+    seg_s, seg_e = merge(starts, ends)
+    assert list(zip(seg_s.tolist(), seg_e.tolist())) == _naive_merge(starts.tolist(), ends.tolist())
