@@ -164,8 +164,8 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
 
 
 # Bytes of CSV text per block of the typed reader (blocks are parsed in parallel). 4 MiB:
-# measured on a 1M-row, 28-column kernel_details.csv, a block's converted columns stay in
-# the CPU cache; 16 MiB blocks cost ~1.6x the CPU time (benchmarks/bench_scale.py, section A).
+# on a 1M-row kernel_details.csv (28 columns read, 2-core machine) the typed read took
+# 1.2-1.7x more CPU time with the former 16 MiB blocks, 2 and 8 MiB were in between.
 TYPED_BLOCK_BYTES = 1 << 22
 
 # Arrow type of a column read by the CSV reader itself (see :func:`read_typed_columns`).
