@@ -67,7 +67,9 @@ def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
         codes = col.cat.codes.to_numpy()
         idx = np.flatnonzero(codes >= 0)
         order = idx[np.argsort(codes[idx], kind="stable")]
-        uniq, start, count = np.unique(codes[order], return_index=True, return_counts=True)
+        sc = codes[order]  # already sorted: runs of equal codes found by one diff, no second sort
+        start = np.flatnonzero(np.concatenate(([True], sc[1:] != sc[:-1]))) if len(sc) else np.zeros(0, np.int64)
+        uniq, count = sc[start], np.diff(np.append(start, len(sc)))
         rownum = df["row"].to_numpy()
         cats = col.cat.categories
         groups = ((cats[u], rownum[order[b:b + min(limit, n)]].tolist(), n)
@@ -132,7 +134,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     kt = rank.kernels
     kfile = _rel(kt.path, root)
     k = kt.df.assign(family=km.family_of(kt.df["name"], policy.family_suffix))
-    k = k[k["step"].notna()]
+    k = km.rows_where(k, k["step"].notna().to_numpy())
     steps = sorted(pd.unique(k["step"]), key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s))
     nsteps = len(steps)
     out[("step.count", ())] = (float(nsteps), f"{kfile}: steps {', '.join(map(str, steps[:6]))}", {})
@@ -188,9 +190,10 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     if not steps:
         return out
     sums, unions = [], []
-    for _, g in k.groupby("step", observed=True, sort=False):
-        sums.append(g["dur_ns"].sum() / 1000.0)
-        unions.append(busy_union_ns(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()) / 1000.0)
+    dur, start, end = (k[c].to_numpy() for c in ("dur_ns", "start_ns", "end_ns"))
+    for _, idx in km.step_groups(k):
+        sums.append(dur[idx].sum() / 1000.0)
+        unions.append(busy_union_ns(start[idx], end[idx]) / 1000.0)
     out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
         float(np.median(sums)), f"{kfile} Σ Duration(us)", dict(_samples(sums), caliber=terms.SUM_DURATION))
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
@@ -358,7 +361,7 @@ def summarize_rank(rank, policy, root) -> dict:
     kk = k.assign(family=km.family_of(k["name"], policy.family_suffix))
     in_step = kk["step"].notna().to_numpy()
     op_metrics, op_detail = opv.rank_operator_view(
-        kk[in_step], policy, categories=cat[in_step] if cat is not None else None,
+        km.rows_where(kk, in_step), policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
         kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
@@ -395,7 +398,7 @@ def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     from perfgate.metrics.segments import class_table, segment_metrics, segment_rank
     k = rank.kernels.df
     seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
-    step_sum = k[k["step"].notna()].groupby("step", observed=True)["dur_ns"].sum() / 1000.0
+    step_sum = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
     step_sum.index = step_sum.index.astype(str)
     kfile = _rel(rank.kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {

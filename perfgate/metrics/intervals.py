@@ -35,6 +35,11 @@ def merge(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     new[0] = True
     new[1:] = s[1:] > reach[:-1]
     idx = np.flatnonzero(new)
+    if (e >= s).all():
+        # every interval ends at or after its start, so a segment's largest end exceeds every
+        # earlier segment's end (which lies before the segment's first start): the running
+        # maximum at the segment's last interval is the segment's end (no reduceat)
+        return s[idx], reach[np.append(idx[1:], s.size) - 1]
     return s[idx], np.maximum.reduceat(e, idx)
 
 

@@ -27,7 +27,37 @@ def str_values(s: pd.Series) -> np.ndarray:
     if not isinstance(s.dtype, pd.CategoricalDtype):
         return s.astype(str).to_numpy()
     cats = np.append(np.asarray(s.cat.categories.astype(str), dtype=object), np.nan)
-    return cats[s.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing NaN
+    return np.take(cats, s.cat.codes.to_numpy())  # code -1 (missing) indexes the trailing NaN
+
+
+def equals_value(s: pd.Series, value: str) -> np.ndarray:
+    """Per row: is the column's text equal to ``value`` (missing -> False)? As
+    ``str_values(s) == value``, compared on the categorical's codes instead of per-row strings."""
+    if not isinstance(s.dtype, pd.CategoricalDtype):
+        return str_values(s) == value
+    cats = np.asarray(s.cat.categories.astype(str), dtype=object)
+    return code_lookup(np.append(cats == value, False), s.cat.codes.to_numpy())
+
+
+def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``df[mask]``, or ``df`` itself (no copy of its columns) when every row is kept: the
+    common case of step-assigned rows, where a boolean getitem would copy every column of a
+    1M-row table for nothing. Callers never mutate the result (the metric functions are pure)."""
+    return df if mask.all() else df[mask]
+
+
+def step_groups(df: pd.DataFrame) -> list:
+    """Row positions of each step: ``[(step, idx), ...]`` in order of the step's first row,
+    ``idx`` ascending (file order); rows with a blank step are left out. The same groups and
+    order as ``df.groupby("step", observed=True, sort=False)``, from one stable sort of the
+    step codes instead of a sub-frame (a copy of every column) per step."""
+    step = _as_category(df["step"])
+    codes = step.cat.codes.to_numpy()
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(step.cat.categories) + 1))
+    present = np.flatnonzero(np.diff(bounds) > 0)
+    first = order[bounds[present]]
+    return [(step.cat.categories[c], order[bounds[c]:bounds[c + 1]]) for c in present[np.argsort(first)]]
 
 
 def sorted_codes(s: pd.Series) -> np.ndarray:
@@ -38,7 +68,7 @@ def sorted_codes(s: pd.Series) -> np.ndarray:
     rank = np.empty(len(cats) + 1, dtype=np.int64)
     rank[np.argsort(cats, kind="stable")] = np.arange(len(cats))
     rank[-1] = -1
-    return rank[c.cat.codes.to_numpy()]
+    return np.take(rank, c.cat.codes.to_numpy())
 
 
 def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
@@ -50,8 +80,7 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     cats = pd.Index(c.cat.categories.astype(str))
     fam = [suffix.sub("", v) or v for v in cats]
     uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True) if fam else (np.array([], dtype=object), np.array([], dtype=int))
-    codes = c.cat.codes.to_numpy()
-    new = np.where(codes >= 0, inv[np.clip(codes, 0, None)] if len(inv) else -1, -1)
+    new = np.take(np.append(np.asarray(inv, dtype=np.int64).ravel(), -1), c.cat.codes.to_numpy())  # -1 stays -1
     return pd.Series(pd.Categorical.from_codes(new, categories=pd.Index(uniq, dtype=object)), index=names.index)
 
 
@@ -71,12 +100,32 @@ def canonical_core(df: pd.DataFrame) -> pd.Series:
                      name=df["core_type"].name)
 
 
+def code_lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """``table[codes]`` for a per-category boolean ``table`` whose last entry (index -1) is
+    the value of missing rows (code -1), without the per-row gather where it can be avoided:
+    no category true -> all False; at most 4 true -> OR of code equalities (each a cheap
+    vectorised compare); else ``np.take`` (which, unlike fancy indexing, does not first
+    convert int8 / int16 codes to an intp copy). Same result as ``table[codes]`` in all cases."""
+    if not table.any():
+        return np.zeros(len(codes), dtype=bool)
+    if table.all():
+        return np.ones(len(codes), dtype=bool)
+    hits = np.flatnonzero(table[:-1])
+    if len(hits) <= 4 and not table[-1]:
+        out = codes == hits[0]
+        for h in hits[1:]:
+            out |= codes == h
+        return out
+    return np.take(table, codes)
+
+
 def _matches(col: pd.Series, rx) -> np.ndarray:
     """Per row: does the regex find a match in this categorical column (N/A never matches)?
-    The regex runs once per distinct value."""
+    The regex runs once per distinct value; rows are mapped from the codes by
+    :func:`code_lookup`."""
     c = _as_category(col)
-    hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories] + [False], dtype=bool)
-    return hit[c.cat.codes.to_numpy()]  # code -1 (missing) indexes the trailing False
+    hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories.tolist()] + [False], dtype=bool)
+    return code_lookup(hit, c.cat.codes.to_numpy())  # code -1 (missing) indexes the trailing False
 
 
 def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:
@@ -101,23 +150,25 @@ def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category")
     ordered = sorted(range(len(rules)), key=lambda i: rules[i].specificity, reverse=True)
     for i in ordered:
         rule = rules[i]
-        m = np.ones(n, dtype=bool)
+        m = None
         for field in ("name", "type", "core"):
             rx = getattr(rule, field)
             if rx is not None:
-                m &= _matches(cols[field], rx)
+                m = _matches(cols[field], rx) if m is None else m & _matches(cols[field], rx)
+        m = np.ones(n, dtype=bool) if m is None else m
         nf, prio = rule.specificity
         score = nf * 1_000_000 + prio
-        tie = m & (best == score) & (out != labels.index(rule.label))
+        hit = np.flatnonzero(m)  # the rule's rows only (ascending): the rest of the table is untouched
+        tie = (best[hit] == score) & (out[hit] != labels.index(rule.label))
         if tie.any():
-            j = int(np.argmax(tie))
+            j = int(hit[np.argmax(tie)])
             other = rules[int(owner[j])]
             row = int(df["row"].iloc[j]) if "row" in df else j + 1
             raise PolicyError(
                 f"{what} rules {other.describe()} and {rule.describe()} are equally specific and both match "
                 f"kernel {str(df['name'].iloc[j])!r} (row {row}) with different {'categories' if what == 'category' else what + 's'}; give one a higher "
                 f"priority or constrain more fields")
-        new = m & (best < score)
+        new = hit[best[hit] < score]
         out[new] = labels.index(rule.label)
         best[new] = score
         owner[new] = i

@@ -148,22 +148,31 @@ def require_pipe(df: pd.DataFrame, path, variant: str = "") -> None:
         f"kernel table{f' ({variant})' if variant else ''} {what}", path=path, hint=PIPE_HINT)
 
 
-def stage_times(df: pd.DataFrame) -> pd.DataFrame:
-    """Per-row pipe time (us) per stage: ``<stage>_time_us``, else ``<stage>_ratio`` × Duration;
-    NaN where neither exists (index of ``df``, one column per stage in :data:`PIPE_STAGES`)."""
-    dur_us = df["dur_ns"].to_numpy(dtype=float) / 1000.0
+def _stage_arrays(df: pd.DataFrame) -> dict:
+    """{stage: float64 array} in :data:`PIPE_STAGES` order, as :func:`stage_times` defines them
+    (the time column's own array when present: no copy)."""
+    dur_us = None
     out = {}
     for s in PIPE_STAGES:
         if f"{s}_time_us" in df:
             out[s] = df[f"{s}_time_us"].to_numpy(dtype=float)
         elif f"{s}_ratio" in df:
+            if dur_us is None:
+                dur_us = df["dur_ns"].to_numpy(dtype=float) / 1000.0
             out[s] = df[f"{s}_ratio"].to_numpy(dtype=float) * dur_us
         else:
             out[s] = np.full(len(df), np.nan)
-    return pd.DataFrame(out, index=df.index)
+    return out
+
+
+def stage_times(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-row pipe time (us) per stage: ``<stage>_time_us``, else ``<stage>_ratio`` × Duration;
+    NaN where neither exists (index of ``df``, one column per stage in :data:`PIPE_STAGES`)."""
+    return pd.DataFrame(_stage_arrays(df), index=df.index)
 
 
 _STAGE_FAM = np.array([BOUND_FAMILY[s] for s in PIPE_STAGES], dtype=object)
+_MEMORY_STAGES = ("aic_mac", "aiv_vec", "aic_mte2", "aiv_mte2")
 
 
 def _bound(times: np.ndarray, cls: str, within: float) -> tuple:
@@ -229,8 +238,9 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     total = float(w.sum())
     calls = np.bincount(codes, minlength=nf)
     used = calls > 0
+    w_fam = np.bincount(codes, weights=w, minlength=nf)  # ΣDuration (ns) per family
     out = {"family": np.array([str(x) for x in fam.cat.categories], dtype=object), "calls": calls,
-           "sum_dur_us": np.bincount(codes, weights=w, minlength=nf) / 1000.0}
+           "sum_dur_us": w_fam / 1000.0}
     out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
     per_step = km.per_step_counts(k, "family")
     srt = np.sort(per_step.to_numpy(), axis=0)
@@ -238,21 +248,27 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     out["calls_per_step"] = np.array([float(low.get(f, 0.0)) for f in fam.cat.categories], dtype=float)
     for col in ("category", "phase", "core_type", "op_class"):
         out[col] = _dominant(codes, nf, k[col], w)
-    st = stage_times(k)
+    # per-stage sums straight from the columns' arrays (no frame of stage times); where every
+    # value is finite the masks are skipped, which gives the same sums
     sums = np.full((nf, len(PIPE_STAGES)), np.nan)
-    for j, s in enumerate(PIPE_STAGES):
-        v = st[s].to_numpy(dtype=float)
+    for j, (s, v) in enumerate(_stage_arrays(k).items()):
         ok = np.isfinite(v)
-        if ok.any():
-            has = np.bincount(codes, weights=ok.astype(float), minlength=nf) > 0
+        if ok.all():
+            sums[:, j] = np.where(used, np.bincount(codes, weights=v, minlength=nf), np.nan)
+        elif ok.any():
+            has = np.bincount(codes[ok], minlength=nf) > 0
             sums[:, j] = np.where(has, np.bincount(codes, weights=np.where(ok, v, 0.0), minlength=nf), np.nan)
     ratios = {}
-    for s in PIPE_STAGES:
+    for s in _MEMORY_STAGES:  # the only ratios :func:`_memory_bound` reads
         if f"{s}_ratio" in k:
             r = k[f"{s}_ratio"].to_numpy(dtype=float)
             ok = np.isfinite(r)
-            num = np.bincount(codes, weights=np.where(ok, r * w, 0.0), minlength=nf)
-            den = np.bincount(codes, weights=np.where(ok, w, 0.0), minlength=nf)
+            if ok.all():
+                num = np.bincount(codes, weights=r * w, minlength=nf)
+                den = w_fam
+            else:
+                num = np.bincount(codes, weights=np.where(ok, r * w, 0.0), minlength=nf)
+                den = np.bincount(codes, weights=np.where(ok, w, 0.0), minlength=nf)
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratios[s] = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     stage, bound, mem = [], [], []
@@ -298,28 +314,30 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
     """Longest run of consecutive compute kernels (per step, start-time order, communication
     rows skipped) matching ``matcher`` (and in ``phase`` when given, column ``phase``):
     ``(length, data row of its first kernel)``; ``(0, None)`` when none matches."""
-    c = k[~k["is_comm"].to_numpy()]
-    if c.empty:
+    # positions of the compute rows in (step, start time) order; the columns are read through
+    # these positions, the frame itself is never filtered or copied
+    comp = np.flatnonzero(~k["is_comm"].to_numpy())
+    if not len(comp):
         return 0, None
-    order = _time_order(c)
-    m = np.ones(len(c), dtype=bool)
+    step_all = km._as_category(k["step"]).cat.codes.to_numpy()
+    order = comp[np.lexsort((k["start_ns"].to_numpy()[comp], step_all[comp]))]
+    m = np.ones(len(k), dtype=bool)
     for f, col in (("name", "name"), ("type", "op_type"), ("core", "core_type")):
         if getattr(matcher, f) is not None:
-            m &= km._matches(c[col], getattr(matcher, f))
+            m &= km._matches(k[col], getattr(matcher, f))
     if phase is not None:
-        m &= km.str_values(c["phase"]) == phase
+        m &= km.equals_value(k["phase"], phase)
     m = m[order]
-    steps = km._as_category(c["step"]).cat.codes.to_numpy()[order]
     hits = np.flatnonzero(m)
     if not len(hits):
         return 0, None
+    steps = step_all[order]
     # a run = consecutive positions, all hits, within one step; the first longest run wins
     new_run = np.ones(len(hits), dtype=bool)
     new_run[1:] = (np.diff(hits) != 1) | (steps[hits[1:]] != steps[hits[:-1]])
     lengths = np.bincount(np.cumsum(new_run) - 1)
     i = int(np.argmax(lengths))
-    rows = c["row"].to_numpy()[order]
-    return int(lengths[i]), int(rows[hits[new_run][i]])
+    return int(lengths[i]), int(k["row"].to_numpy()[order[hits[new_run][i]]])
 
 
 def _records(df: pd.DataFrame, limit: int | None = None) -> list:

@@ -210,11 +210,14 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     # sorting the whole kernel table (PMU columns and all) cost ~0.6 s per 1M rows
     used = [c for c in ("row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "end_ns",
                         "dur_ns", "is_comm", "input_shapes") if c in df.columns]
-    k = df.loc[df["step"].notna().to_numpy(), used]
+    # (the step-assigned positions are sorted first and the columns taken once, in that order)
+    keep = np.flatnonzero(df["step"].notna().to_numpy())
+    step_key = df["step"].cat.codes.to_numpy() if isinstance(df["step"].dtype, pd.CategoricalDtype) else \
+        pd.factorize(df["step"], sort=True)[0]
+    pos = keep[np.lexsort((df["row"].to_numpy()[keep], df["start_ns"].to_numpy()[keep], step_key[keep]))]
+    cols = [df.columns.get_loc(c) for c in used]
+    k = df.iloc[pos, cols] if len(pos) < len(df) or (np.diff(pos) != 1).any() else df.iloc[:, cols]
     k = k.assign(family=km.family_of(k["name"], family_suffix))
-    step_key = k["step"].cat.codes.to_numpy() if isinstance(k["step"].dtype, pd.CategoricalDtype) else \
-        pd.factorize(k["step"], sort=True)[0]
-    k = k.iloc[np.lexsort((k["row"].to_numpy(), k["start_ns"].to_numpy(), step_key))]
     h = _hashes(k["family"])
     if getattr(rules, "shapes", False) and "input_shapes" in k:
         h = h ^ (_hashes(k["input_shapes"]) * np.uint64(0x9E3779B97F4A7C15))
@@ -233,7 +236,10 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     aicpu = km._matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else None
     kinds = [(kind, match_mask(k, m)) for kind, m in rules.blocks.kinds]
     fam = km.str_values(k["family"])
-    cat = km.str_values(categories.reindex(k.index)) if categories is not None else None
+    if categories is not None and categories.index.equals(df.index):
+        cat = km.str_values(categories.iloc[pos])  # aligned with df: by position, no index lookup
+    else:
+        cat = km.str_values(categories.reindex(k.index)) if categories is not None else None
     rows_all, start, end, dur = (k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns"))
     layers, blocks, steps = [], [], []
     codes = k["step"].cat.codes.to_numpy() if isinstance(k["step"].dtype, pd.CategoricalDtype) else None

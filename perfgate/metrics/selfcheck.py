@@ -128,10 +128,15 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
         cat = k["step"] if isinstance(k["step"].dtype, pd.CategoricalDtype) else k["step"].astype("category")
         codes = cat.cat.codes.to_numpy()
         arrays = {c: k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns", "is_comm")}
+        # row positions of each step code in file order: one stable sort instead of a boolean
+        # mask over the whole table per step
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(cat.cat.categories) + 1))
         for label, ksteps, rsteps in _align(kernel_steps, list(ref.index)):
-            take = np.append(cat.cat.categories.isin(ksteps), False)  # code -1 (blank step) -> False
-            mask = take[codes]
-            rows = _Rows({c: a[mask] for c, a in arrays.items()})
+            sel = np.flatnonzero(cat.cat.categories.isin(ksteps))
+            parts = [order[bounds[i]:bounds[i + 1]] for i in sel]
+            idx = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts or [order[:0]]))
+            rows = _Rows({c: a[idx] for c, a in arrays.items()})
             r = ref.loc[[s for s in rsteps if s in ref.index]].sum()
             out.extend(_kernel_vs_reference(rank.rank, label, rows, r, ref_name, kfile, policy))
 
