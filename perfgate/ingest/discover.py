@@ -37,7 +37,15 @@ class RankLocation:
     layout: str  # "torch_npu" | "msprof"
 
 
-def _find_output_dirs(root: Path) -> list[Path]:
+def _looks_like_rank_folder(d: Path) -> bool:
+    """A torch_npu rank folder: named ``*_ascend_pt`` (``<worker>_<pid>_<ts>_ascend_pt``,
+    ``rank0_ascend_pt``) or holding a ``profiler_info*.json``."""
+    return d.name.endswith("_ascend_pt") or any(d.glob("profiler_info*.json"))
+
+
+def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
+    """Output folders under ``root``; rank folders (:func:`_looks_like_rank_folder`) with no
+    output folder anywhere below them are appended to ``exportless`` when it is given."""
     found: list[Path] = []
 
     def walk(d: Path, depth: int):
@@ -52,16 +60,117 @@ def _find_output_dirs(root: Path) -> list[Path]:
         if OUTPUT_DIR in names:
             found.append(d / OUTPUT_DIR)
             return  # raw PROF_* data below a torch_npu rank folder is not a second rank
+        before = len(found)
         for c in children:
             if c.name == MSPROF_DIR and any(c.glob("op_summary*.csv")):
                 found.append(c)
             else:
                 walk(c, depth + 1)
+        if exportless is not None and len(found) == before and _looks_like_rank_folder(d):
+            exportless.append(d)
 
     if root.name in (OUTPUT_DIR, MSPROF_DIR):
         return [root]
     walk(root, 0)
     return found
+
+
+def _exportless_error(root: Path, folders: list) -> InvalidCaptureError:
+    """Rank folders without their export: the "export succeeded but no new file" case."""
+    problems = []
+    for d in folders:
+        held = sorted(p.name for p in d.iterdir())[:6]
+        problems.append(InvalidCaptureError(
+            f"rank folder has no {OUTPUT_DIR}/ (nor {MSPROF_DIR}/op_summary_*.csv): its export is missing "
+            f"(holds: {', '.join(held) or 'nothing'}); reading the other ranks alone would silently drop it",
+            path=d, hint="re-run the profiler's export for this rank (torch_npu analyse), or remove the folder "
+                         "if the rank was not part of this job"))
+    return InvalidCaptureError.combine(problems)
+
+
+def read_profiler_metadata(rank_dir: Path) -> dict:
+    """Job topology from ``profiler_metadata.json`` (written by torch_npu beside profiler_info;
+    MindSpeed adds ``distributed_args``, SCHEMAS.md §0, G8.3).
+
+    Returns ``{"world_size": int | None, "rank": int | None, "path": Path | None}``; all None
+    when the file or ``distributed_args`` is absent (the G2023 / G2025 samples carry only
+    ``ENV_VARIABLES``: no world size is known then).
+
+    Raises:
+        InvalidCaptureError: the file is present but unreadable / not JSON, or
+            ``distributed_args.world_size`` is not a positive integer.
+    """
+    path = rank_dir / "profiler_metadata.json"
+    if not path.is_file():
+        return {"world_size": None, "rank": None, "path": None}
+    try:
+        doc = json.loads(path.read_bytes())
+    except OSError as e:
+        raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
+    except json.JSONDecodeError as e:
+        raise InvalidCaptureError(f"invalid JSON: {e.msg}", path=path, byte_offset=e.pos) from None
+    except UnicodeDecodeError as e:
+        raise InvalidCaptureError("not UTF-8 text", path=path, byte_offset=e.start) from None
+    args = doc.get("distributed_args") if isinstance(doc, dict) else None
+    if not isinstance(args, dict):
+        return {"world_size": None, "rank": None, "path": path}
+
+    def as_int(key):
+        v = args.get(key)
+        if v is None or isinstance(v, bool):
+            return None
+        try:
+            return int(str(v).strip())
+        except ValueError:
+            return None
+
+    ws = as_int("world_size")
+    if args.get("world_size") is not None and (ws is None or ws < 1):
+        raise InvalidCaptureError(f"distributed_args.world_size is not a positive integer: "
+                                  f"{args.get('world_size')!r}", path=path)
+    return {"world_size": ws, "rank": as_int("rank"), "path": path}
+
+
+def check_world_size(locs: list, root: Path) -> None:
+    """Fail closed when the job's world size (``profiler_metadata.json``
+    ``distributed_args.world_size``, :func:`read_profiler_metadata`) says ranks are missing.
+
+    Only that recorded field is used: profiler_info_<N>.json carries no world size and
+    torch_npu folder names (``<worker>_<pid>_<ts>_ascend_pt``) carry none either, so a capture
+    without the metadata (e.g. the 2-of-8-rank G2025 samples) is not judged here.
+
+    Raises:
+        InvalidCaptureError: ranks disagree on the world size, fewer ranks are present than
+            the world size (the message lists the missing rank ids), or a rank id lies outside
+            0..world_size-1.
+    """
+    sizes = {}
+    for loc in locs:
+        if loc.layout != "torch_npu":
+            continue
+        meta = read_profiler_metadata(loc.rank_dir)
+        if meta["world_size"] is not None:
+            sizes.setdefault(meta["world_size"], []).append((loc.rank, meta["path"]))
+    if not sizes:
+        return
+    if len(sizes) > 1:
+        seen = "; ".join(f"world_size {w} in rank(s) {[r for r, _ in v]}" for w, v in sorted(sizes.items()))
+        raise InvalidCaptureError(f"the ranks disagree on the job's world size ({seen}): ranks of different "
+                                  f"jobs in one capture", path=root,
+                                  hint="a capture holds the rank folders of one profiling run")
+    (w, holders), = sizes.items()
+    present = sorted(loc.rank for loc in locs)
+    outside = [r for r in present if not 0 <= r < w]
+    if outside:
+        raise InvalidCaptureError(f"profiler_metadata.json says world_size {w} but rank(s) {outside} outside "
+                                  f"0..{w - 1} are present (ranks {present})", path=holders[0][1])
+    missing = sorted(set(range(w)) - set(present))
+    if missing:
+        raise InvalidCaptureError(
+            f"profiler_metadata.json says the job had world_size {w} but the capture holds {len(present)} "
+            f"rank(s) {present}: missing rank(s) {missing}", path=holders[0][1],
+            hint="copy every rank's *_ascend_pt folder into the capture; a capture that drops ranks would "
+                 "gate a different job")
 
 
 def read_profiler_info(path: Path) -> dict:
@@ -126,8 +235,11 @@ def discover(path) -> list[RankLocation]:
 
     Raises:
         UsageError: the path is empty, does not exist or is not a directory.
-        InvalidCaptureError: no rank output folder under it, two folders claim the same rank,
-            or several folders whose rank cannot be determined.
+        InvalidCaptureError: no rank output folder under it; a rank folder (``*_ascend_pt`` or
+            one holding profiler_info*.json) without its ``ASCEND_PROFILER_OUTPUT/`` (every such
+            folder is listed in ``problems``); two folders claim the same rank; several folders
+            whose rank cannot be determined; fewer ranks than the recorded world size
+            (:func:`check_world_size`).
     """
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
@@ -137,7 +249,10 @@ def discover(path) -> list[RankLocation]:
     if not root.is_dir():
         raise UsageError(f"capture must be a directory (a run folder, a *_ascend_pt folder or an "
                          f"ASCEND_PROFILER_OUTPUT folder), got a file: {root}")
-    outs = _find_output_dirs(root)
+    exportless: list[Path] = []
+    outs = _find_output_dirs(root, exportless)
+    if exportless:
+        raise _exportless_error(root, exportless)
     if not outs:
         raise InvalidCaptureError(
             f"no {OUTPUT_DIR}/ (torch_npu) or {MSPROF_DIR}/op_summary_*.csv (msprof) folder found "
@@ -196,4 +311,5 @@ def discover(path) -> list[RankLocation]:
                 f"two folders claim rank {loc.rank}: {seen[loc.rank]} and {loc.rank_dir}", path=root,
                 hint="a capture holds one folder per rank; do not mix runs in one directory")
         seen[loc.rank] = loc.rank_dir
+    check_world_size(locs, root)
     return sorted(locs, key=lambda x: x.rank)
