@@ -2,7 +2,7 @@
 
 Rules, in order, for every metric key present on either side:
 
-1. Comparability: a config facet the metric depends on differs (rank count; Type /
+1. Comparability: a config facet the metric depends on differs (rank count or rank ids; Type /
    Accelerator Core values present on one side only, e.g. Level0 vs Level1; category rules;
    family rule; communication.json on one side only) -> ``incomparable`` with the reason.
    A toolchain change (CANN / torch_npu version) keeps per-kernel metrics comparable but
@@ -49,13 +49,21 @@ _FACET_TEXT = {
 _FAMILY_METRICS = ("kernel.calls_per_step", "kernel.topn", "kernel.time_us")
 
 
+def _rank_sets_differ(base: Fingerprint, cand: Fingerprint) -> bool:
+    """True when both sides record their rank ids (``config["ranks"]``) and the sets differ
+    (old baselines without the list are judged by rank count alone)."""
+    br, cr = base.config.get("ranks"), cand.config.get("ranks")
+    return bool(br) and bool(cr) and sorted(br) != sorted(cr)
+
+
 def incompatibility(base: Fingerprint, cand: Fingerprint, comparisons) -> str | None:
     """Why the baseline cannot judge this candidate at all (None when it can): a different
-    rank count, or no gated metric that could be compared. Such a check is never a pass."""
+    rank count or a different set of rank ids (a renumbered rank is a missing plus an extra
+    one), or no gated metric that could be compared. Such a check is never a pass."""
     bw, cw = base.config.get("world_size"), cand.config.get("world_size")
-    if bw != cw:
-        return (f"the baseline has {bw} rank(s) {base.config.get('ranks')} but the candidate has {cw} "
-                f"{cand.config.get('ranks')}: a missing or extra rank makes the captures different jobs")
+    if bw != cw or _rank_sets_differ(base, cand):
+        return (f"the baseline has {bw} rank(s), ranks {base.config.get('ranks')}, but the candidate has {cw}, "
+                f"ranks {cand.config.get('ranks')}: a missing or extra rank makes the captures different jobs")
     judged = [c for c in comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT,
                                                                     terms.UNCHANGED, terms.UNSURE)]
     if not judged:
@@ -78,8 +86,8 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
                      "reported but do not gate; step-level metrics still gate")
     br, cr = base.config.get("ranks"), cand.config.get("ranks")
     if br and cr and br != cr and len(br) == len(cr):
-        notes.append(f"rank ids differ: baseline {br}, candidate {cr}; views are compared by position "
-                     f"(rank0 = lowest id) and per-rank figures may belong to other devices")
+        notes.append(f"rank ids differ: baseline {br}, candidate {cr}; a missing or extra rank makes the "
+                     f"captures different jobs, so nothing is compared")
     sb = base.provenance.get("steps", {})
     sc = cand.provenance.get("steps", {})
     nb = {len(v) for v in sb.values()}
@@ -102,9 +110,9 @@ def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint, view: 
     bw, cw = base.config.get("world_size"), cand.config.get("world_size")
     if bw != cw:
         return f"rank count changed ({bw} -> {cw}): per-rank work is not the same job"
-    br, cr = base.config.get("ranks") or [], cand.config.get("ranks") or []
-    if view == terms.VIEW_RANK0 and br and cr and min(br) != min(cr):
-        return f"the rank0 view is rank {min(br)} in the baseline but rank {min(cr)} in the candidate"
+    if _rank_sets_differ(base, cand):
+        return (f"rank ids changed ({base.config.get('ranks')} -> {cand.config.get('ranks')}): per-rank work "
+                f"is not the same job")
     d = registry.REGISTRY.get(name)
     for facet in (d.requires if d else ()):
         b, c = base.config.get(facet), cand.config.get(facet)

@@ -213,6 +213,15 @@ def _refuse_partial(fp: Fingerprint) -> None:
                                   f"cannot become a baseline", path=fp.provenance.get("source"))
 
 
+def _refuse_other_rank_ids(name, old: Fingerprint, fp: Fingerprint) -> None:
+    """Replacing a baseline with a capture of other rank ids (same count) is refused like another
+    rank count: a renumbered rank is a missing plus an extra one (UsageError, exit 2)."""
+    bo, bn = old.config.get("ranks"), fp.config.get("ranks")
+    if bo and bn and sorted(bo) != sorted(bn):
+        raise UsageError(f"baseline {name!r} was recorded with ranks {bo}; this capture has ranks {bn}: "
+                         f"refusing to replace it (use --force if the job's topology changed on purpose)")
+
+
 def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trace=True,
                   provenance=None, env=None, force=False, workers=None, progress=None) -> tuple[Path, Fingerprint]:
     """Fingerprint a capture and store it as baseline ``name`` (atomic write).
@@ -225,7 +234,7 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
             bad name.
         InvalidCaptureError: unreadable capture, a failed self-check, or a partial capture
             (ranks without steps or with different step counts). Nothing is written.
-        UsageError: an existing baseline of that name has another rank count (pass
+        UsageError: an existing baseline of that name has another rank count or other rank ids (pass
             ``force=True`` to replace it on purpose).
         StoreError: the write failed (the previous baseline is kept).
     """
@@ -247,6 +256,7 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
                 raise UsageError(f"baseline {name!r} was recorded with {old.config.get('world_size')} rank(s); "
                                  f"this capture has {fp.config.get('world_size')}: refusing to replace it "
                                  f"(use --force if the job's topology changed on purpose)")
+            _refuse_other_rank_ids(name, old, fp)
         except NoBaselineError:
             pass  # an unreadable old baseline is replaced
     return store.save(name, fp), fp

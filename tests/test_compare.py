@@ -118,14 +118,23 @@ def test_rank_count_change_is_incomparable_and_incompatible(pol):
     assert "missing or extra rank" in incompatibility(b, c, cmps)
 
 
-def test_renumbered_ranks_make_rank0_incomparable(pol):
+def test_renumbered_ranks_are_incomparable_and_incompatible(pol):
+    """Other rank ids of the same count: every view incomparable, the check incompatible (exit 4),
+    as for a missing or extra rank; the same ids in another order are the same set."""
+    from perfgate.compare import incompatibility
     b = fp(mv("step.time_us", 100.0), mv("step.time_us", 100.0, view="p50"), ranks=[0, 1])
-    c = fp(mv("step.time_us", 100.0), mv("step.time_us", 100.0, view="p50"), ranks=[1, 7])
-    r, notes = one(b, c, pol)
-    assert r["step.time_us{view=rank0}"].verdict == terms.INCOMPARABLE
-    assert "rank 0 in the baseline but rank 1" in r["step.time_us{view=rank0}"].reason
-    assert r["step.time_us{view=p50}"].verdict == terms.UNCHANGED
+    c = fp(mv("step.time_us", 100.0), mv("step.time_us", 100.0, view="p50"), ranks=[0, 7])
+    cmps, notes = compare_fingerprints(b, c, pol)
+    r = {x.key: x for x in cmps}
+    for view in ("rank0", "p50"):
+        assert r[f"step.time_us{{view={view}}}"].verdict == terms.INCOMPARABLE
+        assert "rank ids changed ([0, 1] -> [0, 7])" in r[f"step.time_us{{view={view}}}"].reason
     assert any("rank ids differ" in n for n in notes)
+    why = incompatibility(b, c, cmps)
+    assert "ranks [0, 1]" in why and "ranks [0, 7]" in why and "missing or extra rank" in why
+    same = fp(mv("step.time_us", 100.0), mv("step.time_us", 100.0, view="p50"), ranks=[1, 0])
+    cmps, _ = compare_fingerprints(b, same, pol)
+    assert incompatibility(b, same, cmps) is None
 
 
 def test_level0_facets_make_shares_incomparable(pol):

@@ -86,10 +86,12 @@ def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
     for i, fp in enumerate(fps[1:], start=2):
         for facet in _CONFIG_MUST_MATCH:
             if fp.config.get(facet) != ref.config.get(facet):
+                ranks = (f" (ranks {ref.config.get('ranks')} vs {fp.config.get('ranks')})"
+                         if facet == "world_size" else "")
                 raise UsageError(
                     f"capture {i} ({fp.provenance.get('source')}) differs from capture 1 "
                     f"({ref.provenance.get('source')}) in {facet}: {ref.config.get(facet)!r} vs "
-                    f"{fp.config.get(facet)!r}; repeated captures of one side must be the same job",
+                    f"{fp.config.get(facet)!r}{ranks}; repeated captures of one side must be the same job",
                     hint="pass captures of one job configuration per side")
     keys = sorted(set().union(*[set(fp.metrics) for fp in fps]))
     metrics = {}
