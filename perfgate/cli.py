@@ -669,7 +669,8 @@ def demo(out):
 @common_workers
 def report_capture(capture, html_path, history_path, policy_path, trace_mode, no_trace, workers):
     """Write a self-contained HTML report (plots, self-checks, provenance) for one CAPTURE.
-    Exits 3 when a self-check fails or a fail-closed finding is present (the report says why)."""
+    Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
+    when the capture cannot be read (a page stating the error is still written)."""
     from perfgate.gate import fingerprint_path
     from perfgate.htmlreport import write_capture_html
     from perfgate.metrics.fingerprint import blocking_findings, failed_checks
@@ -678,6 +679,8 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
         fp = fingerprint_path(capture, policy, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                               progress=_Progress(False))
         path = write_capture_html(fp, html_path, policy=policy, history_path=_history_path(history_path))
+    except errors.InvalidCaptureError as e:
+        _report_read_error(e, capture, html_path)
     except PerfgateError as e:
         _fail(e)
     bad = failed_checks(fp) + blocking_findings(fp, policy.fail_closed)
@@ -685,6 +688,18 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
                f"ranks {fp.provenance['ranks']}\n  html: {path}")
     if bad:
         sys.exit(errors.EXIT_INVALID_CAPTURE)
+
+
+def _report_read_error(e, capture, html_path):
+    """``perfgate report`` on a capture that failed while reading: write the page saying why
+    (atomic), then exit 3 as for any invalid capture (also when the page cannot be written)."""
+    from perfgate.htmlreport import write_capture_error_html
+    try:
+        path = write_capture_error_html(e, html_path, source=capture)
+        click.echo(f"perfgate: INVALID_CAPTURE: the capture could not be read\n  html: {path}")
+    except PerfgateError as w:
+        click.echo(f"perfgate: the report page could not be written: {w.render()}", err=True)
+    _fail(e)
 
 
 @main.command("comment")

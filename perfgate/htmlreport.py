@@ -10,7 +10,7 @@ from pathlib import Path
 
 from perfgate.errors import NoBaselineError, StoreError
 from perfgate.model import Fingerprint, GateResult
-from perfgate.report.html import render_capture_html, render_html, sparkline_keys
+from perfgate.report.html import render_capture_error_html, render_capture_html, render_html, sparkline_keys
 from perfgate.store.atomic import write_atomic
 from perfgate.store.baselines import BaselineStore
 from perfgate.store.history import trend_series
@@ -59,4 +59,21 @@ def write_capture_html(fp: Fingerprint, path, *, policy=None, history_path=None)
     return path
 
 
-__all__ = ["write_check_html", "write_capture_html", "StoreError"]
+def write_capture_error_html(error, path, *, source=None) -> Path:
+    """Write the page of a capture that could not be read (``perfgate report`` on an
+    InvalidCaptureError; :func:`perfgate.report.html.render_capture_error_html`) to ``path``
+    (atomic: temp file + os.replace, the old file is kept on failure).
+
+    Args:
+        error: the InvalidCaptureError (or its ``to_dict()``).
+
+    Raises:
+        StoreError: the write failed (exit 5 elsewhere; ``perfgate report`` keeps exit 3).
+    """
+    doc = error.to_dict() if hasattr(error, "to_dict") else dict(error)
+    path = Path(path)
+    write_atomic(path, render_capture_error_html(doc, source=source))
+    return path
+
+
+__all__ = ["write_check_html", "write_capture_html", "write_capture_error_html", "StoreError"]

@@ -664,3 +664,42 @@ def render_capture_html(fp: Fingerprint, *, history: dict | None = None, trend_k
                 '<section class="side">' + _selfchecks(fp.self_checks)
                 + _provenance([("capture", fp.provenance, fp.config)]) + "</section>"]
     return _page(title, verdict, sections)
+
+
+def render_capture_error_html(error: dict, *, source=None, title: str | None = None) -> str:
+    """A capture that could not be READ (``perfgate report CAPTURE`` when ingest raised
+    :class:`~perfgate.errors.InvalidCaptureError`) -> a self-contained HTML page saying why:
+    status INVALID_CAPTURE (exit 3), the message with its file, data row (header excluded) and
+    byte offset, the hint, and every further problem found (``error["problems"]``, one per rank).
+
+    Args:
+        error: ``InvalidCaptureError.to_dict()`` (keys message, path, row, byte_offset, hint,
+            problems, exit_code).
+        source: the capture path, for the title.
+    """
+    def where(p: dict) -> str:
+        w = p.get("path") or ""
+        if p.get("row") is not None:
+            w += f" row {p['row']}"
+        if p.get("byte_offset") is not None:
+            w += f" byte {p['byte_offset']}"
+        return w
+
+    def item(p: dict) -> str:
+        w = where(p)
+        return (f"<b>{_e(p.get('message'))}</b>" + (f" <code>{_e(w)}</code>" if w else "")
+                + (f"<br>hint: {_e(p['hint'])}" if p.get("hint") else ""))
+
+    code = error.get("exit_code", 3)
+    lines = [f'<div class="status">{_e(terms.INVALID)} <span class="muted">(exit {_e(code)})</span></div>',
+             f"<div>{item(error)}</div>",
+             "<div>The capture could not be read, so it failed closed: nothing was compared, nothing was "
+             "written to baselines or history.</div>"]
+    verdict = f'<section id="verdict" class="{_STATUS_CLASS[terms.INVALID]}">' + "".join(lines) + "</section>"
+    problems = error.get("problems") or []
+    sections = []
+    if len(problems) > 1:
+        sections.append('<section id="problems"><h2>Every problem found</h2><ol>'
+                        + "".join(f"<li>{item(p)}</li>" for p in problems) + "</ol></section>")
+    title = title or f"perfgate capture report — {source if source is not None else ''}"
+    return _page(title, verdict, sections)

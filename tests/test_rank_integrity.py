@@ -1,0 +1,250 @@
+"""Rank-set integrity and the report page of an unreadable capture (cases found by a fresh user).
+
+1. A rank folder whose export is missing (``rank1_ascend_pt/`` without ``ASCEND_PROFILER_OUTPUT/``)
+   and a capture with fewer ranks than the job's world size (``profiler_metadata.json``
+   ``distributed_args.world_size``) fail closed: exit 3, nothing written.
+2. Different rank id sets on the two sides of a check are incompatible (exit 4) naming both
+   sets; repeated captures of one side with different rank sets are refused.
+3. ``perfgate report CAPTURE --html`` writes a page (exit 3) when the capture cannot be read.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate.cli import main
+from perfgate.errors import InvalidCaptureError
+from perfgate.ingest.discover import discover
+from perfgate.synth import SynthSpec, write_capture
+
+
+def _run(*args):
+    r = CliRunner().invoke(main, list(map(str, args)), env={})
+    return r.exit_code, r.output
+
+
+def _no_runs(db):
+    """True when the history database does not exist or holds no row in any table."""
+    if not db.exists():
+        return True
+    with sqlite3.connect(db) as con:
+        tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
+        return all(con.execute(f"select count(*) from [{t}]").fetchone()[0] == 0 for t in tables)
+
+
+def _refused(tmp_path, capture, needles):
+    """baseline save, history record, fingerprint and check all exit 3 naming ``needles``;
+    no baseline file and no history run is written."""
+    bl, db = tmp_path / "bl-refused", tmp_path / "refused.sqlite"
+    code, out = _run("baseline", "save", "--name", "p", capture, "--baseline-dir", bl)
+    assert code == 3 and all(n in out for n in needles), out
+    assert not (bl / "p.json").exists()
+    code, out = _run("history", "record", capture, "--branch", "main", "--db", db)
+    assert code == 3 and all(n in out for n in needles), out
+    assert _no_runs(db)
+    code, out = _run("fingerprint", capture)
+    assert code == 3 and all(n in out for n in needles), out
+
+
+def _renumber(capture, old: int, new: int) -> None:
+    """Rename rank ``old`` to ``new`` everywhere it is written: folder, profiler_info_<N>.json, rank_id."""
+    src = capture / f"rank{old}_ascend_pt"
+    dst = capture / f"rank{new}_ascend_pt"
+    src.rename(dst)
+    info = dst / f"profiler_info_{old}.json"
+    doc = json.loads(info.read_text())
+    doc["rank_id"] = new
+    (dst / f"profiler_info_{new}.json").write_text(json.dumps(doc))
+    info.unlink()
+
+
+def _set_world_size(capture, world_size: int) -> None:
+    """Write the MindSpeed-style profiler_metadata.json (SCHEMAS.md §0, G8.3) into every rank folder."""
+    for rdir in sorted(capture.glob("rank*_ascend_pt")):
+        rank = int(rdir.name[4:].split("_")[0])
+        (rdir / "profiler_metadata.json").write_text(json.dumps(
+            {"distributed_args": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1,
+                                  "data_parallel_size": world_size, "rank": rank, "world_size": world_size},
+             "ENV_VARIABLES": {}}))
+
+
+# -- 1. a rank folder without its export ----------------------------------------------------------
+def test_rank_folder_without_export_fails_closed_synthetic(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=3, steps=2, seed=1))
+    shutil.rmtree(cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+    with pytest.raises(InvalidCaptureError) as ei:
+        discover(cap)
+    assert "rank1_ascend_pt" in str(ei.value) and "no ASCEND_PROFILER_OUTPUT/" in str(ei.value)
+    _refused(tmp_path, cap, ["rank1_ascend_pt", "no ASCEND_PROFILER_OUTPUT/"])
+
+
+def test_every_rank_folder_without_export_is_listed(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=3, steps=2, seed=1))
+    for r in (0, 2):
+        shutil.rmtree(cap / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+    with pytest.raises(InvalidCaptureError) as ei:
+        discover(cap)
+    e = ei.value
+    assert "rank0_ascend_pt" in str(e) and "(and 1 more problem(s))" in str(e)
+    assert any("rank2_ascend_pt" in p["path"] for p in e.problems)
+
+
+def test_rank_folder_without_export_fails_closed_real_level1(copy_capture, tmp_path):
+    """The exact report: level1 with rank1's ASCEND_PROFILER_OUTPUT removed saved a 1-rank baseline."""
+    cap = copy_capture("level1", "x")
+    shutil.rmtree(cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+    _refused(tmp_path, cap, ["rank1_ascend_pt", "no ASCEND_PROFILER_OUTPUT/"])
+
+
+def test_folder_with_profiler_info_but_no_export_fails_closed(tmp_path):
+    """A rank folder is also recognised by its profiler_info_<N>.json, whatever its name."""
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    odd = cap / "worker7"
+    odd.mkdir()
+    (odd / "profiler_info_7.json").write_text((cap / "rank0_ascend_pt" / "profiler_info_0.json").read_text())
+    with pytest.raises(InvalidCaptureError, match="worker7.*no ASCEND_PROFILER_OUTPUT/"):
+        discover(cap)
+
+
+def test_legitimate_layouts_still_read(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    assert [loc.rank for loc in discover(cap)] == [0, 1]
+    assert [loc.rank for loc in discover(cap / "rank1_ascend_pt")] == [1]
+    assert [loc.rank for loc in discover(cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT")] == [1]
+    one = write_capture(tmp_path / "one", SynthSpec(ranks=1, steps=2, seed=1))
+    assert [loc.rank for loc in discover(one)] == [0]
+
+
+def test_real_db_export_still_read(ascend):
+    db = ascend / "msinsight/test/data/pytorch/db/level1"
+    assert [loc.rank for loc in discover(db)] == [0, 1]
+
+
+# -- 1b. fewer ranks than the job's world size -----------------------------------------------------
+def test_fewer_ranks_than_world_size_fails_closed(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    _set_world_size(cap, 4)
+    with pytest.raises(InvalidCaptureError) as ei:
+        discover(cap)
+    msg = str(ei.value)
+    assert "world_size 4" in msg and "2 rank(s) [0, 1]" in msg and "missing rank(s) [2, 3]" in msg
+    _refused(tmp_path, cap, ["world_size 4", "missing rank(s) [2, 3]"])
+
+
+def test_world_size_matching_the_ranks_passes(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    _set_world_size(cap, 2)
+    assert [loc.rank for loc in discover(cap)] == [0, 1]
+
+
+def test_rank_id_beyond_world_size_fails_closed(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    _set_world_size(cap, 2)
+    _renumber(cap, 1, 5)
+    with pytest.raises(InvalidCaptureError, match=r"rank\(s\) \[5\] outside 0\.\.1"):
+        discover(cap)
+
+
+def test_unreadable_metadata_fails_closed(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    (cap / "rank1_ascend_pt" / "profiler_metadata.json").write_text('{"distributed_args": {"world_size": 4')
+    with pytest.raises(InvalidCaptureError, match="profiler_metadata.json.*invalid JSON"):
+        discover(cap)
+
+
+# -- 2. renumbered ranks ---------------------------------------------------------------------------
+@pytest.fixture
+def base01(tmp_path):
+    base = write_capture(tmp_path / "base", SynthSpec(ranks=2, steps=2, seed=1))
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "main", base, "--baseline-dir", bl)[0] == 0
+    return bl
+
+
+def test_renumbered_rank_is_incompatible(tmp_path, base01):
+    cand = write_capture(tmp_path / "cand", SynthSpec(ranks=2, steps=2, seed=2))
+    code, out = _run("check", "--baseline", "main", cand, "--baseline-dir", base01, "--out", tmp_path / "o1")
+    assert code == 0, out  # control: the same rank set passes
+    _renumber(cand, 1, 2)
+    code, out = _run("check", "--baseline", "main", cand, "--baseline-dir", base01, "--out", tmp_path / "o2")
+    assert code == 4 and "INCOMPATIBLE_BASELINE" in out, out
+    doc = json.loads((tmp_path / "o2" / "perfgate-result.json").read_text())
+    msg = doc["error"]["message"]
+    assert "ranks [0, 1]" in msg and "ranks [0, 2]" in msg and "missing or extra rank" in msg
+    gated = [c for c in doc["comparisons"] if c["gated"]]
+    assert gated and all(c["verdict"] == "incomparable" for c in gated)
+    assert all("rank ids changed ([0, 1] -> [0, 2])" in c["reason"] for c in gated)
+
+
+def test_renumbered_rank_cannot_replace_a_baseline(tmp_path, base01):
+    cand = write_capture(tmp_path / "cand", SynthSpec(ranks=2, steps=2, seed=2))
+    _renumber(cand, 1, 2)
+    code, out = _run("baseline", "save", "--name", "main", cand, "--baseline-dir", base01)
+    assert code == 2 and "[0, 1]" in out and "[0, 2]" in out, out
+    assert json.loads((base01 / "main.json").read_text())["fingerprint"]["config"]["ranks"] == [0, 1]
+    assert _run("baseline", "save", "--name", "main", cand, "--baseline-dir", base01, "--force")[0] == 0
+
+
+def test_repeated_captures_with_different_rank_sets_are_refused(tmp_path, base01):
+    a = write_capture(tmp_path / "a", SynthSpec(ranks=2, steps=2, seed=3))
+    b = write_capture(tmp_path / "b", SynthSpec(ranks=2, steps=2, seed=4))
+    _renumber(b, 1, 2)
+    code, out = _run("check", "--baseline", "main", a, b, "--baseline-dir", base01, "--out", tmp_path / "o")
+    assert code == 2 and "[0, 1]" in out and "[0, 2]" in out and "same job" in out, out
+    code, out = _run("baseline", "save", "--name", "rep", a, b, "--baseline-dir", base01)
+    assert code == 2 and "[0, 1]" in out and "[0, 2]" in out, out
+    assert not (base01 / "rep.json").exists()
+
+
+# -- 3. report --html on a capture that cannot be read ---------------------------------------------
+def _set_cell(path, row: int, column: str, value: str) -> None:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    rows[row][rows[0].index(column)] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+
+
+def test_report_html_for_a_read_error_writes_the_page(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    _set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 4, "Duration(us)", "nan")
+    page = tmp_path / "r.html"
+    code, out = _run("report", cap, "--html", page)
+    assert code == 3 and "INVALID_CAPTURE" in out and str(page) in out, out
+    text = page.read_text()
+    assert 'class="invalid"' in text and "INVALID_CAPTURE" in text
+    assert "kernel_details.csv" in text and "row 4" in text
+    assert "Duration(us) is not a finite number: &#x27;nan&#x27;" in text
+    assert "nothing was compared" in text
+    assert not list(tmp_path.glob("r.html.*")) and not list(tmp_path.glob(".r.html*"))  # no temp file left
+
+
+def test_report_html_for_a_missing_export_lists_every_problem(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=3, steps=2, seed=1))
+    for r in (0, 2):
+        shutil.rmtree(cap / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+    page = tmp_path / "r.html"
+    code, out = _run("report", cap, "--html", page)
+    text = page.read_text()
+    assert code == 3 and "rank0_ascend_pt" in text and "rank2_ascend_pt" in text
+
+
+def test_report_html_read_error_keeps_exit_3_when_page_cannot_be_written(tmp_path):
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=1, steps=2, seed=1))
+    _set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 2, "Duration(us)", "nan")
+    (tmp_path / "file").write_text("x")
+    code, out = _run("report", cap, "--html", tmp_path / "file" / "r.html")
+    assert code == 3 and "Duration(us) is not a finite number" in out, out
+    assert (tmp_path / "file").read_text() == "x"
+
+
+def test_report_for_a_missing_path_writes_no_page(tmp_path):
+    code, out = _run("report", tmp_path / "nope", "--html", tmp_path / "r.html")
+    assert code == 2 and not (tmp_path / "r.html").exists()
