@@ -31,7 +31,7 @@ from dataclasses import replace
 from perfgate import terms
 from perfgate.metrics import registry
 from perfgate.model import Comparison, Fingerprint, metric_key
-from perfgate.policy import Policy, Tolerance
+from perfgate.policy import Policy, Tolerance, significant
 from perfgate.stats import apply_statistics
 from perfgate.attribution import attribute_families
 
@@ -233,7 +233,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         tol_text = rule.tolerance.describe(ref.unit) if rule else "not in policy"
         if noise and noise.get(key):
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
-            tol_text += f" + noise band {band:,.3g}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
+            tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
         why = _incomparable_reason(name, base, cand, view)
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,

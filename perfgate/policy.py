@@ -41,11 +41,27 @@ class Tolerance:
     value: float
 
     def describe(self, unit: str) -> str:
+        """The tolerance as shown in every report (CLI, Markdown, JUnit, HTML, JSON reasons):
+        ``rel`` in percent, ``pp`` in percentage points, ``abs`` in ``unit`` (0 = "exact"),
+        each with three significant digits and no trailing zeros (:func:`significant`), so a
+        calibrated 0.015 reads "±1.5%", 0.009 "±0.9%" and 0.0025 pp "±0.25 pp"."""
         if self.kind == "rel":
-            return f"±{self.value:.0%}"
+            return f"±{significant(self.value * 100.0)}%"
         if self.kind == "pp":
-            return f"±{self.value:g} pp"
-        return f"±{self.value:g} {unit}" if self.value else "exact"
+            return f"±{significant(self.value)} pp"
+        return f"±{significant(self.value)} {unit}" if self.value else "exact"
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """``x`` with at least ``digits`` significant digits, fixed-point (never 1e+03), trailing
+    zeros dropped: 1.5 -> "1.5", 0.9 -> "0.9", 0.25 -> "0.25", 10 -> "10", 1234.5 -> "1234"."""
+    import math
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 @dataclass(frozen=True)
