@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from perfgate import terms
 from perfgate.metrics import registry
+from perfgate.metrics.repeat import runs_of
 from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance, significant
 from perfgate.stats import apply_statistics
@@ -84,7 +85,12 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     sc = cand.provenance.get("steps", {})
     nb = {len(v) for v in sb.values()}
     nc = {len(v) for v in sc.values()}
-    if nb and nc and nb != nc:
+    if nb and nc and nb != nc and (runs_of(base) > 1 or runs_of(cand) > 1):
+        notes.append(f"step count differs: baseline {sorted(nb)} step(s) per rank over {runs_of(base)} "
+                     f"capture(s), candidate {sorted(nc)} over {runs_of(cand)}; metrics with per-step samples "
+                     f"are judged by the two-gate test on all pooled step samples (its runs bound counts "
+                     f"captures, not steps), counts and metrics without samples by their medians")
+    elif nb and nc and nb != nc:
         notes.append(f"step count differs: baseline {sorted(nb)} step(s) per rank, candidate "
                      f"{sorted(nc)}; per-step medians are compared")
     return notes
