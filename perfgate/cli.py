@@ -825,22 +825,9 @@ def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers)
     except PerfgateError as e:
         _fail(e)
 
-    def fmt(v, kind):
-        if v is None:
-            return "-"
-        return f"{v:.2%}" if kind == "rel" else (f"{v:.3g} pp" if kind == "pp" else f"{v:.4g}")
-    click.echo(f"calibrated from {len(captures)} captures (k = {k:g}):")
-    runs = sorted(proposals[0]["detectable"]) if proposals else []
-    click.echo("  metric | noise sigma | repeated-capture tolerance now -> proposed | single-capture now -> proposed"
-               + (f" | smallest shift caught 99% of the time (proposed tolerance) with {' / '.join(map(str, runs))} runs per side"
-                  if runs else ""))
-    for p in proposals:
-        det = " / ".join(fmt(p["detectable"][r], p["kind"]) for r in runs)
-        click.echo(f"  {p['metric']} | {fmt(p['sigma'], p['kind'])} | {fmt(p['current_stat'], p['kind'])} -> "
-                   f"{fmt(p['proposed_stat'], p['kind'])} ({p['verdict_stat']}) | "
-                   f"{fmt(p['current_single'], p['kind'])} -> {fmt(p['proposed_single'], p['kind'])} "
-                   f"({p['verdict_single']}) | {det}")
-    click.echo(f"  wrote {path}")
+    from perfgate.calibrate import render_table
+    for line in render_table(proposals, len(captures), k, path):
+        click.echo(line)
 
 
 if __name__ == "__main__":  # pragma: no cover

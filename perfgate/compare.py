@@ -30,8 +30,9 @@ from dataclasses import replace
 
 from perfgate import terms
 from perfgate.metrics import registry
+from perfgate.metrics.repeat import runs_of
 from perfgate.model import Comparison, Fingerprint, metric_key
-from perfgate.policy import Policy, Tolerance
+from perfgate.policy import Policy, Tolerance, significant
 from perfgate.stats import apply_statistics
 from perfgate.attribution import attribute_families
 
@@ -92,7 +93,12 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     sc = cand.provenance.get("steps", {})
     nb = {len(v) for v in sb.values()}
     nc = {len(v) for v in sc.values()}
-    if nb and nc and nb != nc:
+    if nb and nc and nb != nc and (runs_of(base) > 1 or runs_of(cand) > 1):
+        notes.append(f"step count differs: baseline {sorted(nb)} step(s) per rank over {runs_of(base)} "
+                     f"capture(s), candidate {sorted(nc)} over {runs_of(cand)}; metrics with per-step samples "
+                     f"are judged by the two-gate test on all pooled step samples (its runs bound counts "
+                     f"captures, not steps), counts and metrics without samples by their medians")
+    elif nb and nc and nb != nc:
         notes.append(f"step count differs: baseline {sorted(nb)} step(s) per rank, candidate "
                      f"{sorted(nc)}; per-step medians are compared")
     return notes
@@ -241,7 +247,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         tol_text = rule.tolerance.describe(ref.unit) if rule else "not in policy"
         if noise and noise.get(key):
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
-            tol_text += f" + noise band {band:,.3g}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
+            tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
         why = _incomparable_reason(name, base, cand, view)
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,

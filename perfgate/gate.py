@@ -26,10 +26,11 @@ PR_EVENTS = ("pull_request", "pull_request_target")
 
 def load_checked_policy(path=None):
     """Load a policy and reject metric names no metric has (typos would silently un-gate)."""
-    from perfgate.metrics.registry import REGISTRY
+    from perfgate.metrics.registry import REGISTRY, all_label_keys
     from perfgate.policy import load_policy
     policy = load_policy(path)
     policy.check_names(set(REGISTRY))
+    policy.check_labels(all_label_keys())  # label keys of overrides / suggestions (typos would silently not match)
     return policy
 
 

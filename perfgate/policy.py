@@ -15,6 +15,7 @@ from perfgate import opspec, terms
 from perfgate.errors import PolicyError
 from perfgate.yamlfile import read_mapping
 
+_UNKNOWN_CATEGORY = "unknown"  # the bucket of kernels no category rule matches (perfgate.metrics.kernels.UNKNOWN)
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
@@ -41,11 +42,27 @@ class Tolerance:
     value: float
 
     def describe(self, unit: str) -> str:
+        """The tolerance as shown in every report (CLI, Markdown, JUnit, HTML, JSON reasons):
+        ``rel`` in percent, ``pp`` in percentage points, ``abs`` in ``unit`` (0 = "exact"),
+        each with three significant digits and no trailing zeros (:func:`significant`), so a
+        calibrated 0.015 reads "±1.5%", 0.009 "±0.9%" and 0.0025 pp "±0.25 pp"."""
         if self.kind == "rel":
-            return f"±{self.value:.0%}"
+            return f"±{significant(self.value * 100.0)}%"
         if self.kind == "pp":
-            return f"±{self.value:g} pp"
-        return f"±{self.value:g} {unit}" if self.value else "exact"
+            return f"±{significant(self.value)} pp"
+        return f"±{significant(self.value)} {unit}" if self.value else "exact"
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """``x`` with at least ``digits`` significant digits, fixed-point (never 1e+03), trailing
+    zeros dropped: 1.5 -> "1.5", 0.9 -> "0.9", 0.25 -> "0.25", 10 -> "10", 1234.5 -> "1234"."""
+    import math
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,68 @@ class Policy:
             if n not in known:
                 close = difflib.get_close_matches(n, sorted(known), n=1)
                 raise _err(self.path, key, f"unknown metric {n!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+
+    def label_values(self) -> dict:
+        """The closed label-value sets a policy can be checked against: ``view`` (rank0 / p50 /
+        max), ``caliber`` (sum_duration / busy_union), ``category`` (this policy's categories
+        plus the ``unknown`` bucket) and ``phase`` (this policy's phases plus its default).
+        Other labels (family, type, core_type, kind, link, bound, class) are open: their
+        values come from the capture, so any value is accepted."""
+        return {"view": set(terms.VIEWS), "caliber": {terms.SUM_DURATION, terms.BUSY_UNION},
+                "category": {c.category for c in self.categories} | {_UNKNOWN_CATEGORY},
+                "phase": {r.label for r in self.phases.rules} | {self.phases.default}}
+
+    def check_labels(self, label_keys: dict) -> None:
+        """Raise PolicyError for a label that no value of the metric can carry, under
+        ``overrides[i].labels`` and ``suggestions[i].labels`` / ``.view`` (a typo such as
+        ``categroy: Comm`` would otherwise match nothing and silently drop the override).
+
+        ``label_keys`` is {metric name: the label keys its values carry}, from the metric
+        registry (:func:`perfgate.metrics.registry.all_label_keys`). Keys are always checked;
+        values only where the set is closed (:meth:`label_values`): a ``view`` must be one of
+        the views, and a gated override on a view outside ``gate_views`` is refused (it would
+        never gate); ``category`` / ``phase`` must be one of this policy's; ``metric`` (of
+        ``rank.skew_ratio``) a known metric name. Unknown metric names are
+        :meth:`check_names`' job (an override's name is skipped here; a suggestion's is
+        checked). The message names the file, the key path, the label and the valid ones,
+        with a "did you mean" when one is close."""
+        import difflib
+        closed = self.label_values()
+        closed["metric"] = set(label_keys)
+
+        def check(where, name, labels):
+            valid = label_keys.get(name)
+            if valid is None:
+                return
+            for k, v in labels.items():
+                if k not in valid:
+                    close = difflib.get_close_matches(k, sorted(valid), n=1)
+                    raise _err(self.path, f"{where}.{k}",
+                               f"metric {name} has no label {k!r} (its labels: {sorted(valid)})"
+                               + (f"; did you mean {close[0]!r}?" if close else ""))
+                if k in closed and v not in closed[k]:
+                    close = difflib.get_close_matches(v, sorted(closed[k]), n=1)
+                    raise _err(self.path, f"{where}.{k}",
+                               f"unknown {k} {v!r} (known: {sorted(closed[k])})"
+                               + (f"; did you mean {close[0]!r}?" if close else ""))
+
+        for i, (name, labels, fields) in enumerate(self.overrides):
+            check(f"overrides[{i}].labels", name, labels)
+            view = labels.get("view")
+            if fields.get("gated") and view is not None and view not in self.gate_views:
+                raise _err(self.path, f"overrides[{i}].labels.view",
+                           f"gated override for view {view!r}, which is not in gate_views "
+                           f"{list(self.gate_views)}: it would never gate; add the view to gate_views")
+        for i, r in enumerate(self.suggestions):
+            if r.metric is None:
+                continue
+            if r.metric not in label_keys:
+                close = difflib.get_close_matches(r.metric, sorted(label_keys), n=1)
+                raise _err(self.path, f"suggestions[{i}].metric", f"unknown metric {r.metric!r}"
+                           + (f"; did you mean {close[0]!r}?" if close else ""))
+            check(f"suggestions[{i}].labels", r.metric, r.labels)
+            if r.view not in closed["view"]:
+                raise _err(self.path, f"suggestions[{i}].view", f"unknown view {r.view!r}; use {list(terms.VIEWS)}")
 
     def fingerprint_digest(self) -> str:
         """Digest of the rules that change fingerprint values (Top-N, family, categories)."""

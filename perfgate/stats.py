@@ -241,14 +241,44 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
     for i, d in info.items():
         c = out[i]
         out[i] = _verdict(c, d, base.metrics[c.key], cand.metrics[c.key], policy, st)
+    for i, c in enumerate(out):
+        if i not in info and _judged_without_samples(c, base, cand):
+            out[i] = replace(c, reason=f"{c.reason}; {NO_SAMPLES_NOTE.format(rb=runs_of(base), rc=runs_of(cand))}")
     return out
+
+
+NO_SAMPLES_NOTE = ("no per-step samples for this metric, so the two-gate test does not apply: judged on the "
+                   "medians over {rb} vs {rc} capture(s) by the single-capture tolerance")
+_COUNT_UNITS = ("calls", "steps", "rows", "set")
+
+
+def _judged_without_samples(c: Comparison, base: Fingerprint, cand: Fingerprint) -> bool:
+    """A gated, non-count metric judged by tolerance in a repeated-capture check because one
+    side has no per-step samples (e.g. ``share.family``, whose per-capture value is a median
+    over steps without the steps kept): its reason must say so."""
+    if not c.gated or c.unit in _COUNT_UNITS or c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT,
+                                                                   terms.UNCHANGED):
+        return False
+    b, k = base.metrics.get(c.key), cand.metrics.get(c.key)
+    return not (b and k and b.samples and k.samples)
+
+
+def _subject_of(c: Comparison) -> str:
+    """The subject at the start of a tolerance reason, view tag included ("Computing: merged
+    compute intervals per step [p50]"): cut after the view tag, since descriptions may hold a
+    colon themselves; without a view, up to the first ": "."""
+    view = c.labels.get("view")
+    tag = f" [{view}]"
+    if view and tag in c.reason:
+        return c.reason[: c.reason.index(tag) + len(tag)]
+    return c.reason.split(": ", 1)[0]
 
 
 def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparison:
     rule = policy.rule_for(c.name, c.labels)
     tol = st["tolerances"].get(c.name, rule.tolerance)
     kind, alpha = d["effect_kind"], d["alpha"]
-    subject = c.reason.split(":", 1)[0]
+    subject = _subject_of(c)
     sizes = (f"{d['runs_base']} vs {d['runs_cand']} run(s), {d['n_base']} vs {d['n_cand']} step sample(s)")
     eff = _fmt_effect(d["effect"], kind, c.unit)
     info = "" if c.gated else "; informational"

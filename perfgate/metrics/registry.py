@@ -27,19 +27,20 @@ class MetricDef:
     requires: tuple = ()
     per_kernel: bool = False
     subject: str | None = None   # short text naming one labelled value, e.g. "{kind} blocks per step"
+    labels: tuple = ()           # label keys a value of this metric carries, besides ``view``
 
 
 _DEFS = [
     MetricDef("kernel.calls_per_step", "calls", None, terms.TIER_EXACT,
               "calls per step of one kernel family (median over steps, an observed count)",
               "count of kernel_details.csv rows per Step Id and family", absent_is_zero=True,
-              per_kernel=True),
+              per_kernel=True, labels=('family',)),
     MetricDef("kernel.total_calls_per_step", "calls", None, terms.TIER_EXACT,
               "all kernel calls per step", "count of kernel_details.csv rows per Step Id"),
     MetricDef("optype.calls_per_step", "calls", None, terms.TIER_EXACT,
               "calls per step of one operator type (Type / OP Type)",
               "count of kernel_details.csv rows per Step Id and Type", absent_is_zero=True,
-              requires=("type_available",), per_kernel=True),
+              requires=("type_available",), per_kernel=True, labels=('type',)),
     MetricDef("kernel.invalid_rows", "rows", None, terms.TIER_EXACT,
               "kernel rows left out: N/A, empty or negative Duration(us) (P06)",
               "kernel_details.csv rows that could not be counted"),
@@ -51,11 +52,11 @@ _DEFS = [
     MetricDef("share.core_type", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step on one core type (Accelerator Core)",
               "Σ Duration(us) by Accelerator Core / Σ Duration(us), as msprof op_statistic Ratio(%)",
-              absent_is_zero=True, requires=("core_available",), per_kernel=True),
+              absent_is_zero=True, requires=("core_available",), per_kernel=True, labels=('core_type',)),
     MetricDef("share.category", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in one category (policy rules)",
               "Σ Duration(us) by category / Σ Duration(us)", absent_is_zero=True,
-              requires=("type_available", "core_available", "categories_digest"), per_kernel=True),
+              requires=("type_available", "core_available", "categories_digest"), per_kernel=True, labels=('category',)),
     MetricDef("step.time_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "step time = Computing + Communication(Not Overlapped) + Free",
               "step_trace_time.csv; msprof-analyze cluster_analyse step_trace_time_analysis"),
@@ -78,14 +79,14 @@ _DEFS = [
               "distinct Step Id values in kernel_details.csv"),
     MetricDef("device.time_us", "us", None, terms.TIER_STEP,
               "device time per step of all kernel rows in one caliber (label caliber)",
-              "kernel_details.csv: ΣDuration = Σ Duration(us); busy union = merged intervals"),
+              "kernel_details.csv: ΣDuration = Σ Duration(us); busy union = merged intervals", labels=('caliber',)),
     MetricDef("comm.elapse_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "Σ Elapse Time of communication ops per step (ms in the file, us here)",
               "communication.json, 'Total Op Info' skipped", requires=("has_comm_json",)),
     MetricDef("kernel.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "ΣDuration per step of one kernel family (context only: single-kernel time drifts "
               "up to ~2x between devices)", "kernel_details.csv Duration(us)", absent_is_zero=True,
-              per_kernel=True),
+              per_kernel=True, labels=('family',)),
     # host-bound step anatomy (perfgate.metrics.steps), medians over steps
     MetricDef("step.wall_us", "us", None, terms.TIER_STEP,
               "device span of the step: last task end − first task start", "kernel_details.csv"),
@@ -104,47 +105,47 @@ _DEFS = [
     # communication (perfgate.metrics.comm)
     MetricDef("comm.calls_per_step", "calls", None, terms.TIER_EXACT,
               "HCCL op calls per step of one kind (allreduce, allgather, ...)",
-              "kernel_details.csv communication rows by name", absent_is_zero=True),
+              "kernel_details.csv communication rows by name", absent_is_zero=True, labels=('kind',)),
     MetricDef("comm.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
-              "ΣDuration per step of one HCCL kind", "kernel_details.csv", absent_is_zero=True),
+              "ΣDuration per step of one HCCL kind", "kernel_details.csv", absent_is_zero=True, labels=('kind',)),
     MetricDef("comm.exposed_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "time per step of one HCCL kind not covered by compute",
-              "kernel_details.csv: rows minus the compute busy union", absent_is_zero=True),
+              "kernel_details.csv: rows minus the compute busy union", absent_is_zero=True, labels=('kind',)),
     MetricDef("comm.wait_ratio", "ratio", None, terms.TIER_CONTEXT,
               "wait ratio = Σ Wait / (Σ Wait + Σ Transit)", "communication.json (msprof-analyze)",
               requires=("has_comm_json",)),
     MetricDef("comm.bandwidth_gbps", "GB/s", None, terms.TIER_CONTEXT,
               "bandwidth per link type = Σ Transit Size / Σ Transit Time",
-              "communication.json Communication Bandwidth Info", requires=("has_comm_json",)),
+              "communication.json Communication Bandwidth Info", requires=("has_comm_json",), labels=('link',)),
     # operator view (perfgate.metrics.operators, perfgate.metrics.mfu), medians over steps
     MetricDef("share.family", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step of one kernel family",
               "Σ Duration(us) of the family / Σ Duration(us), kernel_details.csv", absent_is_zero=True,
-              requires=("operator_digest",), per_kernel=True),
+              requires=("operator_digest",), per_kernel=True, labels=('family',)),
     MetricDef("share.phase", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in one model phase (policy phase rules)",
               "Σ Duration(us) by phase / Σ Duration(us)", absent_is_zero=True,
-              requires=("operator_digest",), per_kernel=True),
+              requires=("operator_digest",), per_kernel=True, labels=('phase',)),
     MetricDef("share.phase_category", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in one (phase, category)",
               "Σ Duration(us) by phase and category / Σ Duration(us)", absent_is_zero=True,
               requires=("type_available", "core_available", "categories_digest", "operator_digest"),
-              per_kernel=True),
+              per_kernel=True, labels=('category', 'phase')),
     MetricDef("pipe.bound_share", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration in kernel families bound by one pipe family (cube, vector, aic_mte, ...)",
               "largest summed PipeUtilization stage time per family (aic_mac_time(us), ...), kernel_details.csv",
-              absent_is_zero=True, requires=("pipe_available",), per_kernel=True),
+              absent_is_zero=True, requires=("pipe_available",), per_kernel=True, labels=('bound',)),
     MetricDef("pipe.memory_bound", "x", None, terms.TIER_CONTEXT,
               "memory_bound = mte2_ratio / max(mac_ratio, vec_ratio) of one kernel family (> 1: MTE2-bound)",
               "Duration-weighted PipeUtilization ratios, kernel_details.csv", requires=("pipe_available",),
-              per_kernel=True),
+              per_kernel=True, labels=('family',)),
     MetricDef("mfu.ratio", "ratio", None, terms.TIER_STEP,
               "MFU of one kernel family = FLOPs / duration_s / dtype peak FLOP/s",
               "FLOPs spec (policy mfu.spec) over Input Shapes; peak table policy mfu.peaks",
-              requires=("mfu_digest",), per_kernel=True),
+              requires=("mfu_digest",), per_kernel=True, labels=('family',)),
     MetricDef("rank.skew_ratio", "ratio", None, terms.TIER_STEP,
               "rank skew = (max − min) / mean over ranks of a per-rank metric (label metric)",
-              "per-rank values of the named metric"),
+              "per-rank values of the named metric", labels=('metric',)),
     # model structure (perfgate.metrics.segments; rules in policies/segments.yaml)
     MetricDef("layer.count_per_step", "layers", None, terms.TIER_EXACT,
               "layers per step found by the anchor rules (lower median over steps)",
@@ -153,21 +154,51 @@ _DEFS = [
     MetricDef("layer.class_count_per_step", "layers", None, terms.TIER_EXACT,
               "layers per step of one recurring layer class (label class; 'unique' = layers whose "
               "class occurs once per step)", "ordered kernel families per layer, hashed",
-              absent_is_zero=True, requires=("segments_digest",), subject="layers per step of layer class {class}"),
+              absent_is_zero=True, requires=("segments_digest",), subject="layers per step of layer class {class}", labels=('class',)),
     MetricDef("block.count_per_step", "blocks", None, terms.TIER_EXACT,
               "blocks per step of one kind (attention | ffn | moe | aicpu | other) in recurring layers",
               "layers cut at norm kernels and AI_CPU runs", absent_is_zero=True, requires=("segments_digest",),
-              subject="{kind} blocks per step (recurring layers)"),
+              subject="{kind} blocks per step (recurring layers)", labels=('kind',)),
     MetricDef("block.share", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in blocks of one kind ('unstructured' = head, tail and "
               "non-recurring layers)", "Σ Duration(us) of the blocks / Σ Duration(us) of the step",
-              absent_is_zero=True, requires=("segments_digest",), subject="ΣDuration share of {kind} blocks"),
+              absent_is_zero=True, requires=("segments_digest",), subject="ΣDuration share of {kind} blocks", labels=('kind',)),
     MetricDef("layer.wall_p50_us", "us", None, terms.TIER_STEP,
               "median wall (last end − first start) of the layers of one recurring class",
               "kernel_details.csv Start Time(us) + Duration(us)", requires=("segments_digest",),
-              subject="median wall of layer class {class}"),
+              subject="median wall of layer class {class}", labels=('class',)),
 ]
 REGISTRY: dict[str, MetricDef] = {d.name: d for d in _DEFS}
+
+
+# rank.skew_ratio{metric=M, ...} carries M's labels (no view: it is computed over all ranks)
+_NO_VIEW = frozenset({"rank.skew_ratio"})
+
+
+def label_keys(name: str) -> frozenset:
+    """The label keys a value of metric ``name`` carries: its definition's ``labels`` plus
+    ``view`` (rank0 / p50 / max), except ``rank.skew_ratio``, which carries ``metric`` and the
+    labels of that per-rank metric, and no view. The policy's override and suggestion labels
+    are checked against this (:meth:`perfgate.policy.Policy.check_labels`); a test checks that
+    every fingerprint value's labels are among them.
+
+    Raises:
+        KeyError: unknown metric name.
+    """
+    d = REGISTRY[name]
+    keys = set(d.labels)
+    if name in _NO_VIEW:
+        for other in REGISTRY.values():
+            if other.name not in _NO_VIEW:
+                keys.update(other.labels)
+    else:
+        keys.add("view")
+    return frozenset(keys)
+
+
+def all_label_keys() -> dict:
+    """{metric name: :func:`label_keys`} for every registered metric."""
+    return {n: label_keys(n) for n in REGISTRY}
 
 
 def subject(name: str, labels: dict) -> str:
