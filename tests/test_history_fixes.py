@@ -106,31 +106,41 @@ def test_set_changes_lists_membership_changes():
 
 # -- 2. runs without a commit --------------------------------------------------------------------
 
-@pytest.fixture
-def no_commit_db(six_runs, tmp_path, monkeypatch):
-    """Four of the runs recorded with commits, then s5 recorded outside git without --commit."""
-    root, _ = six_runs
-    monkeypatch.chdir(tmp_path)  # not a git work tree: gather_provenance finds no commit
-    db = tmp_path / "h.sqlite"
-    for s in range(1, 5):
-        assert run("history", "record", root / f"s{s}", "--branch", "main", "--db", db, "--commit", f"c{s}").exit_code == 0
-    r = run("history", "record", root / "s5", "--branch", "main", "--db", db)
-    assert r.exit_code == 0, r.output
+@pytest.fixture(scope="module")
+def _no_commit_master(six_runs):
+    """The six runs, then a seventh capture (seed 7) recorded outside git without --commit."""
+    import shutil
+    root, six = six_runs
+    db = root / "nocommit.sqlite"
+    shutil.copy(six, db)
+    assert run("synth", root / "s7", "--seed", 7, "--steps", 10).exit_code == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)  # not a git work tree: gather_provenance finds no commit
+        r = run("history", "record", root / "s7", "--branch", "main", "--db", db)
+    assert r.exit_code == 0 and "recorded run 7" in r.output, r.output
     return root, db
+
+
+@pytest.fixture
+def no_commit_db(_no_commit_master, tmp_path):
+    """A private copy of that database (tests may rewrite it)."""
+    import shutil
+    root, db = _no_commit_master
+    return root, shutil.copy(db, tmp_path / "h.sqlite")
 
 
 def test_check_against_history_with_a_run_without_commit(no_commit_db, tmp_path):
     root, db = no_commit_db
     con = sqlite3.connect(db)
-    assert con.execute("select typeof(commit_sha) from runs where id = 5").fetchone() == ("null",)
+    assert con.execute("select typeof(commit_sha) from runs where id = 7").fetchone() == ("null",)
     con.close()
     out = tmp_path / "o"
     r = run("check", "--baseline", "history:main", root / "s6", "--db", db, "--out", out)
     assert r.exit_code in (0, 1), r.output
     doc = json.loads((out / "perfgate-result.json").read_text())
     note = next(n for n in doc["notes"] if n.startswith("baseline history:main"))
-    assert "commits ['(no commit)', 'c4', 'c3', 'c2', 'c1']" in note
-    assert doc["baseline_provenance"]["commits"] == [None, "c4", "c3", "c2", "c1"]
+    assert "commits ['(no commit)', 'c6', 'c5', 'c4', 'c3']" in note
+    assert doc["baseline_provenance"]["commits"] == [None, "c6", "c5", "c4", "c3"]
     assert (out / "perfgate-report.md").is_file() and (out / "perfgate-junit.xml").is_file()
 
 
@@ -138,28 +148,28 @@ def test_runs_and_journal_show_no_commit(no_commit_db):
     _, db = no_commit_db
     r = run("history", "runs", "--db", db)
     assert r.exit_code == 0 and "NaN" not in r.output and r.output.count("(no commit)") == 1, r.output
-    assert json.loads(run("history", "runs", "--db", db, "--format", "json").output)[4]["commit"] is None
+    assert json.loads(run("history", "runs", "--db", db, "--format", "json").output)[6]["commit"] is None
     r = run("history", "journal", "--branch", "main", "--db", db)
     assert r.exit_code == 0, r.output
-    assert "| 5 |  | kept |" in r.output
+    assert "| 7 |  | kept |" in r.output
 
 
 def test_existing_db_with_nan_or_empty_commits_still_works(no_commit_db, tmp_path):
     """Older files: a NaN bound by an earlier writer (SQLite keeps NULL), its text form and ''."""
     root, db = no_commit_db
     con = sqlite3.connect(db)
-    con.execute("update runs set commit_sha = ? where id = 1", (float("nan"),))
-    con.execute("update runs set commit_sha = 'nan' where id = 2")
+    con.execute("update runs set commit_sha = ? where id = 4", (float("nan"),))
+    con.execute("update runs set commit_sha = 'nan' where id = 5")
     con.execute("update runs set commit_sha = '' where id = 3")
     con.commit()
     con.close()
     r = run("check", "--baseline", "history:main", root / "s6", "--db", db, "--out", tmp_path / "o")
     assert r.exit_code in (0, 1), r.output
-    assert "commits ['(no commit)', 'c4', '(no commit)', '(no commit)', '(no commit)']" in r.output
+    assert "commits ['(no commit)', 'c6', '(no commit)', '(no commit)', '(no commit)']" in r.output
     r = run("history", "runs", "--db", db)
     assert r.output.count("(no commit)") == 4 and "NaN" not in r.output
     hs = HistoryStore(db, readonly=True)
-    assert list(hs.series("step.time_us{view=p50}")["commit"]) == [None, None, None, "c4", None]
+    assert list(hs.series("step.time_us{view=p50}")["commit"]) == ["c1", "c2", None, None, None, "c6", None]
 
 
 def test_record_stores_a_missing_commit_as_null(tmp_path):
