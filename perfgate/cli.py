@@ -294,7 +294,7 @@ def _print_summary(result, paths, quiet):
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
-@click.option("--history", "--db", "history_path", default=None, type=click.Path(dir_okay=False),
+@click.option("--history", "--db", "history_path", default=None, type=click.Path(),
               help="History database for --baseline history:BRANCH (default: $PERFGATE_HISTORY or "
                    "./perfgate-history.sqlite); --db is the same option, as in `perfgate history`.")
 @common_workers
@@ -373,11 +373,14 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
 
 
 def _history_path(path):
+    """--db / --history, else $PERFGATE_HISTORY, else ./perfgate-history.sqlite; a directory is
+    refused the same way for every spelling (StoreError, exit 5)."""
     import os
-    return Path(path or os.environ.get("PERFGATE_HISTORY") or "perfgate-history.sqlite")  # empty = unset
+    from perfgate.store.history import require_db_path
+    return require_db_path(path or os.environ.get("PERFGATE_HISTORY") or "perfgate-history.sqlite")  # empty = unset
 
 
-common_history = click.option("--db", "--history", "db_path", default=None, type=click.Path(dir_okay=False),
+common_history = click.option("--db", "--history", "db_path", default=None, type=click.Path(),
                               help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite); "
                                    "--history is the same option, as in `perfgate check`.")
 
@@ -442,7 +445,11 @@ def history_runs(branch, since, fmt, db_path):
     """List recorded runs, oldest first."""
     try:
         hs = _open_history(db_path)
-        _emit(hs.runs(branch=branch, since=since), fmt)
+        runs = hs.runs(branch=branch, since=since)
+        if fmt == "table":  # JSON / CSV keep null / empty for a run without a commit
+            from perfgate.store.history import NO_COMMIT
+            runs["commit"] = runs["commit"].map(lambda c: c or NO_COMMIT)
+        _emit(runs, fmt)
     except PerfgateError as e:
         _fail(e)
 
@@ -482,9 +489,9 @@ def _trends(hs, policy, keys, branch):
     h = policy.history
     res = []
     for key, direction in keys:
-        s = hs.series(key, branch=branch)
+        s = hs.series(key, branch=branch, with_set=True)
         s = s[s["status"] == "kept"]
-        for sk, part in s.groupby("series_key", sort=False):
+        for sk, part in s.groupby("series_key", sort=False, dropna=False):
             part = part.reset_index(drop=True)
             cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
                                 min_size=int(h["min_size"]), alpha=float(h["alpha"]),
@@ -510,14 +517,23 @@ def history_trend(metric, branch, db_path, policy_path):
             keys = [(metric, rule.direction if rule else terms.LOWER_IS_BETTER)]
         else:
             keys = _gated_keys(hs, policy)
+        if metric and metric not in hs.keys():
+            close = [k for k in hs.keys(metric.split("{")[0])][:8]
+            raise PerfgateError(f"no recorded metric {metric!r}" + (f"; similar: {close}" if close else ""))
         from perfgate.report.history import render_trend
-        found = 0
-        for key, sk, part, cps in _trends(hs, policy, keys, branch):
+        from perfgate.trend import trend_notes
+        found, results = 0, _trends(hs, policy, keys, branch)
+        notes = trend_notes(results, policy.history)
+        for (key, sk, part, cps), note in zip(results, notes["per_series"]):
             if metric or cps:
-                click.echo(render_trend(key + (f" (series {sk})" if sk else ""), part, cps))
+                click.echo(render_trend(key + (f" (series {sk})" if sk else ""), part, cps, note=note))
             found += len(cps)
+        if metric and not results:
+            click.echo(f"no kept run records {metric!r}" + (f" on branch {branch!r}" if branch else ""))
         if not metric:
             click.echo(f"{found} change point(s) over {len(keys)} gated metric(s)")
+            for line in notes["summary"]:
+                click.echo(line)
     except PerfgateError as e:
         _fail(e)
 
@@ -660,7 +676,7 @@ def demo(out):
 @click.argument("capture", type=click.Path())
 @click.option("--html", "html_path", default="perfgate-report.html", show_default=True,
               type=click.Path(dir_okay=False), help="HTML file to write.")
-@click.option("--history", "--db", "history_path", default=None, type=click.Path(dir_okay=False),
+@click.option("--history", "--db", "history_path", default=None, type=click.Path(),
               help="History database for trend sparklines (default: $PERFGATE_HISTORY or "
                    "./perfgate-history.sqlite, used when it exists); --db is the same option.")
 @common_policy

@@ -266,12 +266,14 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
 def load_history_baseline(baseline_name: str, cand, policy, history_path):
     """``history:BRANCH`` -> (fingerprint, noise, note) from the history database.
 
-    Raises NoBaselineError (missing database, too few runs in the candidate's series)."""
+    Raises NoBaselineError (missing database, too few runs in the candidate's series), or
+    StoreError when ``history_path`` is a directory (a misconfigured store, exit 5)."""
     from perfgate.errors import StoreError
-    from perfgate.store.history import HistoryStore
+    from perfgate.store.history import NO_COMMIT, HistoryStore, require_db_path
     branch = baseline_name.split(":", 1)[1]
     if not branch:
         raise UsageError("history baseline needs a branch: --baseline history:main")
+    require_db_path(history_path)
     h = policy.history
     try:
         hs = HistoryStore(history_path, readonly=True)
@@ -284,7 +286,7 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
         hs.close()
     runs = base.provenance["runs"]
     note = (f"baseline history:{branch} = per-metric median of {len(runs)} run(s) (ids {runs}, commits "
-            f"{[c[:12] for c in base.provenance['commits']]}); tolerance widened by {h['band_k']:g} x robust "
+            f"{[c[:12] if c else NO_COMMIT for c in base.provenance['commits']]}); tolerance widened by {h['band_k']:g} x robust "
             f"sigma of those runs")
     return base, noise, note
 
@@ -302,6 +304,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
 
     Raises:
         UsageError / PolicyError: bad arguments (exit 2).
+        StoreError: the history database path of ``history:BRANCH`` is a directory (exit 5).
     """
     t0 = time.perf_counter()
     prov = dict(gather_provenance(env))

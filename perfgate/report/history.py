@@ -12,19 +12,30 @@ import pandas as pd
 from perfgate import terms
 
 
-def render_trend(key: str, series: pd.DataFrame, cps: list) -> str:
-    """Markdown block for one metric: its runs and every change point."""
+NO_COMMIT = "(no commit)"  # a run recorded without a commit (same text as perfgate.store.history)
+
+
+def _commit(c) -> str:
+    """First 12 characters of a commit, or ``(no commit)`` for None / NaN / empty."""
+    return c[:12] if isinstance(c, str) and c.strip() and c.strip().lower() != "nan" else NO_COMMIT
+
+
+def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = None) -> str:
+    """Markdown block for one metric: its runs, every change point, and ``note`` (e.g.
+    :func:`perfgate.trend.describe`: why there is none, how many runs are needed)."""
     lines = [f"### `{key}`", "", f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
              f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
     if not cps:
-        lines.append("No change point.")
+        lines.append("No change point." if not note else note[0].upper() + note[1:] + ".")
     else:
         lines += ["| run | commit | before | after | change | p | runs before / after | status |",
                   "|---|---|---|---|---|---|---|---|"]
         for c in cps:
-            lines.append(f"| {c.run_id} (#{c.index + 1}) | {(c.commit or '-')[:12]} | {c.before:,.4g} | {c.after:,.4g} | "
+            lines.append(f"| {c.run_id} (#{c.index + 1}) | {_commit(c.commit)} | {c.before:,.4g} | {c.after:,.4g} | "
                          f"{c.rel_change:+.1%} {c.direction} | {c.p_value:.2g} | {c.n_before} / {c.n_after} | "
                          f"{'confirmed' if c.confirmed else 'unconfirmed (too few runs after it)'} |")
+        if note:
+            lines += ["", note[0].upper() + note[1:] + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -35,7 +46,7 @@ def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 3), dpi=100)
     x = np.arange(1, len(series) + 1)
-    ax.plot(x, series["value"].to_numpy(), marker="o", ms=3, lw=1)
+    ax.plot(x, pd.to_numeric(series["value"], errors="coerce").astype(float).to_numpy(), marker="o", ms=3, lw=1)
     for c in cps:
         ax.axvline(c.index + 0.5, color="red" if c.direction == terms.REGRESSION else "green",
                    ls="--" if not c.confirmed else "-", lw=1)
@@ -62,7 +73,7 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
     for i, r in enumerate(runs.itertuples(), start=1):
         v = values.get(r.id, np.nan)
         row = {"round": i, "run": r.id, "change": r.note or "", "status": r.status,
-               "commit": (r.commit or "")[:12], key: v,
+               "commit": _commit(r.commit), key: v,
                "vs_previous_kept": np.nan, "vs_first": np.nan}
         if r.status != "invalid" and not np.isnan(v):
             if prev is not None:

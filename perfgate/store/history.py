@@ -73,6 +73,44 @@ def metrics_digest(fp: Fingerprint) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def clean_commit(value) -> str | None:
+    """A recorded commit as text, or None when the run has none.
+
+    A run recorded outside git without ``--commit`` has no commit: it is stored as SQL NULL.
+    pandas reads NULL in a text column that also holds strings as float NaN, and older code
+    could leave an empty string; both (and the text ``nan`` a NaN turns into once formatted)
+    mean "no commit" here, so callers never slice a float.
+    """
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    return value if value and value.lower() != "nan" else None
+
+
+NO_COMMIT = "(no commit)"  # how a run without a commit is displayed
+
+
+def _clean_commits(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its ``commit`` column as str or None (never NaN), see :func:`clean_commit`."""
+    if "commit" in df.columns:
+        df["commit"] = pd.Series([clean_commit(c) for c in df["commit"]], index=df.index, dtype=object)
+    return df
+
+
+def require_db_path(path) -> Path:
+    """``path`` as a Path, refused when it names a directory (an existing folder can never be
+    the history database file). Used for ``--db`` / ``--history`` / ``$PERFGATE_HISTORY`` alike.
+
+    Raises:
+        StoreError: ``path`` is a directory (exit 5, the path named in the message).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError("the history database path is a directory, not a file", path=path,
+                         hint="give the database file, e.g. --db DIR/perfgate-history.sqlite")
+    return path
+
+
 def parse_since(text: str | None) -> str | None:
     """``30d`` / ``12h`` / ``2w`` / an ISO date -> ISO timestamp lower bound (UTC)."""
     if not text:
@@ -99,7 +137,7 @@ class HistoryStore:
     """
 
     def __init__(self, path, *, readonly: bool = False, busy_timeout_ms: int = 30000, retries: int = 8):
-        self.path = Path(path)
+        self.path = require_db_path(path)
         self.readonly = readonly
         self.retries = retries
         try:
@@ -195,7 +233,7 @@ class HistoryStore:
         if fp is not None:
             prov["metrics_digest"] = metrics_digest(fp)
         run = {
-            "branch": branch, "commit_sha": commit or prov.get("commit"),
+            "branch": branch, "commit_sha": clean_commit(commit) or clean_commit(prov.get("commit")),
             "recorded_at": recorded_at or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
             "ci_run_id": ci_run_id or prov.get("ci_run_id"), "note": note, "status": status,
             "series_key": series_key(cfg) if fp else None, "world_size": cfg.get("world_size"),
@@ -257,16 +295,20 @@ class HistoryStore:
         if where:
             sql += " where " + " and ".join(where)
         sql += " order by recorded_at, id"
-        df = pd.read_sql_query(sql, self.conn, params=args)
+        df = _clean_commits(pd.read_sql_query(sql, self.conn, params=args))
         return df.tail(limit) if limit else df
 
-    def series(self, key: str, branch: str | None = None, since: str | None = None) -> pd.DataFrame:
-        """One metric over time: run_id, recorded_at, commit, status, note, series_key, value."""
+    def series(self, key: str, branch: str | None = None, since: str | None = None, *,
+               with_set: bool = False) -> pd.DataFrame:
+        """One metric over time: run_id, recorded_at, commit (str or None), status, note,
+        series_key, value (float; NaN for a set metric such as ``kernel.topn``), and with
+        ``with_set`` also set_value (the JSON list of a set metric, None for numbers)."""
         where, args = self._filters(branch, since, "r.", ["v.key = ?"], [key])
-        return pd.read_sql_query(
-            "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, r.series_key, v.value "
-            "from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
-            + " order by r.recorded_at, r.id", self.conn, params=args)
+        extra = ", v.set_value" if with_set else ""
+        return _clean_commits(pd.read_sql_query(
+            "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, r.series_key, v.value"
+            + extra + " from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
+            + " order by r.recorded_at, r.id", self.conn, params=args))
 
     def keys(self, prefix: str | None = None) -> list[str]:
         """Distinct recorded metric keys (optionally those starting with ``prefix``), sorted."""
@@ -290,6 +332,7 @@ class HistoryStore:
         runs = pd.read_sql_query(
             "select id, commit_sha as \"commit\", recorded_at, series_key, config, provenance from runs where branch = ? and "
             "status = 'kept' order by recorded_at desc, id desc", self.conn, params=[branch])
+        runs = _clean_commits(runs)
         same = runs[runs["series_key"] == sk].head(window)
         if len(same) < min_runs:
             other = len(runs) - len(runs[runs["series_key"] == sk])
@@ -320,7 +363,7 @@ class HistoryStore:
                                        caliber=ref["caliber"], tier=int(ref["tier"]),
                                        evidence=f"history:{branch} median of {len(g)} run(s)", context=ctx)
         cfg = json.loads(same.iloc[0]["config"])
-        prov = {"source": f"history:{branch}", "runs": ids, "commits": [c for c in same["commit"] if c],
+        prov = {"source": f"history:{branch}", "runs": ids, "commits": list(same["commit"]),  # None = no commit
                 "ranks": cfg.get("ranks"),
                 "window": window, "series_key": sk, "db": str(self.path),
                 "steps": json.loads(same.iloc[0]["provenance"]).get("steps", {})}
@@ -344,9 +387,10 @@ def trend_series(path, keys, *, branch: str | None = None, config: dict | None =
     no recorded value are left out. A missing database gives ``{}``.
 
     Raises:
-        StoreError: the file exists but is not a readable perfgate history database.
+        StoreError: the file exists but is not a readable perfgate history database, or
+            ``path`` is a directory.
     """
-    if not Path(path).is_file():
+    if not require_db_path(path).is_file():
         return {}
     hs = HistoryStore(path, readonly=True)
     want = series_key(config) if config else None
