@@ -328,7 +328,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     try:
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
-                           with_trace=_with_trace(trace_mode, no_trace), history_path=_history_path(history_path),
+                           with_trace=_with_trace(trace_mode, no_trace),
+                           history_path=_history_path(history_path, only_if_given=True),
                            workers=workers, scheduler=scheduler, progress=_Progress(quiet))
         if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
             import dataclasses
@@ -339,7 +340,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         if html_path:
             from perfgate.htmlreport import write_check_html
             paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
-                                             history_path=_history_path(history_path))
+                                             history_path=_history_path(history_path, only_if_given=True))
     except PerfgateError as e:
         _fail(e)
     try:
@@ -372,12 +373,17 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
         click.echo(w, err=True)
 
 
-def _history_path(path):
+def _history_path(path, *, only_if_given=False):
     """--db / --history, else $PERFGATE_HISTORY, else ./perfgate-history.sqlite; a directory is
-    refused the same way for every spelling (StoreError, exit 5)."""
+    refused the same way for every spelling (StoreError, exit 5). ``only_if_given``: commands
+    that use the history only on request (check, report) refuse a directory only when the user
+    named the path; the default path is then checked where it is used (history:BRANCH)."""
     import os
     from perfgate.store.history import require_db_path
-    return require_db_path(path or os.environ.get("PERFGATE_HISTORY") or "perfgate-history.sqlite")  # empty = unset
+    given = path or os.environ.get("PERFGATE_HISTORY")  # empty = unset
+    if only_if_given and not given:
+        return Path("perfgate-history.sqlite")
+    return require_db_path(given or "perfgate-history.sqlite")
 
 
 common_history = click.option("--db", "--history", "db_path", default=None, type=click.Path(),
@@ -694,7 +700,7 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
         policy = _policy(policy_path)
         fp = fingerprint_path(capture, policy, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                               progress=_Progress(False))
-        path = write_capture_html(fp, html_path, policy=policy, history_path=_history_path(history_path))
+        path = write_capture_html(fp, html_path, policy=policy, history_path=_history_path(history_path, only_if_given=True))
     except errors.InvalidCaptureError as e:
         _report_read_error(e, capture, html_path)
     except PerfgateError as e:

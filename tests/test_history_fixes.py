@@ -4,7 +4,8 @@
    (NaN in the value column) went into PELT.
 2. `check --baseline history:main` crashed (exit 70) when a run had no commit (NULL read as NaN).
 3. `history trend --metric M` printed nothing when no change point was found.
-4. A history path that is a directory: exit 2 via --db, exit 5 via $PERFGATE_HISTORY.
+4. A history path that is a directory: exit 2 via --db, exit 5 via $PERFGATE_HISTORY (now exit 5 for
+   every spelling; a command that does not use the history ignores the default path).
 """
 import json
 import sqlite3
@@ -250,3 +251,17 @@ def test_directory_as_history_db_is_exit_5_for_every_spelling(six_runs, tmp_path
     assert r.exit_code == 5, r.output
     assert f"{d}: the history database path is a directory, not a file" in r.output
     assert list(d.iterdir()) == [] and not (tmp_path / "o").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_default_history_path_as_directory_does_not_block_a_named_baseline_check(six_runs, tmp_path, monkeypatch):
+    """Only a history the user names (or history:BRANCH) is refused when it is a directory: a
+    plain check against a stored baseline never reads ./perfgate-history.sqlite."""
+    root, _ = six_runs
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "perfgate-history.sqlite").mkdir()
+    bl = tmp_path / "bl"
+    assert run("baseline", "save", "--name", "main", root / "s1", "--baseline-dir", bl, "--no-trace").exit_code == 0
+    r = run("check", "--baseline", "main", root / "s1", "--baseline-dir", bl, "--out", tmp_path / "o", "--no-trace")
+    assert r.exit_code == 0, r.output
+    r = run("check", "--baseline", "history:main", root / "s1", "--out", tmp_path / "o2", "--no-trace")
+    assert r.exit_code == 5 and "the history database path is a directory" in r.output
