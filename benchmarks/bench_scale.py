@@ -196,14 +196,23 @@ def bench_msprof(tmp: Path, exe: str | None, policy, big_rows: int):
     for label, base, cand in pairs:
         def timed(cmd):
             t = time.perf_counter()
-            r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, cwd=tmp)
+            # this checkout first on the path: the child runs in tmp, where an uninstalled
+            # perfgate would not import (and a failed import must not be timed as a run)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE),
+                                                                            os.environ.get("PYTHONPATH")])))
+            r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, cwd=tmp, env=env)
             dt = time.perf_counter() - t
             rss = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
-            return dt, rss, r.returncode
+            return dt, rss, r.returncode, r.stderr
         bl = tmp / "bl"
         save_baseline(base, "b", policy=policy, store=BaselineStore(bl), env={}, force=True)
-        pg = timed([sys.executable, "-m", "perfgate.cli", "check", "--baseline", "b", str(cand), "--baseline-dir",
-                    str(bl), "--out", str(tmp / "pgout"), "--quiet", "--workers", "1", "--trace", "always"])
+        out = tmp / "pgout"
+        shutil.rmtree(out, ignore_errors=True)
+        pg = timed([sys.executable, "-m", "perfgate", "check", "--baseline", "b", str(cand), "--baseline-dir",
+                    str(bl), "--out", str(out), "--quiet", "--workers", "1", "--trace", "always"])
+        if not (out / "perfgate-result.json").is_file():  # rc 1 is a verdict only when the result was written
+            print(f"   {label:30s} perfgate check did not run (rc {pg[2]}): {pg[3].strip().splitlines()[-2:]}")
+            continue
         ms = timed([exe, "compare", "-d", str(cand), "-bp", str(base), "-o", str(tmp / "msout")])
         print(f"   {label:30s} msprof-analyze {ms[0]:7.2f} s {int(ms[1]) / 1024 if ms[1].isdigit() else 0:7,.0f} MiB "
               f"(rc {ms[2]}) | perfgate {pg[0]:6.2f} s {int(pg[1]) / 1024 if pg[1].isdigit() else 0:6,.0f} MiB "
