@@ -80,6 +80,11 @@ def metric_class(name: str) -> str:
 def synth_spec(args, seed: int, scenario: str, comm_factor: float) -> SynthSpec:
     kw = dict(ranks=args.ranks, steps=args.steps, seed=seed, jitter=args.jitter, outlier_prob=args.outlier_prob,
               comm_drift=args.comm_drift)
+    if args.capture_drift > 0:
+        # capture-level effect: each rank of each re-capture runs every kernel x lognormal(0, sigma)
+        # (a different device allocation per capture): shared by all steps of that capture
+        rng = np.random.default_rng(10_000_000 + seed)
+        kw["rank_slowdown"] = {r: float(rng.lognormal(0.0, args.capture_drift)) for r in range(args.ranks)}
     if scenario == "extra_calls":
         kw["extra_calls"] = {CAST: 2}
     elif scenario == "comm_share":
@@ -99,6 +104,7 @@ def _pool_capture(args, policy, work: Path, scenario: str, seed: int, comm_facto
     cache = None
     if args.pool_cache:
         key = (f"r{args.ranks}_s{args.steps}_j{args.jitter}_o{args.outlier_prob}_d{args.comm_drift}"
+               + (f"_c{args.capture_drift}" if args.capture_drift > 0 else "") +
                f"_f{comm_factor:.10f}_{scenario}_{seed}.json")
         cache = Path(args.pool_cache) / key
         if cache.is_file():
@@ -317,7 +323,8 @@ def _pct(k, n):
 def render(rows, args) -> str:
     out = [f"runs per side: {args.runs} (single: 1 vs 1); ranks: {args.ranks}; steps per capture: {args.steps}; "
            f"trials per row: {args.trials}; noise: lognormal sigma {args.jitter}, outliers p={args.outlier_prob} x U(1.5,3), "
-           f"collective drift x U(1,{args.comm_drift})", "",
+           f"collective drift x U(1,{args.comm_drift})"
+           + (f", capture drift x lognormal(0, {args.capture_drift}) per capture and rank" if args.capture_drift else ""), "",
            "| source | scenario | trials | default: fails | default: target class | default: unsure | "
            "naive mean>10%: fails | naive: target | single 1v1: fails |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -350,6 +357,9 @@ def main(argv=None):
     ap.add_argument("--jitter", type=float, default=0.05)
     ap.add_argument("--outlier-prob", type=float, default=0.01)
     ap.add_argument("--comm-drift", type=float, default=2.0)
+    ap.add_argument("--capture-drift", type=float, default=0.0,
+                    help="sigma of a per-capture, per-rank lognormal factor on every kernel (0 = off): steps of "
+                         "one capture then share an effect, the case the pooled-steps test does not model")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--policy", default=None)
     ap.add_argument("--no-real", action="store_true")

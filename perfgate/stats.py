@@ -20,6 +20,10 @@ both sides and a policy rule:
    (``scipy.stats.false_discovery_control``). Informational metrics keep the tolerance
    comparison of the pooled medians unless ``statistics.informational`` is true (then they
    are a separate family). Counts and Top-N sets are exact comparisons and stay outside.
+   Steps of one capture can move together (one device allocation per capture): the
+   intraclass correlation of the step samples within runs gives a Kish design effect
+   (:func:`design_effect`) that divides the test's normal score and widens the interval below
+   (:func:`adjusted_p`), so a capture-level drift is not mistaken for many independent steps.
 3. **Effect size.** The Hodges-Lehmann shift on log times — the median of all pairwise
    ``log cand_j − log base_i``, reported as a ratio − 1 — for a ``rel`` tolerance, on the values
    for ``pp`` / ``abs``, with its distribution-free (Moses) confidence interval, the inversion
@@ -126,17 +130,71 @@ def effect(base, cand, kind: str) -> float:
     return _to_effect(float(np.median(d)), logs, kind, base)
 
 
-def effect_ci(base, cand, kind: str, *, confidence=0.95) -> tuple[float, float]:
+def run_sizes(m) -> list[int]:
+    """How many of ``m.samples`` came from each capture (``context["run_sizes"]``, written by
+    :func:`perfgate.metrics.repeat.merge_fingerprints`); one group when unknown."""
+    sizes = (m.context or {}).get("run_sizes")
+    if sizes and sum(int(x) for x in sizes) == len(m.samples) and all(int(x) > 0 for x in sizes):
+        return [int(x) for x in sizes]
+    return [len(m.samples)]
+
+
+def design_effect(base, cand, base_sizes, cand_sizes, kind: str) -> tuple[float, float]:
+    """Kish design effect of step samples clustered in captures: ``1 + (m̄ − 1)·ICC``, with the
+    intraclass correlation from a one-way ANOVA of steps in runs nested in the two sides
+    (between-run mean square about each side's own mean, so the baseline/candidate difference
+    itself does not count as clustering): ``σ²_b = max(0, (MSB − MSW) / m̄)``,
+    ``ICC = σ²_b / (σ²_b + MSW)``, ``m̄`` = mean steps per run. On log values for ``rel`` (as the
+    effect). Steps of one capture share a device allocation; when they move together the
+    pooled-step test would be overconfident by this factor (Kish 1965, Survey Sampling; for rank
+    tests on clustered data see Rosner, Glynn & Lee 2003). Returns ``(deff ≥ 1, ICC)``; (1, 0)
+    when fewer than 3 runs in all or no run has 2 steps."""
+    groups = []
+    for vals, sizes in ((base, base_sizes), (cand, cand_sizes)):
+        v = np.asarray(vals, dtype=float)
+        if kind == "rel" and (v > 0).all():
+            v = np.log(v)
+        side = [g for g in np.split(v, np.cumsum(sizes)[:-1]) if len(g)]
+        groups.append(side)
+    k = sum(len(side) for side in groups)
+    n = sum(len(g) for side in groups for g in side)
+    if k < 3 or n - k < 1:
+        return 1.0, 0.0
+    ssb = sum(len(g) * (g.mean() - np.concatenate(side).mean()) ** 2 for side in groups for g in side)
+    ssw = sum(((g - g.mean()) ** 2).sum() for side in groups for g in side)
+    df_b = k - sum(1 for side in groups if side)
+    if df_b < 1:
+        return 1.0, 0.0
+    msb, msw = ssb / df_b, ssw / (n - k)
+    mbar = n / k
+    sb2 = max(0.0, (msb - msw) / mbar)
+    if sb2 == 0.0 or sb2 + msw == 0.0:
+        return 1.0, 0.0
+    icc = sb2 / (sb2 + msw)
+    return float(1.0 + (mbar - 1.0) * icc), float(icc)
+
+
+def adjusted_p(p: float, deff: float) -> float:
+    """A two-sided p of a rank test on clustered samples, corrected by the design effect:
+    its normal score divided by ``√deff`` (the effective sample size is n / deff)."""
+    if deff <= 1.0 or p >= 1.0:
+        return p
+    z = float(sps.norm.isf(p / 2.0))
+    return float(min(1.0, 2.0 * sps.norm.sf(z / math.sqrt(deff))))
+
+
+def effect_ci(base, cand, kind: str, *, confidence=0.95, deff: float = 1.0) -> tuple[float, float]:
     """Distribution-free confidence interval of :func:`effect` (Moses): the order statistics
     ``C`` and ``nm − C + 1`` of the pairwise differences, ``C`` from the normal approximation of
     the Mann-Whitney U null distribution, ``C = floor(nm/2 − z·sqrt(nm(n+m+1)/12))`` (Hollander
     & Wolfe, Nonparametric Statistical Methods, ch. 4). It is the set of shifts the
-    Mann-Whitney U test would not reject, so it agrees with the significance gate. Returns
+    Mann-Whitney U test would not reject, so it agrees with the significance gate. ``deff``
+    (:func:`design_effect`) widens it for steps clustered in captures (z × √deff). Returns
     ``(low, high)`` in the effect's unit."""
     d, logs = _pairwise(base, cand, kind)
     n, m = len(base), len(cand)
     nm = n * m
-    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
+    z = float(sps.norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(1.0, deff))
     c = int(math.floor(nm / 2.0 - z * math.sqrt(nm * (n + m + 1) / 12.0)))
     c = min(max(c, 0), nm - 1)
     lo, hi = float(d[c]), float(d[nm - 1 - c])
@@ -231,7 +289,10 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
             d["runs_needed"] = {"base": nb, "cand": nc}
             d["p"] = d["q"] = None
             continue
-        d["p"] = mwu_p(b.samples, k.samples)
+        deff, icc = design_effect(b.samples, k.samples, run_sizes(b), run_sizes(k), kind)
+        d["design_effect"], d["icc"] = deff, icc
+        d["p_steps"] = mwu_p(b.samples, k.samples)
+        d["p"] = adjusted_p(d["p_steps"], deff)
         tested[c.gated].append(i)
     for idx in tested.values():
         if idx:
@@ -280,6 +341,10 @@ def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparis
     kind, alpha = d["effect_kind"], d["alpha"]
     subject = _subject_of(c)
     sizes = (f"{d['runs_base']} vs {d['runs_cand']} run(s), {d['n_base']} vs {d['n_cand']} step sample(s)")
+    if d.get("design_effect", 1.0) > 1.05:
+        sizes += (f"; steps of one run move together (ICC {d['icc']:.2f}): p and interval widened by the "
+                  f"design effect {d['design_effect']:.1f} (effective {d['n_base'] / d['design_effect']:.0f} vs "
+                  f"{d['n_cand'] / d['design_effect']:.0f} samples)")
     eff = _fmt_effect(d["effect"], kind, c.unit)
     info = "" if c.gated else "; informational"
     if d.get("runs_needed"):
@@ -298,7 +363,7 @@ def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparis
                f"q={d['q']:.3g} ≥ {alpha:g})")
     else:
         level, ci_name = interval_level(float(st["confidence"]), rule.direction)
-        lo, hi = effect_ci(b.samples, k.samples, kind, confidence=level)
+        lo, hi = effect_ci(b.samples, k.samples, kind, confidence=level, deff=d.get("design_effect", 1.0))
         d["ci"] = [lo, hi]
         d["ci_level"] = level
         ci_text = (f"{ci_name} [{_fmt_effect(lo, kind, c.unit)}, "

@@ -113,6 +113,8 @@ def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
             value = float(np.median(run_values))
         ctx = {k: v for k, v in first.context.items()}
         ctx.update(runs=len(ms), run_values=[round(v, 6) for v in run_values])
+        if samples is not None:
+            ctx["run_sizes"] = [len(m.samples) for m in ms]  # which pooled samples came from which capture
         ev = first.evidence if len(ms) == 1 else f"{len(ms)} capture(s); capture 1: {first.evidence}"
         metrics[key] = MetricValue(key=key, name=first.name, labels=dict(first.labels), value=value,
                                    unit=first.unit, caliber=first.caliber, tier=first.tier, evidence=ev,
