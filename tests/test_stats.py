@@ -357,3 +357,53 @@ def test_directional_metric_reads_one_sided_bounds_exact_reads_two_sided(policy)
     exact = dc_replace(policy, rules=dict(policy.rules, **{"step.time_us": exact_rule}))
     got = {x.key: x for x in compare_fingerprints(b, c, exact)[0]}["step.time_us{view=p50}"]
     assert got.verdict == terms.UNSURE and got.stats["ci_level"] == 0.95 and "95% CI" in got.reason
+
+
+def test_design_effect_sees_runs_that_move_together_and_not_the_side_difference():
+    from perfgate.stats import adjusted_p, design_effect
+    rng = np.random.default_rng(11)
+    sizes = [40] * 5
+    iid_b, iid_c = rng.normal(100, 1, 200), rng.normal(100, 1, 200)
+    deff, icc = design_effect(iid_b, iid_c, sizes, sizes, "diff")
+    assert 1.0 <= deff < 1.5 and icc < 0.02                      # independent steps: about 1
+    shifted_c = iid_c + 50                                        # a pure baseline/candidate shift ...
+    assert design_effect(iid_b, shifted_c, sizes, sizes, "diff") == (deff, icc)   # ... is not clustering
+    run_b = np.repeat(rng.normal(0, 1, 5), 40)                    # each run offset by N(0, 1): ICC 0.5
+    run_c = np.repeat(rng.normal(0, 1, 5), 40)
+    deff, icc = design_effect(iid_b + run_b, iid_c + run_c, sizes, sizes, "diff")
+    assert 0.2 < icc < 0.8 and deff == pytest.approx(1 + 39 * icc)
+    # one group per side (no run sizes known) or too few runs: no correction
+    assert design_effect(iid_b, iid_c, [200], [200], "diff") == (1.0, 0.0)
+    # the p correction: the normal score shrinks by sqrt(deff); deff 1 leaves p alone
+    assert adjusted_p(0.01, 1.0) == 0.01
+    assert adjusted_p(0.01, 4.0) == pytest.approx(2 * (1 - sps_norm_cdf(2.5758 / 2)), rel=1e-3)
+    lo1, hi1 = effect_ci(list(iid_b), list(iid_c + 1), "diff")
+    lo4, hi4 = effect_ci(list(iid_b), list(iid_c + 1), "diff", deff=4.0)
+    assert lo4 < lo1 < hi1 < hi4
+
+
+def sps_norm_cdf(x):
+    from scipy.stats import norm
+    return float(norm.cdf(x))
+
+
+def test_capture_level_drift_is_not_a_regression_of_many_steps(policy):
+    """Five runs per side whose steps share a per-run offset of ~3 % (one device allocation per
+    capture), the candidate's runs 6 % slower on average (offsets drawn by hand): pooled as 200
+    independent steps the interval [+5.7 %, +6.7 %] clears the 5 % tolerance (a regression);
+    with the design effect (~36) it is [+3 %, +9.9 %]: unsure, not a regression from 5 runs."""
+    rng = np.random.default_rng(5)
+    base = np.concatenate([1000 * np.exp(rng.normal(0, 0.01, 40) + o) for o in (0.0, 0.03, -0.03, 0.01, -0.01)])
+    cand = np.concatenate([1000 * np.exp(rng.normal(0, 0.01, 40) + o) for o in (0.11, 0.05, 0.08, 0.02, 0.05)])
+    b = fp(mv("step.time_us", float(np.median(base)), samples=list(base), runs=5), captures=5)
+    c = fp(mv("step.time_us", float(np.median(cand)), samples=list(cand), runs=5), captures=5)
+    for side in (b, c):
+        side.metrics["step.time_us{view=p50}"].context["run_sizes"] = [40] * 5
+    got = {x.key: x for x in compare_fingerprints(b, c, policy)[0]}["step.time_us{view=p50}"]
+    assert got.stats["design_effect"] > 10 and got.verdict != terms.REGRESSION
+    assert "move together" in got.reason
+    # the same samples with the run structure unknown (one group each): judged as 200 steps
+    for side in (b, c):
+        del side.metrics["step.time_us{view=p50}"].context["run_sizes"]
+    got = {x.key: x for x in compare_fingerprints(b, c, policy)[0]}["step.time_us{view=p50}"]
+    assert got.stats["design_effect"] == 1.0 and got.verdict == terms.REGRESSION   # what the correction prevents
