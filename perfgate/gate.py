@@ -93,6 +93,39 @@ def _kernel_bytes(locs) -> int:
     return total
 
 
+SCHEDULER_TIMEOUT_S = 10.0
+
+
+def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_TIMEOUT_S):
+    """A dask.distributed client for ``scheduler``, under a hard deadline: the connection is
+    made in a daemon thread, because a port that accepts but never answers the dask handshake
+    (an HTTP server, a proxy) can block the client past its own timeout, and a port answering
+    something else can make it fail in arbitrary ways (a reply read as a frame length).
+
+    Raises:
+        UsageError: unreachable, not answering within ``timeout_s`` + 5 s, or not a dask scheduler.
+    """
+    import threading
+    box: dict = {}
+
+    def connect():
+        try:
+            box["client"] = client_cls(scheduler, timeout=f"{timeout_s:g}s")
+        except BaseException as e:  # noqa: BLE001 - any failure here means "not a usable scheduler"
+            box["error"] = e
+    t = threading.Thread(target=connect, name="perfgate-dask-connect", daemon=True)
+    t.start()
+    t.join(timeout_s + 5.0)
+    hint = "give the scheduler's address (tcp://HOST:8786 by default; 8787 is its dashboard)"
+    if t.is_alive():
+        raise UsageError(f"the dask scheduler {scheduler} did not answer within {timeout_s + 5:g} s "
+                         "(the port accepts connections but does not speak the dask protocol?)", hint=hint)
+    if "error" in box:
+        e = box["error"]
+        raise UsageError(f"cannot reach a dask scheduler at {scheduler}: {type(e).__name__}: {e}"[:600], hint=hint)
+    return box["client"]
+
+
 def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, workers: int | None = None,
                      scheduler: str | None = None, progress=None) -> Fingerprint:
     """Discover a capture and fingerprint it, ranks in parallel.
@@ -118,10 +151,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, 
             from distributed import Client
         except ImportError:
             raise UsageError("--scheduler needs dask.distributed (pip install 'dask[distributed]')") from None
-        try:
-            client = Client(scheduler, timeout="10s")
-        except (OSError, TimeoutError, ValueError) as e:
-            raise UsageError(f"cannot reach the dask scheduler {scheduler}: {e}") from None
+        client = _connect_scheduler(Client, scheduler)
         try:
             futures = client.map(_summarize_location, locs, policy=policy, root=root, with_trace=with_trace,
                                  pure=False)

@@ -3,6 +3,7 @@ fingerprint as in-process), a 64-rank capture under a 4 GB memory limit, huge-tr
 import resource
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -52,8 +53,56 @@ def test_dask_local_cluster_matches_serial(cap, policy):
 def test_unreachable_scheduler_is_a_usage_error(cap, policy):
     pytest.importorskip("distributed")
     from perfgate.errors import UsageError
-    with pytest.raises(UsageError, match="cannot reach the dask scheduler"):
+    with pytest.raises(UsageError, match="cannot reach a dask scheduler at tcp://127.0.0.1:9"):
         fingerprint_path(cap, policy, scheduler="tcp://127.0.0.1:9")
+
+
+def _serve(reply: bytes | None):
+    """A TCP listener on a free port that answers every connection with ``reply`` (None: accepts
+    and never answers), like a dashboard or proxy port given by mistake."""
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held = []
+
+    def loop():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            held.append(c)
+            if reply is not None:
+                try:
+                    c.sendall(reply)
+                except OSError:
+                    pass
+    threading.Thread(target=loop, daemon=True).start()
+    return srv, f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+
+
+def test_a_port_that_is_not_a_dask_scheduler_is_a_usage_error_never_a_crash_or_a_hang(cap, policy):
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from perfgate.errors import UsageError
+    from perfgate.gate import _connect_scheduler
+    srv, addr = _serve(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n" * 4)
+    try:  # the reply is read as a frame length: dask fails with MemoryError; perfgate says what it is
+        with pytest.raises(UsageError, match=f"cannot reach a dask scheduler at {addr}"):
+            fingerprint_path(cap, policy, scheduler=addr)
+    finally:
+        srv.close()
+    srv, addr = _serve(None)
+    try:  # accepts, never answers: the hard deadline ends it
+        t = time.monotonic()
+        with pytest.raises(UsageError, match="did not answer within 6 s"):
+            _connect_scheduler(Client, addr, timeout_s=1.0)
+        assert time.monotonic() - t < 15
+    finally:
+        srv.close()
 
 
 def test_64_ranks_end_to_end_under_4gb(tmp_path):
