@@ -64,14 +64,15 @@ common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), de
 common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", "always", "never"]),
                             default="auto", show_default=True,
                             help="Read trace_view.json: auto skips one over 256 MiB when step_trace_time.csv "
-                                 "carries the sums the self-checks need (the report says so).")
+                                 "carries the sums the self-checks need (the report says so); always "
+                                 "reads it and refuses a rank without one (exit 3).")
 no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace never.")
 
 
 def _with_trace(trace_mode, no_trace):
     if no_trace or trace_mode == "never":
         return False
-    return True if trace_mode == "always" else "auto"
+    return "require" if trace_mode == "always" else "auto"
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
                               help="Processes for per-rank work (default: all cores for large captures).")
 

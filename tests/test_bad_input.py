@@ -538,3 +538,18 @@ def test_communication_json_numeric_field(clean_rank, tmp_path, field, raw, link
     where = "Communication Bandwidth Info.HCCS." if link else "Communication Time Info."
     assert e.value.exit_code == 3 and e.value.path == str(p)
     assert f"step11.collective.{op}: {where}{field} is {raw}, not a" in str(e.value)
+
+
+def test_trace_always_refuses_a_rank_without_its_timeline(tmp_path):
+    """--trace always means the timeline is required: a rank without trace_view.json is an
+    invalid capture (exit 3, file named, nothing saved); --trace auto notes it and goes on."""
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=3, seed=4))
+    (next(cap.glob("rank1_*")) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()
+    bl = tmp_path / "bl"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "t", str(cap), "--baseline-dir", str(bl),
+                                  "--trace", "always"])
+    assert r.exit_code == 3, r.output
+    assert "trace_view.json is missing, and reading the timeline was required (--trace always)" in r.output
+    assert "rank1_" in r.output and not bl.exists()
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "t", str(cap), "--baseline-dir", str(bl)])
+    assert r.exit_code == 0, r.output

@@ -236,7 +236,11 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                 f"this capture", path=tv_path,
                 hint="re-export the profiling data, or pass --trace never to gate without the timeline")
     elif not tv_path.is_file():
-        missing.append("trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline")
+        what = "trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline"
+        if with_trace == "require":
+            raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
+                                      path=tv_path, hint="re-export the profiling data, or use --trace auto")
+        missing.append(what)
     if trace is not None and trace.dropped_negative:
         warnings.append(f"trace_view.json: {trace.dropped_negative} X event(s) with a negative "
                         f"duration dropped")
@@ -288,7 +292,8 @@ def load_capture(path, *, with_trace: bool = True, pmu: bool = False, shapes: bo
 
     Args:
         path: capture directory (see :mod:`perfgate.ingest.discover`).
-        with_trace: True (read trace_view.json when present), False, or ``"auto"`` (skip a
+        with_trace: True (read trace_view.json when present), ``"require"`` (read it; a rank
+            without one is an InvalidCaptureError), False, or ``"auto"`` (skip a
             trace above AUTO_TRACE_BYTES when step_trace_time.csv is present; a warning says so).
         pmu: also read the PMU ``*_ratio`` and pipe ``*_time(us)`` columns of kernel_details / op_summary.
         shapes: also read Input Shapes and Input Data Types (for MFU).
