@@ -553,3 +553,20 @@ def test_trace_always_refuses_a_rank_without_its_timeline(tmp_path):
     assert "rank1_" in r.output and not bl.exists()
     r = CliRunner().invoke(main, ["baseline", "save", "--name", "t", str(cap), "--baseline-dir", str(bl)])
     assert r.exit_code == 0, r.output
+
+
+def test_kernel_table_without_step_id_against_a_stepped_step_trace_fails_closed(tmp_path):
+    """No Step Id column makes one implicit step; with step_trace_time.csv listing steps 10-12
+    per-step counts would triple (a false regression). Refused: exit 3 naming both files."""
+    import csv as _csv
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=1, steps=3, seed=2))
+    kd = next(cap.glob("rank0_*")) / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    rows = list(_csv.reader(kd.open(newline="")))
+    i = rows[0].index("Step Id")
+    with kd.open("w", newline="") as f:
+        _csv.writer(f).writerows([r[:i] + r[i + 1:] for r in rows])
+    bl = tmp_path / "bl"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "s", str(cap), "--baseline-dir", str(bl)])
+    assert r.exit_code == 3, r.output
+    assert "kernel_details.csv" in r.output and "has no Step Id column, while step_trace_time.csv lists 3 step(s)" \
+        in r.output and not bl.exists()

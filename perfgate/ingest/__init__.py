@@ -193,6 +193,29 @@ def _check_memory(loc: RankLocation) -> None:
         raise MemoryError(f"needs about {memory_needed(size) / 2**20:,.0f} MiB, {max(budget, 0) / 2**20:,.0f} MiB left")
 
 
+def _refuse_unlabelled_kernels(kernels, step_trace, st_path) -> None:
+    """A kernel table without a Step Id column forms one implicit step; when the rank's
+    step_trace_time.csv lists real ProfilerStep ids the two files disagree (not one export, or
+    the table was written without steps), and per-step counts from the one block would be N
+    steps' worth: fail closed instead of judging them.
+
+    Raises:
+        InvalidCaptureError: naming the kernel file and the steps step_trace_time.csv lists.
+    """
+    from perfgate.ingest.kernels import IMPLICIT_STEP
+    step = kernels.df["step"]
+    if not hasattr(step, "cat") or list(step.cat.categories) != [IMPLICIT_STEP]:
+        return
+    ids = [x for x in step_trace["step"].astype(str).unique() if x != IMPLICIT_STEP]
+    if ids:
+        shown = ", ".join(ids[:8]) + (" ..." if len(ids) > 8 else "")
+        raise InvalidCaptureError(
+            f"has no Step Id column, while {st_path.name} lists {len(ids)} step(s) ({shown}): the kernel rows "
+            f"cannot be split into those steps, and per-step counts from one unlabelled block would be "
+            f"{len(ids)} steps' worth", path=kernels.path,
+            hint="re-export the capture (torch_npu writes Step Id whenever the profiler ran with steps)")
+
+
 def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     out = loc.output_dir
     kind, files = _kernel_source(out, loc.layout)
@@ -208,6 +231,8 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     step_trace = read_step_trace(st_path) if st_path.is_file() else None
     if step_trace is None:
         missing.append("step_trace_time.csv")
+    else:
+        _refuse_unlabelled_kernels(kernels, step_trace, st_path)
     cm_path = out / "communication.json"
     comm = read_communication(cm_path) if cm_path.is_file() else None
     if comm is None:
