@@ -166,6 +166,9 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
         UsageError: a root that is not a folder, or no capture found at all.
     """
     import pandas as pd
+    absent = [str(r) for r in roots if not Path(r).exists()]
+    if absent:
+        raise UsageError(f"sweep root does not exist: {', '.join(absent)}")
     caps = discover_captures(roots)
     if not caps:
         raise UsageError(f"no capture found under {', '.join(map(str, roots))}",

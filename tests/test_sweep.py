@@ -86,3 +86,14 @@ def test_changed_capture_is_recomputed(tmp_path, policy):
     assert list(again["layers"]) == [3, 5] and list(again["cached"]) == [True, False]
     with pytest.raises(UsageError, match="not a folder"):
         run_sweep([tmp_path / "nope"], policy)
+
+
+def test_missing_or_empty_root_is_a_usage_error_saying_which(tmp_path):
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    r = CliRunner().invoke(main, ["sweep", str(tmp_path / "nope"), "--out", str(tmp_path / "o.csv")])
+    assert r.exit_code == 2 and f"sweep root does not exist: {tmp_path / 'nope'}" in r.output
+    (tmp_path / "empty").mkdir()
+    r = CliRunner().invoke(main, ["sweep", str(tmp_path / "empty"), "--out", str(tmp_path / "o.csv")])
+    assert r.exit_code == 2 and "no capture found under" in r.output and not (tmp_path / "o.csv").exists()
