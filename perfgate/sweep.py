@@ -168,7 +168,7 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
     import pandas as pd
     absent = [str(r) for r in roots if not Path(r).exists()]
     if absent:
-        raise UsageError(f"sweep root does not exist: {', '.join(absent)}")
+        raise UsageError(f"sweep root does not exist (not a folder): {', '.join(absent)}")
     caps = discover_captures(roots)
     if not caps:
         raise UsageError(f"no capture found under {', '.join(map(str, roots))}",

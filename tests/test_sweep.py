@@ -93,7 +93,7 @@ def test_missing_or_empty_root_is_a_usage_error_saying_which(tmp_path):
 
     from perfgate.cli import main
     r = CliRunner().invoke(main, ["sweep", str(tmp_path / "nope"), "--out", str(tmp_path / "o.csv")])
-    assert r.exit_code == 2 and f"sweep root does not exist: {tmp_path / 'nope'}" in r.output
+    assert r.exit_code == 2 and f"sweep root does not exist (not a folder): {tmp_path / 'nope'}" in r.output
     (tmp_path / "empty").mkdir()
     r = CliRunner().invoke(main, ["sweep", str(tmp_path / "empty"), "--out", str(tmp_path / "o.csv")])
     assert r.exit_code == 2 and "no capture found under" in r.output and not (tmp_path / "o.csv").exists()
