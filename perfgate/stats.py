@@ -176,7 +176,8 @@ def design_effect(base, cand, base_sizes, cand_sizes, kind: str) -> tuple[float,
 
 def adjusted_p(p: float, deff: float) -> float:
     """A two-sided p of a rank test on clustered samples, corrected by the design effect:
-    its normal score divided by ``√deff`` (the effective sample size is n / deff)."""
+    its normal score divided by ``√deff`` (the effective sample size is n / deff; Kish 1965, see
+    :func:`design_effect`). ``p`` and the result are probabilities in [0, 1]."""
     if deff <= 1.0 or p >= 1.0:
         return p
     z = float(sps.norm.isf(p / 2.0))

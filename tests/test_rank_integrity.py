@@ -9,8 +9,6 @@
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import shutil
 import sqlite3
@@ -22,6 +20,7 @@ from perfgate.cli import main
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.discover import discover
 from perfgate.synth import SynthSpec, write_capture
+from test_bad_input import set_cell
 
 
 def _run(*args):
@@ -203,18 +202,9 @@ def test_repeated_captures_with_different_rank_sets_are_refused(tmp_path, base01
 
 
 # -- 3. report --html on a capture that cannot be read ---------------------------------------------
-def _set_cell(path, row: int, column: str, value: str) -> None:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    rows[row][rows[0].index(column)] = value
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
-    path.write_text(buf.getvalue(), encoding="utf-8")
-
-
 def test_report_html_for_a_read_error_writes_the_page(tmp_path):
     cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
-    _set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 4, "Duration(us)", "nan")
+    set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 4, "Duration(us)", "nan")
     page = tmp_path / "r.html"
     code, out = _run("report", cap, "--html", page)
     assert code == 3 and "INVALID_CAPTURE" in out and str(page) in out, out
@@ -238,7 +228,7 @@ def test_report_html_for_a_missing_export_lists_every_problem(tmp_path):
 
 def test_report_html_read_error_keeps_exit_3_when_page_cannot_be_written(tmp_path):
     cap = write_capture(tmp_path / "c", SynthSpec(ranks=1, steps=2, seed=1))
-    _set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 2, "Duration(us)", "nan")
+    set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 2, "Duration(us)", "nan")
     (tmp_path / "file").write_text("x")
     code, out = _run("report", cap, "--html", tmp_path / "file" / "r.html")
     assert code == 3 and "Duration(us) is not a finite number" in out, out

@@ -12,7 +12,7 @@ import pandas as pd
 from perfgate.errors import InvalidCaptureError, PerfgateError
 from perfgate.ingest.comm import read_communication
 from perfgate.ingest.discover import RankLocation, discover
-from perfgate.ingest.kernels import KernelTable, read_kernels
+from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
 
@@ -202,7 +202,6 @@ def _refuse_unlabelled_kernels(kernels, step_trace, st_path) -> None:
     Raises:
         InvalidCaptureError: naming the kernel file and the steps step_trace_time.csv lists.
     """
-    from perfgate.ingest.kernels import IMPLICIT_STEP
     step = kernels.df["step"]
     if not hasattr(step, "cat") or list(step.cat.categories) != [IMPLICIT_STEP]:
         return
