@@ -32,7 +32,8 @@ sys.path.insert(0, str(HERE))
 import pyarrow as pa  # noqa: E402
 import pyarrow.csv as pacsv  # noqa: E402
 
-from perfgate.gate import fingerprint_path, save_baseline  # noqa: E402
+from perfgate.gate import save_baseline  # noqa: E402
+from perfgate.run import fingerprint_path  # noqa: E402
 from perfgate.policy import load_policy  # noqa: E402
 from perfgate.store.baselines import BaselineStore  # noqa: E402
 from perfgate.ingest.kernels import _PMU_TIME as PMU_TIME  # noqa: E402

@@ -52,7 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from perfgate import terms  # noqa: E402
 from perfgate.compare import compare_fingerprints  # noqa: E402
-from perfgate.gate import fingerprint_path, load_checked_policy  # noqa: E402
+from perfgate.gate import load_checked_policy  # noqa: E402
+from perfgate.run import fingerprint_path  # noqa: E402
 from perfgate.metrics.repeat import merge_fingerprints  # noqa: E402
 from perfgate.model import Fingerprint, MetricValue, metric_key  # noqa: E402
 from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture  # noqa: E402

@@ -9,7 +9,7 @@ Everything the CLI does is callable as a library::
 
     from perfgate import load_capture, load_policy, fingerprint_capture, compare_fingerprints
 """
-__version__ = "0.1.0"
+from perfgate.version import __version__  # noqa: E402
 
 from perfgate.errors import (  # noqa: E402
     PerfgateError, UsageError, PolicyError, InvalidCaptureError, NoBaselineError, StoreError,

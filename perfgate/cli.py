@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from perfgate import __version__, errors, terms
+from perfgate import errors, terms
+from perfgate.version import __version__
 from perfgate.errors import PerfgateError
 
 DEFAULT_OUT = "perfgate-out"
@@ -339,7 +340,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         _OUTCOME["code"] = result.exit_code
         paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name)
         if html_path:
-            from perfgate.htmlreport import write_check_html
+            from perfgate.report.writers import write_check_html
             paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
                                              history_path=_history_path(history_path, only_if_given=True))
     except PerfgateError as e:
@@ -380,7 +381,7 @@ def _history_path(path, *, only_if_given=False):
     that use the history only on request (check, report) refuse a directory only when the user
     named the path; the default path is then checked where it is used (history:BRANCH)."""
     import os
-    from perfgate.store.history import require_db_path
+    from perfgate.history.store import require_db_path
     given = path or os.environ.get("PERFGATE_HISTORY")  # empty = unset
     if only_if_given and not given:
         return Path("perfgate-history.sqlite")
@@ -430,7 +431,7 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, db_pa
 
 
 def _open_history(db_path):
-    from perfgate.store.history import HistoryStore
+    from perfgate.history.store import HistoryStore
     return HistoryStore(_history_path(db_path), readonly=True)
 
 
@@ -454,7 +455,7 @@ def history_runs(branch, since, fmt, db_path):
         hs = _open_history(db_path)
         runs = hs.runs(branch=branch, since=since)
         if fmt == "table":  # JSON / CSV keep null / empty for a run without a commit
-            from perfgate.store.history import NO_COMMIT
+            from perfgate.history.store import NO_COMMIT
             runs["commit"] = runs["commit"].map(lambda c: c or NO_COMMIT)
         _emit(runs, fmt)
     except PerfgateError as e:
@@ -492,7 +493,7 @@ def _gated_keys(hs, policy):
 
 
 def _trends(hs, policy, keys, branch):
-    from perfgate.trend import change_points
+    from perfgate.history.changepoints import change_points
     h = policy.history
     res = []
     for key, direction in keys:
@@ -528,7 +529,7 @@ def history_trend(metric, branch, db_path, policy_path):
             close = [k for k in hs.keys(metric.split("{")[0])][:8]
             raise PerfgateError(f"no recorded metric {metric!r}" + (f"; similar: {close}" if close else ""))
         from perfgate.report.history import render_trend
-        from perfgate.trend import trend_notes
+        from perfgate.history.changepoints import trend_notes
         found, results = 0, _trends(hs, policy, keys, branch)
         notes = trend_notes(results, policy.history)
         for (key, sk, part, cps), note in zip(results, notes["per_series"]):
@@ -611,7 +612,7 @@ def history_journal(branch, metric, db_path, policy_path):
 def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, scheduler):
     """Print the fingerprint of CAPTURE (metrics, self-checks, provenance) as JSON.
     Exits 3 when a self-check fails."""
-    from perfgate.gate import fingerprint_path
+    from perfgate.run import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
     try:
         fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
@@ -694,8 +695,8 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     """Write a self-contained HTML report (plots, self-checks, provenance) for one CAPTURE.
     Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
     when the capture cannot be read (a page stating the error is still written)."""
-    from perfgate.gate import fingerprint_path
-    from perfgate.htmlreport import write_capture_html
+    from perfgate.run import fingerprint_path
+    from perfgate.report.writers import write_capture_html
     from perfgate.metrics.fingerprint import blocking_findings, failed_checks
     try:
         policy = _policy(policy_path)
@@ -716,7 +717,7 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
 def _report_read_error(e, capture, html_path):
     """``perfgate report`` on a capture that failed while reading: write the page saying why
     (atomic), then exit 3 as for any invalid capture (also when the page cannot be written)."""
-    from perfgate.htmlreport import write_capture_error_html
+    from perfgate.report.writers import write_capture_error_html
     try:
         path = write_capture_error_html(e, html_path, source=capture)
         click.echo(f"perfgate: INVALID_CAPTURE: the capture could not be read\n  html: {path}")
@@ -815,7 +816,7 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
 def structure(capture, policy_path):
     """Print the layer / block classes and fusion candidates of CAPTURE as JSON (fusion
     candidates are informational: no claim about gains)."""
-    from perfgate.structure import structure_report
+    from perfgate.run import structure_report
     try:
         rep = structure_report(capture, _policy(policy_path))
     except PerfgateError as e:
@@ -848,7 +849,7 @@ def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers)
     except PerfgateError as e:
         _fail(e)
 
-    from perfgate.calibrate import render_table
+    from perfgate.compare.calibrate import render_table
     for line in render_table(proposals, len(captures), k, path):
         click.echo(line)
 

@@ -8,21 +8,18 @@ when the capture is not fit to be a baseline.
 from __future__ import annotations
 
 import os
-import platform
-import subprocess
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from perfgate import errors, terms
+from perfgate.ci_env import PR_EVENTS, gather_provenance
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
 from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
+from perfgate.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
 from perfgate.store.baselines import BaselineStore
-
-PR_EVENTS = ("pull_request", "pull_request_target")
-
 
 def load_checked_policy(path=None):
     """Load a policy and reject metric names no metric has (typos would silently un-gate)."""
@@ -32,203 +29,6 @@ def load_checked_policy(path=None):
     policy.check_names(set(REGISTRY))
     policy.check_labels(all_label_keys())  # label keys of overrides / suggestions (typos would silently not match)
     return policy
-
-
-def gather_provenance(env=None, cwd=None) -> dict:
-    """Commit, branch, runner and CI run id from the CI environment (GitHub Actions names),
-    falling back to ``git`` in ``cwd`` and the host name. Values that are unknown are omitted."""
-    env = os.environ if env is None else env
-    out = {}
-    commit = env.get("GITHUB_SHA") or env.get("CI_COMMIT_SHA")
-    branch = env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or env.get("CI_COMMIT_REF_NAME")
-    if not commit or not branch:
-        for args, key in ((["rev-parse", "HEAD"], "commit"),
-                          (["rev-parse", "--abbrev-ref", "HEAD"], "branch")):
-            if (key == "commit" and commit) or (key == "branch" and branch):
-                continue
-            try:
-                r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
-                if r.returncode == 0 and r.stdout.strip():
-                    if key == "commit":
-                        commit = r.stdout.strip()
-                    else:
-                        branch = r.stdout.strip()
-            except (OSError, subprocess.SubprocessError):
-                pass
-    if commit:
-        out["commit"] = commit
-    if branch:
-        out["branch"] = branch
-    out["runner"] = env.get("RUNNER_NAME") or platform.node()
-    if env.get("GITHUB_RUN_ID"):
-        out["ci_run_id"] = env["GITHUB_RUN_ID"]
-    return out
-
-
-def _summarize_location(loc, policy, root, with_trace):
-    """Worker body (module level so process pools and dask can pickle it): one rank's files
-    -> its summary. Errors come back as values so every rank's problem is reported."""
-    from perfgate.ingest import as_capture_error, load_rank
-    from perfgate.metrics.fingerprint import summarize_rank
-    try:
-        ops = policy.operators
-        rank = load_rank(loc, with_trace=with_trace, pmu=ops.read_pmu or ops.require_pipe,
-                         shapes=ops.read_shapes or policy.mfu is not None)
-        return summarize_rank(rank, policy, root)
-    except (InvalidCaptureError, OSError) as e:
-        return as_capture_error(e, loc)
-
-
-AUTO_PARALLEL_BYTES = 64 << 20  # below this a process pool costs more than it saves
-
-
-def _kernel_bytes(locs) -> int:
-    total = 0
-    for loc in locs:
-        for name in ("kernel_details.csv", "trace_view.json"):
-            try:
-                total += (loc.output_dir / name).stat().st_size
-            except OSError:
-                pass
-    return total
-
-
-SCHEDULER_TIMEOUT_S = 10.0
-
-
-def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_TIMEOUT_S):
-    """A dask.distributed client for ``scheduler``, under a hard deadline: the connection is
-    made in a daemon thread, because a port that accepts but never answers the dask handshake
-    (an HTTP server, a proxy) can block the client past its own timeout, and a port answering
-    something else can make it fail in arbitrary ways (a reply read as a frame length).
-
-    Raises:
-        UsageError: unreachable, not answering within ``timeout_s`` + 5 s, or not a dask scheduler.
-    """
-    import threading
-    box: dict = {}
-
-    def connect():
-        try:
-            box["client"] = client_cls(scheduler, timeout=f"{timeout_s:g}s")
-        except BaseException as e:  # noqa: BLE001 - any failure here means "not a usable scheduler"
-            box["error"] = e
-    t = threading.Thread(target=connect, name="perfgate-dask-connect", daemon=True)
-    t.start()
-    t.join(timeout_s + 5.0)
-    hint = "give the scheduler's address (tcp://HOST:8786 by default; 8787 is its dashboard)"
-    if t.is_alive():
-        raise UsageError(f"the dask scheduler {scheduler} did not answer within {timeout_s + 5:g} s "
-                         "(the port accepts connections but does not speak the dask protocol?)", hint=hint)
-    if "error" in box:
-        e = box["error"]
-        raise UsageError(f"cannot reach a dask scheduler at {scheduler}: {type(e).__name__}: {e}"[:600], hint=hint)
-    return box["client"]
-
-
-def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, workers: int | None = None,
-                     scheduler: str | None = None, progress=None) -> Fingerprint:
-    """Discover a capture and fingerprint it, ranks in parallel.
-
-    Args:
-        workers: processes for a local pool (None = all cores when the capture is large
-            enough to benefit, 1 = in this process).
-        scheduler: a dask.distributed scheduler address (``tcp://HOST:PORT``): per-rank work
-            is mapped onto that cluster instead (the files must be readable there).
-        progress: optional callable ``(done, total)`` called as ranks finish.
-
-    Raises:
-        UsageError (bad path / scheduler), InvalidCaptureError (every rank's problem listed).
-    """
-    from perfgate.ingest import discover
-    from perfgate.metrics.fingerprint import fingerprint_from_summaries
-    locs = discover(capture_path)
-    root = Path(capture_path)
-    total = len(locs)
-    results = []
-    if scheduler:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise UsageError("--scheduler needs dask.distributed (pip install 'dask[distributed]')") from None
-        client = _connect_scheduler(Client, scheduler)
-        try:
-            futures = client.map(_summarize_location, locs, policy=policy, root=root, with_trace=with_trace,
-                                 pure=False)
-            from distributed import as_completed
-            for fut in as_completed(futures):
-                results.append(fut.result())
-                if progress:
-                    progress(len(results), total)
-        finally:
-            client.close()
-    else:
-        n = workers if workers is not None else (
-            min(os.cpu_count() or 1, total) if total > 1 and _kernel_bytes(locs) > AUTO_PARALLEL_BYTES else 1)
-        if n > 1 and total > 1:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-            with ProcessPoolExecutor(max_workers=min(n, total), mp_context=mp.get_context("spawn")) as pool:
-                futs = [pool.submit(_summarize_location, loc, policy, root, with_trace) for loc in locs]
-                for fut in as_completed(futs):
-                    results.append(fut.result())
-                    if progress:
-                        progress(len(results), total)
-        else:
-            for loc in locs:
-                results.append(_summarize_location(loc, policy, root, with_trace))
-                if progress:
-                    progress(len(results), total)
-    problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))
-    if problems:
-        raise InvalidCaptureError.combine(problems)
-    return fingerprint_from_summaries(results, policy, root, provenance)
-
-
-def fingerprint_paths(capture_paths, policy, **kw) -> Fingerprint:
-    """One side of a comparison from one or several captures (repeated runs of one commit):
-    each is fingerprinted by :func:`fingerprint_path` (same keyword arguments) and the results
-    merged by :func:`perfgate.metrics.repeat.merge_fingerprints` (per-step samples pooled,
-    ``config["captures"]`` = how many). A single path (str / Path) is one capture.
-
-    Raises:
-        UsageError: no capture, or captures of different job configurations.
-        InvalidCaptureError: from the first capture that cannot be read.
-    """
-    from perfgate.metrics.repeat import merge_fingerprints
-    paths = [capture_paths] if isinstance(capture_paths, (str, os.PathLike)) else list(capture_paths)
-    if not paths:
-        raise UsageError("no capture given")
-    _refuse_same_path(paths)
-    fps = [fingerprint_path(p, policy, **kw) for p in paths]
-    _refuse_same_content(paths, fps)
-    return merge_fingerprints(fps)
-
-
-def _refuse_same_path(paths) -> None:
-    """Repeated runs must be distinct captures: one path given twice would count as two runs."""
-    seen: dict = {}
-    for i, p in enumerate(paths, 1):
-        key = Path(p).resolve()
-        if key in seen:
-            raise UsageError(f"capture {p} is given twice (arguments {seen[key]} and {i}); repeated runs must be "
-                             f"distinct captures, each counted once")
-        seen[key] = i
-
-
-def _refuse_same_content(paths, fps) -> None:
-    """Two captures with identical metric values are one capture copied, not two runs (two
-    profiling runs never agree to the nanosecond): refused, since they would inflate the sample."""
-    from perfgate.store.history import metrics_digest
-    if len(fps) < 2:
-        return
-    seen: dict = {}
-    for p, fp in zip(paths, fps):
-        d = metrics_digest(fp)
-        if d in seen:
-            raise UsageError(f"captures {seen[d]} and {p} have identical metric values: the same capture copied, "
-                             f"not two runs; give each profiling run once")
-        seen[d] = p
 
 
 def _refuse_partial(fp: Fingerprint) -> None:
@@ -299,7 +99,7 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     Raises NoBaselineError (missing database, too few runs in the candidate's series), or
     StoreError when ``history_path`` is a directory (a misconfigured store, exit 5)."""
     from perfgate.errors import StoreError
-    from perfgate.store.history import NO_COMMIT, HistoryStore, require_db_path
+    from perfgate.history.store import NO_COMMIT, HistoryStore, require_db_path
     branch = baseline_name.split(":", 1)[1]
     if not branch:
         raise UsageError("history baseline needs a branch: --baseline history:main")
@@ -325,7 +125,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
           provenance=None, env=None, history_path=None, workers=None, scheduler=None, progress=None) -> GateResult:
     """Compare a capture (or a list of repeated captures, merged by :func:`fingerprint_paths`)
     against a stored baseline. With several runs on either side, metrics with per-step samples
-    are judged by :mod:`perfgate.stats` (status UNSURE, exit 0, when a gated metric is unsure
+    are judged by :mod:`perfgate.compare.stats` (status UNSURE, exit 0, when a gated metric is unsure
     and nothing regressed; exit 1 if the policy sets ``statistics.unsure_fails``).
 
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
@@ -392,8 +192,8 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
 
 
 def with_operator_compare(base, cand, policy) -> dict:
-    """The candidate's detail plus ``operator_compare`` (:func:`perfgate.opcompare.compare_operators`)."""
-    from perfgate.opcompare import compare_operators
+    """The candidate's detail plus ``operator_compare`` (:func:`perfgate.compare.families.compare_operators`)."""
+    from perfgate.compare.families import compare_operators
     detail = dict(cand.detail)
     if cand.detail.get("operators"):
         detail["operator_compare"] = compare_operators(base.detail.get("operators"), cand.detail["operators"],
@@ -417,7 +217,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         UsageError: from a pull-request CI event (PR runs never record).
         InvalidCaptureError / StoreError.
     """
-    from perfgate.store.history import HistoryStore
+    from perfgate.history.store import HistoryStore
     env = os.environ if env is None else env
     if env.get("GITHUB_EVENT_NAME") in PR_EVENTS:
         raise UsageError(f"refusing to record history from a {env['GITHUB_EVENT_NAME']} run: pull-request "
@@ -459,7 +259,7 @@ __all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "r
 
 def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=True, workers=None):
     """``perfgate calibrate``: fingerprint repeated captures of one commit, propose per-metric
-    tolerances from their run-to-run noise (:func:`perfgate.calibrate.propose_tolerances`) and
+    tolerances from their run-to-run noise (:func:`perfgate.compare.calibrate.propose_tolerances`) and
     write a policy file with them to ``out_path`` (atomic). Returns ``(proposals, path)``.
 
     Raises:
@@ -467,13 +267,13 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tru
         InvalidCaptureError: a capture fails to read or a self-check fails (nothing written).
         StoreError: the policy file could not be written.
     """
-    from perfgate.calibrate import calibrated_policy_text, propose_tolerances
+    from perfgate.compare.calibrate import calibrated_policy_text, propose_tolerances
     from perfgate.store.atomic import write_atomic
     paths = list(capture_paths)
-    _refuse_same_path(paths)
+    refuse_same_path(paths)
     fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
                          fail_closed=policy.fail_closed) for p in paths]
-    _refuse_same_content(paths, fps)
+    refuse_same_content(paths, fps)
     proposals = propose_tolerances(fps, policy, k=k)
     text = calibrated_policy_text(policy, proposals, source_note=f"{len(paths)} captures")
     out = Path(out_path)

@@ -180,7 +180,7 @@ class Comparison:
     ``delta`` is candidate − baseline in the metric's unit (percentage points for ratios
     are ``delta * 100``); ``delta_rel`` is delta / |baseline| (None when baseline is 0).
     ``fails`` is True only for a gated regression. ``reason`` is a full sentence.
-    ``stats`` (repeated captures only, :mod:`perfgate.stats`): sample sizes, runs, Mann-Whitney
+    ``stats`` (repeated captures only, :mod:`perfgate.compare.stats`): sample sizes, runs, Mann-Whitney
     U p and its Benjamini-Hochberg q, the Hodges-Lehmann effect and its distribution-free
     interval (``ci``, coverage ``ci_level``), runs needed. ``attribution``: for a regressed aggregate, the kernel families
     whose calls / ΣDuration per step changed most (dicts with ``family``, ``calls_base``,

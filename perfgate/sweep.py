@@ -9,7 +9,7 @@ rank folder itself) and every ``mindstudio_profiler_output/`` holding ``op_summa
 they are captures perfgate cannot read, and appear as failed rows with the reason, never
 dropped.
 
-Captures are fingerprinted in a process pool (:func:`perfgate.gate.fingerprint_path`, one
+Captures are fingerprinted in a process pool (:func:`perfgate.run.fingerprint_path`, one
 process per capture); a result is cached under ``cache_dir`` keyed on the size and mtime of
 every file below the capture, the policy's fingerprint / segment rule digests and the perfgate
 version, so an unchanged capture is not recomputed.
@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from perfgate import __version__
+from perfgate.version import __version__
 from perfgate.errors import PerfgateError, StoreError, UsageError
 
 OUTPUT_DIR, MSPROF_DIR = "ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output"
@@ -138,7 +138,7 @@ def rollup_row(fp) -> dict:
 def sweep_one(capture, policy) -> dict:
     """Fingerprint one capture into a rollup row; a capture perfgate cannot read gives a
     ``failed`` row with the reason (never raises a :class:`PerfgateError`)."""
-    from perfgate.gate import fingerprint_path
+    from perfgate.run import fingerprint_path
     t0 = time.perf_counter()
     try:
         fp = fingerprint_path(capture, policy, with_trace="auto", workers=1)

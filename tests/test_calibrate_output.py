@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from perfgate.calibrate import (POWER_NOTE, STABLE_CAPTURES, format_value, propose_tolerances, render_table,
+from perfgate.compare.calibrate import (POWER_NOTE, STABLE_CAPTURES, format_value, propose_tolerances, render_table,
                                 stability_warning)
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
 

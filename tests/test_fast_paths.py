@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from perfgate.ingest.kernels import _exact_duplicates
 from perfgate.metrics import kernels as km
 from perfgate.metrics import operators as opv
-from perfgate.opspec import PIPE_STAGES, Matcher
+from perfgate.policy.opspec import PIPE_STAGES, Matcher
 
 FAST = settings(max_examples=60, deadline=None)
 

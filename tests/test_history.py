@@ -17,8 +17,8 @@ from perfgate.errors import NoBaselineError, StoreError
 from perfgate.gate import check, record_history
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
 from perfgate.store.baselines import BaselineStore
-from perfgate.store.history import HistoryStore
-from perfgate.trend import change_points
+from perfgate.history.store import HistoryStore
+from perfgate.history.changepoints import change_points
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = {"world_size": 2, "cann_version": None, "torch_npu_version": None, "aic_metrics": "PIPE",
@@ -76,7 +76,7 @@ import sys
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
 from test_history import fp_of
-from perfgate.store.history import HistoryStore
+from perfgate.history.store import HistoryStore
 hs = HistoryStore({db!r})
 for i in range(25):
     hs.record(fp_of({{"step.time_us": 100 + i}}, n_extra=300), branch="w{w}", commit="w{w}-%d" % i)
@@ -104,7 +104,7 @@ import sys
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
 from test_history import fp_of
-from perfgate.store.history import HistoryStore
+from perfgate.history.store import HistoryStore
 fp = fp_of({{"step.time_us": 1.0}}, n_extra=400000)
 hs = HistoryStore({db!r})
 print("writing", flush=True)

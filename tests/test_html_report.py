@@ -19,11 +19,11 @@ from click.testing import CliRunner
 from perfgate import terms
 from perfgate.cli import main
 from perfgate.gate import check, record_history, save_baseline
-from perfgate.htmlreport import write_check_html
+from perfgate.report.writers import write_check_html
 from perfgate.model import parse_metric_key
 from perfgate.report.html import render_html, sparkline_keys
 from perfgate.store.baselines import BaselineStore
-from perfgate.store.history import trend_series
+from perfgate.history.store import trend_series
 from perfgate.synth import SynthSpec, mutate, write_capture
 
 CHARTS = ("chart-shares", "chart-ranks", "chart-anatomy", "chart-families")

@@ -12,17 +12,18 @@ from click.testing import CliRunner
 from perfgate import terms
 from perfgate.cli import main
 from perfgate.errors import EXIT_INVALID_CAPTURE, EXIT_USAGE, InvalidCaptureError, PolicyError
-from perfgate.gate import check, fingerprint_path, save_baseline
+from perfgate.gate import check, save_baseline
+from perfgate.run import fingerprint_path
 from perfgate.ingest import load_capture
 from perfgate.ingest.kernels import read_kernels
 from perfgate.metrics import kernels as km
 from perfgate.metrics import operators as opv
 from perfgate.metrics.fingerprint import fingerprint_capture
 from perfgate.metrics.mfu import dtype_of, matmul_flops
-from perfgate.opcompare import compare_operators
+from perfgate.compare.families import compare_operators
 from perfgate.policy import load_policy
 from perfgate.report import render_markdown
-from perfgate.report.operators import fold_categories
+from perfgate.report.families import fold_categories
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.writer import DIFFUSION_FAMILIES, SynthSpec, write_capture
 

@@ -6,7 +6,7 @@ import numpy as np
 from perfgate import terms
 from perfgate.compare import compare_fingerprints, config_notes
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
-from perfgate.stats import NO_SAMPLES_NOTE
+from perfgate.compare.stats import NO_SAMPLES_NOTE
 
 CONFIG = {"world_size": 2, "ranks": [0, 1], "type_available": True, "core_available": True,
           "has_comm_json": True, "categories_digest": "x", "family_suffix": "s", "top_n": 10,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from perfgate.gate import fingerprint_path
+from perfgate.run import fingerprint_path
 from perfgate.synth.scale import write_scaled
 
 
@@ -88,7 +88,7 @@ def test_a_port_that_is_not_a_dask_scheduler_is_a_usage_error_never_a_crash_or_a
     from distributed import Client
 
     from perfgate.errors import UsageError
-    from perfgate.gate import _connect_scheduler
+    from perfgate.run import _connect_scheduler
     srv, addr = _serve(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n" * 4)
     try:  # the reply is read as a frame length: dask fails with MemoryError; perfgate says what it is
         with pytest.raises(UsageError, match=f"cannot reach a dask scheduler at {addr}"):

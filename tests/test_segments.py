@@ -18,7 +18,7 @@ from perfgate.metrics.fusion import fusion_candidates
 from perfgate.metrics.segments import check_lossless, class_table, segment_rank
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore
-from perfgate.structure import structure_report
+from perfgate.run import structure_report
 from perfgate.synth.transformer import write_transformer
 
 
@@ -147,7 +147,7 @@ def test_fusion_decomposed_rmsnorm_is_one_high_candidate(tmp_path, policy):
 
 
 def test_fusion_grades_medium_and_low():
-    from perfgate.knowledge import load_segment_rules
+    from perfgate.policy.knowledge import load_segment_rules
     rules = load_segment_rules()
     ops = ["MatMulV3", "Pow", "ReduceMean", "Add", "Rsqrt", "Gelu", "MatMulV3", "Add", "Mul", "Cast", "MatMulV3"]
     n = len(ops)

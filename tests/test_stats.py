@@ -9,7 +9,7 @@ import yaml
 from click.testing import CliRunner
 
 from perfgate import terms
-from perfgate.attribution import family_deltas
+from perfgate.compare.attribution import family_deltas
 from perfgate.cli import main
 from perfgate.compare import compare_fingerprints, summarize
 from perfgate.errors import PolicyError, UsageError
@@ -18,7 +18,7 @@ from perfgate.metrics.repeat import merge_fingerprints
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
 from perfgate.policy import load_policy
 from perfgate.report import render_junit, render_markdown
-from perfgate.stats import effect, effect_ci, min_exact_p, mwu_p, runs_needed
+from perfgate.compare.stats import effect, effect_ci, min_exact_p, mwu_p, runs_needed
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
 
@@ -198,7 +198,7 @@ def test_calibrate_proposes_k_times_robust_sigma(policy):
     # per-capture step time 100, 102, 98, 101, 99: MAD 1 -> sigma 1.4826 % -> 3 sigma = 4.45 %
     fps = [fp(mv("step.time_us", v, samples=[v], view=view)) for v in (100.0, 102.0, 98.0, 101.0, 99.0)
            for view in ("p50",)]
-    from perfgate.calibrate import calibrated_policy_text, propose_tolerances
+    from perfgate.compare.calibrate import calibrated_policy_text, propose_tolerances
     (p,) = [x for x in propose_tolerances(fps, policy) if x["metric"] == "step.time_us"]
     assert p["sigma"] == pytest.approx(0.014826)
     assert p["proposed_stat"] == pytest.approx(0.045) and p["verdict_stat"] == "could be tightened"
@@ -334,7 +334,7 @@ def test_directional_metric_reads_one_sided_bounds_exact_reads_two_sided(policy)
     move either way would count, so both ends of the 95 % interval are read)."""
     from dataclasses import replace as dc_replace
 
-    from perfgate.stats import interval_level
+    from perfgate.compare.stats import interval_level
     assert interval_level(0.95, terms.LOWER_IS_BETTER) == (pytest.approx(0.90), "one-sided 95% bounds")
     assert interval_level(0.95, terms.EXACT)[0] == 0.95
     rng = np.random.default_rng(3)
@@ -360,7 +360,7 @@ def test_directional_metric_reads_one_sided_bounds_exact_reads_two_sided(policy)
 
 
 def test_design_effect_sees_runs_that_move_together_and_not_the_side_difference():
-    from perfgate.stats import adjusted_p, design_effect
+    from perfgate.compare.stats import adjusted_p, design_effect
     rng = np.random.default_rng(11)
     sizes = [40] * 5
     iid_b, iid_c = rng.normal(100, 1, 200), rng.normal(100, 1, 200)

@@ -17,7 +17,8 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
-from perfgate import __version__, terms
+from perfgate import terms
+from perfgate.version import __version__
 from perfgate.errors import InvalidCaptureError
 from perfgate.metrics import kernels as km
 from perfgate.metrics import operators as opv

@@ -71,7 +71,7 @@ def fusion_candidates(df: pd.DataFrame, rules, family_suffix) -> pd.DataFrame:
     """Fusion candidates of one rank's kernel table (:mod:`perfgate.ingest.kernels` columns).
 
     Args:
-        rules: :class:`perfgate.knowledge.FusionRules` (``policy.segments.fusion``).
+        rules: :class:`perfgate.policy.knowledge.FusionRules` (``policy.segments.fusion``).
         family_suffix: the policy's family regex.
 
     Returns:

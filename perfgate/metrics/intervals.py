@@ -49,20 +49,6 @@ def busy_union_ns(starts, ends) -> int:
     return int((seg_e - seg_s).sum())
 
 
-def sum_duration_ns(starts, ends) -> int:
-    """ΣDuration (ns): plain sum of interval lengths, overlaps counted every time."""
-    return int((np.asarray(ends, dtype=np.int64) - np.asarray(starts, dtype=np.int64)).sum())
-
-
-def intersection_ns(a_starts, a_ends, b_starts, b_ends) -> int:
-    """Length (ns) of union(A) ∩ union(B) = union(A) + union(B) − union(A ∪ B)."""
-    ua = busy_union_ns(a_starts, a_ends)
-    ub = busy_union_ns(b_starts, b_ends)
-    uab = busy_union_ns(np.concatenate([np.asarray(a_starts), np.asarray(b_starts)]),
-                        np.concatenate([np.asarray(a_ends), np.asarray(b_ends)]))
-    return ua + ub - uab
-
-
 def subtract(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, np.ndarray]:
     """Parts of union(A) not covered by union(B), as disjoint sorted segments.
 

@@ -131,7 +131,7 @@ def _matches(col: pd.Series, rx) -> np.ndarray:
 def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:
     """Label per row from match rules, the most specific matching rule winning, else ``default``.
 
-    A rule (``perfgate.policy.CategoryRule`` or ``perfgate.opspec.Matcher``) matches when
+    A rule (``perfgate.policy.CategoryRule`` or ``perfgate.policy.opspec.Matcher``) matches when
     every given regex (``name`` over Name, ``type`` over Type, ``core`` over Accelerator Core)
     finds a match (``re.search``); N/A cells never match. Specificity = (number of fields
     constrained, ``priority``); rule order does not matter. Regexes run once per distinct

@@ -1,7 +1,7 @@
 """MFU (model FLOPs utilisation) per kernel family and per call class.
 
 ``MFU = FLOPs / duration_s / peak`` where FLOPs come from the user's spec
-(:class:`perfgate.opspec.MfuSpec`: YAML rules with the built-in ``matmul`` formula, or a
+(:class:`perfgate.policy.opspec.MfuSpec`: YAML rules with the built-in ``matmul`` formula, or a
 Python ``flops(row)``), duration is the kernel's Duration(us) (device time of the task) and
 peak is the chip's peak FLOP/s for the call's dtype (policies/mfu/peaks.yaml; fp16 / bf16 and
 fp32 differ ~4x). A family's MFU is Σ FLOPs / Σ (duration_s × peak of each call's dtype), so
@@ -22,7 +22,7 @@ import pandas as pd
 
 from perfgate.errors import PolicyError
 from perfgate.metrics import kernels as km
-from perfgate.opspec import load_flops_function
+from perfgate.policy.opspec import load_flops_function
 
 _DTYPE_WORDS = (("bf16", "bf16"), ("bfloat16", "bf16"), ("float16", "fp16"), ("fp16", "fp16"), ("half", "fp16"),
                 ("int8", "int8"), ("float32", "fp32"), ("fp32", "fp32"), ("float", "fp32"))

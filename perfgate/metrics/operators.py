@@ -34,7 +34,7 @@ import pandas as pd
 
 from perfgate.errors import InvalidCaptureError
 from perfgate.metrics import kernels as km
-from perfgate.opspec import PIPE_STAGES
+from perfgate.policy.opspec import PIPE_STAGES
 
 OP_CLASSES = ("aic", "aiv", "mix_cv", "mix_comm_aiv", "communication", "aicpu", "dsa", "unknown")
 BOUND_FAMILY = {"aic_mac": "cube", "aic_mte1": "aic_mte", "aic_mte2": "aic_mte", "aic_fixpipe": "aic_mte",
@@ -83,7 +83,7 @@ def _time_order(df: pd.DataFrame) -> np.ndarray:
 
 
 def assign_phases(df: pd.DataFrame, spec) -> pd.Series:
-    """Phase per row (categorical) from a :class:`perfgate.opspec.PhaseSpec`.
+    """Phase per row (categorical) from a :class:`perfgate.policy.opspec.PhaseSpec`.
 
     ``family`` mode: most specific matching rule wins (:func:`kernels.assign_labels`), else
     ``spec.default``. ``region`` mode: per step in start-time order, phase i begins at the first

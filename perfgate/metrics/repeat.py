@@ -4,7 +4,7 @@ Samples are hierarchical: kernel calls -> steps -> ranks -> captures (runs). A s
 call is never a sample. Per metric view the merged fingerprint keeps
 
 * ``samples``: the per-step values of every capture pooled (unit of the metric: us, ratio);
-  the statistical comparison (:mod:`perfgate.stats`) tests on these;
+  the statistical comparison (:mod:`perfgate.compare.stats`) tests on these;
 * ``value``: the median of the pooled per-step samples, or, for metrics without samples,
   the median over captures (counts: the lower median, an observed count; Top-N sets: the
   families re-ranked by their median ΣDuration over captures);
@@ -21,6 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 from perfgate.errors import UsageError
+from perfgate.metrics.kernels import median_low
 from perfgate.model import Fingerprint, MetricValue
 
 # the comparability facets of perfgate.compare (profiler level / aic_metrics only add data and
@@ -37,11 +38,6 @@ def runs_of(fp: Fingerprint) -> int:
 def metric_runs(m: MetricValue) -> int:
     """Number of captures that carried this metric value (1 when it came from one capture)."""
     return int(m.context.get("runs", 1) or 1)
-
-
-def _median_low(vals):
-    s = sorted(vals)
-    return s[(len(s) - 1) // 2]
 
 
 def _merge_topn(ms: list[MetricValue]) -> MetricValue:
@@ -108,7 +104,7 @@ def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
         if samples is not None:
             value = float(np.median(samples))
         elif first.unit in ("calls", "steps", "rows"):
-            value = float(_median_low(run_values))
+            value = median_low(run_values)
         else:
             value = float(np.median(run_values))
         ctx = {k: v for k, v in first.context.items()}

@@ -3,7 +3,7 @@ blocks (attention | ffn | moe | aicpu | other), with class signatures and a loss
 
 Per rank and step the rows are put in time order (``start_ns``, then source row; all streams,
 so a communication task sits where it started). Layers are cut at recurring anchor kernels
-(rules in ``policies/segments.yaml``, see :mod:`perfgate.knowledge`): the layer count is
+(rules in ``policies/segments.yaml``, see :mod:`perfgate.policy.knowledge`): the layer count is
 what the anchors find, never a configured number. A layer runs from its (lead-adjusted)
 anchor to the kernel before the next layer; the last layer is as long as the one before it
 and ends early at an optimizer (``tail``) kernel. Rows before the first layer are the head,
@@ -58,7 +58,7 @@ class RankSegments:
 
 
 def match_mask(df: pd.DataFrame, matches) -> np.ndarray:
-    """Rows matching any of ``matches`` (:class:`perfgate.knowledge.Match`; all regexes of one
+    """Rows matching any of ``matches`` (:class:`perfgate.policy.knowledge.Match`; all regexes of one
     match must hit). Columns: ``name``, ``family``, ``op_type``, ``core_type``. Regexes run once
     per distinct value."""
     out = np.zeros(len(df), dtype=bool)
@@ -197,7 +197,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     """Segment every step of one rank's kernel table (:mod:`perfgate.ingest.kernels` columns).
 
     Args:
-        rules: :class:`perfgate.knowledge.SegmentRules`.
+        rules: :class:`perfgate.policy.knowledge.SegmentRules`.
         family_suffix: the policy's family regex.
         categories: optional category per row (policy rules, index aligned with ``df``); gives
             each layer its ΣDuration by category (``cat_us``), from which a class's bound

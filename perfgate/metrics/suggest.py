@@ -20,7 +20,7 @@ def evaluate(metrics: dict, rules, runs: dict | None = None) -> list[dict]:
 
     Args:
         metrics: fingerprint metrics ``{key: MetricValue}`` (cross-rank views).
-        rules: :class:`perfgate.opspec.SuggestionRule` tuple from the policy.
+        rules: :class:`perfgate.policy.opspec.SuggestionRule` tuple from the policy.
         runs: ``{rule id: (longest run, data row of its first kernel, rank)}`` for
             ``consecutive`` rules (:func:`perfgate.metrics.operators.longest_run`).
 

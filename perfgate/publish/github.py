@@ -39,13 +39,13 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from perfgate.ci_env import PR_EVENTS
 from perfgate.errors import EXIT_STORE, PerfgateError, StoreError, UsageError
 from perfgate.report.markdown import marker
 from perfgate.store.atomic import write_atomic
 
 GITHUB_COM_API = "https://api.github.com"
 COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment body, in characters
-PR_EVENTS = ("pull_request", "pull_request_target")
 #: step outputs written by :func:`publish_check` (action.yml maps each to an action output)
 OUTPUT_NAMES = ("verdict", "exit-code", "gated", "regressions", "improvements", "junit", "markdown", "json",
                 "comment-url", "comment-file", "merge-base")

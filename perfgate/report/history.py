@@ -12,7 +12,7 @@ import pandas as pd
 from perfgate import terms
 
 
-NO_COMMIT = "(no commit)"  # a run recorded without a commit (same text as perfgate.store.history)
+NO_COMMIT = "(no commit)"  # a run recorded without a commit (same text as perfgate.history.store)
 
 
 def _commit(c) -> str:
@@ -22,7 +22,7 @@ def _commit(c) -> str:
 
 def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = None) -> str:
     """Markdown block for one metric: its runs, every change point, and ``note`` (e.g.
-    :func:`perfgate.trend.describe`: why there is none, how many runs are needed)."""
+    :func:`perfgate.history.changepoints.describe`: why there is none, how many runs are needed)."""
     lines = [f"### `{key}`", "", f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
              f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
     if not cps:

@@ -600,7 +600,7 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
         baseline: the stored baseline fingerprint, for its per-rank step times and config
             (None for ``history:`` baselines or when unavailable: those parts are omitted).
         history: ``{metric key: DataFrame(value, ...)}`` recorded series
-            (:func:`perfgate.store.history.trend_series`); None = no trend section.
+            (:func:`perfgate.history.store.trend_series`); None = no trend section.
         trend_keys: which keys get a sparkline (default :func:`sparkline_keys`).
     """
     n = result.counts()

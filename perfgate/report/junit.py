@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from perfgate import terms
-from perfgate.attribution import ATTRIBUTION_LEAD
+from perfgate.compare.attribution import ATTRIBUTION_LEAD
 
 
 def _case(name, classname, elapsed=0.0):

@@ -8,7 +8,7 @@ GitHub's 65,536-character comment limit: details are cut with a note, the verdic
 from __future__ import annotations
 
 from perfgate import terms
-from perfgate.report.operators import operator_section
+from perfgate.report.families import operator_section
 
 LIMIT = 60_000
 _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪",
@@ -181,7 +181,7 @@ def render_markdown(result, key: str | None = None) -> str:
 
 
 def _unsure_section(result) -> list[str]:
-    """Gated metrics judged ``unsure`` (repeated captures, :mod:`perfgate.stats`): each with
+    """Gated metrics judged ``unsure`` (repeated captures, :mod:`perfgate.compare.stats`): each with
     its reason, which says how many runs are needed."""
     uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
     if not uns:

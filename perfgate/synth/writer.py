@@ -110,7 +110,7 @@ class SynthSpec:
     communication). ``warmup_factor`` stretches the first step's kernels; ``rank_slowdown``
     ({rank: factor}) stretches every kernel of a rank.
 
-    Noise model of repeated captures (``perfgate.stats``, ``benchmarks/bench_verdicts.py``):
+    Noise model of repeated captures (``perfgate.compare.stats``, ``benchmarks/bench_verdicts.py``):
     every kernel duration is ``mean × lognormal(0, jitter)``; with probability
     ``outlier_prob`` a kernel call is an outlier, × uniform(1.5, ``outlier_max``);
     ``comm_drift`` > 1 multiplies every collective's duration on every rank by

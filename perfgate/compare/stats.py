@@ -67,6 +67,16 @@ def settings(policy: Policy) -> dict:
     return out
 
 
+def robust_sigma(values) -> float:
+    """Robust standard deviation ``1.4826 × MAD`` (median absolute deviation from the median;
+    1.4826 = 1/Φ⁻¹(3/4) makes it estimate σ for normal noise; Rousseeuw & Croux 1993), in the
+    unit of ``values``. NaN values are not expected; an empty input gives NaN."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return float("nan")
+    return float(1.4826 * np.median(np.abs(v - np.median(v))))
+
+
 def min_exact_p(n_base: int, n_cand: int) -> float:
     """Smallest two-sided exact Mann-Whitney U p for sample sizes ``n_base``, ``n_cand``
     (all of one side above all of the other): ``2 / C(n_base + n_cand, n_base)``, capped at 1."""

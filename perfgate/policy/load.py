@@ -11,16 +11,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfgate import opspec, terms
+from perfgate import terms
+from perfgate.policy import opspec
 from perfgate.errors import PolicyError
-from perfgate.yamlfile import read_mapping
+from perfgate.policy.yamlfile import read_mapping
 
 _UNKNOWN_CATEGORY = "unknown"  # the bucket of kernels no category rule matches (perfgate.metrics.kernels.UNKNOWN)
-DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
+DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
              "operators", "phases", "mfu", "suggestions", "statistics"}
-_TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.knowledge)
+_TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.policy.knowledge)
 _STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
                   "unsure_fails": False, "max_runs_hint": 50, "informational": False}
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
@@ -77,7 +78,7 @@ class Rule:
 @dataclass(frozen=True)
 class CategoryRule:
     """One category rule. Most specific wins: (fields constrained, ``priority``), see
-    :mod:`perfgate.opspec`; ``index`` is its position under ``fingerprint.categories``."""
+    :mod:`perfgate.policy.opspec`; ``index`` is its position under ``fingerprint.categories``."""
     category: str
     name: re.Pattern | None
     type: re.Pattern | None
@@ -115,7 +116,7 @@ class Policy:
     findings: dict = field(default_factory=dict)
     fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
     history: dict = field(default_factory=lambda: dict(_HISTORY_DEFAULTS))
-    segments: object = None  # perfgate.knowledge.SegmentRules, or None when `segments: null`
+    segments: object = None  # perfgate.policy.knowledge.SegmentRules, or None when `segments: null`
     operators: opspec.OperatorSpec = field(default_factory=opspec.OperatorSpec)
     phases: opspec.PhaseSpec = field(default_factory=opspec.PhaseSpec)
     mfu: opspec.MfuSpec | None = None
@@ -399,7 +400,7 @@ def load_policy(path=None) -> Policy:
 def _segments(path: Path, doc: dict):
     """``segments:`` = a knowledge file path (relative to the policy file), absent = the bundled
     ``policies/segments.yaml``, null = no layer segmentation."""
-    from perfgate.knowledge import DEFAULT_SEGMENTS, load_segment_rules
+    from perfgate.policy.knowledge import DEFAULT_SEGMENTS, load_segment_rules
     if "segments" not in doc:
         return load_segment_rules(DEFAULT_SEGMENTS)
     v = doc["segments"]
@@ -412,7 +413,7 @@ def _segments(path: Path, doc: dict):
 
 
 def _statistics(path, doc) -> dict:
-    """The ``statistics:`` section (repeated captures, :mod:`perfgate.stats`): ``enabled``,
+    """The ``statistics:`` section (repeated captures, :mod:`perfgate.compare.stats`): ``enabled``,
     ``alpha`` (false discovery rate, 0..1), ``confidence`` (interval of the Hodges-Lehmann
     shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``),
     ``max_runs_hint``, ``informational`` (also re-judge ungated metrics) and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""

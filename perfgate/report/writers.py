@@ -13,7 +13,7 @@ from perfgate.model import Fingerprint, GateResult
 from perfgate.report.html import render_capture_error_html, render_capture_html, render_html, sparkline_keys
 from perfgate.store.atomic import write_atomic
 from perfgate.store.baselines import BaselineStore
-from perfgate.store.history import trend_series
+from perfgate.history.store import trend_series
 
 
 def _history(history_path, keys, config=None):

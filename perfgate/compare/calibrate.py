@@ -16,12 +16,12 @@ views counts. Proposed tolerances:
 tightened", one above it as "tighter than the measured noise".
 
 Power (how many runs to profile): for ``R`` runs per side the smallest true shift that the
-two-gate rule of :mod:`perfgate.stats` catches with probability ``power`` (default 0.99) is
+two-gate rule of :mod:`perfgate.compare.stats` catches with probability ``power`` (default 0.99) is
 estimated as ``proposed_stat + (z_c + z_power) · sigma · √(2/R)`` — the normal-approximation
 minimum detectable effect of a difference of two means of ``R`` per-capture values each
 (e.g. Cohen 1988, ch. 2), with ``z_c`` the quantile of the bound the verdict reads (one-sided
 ``confidence`` for metrics with a direction, two-sided for exact ones:
-:func:`perfgate.stats.interval_level`). It uses the per-capture sigma, so it does not assume
+:func:`perfgate.compare.stats.interval_level`). It uses the per-capture sigma, so it does not assume
 the steps of one capture are independent: conservative when they are. Pure: returns data and YAML
 text; :func:`perfgate.gate.calibrate` does the I/O.
 """
@@ -37,7 +37,7 @@ from scipy.stats import norm
 from perfgate.errors import UsageError
 from perfgate.model import Fingerprint
 from perfgate.policy import Policy, Tolerance
-from perfgate.stats import interval_level, settings
+from perfgate.compare.stats import interval_level, robust_sigma, settings
 
 MIN_CAPTURES = 3
 POWER_RUNS = (5, 10, 20)
@@ -56,11 +56,6 @@ def detectable_shift(tolerance: float, sigma: float, runs: int, *, z_bound: floa
         raise ValueError(f"runs must be >= 1 and power in (0, 1), got {runs}, {power}")
     return float(tolerance + (z_bound + norm.ppf(power)) * sigma * math.sqrt(2.0 / runs))
 FLOOR = {"rel": 0.005, "pp": 0.05, "abs": 0.0}
-
-
-def _sigma(values) -> float:
-    v = np.asarray(values, dtype=float)
-    return float(1.4826 * np.median(np.abs(v - np.median(v))))
 
 
 def _round_up(x: float, kind: str) -> float:
@@ -98,7 +93,7 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
             continue
         tol = stat_tols.get(m.name, rule.tolerance)
         vals = [float(x.value) for x in ms]
-        s = _sigma(vals)
+        s = robust_sigma(vals)
         if tol.kind == "rel":
             med = abs(float(np.median(vals)))
             s = s / med if med else 0.0

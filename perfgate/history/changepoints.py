@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from math import comb
 
 import numpy as np
 import pandas as pd
@@ -31,6 +30,7 @@ import ruptures
 from scipy.stats import mannwhitneyu
 
 from perfgate import terms
+from perfgate.compare.stats import min_exact_p, robust_sigma as _mad_sigma
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def robust_sigma(y: np.ndarray) -> float:
     d = np.diff(y)
     if len(d) == 0:
         return 0.0
-    s = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2)
+    s = _mad_sigma(d) / np.sqrt(2)
     if s == 0:
         s = float(np.std(y)) or 0.0
     return s
@@ -126,14 +126,6 @@ def numeric_values(series: pd.DataFrame) -> np.ndarray:
 def is_set_series(series: pd.DataFrame) -> bool:
     """True when the series holds a set metric (a ``set_value`` column with a JSON list)."""
     return "set_value" in series.columns and bool(series["set_value"].notna().any())
-
-
-def min_exact_p(n1: int, n2: int) -> float:
-    """Smallest two-sided exact Mann-Whitney U p-value possible for samples of ``n1`` and
-    ``n2`` values (complete separation, no ties): ``2 / C(n1 + n2, n1)``, capped at 1."""
-    if n1 < 1 or n2 < 1:
-        return 1.0
-    return min(1.0, 2.0 / comb(n1 + n2, n1))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
+from perfgate.compare.stats import robust_sigma
 from perfgate.errors import NoBaselineError, StoreError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
 
@@ -356,8 +357,7 @@ class HistoryStore:
             else:
                 arr = g["value"].astype(float).to_numpy()
                 value = float(np.median(arr))
-                mad = float(np.median(np.abs(arr - value)))
-                noise[key] = band_k * 1.4826 * mad
+                noise[key] = band_k * robust_sigma(arr)
                 ctx = {"runs": len(arr)}
             metrics[key] = MetricValue(key=key, name=name, labels=labels, value=value, unit=ref["unit"],
                                        caliber=ref["caliber"], tier=int(ref["tier"]),

@@ -17,10 +17,10 @@ Rules, in order, for every metric key present on either side:
    beyond rank N + slack on the other side.
 
 4. Repeated captures (either side merged from several runs): metrics with per-step samples
-   are re-judged by the two-gate rule of :mod:`perfgate.stats` (Mann-Whitney U with
+   are re-judged by the two-gate rule of :mod:`perfgate.compare.stats` (Mann-Whitney U with
    Benjamini-Hochberg, AND a bootstrap interval of the median change beyond the tolerance),
    or ``unsure`` with the runs needed. Regressed aggregates get the kernel families that
-   grew most (:mod:`perfgate.attribution`).
+   grew most (:mod:`perfgate.compare.attribution`).
 
 Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
 """
@@ -33,8 +33,8 @@ from perfgate.metrics import registry
 from perfgate.metrics.repeat import runs_of
 from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance, significant
-from perfgate.stats import apply_statistics
-from perfgate.attribution import attribute_families
+from perfgate.compare.stats import apply_statistics
+from perfgate.compare.attribution import attribute_families
 
 _ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
           terms.MISSING: 4, terms.UNCHANGED: 5, terms.UNSURE: 1}
@@ -221,7 +221,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     """Compare baseline and candidate fingerprints under ``policy``.
 
     ``noise`` ({metric key: absolute amount}) widens a metric's tolerance by a band learned
-    from history (rolling baselines, :meth:`perfgate.store.history.HistoryStore.rolling_baseline`).
+    from history (rolling baselines, :meth:`perfgate.history.store.HistoryStore.rolling_baseline`).
 
     Returns:
         ``(comparisons, notes)``: :class:`~perfgate.model.Comparison` list sorted with failing

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.errors import PolicyError
-from perfgate.yamlfile import read_mapping
+from perfgate.policy.yamlfile import read_mapping
 
-DEFAULT_SEGMENTS = Path(__file__).resolve().parent.parent / "policies" / "segments.yaml"
+DEFAULT_SEGMENTS = Path(__file__).resolve().parents[2] / "policies" / "segments.yaml"
 BLOCK_KINDS = ("attention", "ffn", "moe", "aicpu", "other")
 _MATCH_FIELDS = ("name", "family", "type", "core")
 _TOP = {"version", "anchors", "tail", "blocks", "fusion", "counterexamples", "signature"}

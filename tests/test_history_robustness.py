@@ -1,4 +1,4 @@
-"""History bugs found by a fresh user, each reproduced as the user ran it (issue fix-hist).
+"""History edge cases, each reproduced as a user ran it:
 
 1. `history trend` crashed (exit 70) once a branch had >= 6 runs: the set metric kernel.topn
    (NaN in the value column) went into PELT.
@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from scipy.stats import mannwhitneyu
 
 from perfgate.cli import main
-from perfgate.store.history import HistoryStore
-from perfgate.trend import change_points, describe, min_exact_p, runs_needed, set_changes
+from perfgate.history.store import HistoryStore
+from perfgate.history.changepoints import change_points, describe, min_exact_p, runs_needed, set_changes
 from test_history import fp_of
 
 

@@ -1,0 +1,2 @@
+"""Run history: the SQLite store of fingerprints per branch (:mod:`.store`) and change-point
+detection over its series (:mod:`.changepoints`)."""

@@ -1,0 +1,211 @@
+"""Fingerprint capture paths: discovery, per-rank work in this process, a local process pool or
+a dask.distributed cluster, repeated captures merged, and the model-structure report of a capture.
+
+Layer: above ingest / metrics / history (it reads and fingerprints), below :mod:`perfgate.gate`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from perfgate.errors import InvalidCaptureError, UsageError
+from perfgate.model import Fingerprint
+
+
+def _summarize_location(loc, policy, root, with_trace):
+    """Worker body (module level so process pools and dask can pickle it): one rank's files
+    -> its summary. Errors come back as values so every rank's problem is reported."""
+    from perfgate.ingest import as_capture_error, load_rank
+    from perfgate.metrics.fingerprint import summarize_rank
+    try:
+        ops = policy.operators
+        rank = load_rank(loc, with_trace=with_trace, pmu=ops.read_pmu or ops.require_pipe,
+                         shapes=ops.read_shapes or policy.mfu is not None)
+        return summarize_rank(rank, policy, root)
+    except (InvalidCaptureError, OSError) as e:
+        return as_capture_error(e, loc)
+
+
+AUTO_PARALLEL_BYTES = 64 << 20  # below this a process pool costs more than it saves
+
+
+def _kernel_bytes(locs) -> int:
+    total = 0
+    for loc in locs:
+        for name in ("kernel_details.csv", "trace_view.json"):
+            try:
+                total += (loc.output_dir / name).stat().st_size
+            except OSError:
+                pass
+    return total
+
+
+SCHEDULER_TIMEOUT_S = 10.0
+
+
+def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_TIMEOUT_S):
+    """A dask.distributed client for ``scheduler``, under a hard deadline: the connection is
+    made in a daemon thread, because a port that accepts but never answers the dask handshake
+    (an HTTP server, a proxy) can block the client past its own timeout, and a port answering
+    something else can make it fail in arbitrary ways (a reply read as a frame length).
+
+    Raises:
+        UsageError: unreachable, not answering within ``timeout_s`` + 5 s, or not a dask scheduler.
+    """
+    import threading
+    box: dict = {}
+
+    def connect():
+        try:
+            box["client"] = client_cls(scheduler, timeout=f"{timeout_s:g}s")
+        except BaseException as e:  # noqa: BLE001 - any failure here means "not a usable scheduler"
+            box["error"] = e
+    t = threading.Thread(target=connect, name="perfgate-dask-connect", daemon=True)
+    t.start()
+    t.join(timeout_s + 5.0)
+    hint = "give the scheduler's address (tcp://HOST:8786 by default; 8787 is its dashboard)"
+    if t.is_alive():
+        raise UsageError(f"the dask scheduler {scheduler} did not answer within {timeout_s + 5:g} s "
+                         "(the port accepts connections but does not speak the dask protocol?)", hint=hint)
+    if "error" in box:
+        e = box["error"]
+        raise UsageError(f"cannot reach a dask scheduler at {scheduler}: {type(e).__name__}: {e}"[:600], hint=hint)
+    return box["client"]
+
+
+def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, workers: int | None = None,
+                     scheduler: str | None = None, progress=None) -> Fingerprint:
+    """Discover a capture and fingerprint it, ranks in parallel.
+
+    Args:
+        workers: processes for a local pool (None = all cores when the capture is large
+            enough to benefit, 1 = in this process).
+        scheduler: a dask.distributed scheduler address (``tcp://HOST:PORT``): per-rank work
+            is mapped onto that cluster instead (the files must be readable there).
+        progress: optional callable ``(done, total)`` called as ranks finish.
+
+    Raises:
+        UsageError (bad path / scheduler), InvalidCaptureError (every rank's problem listed).
+    """
+    from perfgate.ingest import discover
+    from perfgate.metrics.fingerprint import fingerprint_from_summaries
+    locs = discover(capture_path)
+    root = Path(capture_path)
+    total = len(locs)
+    results = []
+    if scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--scheduler needs dask.distributed (pip install 'dask[distributed]')") from None
+        client = _connect_scheduler(Client, scheduler)
+        try:
+            futures = client.map(_summarize_location, locs, policy=policy, root=root, with_trace=with_trace,
+                                 pure=False)
+            from distributed import as_completed
+            for fut in as_completed(futures):
+                results.append(fut.result())
+                if progress:
+                    progress(len(results), total)
+        finally:
+            client.close()
+    else:
+        n = workers if workers is not None else (
+            min(os.cpu_count() or 1, total) if total > 1 and _kernel_bytes(locs) > AUTO_PARALLEL_BYTES else 1)
+        if n > 1 and total > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+            with ProcessPoolExecutor(max_workers=min(n, total), mp_context=mp.get_context("spawn")) as pool:
+                futs = [pool.submit(_summarize_location, loc, policy, root, with_trace) for loc in locs]
+                for fut in as_completed(futs):
+                    results.append(fut.result())
+                    if progress:
+                        progress(len(results), total)
+        else:
+            for loc in locs:
+                results.append(_summarize_location(loc, policy, root, with_trace))
+                if progress:
+                    progress(len(results), total)
+    problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))
+    if problems:
+        raise InvalidCaptureError.combine(problems)
+    return fingerprint_from_summaries(results, policy, root, provenance)
+
+
+def fingerprint_paths(capture_paths, policy, **kw) -> Fingerprint:
+    """One side of a comparison from one or several captures (repeated runs of one commit):
+    each is fingerprinted by :func:`fingerprint_path` (same keyword arguments) and the results
+    merged by :func:`perfgate.metrics.repeat.merge_fingerprints` (per-step samples pooled,
+    ``config["captures"]`` = how many). A single path (str / Path) is one capture.
+
+    Raises:
+        UsageError: no capture, or captures of different job configurations.
+        InvalidCaptureError: from the first capture that cannot be read.
+    """
+    from perfgate.metrics.repeat import merge_fingerprints
+    paths = [capture_paths] if isinstance(capture_paths, (str, os.PathLike)) else list(capture_paths)
+    if not paths:
+        raise UsageError("no capture given")
+    refuse_same_path(paths)
+    fps = [fingerprint_path(p, policy, **kw) for p in paths]
+    refuse_same_content(paths, fps)
+    return merge_fingerprints(fps)
+
+
+def refuse_same_path(paths) -> None:
+    """Repeated runs must be distinct captures: one path given twice would count as two runs."""
+    seen: dict = {}
+    for i, p in enumerate(paths, 1):
+        key = Path(p).resolve()
+        if key in seen:
+            raise UsageError(f"capture {p} is given twice (arguments {seen[key]} and {i}); repeated runs must be "
+                             f"distinct captures, each counted once")
+        seen[key] = i
+
+
+def refuse_same_content(paths, fps) -> None:
+    """Two captures with identical metric values are one capture copied, not two runs (two
+    profiling runs never agree to the nanosecond): refused, since they would inflate the sample."""
+    from perfgate.history.store import metrics_digest
+    if len(fps) < 2:
+        return
+    seen: dict = {}
+    for p, fp in zip(paths, fps):
+        d = metrics_digest(fp)
+        if d in seen:
+            raise UsageError(f"captures {seen[d]} and {p} have identical metric values: the same capture copied, "
+                             f"not two runs; give each profiling run once")
+        seen[d] = p
+
+
+def structure_report(capture_path, policy, *, ranks=None) -> dict:
+    """``{"capture", "rules", "counterexamples", "ranks": [{"rank", "steps", "layers", "classes",
+    "fusion"}]}`` for every rank (or the ranks in ``ranks``). Row numbers are kernel table
+    data rows; times are µs.
+
+    Raises:
+        UsageError: the policy has ``segments: null``.
+        InvalidCaptureError: unreadable capture, or a segmentation that is not lossless
+            (names the rows).
+    """
+    from perfgate.ingest import load_capture
+    from perfgate.metrics.fingerprint import _records
+    from perfgate.metrics import kernels as km
+    from perfgate.metrics.fusion import fusion_candidates
+    from perfgate.metrics.segments import class_table, segment_rank
+    rules = getattr(policy, "segments", None)
+    if rules is None:
+        raise UsageError("the policy turns segmentation off (segments: null)")
+    cap = load_capture(capture_path, with_trace=False)
+    out = []
+    for r in cap.ranks:
+        if ranks is not None and r.rank not in ranks:
+            continue
+        k = r.kernels.df
+        cats = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available else None
+        seg = segment_rank(k, rules, policy.family_suffix, categories=cats, path=r.kernels.path)
+        out.append({"rank": r.rank, "kernel_file": str(r.kernels.path), "steps": _records(seg.steps),
+                    "layers": _records(seg.layers), "classes": _records(class_table(seg)),
+                    "fusion": _records(fusion_candidates(k, rules.fusion, policy.family_suffix))})
+    return {"capture": str(capture_path), "rules": rules.path, "rules_digest": rules.digest,
+            "counterexamples": list(rules.counterexamples), "ranks": out}
