@@ -59,7 +59,7 @@ def _kv(values, what, known=None):
 
 
 common_policy = click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
-                             default=None, help="Policy YAML (default: policies/default.yaml).")
+                             default=None, help="Policy YAML (default: the built-in perfgate/policies/default.yaml).")
 common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), default=None,
                           help="Baseline folder (default: $PERFGATE_BASELINE_DIR or ./baselines).")
 common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", "always", "never"]),

@@ -1,7 +1,7 @@
 """The metric registry: every quantity the fingerprint can hold, with its unit, caliber,
 tier, what it needs from the capture, and where its formula comes from.
 
-Directions, tolerances and gating are the policy's (``policies/default.yaml``); this table
+Directions, tolerances and gating are the policy's (``perfgate/policies/default.yaml``); this table
 holds only what is true of the quantity itself.
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ _DEFS = [
     MetricDef("rank.skew_ratio", "ratio", None, terms.TIER_STEP,
               "rank skew = (max − min) / mean over ranks of a per-rank metric (label metric)",
               "per-rank values of the named metric", labels=('metric',)),
-    # model structure (perfgate.metrics.segments; rules in policies/segments.yaml)
+    # model structure (perfgate.metrics.segments; rules in perfgate/policies/segments.yaml)
     MetricDef("layer.count_per_step", "layers", None, terms.TIER_EXACT,
               "layers per step found by the anchor rules (lower median over steps)",
               "kernel_details.csv rows in time order cut at anchor kernels", requires=("segments_digest",),
