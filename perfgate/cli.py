@@ -328,6 +328,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     from perfgate.gate import check as run_check
     capture = _one_or_many(capture)
     try:
+        if html_path:  # an optional part: refused before any work, not after the verdict
+            errors.require_extra("html", "--html")
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
                            with_trace=_with_trace(trace_mode, no_trace),
@@ -699,6 +701,7 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     from perfgate.report.writers import write_capture_html
     from perfgate.metrics.fingerprint import blocking_findings, failed_checks
     try:
+        errors.require_extra("html", "perfgate report")  # refused before any work
         policy = _policy(policy_path)
         fp = fingerprint_path(capture, policy, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                               progress=_Progress(False))

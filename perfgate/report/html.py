@@ -41,6 +41,7 @@ import re
 from collections import Counter
 
 from perfgate import terms
+from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
 
 VIEWS = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
@@ -116,6 +117,7 @@ def _delta(c) -> str:
 
 
 def _plt():
+    require_extra("html", "the HTML report's plots")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
