@@ -166,7 +166,8 @@ def baseline():
 @no_trace_opt
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
-@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count.")
+@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count; write from a "
+                                           "merge-queue (merge_group) run.")
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
@@ -223,7 +224,7 @@ def baseline_show(name, baseline_dir):
                            "metrics": len(fp.metrics)}, indent=1))
 
 
-def _write_reports(result, out, junit, markdown, json_path, key):
+def _write_reports(result, out, junit, markdown, json_path, key, junit_key=None):
     from perfgate.report import render_json, render_junit, render_markdown
     from perfgate.store.atomic import write_atomic
     out = Path(out)
@@ -232,7 +233,7 @@ def _write_reports(result, out, junit, markdown, json_path, key):
         "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
         "json": Path(json_path) if json_path else out / "perfgate-result.json",
     }
-    write_atomic(paths["junit"], render_junit(result))
+    write_atomic(paths["junit"], render_junit(result, key=junit_key))
     write_atomic(paths["markdown"], render_markdown(result, key=key))
     write_atomic(paths["json"], render_json(result))
     return paths
@@ -308,7 +309,8 @@ def _print_summary(result, paths, quiet):
               help="GitHub Actions: post the report as the pull request's sticky comment (created once, then "
                    "updated in place). A failure is a warning and never changes the exit code.")
 @click.option("--comment-key", default=None,
-              help="Key of the sticky comment (default: the baseline name); give each matrix leg its own.")
+              help="Key of the sticky comment (default: the baseline name); give each matrix leg its own. "
+                   "When given, JUnit suite and class names carry it too ([KEY]), so merged legs never collide.")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the GitHub token (never printed or written).")
 @click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")
@@ -340,7 +342,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
             result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
                 "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
         _OUTCOME["code"] = result.exit_code
-        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name)
+        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name,
+                               junit_key=comment_key)  # a matrix leg's key also names its JUnit suites
         if html_path:
             from perfgate.report.writers import write_check_html
             paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
@@ -408,12 +411,13 @@ def history():
 @click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True)
 @click.option("--allow-duplicate", is_flag=True,
               help="Record even when the branch already holds a run with identical metric values.")
+@click.option("--force", is_flag=True, help="Record from a merge-queue (merge_group) run anyway.")
 @common_history
 @common_policy
 @common_trace
 @no_trace_opt
 def history_record(capture, branch, commit, note, status, allow_duplicate, db_path, policy_path, trace_mode,
-                   no_trace):
+                   no_trace, force=False):
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
 
     Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
@@ -422,7 +426,8 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, db_pa
     try:
         run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
                                          branch=branch, commit=commit, note=note, status=status,
-                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate)
+                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
+                                         force=force)
     except PerfgateError as e:
         _fail(e)
     if dup:
