@@ -71,14 +71,14 @@ def _condition(expr, ctx):
     return str(ctx["inputs"].get(m.group(1), "")) == m.group(2)
 
 
-def run_action(inputs: dict, env: dict, workdir: Path):
+def run_action(inputs: dict, env: dict, workdir: Path, action_path: Path = ROOT):
     """Run action.yml's steps the way the runner does: inputs with defaults, `if:`, each step's
     env, `bash --noprofile --norc -eo pipefail`, step outputs from $GITHUB_OUTPUT. Returns
     (exit code of the failing or last step, outputs, combined output)."""
     a = load_action()
     given = {k: v.get("default", "") for k, v in a["inputs"].items()}
     given.update(inputs)
-    ctx = {"inputs": {}, "github": {"token": env.get("GITHUB_TOKEN", ""), "action_path": str(ROOT)}}
+    ctx = {"inputs": {}, "github": {"token": env.get("GITHUB_TOKEN", ""), "action_path": str(action_path)}}
     ctx["inputs"] = {k: _eval(v, ctx) for k, v in given.items()}
     outputs_by_step, log, code = {}, [], 0
     for i, st in enumerate(a["runs"]["steps"]):
@@ -86,7 +86,7 @@ def run_action(inputs: dict, env: dict, workdir: Path):
             continue
         out_file = workdir / f"output-{i}.txt"
         out_file.write_text("")
-        step_env = {**env, "GITHUB_OUTPUT": str(out_file), "GITHUB_ACTION_PATH": str(ROOT)}
+        step_env = {**env, "GITHUB_OUTPUT": str(out_file), "GITHUB_ACTION_PATH": str(action_path)}
         step_env.update({k: _eval(v, ctx) for k, v in (st.get("env") or {}).items()})
         r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", st["run"]], cwd=workdir,
                            env=step_env, capture_output=True, text=True, timeout=300)
