@@ -457,7 +457,7 @@ def _emit(df, fmt):
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
 @common_history
 def history_runs(branch, since, fmt, db_path):
-    """List recorded runs, oldest first."""
+    """List recorded runs, oldest commit first (ancestry in this checkout, else stored commit times)."""
     try:
         hs = _open_history(db_path)
         runs = hs.runs(branch=branch, since=since)

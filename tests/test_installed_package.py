@@ -160,3 +160,19 @@ def test_ci_run_honours_perfgate_shared(tmp_path):
     r = subprocess.run(["bash", str(ROOT / ".ci/run")], env={**os.environ, "PERFGATE_SHARED": str(nowhere)},
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and f"{nowhere}/fixtures/ascend is missing" in r.stderr, r.stderr
+
+
+def test_a_policy_names_builtin_files_with_the_perfgate_prefix(tmp_path):
+    from perfgate.errors import PolicyError
+    from perfgate.policy import DEFAULT_POLICY, load_policy
+    text = DEFAULT_POLICY.read_text()
+    p = tmp_path / "mine.yaml"
+    p.write_text(text + "\nmfu: {spec: 'perfgate:mfu/matmul.yaml', peaks: 'perfgate:mfu/peaks.yaml', chip: Ascend910}"
+                        "\nsegments: 'perfgate:segments.yaml'\n")
+    pol = load_policy(p)
+    assert Path(pol.mfu.peaks_path) == DEFAULT_POLICY.parent / "mfu" / "peaks.yaml" and pol.mfu.peaks
+    assert pol.segments is not None
+    p.write_text(text + "\nmfu: {spec: 'perfgate:mfu/nope.yaml', peaks: 'perfgate:mfu/peaks.yaml', chip: Ascend910}\n")
+    with pytest.raises(PolicyError) as e:
+        load_policy(p)
+    assert "mfu/nope.yaml" in str(e.value) and "mine.yaml" in e.value.render()
