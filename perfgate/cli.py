@@ -369,7 +369,8 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
                         out_dir=out, token_env=token_env, summary=summary)
     c = res["comment"]
     if c is not None and c.action in ("created", "updated"):
-        click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else ""))
+        click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else "")
+                   + (f" ({c.foreign} comment(s) with the marker by someone else left untouched)" if c.foreign else ""))
     if res["summary"]:
         click.echo(f"  job summary: appended to {res['summary']}")
     for w in res["warnings"]:

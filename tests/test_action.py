@@ -135,6 +135,7 @@ def test_composite_action_creates_then_edits_one_comment(tmp_path, captures):
     srv = FakeGitHub(tokens={TOKEN: "write"}).start()
     try:
         srv.add_pr(REPO, PR)
+        person = srv.seed(REPO, PR, marker("main@gate") + "\nI pasted the bot's report here", login="alice")
         event = tmp_path / "event.json"
         event.write_text(json.dumps({"pull_request": {"number": PR, "head": {"sha": "c" * 40, "repo": {
             "full_name": REPO}}, "base": {"sha": "d" * 40, "repo": {"full_name": REPO}}}}))
@@ -149,6 +150,8 @@ def test_composite_action_creates_then_edits_one_comment(tmp_path, captures):
         assert c1 == 1 and c2 == 1, log1 + log2  # fail-on-regression defaults to true
         assert o1["verdict"] == o2["verdict"] == "REGRESSION" and int(o1["regressions"]) >= 2
         assert "comment created" in log1 and "comment updated" in log2
+        assert "1 comment(s) with the marker by someone else left untouched" in log1
+        assert srv.comments[(REPO, PR)].pop(0) is person and person["body"].endswith("I pasted the bot's report here")
         assert len(srv.comments[(REPO, PR)]) == 1 and o1["comment-url"] == o2["comment-url"] != ""
         assert [r["method"] for r in srv.log].count("POST") == 1
         assert [r["method"] for r in srv.log].count("PATCH") == 1
