@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -51,10 +50,6 @@ def us_text(ns: np.ndarray) -> pa.Array:
 
 def _tile(col: pa.Array, n: int) -> pa.Array:
     return pa.concat_arrays([col] * n) if n else col.slice(0, 0)
-
-
-def _tile_int(a: np.ndarray, steps: int) -> np.ndarray:
-    return np.tile(a, steps)
 
 
 def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step: int = 1, run: int = 0,
@@ -108,7 +103,7 @@ def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step
         cols = {c: _tile(tbl.column(c).combine_chunks(), steps) for c in tbl.column_names}
         step_ids = np.repeat(np.arange(first_step, first_step + steps), n).astype(str)
         cols["Step Id"] = pa.array(step_ids)
-        starts = _tile_int(start, steps) + np.repeat(offs, n) + shift
+        starts = np.tile(start, steps) + np.repeat(offs, n) + shift
         cols["Start Time(us)"] = pc.binary_join_element_wise(us_text(starts), pa.scalar(tab), "") if tab \
             else us_text(starts)
         if "Device_id" in cols:
@@ -175,10 +170,3 @@ def _write_trace(path: Path, tr, offs: np.ndarray, first_step: int, rank: int) -
                     f'{{"name":"{nm}","pid":{ov_pid},"tid":{tids[nm]},"ts":"{a}","dur":{b},"ph":"X"}}'
                     for nm, a, b in zip(kinds, ts, dtext)))
         f.write("]")
-
-
-def copy_rank(src: Path, out_dir) -> Path:
-    """Copy a real rank folder as is (the 1-step source itself)."""
-    dst = Path(out_dir) / src.name
-    shutil.copytree(src, dst)
-    return Path(out_dir)
