@@ -22,13 +22,19 @@ __all__ = ["Capture", "RankCapture", "load_capture", "load_rank", "as_capture_er
 # already carries what the self-checks need (streaming runs at ~15-30 MB/s).
 AUTO_TRACE_BYTES = 256 << 20
 
+# the tables a partial rank may hold without kernel_details.csv (MindSpeed --profile-ranks-style
+# subsets: SOURCES.md 1e rank 1); such a rank contributes its step and communication metrics only
+PARTIAL_TABLES = ("step_trace_time.csv", "communication.json")
+
 
 @dataclass(frozen=True)
 class RankCapture:
-    """One rank's parsed files. Optional files are None when absent (see ``missing``)."""
+    """One rank's parsed files. Optional files are None when absent (see ``missing``).
+    ``kernels`` is None for a partial rank (only :data:`PARTIAL_TABLES`); :attr:`tables`
+    lists what the rank holds (the coverage recorded in the fingerprint)."""
     rank: int
     location: RankLocation
-    kernels: KernelTable
+    kernels: KernelTable | None
     step_trace: pd.DataFrame | None
     step_trace_path: Path | None
     comm: pd.DataFrame | None
@@ -37,6 +43,12 @@ class RankCapture:
     trace_path: Path | None
     missing: tuple = ()
     warnings: tuple = ()
+
+    @property
+    def tables(self) -> tuple:
+        """Tables this rank holds, by role: ``kernels``, ``step_trace``, ``comm``, ``trace``."""
+        return tuple(t for t, v in (("kernels", self.kernels), ("step_trace", self.step_trace),
+                                    ("comm", self.comm), ("trace", self.trace)) if v is not None)
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,13 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
     """Which export to read for a rank: ``("text", [csv files])`` or ``("db", [db file])``.
 
     Rule when both exist: the text export is read and the DB ignored (a warning says so), so
-    nothing is ever counted twice.
+    nothing is ever counted twice. ``("partial", [])``: a torch_npu rank the profiler left with
+    only its summary tables (:data:`PARTIAL_TABLES`; SOURCES.md 1e rank 1) and no timeline nor
+    ``*.done`` marker that would say the kernel export was expected.
+
+    Raises:
+        InvalidCaptureError: nothing usable (no kernel table, no summary table), or a timeline /
+            ``*.done`` marker without the kernel table (an interrupted export).
     """
     if layout == "torch_npu":
         p = out / "kernel_details.csv"
@@ -68,6 +86,9 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
     if dbs:
         return "db", dbs[:1]
     done = [p.name for p in out.parent.glob("*.done")] + [p.name for p in out.glob("*.done")]
+    if layout == "torch_npu" and not done and not (out / "trace_view.json").is_file() \
+            and any((out / f).is_file() for f in PARTIAL_TABLES):
+        return "partial", []
     extra = f" although {done[0]} says the analysis finished" if done else ""
     raise InvalidCaptureError(
         f"incomplete profile: no kernel_details.csv{extra}", path=out,
@@ -220,6 +241,8 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
         return _load_db_rank(loc, files[0], with_trace=with_trace)
+    if kind == "partial":
+        return _load_partial_rank(loc)
     kernels = _read_slices(files, pmu=pmu, shapes=shapes)
     missing = []
     warnings = list(kernels.warnings)
@@ -273,6 +296,23 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                        comm=comm, comm_path=cm_path if comm is not None else None,
                        trace=trace, trace_path=tv_path if trace is not None else None,
                        missing=tuple(missing), warnings=tuple(warnings))
+
+
+def _load_partial_rank(loc: RankLocation) -> RankCapture:
+    """A rank holding only :data:`PARTIAL_TABLES` (no kernel table, no timeline)."""
+    out = loc.output_dir
+    st_path, cm_path = out / "step_trace_time.csv", out / "communication.json"
+    step_trace = read_step_trace(st_path) if st_path.is_file() else None
+    comm = read_communication(cm_path) if cm_path.is_file() else None
+    held = [p.name for p, v in ((st_path, step_trace), (cm_path, comm)) if v is not None]
+    missing = ["kernel_details.csv", "trace_view.json"] + [p.name for p, v in ((st_path, step_trace),
+                                                                              (cm_path, comm)) if v is None]
+    return RankCapture(rank=loc.rank, location=loc, kernels=None, step_trace=step_trace,
+                       step_trace_path=st_path if step_trace is not None else None,
+                       comm=comm, comm_path=cm_path if comm is not None else None, trace=None, trace_path=None,
+                       missing=tuple(missing),
+                       warnings=(f"partial rank: holds only {', '.join(held)}; it contributes its step and "
+                                 f"communication metrics, kernel metrics are computed over the other ranks",))
 
 
 def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCapture:

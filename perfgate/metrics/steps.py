@@ -247,7 +247,8 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
                                    f"rank {r} step {s}: step time {v:,.1f} us is {v / p50 - 1:+.1%} over the p50 "
                                    f"of {len(vals)} ranks ({p50:,.1f} us; threshold {th['slow_rank_ratio']:.0%})",
                                    "step_trace_time.csv", float(v / p50 - 1), float(th["slow_rank_ratio"])))
-    sets = {r: tuple(sorted(tables.loc[tables["rank"] == r, "step"])) for r in ranks}
+    sets = {r: tuple(sorted(tables.loc[tables["rank"] == r, "step"])) for r in ranks
+            if (tables["rank"] == r).any() or not len(tables)}  # partial ranks hold no kernel steps
     if len(set(sets.values())) > 1:
         desc = "; ".join(f"rank {r}: {len(v)} step(s) {list(v)[:4]}" for r, v in sets.items())
         out.append(Finding("RANK_STEP_MISMATCH", "warn", None, None,
