@@ -114,8 +114,9 @@ def _toolchain_changed(base, cand) -> bool:
 
 def _coverage_differs(b, c, base: Fingerprint, cand: Fingerprint) -> str | None:
     """A metric is computed over the ranks that hold its table (``context["over_ranks"]``, else
-    every rank of the capture); when the two sides' rank sets differ it is not compared."""
-    if b is None or c is None:
+    every rank of the capture); when the two sides' rank sets differ it is not compared. The
+    rank0 view is one rank's own value (its rank id is checked with the capture's rank set)."""
+    if b is None or c is None or b.labels.get("view") == terms.VIEW_RANK0:
         return None
     rb = b.context.get("over_ranks") or base.config.get("ranks")
     rc = c.context.get("over_ranks") or cand.config.get("ranks")

@@ -287,8 +287,6 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
         for view, (val, ev, ctx) in views.items():
             if val is None:
                 continue
-            if view == terms.VIEW_RANK0 and partial:
-                ctx = dict(ctx, **partial)
             key = metric_key(name, **labels_d, view=view)
             out[key] = MetricValue(key=key, name=name, labels=dict(labels_d, view=view),
                                    value=float(val), unit=d.unit, caliber=caliber, tier=d.tier,
