@@ -15,6 +15,7 @@ from perfgate.ingest.discover import RankLocation, discover
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
+from perfgate.ingest import validity
 
 __all__ = ["Capture", "RankCapture", "load_capture", "load_rank", "as_capture_error", "AUTO_TRACE_BYTES"]
 
@@ -43,6 +44,7 @@ class RankCapture:
     trace_path: Path | None
     missing: tuple = ()
     warnings: tuple = ()
+    host_clock_ok: bool = True  # False: the timeline's host step windows are on another time base
 
     @property
     def tables(self) -> tuple:
@@ -244,6 +246,7 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     if kind == "partial":
         return _load_partial_rank(loc)
     kernels = _read_slices(files, pmu=pmu, shapes=shapes)
+    _check_values(loc, kernels)
     missing = []
     warnings = list(kernels.warnings)
     if any(out.glob("ascend_pytorch_profiler*.db")):
@@ -288,14 +291,23 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
             raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
                                       path=tv_path, hint="re-export the profiling data, or use --trace auto")
         missing.append(what)
+    clock = validity.host_clock_mismatch(trace, kernels)
+    if clock:
+        warnings.append(clock)
     if trace is not None and trace.dropped_negative:
-        warnings.append(f"trace_view.json: {trace.dropped_negative} X event(s) with a negative "
+        warnings.append(f"{tv_path.name}: {trace.dropped_negative} X event(s) with a negative "
                         f"duration dropped")
     return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
                        step_trace_path=st_path if step_trace is not None else None,
                        comm=comm, comm_path=cm_path if comm is not None else None,
                        trace=trace, trace_path=tv_path if trace is not None else None,
-                       missing=tuple(missing), warnings=tuple(warnings))
+                       missing=tuple(missing), warnings=tuple(warnings), host_clock_ok=clock is None)
+
+
+def _check_values(loc: RankLocation, kernels: KernelTable) -> None:
+    """Time values bounded by the capture's own span (:func:`perfgate.ingest.validity.check_time_values`)."""
+    window = validity.collection_window(loc.info_path) if loc.layout == "torch_npu" else None
+    validity.check_time_values(kernels, window, f"{loc.info_path.name} start_info / end_info" if window else "")
 
 
 def _load_partial_rank(loc: RankLocation) -> RankCapture:

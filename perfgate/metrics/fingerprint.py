@@ -119,7 +119,7 @@ def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
                           "comm_not_overlapped_us": ov["comm_not_overlapped"],
                           "free_us": ov["free"]})
         t["overlapped_us"] = t["comm_us"] - t["comm_not_overlapped_us"]
-        return t, "trace_view.json (Overlap Analysis)"
+        return t, f"{rank.trace_path.name if rank.trace_path is not None else 'trace_view.json'} (Overlap Analysis)"
     return None, None
 
 

@@ -92,7 +92,7 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
     windows = {}
-    if rank.trace is not None and not rank.trace.steps.empty:
+    if rank.trace is not None and not rank.trace.steps.empty and getattr(rank, "host_clock_ok", True):
         for _, w in rank.trace.steps.iterrows():
             windows[str(w["step"])] = (int(w["start_ns"]), int(w["end_ns"]))
     preparing = {}

@@ -1,0 +1,141 @@
+"""The validity model of one rank's files: what must hold before any figure combines them.
+
+Each check is one KIND of fault (issue 16), not one case:
+
+* **Time values** (:func:`check_time_values`): every kernel start lies inside the capture's own
+  span and no duration exceeds it. The span is the profiler's collection window when the rank
+  records it (``profiler_info_<N>.json``: ``end_info.collectionTimeEnd`` minus
+  ``MonotonicTimeEnd − start_info.start_monotonic``, host wall clock ns; measured on every real
+  capture: all device tasks lie inside, 0.7 ms to 0.43 s after its begin), widened by
+  :data:`WINDOW_SLACK_NS` for clock conversion; else the table's own start span, where a
+  duration may exceed that span by at most :data:`MAX_TASK_NS` (HCCL's default execution
+  timeout is 1,836 s) and the starts may spread over at most :data:`MAX_SPAN_NS`. A start whose
+  ns value is a whole multiple of 10^12 ns (1,000 s) has visibly lost its precision (a
+  spreadsheet's ``1.69512E+15``). Each refusal names file, row and column (exit 3).
+* **Time bases** (:func:`host_clock_mismatch`): the host ``ProfilerStep#N`` windows of the
+  timeline and the device tasks of the kernel table must share a clock before a host − device
+  figure (pre-launch, tail) is formed: each step's host window and device span must overlap or
+  lie within :data:`CLOCK_SLACK_NS` of each other. If not, those host figures are left out and
+  a warning names the time base (durations stay valid: P17).
+* **Lost device tasks** (:func:`lost_launches`): host launches (flow starts of the
+  ``async_npu`` / ``HostToDevice`` categories) whose flow has no end on the device. A step with
+  such launches is incomplete (finding ``DEVICE_TASKS_LOST``): refused as a baseline, its counts
+  not compared.
+
+Devices (one rank folder, several ``Device_id`` values) are refused in the readers
+(:func:`perfgate.ingest.steps.refuse_several_devices`). Cost on a 1M-row rank: a few numpy
+passes over the start / duration columns (measured in benchmarks/bench_scale.py).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from perfgate.errors import InvalidCaptureError
+
+WINDOW_SLACK_NS = 1_000_000_000            # 1 s either side of the recorded collection window
+MAX_TASK_NS = 3_600 * 1_000_000_000        # 1 h beyond the start span, without a recorded window
+MAX_SPAN_NS = 86_400 * 1_000_000_000       # 1 day of starts, without a recorded window
+LOST_PRECISION_NS = 10 ** 12               # a start on a whole 1,000 s: digits went missing
+CLOCK_SLACK_NS = 1_000_000_000             # host window vs device span of one step
+
+
+def collection_window(info_path: Path | None) -> tuple[int, int] | None:
+    """``(begin_ns, end_ns)`` host wall clock of the profiler's collection, from
+    profiler_info_<N>.json (see module doc); None when the file lacks any of the three fields."""
+    if info_path is None:
+        return None
+    try:
+        doc = json.loads(Path(info_path).read_bytes())
+        end = doc["end_info"]["collectionTimeEnd"]
+        span = doc["end_info"]["MonotonicTimeEnd"] - doc["start_info"]["start_monotonic"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (end, span)) or span <= 0:
+        return None
+    return end - span, end
+
+
+def check_time_values(kernels, window: tuple[int, int] | None, window_source: str = "") -> None:
+    """Refuse kernel-table times no profiler writes (see module doc).
+
+    Raises:
+        InvalidCaptureError: naming the kernel file, the data row and the column
+            (Start Time(us) / Duration(us) or their msprof spellings)."""
+    df = kernels.df
+    if df.empty:
+        return
+    start = df["start_ns"].to_numpy()
+    dur = df["dur_ns"].to_numpy()
+    rows = df["row"].to_numpy()
+    c_start = kernels.columns.get("start_us", "Start Time(us)")
+    c_dur = kernels.columns.get("dur_us", "Duration(us)")
+    path = kernels.path
+
+    def refuse(mask, column, what, hint):
+        i = int(np.argmax(mask))
+        raise InvalidCaptureError(f"{column} {what(i)}: no profiler writes this value ({int(mask.sum())} row(s))",
+                                  path=path, row=int(rows[i]), hint=hint)
+
+    lost = (start % LOST_PRECISION_NS) == 0
+    if lost.any():
+        refuse(lost, c_start, lambda i: f"is {start[i] / 1000:.0f} us, a whole multiple of 1,000 s: its digits "
+                                        f"were lost (a spreadsheet's scientific notation?)",
+               "re-export the capture; never round-trip profiler tables through a spreadsheet")
+    if window is not None:
+        lo, hi = window[0] - WINDOW_SLACK_NS, window[1] + WINDOW_SLACK_NS
+        length = window[1] - window[0]
+        outside = (start < lo) | (start > hi)
+        if outside.any():
+            refuse(outside, c_start, lambda i: f"{start[i] / 1000:.3f} us lies outside the collection window "
+                                               f"{window[0] / 1000:.0f}-{window[1] / 1000:.0f} us ({window_source})",
+                   "the row was altered or comes from another capture")
+        long = dur > length + 2 * WINDOW_SLACK_NS
+        if long.any():
+            refuse(long, c_dur, lambda i: f"{dur[i] / 1000:.3f} us is longer than the whole collection window "
+                                          f"({length / 1000:,.0f} us, {window_source})",
+                   "a task cannot outlast the profiling run that recorded it")
+        return
+    s0, s1 = int(start.min()), int(start.max())
+    if s1 - s0 > MAX_SPAN_NS:
+        med = int(np.median(start))
+        far = np.abs(start - med) == np.abs(start - med).max()
+        refuse(far, c_start, lambda i: f"{start[i] / 1000:.3f} us lies {abs(start[i] - med) / 1e9 / 86400:,.1f} "
+                                       f"days from the table's median start",
+               "the row was altered or comes from another capture")
+    long = dur > (s1 - s0) + MAX_TASK_NS
+    if long.any():
+        refuse(long, c_dur, lambda i: f"{dur[i] / 1000:.3f} us ({dur[i] / 1e9 / 86400 / 365.25:,.1f} years) is "
+                                      f"longer than the table's own span ({(s1 - s0) / 1000:,.3f} us of starts) "
+                                      f"plus 1 h",
+               "a corrupted clock or an altered row (HolisticTraceAnalysis#325)")
+
+
+def host_clock_mismatch(trace, kernels) -> str | None:
+    """None when the timeline's host step windows and the kernel table's device tasks share a
+    clock (some step's window and device span overlap or lie within CLOCK_SLACK_NS), else a
+    sentence naming both time bases. Steps present in only one file are not judged."""
+    if trace is None or trace.steps.empty or kernels is None or kernels.df.empty:
+        return None
+    df = kernels.df
+    spans = df.groupby("step", observed=True).agg(first=("start_ns", "min"), last=("end_ns", "max"))
+    spans.index = spans.index.astype(str)
+    worst = None
+    for _, w in trace.steps.iterrows():
+        step = str(w["step"])
+        if step not in spans.index:
+            continue
+        first, last = int(spans.at[step, "first"]), int(spans.at[step, "last"])
+        gap = max(first - int(w["end_ns"]), int(w["start_ns"]) - last, 0)
+        if gap <= CLOCK_SLACK_NS:
+            return None
+        worst = (step, gap, int(w["start_ns"]), first) if worst is None or gap > worst[1] else worst
+    if worst is None:
+        return None
+    step, gap, host0, dev0 = worst
+    return (f"{trace.path.name} host step windows and {kernels.path.name} device tasks are on different time "
+            f"bases (step {step}: host ProfilerStep starts at {host0 / 1000:.3f} us, its first device task at "
+            f"{dev0 / 1000:.3f} us, {gap / 1e9:,.0f} s apart): host − device figures (pre-launch, tail gap, "
+            f"host step length) are left out; durations are unaffected")
