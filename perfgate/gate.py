@@ -78,7 +78,7 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
                                          workers=workers, progress=progress),
-                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
+                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
         try:
@@ -227,7 +227,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         prov["commit"] = commit
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
-                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
+                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
     except InvalidCaptureError as e:
         if note:
             hs = HistoryStore(history_path)

@@ -45,6 +45,7 @@ class RankCapture:
     missing: tuple = ()
     warnings: tuple = ()
     host_clock_ok: bool = True  # False: the timeline's host step windows are on another time base
+    lost_launches: dict = field(default_factory=dict)  # validity.lost_launches: {step: counts}
 
     @property
     def tables(self) -> tuple:
@@ -291,6 +292,7 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
             raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
                                       path=tv_path, hint="re-export the profiling data, or use --trace auto")
         missing.append(what)
+    lost = validity.lost_launches(tv_path, trace.steps) if trace is not None else {}
     clock = validity.host_clock_mismatch(trace, kernels)
     if clock:
         warnings.append(clock)
@@ -301,7 +303,8 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                        step_trace_path=st_path if step_trace is not None else None,
                        comm=comm, comm_path=cm_path if comm is not None else None,
                        trace=trace, trace_path=tv_path if trace is not None else None,
-                       missing=tuple(missing), warnings=tuple(warnings), host_clock_ok=clock is None)
+                       missing=tuple(missing), warnings=tuple(warnings), host_clock_ok=clock is None,
+                       lost_launches=lost)
 
 
 def _check_values(loc: RankLocation, kernels: KernelTable) -> None:

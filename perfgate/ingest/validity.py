@@ -139,3 +139,91 @@ def host_clock_mismatch(trace, kernels) -> str | None:
             f"bases (step {step}: host ProfilerStep starts at {host0 / 1000:.3f} us, its first device task at "
             f"{dev0 / 1000:.3f} us, {gap / 1e9:,.0f} s apart): host − device figures (pre-launch, tail gap, "
             f"host step length) are left out; durations are unaffected")
+
+
+# Host -> device flows in a torch_npu timeline (SCHEMAS.md §4): ``async_npu`` (torch op -> its
+# device task) and ``HostToDevice`` (CANN launch -> Ascend Hardware task). Found by a memchr-speed
+# bytes search for the category literal; only each hit's own object (no nested braces) is read,
+# in any key order, so a file costs one pass of bytes.find plus ~2 us per flow event.
+_FLOW_CATS = (b"async_npu", b"HostToDevice")
+
+
+def _field(ev: bytes, key: bytes) -> bytes | None:
+    i = ev.find(key)
+    if i < 0:
+        return None
+    i = ev.find(b":", i + len(key)) + 1
+    while ev[i:i + 1] in (b" ", b'"'):
+        i += 1
+    j = i
+    while j < len(ev) and ev[j:j + 1] not in (b'"', b",", b"}", b" "):
+        j += 1
+    return ev[i:j]
+
+
+def _flows_in(data: bytes, starts: dict, ended: set) -> None:
+    for cat in _FLOW_CATS:
+        lit = b'"' + cat + b'"'
+        pos = data.find(lit)
+        while pos >= 0:
+            lo, hi = data.rfind(b"{", 0, pos), data.find(b"}", pos)
+            ev = data[lo:hi + 1]
+            if lo >= 0 and hi > 0 and b'"cat"' in ev:
+                ph, fid = _field(ev, b'"ph"'), _field(ev, b'"id"')
+                if ph == b"s" and fid is not None:
+                    starts[(cat, fid)] = _field(ev, b'"ts"') or b"0"
+                elif ph == b"f" and fid is not None:
+                    ended.add((cat, fid))
+            pos = data.find(lit, pos + len(lit))
+
+
+def lost_launches(trace_path: Path, steps) -> dict:
+    """Host launches whose flow never reaches the device, per host step.
+
+    Reads ``trace_path`` in 8 MiB blocks and matches every flow start (``ph: s``) / end
+    (``ph: f``) of the ``async_npu`` and ``HostToDevice`` categories by (category, id). A start
+    without an end is a launch whose device task is missing (the profiler dropped device tasks
+    at the head of the RECORD window, Ascend/pytorch#167). Steps come from ``steps`` (the host
+    ProfilerStep windows, ns); a start outside every window counts under ``"unassigned"``.
+
+    Returns:
+        ``{step: {"async_npu": n, "HostToDevice": n, "first_ts_ns": int}}`` for steps with lost
+        launches only (empty when every launch reached the device or the file has no flows).
+    """
+    starts: dict = {}
+    ended: set = set()
+    carry = b""
+    with open(trace_path, "rb") as f:
+        while True:
+            block = f.read(8 << 20)
+            data = carry + block
+            if block:
+                cut = data.rfind(b"}")
+                data, carry = (data[:cut + 1], data[cut + 1:]) if cut >= 0 else (b"", data)
+            _flows_in(data, starts, ended)
+            if not block:
+                break
+    lost = [(k, ts) for k, ts in starts.items() if k not in ended]
+    if not lost:
+        return {}
+    from decimal import Decimal
+    def ns(ts: bytes) -> int:
+        try:
+            return int(Decimal(ts.decode()) * 1000)
+        except ArithmeticError:
+            return 0
+    ts_ns = np.array([ns(ts) for _, ts in lost], dtype=np.int64)
+    if steps is not None and len(steps):
+        w = steps.sort_values("start_ns")
+        ws, we = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        idx = np.searchsorted(ws, ts_ns, side="right") - 1
+        ok = (idx >= 0) & (ts_ns < we[np.clip(idx, 0, None)])
+        labels = np.where(ok, w["step"].astype(str).to_numpy()[np.clip(idx, 0, None)], "unassigned")
+    else:
+        labels = np.full(len(lost), "implicit", dtype=object)
+    out: dict = {}
+    for ((cat, _), _ts), t, lab in zip(lost, ts_ns, labels):
+        d = out.setdefault(str(lab), {"async_npu": 0, "HostToDevice": 0, "first_ts_ns": int(t)})
+        d[cat.decode()] += 1
+        d["first_ts_ns"] = min(d["first_ts_ns"], int(t))
+    return out

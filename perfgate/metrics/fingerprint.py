@@ -383,7 +383,8 @@ def summarize_rank(rank, policy, root) -> dict:
         "operators": dict(op_detail, rank=rank.rank),
         "anatomy": anatomy,
         "checks": checks,
-        "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
+        "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank)
+        + _lost_task_findings(rank, root),
         "step_time": step_time,
         "kinds": kinds.assign(rank=rank.rank)[["rank", *kinds.columns]],
         "warnings": warnings,
@@ -401,6 +402,25 @@ def summarize_rank(rank, policy, root) -> dict:
         "tables": list(rank.tables),
         "meta": _job_meta(rank),
     }
+
+
+LOST_TASKS = "DEVICE_TASKS_LOST"
+
+
+def _lost_task_findings(rank, root) -> list:
+    """DEVICE_TASKS_LOST per step whose host launches have no device task
+    (:func:`perfgate.ingest.validity.lost_launches`): the step is incomplete; such a capture is
+    refused as a baseline and its count metrics are not compared."""
+    out = []
+    for step, d in sorted(getattr(rank, "lost_launches", {}).items()):
+        n = d["async_npu"] + d["HostToDevice"]
+        out.append(Finding(
+            LOST_TASKS, "warn", rank.rank, step,
+            f"rank {rank.rank} step {step}: {n} host launch(es) never reached the device ({d['async_npu']} "
+            f"async_npu + {d['HostToDevice']} HostToDevice flow starts without an end, first at "
+            f"{d['first_ts_ns'] / 1000:.3f} us): device tasks were lost (Ascend/pytorch#167), the step is "
+            f"incomplete and its counts are not compared", _rel(rank.trace_path, root), float(n), 0.0))
+    return out
 
 
 def _job_meta(rank) -> dict:
