@@ -315,3 +315,43 @@ def test_q11_implicit_step_spans_the_device_tasks_and_messages_name_msprof_json(
     named = [c for c in fp.self_checks if "Overlap Analysis" in c.message]
     assert named and all("msprof_20260823165335.json" in c.message and "trace_view" not in c.message
                          for c in named)
+
+
+# -- typed trace mode ------------------------------------------------------------------------------
+def test_trace_mode_is_one_enum_with_the_older_spellings():
+    from perfgate.terms import TraceMode
+    assert [TraceMode.of(v) for v in (True, False, "require", "auto", "always", "never", TraceMode.READ)] == [
+        TraceMode.READ, TraceMode.NEVER, TraceMode.ALWAYS, TraceMode.AUTO, TraceMode.ALWAYS, TraceMode.NEVER,
+        TraceMode.READ]
+    with pytest.raises(ValueError):
+        TraceMode.of("sometimes")
+
+
+def test_trace_always_on_a_db_export_without_overlap_analysis_is_exit_3(ascend, tmp_path, policy):
+    db = ascend / "msinsight/test/data/pytorch/db/level0"
+    out = _refused_with(tmp_path, db, "always", ["ascend_pytorch_profiler_0.db", "has no OVERLAP_ANALYSIS table",
+                                                 "--trace always"])
+    assert "ascend_pytorch_profiler_1.db" in out
+    from perfgate.run import fingerprint_path
+    fp = fingerprint_path(db, policy, workers=1)
+    assert fp.config["has_trace"] is False  # a DB without OVERLAP_ANALYSIS holds no timeline to check
+
+
+def _refused_with(tmp_path, cap, mode, needles):
+    code, out = _run("fingerprint", "--trace", mode, cap)
+    assert code == 3 and all(n in out for n in needles), out
+    code, out = _run("baseline", "save", "--name", "x", cap, "--trace", mode, "--baseline-dir", tmp_path / "blt")
+    assert code == 3 and all(n in out for n in needles), out
+    assert not (tmp_path / "blt" / "x.json").exists()
+    return out
+
+
+def test_structure_honours_the_trace_mode(ascend):
+    st = ascend / "msinsight/test/st/level2"
+    code, out = _run("structure", st, "--trace", "always")
+    assert code == 3 and "trace_view.json" in out and "--trace always" in out, out
+    code, out = _run("structure", st)
+    assert code == 0, out
+    rep = json.loads(out)
+    assert [r["rank"] for r in rep["ranks"]] == [0, 1] and rep["ranks"][1]["partial"] == ["step_trace", "comm"]
+    assert rep["ranks"][0]["steps"][0]["step"] == "13"

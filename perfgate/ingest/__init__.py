@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfgate.errors import InvalidCaptureError, PerfgateError
+from perfgate.terms import TraceMode
 from perfgate.ingest.comm import read_communication
 from perfgate.ingest.discover import RankLocation, discover
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
@@ -137,7 +138,7 @@ def _read_slices(files: list, pmu: bool = False, shapes: bool = False) -> Kernel
                        unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
 
 
-def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False, shapes: bool = False) -> RankCapture:
+def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool = False, shapes: bool = False) -> RankCapture:
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     Raises:
@@ -149,7 +150,7 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False, 
     """
     try:
         _check_memory(loc)
-        return _load_rank(loc, with_trace=with_trace, pmu=pmu, shapes=shapes)
+        return _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes)
     except MemoryError as e:
         found = []
         for f in loc.output_dir.glob("*"):
@@ -245,6 +246,10 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     if kind == "db":
         return _load_db_rank(loc, files[0], with_trace=with_trace)
     if kind == "partial":
+        if with_trace is TraceMode.ALWAYS:
+            raise InvalidCaptureError("partial rank without trace_view.json, and reading the timeline was "
+                                      "required (--trace always)", path=loc.output_dir / "trace_view.json",
+                                      hint="use --trace auto to accept ranks profiled without a timeline")
         return _load_partial_rank(loc)
     kernels = _read_slices(files, pmu=pmu, shapes=shapes)
     _check_values(loc, kernels)
@@ -271,12 +276,12 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                             f"step_trace_time.csv when present)")
         tv_path = timelines[0] if len(timelines) == 1 else out / "msprof.json"
     trace = None
-    if with_trace == "auto" and tv_path.is_file() and step_trace is not None \
+    if with_trace is TraceMode.AUTO and tv_path.is_file() and step_trace is not None \
             and tv_path.stat().st_size > AUTO_TRACE_BYTES:
         warnings.append(f"{tv_path.name} ({tv_path.stat().st_size / 2**20:,.0f} MiB) not read: step_trace_time.csv "
                         f"carries the Overlap Analysis sums the self-checks need (trace_vs_step_trace is "
                         f"skipped, tail gaps unavailable); use --trace always to read it")
-    elif tv_path.is_file() and with_trace:
+    elif tv_path.is_file() and with_trace.reads:
         trace = read_trace(tv_path)
         if not trace.has_overlap and trace.steps.empty and len(kernels.df):
             # every torch_npu timeline holds the device Overlap Analysis process and / or host
@@ -288,7 +293,7 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                 hint="re-export the profiling data, or pass --trace never to gate without the timeline")
     elif not tv_path.is_file():
         what = "trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline"
-        if with_trace == "require":
+        if with_trace is TraceMode.ALWAYS:
             raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
                                       path=tv_path, hint="re-export the profiling data, or use --trace auto")
         missing.append(what)
@@ -330,7 +335,7 @@ def _load_partial_rank(loc: RankLocation) -> RankCapture:
                                  f"communication metrics, kernel metrics are computed over the other ranks",))
 
 
-def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCapture:
+def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: TraceMode) -> RankCapture:
     from perfgate.ingest import db as dbmod
     con = dbmod._connect(db)
     try:
@@ -339,7 +344,7 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCaptu
         con.close()
     kernels, con = dbmod.read_db_kernels(db, windows)
     try:
-        trace = dbmod.read_db_trace(con, db, windows) if with_trace else None
+        trace = dbmod.read_db_trace(con, db, windows) if with_trace.reads else None
     finally:
         con.close()
     missing = []
@@ -350,6 +355,10 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCaptu
     if comm is None:
         missing.append("analysis.db CommAnalyzerTime")
     if trace is not None and not trace.has_overlap:
+        if with_trace is TraceMode.ALWAYS:
+            raise InvalidCaptureError("has no OVERLAP_ANALYSIS table, and reading the timeline was required "
+                                      "(--trace always)", path=db,
+                                      hint="export at profiler Level1 or above, or use --trace auto")
         missing.append("OVERLAP_ANALYSIS table")
     return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
                        step_trace_path=adb if step_trace is not None else None, comm=comm,
@@ -366,14 +375,16 @@ def as_capture_error(e: Exception, loc: RankLocation) -> InvalidCaptureError:
                                path=getattr(e, "filename", None) or loc.output_dir)
 
 
-def load_capture(path, *, with_trace: bool = True, pmu: bool = False, shapes: bool = False) -> Capture:
+def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool = False, shapes: bool = False) -> Capture:
     """Discover and read every rank of a capture.
 
     Args:
         path: capture directory (see :mod:`perfgate.ingest.discover`).
-        with_trace: True (read trace_view.json when present), ``"require"`` (read it; a rank
-            without one is an InvalidCaptureError), False, or ``"auto"`` (skip a
-            trace above AUTO_TRACE_BYTES when step_trace_time.csv is present; a warning says so).
+        with_trace: a :class:`perfgate.terms.TraceMode` (or its older spellings True / False /
+            ``"require"`` / ``"auto"``, see :meth:`TraceMode.of`): READ (read the timeline when
+            present), ALWAYS (a rank without one holding Overlap Analysis is an
+            InvalidCaptureError), NEVER, or AUTO (skip a trace above AUTO_TRACE_BYTES when
+            step_trace_time.csv is present; a warning says so).
         pmu: also read the PMU ``*_ratio`` and pipe ``*_time(us)`` columns of kernel_details / op_summary.
         shapes: also read Input Shapes and Input Data Types (for MFU).
 

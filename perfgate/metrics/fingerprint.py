@@ -390,7 +390,7 @@ def summarize_rank(rank, policy, root) -> dict:
         "warnings": warnings,
         "info": dict(rank.location.info),
         "has_comm": rank.comm is not None,
-        "has_trace": rank.trace is not None,
+        "has_trace": rank.trace is not None and rank.trace.has_overlap,
         "has_step_trace": rank.step_trace is not None,
         "type_available": rank.kernels.type_available,
         "core_available": rank.kernels.core_available,
