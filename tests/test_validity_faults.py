@@ -355,3 +355,38 @@ def test_structure_honours_the_trace_mode(ascend):
     rep = json.loads(out)
     assert [r["rank"] for r in rep["ranks"]] == [0, 1] and rep["ranks"][1]["partial"] == ["step_trace", "comm"]
     assert rep["ranks"][0]["steps"][0]["step"] == "13"
+
+
+# -- findings need evidence that tells causes apart --------------------------------------------------
+def _gap_capture(tmp_path, name):
+    """The synthetic step of tests/test_steps_comm.py with a gap 10.1x ΣDuration (RECOMPILE
+    thresholds met) whose following task waited through it: an input-setup-like gap."""
+    from perfgate.synth import SynthSpec, write_capture
+    from test_steps_comm import EXACT
+    base = load_capture(write_capture(tmp_path / f"{name}0", SynthSpec(**EXACT)))
+    from perfgate.metrics.steps import step_table
+    r0 = step_table(base.ranks[0]).iloc[0]
+    b = 10.1 * r0["kernel_sum_us"] - (r0["wall_us"] - 3.0)
+    return write_capture(tmp_path / name, SynthSpec(**dict(EXACT, bubble_us=round(b, 3))))
+
+
+def test_a_gap_without_compile_evidence_is_a_plain_gap(tmp_path, policy):
+    cap = _gap_capture(tmp_path, "plain")
+    fp = fingerprint_capture(load_capture(cap), policy)
+    codes = {f.code for f in fp.findings}
+    assert "RECOMPILE_SUSPECTED" not in codes and "IDLE_GAP_UNEXPLAINED" in codes
+    f = next(f for f in fp.findings if f.code == "IDLE_GAP_UNEXPLAINED")
+    assert f.severity == "info" and "no AI CPU or compile task" in f.message and f.value == pytest.approx(10.1, abs=1e-3)
+
+
+def test_a_gap_ended_by_an_ai_cpu_task_is_recompile_suspected(tmp_path, policy):
+    cap = _gap_capture(tmp_path, "aicpu")
+    f0 = next(f for f in fingerprint_capture(load_capture(cap), policy).findings if f.code == "IDLE_GAP_UNEXPLAINED")
+    row = int(f0.message.split("ends at row ")[1].split()[0])
+    p = next(cap.rglob("rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+    h, rows = _csv(p)
+    rows[row - 1][h.index("Accelerator Core")] = "AI_CPU"
+    _write(p, h, rows)
+    fp = fingerprint_capture(load_capture(cap, with_trace=False), policy)
+    f = next(f for f in fp.findings if f.code == "RECOMPILE_SUSPECTED")
+    assert f"evidence: row {row} after the gap runs on the AI CPU" in f.message

@@ -27,7 +27,8 @@ from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
 from perfgate.metrics.intervals import busy_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
-from perfgate.metrics.steps import cross_rank_findings, label_steps, step_table, warmup_findings
+from perfgate.metrics.steps import (confirm_recompile, cross_rank_findings, label_steps, step_table,
+                                   warmup_findings)
 from perfgate.model import FINGERPRINT_SCHEMA, Finding, Fingerprint, MetricValue, metric_key
 
 _ANATOMY = {
@@ -383,7 +384,8 @@ def summarize_rank(rank, policy, root) -> dict:
         "operators": dict(op_detail, rank=rank.rank),
         "anatomy": anatomy,
         "checks": checks,
-        "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank)
+        "findings": confirm_recompile(label_steps(anatomy, th, _rel(rank.kernels.path, root)), k)
+        + _bubble_note_rank(rank)
         + _lost_task_findings(rank, root),
         "step_time": step_time,
         "kinds": kinds.assign(rank=rank.rank)[["rank", *kinds.columns]],
