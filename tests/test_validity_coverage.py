@@ -197,3 +197,18 @@ def test_q05_one_prof_folder_naming_two_ranks_is_refused(ascend, tmp_path):
     (prof / "device_1" / "info.json.1").write_text(json.dumps({"rank_id": 3}))
     with pytest.raises(InvalidCaptureError, match="one PROF_ folder names several ranks"):
         discover(tmp_path / "job")
+
+
+def test_html_report_states_ranks_profiled_and_the_job_world_size(st_level2, text_captures, tmp_path):
+    """The provenance table no longer says "world_size 2" for a larger job: it shows the ranks
+    profiled, the job's world size with its source (or "not recorded") and each rank's tables."""
+    code, out = _run("report", st_level2, "--html", tmp_path / "st.html", "--history", tmp_path / "none.sqlite")
+    assert code == 0, out
+    page = (tmp_path / "st.html").read_text()
+    assert "ranks profiled" in page and "2 (0, 1)" in page
+    assert "4 (profiler_metadata.json distributed_args.world_size)" in page
+    assert "rank 1: step_trace, comm" in page and ">world_size<" not in page
+    code, out = _run("report", text_captures / "level1", "--html", tmp_path / "l1.html",
+                     "--history", tmp_path / "none.sqlite")
+    assert code == 0, out
+    assert "not recorded" in (tmp_path / "l1.html").read_text()

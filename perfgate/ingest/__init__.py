@@ -343,6 +343,7 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: TraceMode) -> Rank
     finally:
         con.close()
     kernels, con = dbmod.read_db_kernels(db, windows)
+    _check_values(loc, kernels)
     try:
         trace = dbmod.read_db_trace(con, db, windows) if with_trace.reads else None
     finally:
