@@ -212,3 +212,20 @@ def test_html_report_states_ranks_profiled_and_the_job_world_size(st_level2, tex
                      "--history", tmp_path / "none.sqlite")
     assert code == 0, out
     assert "not recorded" in (tmp_path / "l1.html").read_text()
+
+
+def test_rank0_alone_megatron_default_saves_and_a_check_across_coverages_names_the_ranks(st_level2, tmp_path):
+    """Megatron profiles rank 0 alone by default: st/level2 rank 0 alone is a capture (job world
+    size 4 recorded); a baseline of ranks 0+1 cannot judge it, and the message names both sets."""
+    solo = tmp_path / "solo"
+    shutil.copytree(st_level2 / "rank_0_ascend_pt", solo / "rank_0_ascend_pt")
+    bl = tmp_path / "bl"
+    code, out = _run("baseline", "save", "--name", "solo", solo, "--baseline-dir", bl)
+    assert code == 0, out
+    cfg = json.loads((bl / "solo.json").read_text())
+    cfg = cfg.get("fingerprint", cfg)["config"]
+    assert (cfg["job_world_size"], cfg["ranks"], list(cfg["coverage"])) == (4, [0], ["0"])
+    assert _run("baseline", "save", "--name", "main", st_level2, "--baseline-dir", bl)[0] == 0
+    code, out = _run("check", "--baseline", "main", solo, "--baseline-dir", bl, "--out", tmp_path / "o")
+    doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    assert code == 4 and "ranks [0, 1]" in doc["error"]["message"] and "ranks [0]" in doc["error"]["message"]

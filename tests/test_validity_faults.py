@@ -390,3 +390,14 @@ def test_a_gap_ended_by_an_ai_cpu_task_is_recompile_suspected(tmp_path, policy):
     fp = fingerprint_capture(load_capture(cap, with_trace=False), policy)
     f = next(f for f in fp.findings if f.code == "RECOMPILE_SUSPECTED")
     assert f"evidence: row {row} after the gap runs on the AI CPU" in f.message
+
+
+def test_q01_with_the_trace_kept_names_the_devices_not_a_foreign_file(copy_capture, tmp_path):
+    """Q01 variant: the same two-device tables with trace_view.json left in place: the refusal
+    is about the devices, never "the files are not from one capture"."""
+    cap = copy_capture("level1", "q01t")
+    keep = (_out(cap) / "trace_view.json").read_bytes()
+    _two_devices(cap)
+    (_out(cap) / "trace_view.json").write_bytes(keep)
+    out = _refused(tmp_path, cap, ["holds 2 devices in one rank folder", "Device_id 0 (first row 1)"])
+    assert "not from one capture" not in out
