@@ -229,3 +229,17 @@ def test_rank0_alone_megatron_default_saves_and_a_check_across_coverages_names_t
     code, out = _run("check", "--baseline", "main", solo, "--baseline-dir", bl, "--out", tmp_path / "o")
     doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
     assert code == 4 and "ranks [0, 1]" in doc["error"]["message"] and "ranks [0]" in doc["error"]["message"]
+
+
+def test_partial_rank_with_communication_json_only(st_level2, tmp_path, policy):
+    """A partial rank holding only communication.json contributes its communication metrics;
+    the step metrics are computed over rank 0 alone and say so."""
+    cap = _copy_st(st_level2, tmp_path / "c")
+    (cap / "rank_1_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv").unlink()
+    fp = fingerprint_capture(load_capture(cap), policy)
+    assert fp.config["coverage"]["1"] == ["comm"]
+    assert fp.metrics["comm.elapse_us{view=p50}"].context["ranks"] == 2
+    assert fp.metrics["step.comm_us{view=p50}"].context["over_ranks"] == [0]
+    assert fp.provenance["steps"]["1"] == ["13"]
+    code, out = _run("baseline", "save", "--name", "m", cap, "--baseline-dir", tmp_path / "bl")
+    assert code == 0, out

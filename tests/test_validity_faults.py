@@ -401,3 +401,14 @@ def test_q01_with_the_trace_kept_names_the_devices_not_a_foreign_file(copy_captu
     (_out(cap) / "trace_view.json").write_bytes(keep)
     out = _refused(tmp_path, cap, ["holds 2 devices in one rank folder", "Device_id 0 (first row 1)"])
     assert "not from one capture" not in out
+
+
+def test_raw_msprof_without_timeline_names_the_msprof_files(ascend, tmp_path, policy):
+    """Messages name the files actually read: op_summary_*.csv and the msprof_*.json timeline,
+    never kernel_details.csv / trace_view.json."""
+    prof, p = _msprof_copy(ascend, tmp_path)
+    fp = fingerprint_capture(load_capture(prof), policy)
+    skipped = [c for c in fp.self_checks if c.name == "comm_equality"]
+    assert skipped and "no msprof_*.json timeline with an Overlap Analysis process" in skipped[0].message
+    assert f"cannot cross-check {p.name}" in skipped[0].message
+    assert any("msprof_*.json timeline not present" in w for w in fp.warnings)

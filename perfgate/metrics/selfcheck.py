@@ -107,7 +107,8 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
     if st is not None:
         st_by_step = st.groupby("step")[["computing_us", "comm_us", "comm_not_overlapped_us",
                                          "overlapped_us", "free_us"]].sum()
-    tfile = rank.trace_path.name if rank.trace_path is not None else "trace_view.json"  # msprof: msprof_*.json
+    tfile = (rank.trace_path.name if rank.trace_path is not None else
+             "msprof_*.json timeline" if rank.location.layout == "msprof" else "trace_view.json")
     trace_name = ("OVERLAP_ANALYSIS table" if rank.trace_path is not None and rank.trace_path.suffix == ".db"
                   else f"{tfile} Overlap Analysis")
     st_name = ("analysis.db StepTraceTime" if rank.step_trace_path is not None
@@ -129,8 +130,8 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
             f"all {len(k)} rows of {kfile} have a blank Step Id: no kernel falls in a profiled step, "
             f"so nothing on this rank can be compared (partial capture)", evidence=kfile))
     elif ref is None:
-        why = ("no trace_view.json with an Overlap Analysis process and no step_trace_time.csv: "
-               "cannot cross-check kernel_details.csv")
+        why = (f"no {tfile} with an Overlap Analysis process and no step_trace_time.csv: "
+               f"cannot cross-check {kfile}")
         status = FAIL if policy.self_checks.get("require_trace") else SKIPPED
         for name in ("comm_equality", "compute_union", "overlap_gap"):
             out.append(SelfCheck(name, rank.rank, None, status, why))
@@ -152,7 +153,7 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
 
     if st_by_step is not None and ov is None:
         out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, SKIPPED,
-                             f"no trace Overlap Analysis events to compare {st_name} with (trace_view.json "
+                             f"no trace Overlap Analysis events to compare {st_name} with ({tfile} "
                              f"or the OVERLAP_ANALYSIS table absent or not read)"))
     if ov is not None and st_by_step is not None:
         tol = policy.self_checks["step_trace_abs_us"]
