@@ -184,7 +184,9 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     passed = sum(c.status == "pass" for c in checks)
     skipped = sum(c.status == "skipped" for c in checks)
     click.echo(f"saved baseline {name!r} -> {path}")
-    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']}, "
+    job = fp.config.get("job_world_size")
+    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']} "
+               f"(job world size {job if job is not None else 'not recorded'}), "
                f"self-checks: {passed} passed, {skipped} skipped")
     for w in fp.warnings[:10]:
         click.echo(f"  warning: {w}")

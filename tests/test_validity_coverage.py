@@ -77,6 +77,7 @@ def test_real_st_level2_saves_and_checks_itself(st_level2, tmp_path):
     bl = tmp_path / "bl"
     code, out = _run("baseline", "save", "--name", "main", st_level2, "--baseline-dir", bl)
     assert code == 0, out
+    assert "ranks [0, 1] (job world size 4)" in out
     saved = json.loads((bl / "main.json").read_text())
     assert saved["fingerprint"]["config"]["job_world_size"] == 4 if "fingerprint" in saved else \
         saved["config"]["job_world_size"] == 4
