@@ -156,7 +156,11 @@ def test_start_whose_precision_was_lost_is_refused(copy_capture, tmp_path):
     h, rows = _csv(p)
     rows[1][h.index("Start Time(us)")] = "1.73641E+15"
     _write(p, h, rows)
-    _refused(tmp_path, cap, ["kernel_details.csv", "row 2", "Start Time(us)"])
+    needles = ["kernel_details.csv", "row 2", "Start Time(us) is 1736410000000000 us", "digits were lost"]
+    _refused(tmp_path, cap, needles)
+    rows[1][h.index("Start Time(us)")] = "1736410000000000.000"  # mutant 6b: the same, written out
+    _write(p, h, rows)
+    _refused(tmp_path, cap, needles)
 
 
 # -- time bases ------------------------------------------------------------------------------------
