@@ -416,3 +416,16 @@ def test_raw_msprof_without_timeline_names_the_msprof_files(ascend, tmp_path, po
     assert skipped and "no msprof_*.json timeline with an Overlap Analysis process" in skipped[0].message
     assert f"cannot cross-check {p.name}" in skipped[0].message
     assert any("msprof_*.json timeline not present" in w for w in fp.warnings)
+
+
+def test_step_trace_value_longer_than_the_window_is_refused(ascend, tmp_path):
+    """Mutant 9: the partial rank 1 of st/level2 with Free = 1,000 s (window 1.06 s): refused
+    with file, row and column although no kernel table could cross-check it."""
+    cap = tmp_path / "c"
+    shutil.copytree(ascend / "msinsight/test/st/level2", cap)
+    p = cap / "rank_1_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"
+    h, rows = _csv(p)
+    rows[0][h.index("Free")] = "1000000000.0"
+    _write(p, h, rows)
+    _refused(tmp_path, cap, ["rank_1_ascend_pt", "step_trace_time.csv row 1", "Free 1,000,000,000.000 us is "
+                             "longer than the whole collection window", "profiler_info_1.json"])

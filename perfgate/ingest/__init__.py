@@ -264,6 +264,9 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
         missing.append("step_trace_time.csv")
     else:
         _refuse_unlabelled_kernels(kernels, step_trace, st_path)
+        window = validity.collection_window(loc.info_path) if loc.layout == "torch_npu" else None
+        validity.check_step_trace_values(step_trace, st_path, window,
+                                         f"{loc.info_path.name} start_info / end_info" if window else "")
     cm_path = out / "communication.json"
     comm = read_communication(cm_path) if cm_path.is_file() else None
     if comm is None:
@@ -323,6 +326,9 @@ def _load_partial_rank(loc: RankLocation) -> RankCapture:
     out = loc.output_dir
     st_path, cm_path = out / "step_trace_time.csv", out / "communication.json"
     step_trace = read_step_trace(st_path) if st_path.is_file() else None
+    window = validity.collection_window(loc.info_path)
+    validity.check_step_trace_values(step_trace, st_path, window,
+                                     f"{loc.info_path.name} start_info / end_info" if window else "")
     comm = read_communication(cm_path) if cm_path.is_file() else None
     held = [p.name for p, v in ((st_path, step_trace), (cm_path, comm)) if v is not None]
     missing = ["kernel_details.csv", "trace_view.json"] + [p.name for p, v in ((st_path, step_trace),

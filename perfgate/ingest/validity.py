@@ -227,3 +227,32 @@ def lost_launches(trace_path: Path, steps) -> dict:
         d[cat.decode()] += 1
         d["first_ts_ns"] = min(d["first_ts_ns"], int(t))
     return out
+
+
+def check_step_trace_values(step_trace, path: Path, window: tuple[int, int] | None, window_source: str = "") -> None:
+    """Every step_trace_time.csv time (Computing, Communication, Free, Stage, ...; us) is at
+    most the recorded collection window's length (+ 2 s of clock slack): no step lasts longer
+    than the profiling run that recorded it. Nothing is bounded without a recorded window (the
+    reader already refuses values above 1e12 us).
+
+    Raises:
+        InvalidCaptureError: naming the file, the data row and the column."""
+    if window is None or step_trace is None or not len(step_trace):
+        return
+    from perfgate.ingest.steps import TIME_COLUMNS
+    limit_us = (window[1] - window[0] + 2 * WINDOW_SLACK_NS) / 1000.0
+    names = {"computing_us": "Computing", "comm_not_overlapped_us": "Communication(Not Overlapped)",
+             "overlapped_us": "Overlapped", "comm_us": "Communication", "free_us": "Free", "stage_us": "Stage",
+             "bubble_us": "Bubble", "comm_not_overlapped_excl_recv_us": "Communication(Not Overlapped and "
+             "Exclude Receive)", "preparing_us": "Preparing"}
+    for c in TIME_COLUMNS:
+        if c not in step_trace:
+            continue
+        v = step_trace[c].to_numpy(dtype=float)
+        bad = np.nan_to_num(np.abs(v)) > limit_us
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidCaptureError(
+                f"{names.get(c, c)} {v[i]:,.3f} us is longer than the whole collection window ({limit_us - 2e6:,.0f} us, "
+                f"{window_source}): no profiler writes this value", path=path, row=int(step_trace["row"].iloc[i]),
+                hint="the row was altered or comes from another capture")
