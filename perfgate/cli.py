@@ -400,10 +400,11 @@ def history():
 
 @history.command("record")
 @click.argument("capture", type=click.Path())
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch the run belongs to, e.g. main.")
 @click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
 @click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
-@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True)
+@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True,
+              help="Tuning journal: whether the change this run tried was kept or reverted.")
 @click.option("--allow-duplicate", is_flag=True,
               help="Record even when the branch already holds a run with identical metric values.")
 @common_history
@@ -445,9 +446,9 @@ def _emit(df, fmt):
 
 
 @history.command("runs")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_runs(branch, since, fmt, db_path):
     """List recorded runs, oldest first."""
@@ -464,9 +465,9 @@ def history_runs(branch, since, fmt, db_path):
 
 @history.command("query")
 @click.option("--metric", required=True, help="Metric key, e.g. 'step.time_us{view=p50}'.")
-@click.option("--branch", default=None)
-@click.option("--since", default=None)
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_query(metric, branch, since, fmt, db_path):
     """One metric's recorded values over time."""
@@ -510,7 +511,7 @@ def _trends(hs, policy, keys, branch):
 
 @history.command("trend")
 @click.option("--metric", default=None, help="Metric key (default: every gated metric).")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @common_history
 @common_policy
 def history_trend(metric, branch, db_path, policy_path):
@@ -547,10 +548,11 @@ def history_trend(metric, branch, db_path, policy_path):
 
 
 @history.command("report")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--last", "last_n", default=10, show_default=True, type=click.IntRange(1, 100000),
               help="Report metrics whose change point is among the last N runs.")
-@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the report (Markdown and PNG plots).")
 @common_history
 @common_policy
 def history_report(branch, last_n, out, db_path, policy_path):
@@ -581,7 +583,7 @@ def history_report(branch, last_n, out, db_path, policy_path):
 
 
 @history.command("journal")
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch whose tuning rounds are listed.")
 @click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")
 @common_history
 @common_policy
@@ -637,10 +639,10 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
 
 @main.command()
 @click.argument("out", type=click.Path(file_okay=False))
-@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096))
-@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--header", default="g2025_l1", show_default=True,
+@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096), help="Ranks to write.")
+@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000), help="Profiler steps per rank.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (same seed, same capture).")
+@click.option("--header", default="g2025_l1", show_default=True, help="kernel_details.csv header generation to write.",
               type=click.Choice(["g2025_l1", "g2025_l0", "g2023", "g83"]))
 @click.option("--extra-calls", multiple=True, metavar="FAMILY=FACTOR",
               help="Multiply a kernel family's calls per step (inject a count regression).")
@@ -659,7 +661,8 @@ def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
 
 
 @main.command()
-@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the captures, baseline and reports.")
 def demo(out):
     """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
     regression). Exits 1, because the candidate regresses."""
