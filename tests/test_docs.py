@@ -119,3 +119,17 @@ def test_docs_hold_no_development_log_prose(phrase):
     hits = [page.name for page in [README] + sorted((ROOT / "docs").glob("*.md"))
             if phrase in page.read_text(encoding="utf-8").lower()]
     assert not hits, f"{phrase!r} in {hits}"
+
+
+def test_every_test_named_in_the_cases_page_exists():
+    import ast
+    named = re.findall(r"`(test_\w+)::(test_\w+)`", (ROOT / "docs" / "cases.md").read_text(encoding="utf-8"))
+    assert len(named) >= 26
+    missing = []
+    for module, func in named:
+        path = ROOT / "tests" / f"{module}.py"
+        names = {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(n, ast.FunctionDef)} if path.exists() else set()
+        if func not in names:
+            missing.append(f"{module}::{func}")
+    assert not missing, missing
