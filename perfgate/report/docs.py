@@ -117,16 +117,16 @@ def render_metrics_reference(policy=None) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(argv=None) -> int:
-    """``python3 -m perfgate.report.docs [FILE]``: write the metrics reference to FILE (else stdout)."""
-    argv = sys.argv[1:] if argv is None else argv
-    text = render_metrics_reference()
-    if argv:
-        Path(argv[0]).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-    return 0
+def write_metrics_reference(path="docs/metrics.md") -> Path:
+    """Write :func:`render_metrics_reference` (default policy) to ``path`` (UTF-8); returns the path.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    path = Path(path)
+    path.write_text(render_metrics_reference(), encoding="utf-8")
+    return path
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    write_metrics_reference(*sys.argv[1:2])
