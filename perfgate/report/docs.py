@@ -83,7 +83,7 @@ def render_metrics_reference(policy=None) -> str:
     ]
     out += [f"  {TIER_TEXT[t]};" for t in sorted(TIER_TEXT)]
     out += [
-        "* **default policy**: the setting in `policies/default.yaml` (gated or reported only,",
+        "* **default policy**: the setting in the bundled default policy, `default.yaml` (gated or reported only,",
         "  direction, tolerance). See [policy.md](policy.md).",
         "",
         "| metric | unit | caliber | tier | default policy |",
@@ -107,7 +107,8 @@ def render_metrics_reference(policy=None) -> str:
         if d.requires:
             out.append(f"* comparable only when both sides have: {', '.join(f'`{r}`' for r in d.requires)}")
         if d.absent_is_zero:
-            out.append("* absent on one side = 0 there (a family or kind with no calls), not \"not measured\"")
+            out.append("* absent on one side counts as 0 there (e.g. a kernel family with no calls), "
+                       "not as \"not measured\"")
         if d.per_kernel:
             out.append("* per-kernel: informational when the CANN / torch_npu version changed")
         out.append(f"* default policy: {_rule_text(policy.rule_for(d.name), d.unit)}")
