@@ -133,3 +133,22 @@ def test_every_test_named_in_the_cases_page_exists():
         if func not in names:
             missing.append(f"{module}::{func}")
     assert not missing, missing
+
+
+def _selected(expr: str, marks: set) -> bool:
+    from _pytest.mark.expression import Expression
+    return Expression.compile(expr).evaluate(lambda name, **kw: name in marks)
+
+
+def test_ci_runs_the_slow_tests_and_the_inner_loop_leaves_them_out():
+    import shlex
+    import tomllib
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert any(m.startswith("slow:") for m in ini["markers"])
+    addopts = shlex.split(ini["addopts"])
+    inner = addopts[addopts.index("-m") + 1]
+    ci_args = shlex.split(_readme_test_command())
+    ci = ci_args[len(ci_args) - 1 - ci_args[::-1].index("-m") + 1]   # pytest's -m: a later one replaces addopts
+    assert not _selected(inner, {"slow"}) and _selected(inner, {"real"}) and _selected(inner, set())
+    assert _selected(ci, {"slow"}) and _selected(ci, {"real"}) and _selected(ci, set())
+    assert not _selected(inner, {"bench"}) and not _selected(ci, {"bench"})
