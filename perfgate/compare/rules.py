@@ -137,20 +137,13 @@ def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint, view: 
     return None
 
 
-def _allowance(base: float, tol: Tolerance) -> float:
-    """The policy tolerance as an absolute amount in the metric's unit."""
-    if tol.kind == "abs":
-        return tol.value
-    if tol.kind == "pp":
-        return tol.value / 100.0
-    return tol.value * abs(base)
-
-
-def _beyond(delta: float, base: float, tol: Tolerance, noise: float = 0.0) -> bool:
-    """True when |delta| exceeds the tolerance plus a learned noise band (both absolute)."""
+def _allowance(base: float, tol: Tolerance, noise: float = 0.0) -> float:
+    """The absolute amount a change of a metric with baseline ``base`` may move: the policy
+    tolerance (:meth:`Tolerance.allowance`) plus a learned noise band, plus a float guard of
+    1e-12 × max(1, |base|); a ``rel`` tolerance of a zero baseline without a band allows nothing."""
     if tol.kind == "rel" and base == 0 and not noise:
-        return delta != 0
-    return abs(delta) > _allowance(base, tol) + noise + 1e-12 * max(1.0, abs(base))
+        return 0.0
+    return tol.allowance(base) + noise + 1e-12 * max(1.0, abs(base))
 
 
 def _fmt(v, unit: str) -> str:
@@ -230,13 +223,14 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     notes = config_notes(base, cand)
     toolchain = _toolchain_changed(base, cand)
     out: list[Comparison] = []
+    rules: dict = {}
     for key in sorted(set(base.metrics) | set(cand.metrics)):
         b = base.metrics.get(key)
         c = cand.metrics.get(key)
         ref = c or b
         name, labels = ref.name, dict(ref.labels)
         d = registry.REGISTRY.get(name)
-        rule = policy.rule_for(name, labels)
+        rule = rules[key] = policy.rule_for(name, labels)   # resolved once per metric
         view = labels.get("view")
         gated = bool(rule and rule.gated and (view is None or view in policy.gate_views))
         if toolchain and d is not None and d.per_kernel:
@@ -287,14 +281,9 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         if rule is None:
             verdict = terms.UNCHANGED if delta == 0 else terms.REGRESSION
             gated = False
-        elif not _beyond(delta, bv, rule.tolerance, (noise or {}).get(key, 0.0)):
-            verdict = terms.UNCHANGED
-        elif rule.direction == terms.EXACT:
-            verdict = terms.REGRESSION
-        elif (delta > 0) == (rule.direction == terms.LOWER_IS_BETTER):
-            verdict = terms.REGRESSION
         else:
-            verdict = terms.IMPROVEMENT
+            verdict = terms.Direction(rule.direction).judge(
+                delta, allowance=_allowance(bv, rule.tolerance, (noise or {}).get(key, 0.0)))
         if ref.unit == "ratio":
             dtext = f"{delta * 100:+.2f} pp"
         elif ref.unit in ("calls", "steps"):
@@ -311,7 +300,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                               fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
                               tolerance=tol_text, reason=reason, **common))
-    out = apply_statistics(out, base, cand, policy)
+    out = apply_statistics(out, base, cand, policy, rules=rules)
     out = [attribute_families(_attribute(c, base, cand), base, cand) for c in out]
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
     return out, notes
@@ -350,7 +339,7 @@ def summarize(comparisons) -> str:
     """``PASS``, ``REGRESSION`` or ``UNSURE`` from the comparisons (only gated regressions
     fail; a gated ``unsure`` without any regression makes the check ``UNSURE``)."""
     if any(c.fails for c in comparisons):
-        return terms.FAIL
+        return terms.Status.REGRESSION
     if any(c.gated and c.verdict == terms.UNSURE for c in comparisons):
         return terms.UNSURE_STATUS
     return terms.PASS

@@ -42,6 +42,19 @@ class Tolerance:
     kind: str
     value: float
 
+    def allowance(self, base: float | None = None) -> float:
+        """The tolerance as an absolute amount in the unit of the compared quantity (≥ 0):
+        ``abs`` its value (metric unit), ``pp`` its value / 100 (a ratio: 5 pp -> 0.05),
+        ``rel`` its value × |``base``|. ``base`` None asks for the allowance of a relative
+        effect (a fraction, e.g. a ratio − 1): ``rel`` then gives its value unchanged.
+        The one conversion of a policy tolerance; :meth:`perfgate.terms.Direction.judge`
+        compares a change with it."""
+        if self.kind == "abs":
+            return float(self.value)
+        if self.kind == "pp":
+            return self.value / 100.0
+        return float(self.value) if base is None else self.value * abs(base)
+
     def describe(self, unit: str) -> str:
         """The tolerance as shown in every report (CLI, Markdown, JUnit, HTML, JSON reasons):
         ``rel`` in percent, ``pp`` in percentage points, ``abs`` in ``unit`` (0 = "exact"),
