@@ -185,10 +185,13 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
+    from perfgate.compare.causes import find_causes
+    causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views)
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
                       self_checks=cand.self_checks, notes=tuple(notes), baseline_name=baseline_name,
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
-                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail)
+                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail,
+                      causes=tuple(causes), unexplained=tuple(unexplained))
 
 
 def with_operator_compare(base, cand, policy) -> dict:

@@ -19,7 +19,10 @@ Rules, in order, for every metric key present on either side:
 4. Repeated captures (either side merged from several runs): metrics with per-step samples
    are re-judged by the two-gate rule of :mod:`perfgate.compare.stats` (Mann-Whitney U with
    Benjamini-Hochberg, AND a bootstrap interval of the median change beyond the tolerance),
-   or ``unsure`` with the runs needed. Regressed aggregates get the kernel families that
+   or ``unsure`` with the runs needed.
+5. Parts of the whole (ΣDuration shares): judged by the part's own time relative to the
+   device's scale factor (:mod:`perfgate.compare.composition`), so a share that moved only
+   because other parts moved is unchanged. Regressed aggregates get the kernel families that
    grew most (:mod:`perfgate.compare.attribution`).
 
 Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
@@ -35,6 +38,7 @@ from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance, significant
 from perfgate.compare.stats import apply_statistics
 from perfgate.compare.attribution import attribute_families
+from perfgate.compare.composition import judge_parts
 
 _ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
           terms.MISSING: 4, terms.UNCHANGED: 5, terms.UNSURE: 1}
@@ -301,6 +305,8 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
                               tolerance=tol_text, reason=reason, **common))
     out = apply_statistics(out, base, cand, policy, rules=rules)
+    out, part_notes = judge_parts(out, base, cand, rules, noise)
+    notes.extend(part_notes)
     out = [attribute_families(_attribute(c, base, cand), base, cand) for c in out]
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
     return out, notes
