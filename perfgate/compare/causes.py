@@ -73,6 +73,10 @@ def _us(v) -> str:
     return "n/a" if v is None else f"{v:,.1f}"
 
 
+def _us0(v) -> str:
+    return "n/a" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}")
+
+
 def _family_change(base, cand, fam: str, view) -> dict:
     cb = _num(base, metric_key("kernel.calls_per_step", family=fam, view=view)) or 0.0
     cc = _num(cand, metric_key("kernel.calls_per_step", family=fam, view=view)) or 0.0
@@ -93,13 +97,13 @@ def _family_text(ch: dict, rel: float | None) -> str:
     elif ch["calls_cand"] == 0 and ch["calls_base"] > 0:
         bits.append(f"gone: was {ch['calls_base']:g} calls per step")
     elif ch["calls_base"] != ch["calls_cand"]:
-        bits.append(f"calls {ch['calls_base']:g} → {ch['calls_cand']:g} per step")
+        bits.append(f"calls {ch['calls_base']:g} → {ch['calls_cand']:g}/step")
     tb, tc = ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
     if tb is not None and tc is not None and (tb or tc):
-        pct = f", {tc / tb - 1:+.0%}" if tb else ""
-        bits.append(f"ΣDuration {_us(tb)} → {_us(tc)} us per step{pct}")
+        pct = f" ({tc / tb - 1:+.0%})" if tb else ""
+        bits.append(f"ΣDuration {_us0(tb)} → {_us0(tc)} us/step{pct}")
     if rel is not None and abs(rel - 1.0) > 1e-3:
-        bits.append(f"×{rel:.2f} relative to the device")
+        bits.append(f"×{rel:.2f} vs the device")
     return "; ".join(bits) or "changed"
 
 
@@ -155,6 +159,16 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 x["evidence"].append(c.evidence)
         return True
 
+    parts = _family_parts(base, cand)
+
+    def in_part(x: dict, c: Comparison) -> bool:
+        """Does family cause ``x`` belong to the part of symptom ``c`` (category / core type /
+        phase / bound, from the operator view of either side; unknown families: by scope)."""
+        known = parts.get(x["subject"])
+        if known is None:
+            return (x["kind"] == "communication") == _is_comm_part(c)
+        return all(known.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in known)
+
     unexplained = []
     for c in symptoms:
         same = [x for x in fam_causes if x["verdict"] == str(c.verdict)]
@@ -172,7 +186,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             callers = [x for x in same if _calls_changed(base, cand, x, c.labels.get("view"))]
             hit = explain(callers, c)
         elif c.name in _PART_SYMPTOMS:
-            hit = explain(comm if _is_comm_part(c) else compute, c)
+            hit = explain([x for x in same if in_part(x, c)], c)
         elif c.name == "step.computing_us":
             hit = explain(compute, c)
         elif c.name in _COMM_SYMPTOMS or c.name.startswith("comm."):
@@ -218,6 +232,20 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                                                  x["subject"]))
     out = [x for x in out if x["explains"]]
     return out, unexplained
+
+
+_PART_LABELS = ("category", "core_type", "phase", "bound")
+
+
+def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
+    """{family: {category, core_type, phase, bound}} from the operator view (``detail.operators
+    .families``) of the baseline and the candidate; families below its share cut are absent."""
+    out: dict = {}
+    for fp in (base, cand):
+        for f in ((fp.detail or {}).get("operators") or {}).get("families") or []:
+            if f.get("family"):
+                out.setdefault(f["family"], {k: f[k] for k in _PART_LABELS if f.get(k) is not None})
+    return out
 
 
 def _calls_changed(base, cand, x: dict, view) -> bool:
