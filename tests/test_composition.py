@@ -70,10 +70,11 @@ def test_five_v_five_one_family_faster_passes(tmp_path, policy):
 
 def test_scale_not_identified_when_most_families_changed(tmp_path, policy):
     from perfgate.run import fingerprint_path
-    # four of the six measured families change, each by its own factor: no majority agrees on a
+    # seven of the ten measured families change, each by its own factor: no majority agrees on a
     # scale (a majority moving by one common factor is, by construction, device drift)
     half = {"aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore": 1.3, MATMUL: 1.6,
-            "aclnnAdd_AddAiCore_Add": 2.0, "aclnnRmsNorm_RmsNormAiCore_RmsNorm": 2.5}
+            "aclnnAdd_AddAiCore_Add": 2.0, "aclnnRmsNorm_RmsNormAiCore_RmsNorm": 2.5,
+            "aclnnSwiGlu_SwiGluAiCore_SwiGlu": 1.2, "aclnnCast_CastAiCore_Cast": 1.4, "trans_TransData": 1.8}
     b = fingerprint_path(write_capture(tmp_path / "b", SynthSpec()), policy)
     c = fingerprint_path(write_capture(tmp_path / "c", SynthSpec(slowdown=half)), policy)
     s = scale_factor(b, c, "rank0")

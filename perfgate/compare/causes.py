@@ -97,11 +97,11 @@ def _family_text(ch: dict, rel: float | None) -> str:
     elif ch["calls_cand"] == 0 and ch["calls_base"] > 0:
         bits.append(f"gone: was {ch['calls_base']:g} calls per step")
     elif ch["calls_base"] != ch["calls_cand"]:
-        bits.append(f"calls {ch['calls_base']:g} → {ch['calls_cand']:g}/step")
+        bits.append(f"calls {ch['calls_base']:g} -> {ch['calls_cand']:g}/step")
     tb, tc = ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
     if tb is not None and tc is not None and (tb or tc):
         pct = f" ({tc / tb - 1:+.0%})" if tb else ""
-        bits.append(f"ΣDuration {_us0(tb)} → {_us0(tc)} us/step{pct}")
+        bits.append(f"ΣDuration {_us0(tb)} -> {_us0(tc)} us/step{pct}")
     if rel is not None and abs(rel - 1.0) > 1e-3:
         bits.append(f"×{rel:.2f} vs the device")
     return "; ".join(bits) or "changed"
@@ -132,7 +132,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         if k not in causes:
             causes[k] = {"kind": kind, "subject": subject, "verdict": str(verdict), "fails": False, "what": "",
                          "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
-                         "step_time_delta_us": None, "step_fraction": None}
+                         "step_time_delta_us": None, "step_fraction": None, "_own_time": False}
         return causes[k]
 
     # 1. family causes: calls changed, or own time relative to the device (share.family judged)
@@ -140,7 +140,8 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         fam = c.labels.get("family")
         if c.name in ("kernel.calls_per_step", "share.family") and fam:
             kind = "communication" if COMM_FAMILY.match(fam) else "kernel family"
-            cause(kind, fam, c.verdict)
+            x = cause(kind, fam, c.verdict)
+            x["_own_time"] = x["_own_time"] or c.name == "share.family"
         elif c.name == "comm.calls_per_step":
             cause("communication", c.labels.get("kind", "?"), c.verdict)
         elif c.name == "kernel.topn":
@@ -200,12 +201,20 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         if not hit:
             unexplained.append(c.key)
 
+    _fold_into_structure(causes, symptoms, explain, base, cand, first)
+    explained = {k for x in causes.values() for k in x["explains"]}
+    unexplained = [c.key for c in symptoms if c.key not in explained]
+
     # 2. what changed, per view; step-time accounting
     for x in causes.values():
         for view in views:
             st = by_key.get(metric_key("step.time_us", view=view))
             st_delta = st.delta if st is not None and st.delta is not None else None
-            if x["kind"] == "step anatomy":
+            if x["kind"] == "model structure":
+                d_us = sum(_family_change(base, cand, f, view)["delta_us"] or 0.0 for f in x["_families"]) \
+                    if x["_families"] else None
+                text = x["what"] + (f"; ΣDuration of its families {d_us:+,.0f} us/step" if d_us is not None else "")
+            elif x["kind"] == "step anatomy":
                 text, d_us = _anatomy_text(x, by_key, view)
             elif x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
                 cb = _num(base, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
@@ -213,8 +222,8 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 tb = _num(base, metric_key("comm.time_us", kind=x["subject"], view=view))
                 tc = _num(cand, metric_key("comm.time_us", kind=x["subject"], view=view))
                 d_us = (tc - tb) if tb is not None and tc is not None else None
-                text = (f"{x['subject']} collectives {_us(cb) if cb is None else f'{cb:g}'} → "
-                        f"{'n/a' if cc is None else f'{cc:g}'} per step; ΣDuration {_us(tb)} → {_us(tc)} us")
+                text = (f"{x['subject']} collectives {_us(cb) if cb is None else f'{cb:g}'} -> "
+                        f"{'n/a' if cc is None else f'{cc:g}'} per step; ΣDuration {_us(tb)} -> {_us(tc)} us")
             else:
                 ch = _family_change(base, cand, x["subject"], view)
                 share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
@@ -227,10 +236,10 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 x["step_time_delta_us"] = st_delta
                 if d_us is not None and st_delta:
                     x["step_fraction"] = d_us / st_delta
-    out = sorted(causes.values(), key=lambda x: (not x["fails"], x["verdict"] != terms.REGRESSION,
+    out = sorted(causes.values(), key=lambda x: (not x["fails"], x["kind"] != "model structure", x["verdict"] != terms.REGRESSION,
                                                  -abs(x["step_delta_us"] or 0.0), -len(x["explains"]),
                                                  x["subject"]))
-    out = [x for x in out if x["explains"]]
+    out = [{k: v for k, v in x.items() if not k.startswith("_")} for x in out if x["explains"]]
     return out, unexplained
 
 
@@ -246,6 +255,67 @@ def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
             if f.get("family"):
                 out.setdefault(f["family"], {k: f[k] for k in _PART_LABELS if f.get(k) is not None})
     return out
+
+
+_STRUCTURE = ("layer.count_per_step", "layer.class_count_per_step", "block.count_per_step")
+_COUNT_SYMPTOMS = ("kernel.calls_per_step", "kernel.total_calls_per_step", "optype.calls_per_step",
+                   "comm.calls_per_step")
+
+
+def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view) -> None:
+    """A changed layer / block count is one *model structure* cause; it explains the structure
+    metrics and every call-count symptom of the same sign (a layer more adds calls of every
+    family in it). Family causes that only explained call counts fold into it (named in its
+    evidence)."""
+    struct = sorted((c for c in symptoms if c.name in _STRUCTURE), key=lambda c: _STRUCTURE.index(c.name))
+    if not struct:
+        return
+    for verdict in {c.verdict for c in struct}:
+        mine = [c for c in struct if c.verdict == verdict]
+        first = mine[0]
+        texts = []
+        for c in mine:
+            t = f"{c.reason.split(': ', 1)[0].split(' [')[0]} {c.baseline:g} -> {c.candidate:g}"
+            if t not in texts:
+                texts.append(t)
+        x = {"kind": "model structure", "subject": texts[0], "verdict": str(verdict), "fails": False,
+             "what": "; ".join(texts[1:4]) or texts[0], "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
+             "step_time_delta_us": None, "step_fraction": None, "_families": [], "_own_time": False}
+        causes[("model structure", x["subject"], str(verdict))] = x
+        explain([x], first)
+        for c in mine[1:]:
+            explain([x], c)
+        counts = [c for c in symptoms if c.name in _COUNT_SYMPTOMS and c.verdict == verdict]
+        for c in counts:
+            explain([x], c)
+        count_keys = {c.key for c in counts}
+        folded = []
+        for k, y in list(causes.items()):
+            if y is x or y["kind"] not in ("kernel family", "communication") or y["verdict"] != str(verdict):
+                continue
+            if not y["_own_time"] or _per_call_unchanged(base, cand, y["subject"], view):
+                # its calls changed and its time per call did not: the structure change explains it
+                folded.append(y["subject"])
+                for key in y["explains"]:
+                    c = next(c for c in symptoms if c.key == key)
+                    explain([x], c)
+                del causes[k]
+        x["_families"] = folded
+        if folded:
+            x["evidence"].insert(0, f"kernel families with more or fewer calls per step: {', '.join(sorted(folded)[:8])}"
+                                    + (f" (+{len(folded) - 8} more)" if len(folded) > 8 else ""))
+
+
+def _per_call_unchanged(base, cand, fam: str, view) -> bool:
+    """Family ``fam``'s ΣDuration per call moved with the device scale (within ±5 %): its
+    own-time change is its call-count change."""
+    from perfgate.compare.composition import SCALE_AGREEMENT, scale_factor
+    ch = _family_change(base, cand, fam, view)
+    nb, nc, tb, tc = ch["calls_base"], ch["calls_cand"], ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
+    if not (nb and nc and tb and tc) or nb == nc:
+        return False
+    s = scale_factor(base, cand, view)
+    return abs((tc / nc) / (tb / nb) / s.value - 1.0) <= SCALE_AGREEMENT
 
 
 def _calls_changed(base, cand, x: dict, view) -> bool:
@@ -285,5 +355,5 @@ def _anatomy_text(x: dict, by_key: dict, view) -> tuple[str, float | None]:
     c = by_key.get(metric_key(name, view=view))
     if c is None or c.delta is None:
         return "changed", None
-    return (f"{name.split('.', 1)[1].removesuffix('_us').replace('_', ' ')} {_us(c.baseline)} → "
+    return (f"{name.split('.', 1)[1].removesuffix('_us').replace('_', ' ')} {_us(c.baseline)} -> "
             f"{_us(c.candidate)} us per step ({c.delta:+,.1f} us)"), c.delta

@@ -10,9 +10,12 @@ step relative to a capture-level scale factor, in every cross-rank view separate
 *Differential expression analysis for sequence count data*, Genome Biology 11:R106, the size
 factors of DESeq/DESeq2)::
 
-    s = median_f ( T_c(f) / T_b(f) )
+    s = median_f ( (T_c(f) / n_c(f)) / (T_b(f) / n_b(f)) )
 
-over the kernel families ``f`` with ``kernel.time_us`` (ΣDuration per step, us) on both sides
+the median ratio of ΣDuration per call (``T`` = ``kernel.time_us``, ΣDuration per step in us;
+``n`` = ``kernel.calls_per_step``): the device's speed, not its amount of work, so a model with a
+layer more (every family called more often) has ``s`` = 1. Over the kernel families ``f`` with
+``kernel.time_us`` on both sides
 and at least :data:`MIN_FAMILY_SHARE` of the baseline's ΣDuration (families with enough time to
 be measured). The median is unweighted on purpose: a time-weighted mean is dominated by the
 family that holds most of the time, which is exactly the family that may have changed.
@@ -54,7 +57,7 @@ from perfgate.model import Comparison, Fingerprint, metric_key
 
 PART_METRICS = ("share.family", "share.category", "share.core_type", "share.phase",
                 "share.phase_category", "block.share", "pipe.bound_share")
-MIN_FAMILY_SHARE = 0.01    # of the baseline ΣDuration per step: families that enter the scale
+MIN_FAMILY_SHARE = 0.001   # of the baseline ΣDuration per step (0.1 %): families that enter the scale
 MIN_FAMILIES = 3
 SCALE_AGREEMENT = 0.05     # a family "did not change" when its ratio is within ±5 % of s
 _EXPOSURE = ("step.exposed_comm_ratio", "step.comm_not_overlapped_us")
@@ -106,12 +109,16 @@ def scale_factor(base: Fingerprint, cand: Fingerprint, view: str | None) -> Scal
             continue
         if db and tb / db < MIN_FAMILY_SHARE:
             continue
-        ratios[m.labels.get("family")] = tc / tb
+        fam = m.labels.get("family")
+        ck = metric_key("kernel.calls_per_step", family=fam, view=view)
+        nb, nc = _value(base, ck), _value(cand, ck)
+        per_call = (nc / nb) if nb and nc and nb > 0 and nc > 0 else 1.0
+        ratios[fam] = tc / tb / per_call
     if device is None:
         return Scale(view, 1.0, None, ratios, False, "no device ΣDuration per step on both sides")
     if len(ratios) < MIN_FAMILIES:
         return Scale(view, device, device, ratios, False,
-                     f"only {len(ratios)} kernel families with ≥ {MIN_FAMILY_SHARE:.0%} of ΣDuration on both sides")
+                     f"only {len(ratios)} kernel families with ≥ {MIN_FAMILY_SHARE:.1%} of ΣDuration on both sides")
     s = Scale(view, float(statistics.median(ratios.values())), device, ratios)
     if 2 * s.agreeing <= len(ratios):
         return Scale(view, device, device, ratios, False,

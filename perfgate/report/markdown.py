@@ -12,7 +12,7 @@ from __future__ import annotations
 from perfgate import terms
 from perfgate.report.families import operator_section
 from perfgate.report.summary import (config_changes, explains_text, group_views, short_change, step_share_text,
-                                     verdict_line, view_columns)
+                                     verdict_detail, verdict_line, view_columns)
 
 LIMIT = 60_000
 _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪",
@@ -68,7 +68,9 @@ def _causes_table(result, limit: int = 5) -> list[str]:
     explains, one row each with the views as text."""
     causes = list(result.causes)
     by_key = {c.key: c for c in result.comparisons}
-    un = [by_key[k] for k in result.unexplained if k in by_key]
+    keys = result.unexplained if (result.unexplained or causes) else [
+        c.key for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
+    un = [by_key[k] for k in keys if k in by_key]
     if not causes and not un:
         return []
     out = ["| | cause | what changed (first gated view) | explains (gated metrics) | share of the step-time change |",
@@ -87,15 +89,15 @@ def _causes_table(result, limit: int = 5) -> list[str]:
 def _grouped_table(rows, with_cause: dict | None = None) -> list[str]:
     """Metrics with their views (rank0 / p50 / max) as columns."""
     views = view_columns(rows)
-    out = ["| | metric | " + " | ".join(str(v) for v in views) + " | tolerance | cause |",
-           "|---|---|" + "---|" * len(views) + "---|---|"]
+    out = ["| | metric | " + " | ".join(str(v) for v in views) + " | caliber | tolerance | cause |",
+           "|---|---|" + "---|" * len(views) + "---|---|---|"]
     for r in rows:
         icon = "🔴" if r["fails"] else ("🟢" if r["verdict"] == terms.IMPROVEMENT else "🟡")
         any_c = next(iter(r["views"].values()))
         cause = ", ".join(sorted({(with_cause or {}).get(c.key, "") for c in r["views"].values()} - {""})) or "—"
         out.append(f"| {icon} | {_cell(r['subject'])} | " + " | ".join(_cell(short_change(r['views'].get(v)))
                                                                   for v in views)
-                   + f" | {_cell(any_c.tolerance)} | {_cell(cause)} |")
+                   + f" | {terms.CALIBER_LABEL.get(any_c.caliber, '—')} | {_cell(any_c.tolerance)} | {_cell(cause)} |")
     return out
 
 
@@ -104,9 +106,13 @@ def render_markdown(result, key: str | None = None) -> str:
     key = key or (result.baseline_name or "default")
     n = result.counts()
     lines = [marker(key), ""]
-    head = f"## {_ICON.get(result.status, '')} perfgate: **{_cell(verdict_line(result))}**"
+    line, detail = verdict_line(result), verdict_detail(result)
+    status, _, rest = line.partition(" ")
+    head = f"## {_ICON.get(result.status, '')} perfgate: **{_cell(status)}**" + (f" {_cell(rest)}" if rest else "")
     if result.baseline_name:
         head += f" against baseline `{_cell(result.baseline_name)}`"
+    if detail:
+        head += f": {_cell(detail)}"
     lines.append(head)
     lines.append("")
     for note in config_changes(result):
@@ -130,6 +136,7 @@ def render_markdown(result, key: str | None = None) -> str:
                      f"{g['missing']} missing. Informational metrics: {n['informational']['total']}."
                      + (f" Unsure: {g['unsure']}." if g["unsure"] else ""))
     lines.append("")
+    lines += _unsure_section(result)
     table = _causes_table(result)
     if table:
         lines += table + [""]
@@ -157,9 +164,9 @@ def render_markdown(result, key: str | None = None) -> str:
         details += ["", "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
                     "judged by its part's own ΣDuration relative to the device scale: a share that moved only "
                     "because other parts moved is unchanged.", "", "Why, per metric:", ""]
-        details += [f"- `{_cell(c.key)}`: {_cell(c.reason)}" for c in main]
+        details += [f"- `{_cell(c.key)}`: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")
+                    for c in main]
         details += ["", "</details>", ""]
-    details += _unsure_section(result)
     shown = [f for f in result.findings if f.severity in ("warn", "fail")]
     if shown:
         details.append(f"<details><summary>Findings in the candidate capture ({len(shown)})</summary>")
@@ -245,7 +252,8 @@ def _unsure_section(result) -> list[str]:
     uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
     if not uns:
         return []
-    out = [f"<details><summary>Unsure ({len(uns)}): not shown to regress, not shown to be unchanged</summary>", ""]
+    out = [f"### Unsure ({len(uns)}): not shown to regress, not shown to be unchanged", "",
+           "<details><summary>Each unsure metric and the runs needed</summary>", ""]
     out += [f"- ❔ `{_cell(c.key)}`: {_cell(c.reason)}" for c in uns[:40]]
     if len(uns) > 40:
         out.append(f"- … and {len(uns) - 40} more (see the JSON result)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from perfgate import terms
 
 VIEW_ORDER = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
-_CONFIG_WORDS = ("profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
+_CONFIG_WORDS = ("partial comparison:", "profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
                  "toolchain changed", "rank ids differ", "CANN version changed", "torch_npu version changed",
                  "kernel_details header changed")
 
@@ -19,25 +19,30 @@ def incomparable_gated(result) -> int:
 
 
 def verdict_line(result) -> str:
-    """``PASS``, ``PASS (partial: N gated metrics not comparable)``, ``REGRESSION: 2 causes,
-    16 failing gated metrics``, ``UNSURE``, or the status of a check that compared nothing."""
+    """``PASS``, ``PASS (partial: N gated metrics not comparable)``, ``REGRESSION``, ``UNSURE``
+    (partial likewise), or the status of a check that compared nothing."""
     status = str(result.status)
     if status in (terms.PASS, terms.UNSURE_STATUS, terms.FAIL):
         n_inc = incomparable_gated(result)
-        partial = f" (partial: {n_inc} gated metric{'s' if n_inc != 1 else ''} not comparable)" if n_inc else ""
-        if status == terms.FAIL:
-            failing = sum(1 for c in result.comparisons if c.fails)
-            nc = sum(1 for x in result.causes if x.get("fails"))
-            un = sum(1 for k in result.unexplained if _fails(result, k))
-            what = []
-            if nc:
-                what.append(f"{nc} cause{'s' if nc != 1 else ''}")
-            if un:
-                what.append(f"{un} unexplained")
-            return f"{status}{partial}: " + (" + ".join(what) + ", " if what else "") + \
-                f"{failing} failing gated metric{'s' if failing != 1 else ''}"
-        return status + partial
+        if n_inc:
+            return f"{status} (partial: {n_inc} gated metric{'s' if n_inc != 1 else ''} not comparable)"
     return status
+
+
+def verdict_detail(result) -> str:
+    """What a failing verdict consists of: ``2 causes, 16 failing gated metrics`` ("" unless
+    the check failed)."""
+    if str(result.status) != terms.FAIL:
+        return ""
+    failing = sum(1 for c in result.comparisons if c.fails)
+    nc = sum(1 for x in result.causes if x.get("fails"))
+    un = sum(1 for k in result.unexplained if _fails(result, k))
+    what = []
+    if nc:
+        what.append(f"{nc} cause{'s' if nc != 1 else ''}")
+    if un:
+        what.append(f"{un} unexplained")
+    return (" + ".join(what) + ", " if what else "") + f"{failing} failing gated metric{'s' if failing != 1 else ''}"
 
 
 def _fails(result, key) -> bool:
@@ -53,16 +58,21 @@ def group_views(comparisons) -> list[dict]:
     """Comparisons of one metric in several cross-rank views as one row: ``subject`` (the
     reason's subject without the view tag), ``key`` (the metric key without the view),
     ``name``, ``views`` ({view: Comparison}), ``fails``, ``verdict`` (the worst). Order kept."""
+    from perfgate.model import parse_metric_key
     rows: dict = {}
     for c in comparisons:
-        labels = {k: v for k, v in c.labels.items() if k != "view"}
-        k = (c.name, tuple(sorted(labels.items())))
+        try:
+            name, labels = parse_metric_key(c.key)
+        except Exception:   # a hand-made key: fall back to the comparison's labels
+            name, labels = c.name, dict(c.labels)
+        labels.pop("view", None)
+        k = (name, tuple(sorted(labels.items())))
         if k not in rows:
             subject = c.reason.split(": ", 1)[0]
             view = c.labels.get("view")
             if view:
                 subject = subject.replace(f" [{view}]", "")
-            key = c.name + ("{" + ",".join(f"{a}={b}" for a, b in sorted(labels.items())) + "}" if labels else "")
+            key = name + ("{" + ",".join(f"{a}={b}" for a, b in sorted(labels.items())) + "}" if labels else "")
             rows[k] = {"subject": subject, "key": key, "name": c.name, "views": {}, "fails": False,
                        "verdict": c.verdict, "unit": c.unit}
         r = rows[k]
@@ -80,19 +90,19 @@ def view_columns(rows) -> list:
 
 
 def short_change(c) -> str:
-    """A comparison's change in a few characters: ``47.7% → 41.3% (−6.5 pp)``, ``10 → 20``,
-    ``8,094 → 6,902 us (−14.7%)``."""
+    """A comparison's change in a few characters: ``47.7% -> 41.3% (-6.5 pp)``, ``10 -> 20``,
+    ``8,094 -> 6,902 us (-14.7%)``."""
     if c is None:
         return "—"
     if c.delta is None:
         return str(c.verdict)
     b, v = c.baseline, c.candidate
     if c.unit == "ratio":
-        return f"{b * 100:.1f}% → {v * 100:.1f}% ({c.delta * 100:+.1f} pp)"
+        return f"{b * 100:.1f}% -> {v * 100:.1f}% ({c.delta * 100:+.1f} pp)"
     if c.unit in ("calls", "steps", "rows", "layers", "blocks"):
-        return f"{b:g} → {v:g}"
+        return f"{b:g} -> {v:g}"
     rel = f" ({c.delta_rel:+.1%})" if c.delta_rel is not None else ""
-    return f"{b:,.0f} → {v:,.0f} {c.unit}{rel}"
+    return f"{b:,.0f} -> {v:,.0f} {c.unit}{rel}"
 
 
 def cause_title(x: dict) -> str:
@@ -136,8 +146,10 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
     (at most 5, one line each, plus a line of the metrics each explains), unexplained
     symptoms, the two most important notes; about 15 lines. ``verbose`` adds every gated change,
     every note and failed self-check in full; ``quiet`` keeps the verdict line only."""
+    detail = verdict_detail(result)
     out = [f"perfgate: {verdict_line(result)} (exit {result.exit_code})"
-           + (f" against baseline {result.baseline_name!r}" if result.baseline_name else "")]
+           + (f" against baseline {result.baseline_name!r}" if result.baseline_name else "")
+           + (f": {detail}" if detail else "")]
     if result.error:
         e = result.error
         where = e.get("path") or ""
