@@ -80,3 +80,13 @@ def test_scale_not_identified_when_most_families_changed(tmp_path, policy):
     s = scale_factor(b, c, "rank0")
     assert not s.identified and "more than half" in s.why
     assert s.value == pytest.approx(s.device)   # falls back to the plain share comparison
+
+
+def test_calibrate_refuses_mixed_profiler_levels(text_captures, tmp_path, policy):
+    """Level0 + Level1 + Level2 are three configurations, not three repeats (issue 18)."""
+    from perfgate.errors import UsageError
+    from perfgate.gate import calibrate
+    with pytest.raises(UsageError, match="profiler_level|type_available") as e:
+        calibrate([text_captures / lvl for lvl in ("level0", "level1", "level2")], tmp_path / "p.yaml",
+                  policy=policy)
+    assert "same job" in e.value.message and not (tmp_path / "p.yaml").exists()
