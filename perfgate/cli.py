@@ -467,13 +467,17 @@ def _gated_keys(hs, policy):
 
 def _trends(hs, policy, keys, branch):
     from perfgate.history.changepoints import change_points
+    from perfgate.history.parts import is_part, normalised_part_series
     h = policy.history
-    res = []
+    res, cache = [], {}
     for key, direction in keys:
         s = hs.series(key, branch=branch, with_set=True)
         s = s[s["status"] == "kept"]
         for sk, part in s.groupby("series_key", sort=False, dropna=False):
             part = part.reset_index(drop=True)
+            if is_part(key):   # the part's own time relative to the device, as a check judges it
+                part = normalised_part_series(hs, key, part, branch, cache)
+                direction = terms.LOWER_IS_BETTER if direction == terms.EXACT else direction
             cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
                                 min_size=int(h["min_size"]), alpha=float(h["alpha"]),
                                 min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
@@ -537,7 +541,9 @@ def history_report(branch, last_n, out, db_path, policy_path):
         outp.mkdir(parents=True, exist_ok=True)
         parts = [f"# perfgate history report{' — branch ' + branch if branch else ''}", ""]
         n = 0
-        for key, sk, series, cps in _trends(hs, policy, _gated_keys(hs, policy), branch):
+        from perfgate.report.history import severity_key
+        for key, sk, series, cps in sorted(_trends(hs, policy, _gated_keys(hs, policy), branch),
+                                           key=lambda t: severity_key(t[0], t[3])):  # step time first
             recent = [c for c in cps if c.index >= len(series) - last_n]
             if not recent:
                 continue
