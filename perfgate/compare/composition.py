@@ -22,9 +22,11 @@ family that holds most of the time, which is exactly the family that may have ch
 
 **A part** with baseline / candidate shares ``p_b`` / ``p_c`` and device ΣDuration per step
 ``D_b`` / ``D_c`` (``device.time_us{caliber=sum_duration}``) has the own-time ratio
-``r = (p_c·D_c) / (p_b·D_b)`` and, relative to the device, ``r / s``. Its change in share
-units is ``Δ* = p_b · (r/s − 1)``: how far its share would have moved had only this part
-changed (first order). The part is judged by :meth:`perfgate.terms.Direction.judge` on
+``r = (p_c·D_c) / (p_b·D_b)`` and, relative to the device, ``q = r / s``. Its change in share
+units is ``Δ* = p_b·q / (p_b·q + 1 − p_b) − p_b = p_b (1 − p_b)(q − 1) / (p_b·q + 1 − p_b)``:
+exactly how far its share would have moved had only this part changed (so a part that did move
+alone is judged on its observed share change, as before, and the test is no stricter than the
+plain share comparison for it). The part is judged by :meth:`perfgate.terms.Direction.judge` on
 ``Δ*`` against the policy tolerance of the share (``Tolerance.allowance(p_b)``: a pp tolerance
 in share units, plus any learned noise band), and it regresses only when its share also grew
 (improves only when its share also fell); otherwise it is ``unchanged``, a consequence of
@@ -150,7 +152,7 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
     else:
         r = pc / pb * scale.device
         rel = r / scale.value
-        nd = pb * (rel - 1.0)
+        nd = pb * (1.0 - pb) * (rel - 1.0) / (pb * rel + 1.0 - pb)   # the share it alone would move
     allow = rule.tolerance.allowance(pb) + noise + 1e-12
     own = direction.judge(nd, allowance=allow)
     share_up, share_down = pc > pb, pc < pb
@@ -161,8 +163,8 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
     if c.stats.get("q") is not None and c.verdict == terms.UNCHANGED:
         verdict = terms.UNCHANGED      # repeated captures: not significant stays unchanged
     rel_text = "new" if rel == float("inf") else f"×{rel:.3f}"
-    own_text = (f"own ΣDuration {rel_text} relative to the {scale.describe()}, "
-                f"{nd * 100:+.2f} pp at the baseline share")
+    own_text = (f"own ΣDuration {rel_text} relative to the {scale.describe()}: "
+                f"{nd * 100:+.2f} pp had it alone changed")
     if verdict == terms.UNCHANGED and moved:
         tail = (f"{own_text}, but its share moved the other way: unchanged")
     elif verdict == terms.UNCHANGED and c.verdict != terms.UNCHANGED:
