@@ -37,6 +37,12 @@ here: a part using less of the device's time is faster, not different. Consequen
 - device-wide drift (every family ×k) gives ``s = k`` and ``r = k``: no part changes;
 - counts (calls per step) are never normalised: they stay exact comparisons.
 
+**Repeated captures.** When the two-gate test (:mod:`perfgate.compare.stats`) gave the share
+change an interval ``[lo, hi]`` (share units), the part is judged on that interval less the
+change the other parts caused, ``[lo − e, hi − e]`` with ``e = (p_c − p_b) − Δ*``, against the
+statistics tolerance of the metric (``statistics.tolerances``) by the same ``Direction.judge``:
+beyond it a regression / improvement, inside it unchanged, straddling it ``unsure``.
+
 **When it cannot work.** The median is the ratio of an unchanged family only while fewer than
 half of the measured families changed. When fewer than half of them lie within
 :data:`SCALE_AGREEMENT` of ``s`` (or fewer than :data:`MIN_FAMILIES` are measured, or
@@ -135,13 +141,14 @@ def _direction(rule) -> terms.Direction:
 
 
 def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Fingerprint,
-               noise: float = 0.0) -> Comparison:
+               noise: float = 0.0, stat_tolerance=None) -> Comparison:
     """Re-judge one part share ``c`` (see the module doc). ``c`` keeps its verdict when it is
     not a value comparison or the device ΣDuration is unknown. Adds ``composition`` to
     ``c.stats``: ``ratio`` (r), ``scale`` (s), ``relative`` (r/s), ``normalised_delta`` (Δ*,
     a share), ``identified``."""
-    if rule is None or c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT, terms.UNCHANGED) \
-            or scale.device is None or c.delta is None:
+    interval = c.stats.get("ci") if c.stats.get("effect_kind") == "diff" else None
+    judged = (terms.REGRESSION, terms.IMPROVEMENT, terms.UNCHANGED) + ((terms.UNSURE,) if interval else ())
+    if rule is None or c.verdict not in judged or scale.device is None or c.delta is None:
         return c
     pb, pc = float(c.baseline or 0.0), float(c.candidate or 0.0)
     if pb <= 0 and pc <= 0:
@@ -153,19 +160,31 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
         r = pc / pb * scale.device
         rel = r / scale.value
         nd = pb * (1.0 - pb) * (rel - 1.0) / (pb * rel + 1.0 - pb)   # the share it alone would move
-    allow = rule.tolerance.allowance(pb) + noise + 1e-12
-    own = direction.judge(nd, allowance=allow)
+    tol = (stat_tolerance or rule.tolerance) if interval else rule.tolerance
+    allow = tol.allowance(pb) + noise + 1e-12
+    if interval:
+        # repeated captures: the two-gate interval of the share change, minus the part of the
+        # change that other parts caused (observed change − Δ*), judged like the interval itself
+        side = (pc - pb) - nd
+        own = direction.judge(interval[0] - side, interval[1] - side, allow)
+    else:
+        own = direction.judge(nd, allowance=allow)
     share_up, share_down = pc > pb, pc < pb
     worse_up = direction is terms.Direction.LOWER_IS_BETTER
     moved = own in (terms.REGRESSION, terms.IMPROVEMENT)
     agrees = moved and ((nd > 0 and share_up) or (nd < 0 and share_down))
     verdict = own if agrees else terms.UNCHANGED
+    if own == terms.UNSURE:
+        verdict = terms.UNSURE
     if c.stats.get("q") is not None and c.verdict == terms.UNCHANGED:
         verdict = terms.UNCHANGED      # repeated captures: not significant stays unchanged
     rel_text = "new" if rel == float("inf") else f"×{rel:.3f}"
     own_text = (f"own ΣDuration {rel_text} relative to the {scale.describe()}: "
                 f"{nd * 100:+.2f} pp had it alone changed")
-    if verdict == terms.UNCHANGED and moved:
+    if verdict == terms.UNSURE:
+        tail = (f"{own_text}; the share's interval less the other parts' effect straddles {tol.describe(c.unit)}: "
+                f"unsure")
+    elif verdict == terms.UNCHANGED and moved:
         tail = (f"{own_text}, but its share moved the other way: unchanged")
     elif verdict == terms.UNCHANGED and c.verdict != terms.UNCHANGED:
         tail = f"{own_text}, within {c.tolerance}: its share moved because other parts changed (a consequence)"
@@ -210,7 +229,7 @@ def _exposure_consequence(c: Comparison, by_key: dict) -> Comparison:
 
 
 def judge_parts(comparisons: list, base: Fingerprint, cand: Fingerprint, rules: dict,
-                noise: dict | None = None) -> tuple[list, list]:
+                noise: dict | None = None, stat_tolerances: dict | None = None) -> tuple[list, list]:
     """Re-judge every part share in ``comparisons`` relative to its view's scale factor, and
     exposure consequences. Returns ``(comparisons, notes)``; a note per view whose scale was
     not identified, and one sentence naming the scale of each view otherwise."""
@@ -221,7 +240,8 @@ def judge_parts(comparisons: list, base: Fingerprint, cand: Fingerprint, rules: 
             view = c.labels.get("view")
             if view not in scales:
                 scales[view] = scale_factor(base, cand, view)
-            c = judge_part(c, rules.get(c.key), scales[view], base, cand, (noise or {}).get(c.key, 0.0))
+            c = judge_part(c, rules.get(c.key), scales[view], base, cand, (noise or {}).get(c.key, 0.0),
+                           (stat_tolerances or {}).get(c.name))
         out.append(c)
     by_key = {c.key: c for c in out}
     out = [_exposure_consequence(c, by_key) for c in out]

@@ -305,7 +305,8 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
                               tolerance=tol_text, reason=reason, **common))
     out = apply_statistics(out, base, cand, policy, rules=rules)
-    out, part_notes = judge_parts(out, base, cand, rules, noise)
+    out, part_notes = judge_parts(out, base, cand, rules, noise,
+                                  (getattr(policy, "statistics", None) or {}).get("tolerances", {}))
     notes.extend(part_notes)
     out = [attribute_families(_attribute(c, base, cand), base, cand) for c in out]
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
