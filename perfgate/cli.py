@@ -14,6 +14,7 @@ import click
 from perfgate import errors, terms
 from perfgate.version import __version__
 from perfgate.errors import PerfgateError
+from perfgate.terms import TraceMode
 
 DEFAULT_OUT = "perfgate-out"
 
@@ -70,10 +71,8 @@ common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", 
 no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace never.")
 
 
-def _with_trace(trace_mode, no_trace):
-    if no_trace or trace_mode == "never":
-        return False
-    return "require" if trace_mode == "always" else "auto"
+def _with_trace(trace_mode, no_trace) -> TraceMode:
+    return TraceMode.NEVER if no_trace else TraceMode.of(trace_mode)
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
                               help="Processes for per-rank work (default: all cores for large captures).")
 
@@ -185,7 +184,9 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     passed = sum(c.status == "pass" for c in checks)
     skipped = sum(c.status == "skipped" for c in checks)
     click.echo(f"saved baseline {name!r} -> {path}")
-    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']}, "
+    job = fp.config.get("job_world_size")
+    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']} "
+               f"(job world size {job if job is not None else 'not recorded'}), "
                f"self-checks: {passed} passed, {skipped} skipped")
     for w in fp.warnings[:10]:
         click.echo(f"  warning: {w}")
@@ -792,12 +793,14 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
 @main.command()
 @click.argument("capture", type=click.Path())
 @common_policy
-def structure(capture, policy_path):
+@common_trace
+@no_trace_opt
+def structure(capture, policy_path, trace_mode, no_trace):
     """Print the layer / block classes and fusion candidates of CAPTURE as JSON (fusion
     candidates are informational: no claim about gains)."""
     from perfgate.run import structure_report
     try:
-        rep = structure_report(capture, _policy(policy_path))
+        rep = structure_report(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace))
     except PerfgateError as e:
         _fail(e)
     click.echo(json.dumps(rep, indent=1, ensure_ascii=False, default=str))

@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from perfgate.terms import TraceMode
 from perfgate.errors import InvalidCaptureError, UsageError
 from perfgate.model import Fingerprint
 
 
-def _summarize_location(loc, policy, root, with_trace):
+def _summarize_location(loc, policy, root, with_trace):  # with_trace: a terms.TraceMode
     """Worker body (module level so process pools and dask can pickle it): one rank's files
     -> its summary. Errors come back as values so every rank's problem is reported."""
     from perfgate.ingest import as_capture_error, load_rank
@@ -73,13 +74,15 @@ def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_
     return box["client"]
 
 
-def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, workers: int | None = None,
+def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provenance=None, workers: int | None = None,
                      scheduler: str | None = None, progress=None) -> Fingerprint:
     """Discover a capture and fingerprint it, ranks in parallel.
 
     Args:
-        workers: processes for a local pool (None = all cores when the capture is large
-            enough to benefit, 1 = in this process).
+        workers: at most this many processes for a local pool (None = all cores, 1 = in
+            this process). A pool starts only when the ranks' kernel tables and traces exceed
+            AUTO_PARALLEL_BYTES (64 MiB); below that the work runs in this process, because
+            starting the pool would cost more CPU than it saves.
         scheduler: a dask.distributed scheduler address (``tcp://HOST:PORT``): per-rank work
             is mapped onto that cluster instead (the files must be readable there).
         progress: optional callable ``(done, total)`` called as ranks finish.
@@ -110,8 +113,11 @@ def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, 
         finally:
             client.close()
     else:
-        n = workers if workers is not None else (
-            min(os.cpu_count() or 1, total) if total > 1 and _kernel_bytes(locs) > AUTO_PARALLEL_BYTES else 1)
+        n = min(workers if workers is not None else (os.cpu_count() or 1), total)
+        if n > 1 and _kernel_bytes(locs) <= AUTO_PARALLEL_BYTES:
+            # a small capture: each pool process would spend more CPU importing perfgate than
+            # its share of the work (--workers 2 on 64 x 200-row ranks: same wall, ~1.5-2x CPU)
+            n = 1
         if n > 1 and total > 1:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -178,10 +184,13 @@ def refuse_same_content(paths, fps) -> None:
         seen[d] = p
 
 
-def structure_report(capture_path, policy, *, ranks=None) -> dict:
+def structure_report(capture_path, policy, *, ranks=None, with_trace=TraceMode.NEVER) -> dict:
     """``{"capture", "rules", "counterexamples", "ranks": [{"rank", "steps", "layers", "classes",
     "fusion"}]}`` for every rank (or the ranks in ``ranks``). Row numbers are kernel table
-    data rows; times are µs.
+    data rows; times are µs. ``with_trace`` (:class:`perfgate.terms.TraceMode`) is honoured as
+    by every command (ALWAYS refuses a rank without a timeline; the structure itself needs only
+    the kernel table, so the default is NEVER). Partial ranks (no kernel table) are listed with
+    no structure.
 
     Raises:
         UsageError: the policy has ``segments: null``.
@@ -196,10 +205,13 @@ def structure_report(capture_path, policy, *, ranks=None) -> dict:
     rules = getattr(policy, "segments", None)
     if rules is None:
         raise UsageError("the policy turns segmentation off (segments: null)")
-    cap = load_capture(capture_path, with_trace=False)
+    cap = load_capture(capture_path, with_trace=with_trace)
     out = []
     for r in cap.ranks:
         if ranks is not None and r.rank not in ranks:
+            continue
+        if r.kernels is None:
+            out.append({"rank": r.rank, "kernel_file": None, "partial": list(r.tables)})
             continue
         k = r.kernels.df
         cats = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available else None
