@@ -296,7 +296,7 @@ def test_cli_several_captures_and_calibrate(repeated, tmp_path):
                           "--out", str(tmp_path / "o"), "--no-trace"])
     assert out.exit_code == 0 and "UNSURE" in out.output and "unsure" in out.output
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
-    assert res["status"] == "UNSURE" and res["counts"]["unsure"] > 0
+    assert res["status"] == "UNSURE" and res["counts"]["gated"]["unsure"] > 0
     pol = tmp_path / "cal.yaml"
     out = r.invoke(main, ["calibrate", *map(str, base[:3]), "--out", str(pol), "--no-trace"])
     assert out.exit_code == 0, out.output
