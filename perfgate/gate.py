@@ -186,10 +186,38 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
+    from perfgate.compare.causes import find_causes
+    causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views)
+    partial, error = _partial_note(comparisons, policy), None
+    if partial:
+        notes.insert(0, partial[0])
+        if partial[1]:
+            status, code = terms.INCOMPATIBLE, errors.EXIT_NO_BASELINE
+            error = {"message": f"baseline {baseline_name!r} cannot judge this capture: {partial[0]}",
+                     "kind": "incompatible_baseline", "path": None, "row": None, "byte_offset": None,
+                     "hint": "compare like with like (same profiler level and export), or raise "
+                             "max_incomparable_fraction in the policy"}
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
                       self_checks=cand.self_checks, notes=tuple(notes), baseline_name=baseline_name,
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
-                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail)
+                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail,
+                      causes=tuple(causes), unexplained=tuple(unexplained), error=error)
+
+
+def _partial_note(comparisons, policy) -> tuple[str, bool] | None:
+    """A partial comparison (some gated metrics incomparable): the note, and whether it exceeds
+    the policy's ``max_incomparable_fraction`` (then the check is INCOMPATIBLE_BASELINE, exit 4)."""
+    gated = [c for c in comparisons if c.gated]
+    inc = sum(1 for c in gated if c.verdict == terms.INCOMPARABLE)
+    if not gated or not inc:
+        return None
+    frac = inc / len(gated)
+    limit = getattr(policy, "max_incomparable_fraction", None)
+    over = limit is not None and frac > limit
+    return (f"partial comparison: {inc} of {len(gated)} gated metrics ({frac:.0%}) are not comparable"
+            + (f", above the policy's max_incomparable_fraction {limit:g}: the baseline cannot vouch for this "
+               f"capture" if over else (f" (policy max_incomparable_fraction {limit:g})" if limit is not None
+                                        else "; set max_incomparable_fraction in the policy to fail such checks"))), over
 
 
 def with_operator_compare(base, cand, policy) -> dict:

@@ -1,4 +1,4 @@
-"""Issue 3: step anatomy, host-bound labels (with near-threshold pairs from the synthetic
+"""Step anatomy, host-bound labels (with near-threshold pairs from the synthetic
 writer), warm-up, slow rank, ranks from different runs, HCCL kinds and exposed-communication
 attribution, communication.json figures and bad input."""
 import json
