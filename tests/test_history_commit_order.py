@@ -98,7 +98,9 @@ def test_history_baseline_uses_the_newest_commits(backfilled, monkeypatch):
     r = CliRunner().invoke(main, ["check", "--baseline", "history:main", str(cand), "--db", str(db),
                                   "--out", str(d / "out")], env=NO_CI)
     assert r.exit_code in (0, 1), r.output
-    note = next(ln for ln in r.output.splitlines() if "baseline history:main" in ln)
+    import json
+    result = json.loads((d / "out" / "perfgate-result.json").read_text())
+    note = next(n for n in result["notes"] if "baseline history:main" in n)
     used = re.findall(r"'([0-9a-f]{12})'", note)
     assert used == [s[:12] for s in reversed(shas[-5:])], note  # window 5: c12..c8, not the back-filled c2..c6
 
