@@ -341,19 +341,24 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
 
 
 def _records(df: pd.DataFrame, limit: int | None = None) -> list:
-    out = []
-    for rec in (df if limit is None else df.head(limit)).to_dict("records"):
-        clean = {}
-        for key, v in rec.items():
+    """DataFrame -> JSON-safe records (non-finite floats -> None, floats rounded to 6 places,
+    numpy scalars -> Python). Column-wise (one ``tolist`` per column) instead of
+    ``to_dict("records")``: same values, a fraction of the per-rank fixed cost."""
+    d = df if limit is None else df.head(limit)
+    names = list(d.columns)
+    cols = []
+    for j in range(len(names)):
+        clean = []
+        for v in d.iloc[:, j].tolist():
             if isinstance(v, (np.integer,)):
                 v = int(v)
             elif isinstance(v, (float, np.floating)):
                 v = None if not np.isfinite(v) else round(float(v), 6)
             elif v is pd.NA or v is None:
                 v = None
-            clean[key] = v
-        out.append(clean)
-    return out
+            clean.append(v)
+        cols.append(clean)
+    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(d))]
 
 
 def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, kfile: str,
