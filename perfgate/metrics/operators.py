@@ -395,8 +395,8 @@ def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
     fam = family_table(kk, spec.mixed_within)
     metrics: dict = {}
-    ev_fam = {r["family"]: f"{kfile}: {r['calls']} call(s), ΣDuration {r['sum_dur_us']:,.3f} us"
-              for r in fam[["family", "calls", "sum_dur_us"]].to_dict("records")}
+    ev_fam = {f: f"{kfile}: {c} call(s), ΣDuration {d:,.3f} us"
+              for f, c, d in zip(fam["family"].tolist(), fam["calls"].tolist(), fam["sum_dur_us"].tolist())}
     for f, v in per_step_shares(kk, "family", steps).items():
         metrics[("share.family", (("family", f),))] = (v, ev_fam.get(f, kfile), {})
     if policy.phases.rules:
