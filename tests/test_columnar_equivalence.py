@@ -76,3 +76,74 @@ def test_op_identity_checks_equal_the_per_step_loop(seed, n):
             assert c.message.startswith(f"{w[2]} op(s)") and f"{w[3]:.6f} us" in c.message
         else:
             assert c.expected == w[3] and f"({w[2]} op(s) off" in c.message
+
+
+def _records_by_to_dict(df, finite):
+    """The row-wise ``to_dict("records")`` cleaning the column-wise records replaced."""
+    out = []
+    for rec in df.to_dict("records"):
+        clean = {}
+        for key, v in rec.items():
+            if isinstance(v, np.integer):
+                v = int(v)
+            elif isinstance(v, (float, np.floating)):
+                v = None if (not np.isfinite(v) if finite else np.isnan(v)) else round(float(v), 6)
+            elif v is pd.NA or (finite and v is None):
+                v = None
+            clean[key] = v
+        out.append(clean)
+    return out
+
+
+def _mixed_frame(seed, n):
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=n) * 1e3
+    f[rng.random(n) < 0.2] = np.nan
+    if n:
+        f[0] = np.inf if seed % 2 else f[0]
+    return pd.DataFrame({
+        "family": [f"fam{i % 5}" for i in range(n)],
+        "calls": rng.integers(0, 1000, n),
+        "share": f,
+        "bound": pd.Categorical(rng.choice(["mac", "vec", "mte2"], n)),
+        "flag": rng.random(n) < 0.5,
+        "obj": pd.Series([np.int64(i) if i % 3 else np.float64(i / 7) for i in range(n)], dtype=object),
+        "nullable": pd.array([None if i % 4 == 0 else i for i in range(n)], dtype="Int64"),
+    })
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(0, 30))
+def test_column_wise_records_equal_to_dict_records(seed, n):
+    """operators._records / fingerprint._records (column-wise, per-rank fixed cost) give the
+    same JSON-safe records as the to_dict("records") loops they replaced."""
+    from perfgate.metrics import fingerprint, operators
+    df = _mixed_frame(seed, n)
+    assert operators._records(df) == _records_by_to_dict(df, finite=True)
+    assert operators._records(df, limit=3) == _records_by_to_dict(df.head(3), finite=True)
+    assert fingerprint._records(df) == _records_by_to_dict(df, finite=False)
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(1, 60), st.booleans())
+def test_per_step_table_equals_the_loc_selection(seed, n, weighted):
+    """metrics.kernels._per_step (rows/columns selected in numpy) equals the full bincount table
+    selected with .loc (its former form): same index, columns, dtype and values."""
+    from perfgate.metrics import kernels as km
+    rng = np.random.default_rng(seed)
+    steps = pd.Categorical(rng.choice(["1", "2", "10", None], n), categories=["1", "2", "3", "10"])
+    fam = pd.Categorical(rng.choice(["a", "b", "c"], n), categories=["a", "b", "c", "z"])
+    df = pd.DataFrame({"step": steps, "family": fam, "dur_ns": rng.integers(0, 10**6, n)})
+    got = km._per_step(df, "family", "dur_ns" if weighted else None)
+    keep = df["step"].notna() & df["family"].notna()
+    if not keep.any():
+        assert got.empty
+        return
+    d = df[keep]
+    sc, kc = d["step"].cat.codes.to_numpy(), d["family"].cat.codes.to_numpy()
+    flat = np.bincount(sc * 4 + kc, weights=d["dur_ns"].to_numpy().astype(float) if weighted else None,
+                       minlength=16).reshape(4, 4)
+    full = pd.DataFrame(flat, index=pd.Index(df["step"].cat.categories.astype(str), name="step"),
+                        columns=pd.Index(df["family"].cat.categories, name="family"))
+    want = full.loc[np.bincount(sc, minlength=4) > 0, np.bincount(kc, minlength=4) > 0].astype(np.int64)
+    pd.testing.assert_frame_equal(got, want)

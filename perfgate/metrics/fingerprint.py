@@ -666,20 +666,23 @@ def _config_from_summaries(sums, policy) -> dict:
 
 
 def _records(df: pd.DataFrame) -> list:
-    """DataFrame -> JSON-safe records (NaN -> None, numpy scalars -> Python)."""
-    out = []
-    for rec in df.to_dict("records"):
-        clean = {}
-        for k, v in rec.items():
+    """DataFrame -> JSON-safe records (NaN -> None, floats rounded to 6 places, numpy scalars
+    -> Python). Column-wise (one ``tolist`` per column) instead of ``to_dict("records")``:
+    same values, a fraction of the per-rank fixed cost."""
+    names = list(df.columns)
+    cols = []
+    for j in range(len(names)):
+        clean = []
+        for v in df.iloc[:, j].tolist():
             if isinstance(v, (np.integer,)):
                 v = int(v)
             elif isinstance(v, (np.floating, float)):
                 v = None if np.isnan(v) else round(float(v), 6)
             elif v is pd.NA:
                 v = None
-            clean[k] = v
-        out.append(clean)
-    return out
+            clean.append(v)
+        cols.append(clean)
+    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(df))]
 
 
 _SENDRECV = re.compile(r"(?i)batchsendrecv|hcom_send")

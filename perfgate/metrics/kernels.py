@@ -203,12 +203,13 @@ def _per_step(df: pd.DataFrame, key: str, weights=None) -> pd.DataFrame:
         w = df[weights].to_numpy()
         w = (w if all_rows else w[keep]).astype(np.float64)
     flat = np.bincount(sc * nk + kc, weights=w, minlength=ns * nk).reshape(ns, nk)
-    table = pd.DataFrame(flat, index=pd.Index(step.cat.categories.astype(str), name="step"),
-                         columns=pd.Index(k.cat.categories, name=key))
     used_rows = np.bincount(sc, minlength=ns) > 0
     used_cols = np.bincount(kc, minlength=nk) > 0
-    table = table.loc[used_rows, used_cols]
-    return table.astype(np.int64) if weights is None or df[weights].dtype.kind in "iu" else table
+    flat = flat[used_rows][:, used_cols]  # numpy selection: one DataFrame built, no .loc / astype copy
+    if weights is None or df[weights].dtype.kind in "iu":
+        flat = flat.astype(np.int64)
+    return pd.DataFrame(flat, index=pd.Index(step.cat.categories.astype(str)[used_rows], name="step"),
+                        columns=pd.Index(k.cat.categories[used_cols], name=key))
 
 
 def per_step_counts(df: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -341,19 +341,24 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
 
 
 def _records(df: pd.DataFrame, limit: int | None = None) -> list:
-    out = []
-    for rec in (df if limit is None else df.head(limit)).to_dict("records"):
-        clean = {}
-        for key, v in rec.items():
+    """DataFrame -> JSON-safe records (non-finite floats -> None, floats rounded to 6 places,
+    numpy scalars -> Python). Column-wise (one ``tolist`` per column) instead of
+    ``to_dict("records")``: same values, a fraction of the per-rank fixed cost."""
+    d = df if limit is None else df.head(limit)
+    names = list(d.columns)
+    cols = []
+    for j in range(len(names)):
+        clean = []
+        for v in d.iloc[:, j].tolist():
             if isinstance(v, (np.integer,)):
                 v = int(v)
             elif isinstance(v, (float, np.floating)):
                 v = None if not np.isfinite(v) else round(float(v), 6)
             elif v is pd.NA or v is None:
                 v = None
-            clean[key] = v
-        out.append(clean)
-    return out
+            clean.append(v)
+        cols.append(clean)
+    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(d))]
 
 
 def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, kfile: str,
@@ -390,8 +395,8 @@ def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
     fam = family_table(kk, spec.mixed_within)
     metrics: dict = {}
-    ev_fam = {r["family"]: f"{kfile}: {r['calls']} call(s), ΣDuration {r['sum_dur_us']:,.3f} us"
-              for r in fam[["family", "calls", "sum_dur_us"]].to_dict("records")}
+    ev_fam = {f: f"{kfile}: {c} call(s), ΣDuration {d:,.3f} us"
+              for f, c, d in zip(fam["family"].tolist(), fam["calls"].tolist(), fam["sum_dur_us"].tolist())}
     for f, v in per_step_shares(kk, "family", steps).items():
         metrics[("share.family", (("family", f),))] = (v, ev_fam.get(f, kfile), {})
     if policy.phases.rules:
