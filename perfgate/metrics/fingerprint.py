@@ -27,6 +27,7 @@ from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
 from perfgate.metrics.intervals import busy_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
+from perfgate.metrics.summary import RankSummary
 from perfgate.metrics.steps import cross_rank_findings, label_steps, step_table, warmup_findings
 from perfgate.model import FINGERPRINT_SCHEMA, Finding, Fingerprint, MetricValue, metric_key
 
@@ -325,9 +326,9 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
     return out
 
 
-def summarize_rank(rank, policy, root) -> dict:
-    """Everything the fingerprint needs from one rank, as small picklable values, so ranks
-    can be processed in parallel (process pool or dask) and merged by
+def summarize_rank(rank, policy, root) -> RankSummary:
+    """Everything the fingerprint needs from one rank, as a picklable :class:`RankSummary`, so
+    ranks can be processed in parallel (process pool or dask) and merged by
     :func:`fingerprint_from_summaries`. Pure over ``rank``'s tables."""
     th = policy.findings
     anatomy = step_table(rank, th)
@@ -366,29 +367,29 @@ def summarize_rank(rank, policy, root) -> dict:
         kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
-    return {
-        "rank": rank.rank,
-        "metrics": metrics,
-        "segments": seg_detail,
-        "operators": dict(op_detail, rank=rank.rank),
-        "anatomy": anatomy,
-        "checks": checks,
-        "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
-        "step_time": step_time,
-        "kinds": kinds.assign(rank=rank.rank)[["rank", *kinds.columns]],
-        "warnings": warnings,
-        "info": dict(rank.location.info),
-        "has_comm": rank.comm is not None,
-        "has_trace": rank.trace is not None,
-        "has_step_trace": rank.step_trace is not None,
-        "type_available": rank.kernels.type_available,
-        "core_available": rank.kernels.core_available,
-        "variant": rank.kernels.variant,
-        "steps": sorted(map(str, pd.unique(k["step"].dropna()))),
-        "rank_dir": _rel(rank.location.rank_dir, root),
-        "output_dir": _rel(rank.location.output_dir, root),
-        "rank_source": rank.location.rank_source,
-    }
+    return RankSummary(
+        rank=rank.rank,
+        metrics=metrics,
+        segments=seg_detail,
+        operators=dict(op_detail, rank=rank.rank),
+        anatomy=anatomy,
+        checks=checks,
+        findings=label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
+        step_time=step_time,
+        kinds=kinds.assign(rank=rank.rank)[["rank", *kinds.columns]],
+        warnings=warnings,
+        info=dict(rank.location.info),
+        has_comm=rank.comm is not None,
+        has_trace=rank.trace is not None,
+        has_step_trace=rank.step_trace is not None,
+        type_available=rank.kernels.type_available,
+        core_available=rank.kernels.core_available,
+        variant=rank.kernels.variant,
+        steps=sorted(map(str, pd.unique(k["step"].dropna()))),
+        rank_dir=_rel(rank.location.rank_dir, root),
+        output_dir=_rel(rank.location.output_dir, root),
+        rank_source=rank.location.rank_source,
+    )
 
 
 def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
@@ -403,7 +404,7 @@ def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     step_sum.index = step_sum.index.astype(str)
     kfile = _rel(rank.kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {
-        "rank": rank.rank, "steps": _records(seg.steps), "classes": _records(class_table(seg))}
+        "rank": rank.rank, "steps": km.records(seg.steps), "classes": km.records(class_table(seg))}
 
 
 def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fingerprint:
@@ -423,50 +424,50 @@ def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fing
     return fingerprint_from_summaries(sums, policy, capture.path, provenance, list(capture.warnings))
 
 
-def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None = None,
+def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance: dict | None = None,
                                warnings: list | None = None) -> Fingerprint:
     """Merge per-rank summaries (:func:`summarize_rank`) into one fingerprint: cross-rank
     views (rank0 / p50 / max / skew), warm-up and cross-rank findings, config, provenance."""
     from pathlib import Path
-    sums = sorted(sums, key=lambda x: x["rank"])
+    sums = sorted(sums, key=lambda x: x.rank)
     th = policy.findings
-    metrics = _views({x["rank"]: x["metrics"] for x in sums}, policy)
-    checks = [c for x in sums for c in x["checks"]]
-    findings = [f for x in sums for f in x["findings"]]
-    tables = pd.concat([x["anatomy"] for x in sums if len(x["anatomy"])] or [pd.DataFrame(columns=["rank", "step"])],
+    metrics = _views({x.rank: x.metrics for x in sums}, policy)
+    checks = [c for x in sums for c in x.checks]
+    findings = [f for x in sums for f in x.findings]
+    tables = pd.concat([x.anatomy for x in sums if len(x.anatomy)] or [pd.DataFrame(columns=["rank", "step"])],
                        ignore_index=True)
     findings.extend(warmup_findings(tables, th, "kernel_details.csv"))
-    step_time = {k: v for x in sums for k, v in x["step_time"].items()}
-    findings.extend(cross_rank_findings(tables, step_time, {x["rank"]: x["info"] for x in sums}, th))
-    have = [x["rank"] for x in sums if x["has_comm"]]
+    step_time = {k: v for x in sums for k, v in x.step_time.items()}
+    findings.extend(cross_rank_findings(tables, step_time, {x.rank: x.info for x in sums}, th))
+    have = [x.rank for x in sums if x.has_comm]
     for x in sums:
-        if not x["has_comm"] and have:
+        if not x.has_comm and have:
             findings.append(Finding(
-                "COMM_JSON_MISSING", "warn", x["rank"], None,
-                f"rank {x['rank']} has no communication.json while rank(s) {have[:6]} do: communication.json "
-                f"figures are not comparable for this capture", x["output_dir"]))
-    kinds = pd.concat([x["kinds"] for x in sums if len(x["kinds"])] or [pd.DataFrame()], ignore_index=True)
-    detail = {"steps": _records(tables), "comm_kinds": _records(kinds)}
+                "COMM_JSON_MISSING", "warn", x.rank, None,
+                f"rank {x.rank} has no communication.json while rank(s) {have[:6]} do: communication.json "
+                f"figures are not comparable for this capture", x.output_dir))
+    kinds = pd.concat([x.kinds for x in sums if len(x.kinds)] or [pd.DataFrame()], ignore_index=True)
+    detail = {"steps": km.records(tables), "comm_kinds": km.records(kinds)}
     # per rank and step: the gated step time (Computing + Communication(Not Overlapped) + Free, or the
     # device wall when no step_trace / Overlap Analysis exists), for per-rank plots
     detail["step_time"] = [{"rank": int(r), "step": str(s), "time_us": round(float(v), 6)}
                            for (r, s), v in sorted(step_time.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))]
-    if any(x.get("segments") for x in sums):
-        detail["segments"] = [x["segments"] for x in sums if x.get("segments")]
+    if any(x.segments for x in sums):
+        detail["segments"] = [x.segments for x in sums if x.segments]
     detail.update(_operator_detail(sums, metrics, policy))
     warns = list(warnings or [])
-    levels = {x["info"].get("profiler_level") for x in sums}
+    levels = {x.info.get("profiler_level") for x in sums}
     if len(levels) > 1 and not any("different levels" in w for w in warns):
         warns.append(f"ranks were profiled at different levels: {sorted(map(str, levels))}")
     for x in sums:
-        warns.extend(x["warnings"])
+        warns.extend(x.warnings)
     prov = {
         "source": str(Path(root).resolve()),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "ranks": [x["rank"] for x in sums],
-        "rank_dirs": {str(x["rank"]): x["rank_dir"] for x in sums},
-        "rank_sources": {str(x["rank"]): x["rank_source"] for x in sums},
-        "steps": {str(x["rank"]): x["steps"] for x in sums},
+        "ranks": [x.rank for x in sums],
+        "rank_dirs": {str(x.rank): x.rank_dir for x in sums},
+        "rank_sources": {str(x.rank): x.rank_source for x in sums},
+        "steps": {str(x.rank): x.steps for x in sums},
         "perfgate_version": __version__,
     }
     prov.update(provenance or {})
@@ -480,7 +481,7 @@ def _operator_detail(sums, metrics, policy) -> dict:
     """The operator view of the lowest rank (families, categories, phases, pipe bound, MFU
     classes) and the policy's suggestions evaluated on the cross-rank metrics; consecutive
     kernel runs are taken from the rank with the longest run."""
-    ops = [x["operators"] for x in sums if x.get("operators")]
+    ops = [x.operators for x in sums if x.operators]
     if not ops:
         return {}
     runs = {}
@@ -508,49 +509,32 @@ def _mfu_digest(policy) -> str | None:
 
 def _config_from_summaries(sums, policy) -> dict:
     def one(key):
-        vals = sorted({str(x["info"].get(key)) for x in sums if x["info"].get(key) is not None})
+        vals = sorted({str(x.info.get(key)) for x in sums if x.info.get(key) is not None})
         return vals[0] if len(vals) == 1 else (",".join(vals) if vals else None)
 
     return {
         "world_size": len(sums),
-        "ranks": [x["rank"] for x in sums],
+        "ranks": [x.rank for x in sums],
         "profiler_level": one("profiler_level"),
         "aic_metrics": one("aic_metrics"),
         "export_type": one("export_type"),
         "torch_npu_version": one("torch_npu_version"),
         "cann_version": one("cann_version"),
-        "type_available": all(x["type_available"] for x in sums),
-        "core_available": all(x["core_available"] for x in sums),
-        "has_trace": all(x["has_trace"] for x in sums),
-        "has_step_trace": all(x["has_step_trace"] for x in sums),
-        "has_comm_json": all(x["has_comm"] for x in sums),
-        "kernel_variants": sorted({x["variant"] for x in sums}),
+        "type_available": all(x.type_available for x in sums),
+        "core_available": all(x.core_available for x in sums),
+        "has_trace": all(x.has_trace for x in sums),
+        "has_step_trace": all(x.has_step_trace for x in sums),
+        "has_comm_json": all(x.has_comm for x in sums),
+        "kernel_variants": sorted({x.variant for x in sums}),
         "family_suffix": policy.family_suffix.pattern,
         "top_n": policy.top_n,
         "categories_digest": policy.category_digest(),
         "operator_digest": _operator_digest(policy),
         "mfu_digest": _mfu_digest(policy),
-        "pipe_available": all(x.get("operators", {}).get("pipe_available") for x in sums),
-        "steps_per_rank": {str(x["rank"]): len(x["steps"]) for x in sums},
+        "pipe_available": all(x.operators.get("pipe_available") for x in sums),
+        "steps_per_rank": {str(x.rank): len(x.steps) for x in sums},
         "segments_digest": policy.segments.digest if getattr(policy, "segments", None) else None,
     }
-
-
-def _records(df: pd.DataFrame) -> list:
-    """DataFrame -> JSON-safe records (NaN -> None, numpy scalars -> Python)."""
-    out = []
-    for rec in df.to_dict("records"):
-        clean = {}
-        for k, v in rec.items():
-            if isinstance(v, (np.integer,)):
-                v = int(v)
-            elif isinstance(v, (np.floating, float)):
-                v = None if np.isnan(v) else round(float(v), 6)
-            elif v is pd.NA:
-                v = None
-            clean[k] = v
-        out.append(clean)
-    return out
 
 
 _SENDRECV = re.compile(r"(?i)batchsendrecv|hcom_send")
@@ -559,7 +543,7 @@ _SENDRECV = re.compile(r"(?i)batchsendrecv|hcom_send")
 def _bubble_note_rank(r) -> list:
     """step_trace Bubble counts only hcom_receive rows: a PP run using batchSendRecv shows 0."""
     k = r.kernels.df
-    sendrecv = k["is_comm"].to_numpy() & km._matches(k["name"], _SENDRECV)
+    sendrecv = k["is_comm"].to_numpy() & km.matches(k["name"], _SENDRECV)
     if sendrecv.any() and r.step_trace is not None and (r.step_trace["bubble_us"].fillna(0) == 0).all():
         return [Finding(
             "BUBBLE_UNRELIABLE", "info", r.rank, None,
