@@ -1,4 +1,4 @@
-"""Communication analysis: HCCL op kinds, exposed time per kind, communication.json figures.
+"""Communication analysis: HCCL op kinds, uncovered time per kind, communication.json figures.
 
 Kinds come from op names (``hcom_allReduce__586_0_1`` -> ``allreduce``): allreduce,
 allgather, reducescatter, alltoall (incl. alltoallv), broadcast, send_recv (send, receive,
@@ -40,8 +40,10 @@ def kind_of(name: str) -> str:
 
 
 def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` (time of those
-    rows not covered by the step's compute busy union), from the kernel table. Steps in order
+    """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` = *uncovered
+    communication* (per row, its Duration minus the part the step's compute busy union covers,
+    summed: ΣDuration-based; the column keeps its recorded name, see :mod:`perfgate.terms`), from
+    the kernel table, us. Steps in order
     of their first communication row, kinds sorted; rows with a blank step are left out.
     The kind is derived once per distinct kernel name."""
     cols = ["step", "kind", "calls", "sum_us", "exposed_us"]
@@ -66,12 +68,12 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
         comp = comp_idx[comp_codes == code]
         cs, ce = merge(start[comp], end[comp])
         d = dur[comm]
-        exposed = d - covered_ns(cs, ce, start[comm], end[comm])
+        uncovered = d - covered_ns(cs, ce, start[comm], end[comm])
         kinds = name_kind[name_codes[comm]]  # code -1 (no name) -> "other" as kind_of("nan") would
         for kind in sorted(set(kinds)):
             m = kinds == kind
             out.append({"step": str(step), "kind": kind, "calls": int(m.sum()),
-                        "sum_us": float(d[m].sum()) / 1000.0, "exposed_us": float(exposed[m].sum()) / 1000.0})
+                        "sum_us": float(d[m].sum()) / 1000.0, "exposed_us": float(uncovered[m].sum()) / 1000.0})
     return pd.DataFrame(out, columns=cols)
 
 

@@ -362,7 +362,7 @@ def summarize_rank(rank, policy, root) -> RankSummary:
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat)
     kk = k.assign(family=km.family_of(k["name"], policy.family_suffix))
     in_step = kk["step"].notna().to_numpy()
-    op_metrics, op_detail = opv.rank_operator_view(
+    op_metrics, op_detail = opv.rank_family_view(
         km.rows_where(kk, in_step), policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
         kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
     metrics.update(op_metrics)
@@ -478,7 +478,7 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
 
 
 def _operator_detail(sums, metrics, policy) -> dict:
-    """The operator view of the lowest rank (families, categories, phases, pipe bound, MFU
+    """The family view of the lowest rank (families, categories, phases, pipe bound, MFU
     classes) and the policy's suggestions evaluated on the cross-rank metrics; consecutive
     kernel runs are taken from the rank with the longest run."""
     ops = [x.operators for x in sums if x.operators]

@@ -1,4 +1,4 @@
-"""Operator view: kernel families with category, phase, core type, op_type class, pipeline
+"""Family view (a kernel-family view; policy section ``operators:``): kernel families with category, phase, core type, op_type class, pipeline
 bound and memory-boundness; phase shares; consecutive-kernel runs for suggestions.
 
 Pure functions over the kernel table of :mod:`perfgate.ingest.kernels` (columns ``row``,
@@ -340,9 +340,9 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
     return int(lengths[i]), int(k["row"].to_numpy()[order[hits[new_run][i]]])
 
 
-def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, kfile: str,
+def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, kfile: str,
                        path=None, variant: str = "", steps=None) -> tuple[dict, dict]:
-    """The operator view of one rank.
+    """The family view of one rank.
 
     Args:
         k: step-assigned kernel rows with a ``family`` column.

@@ -14,6 +14,8 @@ from pathlib import Path
 from perfgate import terms
 from perfgate.policy import opspec
 from perfgate.errors import PolicyError
+from perfgate.policy.sections import (FAIL_CLOSED, FindingThresholds, HistorySettings, SelfCheckSettings,
+                                      StatisticsSettings)
 from perfgate.policy.yamlfile import read_mapping
 
 _UNKNOWN_CATEGORY = "unknown"  # the bucket of kernels no category rule matches (perfgate.metrics.kernels.UNKNOWN)
@@ -22,18 +24,15 @@ DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yam
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
              "operators", "phases", "mfu", "suggestions", "statistics"}
 _TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.policy.knowledge)
-_STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
-                  "unsure_fails": False, "max_runs_hint": 50, "informational": False}
-_HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
-                     "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
-_FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
-                 "recompile_gap_ratio", "recompile_wait_ratio", "exposed_significant", "exposed_hidden",
-                 "warmup_ratio", "slow_rank_ratio", "max_collection_spread_s", "fail_closed"}
+# the settings sections' keys and defaults: perfgate.policy.sections (each default written there once)
+_STAT_KEYS = set(StatisticsSettings.allowed()) - {"tolerances"}
+_HISTORY_KEYS = set(HistorySettings.allowed())
+_FINDING_KEYS = set(FindingThresholds.allowed()) | {"fail_closed"}
 _FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "categories"}
 _RULE_KEYS = {"gated", "direction", "tolerance"}
 _TOL_KINDS = {"abs", "rel", "pp"}
 _CAT_FIELDS = {"name", "type", "core"}
-_CHECK_KEYS = {"abs_us_per_row", "abs_us_floor", "step_trace_abs_us", "require_trace", "comm_op_identity_abs_us"}
+_CHECK_KEYS = set(SelfCheckSettings.allowed())
 
 
 @dataclass(frozen=True)
@@ -111,17 +110,17 @@ class Policy:
     categories: tuple
     rules: dict
     overrides: tuple
-    self_checks: dict
+    self_checks: SelfCheckSettings
     raw: dict = field(repr=False, default_factory=dict)
-    findings: dict = field(default_factory=dict)
-    fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
-    history: dict = field(default_factory=lambda: dict(_HISTORY_DEFAULTS))
+    findings: FindingThresholds = field(default_factory=FindingThresholds)
+    fail_closed: tuple = FAIL_CLOSED
+    history: HistorySettings = field(default_factory=HistorySettings)
     segments: object = None  # perfgate.policy.knowledge.SegmentRules, or None when `segments: null`
     operators: opspec.OperatorSpec = field(default_factory=opspec.OperatorSpec)
     phases: opspec.PhaseSpec = field(default_factory=opspec.PhaseSpec)
     mfu: opspec.MfuSpec | None = None
     suggestions: tuple = ()
-    statistics: dict = field(default_factory=lambda: dict(_STAT_DEFAULTS, tolerances={}))
+    statistics: StatisticsSettings = field(default_factory=StatisticsSettings)
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -341,8 +340,6 @@ def load_policy(path=None) -> Policy:
         fields = {k: v for k, v in ov.items() if k not in ("metric", "labels")}
         overrides.append((ov["metric"], {str(k): str(v) for k, v in labels.items()},
                           _rule_fields(path, key, fields, partial=True)))
-    checks = {"abs_us_per_row": 0.001, "abs_us_floor": 0.01, "step_trace_abs_us": 1.0,
-              "require_trace": False, "comm_op_identity_abs_us": 1.0}
     sc = doc.get("self_checks") or {}
     unknown = set(sc) - _CHECK_KEYS
     if unknown:
@@ -354,7 +351,7 @@ def load_policy(path=None) -> Policy:
         elif not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise _err(path, f"self_checks.{k}", f"must be a non-negative number (YAML reads 1e9 as text: "
                                                   f"write 1.0e+9), got {v!r}")
-    checks.update(sc)
+    checks = SelfCheckSettings().with_values(sc)
     fd = doc.get("findings") or {}
     if not isinstance(fd, dict):
         raise _err(path, "findings", "must be a mapping of threshold -> number")
@@ -368,16 +365,16 @@ def load_policy(path=None) -> Policy:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise _err(path, f"findings.{k}", f"must be a non-negative number, got {v!r}")
         thresholds[k] = float(v)
-    fail_closed = fd.get("fail_closed", ["WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS"])
+    fail_closed = fd.get("fail_closed", list(FAIL_CLOSED))
     if not isinstance(fail_closed, list) or not all(isinstance(x, str) for x in fail_closed):
         raise _err(path, "findings.fail_closed", "must be a list of finding codes")
-    hist = dict(_HISTORY_DEFAULTS)
+    hist = {}
     hd = doc.get("history") or {}
     if not isinstance(hd, dict):
         raise _err(path, "history", "must be a mapping")
     for k, v in hd.items():
-        if k not in _HISTORY_DEFAULTS:
-            raise _err(path, f"history.{k}", f"unknown key (allowed: {sorted(_HISTORY_DEFAULTS)})")
+        if k not in _HISTORY_KEYS:
+            raise _err(path, f"history.{k}", f"unknown key (allowed: {sorted(_HISTORY_KEYS)})")
         if k == "key_metric":
             if not isinstance(v, str):
                 raise _err(path, "history.key_metric", "must be a metric key such as step.time_us{view=p50}")
@@ -388,8 +385,9 @@ def load_policy(path=None) -> Policy:
         hist[k] = v
     return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
-                  overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
-                  fail_closed=tuple(fail_closed), history=hist, segments=_segments(path, doc),
+                  overrides=tuple(overrides), self_checks=checks, raw=doc,
+                  findings=FindingThresholds().with_values(thresholds),
+                  fail_closed=tuple(fail_closed), history=HistorySettings().with_values(hist), segments=_segments(path, doc),
                   operators=opspec.parse_operators(path, doc.get("operators")),
                   phases=opspec.parse_phases(path, doc.get("phases")),
                   mfu=opspec.parse_mfu(path, doc.get("mfu")),
@@ -412,7 +410,7 @@ def _segments(path: Path, doc: dict):
 
 
 
-def _statistics(path, doc) -> dict:
+def _statistics(path, doc) -> StatisticsSettings:
     """The ``statistics:`` section (repeated captures, :mod:`perfgate.compare.stats`): ``enabled``,
     ``alpha`` (false discovery rate, 0..1), ``confidence`` (interval of the Hodges-Lehmann
     shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``),
@@ -420,15 +418,15 @@ def _statistics(path, doc) -> dict:
     sd = doc.get("statistics") or {}
     if not isinstance(sd, dict):
         raise _err(path, "statistics", "must be a mapping")
-    out = dict(_STAT_DEFAULTS, tolerances={})
+    out = {}
     for k, v in sd.items():
         key = f"statistics.{k}"
         if k == "tolerances":
             if not isinstance(v, dict):
                 raise _err(path, key, "must be a mapping of metric name -> tolerance")
             out["tolerances"] = {str(n): _tolerance(path, f"{key}.{n}", t) for n, t in v.items()}
-        elif k not in _STAT_DEFAULTS:
-            raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_DEFAULTS) + ['tolerances']})")
+        elif k not in _STAT_KEYS:
+            raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_KEYS) + ['tolerances']})")
         elif k in ("enabled", "unsure_fails", "informational"):
             if not isinstance(v, bool):
                 raise _err(path, key, f"must be true or false, got {v!r}")
@@ -441,4 +439,4 @@ def _statistics(path, doc) -> dict:
             raise _err(path, key, f"must be a positive integer, got {v!r}")
         else:
             out[k] = v
-    return out
+    return StatisticsSettings().with_values(out)
