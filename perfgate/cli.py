@@ -1,7 +1,13 @@
 """Command line: the only module that imports click, prints or exits.
 
+Each command parses its options, calls one library function (:mod:`perfgate.gate`,
+:mod:`perfgate.run`, :mod:`perfgate.history.trend`, :mod:`perfgate.report.writers`, ...) and
+renders what it returns. Errors are caught in one place, :class:`_Group`: a PerfgateError prints
+its message (path, row, hint) and exits with its code; a command that must write something
+first (``perfgate report``'s error page) registers that with :func:`_on_error`.
+
 Exit codes: 0 pass, 1 regression, 2 usage / policy error, 3 invalid capture,
-4 no baseline, 5 store error (see :mod:`perfgate.errors`).
+4 no baseline, 5 store error, 70 internal error (see :mod:`perfgate.errors`).
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""HTML reports as library calls: gather what :mod:`perfgate.report.html` draws (the stored
-baseline's fingerprint, recorded history series) and write one self-contained file atomically.
+"""Report files as library calls: the HTML reports (gather what :mod:`perfgate.report.html`
+draws — the stored baseline's fingerprint, recorded history series — and write one
+self-contained file atomically), the JUnit / Markdown / JSON files of ``check`` and the nightly
+history report (Markdown + PNG plots).
 
 Sits at the gate's level: it reads the baseline store and the history database (store layer)
 and renders with the report layer, which itself does no I/O.
