@@ -335,7 +335,7 @@ def summarize_rank(rank, policy, root) -> RankSummary:
     checks = list(run_self_checks(rank, policy))
     if rank.comm is not None:
         checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root),
-                                         tol_us=policy.self_checks.get("comm_op_identity_abs_us", 1.0)))
+                                         tol_us=policy.self_checks["comm_op_identity_abs_us"]))
     step_time = {}
     st, _ = _overlap_steps(rank)
     if st is not None:
