@@ -497,13 +497,10 @@ def history_report(branch, last_n, out, history_path, policy_path):
 @common_policy
 def history_journal(branch, metric, history_path, policy_path):
     """The tuning journal: rounds, changes, key metric, delta vs previous kept and vs first."""
-    from perfgate.report.history import journal_table, render_journal
-    policy = _policy(policy_path)
+    from perfgate.report.history import branch_journal, render_journal
+    policy = _policy(policy_path)  # loaded (and checked) also when --metric is given
     key = metric or policy.history["key_metric"]
-    hs = _open_history(history_path)
-    runs = hs.runs(branch=branch)
-    vals = hs.series(key, branch=branch).set_index("run_id")["value"]
-    click.echo(render_journal(journal_table(runs, vals, key), key), nl=False)
+    click.echo(render_journal(branch_journal(_open_history(history_path), branch, key), key), nl=False)
 
 
 @main.command()
