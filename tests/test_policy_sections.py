@@ -72,3 +72,17 @@ def test_no_section_default_is_written_twice():
                     if isinstance(k, ast.Constant) and k.value in keys and isinstance(v, ast.Constant):
                         found.append(f"{f.relative_to(PKG)}:{node.lineno} {k.value}")
     assert not found, found
+
+
+def test_overrides_are_typed_and_match_by_labels(tmp_path):
+    from perfgate.policy.load import Override
+    p = tmp_path / "p.yaml"
+    p.write_text("version: 1\nmetrics:\n  share.category: {gated: true, direction: exact, tolerance: {pp: 2}}\n"
+                 "overrides:\n  - {metric: share.category, labels: {category: Comm}, tolerance: {pp: 9}}\n")
+    pol = load_policy(p)
+    (ov,) = pol.overrides
+    assert isinstance(ov, Override) and ov.metric == "share.category" and ov.labels == {"category": "Comm"}
+    assert ov.applies("share.category", {"category": "Comm", "view": "p50"})
+    assert not ov.applies("share.category", {"category": "Cube"}) and not ov.applies("share.core_type", {"category": "Comm"})
+    assert pol.rule_for("share.category", {"category": "Comm"}).tolerance.value == 9
+    assert pol.rule_for("share.category", {"category": "Cube"}).tolerance.value == 2

@@ -75,6 +75,19 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Override:
+    """One ``overrides[i]`` entry: the rule fields (``gated`` / ``direction`` / ``tolerance``, as
+    :class:`Rule`; only those the entry sets) applied to ``metric`` values whose labels include
+    every ``labels`` pair (str -> str)."""
+    metric: str
+    labels: dict
+    fields: dict
+
+    def applies(self, name: str, labels: dict) -> bool:
+        return self.metric == name and all(labels.get(k) == v for k, v in self.labels.items())
+
+
+@dataclass(frozen=True)
 class CategoryRule:
     """One category rule. Most specific wins: (fields constrained, ``priority``), see
     :mod:`perfgate.policy.opspec`; ``index`` is its position under ``fingerprint.categories``."""
@@ -109,7 +122,7 @@ class Policy:
     family_suffix: re.Pattern
     categories: tuple
     rules: dict
-    overrides: tuple
+    overrides: tuple  # of Override, in file order
     self_checks: SelfCheckSettings
     raw: dict = field(repr=False, default_factory=dict)
     findings: FindingThresholds = field(default_factory=FindingThresholds)
@@ -127,9 +140,8 @@ class Policy:
         from the least to the most specific (most labels last, so it wins)."""
         labels = labels or {}
         base = self.rules.get(name)
-        matching = sorted(((len(ov_labels), i, ov) for i, (ov_name, ov_labels, ov) in enumerate(self.overrides)
-                           if ov_name == name and all(labels.get(k) == v for k, v in ov_labels.items())),
-                          key=lambda x: (x[0], x[1]))
+        matching = sorted(((len(ov.labels), i, ov.fields) for i, ov in enumerate(self.overrides)
+                           if ov.applies(name, labels)), key=lambda x: (x[0], x[1]))
         if base is None and not matching:
             return None
         merged = {"gated": base.gated if base else False,
@@ -143,7 +155,7 @@ class Policy:
         """Raise PolicyError for a metric name under ``metrics:`` / ``overrides:`` that no
         metric has (a typo would otherwise silently un-gate a metric)."""
         import difflib
-        names = [(f"metrics.{n}", n) for n in self.rules] + [(f"overrides[{i}].metric", o[0])
+        names = [(f"metrics.{n}", n) for n in self.rules] + [(f"overrides[{i}].metric", o.metric)
                                                             for i, o in enumerate(self.overrides)]
         names += [(f"statistics.tolerances.{n}", n) for n in (self.statistics or {}).get("tolerances", {})]
         for key, n in names:
@@ -195,10 +207,10 @@ class Policy:
                                f"unknown {k} {v!r} (known: {sorted(closed[k])})"
                                + (f"; did you mean {close[0]!r}?" if close else ""))
 
-        for i, (name, labels, fields) in enumerate(self.overrides):
-            check(f"overrides[{i}].labels", name, labels)
-            view = labels.get("view")
-            if fields.get("gated") and view is not None and view not in self.gate_views:
+        for i, ov in enumerate(self.overrides):
+            check(f"overrides[{i}].labels", ov.metric, ov.labels)
+            view = ov.labels.get("view")
+            if ov.fields.get("gated") and view is not None and view not in self.gate_views:
                 raise _err(self.path, f"overrides[{i}].labels.view",
                            f"gated override for view {view!r}, which is not in gate_views "
                            f"{list(self.gate_views)}: it would never gate; add the view to gate_views")
@@ -338,8 +350,8 @@ def load_policy(path=None) -> Policy:
         if not isinstance(labels, dict):
             raise _err(path, f"{key}.labels", "must be a mapping of label -> value")
         fields = {k: v for k, v in ov.items() if k not in ("metric", "labels")}
-        overrides.append((ov["metric"], {str(k): str(v) for k, v in labels.items()},
-                          _rule_fields(path, key, fields, partial=True)))
+        overrides.append(Override(ov["metric"], {str(k): str(v) for k, v in labels.items()},
+                                  _rule_fields(path, key, fields, partial=True)))
     sc = doc.get("self_checks") or {}
     unknown = set(sc) - _CHECK_KEYS
     if unknown:
