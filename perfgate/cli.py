@@ -20,6 +20,7 @@ import click
 from perfgate import errors, terms
 from perfgate.version import __version__
 from perfgate.errors import PerfgateError
+from perfgate.terms import TraceMode
 
 DEFAULT_OUT = "perfgate-out"
 
@@ -76,10 +77,10 @@ common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", 
 no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace never.")
 
 
-def _with_trace(trace_mode, no_trace):
-    if no_trace or trace_mode == "never":
-        return False
-    return "require" if trace_mode == "always" else "auto"
+def _with_trace(trace_mode, no_trace) -> TraceMode:
+    return TraceMode.NEVER if no_trace else TraceMode.of(trace_mode)
+
+
 common_history = click.option(
     "--history", "--db", "history_path", default=None, type=click.Path(),
     help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite): the trend history of "
@@ -203,7 +204,9 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     passed = sum(c.status == "pass" for c in checks)
     skipped = sum(c.status == "skipped" for c in checks)
     click.echo(f"saved baseline {name!r} -> {path}")
-    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']}, "
+    job = fp.config.get("job_world_size")
+    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']} "
+               f"(job world size {job if job is not None else 'not recorded'}), "
                f"self-checks: {passed} passed, {skipped} skipped")
     for w in fp.warnings[:10]:
         click.echo(f"  warning: {w}")
@@ -381,10 +384,11 @@ def history():
 
 @history.command("record")
 @click.argument("capture", type=click.Path())
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch the run belongs to, e.g. main.")
 @click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
 @click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
-@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True)
+@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True,
+              help="Tuning journal: whether the change this run tried was kept or reverted.")
 @click.option("--allow-duplicate", is_flag=True,
               help="Record even when the branch already holds a run with identical metric values.")
 @common_history
@@ -423,9 +427,9 @@ def _emit(df, fmt):
 
 
 @history.command("runs")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_runs(branch, since, fmt, history_path):
     """List recorded runs, oldest first."""
@@ -438,9 +442,9 @@ def history_runs(branch, since, fmt, history_path):
 
 @history.command("query")
 @click.option("--metric", required=True, help="Metric key, e.g. 'step.time_us{view=p50}'.")
-@click.option("--branch", default=None)
-@click.option("--since", default=None)
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_query(metric, branch, since, fmt, history_path):
     """One metric's recorded values over time."""
@@ -454,7 +458,7 @@ def history_query(metric, branch, since, fmt, history_path):
 
 @history.command("trend")
 @click.option("--metric", default=None, help="Metric key (default: every gated metric).")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @common_history
 @common_policy
 def history_trend(metric, branch, history_path, policy_path):
@@ -476,10 +480,11 @@ def history_trend(metric, branch, history_path, policy_path):
 
 
 @history.command("report")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--last", "last_n", default=10, show_default=True, type=click.IntRange(1, 100000),
               help="Report metrics whose change point is among the last N runs.")
-@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the report (Markdown and PNG plots).")
 @common_history
 @common_policy
 def history_report(branch, last_n, out, history_path, policy_path):
@@ -491,7 +496,7 @@ def history_report(branch, last_n, out, history_path, policy_path):
 
 
 @history.command("journal")
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch whose tuning rounds are listed.")
 @click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")
 @common_history
 @common_policy
@@ -538,10 +543,10 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
 
 @main.command()
 @click.argument("out", type=click.Path(file_okay=False))
-@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096))
-@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--header", default="g2025_l1", show_default=True,
+@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096), help="Ranks to write.")
+@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000), help="Profiler steps per rank.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (same seed, same capture).")
+@click.option("--header", default="g2025_l1", show_default=True, help="kernel_details.csv header generation to write.",
               type=click.Choice(["g2025_l1", "g2025_l0", "g2023", "g83"]))
 @click.option("--extra-calls", multiple=True, metavar="FAMILY=FACTOR",
               help="Multiply a kernel family's calls per step (inject a count regression).")
@@ -560,7 +565,8 @@ def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
 
 
 @main.command()
-@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the captures, baseline and reports.")
 def demo(out):
     """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
     regression). Exits 1, because the candidate regresses."""
@@ -690,11 +696,13 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
 @main.command()
 @click.argument("capture", type=click.Path())
 @common_policy
-def structure(capture, policy_path):
+@common_trace
+@no_trace_opt
+def structure(capture, policy_path, trace_mode, no_trace):
     """Print the layer / block classes and fusion candidates of CAPTURE as JSON (fusion
     candidates are informational: no claim about gains)."""
     from perfgate.run import structure_report
-    rep = structure_report(capture, _policy(policy_path))
+    rep = structure_report(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace))
     click.echo(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
 
 

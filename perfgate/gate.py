@@ -15,6 +15,7 @@ from typing import NamedTuple
 from perfgate import errors, terms
 from perfgate.ci_env import PR_EVENTS, gather_provenance
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
+from perfgate.terms import TraceMode
 from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
@@ -53,7 +54,7 @@ def _refuse_other_rank_ids(name, old: Fingerprint, fp: Fingerprint) -> None:
                          f"refusing to replace it (use --force if the job's topology changed on purpose)")
 
 
-def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trace=True,
+def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trace=TraceMode.READ,
                   provenance=None, env=None, force=False, workers=None, progress=None) -> tuple[Path, Fingerprint]:
     """Fingerprint a capture and store it as baseline ``name`` (atomic write).
 
@@ -78,7 +79,7 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
                                          workers=workers, progress=progress),
-                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
+                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
         try:
@@ -121,7 +122,7 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     return base, noise, note
 
 
-def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=True,
+def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=TraceMode.READ,
           provenance=None, env=None, history_path=None, workers=None, scheduler=None, progress=None) -> GateResult:
     """Compare a capture (or a list of repeated captures, merged by :func:`fingerprint_paths`)
     against a stored baseline. With several runs on either side, metrics with per-step samples
@@ -202,7 +203,7 @@ def with_operator_compare(base, cand, policy) -> dict:
 
 
 def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",
-                   with_trace=True, env=None, allow_duplicate=False):
+                   with_trace=TraceMode.READ, env=None, allow_duplicate=False):
     """Fingerprint a capture and record it in the history database.
 
     Returns :class:`Recorded` ``(run_id, fingerprint, duplicate)``. Recording is idempotent: when
@@ -227,7 +228,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         prov["commit"] = commit
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
-                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
+                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
     except InvalidCaptureError as e:
         if note:
             hs = HistoryStore(history_path)
@@ -257,7 +258,7 @@ class Recorded(NamedTuple):
 __all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "record_history", "PerfgateError"]
 
 
-def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=True, workers=None):
+def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=TraceMode.READ, workers=None):
     """``perfgate calibrate``: fingerprint repeated captures of one commit, propose per-metric
     tolerances from their run-to-run noise (:func:`perfgate.compare.calibrate.propose_tolerances`) and
     write a policy file with them to ``out_path`` (atomic). Returns ``(proposals, path)``.
@@ -314,7 +315,7 @@ class CaptureReport(NamedTuple):
     problems: list
 
 
-def capture_report(capture_path, html_path, *, policy, history_path=None, with_trace=True, workers=None,
+def capture_report(capture_path, html_path, *, policy, history_path=None, with_trace=TraceMode.READ, workers=None,
                    progress=None) -> CaptureReport:
     """Fingerprint one capture and write its self-contained HTML report (atomic; trend
     sparklines from ``history_path`` when that database exists).

@@ -17,6 +17,8 @@ keys keep their recorded names (fingerprints and the golden digests carry them).
 """
 from __future__ import annotations
 
+from enum import Enum
+
 # calibers: which way a time figure was aggregated
 SUM_DURATION = "sum_duration"
 BUSY_UNION = "busy_union"
@@ -64,3 +66,38 @@ VIEWS = (VIEW_RANK0, VIEW_P50, VIEW_MAX)
 
 # canonical communication core-type label
 COMM_CORE = "COMMUNICATION"
+
+
+class TraceMode(str, Enum):
+    """How a command treats the timeline (trace_view.json, msprof_*.json, or a DB export's
+    OVERLAP_ANALYSIS table). One value travels from the CLI's ``--trace`` to every reader.
+
+    * ``never``: not read; self-checks against it are skipped.
+    * ``auto`` (CLI default): read, except a trace_view.json over 256 MiB when
+      step_trace_time.csv carries the Overlap Analysis sums (a warning says so).
+    * ``read`` (library default): read whenever present, whatever its size.
+    * ``always``: read, and a rank without a timeline holding Overlap Analysis (a missing file,
+      a DB export without OVERLAP_ANALYSIS) is an invalid capture (exit 3).
+    """
+    NEVER = "never"
+    AUTO = "auto"
+    READ = "read"
+    ALWAYS = "always"
+
+    @classmethod
+    def of(cls, value) -> "TraceMode":
+        """A TraceMode from itself, a CLI word, or the older spellings (True = read,
+        False = never, ``"require"`` = always). Raises ValueError for anything else."""
+        if isinstance(value, cls):
+            return value
+        if value is True:
+            return cls.READ
+        if value is False or value is None:
+            return cls.NEVER
+        if value == "require":
+            return cls.ALWAYS
+        return cls(value)
+
+    @property
+    def reads(self) -> bool:
+        return self is not TraceMode.NEVER

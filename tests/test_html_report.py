@@ -1,4 +1,4 @@
-"""The HTML report (issue 10): content checks on the page text, and an end-to-end check in
+"""The HTML report: content checks on the page text, and an end-to-end check in
 headless Chromium (Debian's /usr/bin/chromium driven by the Playwright client, no browser
 download) with the network disabled: no console error, no request leaves the file, the verdict
 and every chart visible, a screenshot saved.
@@ -136,6 +136,7 @@ def test_capture_report_valid_and_invalid(tmp_path, policy):
     assert 'class="invalid"' in page and "self-check comm_equality failed" in page
 
 
+@pytest.mark.slow
 def test_check_html_cli_keeps_exit_code_and_reports_write_failure(tmp_path):
     base = write_capture(tmp_path / "base", SynthSpec(seed=1))
     worse = write_capture(tmp_path / "worse", SynthSpec(seed=3, extra_calls={"aclnnAdd_AddAiCore_Add": 2}))
@@ -229,6 +230,7 @@ def _view(html: Path, png: Path, charts) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_browser_synthetic_regression(synth_check, tmp_path):
     result, html, _, _ = synth_check
     seen = _view(html, tmp_path / "html-report-synthetic-regression.png", CHARTS + ("chart-trends",))
@@ -238,6 +240,7 @@ def test_browser_synthetic_regression(synth_check, tmp_path):
     assert seen["side_by_side"]
 
 
+@pytest.mark.slow
 @pytest.mark.real
 def test_browser_real_level1_to_level2(text_captures, tmp_path, policy):
     store = BaselineStore(tmp_path / "bl")

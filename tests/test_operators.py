@@ -1,4 +1,4 @@
-"""Issue 4, family view (kernel families): categories (most specific rule wins), phases, pipeline bound, MFU,
+"""The kernel-family view: categories (most specific rule wins), phases, pipeline bound, MFU,
 suggestions and the family-level comparison. Real captures are read in place; synthetic ones
 come from perfgate.synth with jitter 0, so every duration is exactly the constructed one."""
 import re

@@ -13,6 +13,7 @@ from perfgate.metrics.fingerprint import fingerprint_from_summaries, summarize_r
 from perfgate.metrics.summary import FingerprintConfig, RankSummary
 from perfgate.run import _summarize_location
 from perfgate.synth import SynthSpec, write_capture
+from perfgate.terms import TraceMode
 
 
 def _same_summary(a: RankSummary, b: RankSummary):
@@ -33,7 +34,7 @@ def cap(tmp_path_factory):
 
 def test_rank_summary_is_frozen_and_pickles(cap, policy):
     loc = discover(cap)[0]
-    s = summarize_rank(load_rank(loc, with_trace=True), policy, cap)
+    s = summarize_rank(load_rank(loc, with_trace=TraceMode.READ), policy, cap)
     assert isinstance(s, RankSummary) and s.rank == 0 and len(s.steps) == 3
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.rank = 1
@@ -41,7 +42,7 @@ def test_rank_summary_is_frozen_and_pickles(cap, policy):
 
 
 def test_rank_summaries_through_a_spawn_pool_give_the_serial_fingerprint(cap, policy):
-    config = FingerprintConfig(policy=policy, root=cap, with_trace=True)
+    config = FingerprintConfig(policy=policy, root=cap, with_trace=TraceMode.READ)
     locs = discover(cap)
     serial = [_summarize_location(loc, config) for loc in locs]
     with ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("spawn")) as pool:
@@ -56,7 +57,7 @@ def test_rank_summaries_through_a_spawn_pool_give_the_serial_fingerprint(cap, po
 
 
 def test_fingerprint_config_says_what_the_workers_read(policy):
-    c = FingerprintConfig(policy=policy, root=".", with_trace="auto")
+    c = FingerprintConfig(policy=policy, root=".", with_trace=TraceMode.AUTO)
     assert c.read_pmu == bool(policy.operators.read_pmu or policy.operators.require_pipe)
     assert c.read_shapes == bool(policy.operators.read_shapes or policy.mfu is not None)
-    assert pickle.loads(pickle.dumps(c)).with_trace == "auto"
+    assert pickle.loads(pickle.dumps(c)).with_trace == TraceMode.AUTO

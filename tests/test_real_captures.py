@@ -95,6 +95,7 @@ def test_plain_duplicate_row_is_reported_not_counted(copy_capture, store, policy
     assert any("duplicate" in n and "192" in n for n in r.notes)
 
 
+@pytest.mark.slow
 def test_changed_comm_duration_fails_closed(copy_capture, store, policy, tmp_path):
     """Must show 3c: one communication Duration changed in kernel_details only -> comm-equality
     fails, invalid capture exit, nothing written."""

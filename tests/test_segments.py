@@ -1,4 +1,4 @@
-"""Model structure (issue 11): layer / block segmentation with the lossless check, gated
+"""Model structure: layer / block segmentation with the lossless check, gated
 structure metrics, fusion candidates, on real captures (read in place) and synthetic
 transformer-like captures from perfgate.synth.transformer."""
 import json

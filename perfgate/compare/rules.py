@@ -112,6 +112,33 @@ def _toolchain_changed(base, cand) -> bool:
     return False
 
 
+def _incomplete_counts(ref, base: Fingerprint, cand: Fingerprint) -> str | None:
+    """Counts (unit ``calls``) are not compared when either side lost device tasks
+    (finding DEVICE_TASKS_LOST: host launches without a device task make the step incomplete)."""
+    if ref.unit != "calls":
+        return None
+    for side, fp in (("baseline", base), ("candidate", cand)):
+        lost = [f for f in fp.findings if f.code == "DEVICE_TASKS_LOST"]
+        if lost:
+            where = ", ".join(f"rank {f.rank} step {f.step}" for f in lost[:4])
+            return f"the {side} lost device tasks ({where}): its counts are incomplete"
+    return None
+
+
+def _coverage_differs(b, c, base: Fingerprint, cand: Fingerprint) -> str | None:
+    """A metric is computed over the ranks that hold its table (``context["over_ranks"]``, else
+    every rank of the capture); when the two sides' rank sets differ it is not compared. The
+    rank0 view is one rank's own value (its rank id is checked with the capture's rank set)."""
+    if b is None or c is None or b.labels.get("view") == terms.VIEW_RANK0:
+        return None
+    rb = b.context.get("over_ranks") or base.config.get("ranks")
+    rc = c.context.get("over_ranks") or cand.config.get("ranks")
+    if rb and rc and sorted(rb) != sorted(rc):
+        return (f"computed over ranks {sorted(rb)} in the baseline but ranks {sorted(rc)} in the candidate "
+                f"(the ranks holding its table differ)")
+    return None
+
+
 def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint, view: str | None = None) -> str | None:
     bw, cw = base.config.get("world_size"), cand.config.get("world_size")
     if bw != cw:
@@ -248,7 +275,8 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         if noise and noise.get(key):
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
             tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
-        why = _incomparable_reason(name, base, cand, view)
+        why = (_incomparable_reason(name, base, cand, view) or _coverage_differs(b, c, base, cand)
+               or _incomplete_counts(ref, base, cand))
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
                                   baseline=b.value if b else None, candidate=c.value if c else None,

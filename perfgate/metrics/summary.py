@@ -20,11 +20,11 @@ class FingerprintConfig:
     """How every rank of one capture is read and fingerprinted.
 
     ``policy``: :class:`perfgate.policy.Policy`; ``root``: the capture folder evidence paths are
-    made relative to; ``with_trace``: read trace_view.json (True / ``"auto"`` / ``"require"`` /
-    False, as :func:`perfgate.ingest.load_rank`)."""
+    made relative to; ``with_trace``: a :class:`perfgate.terms.TraceMode` (how the timeline is
+    read, as :func:`perfgate.ingest.load_rank`)."""
     policy: Any
     root: Path
-    with_trace: Any = True
+    with_trace: Any = None  # a perfgate.terms.TraceMode
 
     @property
     def read_pmu(self) -> bool:
@@ -61,6 +61,8 @@ class RankSummary:
         variant: the kernel table's header variant.
         steps: the rank's step ids (str, sorted).
         rank_dir / output_dir: relative to the capture root; rank_source: how the rank id was found.
+        tables / meta / partial: rank coverage (a partial rank has no kernel table; its
+            type_available / core_available / variant are None).
     """
     rank: int
     metrics: dict
@@ -83,3 +85,16 @@ class RankSummary:
     rank_dir: str
     output_dir: str
     rank_source: str
+    tables: list = ()          # the tables this rank holds (kernels / step_trace / comm / trace)
+    meta: dict | None = None   # the job world size this rank records and where (fingerprint._job_meta)
+    partial: bool = False      # no kernel table: step and communication metrics only
+
+    def __getitem__(self, key: str):
+        """``summary["rank"]``: field access by name (the shape summaries had as dicts)."""
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default=None):
+        return getattr(self, key, default)

@@ -538,7 +538,7 @@ def _selfchecks(checks) -> str:
 
 
 _PROV_KEYS = ("source", "ranks", "commit", "branch", "runner", "ci_run_id", "created_at", "perfgate_version")
-_CONF_KEYS = ("world_size", "profiler_level", "aic_metrics", "export_type", "torch_npu_version", "cann_version",
+_CONF_KEYS = ("ranks profiled", "job world size", "coverage", "profiler_level", "aic_metrics", "export_type", "torch_npu_version", "cann_version",
               "kernel_variants", "has_trace", "has_step_trace", "has_comm_json")
 
 
@@ -556,12 +556,31 @@ def _provenance(sides: list) -> str:
             parts.append(f"<tr><td>{_e(key)}</td>" + "".join(
                 f'<td class="key">{_e(_short(v))}</td>' for v in vals) + "</tr>")
     for key in _CONF_KEYS:
-        vals = [(c or {}).get(key) for _, _, c in sides]
+        vals = [_conf_value(c or {}, key) for _, _, c in sides]
         if any(v is not None for v in vals):
             parts.append(f"<tr><td>{_e(key)}</td>" + "".join(
                 f'<td class="key">{_e(_short(v))}</td>' for v in vals) + "</tr>")
     parts.append("</table></div>")
     return "".join(parts)
+
+
+def _conf_value(c: dict, key: str):
+    """A config facet for the provenance table. Rank coverage (issue 16): ``ranks profiled`` is
+    the count and ids of the rank folders read (config ``world_size`` / ``ranks``), ``job world
+    size`` the job's size as recorded (or "not recorded": never guessed), ``coverage`` the
+    tables each rank holds."""
+    if key == "ranks profiled":
+        n = c.get("world_size")
+        return None if n is None else f"{n} ({', '.join(map(str, c.get('ranks') or []))})"
+    if key == "job world size":
+        if "job_world_size" not in c:
+            return None
+        w = c.get("job_world_size")
+        return f"{w} ({c.get('world_size_source')})" if w is not None else "not recorded"
+    if key == "coverage":
+        cov = c.get("coverage")
+        return None if not cov else "; ".join(f"rank {r}: {', '.join(t)}" for r, t in cov.items())
+    return c.get(key)
 
 
 def _short(v) -> str:
