@@ -24,7 +24,7 @@ class FingerprintConfig:
     read, as :func:`perfgate.ingest.load_rank`)."""
     policy: Any
     root: Path
-    with_trace: Any = None  # a perfgate.terms.TraceMode
+    with_trace: Any  # a perfgate.terms.TraceMode
 
     @property
     def read_pmu(self) -> bool:
