@@ -86,6 +86,9 @@ class Override:
     def applies(self, name: str, labels: dict) -> bool:
         return self.metric == name and all(labels.get(k) == v for k, v in self.labels.items())
 
+    def __iter__(self):  # ``name, labels, fields = override``, the shape overrides had as tuples
+        return iter((self.metric, self.labels, self.fields))
+
 
 @dataclass(frozen=True)
 class CategoryRule:
