@@ -1,7 +1,13 @@
 """Command line: the only module that imports click, prints or exits.
 
+Each command parses its options, calls one library function (:mod:`perfgate.gate`,
+:mod:`perfgate.run`, :mod:`perfgate.history.trend`, :mod:`perfgate.report.writers`, ...) and
+renders what it returns. Errors are caught in one place, :class:`_Group`: a PerfgateError prints
+its message (path, row, hint) and exits with its code; a command that must write something
+first (``perfgate report``'s error page) registers that with :func:`_on_error`.
+
 Exit codes: 0 pass, 1 regression, 2 usage / policy error, 3 invalid capture,
-4 no baseline, 5 store error (see :mod:`perfgate.errors`).
+4 no baseline, 5 store error, 70 internal error (see :mod:`perfgate.errors`).
 """
 from __future__ import annotations
 
@@ -73,6 +79,13 @@ no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace ne
 
 def _with_trace(trace_mode, no_trace) -> TraceMode:
     return TraceMode.NEVER if no_trace else TraceMode.of(trace_mode)
+
+
+common_history = click.option(
+    "--history", "--db", "history_path", default=None, type=click.Path(),
+    help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite): the trend history of "
+         "`perfgate history`, --baseline history:BRANCH of `check`, trend sparklines of the HTML reports "
+         "(used there when it exists); --db is the same option.")
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
                               help="Processes for per-rank work (default: all cores for large captures).")
 
@@ -117,9 +130,17 @@ def _stdout_to_devnull() -> None:
         pass
 
 
+def _on_error(handler) -> None:
+    """Register what the running command does with a PerfgateError before it is reported (e.g.
+    ``perfgate report`` writes the page saying why); :class:`_Group` calls it, then :func:`_fail`."""
+    click.get_current_context().meta["perfgate.on_error"] = handler
+
+
 class _Group(click.Group):
-    """Maps an unexpected exception to one clear line and exit 70 (traceback with PERFGATE_DEBUG=1).
-    A closed stdout pipe is not an error: the command's decided exit code stands (else 0)."""
+    """The one place errors are caught: a PerfgateError becomes its message and its exit code
+    (:func:`_fail`, after the command's :func:`_on_error` handler); an unexpected exception one
+    clear line and exit 70 (traceback with PERFGATE_DEBUG=1). A closed stdout pipe is not an
+    error: the command's decided exit code stands (else 0)."""
 
     def invoke(self, ctx):
         import os
@@ -131,6 +152,9 @@ class _Group(click.Group):
             _stdout_to_devnull()
             sys.exit(_OUTCOME.get("code", 0))
         except PerfgateError as e:
+            handler = ctx.meta.pop("perfgate.on_error", None)
+            if handler is not None:
+                handler(e)
             _fail(e)
         except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
             if os.environ.get("PERFGATE_DEBUG"):
@@ -173,14 +197,10 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     partial or pull-request runs). Several CAPTUREs = repeated runs of one commit: their
     per-step samples are pooled for the statistical comparison."""
     from perfgate.gate import save_baseline
-    capture = _one_or_many(capture)
-    try:
-        prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
-        path, fp = save_baseline(capture, name, policy=_policy(policy_path), store=_store(baseline_dir),
-                                 with_trace=_with_trace(trace_mode, no_trace), provenance=prov, force=force, workers=workers,
-                                 progress=_Progress(False))
-    except PerfgateError as e:
-        _fail(e)
+    prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
+    path, fp = save_baseline(_one_or_many(capture), name, policy=_policy(policy_path), store=_store(baseline_dir),
+                             with_trace=_with_trace(trace_mode, no_trace), provenance=prov, force=force,
+                             workers=workers, progress=_Progress(False))
     checks = [c for c in fp.self_checks]
     passed = sum(c.status == "pass" for c in checks)
     skipped = sum(c.status == "skipped" for c in checks)
@@ -217,30 +237,9 @@ def baseline_list(baseline_dir):
 @common_dir
 def baseline_show(name, baseline_dir):
     """Print a stored baseline's provenance and config as JSON."""
-    try:
-        fp, meta = _store(baseline_dir).load(name)
-    except PerfgateError as e:
-        _fail(e)
+    fp, meta = _store(baseline_dir).load(name)
     click.echo(json.dumps({"meta": meta, "provenance": fp.provenance, "config": fp.config,
                            "metrics": len(fp.metrics)}, indent=1))
-
-
-def _write_reports(result, out, junit, markdown, json_path, key, junit_key=None):
-    from perfgate.report import render_json, render_junit, render_markdown
-    from perfgate.store.atomic import write_atomic
-    out = Path(out)
-    paths = {
-        "junit": Path(junit) if junit else out / "perfgate-junit.xml",
-        "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
-        "json": Path(json_path) if json_path else out / "perfgate-result.json",
-    }
-    write_atomic(paths["junit"], render_junit(result, key=junit_key))
-    write_atomic(paths["markdown"], render_markdown(result, key=key))
-    if json_path == "-":   # JSON to stdout, the human summary to stderr
-        paths["json"] = "<stdout>"
-    else:
-        write_atomic(paths["json"], render_json(result))
-    return paths
 
 
 def _print_summary(result, paths, quiet, verbose=False, err=False):
@@ -268,9 +267,7 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
 @click.option("-v", "--verbose", is_flag=True, help="Every gated change, note and failed self-check in full.")
-@click.option("--history", "--db", "history_path", default=None, type=click.Path(),
-              help="History database for --baseline history:BRANCH (default: $PERFGATE_HISTORY or "
-                   "./perfgate-history.sqlite); --db is the same option, as in `perfgate history`.")
+@common_history
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address for per-rank work.")
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
@@ -298,29 +295,14 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
     policy sets statistics.unsure_fails.
     """
-    from perfgate.gate import check as run_check
-    capture = _one_or_many(capture)
-    try:
-        if html_path:  # an optional part: refused before any work, not after the verdict
-            errors.require_extra("html", "--html")
-        policy = _policy(policy_path)
-        result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
-                           with_trace=_with_trace(trace_mode, no_trace),
-                           history_path=_history_path(history_path, only_if_given=True),
-                           workers=workers, scheduler=scheduler, progress=_Progress(quiet))
-        if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
-            import dataclasses
-            result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
-                "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
-        _OUTCOME["code"] = result.exit_code
-        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name,
-                               junit_key=comment_key)  # a matrix leg's key also names its JUnit suites
-        if html_path:
-            from perfgate.report.writers import write_check_html
-            paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
-                                             history_path=_history_path(history_path, only_if_given=True))
-    except PerfgateError as e:
-        _fail(e)
+    from perfgate.gate import check_and_report
+    result, paths = check_and_report(
+        _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir), out=out,
+        junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+        history_path=_history_path(history_path, only_if_given=True), no_baseline_ok=no_baseline_ok,
+        key=comment_key or baseline_name, junit_key=comment_key, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
+        scheduler=scheduler, progress=_Progress(quiet))
+    _OUTCOME["code"] = result.exit_code
     try:
         if json_path == "-":
             from perfgate.report import render_json
@@ -368,11 +350,6 @@ def _history_path(path, *, only_if_given=False):
     return require_db_path(given or "perfgate-history.sqlite")
 
 
-common_history = click.option("--db", "--history", "db_path", default=None, type=click.Path(),
-                              help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite); "
-                                   "--history is the same option, as in `perfgate check`.")
-
-
 @main.group(cls=_Group)
 def history():
     """Record runs into the trend history and query it (SQLite)."""
@@ -392,30 +369,27 @@ def history():
 @common_policy
 @common_trace
 @no_trace_opt
-def history_record(capture, branch, commit, note, status, allow_duplicate, db_path, policy_path, trace_mode,
+def history_record(capture, branch, commit, note, status, allow_duplicate, history_path, policy_path, trace_mode,
                    no_trace, force=False):
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
 
     Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
     existing run) unless --allow-duplicate is given."""
     from perfgate.gate import record_history
-    try:
-        run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
-                                         branch=branch, commit=commit, note=note, status=status,
-                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
-                                         force=force)
-    except PerfgateError as e:
-        _fail(e)
+    run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
+                                     branch=branch, commit=commit, note=note, status=status,
+                                     with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
+                                     force=force)
     if dup:
         click.echo(f"warning: this capture is already recorded on branch {branch!r} as run {run_id} (identical "
                    f"metric values); nothing written (--allow-duplicate records it again)", err=True)
         return
-    click.echo(f"recorded run {run_id} ({len(fp.metrics)} metrics) on branch {branch!r} -> {_history_path(db_path)}")
+    click.echo(f"recorded run {run_id} ({len(fp.metrics)} metrics) on branch {branch!r} -> {_history_path(history_path)}")
 
 
-def _open_history(db_path):
+def _open_history(history_path):
     from perfgate.history.store import HistoryStore
-    return HistoryStore(_history_path(db_path), readonly=True)
+    return HistoryStore(_history_path(history_path), readonly=True)
 
 
 def _emit(df, fmt):
@@ -432,17 +406,13 @@ def _emit(df, fmt):
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
-def history_runs(branch, since, fmt, db_path):
+def history_runs(branch, since, fmt, history_path):
     """List recorded runs, oldest commit first (ancestry in this checkout, else stored commit times)."""
-    try:
-        hs = _open_history(db_path)
-        runs = hs.runs(branch=branch, since=since)
-        if fmt == "table":  # JSON / CSV keep null / empty for a run without a commit
-            from perfgate.history.store import NO_COMMIT
-            runs["commit"] = runs["commit"].map(lambda c: c or NO_COMMIT)
-        _emit(runs, fmt)
-    except PerfgateError as e:
-        _fail(e)
+    runs = _open_history(history_path).runs(branch=branch, since=since)
+    if fmt == "table":  # JSON / CSV keep null / empty for a run without a commit
+        from perfgate.history.store import NO_COMMIT
+        runs["commit"] = runs["commit"].map(lambda c: c or NO_COMMIT)
+    _emit(runs, fmt)
 
 
 @history.command("query")
@@ -451,48 +421,14 @@ def history_runs(branch, since, fmt, db_path):
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
-def history_query(metric, branch, since, fmt, db_path):
+def history_query(metric, branch, since, fmt, history_path):
     """One metric's recorded values over time."""
-    try:
-        hs = _open_history(db_path)
-        df = hs.series(metric, branch=branch, since=since)
-        if df.empty and metric not in hs.keys():
-            close = [k for k in hs.keys(metric.split("{")[0])][:8]
-            raise PerfgateError(f"no recorded metric {metric!r}" + (f"; similar: {close}" if close else ""))
-        _emit(df, fmt)
-    except PerfgateError as e:
-        _fail(e)
-
-
-def _gated_keys(hs, policy):
-    from perfgate.model import parse_metric_key
-    out = []
-    for k in hs.keys():
-        name, labels = parse_metric_key(k)
-        rule = policy.rule_for(name, labels)
-        if rule and rule.gated and labels.get("view") in policy.gate_views:
-            out.append((k, rule.direction))
-    return out
-
-
-def _trends(hs, policy, keys, branch):
-    from perfgate.history.changepoints import change_points
-    from perfgate.history.parts import is_part, normalised_part_series
-    h = policy.history
-    res, cache = [], {}
-    for key, direction in keys:
-        s = hs.series(key, branch=branch, with_set=True)
-        s = s[s["status"] == "kept"]
-        for sk, part in s.groupby("series_key", sort=False, dropna=False):
-            part = part.reset_index(drop=True)
-            if is_part(key):   # the part's own time relative to the device, as a check judges it
-                part = normalised_part_series(hs, key, part, branch, cache)
-                direction = terms.LOWER_IS_BETTER if direction == terms.EXACT else direction
-            cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
-                                min_size=int(h["min_size"]), alpha=float(h["alpha"]),
-                                min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
-            res.append((key, sk, part, cps))
-    return res
+    from perfgate.history.trend import require_metric
+    hs = _open_history(history_path)
+    df = hs.series(metric, branch=branch, since=since)
+    if df.empty:
+        require_metric(hs, metric)
+    _emit(df, fmt)
 
 
 @history.command("trend")
@@ -500,37 +436,22 @@ def _trends(hs, policy, keys, branch):
 @click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @common_history
 @common_policy
-def history_trend(metric, branch, db_path, policy_path):
+def history_trend(metric, branch, history_path, policy_path):
     """Change points (ruptures PELT + Mann-Whitney U) per metric, with the commit where each starts."""
-    try:
-        policy = _policy(policy_path)
-        hs = _open_history(db_path)
-        from perfgate.model import parse_metric_key
-        if metric:
-            name, labels = parse_metric_key(metric)
-            rule = policy.rule_for(name, labels)
-            keys = [(metric, rule.direction if rule else terms.LOWER_IS_BETTER)]
-        else:
-            keys = _gated_keys(hs, policy)
-        if metric and metric not in hs.keys():
-            close = [k for k in hs.keys(metric.split("{")[0])][:8]
-            raise PerfgateError(f"no recorded metric {metric!r}" + (f"; similar: {close}" if close else ""))
-        from perfgate.report.history import render_trend
-        from perfgate.history.changepoints import trend_notes
-        found, results = 0, _trends(hs, policy, keys, branch)
-        notes = trend_notes(results, policy.history)
-        for (key, sk, part, cps), note in zip(results, notes["per_series"]):
-            if metric or cps:
-                click.echo(render_trend(key + (f" (series {sk})" if sk else ""), part, cps, note=note))
-            found += len(cps)
-        if metric and not results:
-            click.echo(f"no kept run records {metric!r}" + (f" on branch {branch!r}" if branch else ""))
-        if not metric:
-            click.echo(f"{found} change point(s) over {len(keys)} gated metric(s)")
-            for line in notes["summary"]:
-                click.echo(line)
-    except PerfgateError as e:
-        _fail(e)
+    from perfgate.history.trend import trend_report
+    from perfgate.report.history import render_trend
+    policy = _policy(policy_path)
+    rep = trend_report(_open_history(history_path), policy, metric, branch)
+    for t, note in zip(rep.trends, rep.notes["per_series"]):
+        if metric or t.change_points:
+            click.echo(render_trend(t.key + (f" (series {t.series_key})" if t.series_key else ""), t.series,
+                                    t.change_points, note=note))
+    if metric and not rep.trends:
+        click.echo(f"no kept run records {metric!r}" + (f" on branch {branch!r}" if branch else ""))
+    if not metric:
+        click.echo(f"{rep.change_point_count} change point(s) over {len(rep.keys)} gated metric(s)")
+        for line in rep.notes["summary"]:
+            click.echo(line)
 
 
 @history.command("report")
@@ -541,33 +462,12 @@ def history_trend(metric, branch, db_path, policy_path):
               help="Folder for the report (Markdown and PNG plots).")
 @common_history
 @common_policy
-def history_report(branch, last_n, out, db_path, policy_path):
+def history_report(branch, last_n, out, history_path, policy_path):
     """Nightly summary: gated metrics that changed in the last N runs, with PNG plots."""
-    from perfgate.report.history import plot_series, render_trend
-    from perfgate.store.atomic import write_atomic
-    try:
-        policy = _policy(policy_path)
-        hs = _open_history(db_path)
-        outp = Path(out)
-        outp.mkdir(parents=True, exist_ok=True)
-        parts = [f"# perfgate history report{' — branch ' + branch if branch else ''}", ""]
-        n = 0
-        from perfgate.report.history import severity_key
-        for key, sk, series, cps in sorted(_trends(hs, policy, _gated_keys(hs, policy), branch),
-                                           key=lambda t: severity_key(t[0], t[3])):  # step time first
-            recent = [c for c in cps if c.index >= len(series) - last_n]
-            if not recent:
-                continue
-            n += 1
-            png = outp / (f"metric-{n:03d}.png")
-            png.write_bytes(plot_series(key, series, cps))
-            parts += [render_trend(key, series, cps), f"![{key}]({png.name})", ""]
-        if n == 0:
-            parts.append(f"No gated metric changed in the last {last_n} run(s).")
-        write_atomic(outp / "report.md", "\n".join(parts) + "\n")
-        click.echo(f"{n} metric(s) changed in the last {last_n} run(s); report: {outp / 'report.md'}")
-    except PerfgateError as e:
-        _fail(e)
+    from perfgate.report.writers import write_history_report
+    policy = _policy(policy_path)
+    n, path = write_history_report(_open_history(history_path), policy, out, branch=branch, last_n=last_n)
+    click.echo(f"{n} metric(s) changed in the last {last_n} run(s); report: {path}")
 
 
 @history.command("journal")
@@ -575,18 +475,12 @@ def history_report(branch, last_n, out, db_path, policy_path):
 @click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")
 @common_history
 @common_policy
-def history_journal(branch, metric, db_path, policy_path):
+def history_journal(branch, metric, history_path, policy_path):
     """The tuning journal: rounds, changes, key metric, delta vs previous kept and vs first."""
-    from perfgate.report.history import journal_table, render_journal
-    try:
-        policy = _policy(policy_path)
-        key = metric or policy.history["key_metric"]
-        hs = _open_history(db_path)
-        runs = hs.runs(branch=branch)
-        vals = hs.series(key, branch=branch).set_index("run_id")["value"]
-        click.echo(render_journal(journal_table(runs, vals, key), key), nl=False)
-    except PerfgateError as e:
-        _fail(e)
+    from perfgate.report.history import branch_journal, render_journal
+    policy = _policy(policy_path)  # loaded (and checked) also when --metric is given
+    key = metric or policy.history["key_metric"]
+    click.echo(render_journal(branch_journal(_open_history(history_path), branch, key), key), nl=False)
 
 
 @main.command()
@@ -604,19 +498,16 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
     Exits 3 when a self-check fails."""
     from perfgate.run import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
-    try:
-        fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
-                              scheduler=scheduler, progress=_Progress(output is None))
-        text = json.dumps(fp.to_dict(), indent=1, ensure_ascii=False) + "\n"
-        if failed_checks(fp):
-            _OUTCOME["code"] = errors.EXIT_INVALID_CAPTURE
-        if output:
-            from perfgate.store.atomic import write_atomic
-            write_atomic(Path(output), text)
-        else:
-            click.echo(text, nl=False)
-    except PerfgateError as e:
-        _fail(e)
+    fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
+                          scheduler=scheduler, progress=_Progress(output is None))
+    text = json.dumps(fp.to_dict(), indent=1, ensure_ascii=False) + "\n"
+    if failed_checks(fp):
+        _OUTCOME["code"] = errors.EXIT_INVALID_CAPTURE
+    if output:
+        from perfgate.store.atomic import write_atomic
+        write_atomic(Path(output), text)
+    else:
+        click.echo(text, nl=False)
     bad = failed_checks(fp)
     if bad:
         for c in bad[:5]:
@@ -654,19 +545,10 @@ def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
 def demo(out):
     """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
     regression). Exits 1, because the candidate regresses."""
-    from perfgate.gate import check as run_check, save_baseline
-    from perfgate.synth import write_demo_pair
-    try:
-        base, cand = write_demo_pair(Path(out) / "captures")
-        policy = _policy(None)
-        store = _store(Path(out) / "baselines")
-        path, _ = save_baseline(base, "main", policy=policy, store=store, env={})
-        click.echo(f"$ perfgate baseline save --name main {base}\nsaved baseline 'main' -> {path}\n")
-        click.echo(f"$ perfgate check --baseline main {cand}")
-        result = run_check(cand, "main", policy=policy, store=store)
-        paths = _write_reports(result, Path(out) / "report", None, None, None, key="main")
-    except PerfgateError as e:
-        _fail(e)
+    from perfgate.gate import run_demo
+    base, cand, path, result, paths = run_demo(out, policy=_policy(None))
+    click.echo(f"$ perfgate baseline save --name main {base}\nsaved baseline 'main' -> {path}\n")
+    click.echo(f"$ perfgate check --baseline main {cand}")
     _print_summary(result, paths, False)
     sys.exit(result.exit_code)
 
@@ -675,9 +557,7 @@ def demo(out):
 @click.argument("capture", type=click.Path())
 @click.option("--html", "html_path", default="perfgate-report.html", show_default=True,
               type=click.Path(dir_okay=False), help="HTML file to write.")
-@click.option("--history", "--db", "history_path", default=None, type=click.Path(),
-              help="History database for trend sparklines (default: $PERFGATE_HISTORY or "
-                   "./perfgate-history.sqlite, used when it exists); --db is the same option.")
+@common_history
 @common_policy
 @common_trace
 @no_trace_opt
@@ -686,36 +566,30 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     """Write a self-contained HTML report (plots, self-checks, provenance) for one CAPTURE.
     Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
     when the capture cannot be read (a page stating the error is still written)."""
-    from perfgate.run import fingerprint_path
-    from perfgate.report.writers import write_capture_html
-    from perfgate.metrics.fingerprint import blocking_findings, failed_checks
-    try:
-        errors.require_extra("html", "perfgate report")  # refused before any work
-        policy = _policy(policy_path)
-        fp = fingerprint_path(capture, policy, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
-                              progress=_Progress(False))
-        path = write_capture_html(fp, html_path, policy=policy, history_path=_history_path(history_path, only_if_given=True))
-    except errors.InvalidCaptureError as e:
-        _report_read_error(e, capture, html_path)
-    except PerfgateError as e:
-        _fail(e)
-    bad = failed_checks(fp) + blocking_findings(fp, policy.fail_closed)
-    click.echo(f"perfgate: {'INVALID_CAPTURE' if bad else 'VALID_CAPTURE'}: {len(fp.metrics)} metrics, "
-               f"ranks {fp.provenance['ranks']}\n  html: {path}")
-    if bad:
+    from perfgate.gate import capture_report
+    policy = _policy(policy_path)
+    _on_error(lambda e: _report_read_error(e, capture, html_path))
+    rep = capture_report(capture, html_path, policy=policy, history_path=_history_path(history_path, only_if_given=True),
+                         with_trace=_with_trace(trace_mode, no_trace), workers=workers, progress=_Progress(False))
+    fp = rep.fingerprint
+    click.echo(f"perfgate: {'INVALID_CAPTURE' if rep.problems else 'VALID_CAPTURE'}: {len(fp.metrics)} metrics, "
+               f"ranks {fp.provenance['ranks']}\n  html: {rep.path}")
+    if rep.problems:
         sys.exit(errors.EXIT_INVALID_CAPTURE)
 
 
 def _report_read_error(e, capture, html_path):
-    """``perfgate report`` on a capture that failed while reading: write the page saying why
-    (atomic), then exit 3 as for any invalid capture (also when the page cannot be written)."""
+    """``perfgate report`` on a capture that failed while reading (an InvalidCaptureError):
+    write the page saying why (atomic); the error is then reported and exits 3 as for any
+    invalid capture (also when the page cannot be written)."""
+    if not isinstance(e, errors.InvalidCaptureError):
+        return
     from perfgate.report.writers import write_capture_error_html
     try:
         path = write_capture_error_html(e, html_path, source=capture)
         click.echo(f"perfgate: INVALID_CAPTURE: the capture could not be read\n  html: {path}")
     except PerfgateError as w:
         click.echo(f"perfgate: the report page could not be written: {w.render()}", err=True)
-    _fail(e)
 
 
 @main.command("comment")
@@ -735,11 +609,8 @@ def comment_cmd(body_file, key, repo, pr_number, meta, api_url, token_env):
     workflow_run job after a fork PR. Exit 0 posted, 2 usage error, 5 posting failed."""
     import os
     from perfgate.publish.github import post_comment_file
-    try:
-        out = post_comment_file(body_file, key=key, repository=repo, pr_number=pr_number, meta=meta, api_url=api_url,
-                                token=os.environ.get(token_env), token_name=token_env)
-    except PerfgateError as e:
-        _fail(e)
+    out = post_comment_file(body_file, key=key, repository=repo, pr_number=pr_number, meta=meta, api_url=api_url,
+                            token=os.environ.get(token_env), token_name=token_env)
     click.echo(f"comment {out.action}: {out.url}" + (" (truncated to GitHub's limit)" if out.truncated else ""))
 
 
@@ -751,15 +622,12 @@ def github_context():
     set, also writes the step outputs pr-number, head-sha, base-sha, merge-base, is-fork."""
     import os
     from perfgate.publish.github import context_from_env, write_outputs
-    try:
-        d = context_from_env().to_dict()
-        if os.environ.get("GITHUB_OUTPUT"):
-            write_outputs(os.environ["GITHUB_OUTPUT"], {
-                "pr-number": d["pr_number"], "head-sha": d["head_sha"], "base-sha": d["base_sha"],
-                "merge-base": d["merge_base"], "is-fork": str(d["is_fork"]).lower()})
-        click.echo(json.dumps(d, indent=1))
-    except PerfgateError as e:
-        _fail(e)
+    d = context_from_env().to_dict()
+    if os.environ.get("GITHUB_OUTPUT"):
+        write_outputs(os.environ["GITHUB_OUTPUT"], {
+            "pr-number": d["pr_number"], "head-sha": d["head_sha"], "base-sha": d["base_sha"],
+            "merge-base": d["merge_base"], "is-fork": str(d["is_fork"]).lower()})
+    click.echo(json.dumps(d, indent=1))
 
 
 @main.command()
@@ -794,8 +662,6 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
         table = run_sweep(roots, _policy(policy_path), workers=workers, progress=progress,
                           cache_dir=None if no_cache else (cache_dir or Path(out) / ".cache"))
         files = write_rollup(table, out)
-    except PerfgateError as e:
-        _fail(e)
     finally:
         if bar:
             bar["p"].stop()
@@ -811,10 +677,7 @@ def structure(capture, policy_path, trace_mode, no_trace):
     """Print the layer / block classes and fusion candidates of CAPTURE as JSON (fusion
     candidates are informational: no claim about gains)."""
     from perfgate.run import structure_report
-    try:
-        rep = structure_report(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace))
-    except PerfgateError as e:
-        _fail(e)
+    rep = structure_report(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace))
     click.echo(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
 
 
@@ -837,11 +700,8 @@ def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers)
     share metric the run-to-run noise (1.4826 x MAD of per-capture values) x k. Writes a
     policy file with them and says which tolerances could be tightened."""
     from perfgate.gate import calibrate as run_calibrate
-    try:
-        proposals, path = run_calibrate(list(captures), out_path, policy=_policy(policy_path), k=k,
-                                        with_trace=_with_trace(trace_mode, no_trace), workers=workers)
-    except PerfgateError as e:
-        _fail(e)
+    proposals, path = run_calibrate(list(captures), out_path, policy=_policy(policy_path), k=k,
+                                    with_trace=_with_trace(trace_mode, no_trace), workers=workers)
 
     from perfgate.compare.calibrate import render_table
     for line in render_table(proposals, len(captures), k, path):

@@ -315,3 +315,72 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     out = Path(out_path)
     write_atomic(out, text)
     return proposals, out
+
+
+def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStore, out, junit=None, markdown=None,
+                     json_path=None, html_path=None, history_path=None, no_baseline_ok: bool = False,
+                     key: str | None = None, junit_key: str | None = None, **check_kw) -> tuple[GateResult, dict]:
+    """``perfgate check``: :func:`check` (``check_kw``: with_trace, workers, scheduler, progress,
+    env), then its report files: JUnit / Markdown / JSON
+    (:func:`perfgate.report.writers.write_check_reports`, sticky-comment ``key``, default the
+    baseline name; ``junit_key``: a matrix leg's key naming the JUnit suites) and, with
+    ``html_path`` (needs the ``html`` extra, refused before any work), the HTML report. ``no_baseline_ok``: a NO_BASELINE
+    result exits 0, and every report says so. Returns ``(result, {kind: path})``.
+
+    Raises:
+        as :func:`check`; StoreError when a report cannot be written (exit 5).
+    """
+    import dataclasses
+    from perfgate.report.writers import write_check_html, write_check_reports
+    if html_path:  # an optional part: refused before any work, not after the verdict
+        errors.require_extra("html", "--html")
+    result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
+    if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
+        result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
+            "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
+    paths = write_check_reports(result, out, junit=junit, markdown=markdown, json_path=json_path,
+                                key=key or baseline_name, junit_key=junit_key)
+    if html_path:
+        paths["html"] = write_check_html(result, html_path, store=store, history_path=history_path)
+    return result, paths
+
+
+class CaptureReport(NamedTuple):
+    """``perfgate report``: the fingerprint, the HTML file written, and what makes the capture
+    invalid (failed self-checks, then findings the policy's ``findings.fail_closed`` lists)."""
+    fingerprint: Fingerprint
+    path: Path
+    problems: list
+
+
+def capture_report(capture_path, html_path, *, policy, history_path=None, with_trace=TraceMode.READ, workers=None,
+                   progress=None) -> CaptureReport:
+    """Fingerprint one capture and write its self-contained HTML report (atomic; trend
+    sparklines from ``history_path`` when that database exists).
+
+    Raises:
+        InvalidCaptureError: the capture cannot be read (``perfgate report`` then writes the page
+            saying why, :func:`perfgate.report.writers.write_capture_error_html`).
+        StoreError: the write failed (exit 5).
+    """
+    from perfgate.metrics.fingerprint import blocking_findings, failed_checks
+    from perfgate.report.writers import write_capture_html
+    errors.require_extra("html", "perfgate report")  # refused before any work
+    fp = fingerprint_path(capture_path, policy, with_trace=with_trace, workers=workers, progress=progress)
+    path = write_capture_html(fp, html_path, policy=policy, history_path=history_path)
+    return CaptureReport(fp, path, failed_checks(fp) + blocking_findings(fp, policy.fail_closed))
+
+
+def run_demo(out, *, policy) -> tuple:
+    """``perfgate demo``: write the synthetic pair (a baseline and a candidate with an injected
+    regression) under ``out/captures``, save the baseline as ``main`` in ``out/baselines``, check
+    the candidate and write its reports to ``out/report``. Returns
+    ``(baseline capture, candidate capture, baseline file, GateResult, {kind: report path})``."""
+    from perfgate.report.writers import write_check_reports
+    from perfgate.synth import write_demo_pair
+    out = Path(out)
+    base, cand = write_demo_pair(out / "captures")
+    store = BaselineStore(out / "baselines")
+    path, _ = save_baseline(base, "main", policy=policy, store=store, env={})
+    result = check(cand, "main", policy=policy, store=store)
+    return base, cand, path, result, write_check_reports(result, out / "report", key="main")

@@ -10,19 +10,19 @@ from pathlib import Path
 
 from perfgate.terms import TraceMode
 from perfgate.errors import InvalidCaptureError, UsageError
+from perfgate.metrics.summary import FingerprintConfig
 from perfgate.model import Fingerprint
 
 
-def _summarize_location(loc, policy, root, with_trace):  # with_trace: a terms.TraceMode
+def _summarize_location(loc, config: FingerprintConfig):
     """Worker body (module level so process pools and dask can pickle it): one rank's files
-    -> its summary. Errors come back as values so every rank's problem is reported."""
+    -> its :class:`~perfgate.metrics.summary.RankSummary`. Errors come back as values so every
+    rank's problem is reported."""
     from perfgate.ingest import as_capture_error, load_rank
     from perfgate.metrics.fingerprint import summarize_rank
     try:
-        ops = policy.operators
-        rank = load_rank(loc, with_trace=with_trace, pmu=ops.read_pmu or ops.require_pipe,
-                         shapes=ops.read_shapes or policy.mfu is not None)
-        return summarize_rank(rank, policy, root)
+        rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
+        return summarize_rank(rank, config.policy, config.root)
     except (InvalidCaptureError, OSError) as e:
         return as_capture_error(e, loc)
 
@@ -94,6 +94,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
     from perfgate.metrics.fingerprint import fingerprint_from_summaries
     locs = discover(capture_path)
     root = Path(capture_path)
+    config = FingerprintConfig(policy=policy, root=root, with_trace=with_trace)
     total = len(locs)
     results = []
     if scheduler:
@@ -101,8 +102,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
         Client = require_extra("dask", "--scheduler (dask.distributed)").Client
         client = _connect_scheduler(Client, scheduler)
         try:
-            futures = client.map(_summarize_location, locs, policy=policy, root=root, with_trace=with_trace,
-                                 pure=False)
+            futures = client.map(_summarize_location, locs, config=config, pure=False)
             from distributed import as_completed
             for fut in as_completed(futures):
                 results.append(fut.result())
@@ -120,14 +120,14 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed
             with ProcessPoolExecutor(max_workers=min(n, total), mp_context=mp.get_context("spawn")) as pool:
-                futs = [pool.submit(_summarize_location, loc, policy, root, with_trace) for loc in locs]
+                futs = [pool.submit(_summarize_location, loc, config) for loc in locs]
                 for fut in as_completed(futs):
                     results.append(fut.result())
                     if progress:
                         progress(len(results), total)
         else:
             for loc in locs:
-                results.append(_summarize_location(loc, policy, root, with_trace))
+                results.append(_summarize_location(loc, config))
                 if progress:
                     progress(len(results), total)
     problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))
@@ -196,7 +196,6 @@ def structure_report(capture_path, policy, *, ranks=None, with_trace=TraceMode.N
             (names the rows).
     """
     from perfgate.ingest import load_capture
-    from perfgate.metrics.fingerprint import _records
     from perfgate.metrics import kernels as km
     from perfgate.metrics.fusion import fusion_candidates
     from perfgate.metrics.segments import class_table, segment_rank
@@ -214,8 +213,8 @@ def structure_report(capture_path, policy, *, ranks=None, with_trace=TraceMode.N
         k = r.kernels.df
         cats = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available else None
         seg = segment_rank(k, rules, policy.family_suffix, categories=cats, path=r.kernels.path)
-        out.append({"rank": r.rank, "kernel_file": str(r.kernels.path), "steps": _records(seg.steps),
-                    "layers": _records(seg.layers), "classes": _records(class_table(seg)),
-                    "fusion": _records(fusion_candidates(k, rules.fusion, policy.family_suffix))})
+        out.append({"rank": r.rank, "kernel_file": str(r.kernels.path), "steps": km.records(seg.steps),
+                    "layers": km.records(seg.layers), "classes": km.records(class_table(seg)),
+                    "fusion": km.records(fusion_candidates(k, rules.fusion, policy.family_suffix))})
     return {"capture": str(capture_path), "rules": rules.path, "rules_digest": rules.digest,
             "counterexamples": list(rules.counterexamples), "ranks": out}

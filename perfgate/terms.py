@@ -5,6 +5,15 @@ Glossary (see README): a *kernel* is one device task row of kernel_details.csv; 
 *ΣDuration* (caliber ``sum_duration``) is the plain sum of task durations across streams, so
 communication overlapped with compute is counted twice; *busy union* (caliber ``busy_union``)
 is the length of the union of task intervals, counting every busy microsecond once.
+
+Communication not hidden by compute has two figures with two names. *Exposed communication* is
+msprof's "Communication(Not Overlapped)" (step_trace_time.csv, or the trace's Overlap Analysis):
+the busy union of communication minus the compute busy union (metrics
+``step.comm_not_overlapped_us``, ``step.exposed_comm_ratio``). *Uncovered communication* is
+kernel-derived: per communication kernel row, its Duration minus the part covered by the compute
+busy union, summed (ΣDuration-based: overlapping communication rows count twice). It is the step
+table's ``exposed_comm_us`` / ``exposed_comm_ratio`` columns and ``comm.exposed_us{kind}``, whose
+keys keep their recorded names (fingerprints and the golden digests carry them).
 """
 from __future__ import annotations
 

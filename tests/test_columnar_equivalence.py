@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from hypothesis import given, settings, strategies as st
 
-from perfgate.metrics.comm import _exposed_per_row, op_identity_checks
+from perfgate.metrics.comm import _uncovered_per_row, op_identity_checks
 from perfgate.metrics.intervals import busy_union_ns, merge, segmented_union_ns
 from perfgate.metrics.steps import covered_ns
 
@@ -32,7 +32,7 @@ def test_segmented_union_equals_one_union_per_segment(seed, n, nseg):
 
 @FAST
 @given(st.integers(0, 10**6), st.integers(1, 80), st.integers(1, 7))
-def test_exposed_per_row_equals_per_step_coverage(seed, n, nseg):
+def test_uncovered_per_row_equals_per_step_coverage(seed, n, nseg):
     codes, s, e, rng = _table(seed, n, nseg)
     codes = codes.astype(np.int8)
     is_comm = rng.random(n) < 0.3
@@ -45,7 +45,7 @@ def test_exposed_per_row_equals_per_step_coverage(seed, n, nseg):
         comp = comp_idx[codes[comp_idx] == codes[i]]
         cs, ce = merge(s[comp], e[comp])
         want.append(int(dur[i] - covered_ns(cs, ce, s[i:i + 1], e[i:i + 1])[0]))
-    assert _exposed_per_row(codes, s, e, dur, comm_idx, comp_idx).tolist() == want
+    assert _uncovered_per_row(codes, s, e, dur, comm_idx, comp_idx).tolist() == want
 
 
 class _Comm:
@@ -115,13 +115,13 @@ def _mixed_frame(seed, n):
 @FAST
 @given(st.integers(0, 10**6), st.integers(0, 30))
 def test_column_wise_records_equal_to_dict_records(seed, n):
-    """operators._records / fingerprint._records (column-wise, per-rank fixed cost) give the
-    same JSON-safe records as the to_dict("records") loops they replaced."""
-    from perfgate.metrics import fingerprint, operators
+    """metrics.kernels.records (column-wise, per-rank fixed cost; the one records helper of
+    the family view, the fingerprint detail and the structure report) gives the same JSON-safe
+    records as the to_dict("records") loop it replaced."""
+    from perfgate.metrics.kernels import records
     df = _mixed_frame(seed, n)
-    assert operators._records(df) == _records_by_to_dict(df, finite=True)
-    assert operators._records(df, limit=3) == _records_by_to_dict(df.head(3), finite=True)
-    assert fingerprint._records(df) == _records_by_to_dict(df, finite=False)
+    assert records(df) == _records_by_to_dict(df, finite=True)
+    assert records(df, limit=3) == _records_by_to_dict(df.head(3), finite=True)
 
 
 @FAST

@@ -42,7 +42,7 @@ def test_matches_is_re_search_per_row_and_na_never_matches(values, pattern):
     col = pd.Series(pd.Categorical(values))
     rx = re.compile(pattern)
     expect = np.array([v is not None and bool(rx.search(v)) for v in values])
-    assert np.array_equal(km._matches(col, rx), expect)
+    assert np.array_equal(km.matches(col, rx), expect)
 
 
 @FAST

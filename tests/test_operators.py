@@ -1,5 +1,5 @@
 """The kernel-family view: categories (most specific rule wins), phases, pipeline bound, MFU,
-suggestions and the operator-level comparison. Real captures are read in place; synthetic ones
+suggestions and the family-level comparison. Real captures are read in place; synthetic ones
 come from perfgate.synth with jitter 0, so every duration is exactly the constructed one."""
 import re
 from pathlib import Path
@@ -154,7 +154,7 @@ def test_mstt_2023_no_pipe_columns_fail_closed_when_required_else_counts_and_sha
     assert kt.ncols == 33 and "aic_mac_fp16_ratio" in kt.df           # ArithmeticUtilization, no pipe ratios
     assert not opv.pipe_available(kt.df)
     k = kt.df.assign(family=km.family_of(kt.df["name"], policy.family_suffix))
-    metrics, detail = opv.rank_operator_view(k, policy, categories=km.categorize(k, policy.categories),
+    metrics, detail = opv.rank_family_view(k, policy, categories=km.categorize(k, policy.categories),
                                              kfile="kernel_details.csv", path=path)
     assert not detail["pipe_available"] and "AiCMetrics.PipeUtilization" in detail["pipe_note"]
     assert not [key for key in metrics if key[0].startswith("pipe.")]
@@ -347,7 +347,7 @@ def test_family_share_3_to_9_percent_regresses_family_and_category(pair4, tmp_pa
     md = render_markdown(r)
     top = md.split("<details>")[0]          # the causes table, above the collapsed sections
     assert f"kernel family `{GELU}`" in top and "share.category{category=Vector}" in top
-    assert "Operator comparison" in md and "9.01%" in md
+    assert "Family comparison" in md and "9.01%" in md
 
 
 def test_top_n_order_shuffle_is_not_a_regression(tmp_path, policy):
@@ -390,7 +390,7 @@ def test_report_operator_view_folds_small_categories_and_lists_unknown(pair4, tm
     store = BaselineStore(tmp_path / "bl")
     save_baseline(base, "main", policy=policy, store=store, env={})
     md = render_markdown(check(cand, "main", policy=policy, store=store, env={}))
-    assert "### Operator view" in md and "Unknown bucket: empty" in md
+    assert "### Family view" in md and "Unknown bucket: empty" in md
     assert f"`{GELU}`" in md and "op_type class" in md
     shown, folded = fold_categories([{"category": "MatMul", "sum_dur_us": 95.0, "share": 0.95},
                                      {"category": "DSA", "sum_dur_us": 0.5, "share": 0.005},

@@ -225,7 +225,7 @@ def test_more_exposed_comm_is_a_regression_with_kinds(tmp_path, policy):
               store=store, env={})
     fails = {c.key: c for c in r.comparisons if c.fails}
     x = fails["step.exposed_comm_ratio{view=rank0}"]
-    assert "HCCL kinds that grew: allreduce exposed" in x.reason and "calls 2 -> 2" in x.reason
+    assert "HCCL kinds that grew: allreduce uncovered" in x.reason and "calls 2 -> 2" in x.reason
     assert not any(c.name in ("kernel.calls_per_step", "comm.calls_per_step") for c in fails.values())
 
 

@@ -1,4 +1,4 @@
-"""Operator-level comparison of two fingerprints' operator views. Pure (no I/O).
+"""Family-level comparison of two fingerprints' family views (kernel families). Pure (no I/O).
 
 Per kernel family (the lowest rank of each side, ``Fingerprint.detail["operators"]``):
 calls-per-step delta (exact), share delta in percentage points, ΣDuration ratio
@@ -25,7 +25,7 @@ def _category_cores(fams: list) -> dict:
 
 
 def compare_operators(base: dict | None, cand: dict | None, min_share: float = 0.01) -> dict:
-    """Compare two operator views.
+    """Compare two family views.
 
     Args:
         base, cand: ``detail["operators"]`` of the baseline and candidate fingerprints.
@@ -42,8 +42,8 @@ def compare_operators(base: dict | None, cand: dict | None, min_share: float = 0
     if not base or not cand:
         side = "baseline" if not base else "candidate"
         return {"available": False, "families": [], "moves": [], "category_moves": [],
-                "note": f"the {side} has no operator view (recorded by an older perfgate or from history): "
-                        f"operator-level comparison skipped"}
+                "note": f"the {side} has no family view (recorded by an older perfgate or from history): "
+                        f"family-level comparison skipped"}
     b = {f["family"]: f for f in base.get("families", [])}
     c = {f["family"]: f for f in cand.get("families", [])}
     rows, moves = [], []

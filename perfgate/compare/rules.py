@@ -345,8 +345,9 @@ _COMM_AGGREGATES = ("step.exposed_comm_ratio", "step.comm_not_overlapped_us", "s
 
 
 def _attribute(c: Comparison, base: Fingerprint, cand: Fingerprint) -> Comparison:
-    """Append to a communication regression the HCCL kinds whose exposed time grew most
-    (``comm.exposed_us{kind}`` in the same view), so the report says what got slower."""
+    """Append to a communication regression the HCCL kinds whose uncovered time grew most
+    (``comm.exposed_us{kind}``, uncovered communication, in the same view), so the report says
+    what got slower."""
     if c.name not in _COMM_AGGREGATES or c.verdict != terms.REGRESSION:
         return c
     view = c.labels.get("view")
@@ -362,7 +363,7 @@ def _attribute(c: Comparison, base: Fingerprint, cand: Fingerprint) -> Compariso
             cb = base.metrics.get(calls_key)
             cc = cand.metrics.get(calls_key)
             calls = f", calls {cb.value:g} -> {cc.value:g}" if cb and cc else ""
-            grew.append((v - b, f"{m.labels['kind']} exposed {b:,.1f} -> {v:,.1f} us ({v - b:+,.1f} us{calls})"))
+            grew.append((v - b, f"{m.labels['kind']} uncovered {b:,.1f} -> {v:,.1f} us ({v - b:+,.1f} us{calls})"))
     if not grew:
         return c
     grew.sort(reverse=True)

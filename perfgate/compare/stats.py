@@ -53,7 +53,7 @@ from perfgate import terms
 from perfgate.metrics.repeat import metric_runs, runs_of
 from perfgate.model import Comparison, Fingerprint
 from perfgate.policy import Policy, Tolerance
-
+from perfgate.policy.sections import StatisticsSettings
 
 
 def _sps():
@@ -63,8 +63,8 @@ def _sps():
     return stats
 
 
-DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
-            "unsure_fails": False, "max_runs_hint": 50, "informational": False}  # as perfgate.policy._STAT_DEFAULTS
+# the defaults are written once, in perfgate.policy.sections.StatisticsSettings
+DEFAULTS = {k: v for k, v in StatisticsSettings().items() if k != "tolerances"}
 
 
 def settings(policy: Policy) -> dict:

@@ -1,4 +1,4 @@
-"""Communication analysis: HCCL op kinds, exposed time per kind, communication.json figures.
+"""Communication analysis: HCCL op kinds, uncovered time per kind, communication.json figures.
 
 Kinds come from op names (``hcom_allReduce__586_0_1`` -> ``allreduce``): allreduce,
 allgather, reducescatter, alltoall (incl. alltoallv), broadcast, send_recv (send, receive,
@@ -40,8 +40,10 @@ def kind_of(name: str) -> str:
 
 
 def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` (time of those
-    rows not covered by the step's compute busy union), from the kernel table. Steps in order
+    """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` = *uncovered
+    communication* (per row, its Duration minus the part the step's compute busy union covers,
+    summed: ΣDuration-based; the column keeps its recorded name, see :mod:`perfgate.terms`), from
+    the kernel table, us. Steps in order
     of their first communication row, kinds sorted; rows with a blank step are left out.
     The kind is derived once per distinct kernel name."""
     cols = ["step", "kind", "calls", "sum_us", "exposed_us"]
@@ -58,7 +60,7 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     start, end, dur = (kernels[c].to_numpy() for c in ("start_ns", "end_ns", "dur_ns"))
     comm_idx = np.flatnonzero(is_comm)
     comp_idx = np.flatnonzero(~kernels["is_comm"].to_numpy() & (codes >= 0))
-    exposed = _exposed_per_row(codes, start, end, dur, comm_idx, comp_idx)
+    uncovered = _uncovered_per_row(codes, start, end, dur, comm_idx, comp_idx)
     d = dur[comm_idx].astype(np.int64)
     kinds = name_kind[name_codes[comm_idx]]  # code -1 (no name) -> "other" as kind_of("nan") would
     # one group-by over (step, kind): steps in order of their first communication row, kinds sorted
@@ -73,7 +75,7 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     sums = np.zeros(len(groups), dtype=np.int64)
     np.add.at(sums, inv, d)
     exp = np.zeros(len(groups), dtype=np.int64)
-    np.add.at(exp, inv, exposed.astype(np.int64))
+    np.add.at(exp, inv, uncovered.astype(np.int64))
     code_at_rank = step_order[np.argsort(rank_of[step_order], kind="stable")]
     cats = step_cat.cat.categories
     out = [{"step": str(cats[code_at_rank[g // len(kind_names)]]), "kind": str(kind_names[g % len(kind_names)]),
@@ -82,9 +84,9 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-def _exposed_per_row(codes, start, end, dur, comm_idx, comp_idx) -> np.ndarray:
-    """Per communication row (``comm_idx``): its duration minus the part covered by the busy
-    union of its own step's compute rows (ns). All steps in one pass: each step's times are
+def _uncovered_per_row(codes, start, end, dur, comm_idx, comp_idx) -> np.ndarray:
+    """Uncovered communication per communication row (``comm_idx``): its duration minus the
+    part covered by the busy union of its own step's compute rows (ns). All steps in one pass: each step's times are
     moved into a band of their own (``code × width``), so no step's intervals meet another's,
     then one merge and one coverage lookup; per step when the bands would overflow int64."""
     d = dur[comm_idx].astype(np.int64)

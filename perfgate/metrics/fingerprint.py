@@ -27,6 +27,7 @@ from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
 from perfgate.metrics.intervals import busy_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
+from perfgate.metrics.summary import RankSummary
 from perfgate.metrics.steps import (confirm_recompile, cross_rank_findings, label_steps, step_table,
                                    warmup_findings)
 from perfgate.model import FINGERPRINT_SCHEMA, Finding, Fingerprint, MetricValue, metric_key
@@ -333,8 +334,8 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
     return out
 
 
-def summarize_rank(rank, policy, root) -> dict:
-    """Everything the fingerprint needs from one rank, as small picklable values, so ranks
+def summarize_rank(rank, policy, root) -> RankSummary:
+    """Everything the fingerprint needs from one rank, as a picklable :class:`RankSummary`, so ranks
     can be processed in parallel (process pool or dask) and merged by
     :func:`fingerprint_from_summaries`. Pure over ``rank``'s tables. A partial rank (no kernel
     table) gives its step and communication metrics only (:func:`_partial_summary`)."""
@@ -345,7 +346,7 @@ def summarize_rank(rank, policy, root) -> dict:
     checks = list(run_self_checks(rank, policy))
     if rank.comm is not None:
         checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root),
-                                         tol_us=policy.self_checks.get("comm_op_identity_abs_us", 1.0)))
+                                         tol_us=policy.self_checks["comm_op_identity_abs_us"]))
     step_time = {}
     st, _ = _overlap_steps(rank)
     if st is not None:
@@ -372,12 +373,12 @@ def summarize_rank(rank, policy, root) -> dict:
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat)
     kk = k.assign(family=km.family_of(k["name"], policy.family_suffix))
     in_step = kk["step"].notna().to_numpy()
-    op_metrics, op_detail = opv.rank_operator_view(
+    op_metrics, op_detail = opv.rank_family_view(
         km.rows_where(kk, in_step), policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
         kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
-    return {
+    return RankSummary(**{
         "rank": rank.rank,
         "metrics": metrics,
         "segments": seg_detail,
@@ -403,7 +404,7 @@ def summarize_rank(rank, policy, root) -> dict:
         "rank_source": rank.location.rank_source,
         "tables": list(rank.tables),
         "meta": _job_meta(rank),
-    }
+    })
 
 
 LOST_TASKS = "DEVICE_TASKS_LOST"
@@ -443,7 +444,7 @@ def _job_meta(rank) -> dict:
     return {"world_size": None, "source": None}
 
 
-def _partial_summary(rank, policy, root) -> dict:
+def _partial_summary(rank, policy, root) -> RankSummary:
     """Summary of a partial rank: Overlap Analysis step metrics from step_trace_time.csv and the
     communication.json metrics; no kernel, anatomy, operator or structure figures."""
     out: dict = {}
@@ -474,11 +475,11 @@ def _partial_summary(rank, policy, root) -> dict:
         for link, bw in bandwidth(rank.comm).items():
             out[("comm.bandwidth_gbps", (("link", link),))] = (bw, f"{cfile} {link} Transit Size/Time", {})
         checks.extend(op_identity_checks(rank.comm, rank.rank, cfile,
-                                         tol_us=policy.self_checks.get("comm_op_identity_abs_us", 1.0)))
+                                         tol_us=policy.self_checks["comm_op_identity_abs_us"]))
         if not steps:
             steps = sorted(map(str, pd.unique(rank.comm.ops["step"].dropna())))
     warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
-    return {
+    return RankSummary(**{
         "rank": rank.rank, "metrics": out, "segments": {}, "operators": {}, "anatomy": pd.DataFrame(),
         "checks": checks, "findings": [], "step_time": step_time,
         "kinds": pd.DataFrame(), "warnings": warnings, "info": dict(rank.location.info),
@@ -487,7 +488,7 @@ def _partial_summary(rank, policy, root) -> dict:
         "rank_dir": _rel(rank.location.rank_dir, root), "output_dir": _rel(rank.location.output_dir, root),
         "rank_source": rank.location.rank_source, "tables": list(rank.tables), "meta": _job_meta(rank),
         "partial": True,
-    }
+    })
 
 
 def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
@@ -502,7 +503,7 @@ def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     step_sum.index = step_sum.index.astype(str)
     kfile = _rel(rank.kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {
-        "rank": rank.rank, "steps": _records(seg.steps), "classes": _records(class_table(seg))}
+        "rank": rank.rank, "steps": km.records(seg.steps), "classes": km.records(class_table(seg))}
 
 
 def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fingerprint:
@@ -522,12 +523,12 @@ def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fing
     return fingerprint_from_summaries(sums, policy, capture.path, provenance, list(capture.warnings))
 
 
-def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None = None,
+def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance: dict | None = None,
                                warnings: list | None = None) -> Fingerprint:
     """Merge per-rank summaries (:func:`summarize_rank`) into one fingerprint: cross-rank
     views (rank0 / p50 / max / skew), warm-up and cross-rank findings, config, provenance."""
     from pathlib import Path
-    sums = sorted(sums, key=lambda x: x["rank"])
+    sums = sorted(sums, key=lambda x: x.rank)
     th = policy.findings
     full = [x for x in sums if not x.get("partial")]
     if not full:
@@ -542,17 +543,17 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
     tables = pd.concat([x["anatomy"] for x in sums if len(x["anatomy"])] or [pd.DataFrame(columns=["rank", "step"])],
                        ignore_index=True)
     findings.extend(warmup_findings(tables, th, "kernel_details.csv"))
-    step_time = {k: v for x in sums for k, v in x["step_time"].items()}
-    findings.extend(cross_rank_findings(tables, step_time, {x["rank"]: x["info"] for x in sums}, th))
-    have = [x["rank"] for x in sums if x["has_comm"]]
+    step_time = {k: v for x in sums for k, v in x.step_time.items()}
+    findings.extend(cross_rank_findings(tables, step_time, {x.rank: x.info for x in sums}, th))
+    have = [x.rank for x in sums if x.has_comm]
     for x in sums:
-        if not x["has_comm"] and have:
+        if not x.has_comm and have:
             findings.append(Finding(
-                "COMM_JSON_MISSING", "warn", x["rank"], None,
-                f"rank {x['rank']} has no communication.json while rank(s) {have[:6]} do: communication.json "
-                f"figures are not comparable for this capture", x["output_dir"]))
-    kinds = pd.concat([x["kinds"] for x in sums if len(x["kinds"])] or [pd.DataFrame()], ignore_index=True)
-    detail = {"steps": _records(tables), "comm_kinds": _records(kinds)}
+                "COMM_JSON_MISSING", "warn", x.rank, None,
+                f"rank {x.rank} has no communication.json while rank(s) {have[:6]} do: communication.json "
+                f"figures are not comparable for this capture", x.output_dir))
+    kinds = pd.concat([x.kinds for x in sums if len(x.kinds)] or [pd.DataFrame()], ignore_index=True)
+    detail = {"steps": km.records(tables), "comm_kinds": km.records(kinds)}
     # per rank and step: the gated step time (Computing + Communication(Not Overlapped) + Free, or the
     # device wall when no step_trace / Overlap Analysis exists), for per-rank plots
     detail["step_time"] = [{"rank": int(r), "step": str(s), "time_us": round(float(v), 6)}
@@ -565,14 +566,14 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
     if len(levels) > 1 and not any("different levels" in w for w in warns):
         warns.append(f"ranks were profiled at different levels: {sorted(map(str, levels))}")
     for x in sums:
-        warns.extend(x["warnings"])
+        warns.extend(x.warnings)
     prov = {
         "source": str(Path(root).resolve()),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "ranks": [x["rank"] for x in sums],
-        "rank_dirs": {str(x["rank"]): x["rank_dir"] for x in sums},
-        "rank_sources": {str(x["rank"]): x["rank_source"] for x in sums},
-        "steps": {str(x["rank"]): x["steps"] for x in sums},
+        "ranks": [x.rank for x in sums],
+        "rank_dirs": {str(x.rank): x.rank_dir for x in sums},
+        "rank_sources": {str(x.rank): x.rank_source for x in sums},
+        "steps": {str(x.rank): x.steps for x in sums},
         "perfgate_version": __version__,
     }
     prov.update(provenance or {})
@@ -583,10 +584,10 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
 
 
 def _operator_detail(sums, metrics, policy) -> dict:
-    """The operator view of the lowest rank (families, categories, phases, pipe bound, MFU
+    """The family view of the lowest rank (families, categories, phases, pipe bound, MFU
     classes) and the policy's suggestions evaluated on the cross-rank metrics; consecutive
     kernel runs are taken from the rank with the longest run."""
-    ops = [x["operators"] for x in sums if x.get("operators")]
+    ops = [x.operators for x in sums if x.operators]
     if not ops:
         return {}
     runs = {}
@@ -636,7 +637,7 @@ def _config_from_summaries(sums, policy) -> dict:
     sums = [x for x in sums if not x.get("partial")] or sums
 
     def one(key):
-        vals = sorted({str(x["info"].get(key)) for x in sums if x["info"].get(key) is not None})
+        vals = sorted({str(x.info.get(key)) for x in sums if x.info.get(key) is not None})
         return vals[0] if len(vals) == 1 else (",".join(vals) if vals else None)
 
     return {
@@ -665,33 +666,13 @@ def _config_from_summaries(sums, policy) -> dict:
     }
 
 
-def _records(df: pd.DataFrame) -> list:
-    """DataFrame -> JSON-safe records (NaN -> None, floats rounded to 6 places, numpy scalars
-    -> Python). Column-wise (one ``tolist`` per column) instead of ``to_dict("records")``:
-    same values, a fraction of the per-rank fixed cost."""
-    names = list(df.columns)
-    cols = []
-    for j in range(len(names)):
-        clean = []
-        for v in df.iloc[:, j].tolist():
-            if isinstance(v, (np.integer,)):
-                v = int(v)
-            elif isinstance(v, (np.floating, float)):
-                v = None if np.isnan(v) else round(float(v), 6)
-            elif v is pd.NA:
-                v = None
-            clean.append(v)
-        cols.append(clean)
-    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(df))]
-
-
 _SENDRECV = re.compile(r"(?i)batchsendrecv|hcom_send")
 
 
 def _bubble_note_rank(r) -> list:
     """step_trace Bubble counts only hcom_receive rows: a PP run using batchSendRecv shows 0."""
     k = r.kernels.df
-    sendrecv = k["is_comm"].to_numpy() & km._matches(k["name"], _SENDRECV)
+    sendrecv = k["is_comm"].to_numpy() & km.matches(k["name"], _SENDRECV)
     if sendrecv.any() and r.step_trace is not None and (r.step_trace["bubble_us"].fillna(0) == 0).all():
         return [Finding(
             "BUBBLE_UNRELIABLE", "info", r.rank, None,

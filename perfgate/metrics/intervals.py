@@ -52,8 +52,8 @@ def busy_union_ns(starts, ends) -> int:
 def subtract(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, np.ndarray]:
     """Parts of union(A) not covered by union(B), as disjoint sorted segments.
 
-    Used for exposed communication: union(comm) minus union(compute)
-    (msprof "Communication(Not Overlapped)").
+    Exposed communication is this: union(comm) minus union(compute)
+    (msprof "Communication(Not Overlapped)", see :mod:`perfgate.terms`).
     """
     as_, ae = merge(a_starts, a_ends)
     bs, be = merge(b_starts, b_ends)

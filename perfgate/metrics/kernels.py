@@ -17,8 +17,33 @@ from perfgate.errors import PolicyError
 UNKNOWN = "unknown"
 
 
-def _as_category(s: pd.Series) -> pd.Series:
+def as_category(s: pd.Series) -> pd.Series:
+    """The column as a pandas categorical (unchanged when it already is one): the kernel table's
+    name / family / type / step columns are grouped and matched on their integer codes."""
     return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
+
+
+def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
+    """A table as JSON-safe records, the first ``limit`` rows (all when None): numpy integers ->
+    int, floats rounded to 6 decimals (NaN / ±inf -> None), ``pd.NA`` / None -> None; column
+    names kept. Used for every table the fingerprint's ``detail`` and the structure report carry.
+    Built column-wise (one ``tolist`` per column), not with ``to_dict("records")``: the same
+    values at a fraction of the per-rank fixed cost."""
+    d = df if limit is None else df.head(limit)
+    names = list(d.columns)
+    cols = []
+    for j in range(len(names)):
+        clean = []
+        for v in d.iloc[:, j].tolist():
+            if isinstance(v, np.integer):
+                v = int(v)
+            elif isinstance(v, (float, np.floating)):
+                v = None if not np.isfinite(v) else round(float(v), 6)
+            elif v is pd.NA:
+                v = None
+            clean.append(v)
+        cols.append(clean)
+    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(d))]
 
 
 def str_values(s: pd.Series) -> np.ndarray:
@@ -51,7 +76,7 @@ def step_groups(df: pd.DataFrame) -> list:
     ``idx`` ascending (file order); rows with a blank step are left out. The same groups and
     order as ``df.groupby("step", observed=True, sort=False)``, from one stable sort of the
     step codes instead of a sub-frame (a copy of every column) per step."""
-    step = _as_category(df["step"])
+    step = as_category(df["step"])
     codes = step.cat.codes.to_numpy()
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(step.cat.categories) + 1))
@@ -63,7 +88,7 @@ def step_groups(df: pd.DataFrame) -> list:
 def sorted_codes(s: pd.Series) -> np.ndarray:
     """Integer codes ordered like the sorted distinct values (missing -> -1), as
     ``s.astype(object).astype("category").cat.codes`` gives them, without a per-row pass."""
-    c = _as_category(s)
+    c = as_category(s)
     cats = np.asarray(c.cat.categories.astype(str), dtype=object)
     rank = np.empty(len(cats) + 1, dtype=np.int64)
     rank[np.argsort(cats, kind="stable")] = np.arange(len(cats))
@@ -76,7 +101,7 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     regex). ``hcom_allReduce__586_0_1`` -> ``hcom_allReduce``; ``trans_TransData_12`` ->
     ``trans_TransData``; names that would become empty keep their full text. The regex runs
     once per distinct name, not once per row."""
-    c = _as_category(names)
+    c = as_category(names)
     cats = pd.Index(c.cat.categories.astype(str))
     fam = [suffix.sub("", v) or v for v in cats]
     uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True) if fam else (np.array([], dtype=object), np.array([], dtype=int))
@@ -87,7 +112,7 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
 def canonical_core(df: pd.DataFrame) -> pd.Series:
     """Core type with communication rows folded to ``COMMUNICATION`` (HCCL <= 2025-01
     and COMMUNICATION later name the same thing); missing where the cell was N/A."""
-    core = _as_category(df["core_type"])
+    core = as_category(df["core_type"])
     cats = core.cat.categories
     if terms.COMM_CORE not in cats:
         cats = cats.append(pd.Index([terms.COMM_CORE], dtype=cats.dtype if len(cats) else object))
@@ -119,11 +144,11 @@ def code_lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return np.take(table, codes)
 
 
-def _matches(col: pd.Series, rx) -> np.ndarray:
+def matches(col: pd.Series, rx) -> np.ndarray:
     """Per row: does the regex find a match in this categorical column (N/A never matches)?
     The regex runs once per distinct value; rows are mapped from the codes by
     :func:`code_lookup`."""
-    c = _as_category(col)
+    c = as_category(col)
     hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories.tolist()] + [False], dtype=bool)
     return code_lookup(hit, c.cat.codes.to_numpy())  # code -1 (missing) indexes the trailing False
 
@@ -154,7 +179,7 @@ def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category")
         for field in ("name", "type", "core"):
             rx = getattr(rule, field)
             if rx is not None:
-                m = _matches(cols[field], rx) if m is None else m & _matches(cols[field], rx)
+                m = matches(cols[field], rx) if m is None else m & matches(cols[field], rx)
         m = np.ones(n, dtype=bool) if m is None else m
         nf, prio = rule.specificity
         score = nf * 1_000_000 + prio
@@ -188,8 +213,8 @@ def categorize(df: pd.DataFrame, rules) -> pd.Series:
 def _per_step(df: pd.DataFrame, key: str, weights=None) -> pd.DataFrame:
     """(step x key) table of counts or weighted sums via one bincount over category codes
     (rows with a missing step or key are left out; no copy of the frame is made)."""
-    step = _as_category(df["step"])
-    k = _as_category(df[key])
+    step = as_category(df["step"])
+    k = as_category(df[key])
     sc, kc = step.cat.codes.to_numpy(), k.cat.codes.to_numpy()
     keep = (sc >= 0) & (kc >= 0)
     if not keep.any():

@@ -107,7 +107,7 @@ def _flops_per_row(k: pd.DataFrame, spec) -> np.ndarray:
         for f, col in (("name", "name"), ("type", "op_type"), ("core", "core_type")):
             rx = getattr(rule.matcher, f)
             if rx is not None:
-                m &= km._matches(k[col], rx)
+                m &= km.matches(k[col], rx)
         if not m.any():
             continue
         shapes = k["input_shapes"].astype(object).to_numpy()[m]

@@ -1,4 +1,4 @@
-"""Operator view: kernel families with category, phase, core type, op_type class, pipeline
+"""Family view (a kernel-family view; policy section ``operators:``): kernel families with category, phase, core type, op_type class, pipeline
 bound and memory-boundness; phase shares; consecutive-kernel runs for suggestions.
 
 Pure functions over the kernel table of :mod:`perfgate.ingest.kernels` (columns ``row``,
@@ -48,7 +48,7 @@ _MC2 = re.compile(r"(?i)all.?reduce|all.?gather|reduce.?scatter|all.?to.?all|mc2
 
 def op_type_class(df: pd.DataFrame) -> pd.Series:
     """op_type class per row (categorical over :data:`OP_CLASSES`), see the module docstring."""
-    core = km._as_category(df["core_type"])
+    core = km.as_category(df["core_type"])
     cats = [str(c) for c in core.cat.categories]
 
     def cls(c: str) -> str:
@@ -70,7 +70,7 @@ def op_type_class(df: pd.DataFrame) -> pd.Series:
     codes = table[core.cat.codes.to_numpy()]
     mix = codes == OP_CLASSES.index("mix_cv")
     if mix.any():
-        mc2 = km._matches(df["name"], _MC2) | km._matches(df["op_type"], _MC2)
+        mc2 = km.matches(df["name"], _MC2) | km.matches(df["op_type"], _MC2)
         codes = np.where(mix & mc2, OP_CLASSES.index("mix_comm_aiv"), codes)
     codes = np.where(df["is_comm"].to_numpy(), OP_CLASSES.index("communication"), codes)
     return pd.Series(pd.Categorical.from_codes(codes, categories=list(OP_CLASSES)), index=df.index)
@@ -78,7 +78,7 @@ def op_type_class(df: pd.DataFrame) -> pd.Series:
 
 def _time_order(df: pd.DataFrame) -> np.ndarray:
     """Row positions sorted by (step, start time)."""
-    step = km._as_category(df["step"]).cat.codes.to_numpy()
+    step = km.as_category(df["step"]).cat.codes.to_numpy()
     return np.lexsort((df["start_ns"].to_numpy(), step))
 
 
@@ -105,10 +105,10 @@ def assign_phases(df: pd.DataFrame, spec) -> pd.Series:
         m = np.ones(len(df), dtype=bool)
         for f, col in (("name", "name"), ("type", "op_type"), ("core", "core_type")):
             if getattr(r, f) is not None:
-                m &= km._matches(df[col], getattr(r, f))
+                m &= km.matches(df[col], getattr(r, f))
         masks.append(m)
     order = _time_order(df)
-    steps = km._as_category(df["step"]).cat.codes.to_numpy()[order]
+    steps = km.as_category(df["step"]).cat.codes.to_numpy()[order]
     bounds = np.flatnonzero(np.diff(steps)) + 1
     for seg in np.split(order, bounds):
         cur = 0
@@ -206,7 +206,7 @@ def _memory_bound(ratios: dict) -> float:
 def _dominant(codes: np.ndarray, nf: int, col: pd.Series, w: np.ndarray) -> np.ndarray:
     """Per family code: the value of ``col`` with the largest ΣDuration (``"n/a"`` when every
     cell is N/A); one bincount over (family, value) codes."""
-    c = km._as_category(col)
+    c = km.as_category(col)
     cats = np.array([str(x) for x in c.cat.categories] + ["n/a"], dtype=object)
     vc = c.cat.codes.to_numpy().astype(np.int64)
     nv = len(cats)
@@ -231,7 +231,7 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
             "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
     if k.empty:
         return pd.DataFrame(columns=cols)
-    fam = km._as_category(k["family"])
+    fam = km.as_category(k["family"])
     codes = fam.cat.codes.to_numpy().astype(np.int64)
     nf = len(fam.cat.categories)
     w = k["dur_ns"].to_numpy(dtype=float)
@@ -319,12 +319,12 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
     comp = np.flatnonzero(~k["is_comm"].to_numpy())
     if not len(comp):
         return 0, None
-    step_all = km._as_category(k["step"]).cat.codes.to_numpy()
+    step_all = km.as_category(k["step"]).cat.codes.to_numpy()
     order = comp[np.lexsort((k["start_ns"].to_numpy()[comp], step_all[comp]))]
     m = np.ones(len(k), dtype=bool)
     for f, col in (("name", "name"), ("type", "op_type"), ("core", "core_type")):
         if getattr(matcher, f) is not None:
-            m &= km._matches(k[col], getattr(matcher, f))
+            m &= km.matches(k[col], getattr(matcher, f))
     if phase is not None:
         m &= km.equals_value(k["phase"], phase)
     m = m[order]
@@ -340,30 +340,9 @@ def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int
     return int(lengths[i]), int(k["row"].to_numpy()[order[hits[new_run][i]]])
 
 
-def _records(df: pd.DataFrame, limit: int | None = None) -> list:
-    """DataFrame -> JSON-safe records (non-finite floats -> None, floats rounded to 6 places,
-    numpy scalars -> Python). Column-wise (one ``tolist`` per column) instead of
-    ``to_dict("records")``: same values, a fraction of the per-rank fixed cost."""
-    d = df if limit is None else df.head(limit)
-    names = list(d.columns)
-    cols = []
-    for j in range(len(names)):
-        clean = []
-        for v in d.iloc[:, j].tolist():
-            if isinstance(v, (np.integer,)):
-                v = int(v)
-            elif isinstance(v, (float, np.floating)):
-                v = None if not np.isfinite(v) else round(float(v), 6)
-            elif v is pd.NA or v is None:
-                v = None
-            clean.append(v)
-        cols.append(clean)
-    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(d))]
-
-
-def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, kfile: str,
+def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, kfile: str,
                        path=None, variant: str = "", steps=None) -> tuple[dict, dict]:
-    """The operator view of one rank.
+    """The family view of one rank.
 
     Args:
         k: step-assigned kernel rows with a ``family`` column.
@@ -446,10 +425,10 @@ def rank_operator_view(k: pd.DataFrame, policy, *, categories: pd.Series | None,
         "categories_available": categories is not None,
         "pipe_available": has_pipe,
         "pipe_note": None if has_pipe else f"no PipeUtilization data in {kfile}: pipe-bound metrics absent ({PIPE_HINT})",
-        "families": _records(fam, 500),
-        "categories": _records(share_table(kk, ["category"])),
-        "phases": _records(share_table(kk, ["phase", "category"])) if policy.phases.rules else [],
-        "unknown": _records(_unknown_table(unknown, float(kk["dur_ns"].sum())), 50),
+        "families": km.records(fam, 500),
+        "categories": km.records(share_table(kk, ["category"])),
+        "phases": km.records(share_table(kk, ["phase", "category"])) if policy.phases.rules else [],
+        "unknown": km.records(_unknown_table(unknown, float(kk["dur_ns"].sum())), 50),
         "bound_shares": bound_shares,
         "mfu_classes": mfu_classes,
         "mfu_note": mfu_note,

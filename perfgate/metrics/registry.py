@@ -141,8 +141,11 @@ _DEFS = [
     MetricDef("comm.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "ΣDuration per step of one HCCL kind", "kernel_details.csv", absent_is_zero=True, labels=('kind',)),
     MetricDef("comm.exposed_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
-              "time per step of one HCCL kind not covered by compute",
-              "kernel_details.csv: rows minus the compute busy union", absent_is_zero=True, labels=('kind',)),
+              "uncovered communication per step of one HCCL kind: Σ over its rows of Duration minus "
+              "the part the compute busy union covers (ΣDuration-based, overlapping rows count twice; "
+              "not the exposed communication of step.comm_not_overlapped_us; the key keeps its "
+              "recorded name)",
+              "kernel_details.csv: communication rows minus the compute busy union, per row", absent_is_zero=True, labels=('kind',)),
     MetricDef("comm.wait_ratio", "ratio", None, terms.TIER_CONTEXT,
               "wait ratio = Σ Wait / (Σ Wait + Σ Transit) over every op of the rank",
               "communication.json Wait / Transit Time(ms) (msprof-analyze communication_analysis)",
@@ -152,7 +155,7 @@ _DEFS = [
               "bandwidth per link type = Σ Transit Size (MB) / Σ Transit Time (ms), over every op of the rank",
               "communication.json Communication Bandwidth Info", requires=("has_comm_json",), labels=('link',),
               caliber_note="bytes over summed Transit Time of communication.json (not a device-time figure)"),
-    # operator view (perfgate.metrics.operators, perfgate.metrics.mfu), medians over steps
+    # family view (perfgate.metrics.operators, perfgate.metrics.mfu), medians over steps
     MetricDef("share.family", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step of one kernel family",
               "Σ Duration(us) of the family / Σ Duration(us), kernel_details.csv", absent_is_zero=True,

@@ -68,7 +68,7 @@ def match_mask(df: pd.DataFrame, matches) -> np.ndarray:
         for f, col in cols.items():
             rx = getattr(m, f)
             if rx is not None:
-                hit &= km._matches(df[col], rx)
+                hit &= km.matches(df[col], rx)
         out |= hit
     return out
 
@@ -233,7 +233,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
                              match_mask(k, tuple(m for c in comp for m in c.match)) if comp else None))
     tail = match_mask(k, rules.tail)
     cut = match_mask(k, rules.blocks.cut_before)
-    aicpu = km._matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else None
+    aicpu = km.matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else None
     kinds = [(kind, match_mask(k, m)) for kind, m in rules.blocks.kinds]
     fam = km.str_values(k["family"])
     if categories is not None and categories.index.equals(df.index):

@@ -11,15 +11,18 @@ For each step of a rank (device tasks from kernel_details.csv, host window from 
   step_trace_time.csv when there is no trace); ``tail_us`` = host step end − last task end;
 * ``internal_bubble_us`` = Σ idle gaps inside the span longer than ``bubble_min_us`` (shorter
   gaps are launch jitter); ``largest_bubble_us`` and the row that ends it;
-* ``comm_sum_us`` (ΣDuration of communication rows), ``exposed_comm_us`` (communication
-  time not covered by the compute busy union) and ``exposed_comm_ratio``.
+* ``comm_sum_us`` (ΣDuration of communication rows), ``exposed_comm_us`` = *uncovered
+  communication* (per communication row, its Duration minus the part the compute busy union
+  covers, summed: ΣDuration-based, not msprof's busy-union Communication(Not Overlapped); the
+  column keeps its recorded name, see :mod:`perfgate.terms`) and ``exposed_comm_ratio`` =
+  uncovered / comm_sum.
 
 Labels (policy ``findings`` thresholds; "step" is the host window, or the wall without one):
 DEVICE_IDLE_GAP_HEAVY (underfeed ≥ 0.30), PRELAUNCH_GAP_HEAVY / TAIL_GAP_HEAVY /
 INTERNAL_BUBBLE_HEAVY (≥ max(1 ms, 10 % of the step)), RECOMPILE_SUSPECTED (wall / ΣDuration
 > 10, one gap ≥ half the wall, and the task after it waited ≥ half that gap; kept only with
 evidence of recompilation, :func:`confirm_recompile`, else IDLE_GAP_UNEXPLAINED),
-EXPOSED_COMM_SIGNIFICANT (> 30 %) and COMM_WELL_HIDDEN (< 10 %), WARMUP_NOT_STRIPPED (first of
+EXPOSED_COMM_SIGNIFICANT (uncovered ratio > 30 %) and COMM_WELL_HIDDEN (< 10 %), WARMUP_NOT_STRIPPED (first of
 several steps longer than 1.5x the median of the others).
 """
 from __future__ import annotations
@@ -29,18 +32,15 @@ import pandas as pd
 
 from perfgate.metrics.intervals import merge
 from perfgate.model import Finding
+from perfgate.policy.sections import FindingThresholds
 
 STEP_COLUMNS = ["rank", "step", "first_row", "last_row", "kernels", "step_us", "wall_us", "busy_us",
                 "kernel_sum_us", "bubble_us", "underfeed_ratio", "prelaunch_us", "tail_us",
                 "internal_bubble_us", "largest_bubble_us", "largest_bubble_row", "wait_after_gap_us",
                 "comm_sum_us", "exposed_comm_us", "exposed_comm_ratio"]
 
-DEFAULT_THRESHOLDS = {
-    "underfeed_ratio": 0.30, "gap_min_us": 1000.0, "gap_step_ratio": 0.10, "bubble_min_us": 10.0,
-    "recompile_wall_ratio": 10.0, "recompile_gap_ratio": 0.5, "recompile_wait_ratio": 0.5,
-    "exposed_significant": 0.30, "exposed_hidden": 0.10, "warmup_ratio": 1.5, "slow_rank_ratio": 0.05,
-    "max_collection_spread_s": 300.0,
-}
+#: the policy's ``findings:`` defaults (written once, in :class:`perfgate.policy.sections.FindingThresholds`)
+DEFAULT_THRESHOLDS = dict(FindingThresholds())
 
 
 def covered_ns(seg_s: np.ndarray, seg_e: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -131,7 +131,7 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
         comm_dur = c["dur_ns"][comm]
         comm_cov = covered_ns(cs, ce, c["start_ns"][comm], c["end_ns"][comm])
         comm_sum = float(comm_dur.sum()) / 1000.0
-        exposed = float((comm_dur - comm_cov).sum()) / 1000.0
+        uncovered = float((comm_dur - comm_cov).sum()) / 1000.0  # uncovered communication (ΣDuration-based)
         row = c["row"][idx]
         rows.append({
             "rank": rank.rank, "step": str(step), "first_row": int(row.min()),
@@ -141,8 +141,8 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
             "bubble_us": (wall - busy) / 1000.0, "underfeed_ratio": (wall - busy) / wall if wall else 0.0,
             "prelaunch_us": pre, "tail_us": tail, "internal_bubble_us": internal / 1000.0,
             "largest_bubble_us": largest / 1000.0, "largest_bubble_row": after_row,
-            "wait_after_gap_us": wait_after, "comm_sum_us": comm_sum, "exposed_comm_us": exposed,
-            "exposed_comm_ratio": exposed / comm_sum if comm_sum else np.nan,
+            "wait_after_gap_us": wait_after, "comm_sum_us": comm_sum, "exposed_comm_us": uncovered,
+            "exposed_comm_ratio": uncovered / comm_sum if comm_sum else np.nan,
         })
     t = pd.DataFrame(rows, columns=STEP_COLUMNS)
     return t.sort_values("step", key=lambda c: c.map(lambda x: (0, int(x)) if str(x).isdigit() else (1, 0)),

@@ -15,6 +15,8 @@ from perfgate import terms
 from perfgate.policy import opspec
 from perfgate.policy.builtin import builtin_file, resolve_ref
 from perfgate.errors import PolicyError
+from perfgate.policy.sections import (FAIL_CLOSED, FindingThresholds, HistorySettings, SelfCheckSettings,
+                                      StatisticsSettings)
 from perfgate.policy.yamlfile import read_mapping
 
 _UNKNOWN_CATEGORY = "unknown"  # the bucket of kernels no category rule matches (perfgate.metrics.kernels.UNKNOWN)
@@ -24,18 +26,15 @@ _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "se
              "operators", "phases", "mfu", "suggestions", "statistics"}
 _TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.policy.knowledge)
 _TOP_KEYS |= {"max_incomparable_fraction"}  # partial comparisons: fail above this fraction (None: never)
-_STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
-                  "unsure_fails": False, "max_runs_hint": 50, "informational": False}
-_HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
-                     "min_after": 3, "alpha": 0.01, "min_rel": 0.02, "key_metric": "step.time_us{view=p50}"}
-_FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
-                 "recompile_gap_ratio", "recompile_wait_ratio", "exposed_significant", "exposed_hidden",
-                 "warmup_ratio", "slow_rank_ratio", "max_collection_spread_s", "fail_closed"}
+# the settings sections' keys and defaults: perfgate.policy.sections (each default written there once)
+_STAT_KEYS = set(StatisticsSettings.allowed()) - {"tolerances"}
+_HISTORY_KEYS = set(HistorySettings.allowed())
+_FINDING_KEYS = set(FindingThresholds.allowed()) | {"fail_closed"}
 _FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "categories"}
 _RULE_KEYS = {"gated", "direction", "tolerance"}
 _TOL_KINDS = {"abs", "rel", "pp"}
 _CAT_FIELDS = {"name", "type", "core"}
-_CHECK_KEYS = {"abs_us_per_row", "abs_us_floor", "step_trace_abs_us", "require_trace", "comm_op_identity_abs_us"}
+_CHECK_KEYS = set(SelfCheckSettings.allowed())
 
 
 @dataclass(frozen=True)
@@ -91,6 +90,22 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Override:
+    """One ``overrides[i]`` entry: the rule fields (``gated`` / ``direction`` / ``tolerance``, as
+    :class:`Rule`; only those the entry sets) applied to ``metric`` values whose labels include
+    every ``labels`` pair (str -> str)."""
+    metric: str
+    labels: dict
+    fields: dict
+
+    def applies(self, name: str, labels: dict) -> bool:
+        return self.metric == name and all(labels.get(k) == v for k, v in self.labels.items())
+
+    def __iter__(self):  # ``name, labels, fields = override``, the shape overrides had as tuples
+        return iter((self.metric, self.labels, self.fields))
+
+
+@dataclass(frozen=True)
 class CategoryRule:
     """One category rule. Most specific wins: (fields constrained, ``priority``), see
     :mod:`perfgate.policy.opspec`; ``index`` is its position under ``fingerprint.categories``."""
@@ -125,28 +140,27 @@ class Policy:
     family_suffix: re.Pattern
     categories: tuple
     rules: dict
-    overrides: tuple
-    self_checks: dict
+    overrides: tuple  # of Override, in file order
+    self_checks: SelfCheckSettings
     raw: dict = field(repr=False, default_factory=dict)
-    findings: dict = field(default_factory=dict)
-    fail_closed: tuple = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
-    history: dict = field(default_factory=lambda: dict(_HISTORY_DEFAULTS))
+    findings: FindingThresholds = field(default_factory=FindingThresholds)
+    fail_closed: tuple = FAIL_CLOSED
+    history: HistorySettings = field(default_factory=HistorySettings)
     segments: object = None  # perfgate.policy.knowledge.SegmentRules, or None when `segments: null`
     operators: opspec.OperatorSpec = field(default_factory=opspec.OperatorSpec)
     phases: opspec.PhaseSpec = field(default_factory=opspec.PhaseSpec)
     mfu: opspec.MfuSpec | None = None
     max_incomparable_fraction: float | None = None
     suggestions: tuple = ()
-    statistics: dict = field(default_factory=lambda: dict(_STAT_DEFAULTS, tolerances={}))
+    statistics: StatisticsSettings = field(default_factory=StatisticsSettings)
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
         from the least to the most specific (most labels last, so it wins)."""
         labels = labels or {}
         base = self.rules.get(name)
-        matching = sorted(((len(ov_labels), i, ov) for i, (ov_name, ov_labels, ov) in enumerate(self.overrides)
-                           if ov_name == name and all(labels.get(k) == v for k, v in ov_labels.items())),
-                          key=lambda x: (x[0], x[1]))
+        matching = sorted(((len(ov.labels), i, ov.fields) for i, ov in enumerate(self.overrides)
+                           if ov.applies(name, labels)), key=lambda x: (x[0], x[1]))
         if base is None and not matching:
             return None
         merged = {"gated": base.gated if base else False,
@@ -160,7 +174,7 @@ class Policy:
         """Raise PolicyError for a metric name under ``metrics:`` / ``overrides:`` that no
         metric has (a typo would otherwise silently un-gate a metric)."""
         import difflib
-        names = [(f"metrics.{n}", n) for n in self.rules] + [(f"overrides[{i}].metric", o[0])
+        names = [(f"metrics.{n}", n) for n in self.rules] + [(f"overrides[{i}].metric", o.metric)
                                                             for i, o in enumerate(self.overrides)]
         names += [(f"statistics.tolerances.{n}", n) for n in (self.statistics or {}).get("tolerances", {})]
         for key, n in names:
@@ -212,10 +226,10 @@ class Policy:
                                f"unknown {k} {v!r} (known: {sorted(closed[k])})"
                                + (f"; did you mean {close[0]!r}?" if close else ""))
 
-        for i, (name, labels, fields) in enumerate(self.overrides):
-            check(f"overrides[{i}].labels", name, labels)
-            view = labels.get("view")
-            if fields.get("gated") and view is not None and view not in self.gate_views:
+        for i, ov in enumerate(self.overrides):
+            check(f"overrides[{i}].labels", ov.metric, ov.labels)
+            view = ov.labels.get("view")
+            if ov.fields.get("gated") and view is not None and view not in self.gate_views:
                 raise _err(self.path, f"overrides[{i}].labels.view",
                            f"gated override for view {view!r}, which is not in gate_views "
                            f"{list(self.gate_views)}: it would never gate; add the view to gate_views")
@@ -355,10 +369,8 @@ def load_policy(path=None) -> Policy:
         if not isinstance(labels, dict):
             raise _err(path, f"{key}.labels", "must be a mapping of label -> value")
         fields = {k: v for k, v in ov.items() if k not in ("metric", "labels")}
-        overrides.append((ov["metric"], {str(k): str(v) for k, v in labels.items()},
-                          _rule_fields(path, key, fields, partial=True)))
-    checks = {"abs_us_per_row": 0.001, "abs_us_floor": 0.01, "step_trace_abs_us": 1.0,
-              "require_trace": False, "comm_op_identity_abs_us": 1.0}
+        overrides.append(Override(ov["metric"], {str(k): str(v) for k, v in labels.items()},
+                                  _rule_fields(path, key, fields, partial=True)))
     sc = doc.get("self_checks") or {}
     unknown = set(sc) - _CHECK_KEYS
     if unknown:
@@ -370,7 +382,7 @@ def load_policy(path=None) -> Policy:
         elif not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise _err(path, f"self_checks.{k}", f"must be a non-negative number (YAML reads 1e9 as text: "
                                                   f"write 1.0e+9), got {v!r}")
-    checks.update(sc)
+    checks = SelfCheckSettings().with_values(sc)
     fd = doc.get("findings") or {}
     if not isinstance(fd, dict):
         raise _err(path, "findings", "must be a mapping of threshold -> number")
@@ -384,16 +396,16 @@ def load_policy(path=None) -> Policy:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise _err(path, f"findings.{k}", f"must be a non-negative number, got {v!r}")
         thresholds[k] = float(v)
-    fail_closed = fd.get("fail_closed", ["WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS"])
+    fail_closed = fd.get("fail_closed", list(FAIL_CLOSED))
     if not isinstance(fail_closed, list) or not all(isinstance(x, str) for x in fail_closed):
         raise _err(path, "findings.fail_closed", "must be a list of finding codes")
-    hist = dict(_HISTORY_DEFAULTS)
+    hist = {}
     hd = doc.get("history") or {}
     if not isinstance(hd, dict):
         raise _err(path, "history", "must be a mapping")
     for k, v in hd.items():
-        if k not in _HISTORY_DEFAULTS:
-            raise _err(path, f"history.{k}", f"unknown key (allowed: {sorted(_HISTORY_DEFAULTS)})")
+        if k not in _HISTORY_KEYS:
+            raise _err(path, f"history.{k}", f"unknown key (allowed: {sorted(_HISTORY_KEYS)})")
         if k == "key_metric":
             if not isinstance(v, str):
                 raise _err(path, "history.key_metric", "must be a metric key such as step.time_us{view=p50}")
@@ -407,8 +419,9 @@ def load_policy(path=None) -> Policy:
         raise _err(path, "max_incomparable_fraction", f"must be a number in [0, 1], got {mif!r}")
     return Policy(max_incomparable_fraction=None if mif is None else float(mif), path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
-                  overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
-                  fail_closed=tuple(fail_closed), history=hist, segments=_segments(path, doc),
+                  overrides=tuple(overrides), self_checks=checks, raw=doc,
+                  findings=FindingThresholds().with_values(thresholds),
+                  fail_closed=tuple(fail_closed), history=HistorySettings().with_values(hist), segments=_segments(path, doc),
                   operators=opspec.parse_operators(path, doc.get("operators")),
                   phases=opspec.parse_phases(path, doc.get("phases")),
                   mfu=opspec.parse_mfu(path, doc.get("mfu")),
@@ -431,7 +444,7 @@ def _segments(path: Path, doc: dict):
 
 
 
-def _statistics(path, doc) -> dict:
+def _statistics(path, doc) -> StatisticsSettings:
     """The ``statistics:`` section (repeated captures, :mod:`perfgate.compare.stats`): ``enabled``,
     ``alpha`` (false discovery rate, 0..1), ``confidence`` (interval of the Hodges-Lehmann
     shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``),
@@ -439,15 +452,15 @@ def _statistics(path, doc) -> dict:
     sd = doc.get("statistics") or {}
     if not isinstance(sd, dict):
         raise _err(path, "statistics", "must be a mapping")
-    out = dict(_STAT_DEFAULTS, tolerances={})
+    out = {}
     for k, v in sd.items():
         key = f"statistics.{k}"
         if k == "tolerances":
             if not isinstance(v, dict):
                 raise _err(path, key, "must be a mapping of metric name -> tolerance")
             out["tolerances"] = {str(n): _tolerance(path, f"{key}.{n}", t) for n, t in v.items()}
-        elif k not in _STAT_DEFAULTS:
-            raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_DEFAULTS) + ['tolerances']})")
+        elif k not in _STAT_KEYS:
+            raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_KEYS) + ['tolerances']})")
         elif k in ("enabled", "unsure_fails", "informational"):
             if not isinstance(v, bool):
                 raise _err(path, key, f"must be true or false, got {v!r}")
@@ -460,4 +473,4 @@ def _statistics(path, doc) -> dict:
             raise _err(path, key, f"must be a positive integer, got {v!r}")
         else:
             out[k] = v
-    return out
+    return StatisticsSettings().with_values(out)

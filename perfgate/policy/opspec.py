@@ -1,4 +1,4 @@
-"""Operator-view sections of the policy: ``operators``, ``phases``, ``mfu``, ``suggestions``.
+"""Family-view (kernel-family) sections of the policy: ``operators``, ``phases``, ``mfu``, ``suggestions``.
 
 Parsed by :func:`perfgate.policy.load_policy` into frozen objects (errors name the policy file
 and the key, exit 2). Also the matcher semantics shared by categories and phases:

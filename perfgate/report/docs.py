@@ -94,8 +94,8 @@ def render_metrics_reference(policy=None) -> str:
         out.append(f"| [`{d.name}`](#{d.name.replace('.', '')}) | {d.unit} | {cal} | {d.tier} | "
                    f"{_md(_rule_text(policy.rule_for(d.name), d.unit))} |")
     overrides = {}
-    for name, labels, _fields in policy.overrides:
-        overrides.setdefault(name, []).append(labels)
+    for ov in policy.overrides:
+        overrides.setdefault(ov.metric, []).append(ov.labels)
     for d in registry.REGISTRY.values():
         out += ["", f"## {d.name}", "", _md(d.description[:1].upper() + d.description[1:]) + ".", ""]
         out.append(f"* unit: {d.unit}")

@@ -1,8 +1,8 @@
-"""Markdown for the operator view: category shares (those under ``fold_below`` folded into
+"""Markdown for the family view (kernel families): category shares (those under ``fold_below`` folded into
 Other, the ``unknown`` bucket always listed), phase shares, kernel families above
 ``family_min_share`` (count, ΣDuration, share, category, phase, core type, op_type class,
 pipeline bound, memory_bound, MFU), suggestions P0 / P1 / P2 with their evidence, and the
-operator-level comparison (count / share deltas, appeared / disappeared families, moves).
+family-level comparison (count / share deltas, appeared / disappeared families, moves).
 Returns lines; never prints. Shares are of ΣDuration (communication overlapped with compute
 counted twice) and rendered as percent."""
 from __future__ import annotations
@@ -40,12 +40,12 @@ def fold_categories(cats: list, fold_below: float) -> tuple[list, list]:
 
 def operator_section(result) -> list[str]:
     """Markdown lines for ``result.detail`` (``operators``, ``suggestions``,
-    ``operator_compare``); empty when the fingerprint has no operator view."""
+    ``operator_compare``); empty when the fingerprint has no family view."""
     detail = result.detail or {}
     ops = detail.get("operators")
     if not ops:
         return []
-    out = [f"### Operator view (rank {ops.get('rank')}, ΣDuration {ops.get('total_sum_dur_us', 0):,.1f} us "
+    out = [f"### Family view (rank {ops.get('rank')}, ΣDuration {ops.get('total_sum_dur_us', 0):,.1f} us "
            f"over the steps of `{_cell(ops.get('kernel_file'))}`)", ""]
     sugg = detail.get("suggestions") or []
     if sugg:
@@ -116,11 +116,11 @@ def operator_section(result) -> list[str]:
     cmp = detail.get("operator_compare")
     if cmp:
         if not cmp.get("available"):
-            out += [f"Operator comparison: {_cell(cmp.get('note'))}", ""]
+            out += [f"Family comparison: {_cell(cmp.get('note'))}", ""]
         else:
             changed = [r for r in cmp["families"] if r["status"] != "same" or r["count_delta"] or r["moved"]
                        or abs(r["share_delta_pp"]) >= 0.5]
-            out.append(f"**Operator comparison**: {len(changed)} kernel famil{'y' if len(changed) == 1 else 'ies'} "
+            out.append(f"**Family comparison**: {len(changed)} kernel famil{'y' if len(changed) == 1 else 'ies'} "
                        f"changed (calls, presence, placement or share ≥ 0.5 pp).")
             for m in cmp.get("category_moves") or []:
                 out.append(f"- category **{_cell(m['category'])}** moved from {_cell(m['from'])} to {_cell(m['to'])}")

@@ -116,6 +116,13 @@ def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
     return buf.getvalue()
 
 
+def branch_journal(hs, branch: str, key: str) -> pd.DataFrame:
+    """:func:`journal_table` of every run of ``branch`` in ``hs`` (a
+    :class:`perfgate.history.store.HistoryStore`; read, never written) for the metric ``key``."""
+    values = hs.series(key, branch=branch).set_index("run_id")["value"]
+    return journal_table(hs.runs(branch=branch), values, key)
+
+
 def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFrame:
     """Tuning journal: one row per recorded round (kept / reverted / invalid) with the key
     metric, its delta against the previous kept round and against the first kept round.

@@ -186,9 +186,10 @@ def render_markdown(result, key: str | None = None) -> str:
         details += [f"<details><summary>Per-rank steps, hand-checkable ({len(steps)} rank-steps)</summary>", "",
                     "Device times from the kernel table (kernel_details.csv, op_summary or the DB's TASK "
                     "table; rows given), host window from ProfilerStep#N (trace_view.json or STEP_TIME); us. "
-                    "bubble = wall − busy union; underfeed = bubble / wall.", "",
+                    "bubble = wall − busy union; underfeed = bubble / wall; uncovered comm = communication "
+                    "rows' ΣDuration not covered by the compute busy union.", "",
                     "| rank | step | rows | host step | wall | busy union | ΣDuration | bubble | underfeed | "
-                    "prelaunch | tail | comm ΣDuration | exposed comm |",
+                    "prelaunch | tail | comm ΣDuration | uncovered comm (ΣDuration) |",
                     "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in steps[:200]:
             def f(v, pct=False):
@@ -203,7 +204,7 @@ def render_markdown(result, key: str | None = None) -> str:
     kinds = (result.detail or {}).get("comm_kinds") or []
     if kinds:
         details += ["<details><summary>Communication by HCCL kind</summary>", "",
-                    "| rank | step | kind | calls | ΣDuration (us) | exposed (us) |", "|---|---|---|---|---|---|"]
+                    "| rank | step | kind | calls | ΣDuration (us) | uncovered by compute (us) |", "|---|---|---|---|---|---|"]
         details += [f"| {k['rank']} | {k['step']} | {k['kind']} | {k['calls']} | {k['sum_us']:,.1f} | "
                     f"{k['exposed_us']:,.1f} |" for k in kinds[:200]] + ["", "</details>", ""]
     if result.notes:

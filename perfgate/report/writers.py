@@ -1,5 +1,7 @@
-"""HTML reports as library calls: gather what :mod:`perfgate.report.html` draws (the stored
-baseline's fingerprint, recorded history series) and write one self-contained file atomically.
+"""Report files as library calls: the HTML reports (gather what :mod:`perfgate.report.html`
+draws — the stored baseline's fingerprint, recorded history series — and write one
+self-contained file atomically), the JUnit / Markdown / JSON files of ``check`` and the nightly
+history report (Markdown + PNG plots).
 
 Sits at the gate's level: it reads the baseline store and the history database (store layer)
 and renders with the report layer, which itself does no I/O.
@@ -76,4 +78,65 @@ def write_capture_error_html(error, path, *, source=None) -> Path:
     return path
 
 
-__all__ = ["write_check_html", "write_capture_html", "write_capture_error_html", "StoreError"]
+def write_history_report(hs, policy, out, *, branch: str | None = None, last_n: int = 10) -> tuple[int, Path]:
+    """``perfgate history report``: the gated metrics of ``hs`` (a HistoryStore) whose change
+    point is among the last ``last_n`` kept runs, as ``out/report.md`` (one
+    :func:`perfgate.report.history.render_trend` block each, atomic) with one PNG plot per metric
+    (``out/metric-NNN.png``). Returns ``(metrics reported, path of report.md)``.
+
+    Raises:
+        StoreError: a write failed (exit 5).
+    """
+    from perfgate.history.trend import gated_keys, trends
+    from perfgate.report.history import plot_series, render_trend
+    outp = Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    parts = [f"# perfgate history report{' — branch ' + branch if branch else ''}", ""]
+    n = 0
+    from perfgate.report.history import severity_key
+    for t in sorted(trends(hs, policy, gated_keys(hs, policy), branch),
+                    key=lambda t: severity_key(t.key, t.change_points)):  # step time first
+        recent = [c for c in t.change_points if c.index >= len(t.series) - last_n]
+        if not recent:
+            continue
+        n += 1
+        png = outp / f"metric-{n:03d}.png"
+        png.write_bytes(plot_series(t.key, t.series, t.change_points))
+        parts += [render_trend(t.key, t.series, t.change_points), f"![{t.key}]({png.name})", ""]
+    if n == 0:
+        parts.append(f"No gated metric changed in the last {last_n} run(s).")
+    write_atomic(outp / "report.md", "\n".join(parts) + "\n")
+    return n, outp / "report.md"
+
+
+def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, json_path=None,
+                        key: str | None = None, junit_key: str | None = None) -> dict[str, Path]:
+    """The three files of ``perfgate check`` (each atomic): JUnit XML (``junit``, default
+    ``out/perfgate-junit.xml``), the Markdown PR comment (``markdown``, default
+    ``out/perfgate-report.md``; sticky-comment ``key``) and the JSON result (``json_path``,
+    default ``out/perfgate-result.json``; ``"-"``: not written here, the caller prints it to
+    stdout, and the path reads ``<stdout>``). ``junit_key`` (a matrix leg's key) names the JUnit
+    suites so that legs' files merge without a collision. Returns
+    ``{"junit" | "markdown" | "json": path}``.
+
+    Raises:
+        StoreError: a write failed (exit 5).
+    """
+    from perfgate.report import render_json, render_junit, render_markdown
+    out = Path(out)
+    paths = {
+        "junit": Path(junit) if junit else out / "perfgate-junit.xml",
+        "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
+        "json": Path(json_path) if json_path else out / "perfgate-result.json",
+    }
+    write_atomic(paths["junit"], render_junit(result, key=junit_key))
+    write_atomic(paths["markdown"], render_markdown(result, key=key))
+    if json_path == "-":   # JSON to stdout (by the caller), the human summary to stderr
+        paths["json"] = "<stdout>"
+    else:
+        write_atomic(paths["json"], render_json(result))
+    return paths
+
+
+__all__ = ["write_check_html", "write_capture_html", "write_capture_error_html", "write_history_report",
+           "write_check_reports", "StoreError"]
