@@ -147,26 +147,35 @@ _DEFS = [
               "rank skew = (max − min) / mean over ranks of a per-rank metric (label metric)",
               "per-rank values of the named metric", labels=('metric',)),
     # model structure (perfgate.metrics.segments; rules in policies/segments.yaml)
-    MetricDef("layer.count_per_step", "layers", None, terms.TIER_EXACT,
-              "layers per step found by the anchor rules (lower median over steps)",
-              "kernel_details.csv rows in time order cut at anchor kernels", requires=("segments_digest",),
-              subject="layers per step (layer count)"),
-    MetricDef("layer.class_count_per_step", "layers", None, terms.TIER_EXACT,
-              "layers per step of one recurring layer class (label class; 'unique' = layers whose "
-              "class occurs once per step)", "ordered kernel families per layer, hashed",
-              absent_is_zero=True, requires=("segments_digest",), subject="layers per step of layer class {class}", labels=('class',)),
-    MetricDef("block.count_per_step", "blocks", None, terms.TIER_EXACT,
-              "blocks per step of one kind (attention | ffn | moe | aicpu | other) in recurring layers",
+    MetricDef("layer.count", "layers", None, terms.TIER_EXACT,
+              "model layers on this rank: layers per forward micro-batch (lower median over micro-batches)",
+              "kernel_details.csv rows in time order cut at the model's layer boundaries (segments.yaml)",
+              requires=("segments_digest",), subject="model layers (layer count)"),
+    MetricDef("microbatch.count_per_step", "micro-batches", None, terms.TIER_EXACT,
+              "forward micro-batches per step: runs of touching forward layers (lower median over steps)",
+              "layer runs between pipeline / embedding / loss segments", requires=("segments_digest",),
+              subject="micro-batches per step"),
+    MetricDef("pass.count_per_step", "passes", None, terms.TIER_EXACT,
+              "passes per step (forward, backward, recompute)", "anchor kinds: forward / backward kernels; "
+              "forward layers inside a backward run are recompute", requires=("segments_digest",),
+              subject="passes per step"),
+    MetricDef("layer.class_count", "layers", None, terms.TIER_EXACT,
+              "layers per micro-batch pass of one recurring layer class (labels pass, class; 'unique' = "
+              "layers whose class occurs once per micro-batch pass)", "ordered kernel families per layer, hashed",
+              absent_is_zero=True, requires=("segments_digest",), subject="{pass} layers of class {class}",
+              labels=('class', 'pass')),
+    MetricDef("block.count", "blocks", None, terms.TIER_EXACT,
+              "blocks per micro-batch pass of one kind (attention | ffn | moe | aicpu | other) in recurring layers",
               "layers cut at norm kernels and AI_CPU runs", absent_is_zero=True, requires=("segments_digest",),
-              subject="{kind} blocks per step (recurring layers)", labels=('kind',)),
+              subject="{kind} blocks per {pass} micro-batch (recurring layers)", labels=('kind', 'pass')),
     MetricDef("block.share", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in blocks of one kind ('unstructured' = head, tail and "
               "non-recurring layers)", "Σ Duration(us) of the blocks / Σ Duration(us) of the step",
               absent_is_zero=True, requires=("segments_digest",), subject="ΣDuration share of {kind} blocks", labels=('kind',)),
     MetricDef("layer.wall_p50_us", "us", None, terms.TIER_STEP,
-              "median wall (last end − first start) of the layers of one recurring class",
+              "median wall span (caliber: last end − first start of the layer's rows, all streams) of the layers of one pass",
               "kernel_details.csv Start Time(us) + Duration(us)", requires=("segments_digest",),
-              subject="median wall of layer class {class}", labels=('class',)),
+              subject="median {pass} layer wall", labels=('pass',)),
 ]
 REGISTRY: dict[str, MetricDef] = {d.name: d for d in _DEFS}
 
