@@ -139,9 +139,11 @@ def _mix(x: np.ndarray) -> np.ndarray:
 class _Sig:
     """Segment signatures in O(rows + segments): the ordered hashes of main-stream rows
     (polynomial hash over their main-stream ordinal, so side rows moving does not change it)
-    and the multiset of side-row hashes (sum of mixed hashes), for any [a, b] ranges."""
+    and the multiset of the ``multiset`` rows' hashes (sum of mixed hashes; communication
+    rows), for any [a, b] ranges. Other side rows (compute on other streams) do not count."""
 
-    def __init__(self, h: np.ndarray, side: np.ndarray):
+    def __init__(self, h: np.ndarray, side: np.ndarray, multiset: np.ndarray | None = None):
+        multiset = side if multiset is None else multiset
         with np.errstate(over="ignore"):
             main = ~side
             ordinal = np.cumsum(main) - main                       # main rows before each row
@@ -150,7 +152,7 @@ class _Sig:
             ipw = np.cumprod(np.full(n, _MINV, dtype=np.uint64)) * _M
             term = np.where(main, h * pw[ordinal], np.uint64(0))
             self.main = np.concatenate([[np.uint64(0)], np.cumsum(term, dtype=np.uint64)])
-            self.side = np.concatenate([[np.uint64(0)], np.cumsum(np.where(side, _mix(h), np.uint64(0)),
+            self.side = np.concatenate([[np.uint64(0)], np.cumsum(np.where(multiset, _mix(h), np.uint64(0)),
                                                                   dtype=np.uint64)])
             self.ordinal, self.ipw = ordinal, ipw
 
@@ -202,7 +204,7 @@ def _learn(fam, hits, passes, lead, pipe_prev, step_lo, prev_hit, pass_name):
         a1, a2 = int(hits[i0]), int(hits[i1])
         if pipe_prev[a2] > a1:
             continue
-        lo = max(step_lo, int(pipe_prev[a1]) + 1, int(prev_hit[i0]) + 1, a1 - (a2 - a1) + 1)
+        lo = max(step_lo, int(pipe_prev[a1]), int(prev_hit[i0]) + 1, a1 - (a2 - a1) + 1)
         eq = fam[lo:a1] == fam[lo + (a2 - a1):a2]
         bad = np.flatnonzero(~eq)
         s = lo + (int(bad[-1]) + 1 if len(bad) else 0)
@@ -219,8 +221,8 @@ def _learn(fam, hits, passes, lead, pipe_prev, step_lo, prev_hit, pass_name):
 
 
 def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, step_hi, lead_max):
-    """Layer ranges of one step: (starts, ends) arrays aligned with ``hit_pos`` (positions in the
-    rank's time-ordered table). Start rule per pass from :func:`_learn`; a layer ends where the
+    """Layer ranges of one step: (starts, ends) arrays aligned with ``hit_pos``, in the step's
+    main-stream row index (``pipe[j]``: a pipeline row comes right before main row j). Start rule per pass from :func:`_learn`; a layer ends where the
     next one starts, except the last layer before a non-layer region (a pipeline row, a tail /
     optimizer row, the step end, or the next pass), which is as long as the layer before it,
     no longer than the repeating part (``fam[p] == fam[p - P]``) and stops before a stop row."""
@@ -231,7 +233,7 @@ def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, s
     for p in np.unique(hit_pass):
         rules[p] = _learn(k_fam, hit_pos, hit_pass, lead_mask if p == FORWARD else None, pipe_prev, step_lo,
                           prev_hit, p)
-    lower = np.maximum(prev_hit + 1, np.maximum(pipe_prev[hit_pos] + 1, step_lo))
+    lower = np.maximum(prev_hit + 1, np.maximum(pipe_prev[hit_pos], step_lo))
     starts = hit_pos.copy()
     for p, r in rules.items():
         m = hit_pass == p
@@ -371,21 +373,31 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         lo, hi = int(step_lo[s]), int(step_hi[s])
         c = int(choice[s])
         hp = np.zeros(0, dtype=np.int64)
-        if c >= 0:
+        mi = np.flatnonzero(~side[lo:hi + 1]) + lo          # main-stream rows: cuts ignore side rows
+        if c >= 0 and len(mi):
             a, hit, bwd, lead, cmask = masks[c]
-            hp = np.flatnonzero(hit[lo:hi + 1]) + lo
-            is_comp = np.zeros(len(hp), dtype=bool)
-            if cmask is not None and cmask[lo:hi + 1].any():
-                sec = np.flatnonzero(cmask[lo:hi + 1]) + lo
-                both = np.concatenate([hp, sec])
-                flag = np.concatenate([np.zeros(len(hp), bool), np.ones(len(sec), bool)])
+            hm = np.flatnonzero(hit[mi])
+            is_comp = np.zeros(len(hm), dtype=bool)
+            if cmask is not None and cmask[mi].any():
+                sec = np.flatnonzero(cmask[mi])
+                both = np.concatenate([hm, sec])
+                flag = np.concatenate([np.zeros(len(hm), bool), np.ones(len(sec), bool)])
                 o = np.argsort(both, kind="stable")
                 both, flag = both[o], flag[o]
                 keepm = ~flag | np.concatenate([[True], flag[:-1]])
-                hp, is_comp = both[keepm], flag[keepm]
-            hpass = np.where(bwd[hp], BACKWARD, FORWARD).astype(object)
-            starts, ends = _layer_cuts(fam, hp, hpass, lead, tail, pipe, lo, hi, a.lead_max)
-            hpass, mb, _chain, model = _recompute(hpass, starts, ends)
+                hm, is_comp = both[keepm], flag[keepm]
+        if c >= 0 and len(mi) and len(hm):
+            pq = np.flatnonzero(pipe[lo:hi + 1]) + lo
+            pm = np.zeros(len(mi) + 1, dtype=bool)
+            pm[np.searchsorted(mi, pq)] = True                   # pipeline row right before main row j
+            pm = pm[:len(mi)]
+            hpass = np.where(bwd[mi][hm], BACKWARD, FORWARD).astype(object)
+            sm, em = _layer_cuts(fam[mi], hm, hpass, lead[mi], tail[mi], pm, 0, len(mi) - 1, a.lead_max)
+            touch = np.concatenate([(em[:-1] + 1 == sm[1:]) & ~pm[sm[1:]], [False]])
+            hpass, mb, _chain, model = _recompute(hpass, touch)
+            starts, ends = mi[sm], mi[em]
+            ends[touch] = starts[np.flatnonzero(touch) + 1] - 1     # side rows between touching layers
+            hp = starts
             seg_mb.append(mb); seg_model.append(model)
             seg_lo.append(starts); seg_hi.append(ends)
             seg_kind.append(np.full(len(hp), LAYER, dtype=object)); seg_pass.append(hpass)
@@ -422,10 +434,11 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
                    compn, mbs, model, step_names, step_lo, step_hi, categories, df, pos)
 
 
-def _recompute(hpass: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple:
+def _recompute(hpass: np.ndarray, touch: np.ndarray) -> tuple:
     """Passes and micro-batch numbers of one step's layers.
 
-    Layers that touch (``ends[i] + 1 == starts[i + 1]``) form a chain; a chain of forward
+    Layers that touch (``touch[i]``: layer i + 1 starts right after layer i, no pipeline row
+    or other non-layer row between) form a chain; a chain of forward
     layers only is one forward micro-batch, a chain holding backward layers is one backward
     micro-batch, and forward layers inside such a chain are the ``recompute`` pass (activation
     checkpointing re-runs the forward inside the backward). Forward chains are numbered
@@ -439,7 +452,7 @@ def _recompute(hpass: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple
     if not n:
         z = np.zeros(0, dtype=np.int64)
         return hpass, z, z, z
-    brk = np.concatenate([[True], starts[1:] != ends[:-1] + 1])
+    brk = np.concatenate([[True], ~touch[:-1]])
     chain = np.cumsum(brk) - 1
     nchain = int(chain[-1]) + 1
     has_bwd = np.bincount(chain, weights=(hpass == BACKWARD), minlength=nchain) > 0
@@ -549,7 +562,7 @@ def _top_by(owner: np.ndarray, key: np.ndarray, dur_ns: np.ndarray, labels, top:
 def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc, compn,
             mbs, model, step_names, step_lo, step_hi, categories, df, pos) -> RankSegments:
     N = len(rows_all)
-    sig = _Sig(h, side)
+    sig = _Sig(h, side, comm)
     nseg = len(a_lo)
     wall = (_reduce(a_lo, end, np.maximum) - _reduce(a_lo, start, np.minimum)) / 1000.0 if nseg else np.zeros(0)
     sdur = _reduce(a_lo, dur.astype(np.float64), np.add) / 1000.0
