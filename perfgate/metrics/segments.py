@@ -189,13 +189,17 @@ def _select_anchor(rules, masks, step_code, nsteps):
     return choice
 
 
-def _learn(fam, hits, passes, lead, pipe_prev, step_lo, prev_hit, pass_name):
-    """Boundary rule of one pass in one step, from its first run of >= 2 consecutive hits
-    (same pass, no pipeline row between): the first layer starts where the layer sequence
-    stops repeating backwards (``fam[p] == fam[p + P]``, P = the distance to the next hit),
-    moved forward to the first ``lead`` kernel (forward pass); later layers start at the
-    k-th kernel of that first layer's starting family before their anchor (k = how many the
-    first layer has before its anchor). Returns (family, k, offset) or None."""
+def _learn(fam, hits, passes, lead, pipe_prev, lower, pass_name):
+    """Boundary rule of one pass in one step, from its first two consecutive hits (same pass,
+    no pipeline row between): the first layer starts where the kernel sequence stops repeating
+    backwards (``fam[p] == fam[p + P]``, P = the distance to the next hit; not before
+    ``lower``), moved forward to the first ``lead`` kernel (forward pass: the input norm);
+    later layers start at the k-th kernel of that first layer's starting family before their
+    anchor (k = how many the first layer has before its anchor).
+
+    Returns (family, k, offset, tail, length) — ``offset``: kernels from the first layer's
+    start to its anchor; ``tail``: kernels after the anchor to the layer's end; ``length``:
+    the first layer's kernels — or None."""
     sel = np.flatnonzero(passes == pass_name)
     for j in range(len(sel) - 1):
         i0, i1 = sel[j], sel[j + 1]
@@ -204,7 +208,7 @@ def _learn(fam, hits, passes, lead, pipe_prev, step_lo, prev_hit, pass_name):
         a1, a2 = int(hits[i0]), int(hits[i1])
         if pipe_prev[a2] > a1:
             continue
-        lo = max(step_lo, int(pipe_prev[a1]), int(prev_hit[i0]) + 1, a1 - (a2 - a1) + 1)
+        lo = max(int(lower[i0]), a1 - (a2 - a1) + 1)
         eq = fam[lo:a1] == fam[lo + (a2 - a1):a2]
         bad = np.flatnonzero(~eq)
         s = lo + (int(bad[-1]) + 1 if len(bad) else 0)
@@ -212,49 +216,69 @@ def _learn(fam, hits, passes, lead, pipe_prev, step_lo, prev_hit, pass_name):
             ld = np.flatnonzero(lead[s:a1 + 1])
             if len(ld):
                 s = s + int(ld[0])
-        if s >= a1:
-            s = a1
+        s = min(s, a1)
         f = fam[s]
-        k = int((fam[s:a1] == f).sum()) if s < a1 else 0
-        return f, k, a1 - s
+        k = int((fam[s:a1] == f).sum())
+        s2 = a2 - (a1 - s)
+        if k:
+            fp = np.flatnonzero(fam[a1 + 1:a2] == f) + a1 + 1
+            if len(fp) >= k:
+                s2 = int(fp[-k])
+        return f, k, a1 - s, s2 - 1 - a1, s2 - s
     return None
+
+
+def _apply(rule, fam, hit_pos, m, lower, prev_hit, prev_same, step_lo, step_hi):
+    """Starts of the hits ``m`` under a learned rule (see :func:`_learn`): the k-th kernel of
+    the rule's family before the anchor when it lies after ``lower``; else right after the
+    previous layer's anchor + tail (previous hit of the same pass), else anchor − offset."""
+    f, kk, off, tail, _ = rule
+    hp = hit_pos[m]
+    fpos = np.flatnonzero(fam[step_lo:step_hi + 1] == f) + step_lo
+    idx = np.searchsorted(fpos, hp, side="left") - kk
+    cand = fpos[np.clip(idx, 0, None)] if len(fpos) else np.full(len(hp), -1)
+    cand = np.where((idx >= 0) & (kk > 0), cand, -1)
+    fb = np.where(prev_same[m], prev_hit[m] + tail + 1, hp - off)
+    s = np.where(cand >= lower[m], cand, fb)
+    return np.minimum(np.maximum(s, lower[m]), hp)
 
 
 def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, step_hi, lead_max):
     """Layer ranges of one step: (starts, ends) arrays aligned with ``hit_pos``, in the step's
-    main-stream row index (``pipe[j]``: a pipeline row comes right before main row j). Start rule per pass from :func:`_learn`; a layer ends where the
-    next one starts, except the last layer before a non-layer region (a pipeline row, a tail /
+    main-stream row index (``pipe[j]``: a pipeline row comes right before main row j). Start
+    rule per pass from :func:`_learn` (forward first: a backward layer right after a forward
+    one starts after that forward layer's learned length); a layer ends where the next one
+    starts, except the last layer before a non-layer region (a pipeline row, a tail /
     optimizer row, the step end, or the next pass), which is as long as the layer before it,
     no longer than the repeating part (``fam[p] == fam[p - P]``) and stops before a stop row."""
     n = len(hit_pos)
     pipe_prev = _prev_true(pipe)
     prev_hit = np.concatenate([[step_lo - 1], hit_pos[:-1]])
-    rules = {}
-    for p in np.unique(hit_pass):
-        rules[p] = _learn(k_fam, hit_pos, hit_pass, lead_mask if p == FORWARD else None, pipe_prev, step_lo,
-                          prev_hit, p)
+    prev_pass = np.concatenate([[""], hit_pass[:-1]]).astype(object)
+    prev_same = (prev_pass == hit_pass) & (pipe_prev[hit_pos] <= prev_hit)
     lower = np.maximum(prev_hit + 1, np.maximum(pipe_prev[hit_pos], step_lo))
     starts = hit_pos.copy()
-    for p, r in rules.items():
+    rules = {}
+    for p in (FORWARD, BACKWARD):
         m = hit_pass == p
-        if r is None:
-            if p == FORWARD and lead_max and lead_mask is not None:   # no run to learn from: nearest leads
-                lp = _prev_true(lead_mask)
-                for i in np.flatnonzero(m):
-                    q = int(lp[hit_pos[i]])
-                    if q >= max(lower[i], hit_pos[i] - lead_max):
-                        while q - 1 >= lower[i] and lead_mask[q - 1]:
-                            q -= 1
-                        starts[i] = q
+        if not m.any():
             continue
-        f, kk, off = r
-        fpos = np.flatnonzero(k_fam[step_lo:step_hi + 1] == f) + step_lo
-        before = np.searchsorted(fpos, hit_pos[m], side="left")        # F kernels before the anchor
-        idx = before - kk
-        cand = np.where(idx >= 0, fpos[np.clip(idx, 0, max(len(fpos) - 1, 0))] if len(fpos) else -1, -1)
-        fallback = hit_pos[m] - off
-        s = np.where((cand >= lower[m]) & (kk > 0), cand, fallback)
-        starts[m] = np.clip(np.maximum(s, lower[m]), None, hit_pos[m])
+        if p == BACKWARD and rules.get(FORWARD) is not None:   # after a forward layer: past its length
+            after_f = (prev_pass == FORWARD) & (pipe_prev[hit_pos] <= prev_hit)
+            idx = np.flatnonzero(after_f)
+            lower[idx] = np.maximum(lower[idx], starts[idx - 1] + rules[FORWARD][4])
+        r = _learn(k_fam, hit_pos, hit_pass, lead_mask if p == FORWARD else None, pipe_prev, lower, p)
+        rules[p] = r
+        if r is not None:
+            starts[m] = _apply(r, k_fam, hit_pos, m, lower, prev_hit, prev_same, step_lo, step_hi)
+        elif p == FORWARD and lead_max and lead_mask is not None:  # no run to learn from: nearest leads
+            lp = _prev_true(lead_mask)
+            for i in np.flatnonzero(m):
+                q = int(lp[hit_pos[i]])
+                if q >= max(lower[i], hit_pos[i] - lead_max):
+                    while q - 1 >= lower[i] and lead_mask[q - 1]:
+                        q -= 1
+                    starts[i] = q
     ends = np.empty(n, dtype=np.int64)
     ends[:-1] = starts[1:] - 1
     ends[-1] = step_hi
@@ -279,9 +303,7 @@ def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, s
                 if len(bad):
                     cap = a + int(bad[0])
         elif rules.get(hit_pass[i]) is not None:
-            L = _typical_length(starts, ends, hit_pass, last, hit_pass[i])
-            if L:
-                cap = min(cap, int(starts[i]) + L - 1)
+            cap = min(cap, int(starts[i]) + rules[hit_pass[i]][4] - 1)
         ends[i] = max(cap, a)
     return starts, ends
 
@@ -396,6 +418,14 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
             touch = np.concatenate([(em[:-1] + 1 == sm[1:]) & ~pm[sm[1:]], [False]])
             hpass, mb, _chain, model = _recompute(hpass, touch)
             starts, ends = mi[sm], mi[em]
+            # side rows (e.g. a MoE combine alltoall) right before a layer's first main-stream row
+            # and in no named region belong to that layer
+            attach = side & (region == "")
+            back = _prev_true(~attach[lo:hi + 1]) + lo               # last non-attachable row <= p
+            prev_end = np.concatenate([[lo - 1], ends[:-1]])
+            p_ = np.maximum(starts - 1, lo)
+            cand = back[p_ - lo] + 1
+            starts = np.where((starts > lo) & attach[p_], np.maximum(cand, prev_end + 1), starts)
             ends[touch] = starts[np.flatnonzero(touch) + 1] - 1     # side rows between touching layers
             hp = starts
             seg_mb.append(mb); seg_model.append(model)
