@@ -238,3 +238,19 @@ def test_segmentation_cost_does_not_grow_with_layers_per_step(policy):
         sg._learn = real
     assert len(s1.layers) == 100 * 4 and len(s2.layers) == 400
     assert (n_few, n_many) == (200, 2)   # per step and pass, never per layer
+
+
+@pytest.mark.real
+def test_real_llm_fusion_candidates(ascend, policy):
+    """Real candidates on the LLM capture: residual Add -> RmsNorm twice per forward layer
+    (28 x 2, minus the last layer of each micro-batch, whose Add is followed by the pipeline
+    send) and the rotary cos/sin table recomputed before each of the 56 RotaryPositionEmbedding."""
+    from perfgate.metrics.fusion import fusion_candidates
+    df = read_kernels(ascend.joinpath(*ST)).df
+    c = fusion_candidates(df, policy.segments.fusion, policy.family_suffix)
+    assert c.groupby(["pattern", "grade"]).size().to_dict() == {("add_rmsnorm", "high"): 54,
+                                                                  ("rope_cos_sin", "high"): 56}
+    typ = df.set_index("row")["op_type"].astype(str)
+    assert (typ.loc[c.loc[c["pattern"] == "rope_cos_sin", "last_row"] + 1] == "RotaryPositionEmbedding").all()
+    assert set(c.loc[c["pattern"] == "add_rmsnorm", "ops"]) == {"Add→RmsNorm"}
+    assert (df["op_type"].astype(str) == "RotaryPositionEmbedding").sum() == 56
