@@ -13,6 +13,7 @@ from pathlib import Path
 
 from perfgate import terms
 from perfgate.policy import opspec
+from perfgate.policy.families import family_rules
 from perfgate.errors import PolicyError
 from perfgate.policy.yamlfile import read_mapping
 
@@ -29,7 +30,7 @@ _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, 
 _FINDING_KEYS = {"underfeed_ratio", "gap_min_us", "gap_step_ratio", "bubble_min_us", "recompile_wall_ratio",
                  "recompile_gap_ratio", "recompile_wait_ratio", "exposed_significant", "exposed_hidden",
                  "warmup_ratio", "slow_rank_ratio", "max_collection_spread_s", "fail_closed"}
-_FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "categories"}
+_FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "family_volatile", "categories"}
 _RULE_KEYS = {"gated", "direction", "tolerance"}
 _TOL_KINDS = {"abs", "rel", "pp"}
 _CAT_FIELDS = {"name", "type", "core"}
@@ -107,7 +108,7 @@ class Policy:
     gate_views: tuple
     top_n: int
     top_n_slack: int
-    family_suffix: re.Pattern
+    family_suffix: re.Pattern   # or perfgate.policy.families.FamilyRules (same sub / pattern)
     categories: tuple
     rules: dict
     overrides: tuple
@@ -304,6 +305,7 @@ def load_policy(path=None) -> Policy:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (k == "top_n" and v == 0):
             raise _err(path, f"fingerprint.{k}", f"must be a positive integer, got {v!r}")
     suffix = _regex(path, "fingerprint.family_suffix", fp.get("family_suffix", r"(?:_+\d+)+$"))
+    suffix = family_rules(path, suffix, fp.get("family_volatile"))   # volatile name parts (issue 17)
     cats = []
     seen = {}
     for i, c in enumerate(fp.get("categories") or []):
