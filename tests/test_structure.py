@@ -254,3 +254,29 @@ def test_real_llm_fusion_candidates(ascend, policy):
     assert (typ.loc[c.loc[c["pattern"] == "rope_cos_sin", "last_row"] + 1] == "RotaryPositionEmbedding").all()
     assert set(c.loc[c["pattern"] == "add_rmsnorm", "ops"]) == {"Add→RmsNorm"}
     assert (df["op_type"].astype(str) == "RotaryPositionEmbedding").sum() == 56
+
+
+def test_structure_text_and_html_show_the_hierarchy(tmp_path, policy):
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    from perfgate.report.html import render_capture_html
+    cap = write_training(tmp_path / "c", 3, microbatches=2, stage=1, ranks=1, steps=1)
+    r = CliRunner().invoke(main, ["structure", "--text", str(cap)])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert "rank 0 step 10: 2 micro-batch(es), passes forward+backward, 12 layer segments, 240 kernel rows" in lines
+    body = [x.strip().split(":")[0] for x in lines[2:13]]
+    assert body == ["pipeline", "micro-batch 1 forward", "lm_head_loss", "micro-batch 1 backward", "pipeline",
+                    "micro-batch 2 forward", "lm_head_loss", "micro-batch 2 backward", "pipeline", "grad_sync",
+                    "optimizer"]
+    assert "(model layers 3-1;" in lines[5] and "blocks ffn+attention)" in lines[5]
+    js = CliRunner().invoke(main, ["structure", str(cap)])
+    import json
+    rep = json.loads(js.output)
+    assert [x["kind"] for x in rep["ranks"][0]["outline"]["10"]][:3] == ["pipeline", "layer", "lm_head_loss"]
+    assert sum(s["rows"] for s in rep["ranks"][0]["segments"]) == 240
+    html = render_capture_html(fingerprint_capture(load_capture(cap), policy))
+    assert '<section id="structure"><h2>Model structure</h2>' in html
+    assert "<b>micro-batch 2 · backward</b>: 3 layers (model layers 3-1;" in html
+    assert html.count("<li><b>micro-batch") == 4

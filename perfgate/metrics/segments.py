@@ -341,6 +341,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     k = df.iloc[pos, cols] if len(pos) < len(df) or (np.diff(pos) != 1).any() else df.iloc[:, cols]
     k = k.assign(family=km.family_of(k["name"], family_suffix))
     N = len(k)
+    if not N:
+        return _empty()
     fam = k["family"].cat.codes.to_numpy().astype(np.int64)
     h = _hashes(k["family"])
     if getattr(rules, "shapes", False) and "input_shapes" in k:
@@ -462,6 +464,20 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path)
     return _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc,
                    compn, mbs, model, step_names, step_lo, step_hi, categories, df, pos)
+
+
+LAYER_COLS = ["step", "layer", "pass", "microbatch", "model_layer", "anchor", "first_row", "last_row", "rows",
+              "class_id", "kinds", "companion", "wall_us", "sum_dur_us", "comm_us"]
+BLOCK_COLS = ["step", "layer", "block", "kind", "class_id", "first_row", "last_row", "rows", "wall_us", "sum_dur_us",
+              "comm_us"]
+SEGMENT_COLS = ["step", "seg", "kind", "pass", "microbatch", "model_layer", "first_row", "last_row", "rows",
+                "class_id", "wall_us", "sum_dur_us", "comm_us"]
+
+
+def _empty() -> RankSegments:
+    return RankSegments(pd.DataFrame(columns=LAYER_COLS), pd.DataFrame(columns=BLOCK_COLS),
+                        pd.DataFrame(columns=STEP_COLS), pd.DataFrame(columns=SEGMENT_COLS),
+                        pd.DataFrame(columns=CLASS_COLS))
 
 
 def _recompute(hpass: np.ndarray, touch: np.ndarray) -> tuple:
@@ -863,3 +879,53 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
     out[("block.share", (("kind", UNSTRUCTURED),))] = (float(rest.median()),
                                                        f"{kfile}: non-layer segments and non-recurring layers", {})
     return out
+
+
+def outline(seg: RankSegments, step: str | None = None) -> list:
+    """The hierarchy of one step (default: the first) as runs, in time order: consecutive
+    segments of one kind, pass and micro-batch are one run. A run: ``kind`` (layer | pipeline |
+    embedding | lm_head_loss | grad_sync | optimizer | other), ``pass`` and ``microbatch`` (layers),
+    ``segments`` (count), ``rows``, ``first_row`` / ``last_row``, ``wall_us`` (µs, the sum of
+    its segments' wall spans, each last end − first start) and ``sum_dur_us`` (ΣDuration), and for layer runs
+    ``model_layers`` ("1-14" / "14-1"), ``classes`` ({class id: layers}) and ``kinds`` (the
+    block kinds of its first layer)."""
+    t = seg.segments
+    if t is None or not len(t):
+        return []
+    step = str(seg.steps["step"].iloc[0]) if step is None else str(step)
+    t = t[t["step"] == step]
+    if not len(t):
+        return []
+    key = t["kind"].astype(str) + "|" + t["pass"].astype(str) + "|" + t["microbatch"].astype(str)
+    run = (key != key.shift()).cumsum().to_numpy()
+    lay = seg.layers[seg.layers["step"] == step].set_index("first_row")
+    out = []
+    for _, g in t.groupby(run, sort=True):
+        r = {"kind": g["kind"].iloc[0], "pass": g["pass"].iloc[0] or None,
+             "microbatch": int(g["microbatch"].iloc[0]) or None, "segments": int(len(g)),
+             "rows": int(g["rows"].sum()), "first_row": int(g["first_row"].iloc[0]),
+             "last_row": int(g["last_row"].iloc[-1]), "wall_us": round(float(g["wall_us"].sum()), 3),
+             "sum_dur_us": round(float(g["sum_dur_us"].sum()), 3)}
+        if r["kind"] == LAYER:
+            ml = g["model_layer"].to_numpy()
+            r["model_layers"] = f"{int(ml[0])}-{int(ml[-1])}" if len(ml) > 1 else str(int(ml[0]))
+            r["classes"] = {str(c): int(n) for c, n in g["class_id"].value_counts(sort=False).items()}
+            r["kinds"] = str(lay.loc[g["first_row"].iloc[0], "kinds"]) if g["first_row"].iloc[0] in lay.index else ""
+        out.append(r)
+    return out
+
+
+def outline_text(runs: list, indent: str = "") -> list:
+    """Text lines of an :func:`outline`: one line per run, layer runs under their micro-batch
+    and pass (``step -> micro-batch -> pass -> layers -> blocks``)."""
+    lines = []
+    for r in runs:
+        if r["kind"] == LAYER:
+            cls = ", ".join(f"{c} x{n}" for c, n in r["classes"].items())
+            lines.append(f"{indent}micro-batch {r['microbatch']} {r['pass']}: {r['segments']} layers "
+                         f"(model layers {r['model_layers']}; classes {cls}; blocks {r['kinds']}) "
+                         f"rows {r['first_row']}-{r['last_row']}, wall {r['wall_us'] / 1000:.3f} ms")
+        else:
+            lines.append(f"{indent}{r['kind']}: {r['rows']} rows {r['first_row']}-{r['last_row']}, "
+                         f"wall {r['wall_us'] / 1000:.3f} ms")
+    return lines
