@@ -390,6 +390,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     tail = match_mask(k, rules.tail)
     pipe = match_mask(k, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
     region = _region_labels(k, rules, N)
+    attach = side & (region == "")          # side rows in no named region may join the next layer
 
     seg_lo, seg_hi, seg_kind, seg_pass, seg_step, seg_anchor, seg_companion = [], [], [], [], [], [], []
     seg_mb, seg_model = [], []
@@ -422,7 +423,6 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
             starts, ends = mi[sm], mi[em]
             # side rows (e.g. a MoE combine alltoall) right before a layer's first main-stream row
             # and in no named region belong to that layer
-            attach = side & (region == "")
             back = _prev_true(~attach[lo:hi + 1]) + lo               # last non-attachable row <= p
             prev_end = np.concatenate([[lo - 1], ends[:-1]])
             p_ = np.maximum(starts - 1, lo)
