@@ -1,36 +1,56 @@
-"""Model structure: each step's kernel sequence cut into head | layers | tail, each layer into
-blocks (attention | ffn | moe | aicpu | other), with class signatures and a lossless check.
+"""Model structure: each step's kernel sequence cut into step -> micro-batch -> pass (forward /
+backward / recompute) -> layer -> block, plus named non-layer segments (pipeline, embedding,
+lm_head_loss, grad_sync, optimizer, other); lossless: every row in exactly one segment.
 
-Per rank and step the rows are put in time order (``start_ns``, then source row; all streams,
-so a communication task sits where it started). Layers are cut at recurring anchor kernels
-(rules in ``policies/segments.yaml``, see :mod:`perfgate.policy.knowledge`): the layer count is
-what the anchors find, never a configured number. A layer runs from its (lead-adjusted)
-anchor to the kernel before the next layer; the last layer is as long as the one before it
-and ends early at an optimizer (``tail``) kernel. Rows before the first layer are the head,
-rows after the last layer the tail.
+Per rank and step the rows are put in time order (``start_ns``, then source row; all streams).
+Layers are found on the step's main-stream compute rows (the stream with most compute rows;
+communication and other streams are side rows, so their timing cannot move a boundary) at
+recurring anchor kernels (rules in ``policies/segments.yaml``, see
+:mod:`perfgate.policy.knowledge`); the layer count is what the anchors find, never a
+configured number. An anchor hit matching the rule's ``backward`` kernels (e.g.
+FlashAttentionScoreGrad) is a backward layer, any other a forward one.
 
-Class signatures: a layer / block / step is identified by the ordered kernel families of
-its rows on the step's main stream (the stream with most compute rows; all compute rows when
-Stream ID is absent), plus ``Input Shapes`` when the rules say ``signature: {shapes: true}``
-and the table carries them (the DB export does, the text reader skips them), and the multiset of the
-families on other streams and of communication rows (their position among main-stream
-kernels depends on timing, not on structure: the DSA mask kernel of the real level1 capture
-moves by seven places between its text and DB twins). Equal signature -> equal class id
-(``L…``, ``B<kind>:…``, ``S…``, 8 hex digits of SHA-1), stable across captures.
+Boundaries are the model's own, learned per step and pass from the first two consecutive
+hits: the first layer starts where the kernel sequence stops repeating backwards from its
+anchor (for the forward pass, moved to the first ``lead`` kernel: a decoder layer starts at
+its input norm); every later layer starts at the same kernel family counted the same number
+of times back from its anchor (falling back to the previous anchor + the first layer's tail,
+e.g. a dense layer after MoE layers in the backward). A layer ends where the next one starts;
+the last one before a non-layer region (pipeline send/recv, optimizer, loss, step end) is as
+long as the layer before it. Pipeline rows are never inside a layer.
+
+Layers that touch form a chain: a chain of forward layers is one forward micro-batch, a
+chain holding backward layers one backward micro-batch, and forward layers inside such a
+chain are the recompute pass. Model layers: forward 1..n, backward n..1. Rows outside layers
+are grouped into runs, cut where the ``regions`` label changes (unlabelled rows take their
+neighbours' label; pipeline / grad_sync labels are never passed on).
+
+Class signatures: a layer / block / step is identified by the ordered kernel families of its
+main-stream rows, plus ``Input Shapes`` when the rules say ``signature: {shapes: true}`` and
+the table carries them, and the multiset of its communication rows (compute rows on other
+streams do not count: their place depends on timing — the DSA mask kernel of the real level1
+capture moves by seven places between its text and DB twins). Equal signature -> equal class
+id (``L…``, ``B<kind>:…``, ``S…``, 8 hex digits of a 64-bit polynomial hash), stable across
+captures.
 
 Tables (pandas DataFrames, one row each):
 
-* layers: ``step, layer`` (1-based), ``anchor`` (rule name), ``first_row, last_row`` (source
-  rows of the first / last kernel in time order), ``rows`` (kernels), ``class_id``,
-  ``kinds`` (block kinds, ``+``-joined), ``companion`` (no attention block while other layers
-  of the step have one), ``wall_us`` (last end − first start), ``sum_dur_us`` (ΣDuration),
-  ``comm_us`` (ΣDuration of communication rows), ``fam_us`` / ``cat_us`` ({family or
-  category: ΣDuration µs}, the five largest).
+* segments: ``step, seg`` (1-based), ``kind`` (layer | pipeline | embedding | lm_head_loss |
+  grad_sync | optimizer | other), ``pass, microbatch, model_layer`` (layers), ``first_row,
+  last_row`` (source rows, time order), ``rows``, ``class_id`` (layers), ``wall_us``,
+  ``sum_dur_us``, ``comm_us``.
+* layers: ``step, layer`` (1-based within the step), ``pass, microbatch, model_layer,
+  anchor, first_row, last_row, rows, class_id``, ``kinds`` (block kinds, ``+``-joined),
+  ``companion`` (no attention block while other layers of the step have one), ``wall_us``
+  (last end − first start), ``sum_dur_us`` (ΣDuration), ``comm_us`` (ΣDuration of
+  communication rows).
 * blocks: ``step, layer, block`` (1-based within the layer), ``kind, class_id, first_row,
-  last_row, rows, wall_us, sum_dur_us, comm_us, fam_us, cat_us`` (as for layers).
-* steps: ``step, anchor, layers, step_class, head_rows, tail_rows, rows``.
+  last_row, rows, wall_us, sum_dur_us, comm_us``.
+* steps: ``step, anchor, layers, microbatches, passes, step_class, head_rows, tail_rows, rows``.
+* classes: see :func:`class_table`.
 
 Times are µs (ΣDuration caliber for ``sum_dur_us`` / ``comm_us``; ``wall_us`` is a span).
+Cost: one sort and O(rows) array passes; Python loops run per step and pass, never per layer.
 Pure over the kernel table; never mutates it.
 """
 from __future__ import annotations
