@@ -84,3 +84,17 @@ def test_a_family_gone_while_a_twin_appears_is_a_rename():
     # two candidates for one gone family: ambiguous, left as gone + new
     cand3 = _view(("a", 8, "AI_VECTOR_CORE", "elementwise", 0.05), ("b", 8, "AI_VECTOR_CORE", "elementwise", 0.05))
     assert compare_operators(base, cand3)["renames"] == []
+
+
+def test_report_names_the_rename():
+    from types import SimpleNamespace
+
+    from perfgate.report.families import operator_section
+    base = _view(("k_old_tagA", 8, "AI_VECTOR_CORE", "elementwise", 0.10))
+    cand = _view(("k_old_tagB", 8, "AI_VECTOR_CORE", "elementwise", 0.10))
+    ops = {"rank": 0, "total_sum_dur_us": 100.0, "kernel_file": "k.csv", "families": []}
+    lines = operator_section(SimpleNamespace(detail={"operators": ops,
+                                                     "operator_compare": compare_operators(base, cand)}))
+    assert ("- `k_old_tagA` renamed to `k_old_tagB` (same calls per step, core type and Type class; "
+            "informational)") in lines
+    assert any(x.startswith("| `k_old_tagB` | renamed | 8 → 8 | +0 |") for x in lines)
