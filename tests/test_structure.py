@@ -280,3 +280,30 @@ def test_structure_text_and_html_show_the_hierarchy(tmp_path, policy):
     assert '<section id="structure"><h2>Model structure</h2>' in html
     assert "<b>micro-batch 2 · backward</b>: 3 layers (model layers 3-1;" in html
     assert html.count("<li><b>micro-batch") == 4
+
+
+def test_last_stage_loss_without_loss_names_is_still_the_head_segment(policy):
+    """A vocab-parallel cross entropy spelled as Max / Sub / Exp / ReduceSum kernels (no 'loss'
+    in any name) between the last forward and the first backward layer is lm_head_loss by place."""
+    from perfgate.synth import transformer as tf
+    plain = (("aclnnMax_ReduceMaxAiCore_ReduceMax", "ReduceMax", "AI_VECTOR_CORE", 10.0),
+             ("aclnnSub_SubAiCore_Sub", "Sub", "AI_VECTOR_CORE", 10.0),
+             ("aclnnExp_ExpAiCore_Exp", "Exp", "AI_VECTOR_CORE", 10.0),
+             ("aclnnReduceSum_ReduceSumOpAiCore_ReduceSum", "ReduceSum", "AI_VECTOR_CORE", 10.0))
+    seq = [x for x in training_sequence(4, microbatches=2, stage=1) if "CrossEntropy" not in x[0]]
+    loss_at = [i for i in range(len(seq) - 3) if seq[i:i + 4] == [tf.RMSNORM, tf.MATMUL, tf.MATMUL, tf.MATMUL]]
+    assert len(loss_at) == 2      # final norm, LM head, LM head grad x2 (loss kernels removed)
+    for i in reversed(loss_at):
+        seq[i + 2:i + 2] = list(plain)
+    n = len(seq)
+    df = pd.DataFrame({
+        "row": np.arange(1, n + 1), "step": pd.Categorical(["1"] * n),
+        "name": pd.Categorical([r[0] for r in seq]), "op_type": pd.Categorical([r[1] for r in seq]),
+        "core_type": pd.Categorical([r[2] for r in seq]),
+        "stream_id": pd.Categorical([None if r[2] == "HCCL" else "2" for r in seq]),
+        "start_ns": np.arange(n, dtype=np.int64) * 1000, "dur_ns": np.full(n, 500, dtype=np.int64),
+        "end_ns": np.arange(n, dtype=np.int64) * 1000 + 500, "is_comm": np.array([r[2] == "HCCL" for r in seq])})
+    seg = segment_rank(df, policy.segments, policy.family_suffix)
+    heads = seg.segments[seg.segments["kind"] == "lm_head_loss"]
+    assert list(heads["rows"]) == [9, 9]      # final norm, LM head, 4 plain loss kernels, 2 grad matmuls, norm grad
+    assert (seg.steps["layers"] == 16).all() and (seg.steps["microbatches"] == 2).all()

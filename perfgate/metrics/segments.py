@@ -23,7 +23,9 @@ Layers that touch form a chain: a chain of forward layers is one forward micro-b
 chain holding backward layers one backward micro-batch, and forward layers inside such a
 chain are the recompute pass. Model layers: forward 1..n, backward n..1. Rows outside layers
 are grouped into runs, cut where the ``regions`` label changes (unlabelled rows take their
-neighbours' label; pipeline / grad_sync labels are never passed on).
+neighbours' label; pipeline / grad_sync labels are never passed on); a run left ``other``
+between a forward chain and the backward chain right after it is ``lm_head_loss`` (final norm,
+LM head and loss whose kernels carry no loss name, e.g. a vocab-parallel cross entropy).
 
 Class signatures: a layer / block / step is identified by the ordered kernel families of its
 main-stream rows, plus ``Input Shapes`` when the rules say ``signature: {shapes: true}`` and
@@ -65,6 +67,7 @@ from perfgate.errors import InvalidCaptureError
 from perfgate.metrics import kernels as km
 
 HEAD, LAYER, TAIL, OTHER, PIPELINE, GRAD_SYNC = "head", "layer", "tail", "other", "pipeline", "grad_sync"
+LM_HEAD_LOSS = "lm_head_loss"
 FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
 PASSES = (FORWARD, RECOMPUTE, BACKWARD)
 UNSTRUCTURED = "unstructured"   # block-share bucket: non-layer segments and layers of non-recurring classes
@@ -481,6 +484,9 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     o = np.argsort(a_lo, kind="stable")
     a_lo, a_hi, kind, ps, st_, anc, compn, mbs, model = (x[o] for x in (a_lo, a_hi, kind, ps, st_, anc, compn,
                                                                          mbs, model))
+    if len(kind) > 2:  # an unnamed run between a forward chain and the backward right after it: head + loss
+        between = (kind[1:-1] == OTHER) & (ps[:-2] == FORWARD) & (ps[2:] == BACKWARD) & (st_[:-2] == st_[2:])
+        kind[1:-1][between] = LM_HEAD_LOSS
     _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path)
     return _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc,
                    compn, mbs, model, step_names, step_lo, step_hi, categories, df, pos)
