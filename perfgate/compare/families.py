@@ -55,7 +55,8 @@ def compare_operators(base: dict | None, cand: dict | None, min_share: float = 0
     Returns:
         ``{"available": bool, "note": str | None, "families": [...], "moves": [...],
         "category_moves": [...], "renames": [...]}``. A family row: ``family``, ``status`` (same /
-        appeared / disappeared / renamed, the latter with ``renamed_from``), ``calls_per_step_base`` / ``_cand``, ``count_delta``, ``share_base`` /
+        appeared / disappeared / renamed, the latter with ``renamed_from``), ``calls_per_step_base`` /
+        ``_cand``, ``count_delta``, ``share_base`` /
         ``share_cand`` (ratios), ``share_delta_pp``, ``dur_ratio`` (None when a side is 0),
         ``category``, and the moved fields. Sorted by |share delta|, then name.
     """

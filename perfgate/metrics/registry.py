@@ -173,7 +173,8 @@ _DEFS = [
               "non-recurring layers)", "Σ Duration(us) of the blocks / Σ Duration(us) of the step",
               absent_is_zero=True, requires=("segments_digest",), subject="ΣDuration share of {kind} blocks", labels=('kind',)),
     MetricDef("layer.wall_p50_us", "us", None, terms.TIER_STEP,
-              "median wall span (caliber: last end − first start of the layer's rows, all streams) of the layers of one pass",
+              "median wall span (caliber: last end − first start of the layer's rows, all streams) of the "
+              "layers of one pass",
               "kernel_details.csv Start Time(us) + Duration(us)", requires=("segments_digest",),
               subject="median {pass} layer wall", labels=('pass',)),
 ]

@@ -588,7 +588,8 @@ def _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path):
     bad = np.flatnonzero(cnt != 1)
     if not len(bad) and (s_of == e_of).all():
         return
-    s = int(np.searchsorted(step_lo, bad[0], side="right") - 1) if len(bad) else int(s_of[np.flatnonzero(s_of != e_of)[0]])
+    s = int(np.searchsorted(step_lo, bad[0], side="right") - 1) if len(bad) else \
+        int(s_of[np.flatnonzero(s_of != e_of)[0]])
     lo, hi = int(step_lo[s]), int(step_hi[s])
     m = (a_lo <= hi) & (a_hi >= lo)
     check_lossless(step_names[s], rows_all[lo:hi + 1],
@@ -858,8 +859,8 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
         km.median_low(seg.steps["microbatches"].to_numpy()),
         f"{kfile}: runs of touching forward layers per step (pipeline, embedding or loss segments between)", {})
     npass = seg.steps["passes"].map(lambda x: len([p for p in str(x).split("+") if p]))
-    out[("pass.count_per_step", ())] = (km.median_low(npass.to_numpy()), f"{kfile}: passes "
-                                        f"{', '.join(sorted(set('+'.join(seg.steps['passes']).split('+')) - {''}))}", {})
+    seen = sorted(set("+".join(seg.steps["passes"]).split("+")) - {""})
+    out[("pass.count_per_step", ())] = (km.median_low(npass.to_numpy()), f"{kfile}: passes {', '.join(seen)}", {})
     # per micro-batch pass counts of each class
     key = ["step", "pass", "microbatch"]
     per = lay.groupby(key + ["class_id"], sort=False).size().rename("n").reset_index()
