@@ -186,6 +186,24 @@ def test_microbatch_count_changes_only_the_microbatch_metric(tmp_path, policy):
     assert {key: a[key] for key in counts} == {key: b[key] for key in counts}
 
 
+@pytest.mark.parametrize("stage", [0, 1])
+def test_per_layer_recompute(tmp_path, policy, stage):
+    """Per-layer checkpointing re-runs each layer's forward right before its backward:
+    R4 B4 R3 B3 ... in one backward micro-batch, after the loss segment on the last stage."""
+    cap = write_training(tmp_path / "r", 4, microbatches=2, stage=stage, recompute="layer", ranks=1, steps=2)
+    seg = segment_rank(load_capture(cap).ranks[0].kernels.df, policy.segments, policy.family_suffix)
+    lay = seg.layers[(seg.layers["step"] == "10") & (seg.layers["microbatch"] == 1)]
+    tail = lay[lay["pass"] != "forward"]
+    assert list(zip(tail["pass"], tail["model_layer"])) == [
+        (p, n) for n in (4, 3, 2, 1) for p in ("recompute", "backward")]
+    assert tail.groupby("pass")["class_id"].nunique().to_dict() == {"recompute": 1, "backward": 1}
+    assert tail.loc[tail["pass"] == "recompute", "class_id"].iloc[0] == lay.loc[lay["pass"] == "forward",
+                                                                                "class_id"].iloc[0]
+    m = _metrics(cap, policy)
+    assert (m["layer.count{view=rank0}"], m["microbatch.count_per_step{view=rank0}"],
+            m["pass.count_per_step{view=rank0}"]) == (4, 2, 3)
+
+
 def test_recompute_shows_as_a_recompute_pass(tmp_path, policy):
     off = _metrics(write_training(tmp_path / "off", 4, ranks=1, steps=2, seed=1), policy)
     on = _metrics(write_training(tmp_path / "on", 4, recompute=True, ranks=1, steps=2, seed=2), policy)

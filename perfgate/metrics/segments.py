@@ -212,7 +212,7 @@ def _select_anchor(rules, masks, step_code, nsteps):
     return choice
 
 
-def _learn(fam, hits, passes, lead, pipe_prev, lower, pass_name):
+def _learn(fam, hits, passes, lead, pipe_prev, lower, pass_name, stop_prev=None):
     """Boundary rule of one pass in one step, from its first two consecutive hits (same pass,
     no pipeline row between): the first layer starts where the kernel sequence stops repeating
     backwards (``fam[p] == fam[p + P]``, P = the distance to the next hit; not before
@@ -229,7 +229,7 @@ def _learn(fam, hits, passes, lead, pipe_prev, lower, pass_name):
         if i1 != i0 + 1:
             continue
         a1, a2 = int(hits[i0]), int(hits[i1])
-        if pipe_prev[a2] > a1:
+        if pipe_prev[a2] > a1 or (stop_prev is not None and stop_prev[a2] > a1):
             continue
         lo = max(int(lower[i0]), a1 - (a2 - a1) + 1)
         eq = fam[lo:a1] == fam[lo + (a2 - a1):a2]
@@ -266,7 +266,7 @@ def _apply(rule, fam, hit_pos, m, lower, prev_hit, prev_same, step_lo, step_hi):
     return np.minimum(np.maximum(s, lower[m]), hp)
 
 
-def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, step_hi, lead_max):
+def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, step_hi, lead_max, region_stop=None):
     """Layer ranges of one step: (starts, ends) arrays aligned with ``hit_pos``, in the step's
     main-stream row index (``pipe[j]``: a pipeline row comes right before main row j). Start
     rule per pass from :func:`_learn` (forward first: a backward layer right after a forward
@@ -276,10 +276,13 @@ def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, s
     no longer than the repeating part (``fam[p] == fam[p - P]``) and stops before a stop row."""
     n = len(hit_pos)
     pipe_prev = _prev_true(pipe)
+    if region_stop is None:
+        region_stop = np.zeros(len(k_fam), dtype=bool)
+    stop_prev = _prev_true(region_stop)     # embedding / loss rows: no layer spans them
     prev_hit = np.concatenate([[step_lo - 1], hit_pos[:-1]])
     prev_pass = np.concatenate([[""], hit_pass[:-1]]).astype(object)
-    prev_same = (prev_pass == hit_pass) & (pipe_prev[hit_pos] <= prev_hit)
-    lower = np.maximum(prev_hit + 1, np.maximum(pipe_prev[hit_pos], step_lo))
+    prev_same = (prev_pass == hit_pass) & (pipe_prev[hit_pos] <= prev_hit) & (stop_prev[hit_pos] <= prev_hit)
+    lower = np.maximum(np.maximum(prev_hit + 1, stop_prev[hit_pos] + 1), np.maximum(pipe_prev[hit_pos], step_lo))
     starts = hit_pos.copy()
     rules = {}
     for p in (FORWARD, BACKWARD):
@@ -290,10 +293,12 @@ def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, s
             after_f = (prev_pass == FORWARD) & (pipe_prev[hit_pos] <= prev_hit)
             idx = np.flatnonzero(after_f)
             lower[idx] = np.maximum(lower[idx], starts[idx - 1] + rules[FORWARD][4])
-        r = _learn(k_fam, hit_pos, hit_pass, lead_mask if p == FORWARD else None, pipe_prev, lower, p)
+        r = _learn(k_fam, hit_pos, hit_pass, lead_mask if p == FORWARD else None, pipe_prev, lower, p, stop_prev)
         rules[p] = r
         if r is not None:
             starts[m] = _apply(r, k_fam, hit_pos, m, lower, prev_hit, prev_same, step_lo, step_hi)
+        elif p == BACKWARD:   # no run to learn from: right after the layer / segment before it
+            starts[m] = np.minimum(lower[m], hit_pos[m])
         elif p == FORWARD and lead_max and lead_mask is not None:  # no run to learn from: nearest leads
             lp = _prev_true(lead_mask)
             for i in np.flatnonzero(m):
@@ -307,9 +312,10 @@ def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, s
     ends[-1] = step_hi
     # the last layer before a non-layer region
     nxt_pass_change = np.concatenate([hit_pass[1:] != hit_pass[:-1], [True]])
-    pipe_between = np.concatenate([pipe_prev[hit_pos[1:]] > hit_pos[:-1], [True]])
+    pipe_between = np.concatenate([(pipe_prev[hit_pos[1:]] > hit_pos[:-1]) | (stop_prev[hit_pos[1:]] > hit_pos[:-1]),
+                                   [True]])
     last = nxt_pass_change | pipe_between
-    stop_next = _next_true(stop_mask | pipe, len(stop_mask))
+    stop_next = _next_true(stop_mask | pipe | region_stop, len(stop_mask))
     lengths = ends - starts + 1
     for i in np.flatnonzero(last):
         a = int(hit_pos[i])
@@ -414,6 +420,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     pipe = match_mask(k, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
     region = _region_labels(k, rules, N)
     attach = side & (region == "")          # side rows in no named region may join the next layer
+    region_stop = (region == "embedding") | (region == LM_HEAD_LOSS)   # no layer spans these rows
 
     seg_lo, seg_hi, seg_kind, seg_pass, seg_step, seg_anchor, seg_companion = [], [], [], [], [], [], []
     seg_mb, seg_model = [], []
@@ -440,7 +447,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
             pm[np.searchsorted(mi, pq)] = True                   # pipeline row right before main row j
             pm = pm[:len(mi)]
             hpass = np.where(bwd[mi][hm], BACKWARD, FORWARD).astype(object)
-            sm, em = _layer_cuts(fam[mi], hm, hpass, lead[mi], tail[mi], pm, 0, len(mi) - 1, a.lead_max)
+            sm, em = _layer_cuts(fam[mi], hm, hpass, lead[mi], tail[mi], pm, 0, len(mi) - 1, a.lead_max,
+                                 region_stop[mi])
             touch = np.concatenate([(em[:-1] + 1 == sm[1:]) & ~pm[sm[1:]], [False]])
             hpass, mb, _chain, model = _recompute(hpass, touch)
             starts, ends = mi[sm], mi[em]
@@ -519,7 +527,8 @@ def _recompute(hpass: np.ndarray, touch: np.ndarray) -> tuple:
     Returns (passes, microbatch, chain id, model layer): the model layer of a forward layer
     is its place in the chain, of a backward layer its place counted from the chain's end
     (backward runs the layers in reverse), of a recompute layer its place among the chain's
-    recompute layers."""
+    recompute layers, or, for a lone recompute layer right before a backward layer (per-layer
+    checkpointing), that backward layer's."""
     n = len(hpass)
     if not n:
         z = np.zeros(0, dtype=np.int64)
@@ -544,6 +553,12 @@ def _recompute(hpass: np.ndarray, touch: np.ndarray) -> tuple:
         tot = np.bincount(chain[m], minlength=nchain)[chain]
         model = np.where(m, tot - place + 1 if p == BACKWARD else place, model)
     del idx
+    # per-layer recompute (R_n B_n R_n-1 B_n-1 ...): a lone recompute layer re-runs the layer whose
+    # backward follows it
+    rc = out == RECOMPUTE
+    lone = rc & ~np.concatenate([[False], rc[:-1]]) & ~np.concatenate([rc[1:], [False]]) \
+        & np.concatenate([out[1:] == BACKWARD, [False]]) & touch
+    model[lone] = model[np.flatnonzero(lone) + 1]
     return out, mb, chain, model
 
 

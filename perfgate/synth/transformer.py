@@ -130,8 +130,9 @@ def training_sequence(layers: int, *, microbatches: int = 2, stage: int = 0, sta
     the backward runs them in reverse. Stage 0 starts each forward with the embedding and ends
     each backward with its gradient; the last stage runs final norm + LM head + loss and their
     backward between a micro-batch's forward and backward; every stage change is a pipeline
-    send/recv (``hcom_batchSendRecv``). With ``recompute`` each backward first re-runs the
-    forward of all layers (activation checkpointing, one block). The step ends with the
+    send/recv (``hcom_batchSendRecv``). With ``recompute=True`` each backward first re-runs the
+    forward of all layers (activation checkpointing, one block); with ``recompute="layer"`` each
+    layer's forward is re-run right before its backward (per-layer checkpointing). The step ends with the
     gradient reduce-scatter / all-gather and the optimizer. Entries are ``(name, OP type,
     core type, mean duration us)``; ``HCCL`` entries are communication tasks.
 
@@ -154,9 +155,13 @@ def training_sequence(layers: int, *, microbatches: int = 2, stage: int = 0, sta
 
     def bwd():
         out = [] if last else [PIPELINE]
-        if recompute:
-            out += [k for layer in fwd_layers for k in layer]
-        out += [k for layer in bwd_layers for k in layer]
+        if recompute == "layer":        # per-layer checkpointing: R_n B_n R_n-1 B_n-1 ...
+            for f, b in zip(reversed(fwd_layers), bwd_layers):
+                out += list(f) + list(b)
+        else:
+            if recompute:
+                out += [k for layer in fwd_layers for k in layer]
+            out += [k for layer in bwd_layers for k in layer]
         out += list(EMBEDDING_GRAD) if first else [PIPELINE]
         return out
 
