@@ -1,17 +1,34 @@
 #!/usr/bin/env python3
-"""Scale benchmarks for perfgate (issue: large captures, many ranks, bounded memory).
+"""Scale benchmarks for perfgate (issue 21): cost per shape against the floor, measured in one run.
 
-Prints ratios measured in this run, on this machine (no timed assertions):
+Every figure is a ratio measured in this run, on this machine (no timed assertions). The floor
+is pyarrow reading the same kernel_details.csv columns perfgate parses, as strings (the cost
+of touching the data at all); perfgate is ingest + fingerprint with ``--trace never``.
+Rounds are paired (floor, perfgate, floor, perfgate, ...) so load from other jobs hits both.
 
-A. ingest + fingerprint of one rank's N-row kernel_details.csv vs two floors: a raw pyarrow
-   read of the same file's needed columns as strings (the string floor, the goal's reference)
-   and pyarrow's own typed read of those columns (types inferred, default options);
-B. peak RSS and throughput streaming a trace_view.json of M MiB (in a child process);
-C. 1 / 8 / 64 ranks: wall time vs 1 rank, in this process, with the process pool and with dask;
-D. msprof-analyze `compare` (the official tool, from PyPI) vs `perfgate check` on the same
-   capture pair, where msprof-analyze is installed (``--msprof-analyze PATH`` or on PATH).
+Shapes (``--shapes``):
+  a  many short steps: the real level1 rank-0 rows (191 per step) replicated with fresh times
+  b  LLM-like: the real st/level2 rank-0 rows (2,463 per step) replicated with fresh times
+  c  few giant steps: perfgate.synth.scale (10 steps, no layers)
+  d  many ranks: 64 and 1,024 small ranks (perfgate.synth.scale): serial time, per-rank fixed
+     cost, and --workers 2 vs serial (wall and CPU including children)
 
-Usage: python3 benchmarks/bench_scale.py [--quick] [--rows N] [--trace-mb M] [--msprof-analyze PATH]
+Sections (``--skip`` any of growth, trace, ref):
+  growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``
+  trace   trace_view.json scan of shape a (most events kept): MiB/s of the Arrow line scan
+          vs the exact structural scan (jsonscan), same file, same run
+  ref     msprof-analyze ``compare`` vs ``perfgate check`` on a shape-a pair (``--ref-rows``),
+          wall time and peak RSS; the reference counts only when it wrote its
+          performance_comparison_result_*.xlsx and logged no [ERROR] (exit 0 is not a result)
+
+Usage:
+  python3 benchmarks/bench_scale.py [--shapes a,b,c,d] [--rows 1000000] [--repeats 2]
+      [--growth 100000,300000,1000000,3000000] [--growth-shape a] [--ranks 64,1024]
+      [--rank-rows 1000] [--ref-rows N] [--msprof-analyze PATH] [--skip growth,trace,ref] [--quick]
+
+msprof-analyze: ``python3 -m venv V && V/bin/pip install msprof-analyze`` (kept out of
+perfgate's environment), then ``--msprof-analyze V/bin/msprof-analyze`` or
+PERFGATE_MSPROF_ANALYZE.
 """
 from __future__ import annotations
 
@@ -19,6 +36,8 @@ import argparse
 import csv
 import os
 import platform
+import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -32,24 +51,19 @@ sys.path.insert(0, str(HERE))
 import pyarrow as pa  # noqa: E402
 import pyarrow.csv as pacsv  # noqa: E402
 
-from perfgate.gate import save_baseline  # noqa: E402
-from perfgate.run import fingerprint_path  # noqa: E402
-from perfgate.policy import load_policy  # noqa: E402
-from perfgate.store.baselines import BaselineStore  # noqa: E402
 from perfgate.ingest.kernels import _PMU_TIME as PMU_TIME  # noqa: E402
+from perfgate.policy import load_policy  # noqa: E402
+from perfgate.run import fingerprint_path  # noqa: E402
+from perfgate.synth.replicate import replicate_rank  # noqa: E402
 from perfgate.synth.scale import write_scaled  # noqa: E402
 
 NEEDED = ["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Stream ID",
           "Wait Time(us)"]
-
-
-def best(fn, n=3):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+FIXTURES = HERE.parent / "shared/fixtures/ascend/msinsight/test"
+SOURCES = {"a": FIXTURES / "data/pytorch/text/level1/rank0_ascend_pt",
+           "b": FIXTURES / "st/level2/rank_0_ascend_pt"}
+SHAPE_NAMES = {"a": "a many short steps (real level1 rows)", "b": "b LLM-like (real st/level2 rows)",
+               "c": "c few giant steps (synthetic)", "d": "d ranks"}
 
 
 def machine():
@@ -58,192 +72,277 @@ def machine():
         mem = f"{int(open('/proc/meminfo').read().split()[1]) / 2**20:.1f} GiB"
     except OSError:
         pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{platform.machine()}, {os.cpu_count()} cores, {mem}, Python {platform.python_version()}, "
-            f"pyarrow {pa.__version__}")
+            f"pyarrow {pa.__version__}, load average {load:.1f} at start")
 
 
 def _timed(fn):
-    """(wall s, CPU s of this process incl. Arrow's threads) of one call."""
+    """(wall s, CPU s of this process and its finished children) of one call."""
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
     w, c = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - w, time.process_time() - c
+    ch2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (time.perf_counter() - w,
+            time.process_time() - c + (ch2.ru_utime - ch.ru_utime) + (ch2.ru_stime - ch.ru_stime))
 
 
-def bench_ingest(tmp: Path, rows: int, policy, repeats: int = 3):
-    steps = 10
-    cap = write_scaled(tmp / "a", ranks=1, steps=steps, kernels_per_step=max(1, rows // steps - 2))
-    kd = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+def med(v):
+    v = sorted(v)
+    return v[len(v) // 2]
 
-    # The floor reads what perfgate parses: the 8 kernel columns, plus the PipeUtilization
-    # ratio / pipe-time columns when the policy's operator view reads them (default: yes).
-    header = next(csv.reader(kd.open()))
+
+def build(shape: str, out: Path, rows: int, *, run: int = 0, trace: bool = False, ranks: int = 1,
+          rank_rows: int = 1000) -> Path:
+    """Write one capture of ``shape`` with about ``rows`` kernel rows per rank."""
+    if shape in SOURCES:
+        src = SOURCES[shape]
+        if not src.is_dir():
+            raise SystemExit(f"shape {shape}: real rows not found at {src}")
+        per = _rows_per_step(src)
+        return replicate_rank(src, out, steps=max(1, round(rows / per)), run=run, trace=trace)
+    if shape == "c":
+        return write_scaled(out, ranks=1, steps=10, kernels_per_step=max(1, rows // 10 - 2), run=run,
+                            trace_mb=None)
+    if shape == "d":
+        return write_scaled(out, ranks=ranks, steps=4, kernels_per_step=max(1, rank_rows // 4 - 2), run=run)
+    raise SystemExit(f"unknown shape {shape!r}")
+
+
+def _rows_per_step(src: Path) -> int:
+    with open(src / "ASCEND_PROFILER_OUTPUT/kernel_details.csv", newline="") as f:
+        return sum(1 for _ in f) - 1
+
+
+def kernel_files(cap: Path):
+    return sorted(cap.rglob("kernel_details.csv"))
+
+
+def floor_fn(cap: Path, policy):
+    """pyarrow reading, as strings, the columns perfgate parses, of every rank's kernel table."""
+    files = kernel_files(cap)
+    header = next(csv.reader(files[0].open(newline="")))
     pmu = [h for h in header if h.endswith("_ratio") or PMU_TIME.match(h)] if policy.operators.read_pmu else []
-    needed = NEEDED + pmu
+    needed = [c for c in NEEDED + pmu if c in header]
 
-    def raw():
-        pacsv.read_csv(kd, convert_options=pacsv.ConvertOptions(
-            include_columns=needed, column_types={c: pa.string() for c in needed}))
+    def run():
+        for f in files:
+            pacsv.read_csv(f, convert_options=pacsv.ConvertOptions(
+                include_columns=needed, column_types={c: pa.string() for c in needed}))
+    return run
 
-    def typed():
-        # second floor: pyarrow's own typed read of the same columns (types inferred, default
-        # options): what parsing them into numbers costs pyarrow itself
-        pacsv.read_csv(kd, convert_options=pacsv.ConvertOptions(include_columns=needed))
+
+def paired(cap: Path, policy, repeats: int, label: str, rows: int):
+    """Floor and perfgate interleaved ``repeats`` times; returns a result row."""
+    floor = floor_fn(cap, policy)
 
     def ours():
         fingerprint_path(cap, policy, workers=1, with_trace=False)
-    raw(), typed(), ours()  # warm the page cache and imports
-    size = kd.stat().st_size / 2**20
-    print(f"A. one rank, {rows:,} kernel rows ({size:,.0f} MiB kernel_details.csv); {repeats} rounds, raw and "
-          f"perfgate interleaved; wall and CPU seconds (CPU: less sensitive to other load on a shared machine)")
-    ratios_w, ratios_c, typed_w, typed_c = [], [], [], []
-    for i in range(repeats):
-        rw, rc = _timed(raw)
-        tw, tc = _timed(typed)
-        ow, oc = _timed(ours)
-        ratios_w.append(ow / rw)
-        ratios_c.append(oc / rc)
-        typed_w.append(ow / tw)
-        typed_c.append(oc / tc)
-        print(f"   round {i + 1}: string floor (pyarrow read of the {len(needed)} parsed columns as strings, "
-              f"{len(NEEDED)} + {len(pmu)} PMU) {rw:5.2f} s wall {rc:5.2f} s CPU"
-              f" | typed floor (same columns, pyarrow-inferred types) {tw:5.2f} s wall {tc:5.2f} s CPU"
-              f" | perfgate ingest + fingerprint (no trace) {ow:5.2f} s wall {oc:5.2f} s CPU")
-        print(f"            perfgate vs string floor {ow / rw:4.2f}x wall {oc / rc:4.2f}x CPU"
-              f" | vs typed floor {ow / tw:4.2f}x wall {oc / tc:4.2f}x CPU")
-
-    def med(v):
-        return f"median {sorted(v)[len(v) // 2]:.2f}x (spread {min(v):.2f}-{max(v):.2f})"
-    print(f"   ratio vs the string floor (goal <= 2x): wall {med(ratios_w)}, CPU {med(ratios_c)}")
-    print(f"   ratio vs the typed floor (pyarrow's own typed read):   wall {med(typed_w)}, CPU {med(typed_c)}")
-    tv = (cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").stat().st_size / 2**20
-    full, _ = _timed(lambda: fingerprint_path(cap, policy, workers=1, with_trace=True))
-    print(f"   ... including its {tv:,.0f} MiB trace_view.json (about 2 Overlap Analysis events per kernel): {full:7.2f} s")
-    return cap
+    floor(), ours()  # page cache and imports warm
+    fw, fc, ow, oc = [], [], [], []
+    for _ in range(repeats):
+        w, c = _timed(floor)
+        fw.append(w)
+        fc.append(c)
+        w, c = _timed(ours)
+        ow.append(w)
+        oc.append(c)
+    r = {"shape": label, "rows": rows, "perfgate_wall": med(ow), "perfgate_cpu": med(oc), "floor_wall": med(fw),
+         "floor_cpu": med(fc), "ratio_wall": med([o / f for o, f in zip(ow, fw)]),
+         "ratio_cpu": med([o / f for o, f in zip(oc, fc)])}
+    print(f"   {label:44s} {rows:>10,} rows  perfgate {r['perfgate_wall']:7.2f} s wall {r['perfgate_cpu']:7.2f} s CPU"
+          f" | floor {r['floor_wall']:6.2f} s wall {r['floor_cpu']:6.2f} s CPU"
+          f" | ratio {r['ratio_wall']:5.2f}x wall {r['ratio_cpu']:5.2f}x CPU", flush=True)
+    return r
 
 
-# The child resets its high-water mark first: a forked child otherwise inherits the parent's
-# peak RSS (section A leaves the parent at ~1 GiB), which is not what the reader uses.
+def bench_shapes(tmp: Path, shapes, rows: int, policy, repeats: int):
+    print(f"1. one rank of each shape, ~{rows:,} kernel rows: perfgate (ingest + fingerprint, --trace never) "
+          f"vs the floor; {repeats} paired rounds, medians (goal: <= 2x)", flush=True)
+    out = []
+    for s in shapes:
+        if s == "d":
+            continue
+        cap = build(s, tmp / f"shape_{s}", rows)
+        n = sum(_rows_per_step(f.parent.parent) for f in kernel_files(cap))
+        out.append(paired(cap, policy, repeats, SHAPE_NAMES[s], n))
+        shutil.rmtree(cap)
+    return out
+
+
+def bench_growth(tmp: Path, shape: str, sizes, policy):
+    print(f"2. cost growth, shape {SHAPE_NAMES[shape]}: one paired round per size", flush=True)
+    prev = None
+    res = []
+    for n in sizes:
+        cap = build(shape, tmp / f"grow_{n}", n)
+        rows = sum(_rows_per_step(f.parent.parent) for f in kernel_files(cap))
+        r = paired(cap, policy, 1, f"  growth {shape}", rows)
+        per = r["perfgate_cpu"] / rows * 1e6
+        grow = "" if prev is None else f", x{r['perfgate_cpu'] / prev[0]:.2f} CPU for x{rows / prev[1]:.2f} rows"
+        print(f"      {per:6.2f} us CPU per row{grow}", flush=True)
+        prev = (r["perfgate_cpu"], rows)
+        res.append(r)
+        shutil.rmtree(cap)
+    return res
+
+
 _CHILD = """
 import sys, time
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
 sys.path.insert(0, {root!r})
-from perfgate.ingest.trace import read_trace
-t = time.perf_counter()
-tr = read_trace({path!r}, full_parse={full})
-dt = time.perf_counter() - t
-hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
-print(dt, tr.n_events, len(tr.overlap), hwm)
+from perfgate.ingest import trace as T
+if {exact}:
+    T._ARROW_MIN_BYTES = 1 << 62
+c = time.process_time(); w = time.perf_counter()
+tr = T.read_trace({path!r})
+print(time.perf_counter() - w, time.process_time() - c, tr.n_events, len(tr.overlap))
 """
 
 
-def bench_trace(tmp: Path, mb: float):
-    cap = write_scaled(tmp / "t", ranks=1, steps=5, kernels_per_step=20000, trace_mb=mb)
-    tv = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
-    size = tv.stat().st_size / 2**20
+def bench_trace(tmp: Path, rows: int):
+    cap = build("a", tmp / "trace_a", rows, trace=True)
+    tv = next(cap.rglob("trace_view.json"))
+    mib = tv.stat().st_size / 2**20
+    print(f"3. trace_view.json scan, shape a ({mib:,.0f} MiB, most events kept), in child processes, "
+          f"paired (goal: >= 200 MiB/s)", flush=True)
     res = {}
-    for label, full in (("selective scan (default)", False), ("every event parsed (ijson, full_parse=True)", True)):
-        out = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(HERE), path=str(tv), full=full)],
-                             capture_output=True, text=True, check=True).stdout.split()
-        res[label] = (float(out[0]), int(out[1]), int(out[2]), int(out[3]))
-    events, kept = next(iter(res.values()))[1:3]
-    print(f"B. streaming a {size:,.0f} MiB trace_view.json ({events:,} events, {kept:,} Overlap Analysis events kept)")
-    for label, (dt, _, _, rss_kb) in res.items():
-        print(f"   {label:45s} {dt:7.1f} s, {size / dt:6.1f} MiB/s, peak RSS {rss_kb / 1024:,.0f} MiB (goal < 1024 MiB)")
-    tv.unlink()
+    for _ in range(2):
+        for label, exact in (("Arrow line scan (default)", False), ("exact structural scan", True)):
+            out = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(HERE), path=str(tv), exact=exact)],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            res.setdefault(label, []).append((float(out[0]), float(out[1]), int(out[2]), int(out[3])))
+    for label, v in res.items():
+        w, c = med([x[0] for x in v]), med([x[1] for x in v])
+        print(f"   {label:28s} {mib / w:7.1f} MiB/s wall {mib / c:7.1f} MiB/s CPU ({v[0][2]:,} events, "
+              f"{v[0][3]:,} kept)", flush=True)
+    shutil.rmtree(cap)
+    a = med([x[1] for x in res["Arrow line scan (default)"]])
+    return {"mib": mib, "arrow_mibs_cpu": mib / a,
+            "exact_mibs_cpu": mib / med([x[1] for x in res["exact structural scan"]])}
 
 
-def bench_ranks(tmp: Path, per_rank: int, policy, rank_counts=(1, 8, 64)):
-    print(f"C. ranks x {per_rank:,} kernel rows each: wall time (ratio to 1 rank, same mode)")
-    base = {}
-    cluster = client = None
-    try:
-        from distributed import Client, LocalCluster
-        cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    except Exception as e:  # noqa: BLE001
-        print(f"   dask unavailable: {e}")
-    for n in rank_counts:
-        cap = write_scaled(tmp / f"r{n}", ranks=n, steps=4, kernels_per_step=max(1, per_rank // 4 - 2))
-        row = []
-        modes = [("serial", dict(workers=1)), ("pool", dict(workers=os.cpu_count() or 1))]
-        if client is not None:
-            modes.append(("dask", dict(scheduler=cluster.scheduler_address)))
-        for mode, kw in modes:
-            t = best(lambda: fingerprint_path(cap, policy, **kw), n=1)
-            base.setdefault(mode, t if n == 1 else None)
-            row.append(f"{mode} {t:6.2f} s ({t / base[mode]:5.1f}x)")
-        print(f"   {n:3d} rank(s): " + "   ".join(row))
+def bench_ranks(tmp: Path, counts, rank_rows: int, policy):
+    print(f"4. ranks x {rank_rows:,} kernel rows (perfgate.synth.scale), serial in this process; "
+          f"per-rank cost = time / ranks (goal: <= 50 ms)", flush=True)
+    res = []
+    for n in counts:
+        cap = build("d", tmp / f"ranks_{n}", 0, ranks=n, rank_rows=rank_rows)
+        floor = floor_fn(cap, policy)
+        floor()
+        fw, fc = _timed(floor)
+        sw, sc = _timed(lambda: fingerprint_path(cap, policy, workers=1, with_trace=False))
+        r = {"shape": f"d {n} ranks", "rows": n * rank_rows, "perfgate_wall": sw, "perfgate_cpu": sc,
+             "floor_wall": fw, "floor_cpu": fc, "ratio_wall": sw / fw, "ratio_cpu": sc / fc}
+        line = (f"   {n:5d} ranks: serial {sw:7.2f} s wall {sc:7.2f} s CPU = {sc / n * 1000:6.1f} ms CPU per rank"
+                f" | floor {fw:6.2f} s | ratio {sw / fw:6.2f}x wall {sc / fc:6.2f}x CPU")
+        if n <= 64:
+            pw, pc = _timed(lambda: fingerprint_path(cap, policy, workers=2, with_trace=False))
+            line += f" | --workers 2: {pw:6.2f} s wall ({sw / pw:4.2f}x), {pc:6.2f} s CPU ({pc / sc:4.2f}x serial)"
+            r["workers2"] = (pw, pc)
+        print(line, flush=True)
+        res.append(r)
         shutil.rmtree(cap)
-    if client is not None:
-        client.close()
-        cluster.close()
+    if len(res) >= 2:
+        a, b = res[0], res[-1]
+        na, nb = a["rows"] // rank_rows, b["rows"] // rank_rows
+        per = (b["perfgate_cpu"] - a["perfgate_cpu"]) / (nb - na)
+        print(f"   serial scaling {na} -> {nb} ranks: x{b['perfgate_cpu'] / a['perfgate_cpu']:.1f} CPU for "
+              f"x{nb / na:.0f} ranks; marginal cost {per * 1000:.1f} ms CPU per rank", flush=True)
+    return res
 
 
-def bench_msprof(tmp: Path, exe: str | None, policy, big_rows: int):
-    exe = exe or shutil.which("msprof-analyze")
+def _peak_mib(stderr: str) -> float:
+    m = re.findall(r"^(\d+)$", stderr, re.M)
+    return int(m[-1]) / 1024 if m else float("nan")
+
+
+def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
+    exe = exe or os.environ.get("PERFGATE_MSPROF_ANALYZE") or shutil.which("msprof-analyze")
     if not exe:
-        print("D. msprof-analyze not found (pip install msprof-analyze into a venv and pass --msprof-analyze PATH)")
-        return
-    print("D. msprof-analyze compare vs perfgate check on the same pair (one rank, wall time and peak RSS)")
-    real = HERE.parent / "shared/fixtures/ascend/msinsight/test/data/pytorch/text"
-    pairs = []
-    if real.is_dir():
-        pairs.append(("real level1 -> level2 rank0", real / "level1/rank0_ascend_pt", real / "level2/rank0_ascend_pt"))
-    a = write_scaled(tmp / "ma", ranks=1, steps=4, kernels_per_step=big_rows // 4 - 2, run=1)
-    b = write_scaled(tmp / "mb", ranks=1, steps=4, kernels_per_step=big_rows // 4 - 2, run=2)
-    pairs.append((f"synthetic {big_rows:,} rows", a / "rank0_ascend_pt", b / "rank0_ascend_pt"))
-    for label, base, cand in pairs:
-        def timed(cmd):
-            t = time.perf_counter()
-            # this checkout first on the path: the child runs in tmp, where an uninstalled
-            # perfgate would not import (and a failed import must not be timed as a run)
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE),
-                                                                            os.environ.get("PYTHONPATH")])))
-            r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, cwd=tmp, env=env)
-            dt = time.perf_counter() - t
-            rss = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "?"
-            return dt, rss, r.returncode, r.stderr
-        bl = tmp / "bl"
-        save_baseline(base, "b", policy=policy, store=BaselineStore(bl), env={}, force=True)
-        out = tmp / "pgout"
-        shutil.rmtree(out, ignore_errors=True)
-        pg = timed([sys.executable, "-m", "perfgate", "check", "--baseline", "b", str(cand), "--baseline-dir",
-                    str(bl), "--out", str(out), "--quiet", "--workers", "1", "--trace", "always"])
-        if not (out / "perfgate-result.json").is_file():  # rc 1 is a verdict only when the result was written
-            print(f"   {label:30s} perfgate check did not run (rc {pg[2]}): {pg[3].strip().splitlines()[-2:]}")
-            continue
-        ms = timed([exe, "compare", "-d", str(cand), "-bp", str(base), "-o", str(tmp / "msout")])
-        print(f"   {label:30s} msprof-analyze {ms[0]:7.2f} s {int(ms[1]) / 1024 if ms[1].isdigit() else 0:7,.0f} MiB "
-              f"(rc {ms[2]}) | perfgate {pg[0]:6.2f} s {int(pg[1]) / 1024 if pg[1].isdigit() else 0:6,.0f} MiB "
-              f"(rc {pg[2]}) | ratio {ms[0] / pg[0]:5.1f}x faster")
+        print("5. msprof-analyze not found: install it into a separate venv and pass --msprof-analyze PATH")
+        return None
+    print(f"5. msprof-analyze compare vs perfgate check, shape a pair (~{rows:,} rows per side, with trace), "
+          f"one run each; wall and peak RSS (goal: >= 30x faster, >= 5x leaner)", flush=True)
+    from perfgate.gate import save_baseline
+    from perfgate.store.baselines import BaselineStore
+    a = build("a", tmp / "ref_a", rows, trace=True)
+    b = build("a", tmp / "ref_b", rows, run=1, trace=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+
+    def timed(cmd):
+        t = time.perf_counter()
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, cwd=tmp, env=env)
+        return time.perf_counter() - t, _peak_mib(r.stderr), r
+    bl = tmp / "bl"
+    save_baseline(a / "rank0_ascend_pt", "b", policy=policy, store=BaselineStore(bl), env={}, force=True)
+    out = tmp / "pgout"
+    pg = timed([sys.executable, "-m", "perfgate", "check", "--baseline", "b", str(b / "rank0_ascend_pt"),
+                "--baseline-dir", str(bl), "--out", str(out), "--quiet", "--workers", "1", "--trace", "always"])
+    pg_ok = (out / "perfgate-result.json").is_file()
+    msout = tmp / "msout"
+    ms = timed([exe, "compare", "-d", str(b / "rank0_ascend_pt"), "-bp", str(a / "rank0_ascend_pt"), "-o", str(msout)])
+    xlsx = sorted(msout.glob("performance_comparison_result_*.xlsx"))
+    log = ms[2].stdout + ms[2].stderr
+    ms_ok = bool(xlsx) and xlsx[0].stat().st_size > 0 and "[ERROR]" not in log
+    why = "" if ms_ok else (f" -- REFERENCE FAILED (rc {ms[2].returncode}, no xlsx or an [ERROR] logged: "
+                            f"{[ln for ln in log.splitlines() if 'ERROR' in ln][:1]})")
+    print(f"   msprof-analyze {ms[0]:8.2f} s {ms[1]:7,.0f} MiB (rc {ms[2].returncode}, xlsx "
+          f"{'written' if xlsx else 'MISSING'}){why}", flush=True)
+    print(f"   perfgate check {pg[0]:8.2f} s {pg[1]:7,.0f} MiB (rc {pg[2].returncode}, result "
+          f"{'written' if pg_ok else 'MISSING'})", flush=True)
+    if ms_ok and pg_ok:
+        print(f"   perfgate is {ms[0] / pg[0]:.1f}x faster and {ms[1] / pg[1]:.1f}x leaner", flush=True)
+        return {"speed": ms[0] / pg[0], "lean": ms[1] / pg[1], "ms": ms[:2], "pg": pg[:2]}
+    return None
+
+
+def summary(rows, trace, ref):
+    print("\nSUMMARY (worst shape first; ratios to the floor measured in this run; goal <= 2x)")
+    print(f"   {'shape':44s} {'rows':>10s} {'perfgate s':>11s} {'floor s':>8s} {'ratio wall':>11s} {'ratio CPU':>10s}")
+    for r in sorted(rows, key=lambda r: -r["ratio_cpu"]):
+        print(f"   {r['shape']:44s} {r['rows']:>10,} {r['perfgate_wall']:>11.2f} {r['floor_wall']:>8.2f} "
+              f"{r['ratio_wall']:>10.2f}x {r['ratio_cpu']:>9.2f}x")
+    if trace:
+        print(f"   trace scan (shape a, {trace['mib']:,.0f} MiB): {trace['arrow_mibs_cpu']:.0f} MiB/s CPU "
+              f"(exact scan {trace['exact_mibs_cpu']:.0f} MiB/s CPU); goal >= 200 MiB/s")
+    if ref:
+        print(f"   check vs msprof-analyze compare: {ref['speed']:.1f}x faster, {ref['lean']:.1f}x leaner "
+              f"(goal >= 30x, >= 5x)")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes (smoke test of the script)")
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--trace-mb", type=float, default=2048)
-    ap.add_argument("--rows-per-rank", type=int, default=20_000)
+    ap.add_argument("--shapes", default="a,b,c,d")
+    ap.add_argument("--rows", type=int, default=1_000_000, help="kernel rows per rank for shapes a, b, c")
+    ap.add_argument("--repeats", type=int, default=2, help="paired rounds per shape")
+    ap.add_argument("--growth", default="100000,300000,1000000,3000000", help="row counts ('' skips)")
+    ap.add_argument("--growth-shape", default="a")
+    ap.add_argument("--ranks", default="64,1024")
+    ap.add_argument("--rank-rows", type=int, default=1000)
+    ap.add_argument("--ref-rows", type=int, default=None, help="rows per side of the reference pair (default --rows)")
     ap.add_argument("--msprof-analyze", default=None, help="path to the msprof-analyze executable")
-    ap.add_argument("--skip", default="", help="comma-separated sections to skip: A,B,C,D")
+    ap.add_argument("--skip", default="", help="comma-separated: growth, trace, ref")
+    ap.add_argument("--quick", action="store_true", help="small sizes (smoke test of the script)")
     a = ap.parse_args()
     if a.quick:
-        a.rows, a.trace_mb, a.rows_per_rank = 50_000, 16, 2_000
-    skip = set(a.skip.upper().split(",")) if a.skip else set()
+        a.rows, a.growth, a.ranks, a.rank_rows, a.repeats = 20_000, "10000,20000", "4,16", 200, 1
+    shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
+    skip = {s.strip().lower() for s in a.skip.split(",") if s.strip()}
     policy = load_policy()
-    print(f"perfgate scale benchmarks on {machine()}")
+    print(f"perfgate scale benchmarks on {machine()}", flush=True)
+    rows, trace, ref = [], None, None
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        if "A" not in skip:
-            bench_ingest(tmp, a.rows, policy)
-        if "B" not in skip:
-            bench_trace(tmp, a.trace_mb)
-        if "C" not in skip:
-            bench_ranks(tmp, a.rows_per_rank, policy, (1, 8) if a.quick else (1, 8, 64))
-        if "D" not in skip:
-            bench_msprof(tmp, a.msprof_analyze, policy, a.rows if not a.quick else 20_000)
+        rows += bench_shapes(tmp, shapes, a.rows, policy, a.repeats)
+        if "growth" not in skip and a.growth:
+            bench_growth(tmp, a.growth_shape, [int(x) for x in a.growth.split(",")], policy)
+        if "trace" not in skip and "a" in shapes:
+            trace = bench_trace(tmp, a.rows)
+        if "d" in shapes:
+            rows += bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], a.rank_rows, policy)
+        if "ref" not in skip:
+            ref = bench_ref(tmp, a.msprof_analyze, a.ref_rows or a.rows, policy)
+    summary(rows, trace, ref)
 
 
 if __name__ == "__main__":

@@ -78,8 +78,10 @@ def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, 
     """Discover a capture and fingerprint it, ranks in parallel.
 
     Args:
-        workers: processes for a local pool (None = all cores when the capture is large
-            enough to benefit, 1 = in this process).
+        workers: at most this many processes for a local pool (None = all cores, 1 = in
+            this process). A pool starts only when the ranks' kernel tables and traces exceed
+            AUTO_PARALLEL_BYTES (64 MiB); below that the work runs in this process, because
+            starting the pool would cost more CPU than it saves.
         scheduler: a dask.distributed scheduler address (``tcp://HOST:PORT``): per-rank work
             is mapped onto that cluster instead (the files must be readable there).
         progress: optional callable ``(done, total)`` called as ranks finish.
@@ -110,8 +112,11 @@ def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, 
         finally:
             client.close()
     else:
-        n = workers if workers is not None else (
-            min(os.cpu_count() or 1, total) if total > 1 and _kernel_bytes(locs) > AUTO_PARALLEL_BYTES else 1)
+        n = min(workers if workers is not None else (os.cpu_count() or 1), total)
+        if n > 1 and _kernel_bytes(locs) <= AUTO_PARALLEL_BYTES:
+            # a small capture: each pool process would spend more CPU importing perfgate than
+            # its share of the work (--workers 2 on 64 x 200-row ranks: same wall, ~1.5-2x CPU)
+            n = 1
         if n > 1 and total > 1:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor, as_completed

@@ -36,8 +36,31 @@ def test_two_runs_of_one_model_gate_unchanged(tmp_path, policy):
     assert not [c.key for c in compare_fingerprints(a, b, policy)[0] if c.fails]
 
 
-def test_process_pool_matches_serial(cap, policy):
+def test_process_pool_matches_serial(cap, policy, monkeypatch):
+    import perfgate.run as run
+    monkeypatch.setattr(run, "AUTO_PARALLEL_BYTES", 0)  # this small capture through the pool anyway
     assert same(fingerprint_path(cap, policy, workers=1), fingerprint_path(cap, policy, workers=2))
+
+
+def test_small_capture_with_workers_runs_in_this_process(tmp_path, policy, monkeypatch):
+    """--workers 2 on a small capture starts no pool: spawned workers would each import perfgate
+    (more CPU than the work), for no gain on wall time."""
+    import concurrent.futures
+
+    import perfgate.run as run
+    c = write_scaled(tmp_path / "c", ranks=3, steps=2, kernels_per_step=50)
+    assert run._kernel_bytes(run_locs(c)) <= run.AUTO_PARALLEL_BYTES
+
+    def refuse(*a, **k):
+        raise AssertionError("a process pool was started for a small capture")
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refuse)
+    fp = fingerprint_path(c, policy, workers=2)
+    assert fp.config["ranks"] == [0, 1, 2]
+
+
+def run_locs(c):
+    from perfgate.ingest import discover
+    return discover(c)
 
 
 def test_dask_local_cluster_matches_serial(cap, policy):

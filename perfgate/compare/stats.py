@@ -48,12 +48,20 @@ import math
 from dataclasses import replace
 
 import numpy as np
-from scipy import stats as sps
 
 from perfgate import terms
 from perfgate.metrics.repeat import metric_runs, runs_of
 from perfgate.model import Comparison, Fingerprint
 from perfgate.policy import Policy, Tolerance
+
+
+
+def _sps():
+    """scipy.stats, imported on first use: only repeated-capture statistics need it, and it
+    costs ~1 s of import (a single-capture check must not pay it; tests/test_fast_paths.py)."""
+    from scipy import stats
+    return stats
+
 
 DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
             "unsure_fails": False, "max_runs_hint": 50, "informational": False}  # as perfgate.policy._STAT_DEFAULTS
@@ -190,8 +198,8 @@ def adjusted_p(p: float, deff: float) -> float:
     :func:`design_effect`). ``p`` and the result are probabilities in [0, 1]."""
     if deff <= 1.0 or p >= 1.0:
         return p
-    z = float(sps.norm.isf(p / 2.0))
-    return float(min(1.0, 2.0 * sps.norm.sf(z / math.sqrt(deff))))
+    z = float(_sps().norm.isf(p / 2.0))
+    return float(min(1.0, 2.0 * _sps().norm.sf(z / math.sqrt(deff))))
 
 
 def effect_ci(base, cand, kind: str, *, confidence=0.95, deff: float = 1.0) -> tuple[float, float]:
@@ -205,7 +213,7 @@ def effect_ci(base, cand, kind: str, *, confidence=0.95, deff: float = 1.0) -> t
     d, logs = _pairwise(base, cand, kind)
     n, m = len(base), len(cand)
     nm = n * m
-    z = float(sps.norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(1.0, deff))
+    z = float(_sps().norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(max(1.0, deff))
     c = int(math.floor(nm / 2.0 - z * math.sqrt(nm * (n + m + 1) / 12.0)))
     c = min(max(c, 0), nm - 1)
     lo, hi = float(d[c]), float(d[nm - 1 - c])
@@ -220,7 +228,7 @@ def mwu_p(base, cand) -> float:
     y = np.asarray(cand, dtype=float)
     if np.all(x == x[0]) and np.all(y == y[0]) and x[0] == y[0]:
         return 1.0
-    return float(sps.mannwhitneyu(y, x, alternative="two-sided", method="auto").pvalue)
+    return float(_sps().mannwhitneyu(y, x, alternative="two-sided", method="auto").pvalue)
 
 
 def _limit(tol: Tolerance, kind: str) -> float:
@@ -307,7 +315,7 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
         tested[c.gated].append(i)
     for idx in tested.values():
         if idx:
-            qs = sps.false_discovery_control([info[i]["p"] for i in idx], method="bh")
+            qs = _sps().false_discovery_control([info[i]["p"] for i in idx], method="bh")
             for i, q in zip(idx, np.atleast_1d(qs)):
                 info[i]["q"] = float(q)
     for i, d in info.items():

@@ -13,6 +13,7 @@ X events with a negative duration are dropped and counted (P13); B/E pairs are n
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from perfgate.ingest.jsonscan import ScanError, iter_selected
 
 _STEP_PREFIX = "ProfilerStep#"
 _BUF = 1 << 16
+_ARROW_MIN_BYTES = 0  # files this small or smaller go straight to the exact scan
 
 
 @dataclass(frozen=True)
@@ -137,10 +139,187 @@ def _ijson_events(raw, prefix: str, size: int, take) -> int:
     return n
 
 
+class _NoFastPath(Exception):
+    """The Arrow line scan cannot read this file exactly (another layout, or invalid JSON):
+    the exact scan reads it instead (and names any error with its byte offset)."""
+
+
+ARROW_CHUNK = 64 << 20
+# Separators torch_npu writes between the top-level events of its one-line array; each becomes
+# a newline so that Arrow's JSON reader (C++, multi-threaded) sees one event per line.
+_SEPS = (b"}, {", b"},{")
+_FIELDS = ("name", "ph", "pid", "ts", "dur")
+
+
+def _schemas():
+    # ts: a string in torch_npu output (exact decimal text); dur: a number (read as float64,
+    # converted exactly or refused, see _dur_ns) or a string in other writers
+    base = [("name", pa.string()), ("ph", pa.string()), ("pid", pa.int64()), ("ts", pa.string())]
+    return [pa.schema(base + [("dur", d)]) for d in (pa.float64(), pa.string())]
+
+
+def _arrow_lines(buf: bytes, processes: dict, meta: list):
+    """One block of whole events (``{...}`` separated by ``_SEPS``) -> an Arrow table of
+    ``_FIELDS`` (no Python object per event). Raises _NoFastPath when Arrow cannot read it
+    (a separator inside a string splits an event into invalid lines, so a wrong split always
+    fails here: a proper prefix of a JSON object is never a complete JSON value)."""
+    import pyarrow.json as pajson
+    for sep in _SEPS:
+        buf = buf.replace(sep, b"}\n{")
+    if b'"process_name"' in buf:  # the few metadata events: parsed one by one (their args matter)
+        i = buf.find(b'"process_name"')
+        while i >= 0:
+            a = buf.rfind(b"\n", 0, i) + 1
+            b = buf.find(b"\n", i)
+            b = len(buf) if b < 0 else b
+            meta.append(buf[a:b])
+            i = buf.find(b'"process_name"', b)
+    last = None
+    for schema in _schemas():
+        try:
+            return pajson.read_json(pa.BufferReader(buf), read_options=pajson.ReadOptions(block_size=1 << 24),
+                                    parse_options=pajson.ParseOptions(explicit_schema=schema,
+                                                                      unexpected_field_behavior="ignore"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            last = e
+    raise _NoFastPath(str(last))
+
+
+def _arrow_scan(path: Path, start: int, size: int):
+    """Read the torch_npu one-line event array with Arrow's JSON reader in ``ARROW_CHUNK``
+    blocks cut at event separators (bounded memory). Returns ``(n_events, processes, table)``,
+    ``table`` holding the Overlap Analysis candidate X events and the ProfilerStep#N events
+    (columns ``_FIELDS``). Raises _NoFastPath for anything it cannot read exactly."""
+    processes: dict = {}
+    meta: list = []
+    keep_names = pa.array(list(OVERLAP_KINDS))
+    parts = []
+    n = n_meta = 0
+    with open(path, "rb") as f:
+        f.seek(start)
+        head = f.read(1)
+        if head != b"[":
+            raise _NoFastPath("no array")
+        pending = f.read(ARROW_CHUNK).lstrip(b" \t\r\n")
+        eof = f.tell() >= size
+        if not pending.startswith(b"{"):
+            raise _NoFastPath("first item is not an object")
+        while True:
+            if eof:
+                body = pending.rstrip(b" \t\r\n")
+                if not body.endswith(b"]"):
+                    raise _NoFastPath("array not closed")
+                body = body[:-1].rstrip(b" \t\r\n")
+                rest = b""
+            else:
+                cut = max(pending.rfind(sep) for sep in _SEPS)
+                if cut < 0:  # one event larger than a chunk
+                    more = f.read(ARROW_CHUNK)
+                    eof = not more or f.tell() >= size
+                    pending += more
+                    continue
+                body, rest = pending[:cut + 1], pending[cut + 1:].lstrip(b" ,\t\r\n")
+            if not body.endswith(b"}"):
+                raise _NoFastPath("an item is not an object")
+            t = _arrow_lines(body, processes, meta)
+            n += t.num_rows
+            name = t.column("name")
+            n_meta += pc.sum(pc.and_(pc.equal(t.column("ph"), "M"), pc.equal(name, "process_name"))).as_py() or 0
+            sel = pc.and_(pc.equal(t.column("ph"), "X"),
+                          pc.or_(pc.is_in(name, value_set=keep_names), pc.starts_with(name, _STEP_PREFIX)))
+            sel = pc.fill_null(sel, False)
+            if pc.any(sel).as_py():
+                parts.append(t.filter(sel))
+            if eof:
+                break
+            more = f.read(ARROW_CHUNK)
+            eof = not more or f.tell() >= size
+            pending = rest + more
+    for line in meta:
+        try:
+            ev = json.loads(line, parse_float=str)
+        except ValueError:
+            raise _NoFastPath("metadata event") from None
+        if isinstance(ev, dict) and ev.get("ph") == "M" and ev.get("name") == "process_name":
+            processes[ev.get("pid")] = (ev.get("args") or {}).get("name")
+            n_meta -= 1
+    if n_meta:  # a process_name spelt with escapes (not found by its bytes): read exactly
+        raise _NoFastPath("process_name events")
+    if parts and len({p.schema for p in parts}) > 1:  # dur a number in one block, a string in another
+        parts = [p.set_column(4, "dur", pc.cast(p.column("dur"), pa.string())) for p in parts]
+    table = pa.concat_tables(parts) if parts else None
+    return n, processes, table
+
+
+def _summary_from_arrow(path: Path, n: int, processes: dict, table) -> TraceSummary:
+    """The TraceSummary of the kept events in ``table`` (same values as the exact scan)."""
+    overlap_pids = [pid for pid, pname in processes.items() if pname == OVERLAP_PROCESS]
+    empty = pa.table({f: pa.array([], type=pa.string()) for f in _FIELDS}) if table is None else table
+    name = empty.column("name")
+    is_kind = pc.is_in(name, value_set=pa.array(list(OVERLAP_KINDS)))
+    ov = empty.filter(pc.and_(is_kind, pc.is_in(pc.cast(empty.column("pid"), pa.int64()),
+                                                 value_set=pa.array(overlap_pids, type=pa.int64()))))
+    st = empty.filter(pc.and_(pc.invert(is_kind), pc.starts_with(name, _STEP_PREFIX)))
+    for t in (ov, st):
+        if t.num_rows and t.column("ts").null_count:
+            raise _NoFastPath("an event without ts")  # the exact scan names it
+    ts, _ = exact_scaled_arrow(pc.utf8_trim_whitespace(ov.column("ts")), 1000, path=path,
+                               column="event ts", allow_null=False) if ov.num_rows else (np.zeros(0, np.int64), 0)
+    dur = _dur_ns(ov, path)
+    kinds_in = list(OVERLAP_KINDS)
+    code = pc.index_in(ov.column("name"), value_set=pa.array(kinds_in)).to_numpy(zero_copy_only=False) \
+        if ov.num_rows else np.zeros(0, dtype=np.int64)
+    kind_of = np.array([OVERLAP_KINDS[k] for k in kinds_in], dtype=object)
+    neg = dur < 0
+    dropped = int(neg.sum())
+    overlap = pd.DataFrame({"kind": pd.Series(kind_of[code[~neg]], dtype=object),
+                            "start_ns": ts[~neg], "dur_ns": dur[~neg]})
+    overlap["end_ns"] = overlap["start_ns"] + overlap["dur_ns"]
+    sts, _ = exact_scaled_arrow(pc.utf8_trim_whitespace(st.column("ts")), 1000, path=path,
+                                column="event ts", allow_null=False) if st.num_rows else (np.zeros(0, np.int64), 0)
+    sdur = _dur_ns(st, path)
+    ok = sdur >= 0
+    dropped += int((~ok).sum())
+    sname = pc.utf8_trim_whitespace(pc.utf8_slice_codeunits(st.column("name"), len(_STEP_PREFIX))) \
+        if st.num_rows else pa.array([], pa.string())
+    step_df = pd.DataFrame({"step": [x for x, good in zip(sname.to_pylist(), ok) if good],
+                            "start_ns": sts[ok], "end_ns": sts[ok] + sdur[ok]})
+    return TraceSummary(path=path, n_events=n, processes=processes, overlap=overlap,
+                        steps=step_df, dropped_negative=dropped)
+
+
+def _dur_ns(t, path: Path) -> np.ndarray:
+    """Event durations (µs) -> int64 ns, identical to the exact decimal conversion
+    (round half up at 1 ns). A float64 ``dur`` is the correctly rounded value of its JSON
+    text, so ``floor(dur·1000 + 0.5)`` equals the exact result unless ``dur·1000`` lies within
+    float error of a half nanosecond; such a file is refused (_NoFastPath) and read exactly."""
+    if not t.num_rows:
+        return np.zeros(0, dtype=np.int64)
+    col = t.column("dur")
+    if pa.types.is_floating(col.type):
+        v = pc.fill_null(col, 0.0).to_numpy() * 1000.0
+        if not np.isfinite(v).all() or np.abs(v).max(initial=0.0) >= 2.0 ** 52:
+            raise _NoFastPath("dur out of the exact float range")
+        frac = v - np.floor(v)
+        if (np.abs(frac - 0.5) <= np.maximum(1e-6, np.abs(v) * 1e-12)).any():
+            raise _NoFastPath("a dur on a half nanosecond")
+        return np.floor(v + 0.5).astype(np.int64)
+    out, _ = exact_scaled_arrow(pc.utf8_trim_whitespace(pc.fill_null(col, "0")), 1000, path=path,
+                                column="event dur", allow_null=False)
+    return out
+
+
 def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
 
-    A bare event array (torch_npu) is read by :func:`perfgate.ingest.jsonscan.iter_selected`:
+    A bare event array in torch_npu's one-line layout (events separated by ``}, {`` or
+    ``},{``) is read first by Arrow's JSON reader (C++, one event per line after the separators
+    become newlines, 64 MiB blocks, only name/ph/pid/ts/dur kept: no Python object per event;
+    every event's syntax is checked by Arrow). Anything it cannot read exactly (another layout,
+    a pid or ts of another type, a dur on a half nanosecond, invalid JSON) falls back to the
+    exact scan below, which gives the same summary or names the error.
+
+    Otherwise a bare event array is read by :func:`perfgate.ingest.jsonscan.iter_selected`:
     a vectorised structural scan in 8 MiB blocks that JSON-parses only the events containing
     one of the kept names (every event's structure is still checked; see that module for
     exactly what is). A ``{"traceEvents": [...]}`` root, or ``full_parse=True``, streams
@@ -186,6 +365,17 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
         raw_f = open(path, "rb")
     except OSError as e:
         raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
+    if prefix == "item" and not full_parse and size > _ARROW_MIN_BYTES:
+        try:
+            raw_f.close()
+            fast_n, procs, table = _arrow_scan(path, _root_start(path), size)
+            if fast_n:
+                return _summary_from_arrow(path, fast_n, procs, table)
+        except (_NoFastPath, InvalidCaptureError):
+            pass  # the exact scan below reads it, or names the error with its byte offset
+        except OSError as e:
+            raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
+        raw_f = open(path, "rb")
     with raw_f as raw:
         if prefix == "item" and not full_parse:
             try:

@@ -58,21 +58,54 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     start, end, dur = (kernels[c].to_numpy() for c in ("start_ns", "end_ns", "dur_ns"))
     comm_idx = np.flatnonzero(is_comm)
     comp_idx = np.flatnonzero(~kernels["is_comm"].to_numpy() & (codes >= 0))
-    comp_codes = codes[comp_idx]
-    out = []
-    for code in pd.unique(codes[comm_idx]):
-        step = step_cat.cat.categories[code]
-        comm = comm_idx[codes[comm_idx] == code]
+    exposed = _exposed_per_row(codes, start, end, dur, comm_idx, comp_idx)
+    d = dur[comm_idx].astype(np.int64)
+    kinds = name_kind[name_codes[comm_idx]]  # code -1 (no name) -> "other" as kind_of("nan") would
+    # one group-by over (step, kind): steps in order of their first communication row, kinds sorted
+    kind_names, kind_idx = np.unique(kinds.astype(str), return_inverse=True)
+    ccodes = codes[comm_idx]
+    step_order, first = np.unique(ccodes, return_index=True)
+    rank_of = np.empty(int(step_order.max()) + 1, dtype=np.int64)
+    rank_of[step_order] = np.argsort(np.argsort(first, kind="stable"), kind="stable")
+    key = rank_of[ccodes] * len(kind_names) + kind_idx
+    groups, inv = np.unique(key, return_inverse=True)
+    calls = np.bincount(inv, minlength=len(groups))
+    sums = np.zeros(len(groups), dtype=np.int64)
+    np.add.at(sums, inv, d)
+    exp = np.zeros(len(groups), dtype=np.int64)
+    np.add.at(exp, inv, exposed.astype(np.int64))
+    code_at_rank = step_order[np.argsort(rank_of[step_order], kind="stable")]
+    cats = step_cat.cat.categories
+    out = [{"step": str(cats[code_at_rank[g // len(kind_names)]]), "kind": str(kind_names[g % len(kind_names)]),
+            "calls": int(c), "sum_us": float(sm) / 1000.0, "exposed_us": float(ex) / 1000.0}
+           for g, c, sm, ex in zip(groups.tolist(), calls.tolist(), sums.tolist(), exp.tolist())]
+    return pd.DataFrame(out, columns=cols)
+
+
+def _exposed_per_row(codes, start, end, dur, comm_idx, comp_idx) -> np.ndarray:
+    """Per communication row (``comm_idx``): its duration minus the part covered by the busy
+    union of its own step's compute rows (ns). All steps in one pass: each step's times are
+    moved into a band of their own (``code × width``), so no step's intervals meet another's,
+    then one merge and one coverage lookup; per step when the bands would overflow int64."""
+    d = dur[comm_idx].astype(np.int64)
+    idx = np.concatenate([comm_idx, comp_idx])
+    lo = int(min(start[idx].min(), end[idx].min()))
+    width = int(max(start[idx].max(), end[idx].max())) - lo + 1
+    ncodes = int(codes[idx].max()) + 1
+    if width * (ncodes + 1) < 2 ** 62:
+        def band(i):
+            off = codes[i].astype(np.int64) * width - lo
+            return start[i].astype(np.int64) + off, end[i].astype(np.int64) + off
+        cs, ce = merge(*band(comp_idx))
+        return d - covered_ns(cs, ce, *band(comm_idx))
+    out = np.empty(len(comm_idx), dtype=np.int64)
+    comp_codes, comm_codes = codes[comp_idx], codes[comm_idx]
+    for code in np.unique(comm_codes):
+        m = comm_codes == code
         comp = comp_idx[comp_codes == code]
         cs, ce = merge(start[comp], end[comp])
-        d = dur[comm]
-        exposed = d - covered_ns(cs, ce, start[comm], end[comm])
-        kinds = name_kind[name_codes[comm]]  # code -1 (no name) -> "other" as kind_of("nan") would
-        for kind in sorted(set(kinds)):
-            m = kinds == kind
-            out.append({"step": str(step), "kind": kind, "calls": int(m.sum()),
-                        "sum_us": float(d[m].sum()) / 1000.0, "exposed_us": float(exposed[m].sum()) / 1000.0})
-    return pd.DataFrame(out, columns=cols)
+        out[m] = d[m] - covered_ns(cs, ce, start[comm_idx[m]], end[comm_idx[m]])
+    return out
 
 
 def op_identity_checks(comm, rank_id, rel_path: str, tol_us: float = 1.0) -> list[SelfCheck]:
@@ -90,20 +123,26 @@ def op_identity_checks(comm, rank_id, rel_path: str, tol_us: float = 1.0) -> lis
     if ops.empty:
         return out
     diff = ops["elapse_us"] - (ops["transit_us"] + ops["wait_us"] + ops["idle_us"])
-    for step, d in diff.groupby(ops["step"]):
-        bad = d[d.abs() > tol_us]
-        if bad.empty:
+    # per step at once (steps in sorted order, as groupby gives them): op count, largest
+    # |difference|, ops off, and the row of the worst op off
+    absd = diff.abs()
+    off = absd > tol_us
+    per = pd.DataFrame({"step": ops["step"], "a": absd, "bad": off}).groupby("step", sort=True).agg(
+        n=("a", "size"), mx=("a", "max"), nbad=("bad", "sum"))
+    worst = absd[off].groupby(ops["step"][off]).idxmax()  # first row of the largest difference
+    for step, n, mx, nbad in zip(per.index, per["n"].tolist(), per["mx"].tolist(), per["nbad"].tolist()):
+        if not nbad:
             out.append(SelfCheck("comm_op_identity", rank_id, str(step), "pass",
-                                 f"{len(d)} op(s): Elapse = Transit + Wait + Idle (largest difference "
-                                 f"{d.abs().max():.6f} us)", evidence=rel_path))
+                                 f"{n} op(s): Elapse = Transit + Wait + Idle (largest difference "
+                                 f"{mx:.6f} us)", evidence=rel_path))
         else:
-            i = bad.abs().idxmax()
+            i = worst[step]
             op = ops.loc[i]
             out.append(SelfCheck(
                 "comm_op_identity", rank_id, str(step), "fail",
                 f"{op['op']}: Elapse {op['elapse_us'] / 1000:.6f} ms ≠ Transit + Wait + Idle "
                 f"{(op['transit_us'] + op['wait_us'] + op['idle_us']) / 1000:.6f} ms "
-                f"({len(bad)} op(s) off by more than {tol_us} us, self_checks.comm_op_identity_abs_us)",
+                f"({int(nbad)} op(s) off by more than {tol_us} us, self_checks.comm_op_identity_abs_us)",
                 expected=float(op["elapse_us"]),
                 observed=float(op["transit_us"] + op["wait_us"] + op["idle_us"]), tolerance=tol_us,
                 evidence=f"{rel_path} step{step}.{op['kind']}.{op['op']}"))

@@ -81,3 +81,45 @@ def subtract(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, np.ndarray
 def gaps(starts, ends, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Idle segments of ``[lo, hi)`` not covered by any interval (msprof "Free")."""
     return subtract(np.array([lo]), np.array([hi]), starts, ends)
+
+
+def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
+    """Busy union (ns) of the intervals ``[start, end)`` of each segment ``0..nseg-1`` at once.
+
+    ``seg``: int array, the segment of each interval (e.g. a step code). Returns an int64 array
+    of length ``nseg``, each entry equal to :func:`busy_union_ns` of that segment's intervals
+    (exact integers; an empty segment is 0). One lexsort and one running maximum over the
+    whole table instead of one merge per segment: a later interval adds
+    ``max(0, end − max(start, reach))`` where ``reach`` is the largest end before it in its
+    segment (intervals in start order).
+    """
+    seg = np.asarray(seg, dtype=np.int64)
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    out = np.zeros(nseg, dtype=np.int64)
+    if s.size == 0:
+        return out
+    order = np.lexsort((s, seg))
+    seg, s, e = seg[order], s[order], e[order]
+    lo = int(min(s.min(), e.min()))
+    width = int(max(s.max(), e.max())) - lo + 1
+    if width * (nseg + 1) >= 2 ** 62:  # offsets would overflow: merge segment by segment
+        bounds = np.searchsorted(seg, np.arange(nseg + 1))
+        for i in range(nseg):
+            a, b = bounds[i], bounds[i + 1]
+            if b > a:
+                out[i] = busy_union_ns(s[a:b], e[a:b])
+        return out
+    # running max of end within each segment: offset every segment above all earlier ones
+    key = seg * width + (e - lo)
+    reach = np.maximum.accumulate(key) - seg * width + lo
+    prev = np.empty_like(reach)
+    prev[0] = s[0]
+    prev[1:] = reach[:-1]
+    first = np.ones(s.size, dtype=bool)
+    first[1:] = seg[1:] != seg[:-1]
+    prev[first] = s[first]
+    add = np.maximum(0, e - np.maximum(s, prev))
+    heads = np.flatnonzero(first)
+    out[seg[heads]] = np.add.reduceat(add, heads)
+    return out

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate.ingest.kernels import IMPLICIT_STEP
-from perfgate.metrics.intervals import busy_union_ns
+from perfgate.metrics.intervals import busy_union_ns, segmented_union_ns
 from perfgate.model import SelfCheck
 
 PASS, FAIL, WARN, SKIPPED = "pass", "fail", "warn", "skipped"
@@ -130,15 +130,26 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
         arrays = {c: k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns", "is_comm")}
         # row positions of each step code in file order: one stable sort instead of a boolean
         # mask over the whole table per step
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(cat.cat.categories) + 1))
-        for label, ksteps, rsteps in _align(kernel_steps, list(ref.index)):
+        pairs = _align(kernel_steps, list(ref.index))
+        if len(pairs) == 1 and pairs[0][0] == "all":
+            label, ksteps, rsteps = pairs[0]
             sel = np.flatnonzero(cat.cat.categories.isin(ksteps))
-            parts = [order[bounds[i]:bounds[i + 1]] for i in sel]
-            idx = parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts or [order[:0]]))
+            idx = np.flatnonzero(np.isin(codes, sel))
             rows = _Rows({c: a[idx] for c, a in arrays.items()})
             r = ref.loc[[s for s in rsteps if s in ref.index]].sum()
-            out.extend(_kernel_vs_reference(rank.rank, label, rows, r, ref_name, kfile, policy))
+            out.extend(_kernel_vs_reference(rank.rank, label, _Stats.of(rows), r, ref_name, kfile, policy))
+        else:
+            # one step per pair: every per-step figure from one columnar pass (segmented sums and
+            # busy unions over the step codes), then one SelfCheck per step and check
+            stats = _Stats.per_code(codes, arrays, len(cat.cat.categories))
+            code_of = {c: i for i, c in enumerate(cat.cat.categories)}
+            labels = [p[0] for p in pairs]
+            refv = ref.reindex(labels)
+            cols = {c: refv[c].to_numpy(dtype=float) for c in ("comm_us", "computing_us", "overlapped_us")}
+            for j, label in enumerate(labels):
+                r = {c: v[j] for c, v in cols.items()}
+                out.extend(_kernel_vs_reference(rank.rank, label, stats.at(code_of[label]), r, ref_name, kfile,
+                                                policy))
 
     if st_by_step is not None and ov is None:
         out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, SKIPPED,
@@ -146,15 +157,20 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
                              f"or the OVERLAP_ANALYSIS table absent or not read)"))
     if ov is not None and st_by_step is not None:
         tol = policy.self_checks["step_trace_abs_us"]
-        for s in st_by_step.index:
-            if s not in ov.index and not (s == IMPLICIT_STEP):
+        kinds = ("computing", "comm", "comm_not_overlapped", "free")
+        in_ov = st_by_step.index.isin(ov.index)
+        ov_at = ov.reindex(st_by_step.index)  # columns once, not one .loc per step
+        ov_cols = {c: ov_at[c].to_numpy(dtype=float) for c in kinds}
+        ov_all = ov.sum()
+        st_cols = {c: st_by_step[f"{c}_us"].to_numpy(dtype=float) for c in kinds}
+        for i, s in enumerate(st_by_step.index):
+            if not in_ov[i] and not (s == IMPLICIT_STEP):
                 out.append(SelfCheck("trace_vs_step_trace", rank.rank, s, FAIL,
                                      f"step {s} is in step_trace_time.csv but no trace event falls in "
                                      f"it", evidence="step_trace_time.csv, trace_view.json"))
                 continue
-            o = ov.sum() if s == IMPLICIT_STEP else ov.loc[s]
-            diffs = {c: (float(st_by_step.loc[s, f"{c}_us"]), float(o[c]))
-                     for c in ("computing", "comm", "comm_not_overlapped", "free")}
+            diffs = {c: (float(st_cols[c][i]), float(ov_all[c] if s == IMPLICIT_STEP else ov_cols[c][i]))
+                     for c in kinds}
             worst = max(diffs, key=lambda c: abs(diffs[c][0] - diffs[c][1]))
             a, b = diffs[worst]
             ok = abs(a - b) <= tol
@@ -180,26 +196,79 @@ class _Rows(dict):
         return _Rows({c: a[mask] for c, a in self.items()})
 
 
-def _kernel_vs_reference(rank_id, label, rows: _Rows, ref, ref_name, kfile, policy) -> list[SelfCheck]:
+class _Stats(tuple):
+    """The figures the kernel-vs-trace checks read of one step's rows: row counts (all,
+    communication, compute), ΣDuration and busy unions in ns (communication, compute, all),
+    first and last file row."""
+    _F = ("n", "n_comm", "n_comp", "sum_comm", "sum_comp", "sum_all", "u_comm", "u_comp", "u_all",
+          "row_min", "row_max")
+
+    def __getattr__(self, name):
+        return self[self._F.index(name)]
+
+    @classmethod
+    def of(cls, rows: "_Rows") -> "_Stats":
+        c = rows["is_comm"].astype(bool)
+        st, en, du = rows["start_ns"], rows["end_ns"], rows["dur_ns"]
+        n = len(rows)
+        return cls((n, int(c.sum()), int(n - c.sum()), int(du[c].sum()), int(du[~c].sum()), int(du.sum()),
+                    busy_union_ns(st[c], en[c]) if c.any() else 0,
+                    busy_union_ns(st[~c], en[~c]) if (~c).any() else 0,
+                    busy_union_ns(st, en) if n else 0,
+                    int(rows["row"].min()) if n else 0, int(rows["row"].max()) if n else 0))
+
+    @classmethod
+    def per_code(cls, codes, arrays, ncodes: int) -> "_PerCode":
+        """Every code's figures at once (codes ``-1``, rows without a step, are left out)."""
+        ok = codes >= 0
+        code = codes[ok].astype(np.int64)
+        c = arrays["is_comm"][ok].astype(bool)
+        st, en, du, row = (arrays[k][ok].astype(np.int64) for k in ("start_ns", "end_ns", "dur_ns", "row"))
+        cnt = np.bincount(code, minlength=ncodes)
+        ncomm = np.bincount(code[c], minlength=ncodes)
+
+        def isum(mask):
+            out = np.zeros(ncodes, dtype=np.int64)
+            np.add.at(out, code[mask], du[mask])
+            return out
+        rmin = np.full(ncodes, np.iinfo(np.int64).max)
+        rmax = np.full(ncodes, np.iinfo(np.int64).min)
+        np.minimum.at(rmin, code, row)
+        np.maximum.at(rmax, code, row)
+        return _PerCode(cnt, ncomm, cnt - ncomm, isum(c), isum(~c), isum(np.ones(len(code), dtype=bool)),
+                        segmented_union_ns(code[c], st[c], en[c], ncodes),
+                        segmented_union_ns(code[~c], st[~c], en[~c], ncodes),
+                        segmented_union_ns(code, st, en, ncodes), rmin, rmax)
+
+
+class _PerCode(tuple):
+    """:class:`_Stats` columns for every step code; ``at(i)`` is one step's :class:`_Stats`."""
+
+    def __new__(cls, *cols):
+        return super().__new__(cls, cols)
+
+    def at(self, i: int) -> _Stats:
+        return _Stats(int(col[i]) for col in self)
+
+
+def _kernel_vs_reference(rank_id, label, rows: _Stats, ref, ref_name, kfile, policy) -> list[SelfCheck]:
     out = []
-    comm = rows.where(rows["is_comm"])
-    comp = rows.where(~rows["is_comm"])
-    rng = f"{kfile} rows {int(rows['row'].min())}-{int(rows['row'].max())}" if len(rows) else kfile
+    rng = f"{kfile} rows {rows.row_min}-{rows.row_max}" if rows.n else kfile
     # comm equality
-    sum_comm = comm["dur_ns"].sum() / 1000.0
+    sum_comm = rows.sum_comm / 1000.0
     ref_comm = float(ref["comm_us"])
-    tol = _tol(policy, len(comm))
+    tol = _tol(policy, rows.n_comm)
     if abs(sum_comm - ref_comm) <= tol:
-        status, msg = PASS, (f"Σ Duration of {len(comm)} communication row(s) = {sum_comm:.3f} us "
+        status, msg = PASS, (f"Σ Duration of {rows.n_comm} communication row(s) = {sum_comm:.3f} us "
                              f"equals {ref_name} Communication {ref_comm:.3f} us")
     else:
-        u = busy_union_ns(comm["start_ns"], comm["end_ns"]) / 1000.0 if len(comm) else 0.0
-        if abs(u - ref_comm) <= tol and len(comm):
+        u = rows.u_comm / 1000.0
+        if abs(u - ref_comm) <= tol and rows.n_comm:
             status, msg = PASS, (f"communication ops overlap each other: their busy union "
                                  f"{u:.3f} us (ΣDuration {sum_comm:.3f} us) equals {ref_name} "
                                  f"Communication {ref_comm:.3f} us")
         else:
-            status, msg = FAIL, (f"Σ Duration of {len(comm)} communication row(s) in {kfile} is "
+            status, msg = FAIL, (f"Σ Duration of {rows.n_comm} communication row(s) in {kfile} is "
                                  f"{sum_comm:.3f} us but {ref_name} Communication is "
                                  f"{ref_comm:.3f} us (difference {sum_comm - ref_comm:+.3f} us, "
                                  f"tolerance {tol:.3f} us): the files are not from one capture or "
@@ -207,27 +276,27 @@ def _kernel_vs_reference(rank_id, label, rows: _Rows, ref, ref_name, kfile, poli
     out.append(SelfCheck("comm_equality", rank_id, label, status, msg, expected=ref_comm,
                          observed=sum_comm, tolerance=tol, evidence=rng))
     # compute union
-    u_comp = busy_union_ns(comp["start_ns"], comp["end_ns"]) / 1000.0 if len(comp) else 0.0
+    u_comp = rows.u_comp / 1000.0
     ref_comp = float(ref["computing_us"])
-    tol = _tol(policy, len(comp))
+    tol = _tol(policy, rows.n_comp)
     ok = abs(u_comp - ref_comp) <= tol
     out.append(SelfCheck(
         "compute_union", rank_id, label, PASS if ok else FAIL,
-        (f"busy union of {len(comp)} compute row(s) {u_comp:.3f} us equals {ref_name} Computing "
+        (f"busy union of {rows.n_comp} compute row(s) {u_comp:.3f} us equals {ref_name} Computing "
          f"{ref_comp:.3f} us") if ok else
-        (f"busy union of {len(comp)} compute row(s) in {kfile} is {u_comp:.3f} us but {ref_name} "
+        (f"busy union of {rows.n_comp} compute row(s) in {kfile} is {u_comp:.3f} us but {ref_name} "
          f"Computing is {ref_comp:.3f} us (difference {u_comp - ref_comp:+.3f} us, tolerance "
          f"{tol:.3f} us)"),
         expected=ref_comp, observed=u_comp, tolerance=tol, evidence=rng))
     # overlap gap: ΣDuration − busy union decomposed; its compute∩comm part is "Overlapped"
-    sum_all = rows["dur_ns"].sum() / 1000.0
-    u_all = busy_union_ns(rows["start_ns"], rows["end_ns"]) / 1000.0 if len(rows) else 0.0
-    u_comm = busy_union_ns(comm["start_ns"], comm["end_ns"]) / 1000.0 if len(comm) else 0.0
+    sum_all = rows.sum_all / 1000.0
+    u_all = rows.u_all / 1000.0
+    u_comm = rows.u_comm / 1000.0
     inter = u_comp + u_comm - u_all
-    self_comp = comp["dur_ns"].sum() / 1000.0 - u_comp
+    self_comp = rows.sum_comp / 1000.0 - u_comp
     self_comm = sum_comm - u_comm
     ref_ov = float(ref["overlapped_us"])
-    tol = _tol(policy, len(rows))
+    tol = _tol(policy, rows.n)
     ok = abs(inter - ref_ov) <= tol and sum_all + 1e-9 >= u_all
     detail = (f"ΣDuration {sum_all:.3f} us − busy union {u_all:.3f} us = {sum_all - u_all:.3f} us "
               f"= compute∩comm {inter:.3f} us + compute-compute {self_comp:.3f} us + comm-comm "
@@ -243,7 +312,11 @@ def _kernel_vs_reference(rank_id, label, rows: _Rows, ref, ref_name, kfile, poli
 def _step_trace_identities(rank_id, st: pd.DataFrame, policy) -> list[SelfCheck]:
     out = []
     tol = policy.self_checks["step_trace_abs_us"]
-    for _, r in st.iterrows():
+    names = ("step", "row", "comm_us", "comm_not_overlapped_us", "overlapped_us", "stage_us", "bubble_us",
+             "computing_us", "free_us", "comm_not_overlapped_excl_recv_us")
+    cols = [st[c].to_numpy() if c in st else np.full(len(st), np.nan) for c in names]
+    for vals in zip(*cols):  # one tuple per row (iterrows builds a Series per row)
+        r = dict(zip(names, vals))
         s = r["step"]
         ov_calc = r["comm_us"] - r["comm_not_overlapped_us"]
         ok = abs(ov_calc - r["overlapped_us"]) <= tol

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from perfgate.metrics.intervals import gaps, merge, subtract
-from perfgate.synth.writer import EPOCH_NS, HEADERS
+from perfgate.synth.writer import EPOCH_NS, HEADERS, comm_op_info
 
 FAMILIES = np.array([f"aclnnOp{i:03d}_Kernel{i:03d}" for i in range(200)], dtype=object)
 TYPES = np.array([f"Op{i:03d}" for i in range(200)], dtype=object)
@@ -65,6 +65,8 @@ def _rank(out: Path, rank: int, steps: int, kernels: int, seed: int, trace_mb: f
             "Elapse Time(ms)": float(cdur[j]) / 1e6, "Transit Time(ms)": float(cdur[j]) / 2e6,
             "Wait Time(ms)": float(cdur[j]) / 2e6, "Idle Time(ms)": 0.0, "Synchronization Time(ms)": 0.0}}
                for j in range(2)}
+        total_ms = float(cdur.sum()) / 1e6  # the per-step aggregate real files carry (msprof-analyze reads it)
+        ops["Total Op Info"] = comm_op_info(total_ms, total_ms / 2, total_ms / 2, total=True)
         comm_doc[f"step{step}"] = {"collective": ops, "p2p": {}}
         t = hi + 400_000
     # kernel_details.csv (G2025 Level1 header, quoted TAB-guarded timestamps like the real files)

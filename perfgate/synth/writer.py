@@ -152,6 +152,34 @@ class SynthSpec:
     comm_drift: float = 1.0
 
 
+LINKS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
+
+
+def comm_op_info(elapse_ms: float, transit_ms: float, wait_ms: float, *, start_us: float | None = None,
+                 size_mb: float = 0.0, link: str = "HCCS", total: bool = False) -> dict:
+    """One communication.json entry shaped like torch_npu's (SCHEMAS.md): ``Communication Time
+    Info`` (ms) and ``Communication Bandwidth Info`` with every link (RDMA, HCCS, PCIE, SDMA, SIO),
+    traffic on ``link`` (and SDMA, which torch_npu sums the on-chip links into). ``total=True``
+    gives the per-step ``"Total Op Info"`` aggregate (no start time, no per-op bandwidth),
+    which msprof-analyze reads: without it its compare stops (UnboundLocalError rdma_bandwidth)."""
+    time_info = {"Elapse Time(ms)": elapse_ms, "Transit Time(ms)": transit_ms, "Wait Time(ms)": wait_ms,
+                 "Synchronization Time(ms)": 0.0, "Idle Time(ms)": max(0.0, elapse_ms - transit_ms - wait_ms),
+                 "Wait Time Ratio": round(wait_ms / (wait_ms + transit_ms), 4) if wait_ms + transit_ms else 0,
+                 "Synchronization Time Ratio": 0.0}
+    if start_us is not None:
+        time_info = {"Start Timestamp(us)": start_us, **time_info}
+    bw = {}
+    for ln in LINKS:
+        busy = ln in (link, "SDMA")
+        entry = {"Transit Time(ms)": transit_ms if busy else 0, "Transit Size(MB)": size_mb if busy else 0}
+        if not total:
+            entry["Bandwidth(GB/s)"] = round(size_mb / transit_ms, 4) if busy and transit_ms else 0
+            entry["Large Packet Ratio"] = 0
+        entry["Size Distribution"] = {}
+        bw[ln] = entry
+    return {"Communication Time Info": time_info, "Communication Bandwidth Info": bw}
+
+
 def _us(ns: int) -> str:
     sign = "-" if ns < 0 else ""
     ns = abs(int(ns))
@@ -361,8 +389,7 @@ def _write_rank(root: Path, spec: SynthSpec, rank: int, steps) -> Path:
                                             "Idle Time(ms)": 0.0, "Wait Time Ratio": 0.7,
                                             "Synchronization Time Ratio": 0.0},
                 "Communication Bandwidth Info": {}}
-        ops["Total Op Info"] = {"Communication Time Info": {"Elapse Time(ms)": total},
-                                "Communication Bandwidth Info": {}}
+        ops["Total Op Info"] = comm_op_info(total, total * 0.3, total * 0.7, total=True)
         comm_doc[f"step{st['step']}"] = {"collective": ops, "p2p": {}}
     (out / "trace_view.json").write_text(json.dumps(ev), encoding="utf-8")
     st_hdr = ["Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free",
