@@ -14,6 +14,7 @@ import click
 from perfgate import errors, terms
 from perfgate.version import __version__
 from perfgate.errors import PerfgateError
+from perfgate.terms import TraceMode
 
 DEFAULT_OUT = "perfgate-out"
 
@@ -70,10 +71,8 @@ common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", 
 no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace never.")
 
 
-def _with_trace(trace_mode, no_trace):
-    if no_trace or trace_mode == "never":
-        return False
-    return "require" if trace_mode == "always" else "auto"
+def _with_trace(trace_mode, no_trace) -> TraceMode:
+    return TraceMode.NEVER if no_trace else TraceMode.of(trace_mode)
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
                               help="Processes for per-rank work (default: all cores for large captures).")
 
@@ -185,7 +184,9 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     passed = sum(c.status == "pass" for c in checks)
     skipped = sum(c.status == "skipped" for c in checks)
     click.echo(f"saved baseline {name!r} -> {path}")
-    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']}, "
+    job = fp.config.get("job_world_size")
+    click.echo(f"  {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']} "
+               f"(job world size {job if job is not None else 'not recorded'}), "
                f"self-checks: {passed} passed, {skipped} skipped")
     for w in fp.warnings[:10]:
         click.echo(f"  warning: {w}")
@@ -234,51 +235,19 @@ def _write_reports(result, out, junit, markdown, json_path, key):
     }
     write_atomic(paths["junit"], render_junit(result))
     write_atomic(paths["markdown"], render_markdown(result, key=key))
-    write_atomic(paths["json"], render_json(result))
+    if json_path == "-":   # JSON to stdout, the human summary to stderr
+        paths["json"] = "<stdout>"
+    else:
+        write_atomic(paths["json"], render_json(result))
     return paths
 
 
-def _print_summary(result, paths, quiet):
-    n = result.counts()
-    click.echo(f"perfgate: {result.status} (exit {result.exit_code})"
-               + (f" against baseline {result.baseline_name!r}" if result.baseline_name else ""))
-    if result.error:
-        e = result.error
-        where = e.get("path") or ""
-        if e.get("row") is not None:
-            where += f" row {e['row']}"
-        if e.get("byte_offset") is not None:
-            where += f" byte {e['byte_offset']}"
-        click.echo(f"  {where}: {e.get('message')}" if where else f"  {e.get('message')}")
-        if e.get("hint"):
-            click.echo(f"  hint: {e['hint']}")
-    if result.comparisons:
-        g = [c for c in result.comparisons if c.gated]
-        cnt = lambda v, xs: sum(1 for c in xs if c.verdict == v)
-        click.echo(f"  gated metrics: {len(g)} — {n['gated_regressions']} failing, "
-                   f"{cnt(terms.IMPROVEMENT, g)} improved, {cnt(terms.UNCHANGED, g)} unchanged, "
-                   f"{cnt(terms.INCOMPARABLE, g)} incomparable, {cnt(terms.MISSING, g)} missing; "
-                   f"informational: {len(result.comparisons) - len(g)}"
-                   + (f"; unsure: {cnt(terms.UNSURE, g)}" if cnt(terms.UNSURE, g) else ""))
-    if not quiet:
-        for c in result.comparisons:
-            if c.fails:
-                click.echo(f"  REGRESSION  {c.reason}  [{c.evidence}]")
-        for c in result.comparisons:
-            if c.gated and c.verdict == terms.IMPROVEMENT:
-                click.echo(f"  improvement {c.reason}")
-        uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
-        for c in uns[:10]:
-            click.echo(f"  unsure      {c.reason}")
-        if len(uns) > 10:
-            click.echo(f"  unsure      ... and {len(uns) - 10} more gated metric(s) (see the reports)")
-        for note in result.notes[:8]:
-            click.echo(f"  note: {note}")
-        bad = [c for c in result.self_checks if c.status == "fail"]
-        for c in bad[:5]:
-            click.echo(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}")
+def _print_summary(result, paths, quiet, verbose=False, err=False):
+    from perfgate.report.summary import console_lines
+    for line in console_lines(result, verbose=verbose, quiet=quiet):
+        click.echo(line, err=err)
     for k, p in paths.items():
-        click.echo(f"  {k}: {p}")
+        click.echo(f"  {k}: {p}", err=err)
 
 
 @main.command()
@@ -292,10 +261,12 @@ def _print_summary(result, paths, quiet):
               help="Folder for the report files.")
 @click.option("--junit", default=None, type=click.Path(dir_okay=False), help="JUnit XML path.")
 @click.option("--markdown", default=None, type=click.Path(dir_okay=False), help="Markdown report path.")
-@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="JSON result path.")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="JSON result path; '-' writes the JSON to stdout and the human summary to stderr.")
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
+@click.option("-v", "--verbose", is_flag=True, help="Every gated change, note and failed self-check in full.")
 @click.option("--history", "--db", "history_path", default=None, type=click.Path(),
               help="History database for --baseline history:BRANCH (default: $PERFGATE_HISTORY or "
                    "./perfgate-history.sqlite); --db is the same option, as in `perfgate history`.")
@@ -314,7 +285,7 @@ def _print_summary(result, paths, quiet):
 @click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")
 def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trace, out, junit, markdown,
           json_path, no_baseline_ok, quiet, history_path, workers, scheduler, comment=False, comment_key=None,
-          token_env="GITHUB_TOKEN", no_summary=False, html_path=None):
+          token_env="GITHUB_TOKEN", no_summary=False, html_path=None, verbose=False):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
     BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
@@ -346,7 +317,10 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     except PerfgateError as e:
         _fail(e)
     try:
-        _print_summary(result, paths, quiet)
+        if json_path == "-":
+            from perfgate.report import render_json
+            click.echo(render_json(result), nl=False)
+        _print_summary(result, paths, quiet, verbose, err=json_path == "-")
     except BrokenPipeError:  # `perfgate check ... | head -1`: the reader left; the gate goes on
         _stdout_to_devnull()
     _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary)
@@ -400,10 +374,11 @@ def history():
 
 @history.command("record")
 @click.argument("capture", type=click.Path())
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch the run belongs to, e.g. main.")
 @click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
 @click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
-@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True)
+@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True,
+              help="Tuning journal: whether the change this run tried was kept or reverted.")
 @click.option("--allow-duplicate", is_flag=True,
               help="Record even when the branch already holds a run with identical metric values.")
 @common_history
@@ -445,9 +420,9 @@ def _emit(df, fmt):
 
 
 @history.command("runs")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_runs(branch, since, fmt, db_path):
     """List recorded runs, oldest first."""
@@ -464,9 +439,9 @@ def history_runs(branch, since, fmt, db_path):
 
 @history.command("query")
 @click.option("--metric", required=True, help="Metric key, e.g. 'step.time_us{view=p50}'.")
-@click.option("--branch", default=None)
-@click.option("--since", default=None)
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_query(metric, branch, since, fmt, db_path):
     """One metric's recorded values over time."""
@@ -494,13 +469,17 @@ def _gated_keys(hs, policy):
 
 def _trends(hs, policy, keys, branch):
     from perfgate.history.changepoints import change_points
+    from perfgate.history.parts import is_part, normalised_part_series
     h = policy.history
-    res = []
+    res, cache = [], {}
     for key, direction in keys:
         s = hs.series(key, branch=branch, with_set=True)
         s = s[s["status"] == "kept"]
         for sk, part in s.groupby("series_key", sort=False, dropna=False):
             part = part.reset_index(drop=True)
+            if is_part(key):   # the part's own time relative to the device, as a check judges it
+                part = normalised_part_series(hs, key, part, branch, cache)
+                direction = terms.LOWER_IS_BETTER if direction == terms.EXACT else direction
             cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
                                 min_size=int(h["min_size"]), alpha=float(h["alpha"]),
                                 min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
@@ -510,7 +489,7 @@ def _trends(hs, policy, keys, branch):
 
 @history.command("trend")
 @click.option("--metric", default=None, help="Metric key (default: every gated metric).")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @common_history
 @common_policy
 def history_trend(metric, branch, db_path, policy_path):
@@ -547,10 +526,11 @@ def history_trend(metric, branch, db_path, policy_path):
 
 
 @history.command("report")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--last", "last_n", default=10, show_default=True, type=click.IntRange(1, 100000),
               help="Report metrics whose change point is among the last N runs.")
-@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the report (Markdown and PNG plots).")
 @common_history
 @common_policy
 def history_report(branch, last_n, out, db_path, policy_path):
@@ -564,7 +544,9 @@ def history_report(branch, last_n, out, db_path, policy_path):
         outp.mkdir(parents=True, exist_ok=True)
         parts = [f"# perfgate history report{' — branch ' + branch if branch else ''}", ""]
         n = 0
-        for key, sk, series, cps in _trends(hs, policy, _gated_keys(hs, policy), branch):
+        from perfgate.report.history import severity_key
+        for key, sk, series, cps in sorted(_trends(hs, policy, _gated_keys(hs, policy), branch),
+                                           key=lambda t: severity_key(t[0], t[3])):  # step time first
             recent = [c for c in cps if c.index >= len(series) - last_n]
             if not recent:
                 continue
@@ -581,7 +563,7 @@ def history_report(branch, last_n, out, db_path, policy_path):
 
 
 @history.command("journal")
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch whose tuning rounds are listed.")
 @click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")
 @common_history
 @common_policy
@@ -637,10 +619,10 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
 
 @main.command()
 @click.argument("out", type=click.Path(file_okay=False))
-@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096))
-@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--header", default="g2025_l1", show_default=True,
+@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096), help="Ranks to write.")
+@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000), help="Profiler steps per rank.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (same seed, same capture).")
+@click.option("--header", default="g2025_l1", show_default=True, help="kernel_details.csv header generation to write.",
               type=click.Choice(["g2025_l1", "g2025_l0", "g2023", "g83"]))
 @click.option("--extra-calls", multiple=True, metavar="FAMILY=FACTOR",
               help="Multiply a kernel family's calls per step (inject a count regression).")
@@ -659,7 +641,8 @@ def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
 
 
 @main.command()
-@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the captures, baseline and reports.")
 def demo(out):
     """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
     regression). Exits 1, because the candidate regresses."""
@@ -814,13 +797,15 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
 @click.argument("capture", type=click.Path())
 @click.option("--text", "as_text", is_flag=True, help="Print the hierarchy as text instead of JSON.")
 @common_policy
-def structure(capture, as_text, policy_path):
+@common_trace
+@no_trace_opt
+def structure(capture, as_text, policy_path, trace_mode, no_trace):
     """Print the model structure of CAPTURE (step -> micro-batch -> pass -> layer -> block, the
     named non-layer segments, layer / block classes, fusion candidates) as JSON, or as text
     with --text (fusion candidates are informational: no claim about gains)."""
     from perfgate.run import structure_report, structure_text
     try:
-        rep = structure_report(capture, _policy(policy_path))
+        rep = structure_report(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace))
     except PerfgateError as e:
         _fail(e)
     click.echo(structure_text(rep) if as_text else json.dumps(rep, indent=1, ensure_ascii=False, default=str),

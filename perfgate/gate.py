@@ -15,6 +15,7 @@ from typing import NamedTuple
 from perfgate import errors, terms
 from perfgate.ci_env import PR_EVENTS, gather_provenance
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
+from perfgate.terms import TraceMode
 from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
@@ -53,7 +54,7 @@ def _refuse_other_rank_ids(name, old: Fingerprint, fp: Fingerprint) -> None:
                          f"refusing to replace it (use --force if the job's topology changed on purpose)")
 
 
-def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trace=True,
+def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trace=TraceMode.READ,
                   provenance=None, env=None, force=False, workers=None, progress=None) -> tuple[Path, Fingerprint]:
     """Fingerprint a capture and store it as baseline ``name`` (atomic write).
 
@@ -78,7 +79,7 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
                                          workers=workers, progress=progress),
-                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
+                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
         try:
@@ -121,7 +122,7 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     return base, noise, note
 
 
-def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=True,
+def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=TraceMode.READ,
           provenance=None, env=None, history_path=None, workers=None, scheduler=None, progress=None) -> GateResult:
     """Compare a capture (or a list of repeated captures, merged by :func:`fingerprint_paths`)
     against a stored baseline. With several runs on either side, metrics with per-step samples
@@ -185,10 +186,38 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
+    from perfgate.compare.causes import find_causes
+    causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views)
+    partial, error = _partial_note(comparisons, policy), None
+    if partial:
+        notes.insert(0, partial[0])
+        if partial[1]:
+            status, code = terms.INCOMPATIBLE, errors.EXIT_NO_BASELINE
+            error = {"message": f"baseline {baseline_name!r} cannot judge this capture: {partial[0]}",
+                     "kind": "incompatible_baseline", "path": None, "row": None, "byte_offset": None,
+                     "hint": "compare like with like (same profiler level and export), or raise "
+                             "max_incomparable_fraction in the policy"}
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
                       self_checks=cand.self_checks, notes=tuple(notes), baseline_name=baseline_name,
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
-                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail)
+                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail,
+                      causes=tuple(causes), unexplained=tuple(unexplained), error=error)
+
+
+def _partial_note(comparisons, policy) -> tuple[str, bool] | None:
+    """A partial comparison (some gated metrics incomparable): the note, and whether it exceeds
+    the policy's ``max_incomparable_fraction`` (then the check is INCOMPATIBLE_BASELINE, exit 4)."""
+    gated = [c for c in comparisons if c.gated]
+    inc = sum(1 for c in gated if c.verdict == terms.INCOMPARABLE)
+    if not gated or not inc:
+        return None
+    frac = inc / len(gated)
+    limit = getattr(policy, "max_incomparable_fraction", None)
+    over = limit is not None and frac > limit
+    return (f"partial comparison: {inc} of {len(gated)} gated metrics ({frac:.0%}) are not comparable"
+            + (f", above the policy's max_incomparable_fraction {limit:g}: the baseline cannot vouch for this "
+               f"capture" if over else (f" (policy max_incomparable_fraction {limit:g})" if limit is not None
+                                        else "; set max_incomparable_fraction in the policy to fail such checks"))), over
 
 
 def with_operator_compare(base, cand, policy) -> dict:
@@ -202,7 +231,7 @@ def with_operator_compare(base, cand, policy) -> dict:
 
 
 def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",
-                   with_trace=True, env=None, allow_duplicate=False):
+                   with_trace=TraceMode.READ, env=None, allow_duplicate=False):
     """Fingerprint a capture and record it in the history database.
 
     Returns :class:`Recorded` ``(run_id, fingerprint, duplicate)``. Recording is idempotent: when
@@ -227,7 +256,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         prov["commit"] = commit
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
-                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED"})
+                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
     except InvalidCaptureError as e:
         if note:
             hs = HistoryStore(history_path)
@@ -257,7 +286,7 @@ class Recorded(NamedTuple):
 __all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "record_history", "PerfgateError"]
 
 
-def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=True, workers=None):
+def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=TraceMode.READ, workers=None):
     """``perfgate calibrate``: fingerprint repeated captures of one commit, propose per-metric
     tolerances from their run-to-run noise (:func:`perfgate.compare.calibrate.propose_tolerances`) and
     write a policy file with them to ``out_path`` (atomic). Returns ``(proposals, path)``.

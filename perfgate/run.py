@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from perfgate.terms import TraceMode
 from perfgate.errors import InvalidCaptureError, UsageError
 from perfgate.model import Fingerprint
 
 
-def _summarize_location(loc, policy, root, with_trace):
+def _summarize_location(loc, policy, root, with_trace):  # with_trace: a terms.TraceMode
     """Worker body (module level so process pools and dask can pickle it): one rank's files
     -> its summary. Errors come back as values so every rank's problem is reported."""
     from perfgate.ingest import as_capture_error, load_rank
@@ -73,7 +74,7 @@ def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_
     return box["client"]
 
 
-def fingerprint_path(capture_path, policy, *, with_trace=True, provenance=None, workers: int | None = None,
+def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provenance=None, workers: int | None = None,
                      scheduler: str | None = None, progress=None) -> Fingerprint:
     """Discover a capture and fingerprint it, ranks in parallel.
 
@@ -183,11 +184,14 @@ def refuse_same_content(paths, fps) -> None:
         seen[d] = p
 
 
-def structure_report(capture_path, policy, *, ranks=None) -> dict:
+def structure_report(capture_path, policy, *, ranks=None, with_trace=TraceMode.NEVER) -> dict:
     """``{"capture", "rules", "counterexamples", "ranks": [{"rank", "steps", "outline", "segments",
     "layers", "classes", "fusion"}]}`` for every rank (or the ranks in ``ranks``); ``outline``:
     {step: the step -> micro-batch -> pass -> layer runs (:func:`perfgate.metrics.segments.outline`)}.
-    Row numbers are kernel table data rows; times are µs.
+    Row numbers are kernel table data rows; times are µs. ``with_trace``
+    (:class:`perfgate.terms.TraceMode`) is honoured as by every command (ALWAYS refuses a rank
+    without a timeline; the structure itself needs only the kernel table, so the default is
+    NEVER). Partial ranks (no kernel table) are listed with no structure.
 
     Raises:
         UsageError: the policy has ``segments: null``.
@@ -202,10 +206,13 @@ def structure_report(capture_path, policy, *, ranks=None) -> dict:
     rules = getattr(policy, "segments", None)
     if rules is None:
         raise UsageError("the policy turns segmentation off (segments: null)")
-    cap = load_capture(capture_path, with_trace=False)
+    cap = load_capture(capture_path, with_trace=with_trace)
     out = []
     for r in cap.ranks:
         if ranks is not None and r.rank not in ranks:
+            continue
+        if r.kernels is None:
+            out.append({"rank": r.rank, "kernel_file": None, "partial": list(r.tables)})
             continue
         k = r.kernels.df
         cats = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available else None
@@ -226,6 +233,9 @@ def structure_text(rep: dict) -> str:
     from perfgate.metrics.segments import outline_text
     lines = [f"capture {rep['capture']} (rules {rep['rules']}, digest {rep['rules_digest']})"]
     for r in rep["ranks"]:
+        if "steps" not in r:
+            lines.append(f"rank {r['rank']}: partial rank (no kernel table; holds {', '.join(r.get('partial') or [])})")
+            continue
         for st in r["steps"]:
             lines.append(f"rank {r['rank']} step {st['step']}: {st['microbatches']} micro-batch(es), passes "
                          f"{st['passes'] or 'none'}, {st['layers']} layer segments, {st['rows']} kernel rows")

@@ -35,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 
 from perfgate.version import __version__
+from perfgate.terms import TraceMode
 from perfgate.errors import PerfgateError, StoreError, UsageError
 
 OUTPUT_DIR, MSPROF_DIR = "ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output"
@@ -141,7 +142,7 @@ def sweep_one(capture, policy) -> dict:
     from perfgate.run import fingerprint_path
     t0 = time.perf_counter()
     try:
-        fp = fingerprint_path(capture, policy, with_trace="auto", workers=1)
+        fp = fingerprint_path(capture, policy, with_trace=TraceMode.AUTO, workers=1)
         row = {"status": "ok", "reason": None, **rollup_row(fp)}
     except PerfgateError as e:
         row = {"status": "failed", "reason": f"{e.kind.replace('_', ' ')}: {e.render()}"}

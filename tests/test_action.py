@@ -129,6 +129,7 @@ def captures(tmp_path_factory):
     return d, worse
 
 
+@pytest.mark.slow
 def test_composite_action_creates_then_edits_one_comment(tmp_path, captures):
     """Must-show 1: the action's command sequence, a fake pull_request payload, the local server."""
     d, worse = captures

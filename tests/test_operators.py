@@ -1,4 +1,4 @@
-"""Issue 4, operator view: categories (most specific rule wins), phases, pipeline bound, MFU,
+"""The kernel-family view: categories (most specific rule wins), phases, pipeline bound, MFU,
 suggestions and the operator-level comparison. Real captures are read in place; synthetic ones
 come from perfgate.synth with jitter 0, so every duration is exactly the constructed one."""
 import re
@@ -345,8 +345,8 @@ def test_family_share_3_to_9_percent_regresses_family_and_category(pair4, tmp_pa
     assert row["share_delta_pp"] == pytest.approx((960 / 10660 - 0.03) * 100, abs=1e-3)  # detail: 6 decimals
     assert row["count_delta"] == 0 and row["dur_ratio"] == pytest.approx(3.2)
     md = render_markdown(r)
-    table = md.split("### Gated regressions and improvements")[1].split("<details>")[0]
-    assert GELU in table and "share.category{category=Vector" in table
+    top = md.split("<details>")[0]          # the causes table, above the collapsed sections
+    assert f"kernel family `{GELU}`" in top and "share.category{category=Vector}" in top
     assert "Operator comparison" in md and "9.01%" in md
 
 

@@ -1,8 +1,8 @@
 """Rank-set integrity and the report page of an unreadable capture (cases found by a fresh user).
 
 1. A rank folder whose export is missing (``rank1_ascend_pt/`` without ``ASCEND_PROFILER_OUTPUT/``)
-   and a capture with fewer ranks than the job's world size (``profiler_metadata.json``
-   ``distributed_args.world_size``) fail closed: exit 3, nothing written.
+   fails closed: exit 3, nothing written. A capture with fewer ranks than the job's world size
+   (``profiler_metadata.json`` ``distributed_args.world_size``) is recorded coverage (issue 16).
 2. Different rank id sets on the two sides of a check are incompatible (exit 4) naming both
    sets; repeated captures of one side with different rank sets are refused.
 3. ``perfgate report CAPTURE --html`` writes a page (exit 3) when the capture cannot be read.
@@ -126,14 +126,18 @@ def test_real_db_export_still_read(ascend):
 
 
 # -- 1b. fewer ranks than the job's world size -----------------------------------------------------
-def test_fewer_ranks_than_world_size_fails_closed(tmp_path):
+def test_fewer_ranks_than_world_size_is_recorded_coverage(tmp_path, policy):
+    """Issue 16 §3: a subset of the job's ranks (Megatron / MindSpeed --profile-ranks) is a
+    normal capture; the job's world size and the ranks profiled are recorded, never guessed."""
+    from perfgate.ingest import load_capture
+    from perfgate.metrics.fingerprint import fingerprint_capture
     cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
     _set_world_size(cap, 4)
-    with pytest.raises(InvalidCaptureError) as ei:
-        discover(cap)
-    msg = str(ei.value)
-    assert "world_size 4" in msg and "2 rank(s) [0, 1]" in msg and "missing rank(s) [2, 3]" in msg
-    _refused(tmp_path, cap, ["world_size 4", "missing rank(s) [2, 3]"])
+    assert [loc.rank for loc in discover(cap)] == [0, 1]
+    fp = fingerprint_capture(load_capture(cap), policy)
+    assert (fp.config["job_world_size"], fp.config["world_size"], fp.config["ranks"]) == (4, 2, [0, 1])
+    code, out = _run("baseline", "save", "--name", "p", cap, "--baseline-dir", tmp_path / "bl")
+    assert code == 0, out
 
 
 def test_world_size_matching_the_ranks_passes(tmp_path):

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.real
 OK = {"msinsight/test/data/pytorch/text/level0", "msinsight/test/data/pytorch/text/level1",
       "msinsight/test/data/pytorch/text/level2", "msinsight/test/data/pytorch/db/level0",
       "msinsight/test/data/pytorch/db/level1", "msinsight/test/data/pytorch/db/level2",
+      "msinsight/test/st/level2",  # SOURCES.md 1e: ranks 0 (full) + 1 (partial) of a world-4 job
       "vllm_ascend_msprof/PROF_GROUP_20260823_165254/PROF_L2Cache/PROF_000001_20260823165523228_00627338KRCOPCPN",
       "vllm_ascend_msprof/prof_unpack/PROF_GROUP_20260823_165254/PROF_PipeUtilization/"
       "PROF_000001_20260823165326062_00625538CIGQAHCJ"}
@@ -39,7 +40,7 @@ def swept(ascend, tmp_path_factory):
 
 
 def _rel(ascend, p):
-    return str(__import__("pathlib").Path(p).relative_to(ascend))
+    return str(__import__("pathlib").Path(p).resolve().relative_to(ascend.resolve()))
 
 
 def test_discovery_finds_the_expected_set(ascend):
@@ -51,13 +52,13 @@ def test_sweep_cli_rollup(ascend, swept):
     r, out = swept
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
-    assert summary["captures"] == 13 and summary["ok"] == 8
+    assert summary["captures"] == 14 and summary["ok"] == 9
     reasons = {_rel(ascend, f["capture"]): f["reason"] for f in summary["failed"]}
     assert set(reasons) == set(FAILED)
     assert all(FAILED[c] in reasons[c] for c in FAILED)
     import pandas as pd
     csv = pd.read_csv(out / "sweep.csv")
-    assert list(csv.columns) == COLUMNS and len(csv) == 13
+    assert list(csv.columns) == COLUMNS and len(csv) == 14
     raw_rows = (out / "sweep.csv").read_text().splitlines()[1:]
     assert all(",2.0," not in r for r in raw_rows)  # counts are written as integers, not floats
     ok = csv[csv["status"] == "ok"].set_index("capture")
@@ -66,13 +67,16 @@ def test_sweep_cli_rollup(ascend, swept):
     assert l1["step_time_rank0_us"] > 0 and 0.9 < l1["comm_share"] < 0.95
     assert ok.loc[str(ascend / "msinsight/test/data/pytorch/text/level2"), "top_step_class"] == l1["top_step_class"]
     ws = load_workbook(out / "sweep.xlsx").active
-    assert [c.value for c in ws[1]] == COLUMNS and ws.max_row == 14
+    assert [c.value for c in ws[1]] == COLUMNS and ws.max_row == 15
+    st = ok.loc[str(ascend / "msinsight/test/st/level2")]  # rank 0 of SOURCES.md 1e: step 13, ranks 0 + 1
+    assert (st["ranks"], st["steps"]) == (2, 1)
+    assert st["step_time_rank0_us"] == pytest.approx(231290.10 + 420174.26 + 158558.00, abs=0.01)
 
 
 def test_second_sweep_is_served_from_cache(ascend, swept, policy):
     _, out = swept
     table = run_sweep([ascend], policy, cache_dir=out / ".cache", workers=1)
-    assert table["cached"].all() and len(table) == 13
+    assert table["cached"].all() and len(table) == 14
 
 
 def test_changed_capture_is_recomputed(tmp_path, policy):

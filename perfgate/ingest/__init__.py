@@ -10,11 +10,13 @@ from pathlib import Path
 import pandas as pd
 
 from perfgate.errors import InvalidCaptureError, PerfgateError
+from perfgate.terms import TraceMode
 from perfgate.ingest.comm import read_communication
 from perfgate.ingest.discover import RankLocation, discover
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
+from perfgate.ingest import validity
 
 __all__ = ["Capture", "RankCapture", "load_capture", "load_rank", "as_capture_error", "AUTO_TRACE_BYTES"]
 
@@ -22,13 +24,19 @@ __all__ = ["Capture", "RankCapture", "load_capture", "load_rank", "as_capture_er
 # already carries what the self-checks need (streaming runs at ~15-30 MB/s).
 AUTO_TRACE_BYTES = 256 << 20
 
+# the tables a partial rank may hold without kernel_details.csv (MindSpeed --profile-ranks-style
+# subsets: SOURCES.md 1e rank 1); such a rank contributes its step and communication metrics only
+PARTIAL_TABLES = ("step_trace_time.csv", "communication.json")
+
 
 @dataclass(frozen=True)
 class RankCapture:
-    """One rank's parsed files. Optional files are None when absent (see ``missing``)."""
+    """One rank's parsed files. Optional files are None when absent (see ``missing``).
+    ``kernels`` is None for a partial rank (only :data:`PARTIAL_TABLES`); :attr:`tables`
+    lists what the rank holds (the coverage recorded in the fingerprint)."""
     rank: int
     location: RankLocation
-    kernels: KernelTable
+    kernels: KernelTable | None
     step_trace: pd.DataFrame | None
     step_trace_path: Path | None
     comm: pd.DataFrame | None
@@ -37,6 +45,14 @@ class RankCapture:
     trace_path: Path | None
     missing: tuple = ()
     warnings: tuple = ()
+    host_clock_ok: bool = True  # False: the timeline's host step windows are on another time base
+    lost_launches: dict = field(default_factory=dict)  # validity.lost_launches: {step: counts}
+
+    @property
+    def tables(self) -> tuple:
+        """Tables this rank holds, by role: ``kernels``, ``step_trace``, ``comm``, ``trace``."""
+        return tuple(t for t, v in (("kernels", self.kernels), ("step_trace", self.step_trace),
+                                    ("comm", self.comm), ("trace", self.trace)) if v is not None)
 
 
 @dataclass(frozen=True)
@@ -55,7 +71,13 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
     """Which export to read for a rank: ``("text", [csv files])`` or ``("db", [db file])``.
 
     Rule when both exist: the text export is read and the DB ignored (a warning says so), so
-    nothing is ever counted twice.
+    nothing is ever counted twice. ``("partial", [])``: a torch_npu rank the profiler left with
+    only its summary tables (:data:`PARTIAL_TABLES`; SOURCES.md 1e rank 1) and no timeline nor
+    ``*.done`` marker that would say the kernel export was expected.
+
+    Raises:
+        InvalidCaptureError: nothing usable (no kernel table, no summary table), or a timeline /
+            ``*.done`` marker without the kernel table (an interrupted export).
     """
     if layout == "torch_npu":
         p = out / "kernel_details.csv"
@@ -68,6 +90,9 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
     if dbs:
         return "db", dbs[:1]
     done = [p.name for p in out.parent.glob("*.done")] + [p.name for p in out.glob("*.done")]
+    if layout == "torch_npu" and not done and not (out / "trace_view.json").is_file() \
+            and any((out / f).is_file() for f in PARTIAL_TABLES):
+        return "partial", []
     extra = f" although {done[0]} says the analysis finished" if done else ""
     raise InvalidCaptureError(
         f"incomplete profile: no kernel_details.csv{extra}", path=out,
@@ -113,7 +138,7 @@ def _read_slices(files: list, pmu: bool = False, shapes: bool = False) -> Kernel
                        unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
 
 
-def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False, shapes: bool = False) -> RankCapture:
+def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool = False, shapes: bool = False) -> RankCapture:
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     Raises:
@@ -125,7 +150,7 @@ def load_rank(loc: RankLocation, *, with_trace: bool = True, pmu: bool = False, 
     """
     try:
         _check_memory(loc)
-        return _load_rank(loc, with_trace=with_trace, pmu=pmu, shapes=shapes)
+        return _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes)
     except MemoryError as e:
         found = []
         for f in loc.output_dir.glob("*"):
@@ -220,7 +245,14 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
         return _load_db_rank(loc, files[0], with_trace=with_trace)
+    if kind == "partial":
+        if with_trace is TraceMode.ALWAYS:
+            raise InvalidCaptureError("partial rank without trace_view.json, and reading the timeline was "
+                                      "required (--trace always)", path=loc.output_dir / "trace_view.json",
+                                      hint="use --trace auto to accept ranks profiled without a timeline")
+        return _load_partial_rank(loc)
     kernels = _read_slices(files, pmu=pmu, shapes=shapes)
+    _check_values(loc, kernels)
     missing = []
     warnings = list(kernels.warnings)
     if any(out.glob("ascend_pytorch_profiler*.db")):
@@ -232,6 +264,9 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
         missing.append("step_trace_time.csv")
     else:
         _refuse_unlabelled_kernels(kernels, step_trace, st_path)
+        window = validity.collection_window(loc.info_path) if loc.layout == "torch_npu" else None
+        validity.check_step_trace_values(step_trace, st_path, window,
+                                         f"{loc.info_path.name} start_info / end_info" if window else "")
     cm_path = out / "communication.json"
     comm = read_communication(cm_path) if cm_path.is_file() else None
     if comm is None:
@@ -244,12 +279,12 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                             f"step_trace_time.csv when present)")
         tv_path = timelines[0] if len(timelines) == 1 else out / "msprof.json"
     trace = None
-    if with_trace == "auto" and tv_path.is_file() and step_trace is not None \
+    if with_trace is TraceMode.AUTO and tv_path.is_file() and step_trace is not None \
             and tv_path.stat().st_size > AUTO_TRACE_BYTES:
         warnings.append(f"{tv_path.name} ({tv_path.stat().st_size / 2**20:,.0f} MiB) not read: step_trace_time.csv "
                         f"carries the Overlap Analysis sums the self-checks need (trace_vs_step_trace is "
                         f"skipped, tail gaps unavailable); use --trace always to read it")
-    elif tv_path.is_file() and with_trace:
+    elif tv_path.is_file() and with_trace.reads:
         trace = read_trace(tv_path)
         if not trace.has_overlap and trace.steps.empty and len(kernels.df):
             # every torch_npu timeline holds the device Overlap Analysis process and / or host
@@ -261,21 +296,52 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
                 hint="re-export the profiling data, or pass --trace never to gate without the timeline")
     elif not tv_path.is_file():
         what = "trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline"
-        if with_trace == "require":
+        if with_trace is TraceMode.ALWAYS:
             raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
                                       path=tv_path, hint="re-export the profiling data, or use --trace auto")
         missing.append(what)
+    lost = validity.lost_launches(tv_path, trace.steps) if trace is not None else {}
+    clock = validity.host_clock_mismatch(trace, kernels)
+    if clock:
+        warnings.append(clock)
     if trace is not None and trace.dropped_negative:
-        warnings.append(f"trace_view.json: {trace.dropped_negative} X event(s) with a negative "
+        warnings.append(f"{tv_path.name}: {trace.dropped_negative} X event(s) with a negative "
                         f"duration dropped")
     return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
                        step_trace_path=st_path if step_trace is not None else None,
                        comm=comm, comm_path=cm_path if comm is not None else None,
                        trace=trace, trace_path=tv_path if trace is not None else None,
-                       missing=tuple(missing), warnings=tuple(warnings))
+                       missing=tuple(missing), warnings=tuple(warnings), host_clock_ok=clock is None,
+                       lost_launches=lost)
 
 
-def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCapture:
+def _check_values(loc: RankLocation, kernels: KernelTable) -> None:
+    """Time values bounded by the capture's own span (:func:`perfgate.ingest.validity.check_time_values`)."""
+    window = validity.collection_window(loc.info_path) if loc.layout == "torch_npu" else None
+    validity.check_time_values(kernels, window, f"{loc.info_path.name} start_info / end_info" if window else "")
+
+
+def _load_partial_rank(loc: RankLocation) -> RankCapture:
+    """A rank holding only :data:`PARTIAL_TABLES` (no kernel table, no timeline)."""
+    out = loc.output_dir
+    st_path, cm_path = out / "step_trace_time.csv", out / "communication.json"
+    step_trace = read_step_trace(st_path) if st_path.is_file() else None
+    window = validity.collection_window(loc.info_path)
+    validity.check_step_trace_values(step_trace, st_path, window,
+                                     f"{loc.info_path.name} start_info / end_info" if window else "")
+    comm = read_communication(cm_path) if cm_path.is_file() else None
+    held = [p.name for p, v in ((st_path, step_trace), (cm_path, comm)) if v is not None]
+    missing = ["kernel_details.csv", "trace_view.json"] + [p.name for p, v in ((st_path, step_trace),
+                                                                              (cm_path, comm)) if v is None]
+    return RankCapture(rank=loc.rank, location=loc, kernels=None, step_trace=step_trace,
+                       step_trace_path=st_path if step_trace is not None else None,
+                       comm=comm, comm_path=cm_path if comm is not None else None, trace=None, trace_path=None,
+                       missing=tuple(missing),
+                       warnings=(f"partial rank: holds only {', '.join(held)}; it contributes its step and "
+                                 f"communication metrics, kernel metrics are computed over the other ranks",))
+
+
+def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: TraceMode) -> RankCapture:
     from perfgate.ingest import db as dbmod
     con = dbmod._connect(db)
     try:
@@ -283,8 +349,9 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCaptu
     finally:
         con.close()
     kernels, con = dbmod.read_db_kernels(db, windows)
+    _check_values(loc, kernels)
     try:
-        trace = dbmod.read_db_trace(con, db, windows) if with_trace else None
+        trace = dbmod.read_db_trace(con, db, windows) if with_trace.reads else None
     finally:
         con.close()
     missing = []
@@ -295,6 +362,10 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: bool) -> RankCaptu
     if comm is None:
         missing.append("analysis.db CommAnalyzerTime")
     if trace is not None and not trace.has_overlap:
+        if with_trace is TraceMode.ALWAYS:
+            raise InvalidCaptureError("has no OVERLAP_ANALYSIS table, and reading the timeline was required "
+                                      "(--trace always)", path=db,
+                                      hint="export at profiler Level1 or above, or use --trace auto")
         missing.append("OVERLAP_ANALYSIS table")
     return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
                        step_trace_path=adb if step_trace is not None else None, comm=comm,
@@ -311,14 +382,16 @@ def as_capture_error(e: Exception, loc: RankLocation) -> InvalidCaptureError:
                                path=getattr(e, "filename", None) or loc.output_dir)
 
 
-def load_capture(path, *, with_trace: bool = True, pmu: bool = False, shapes: bool = False) -> Capture:
+def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool = False, shapes: bool = False) -> Capture:
     """Discover and read every rank of a capture.
 
     Args:
         path: capture directory (see :mod:`perfgate.ingest.discover`).
-        with_trace: True (read trace_view.json when present), ``"require"`` (read it; a rank
-            without one is an InvalidCaptureError), False, or ``"auto"`` (skip a
-            trace above AUTO_TRACE_BYTES when step_trace_time.csv is present; a warning says so).
+        with_trace: a :class:`perfgate.terms.TraceMode` (or its older spellings True / False /
+            ``"require"`` / ``"auto"``, see :meth:`TraceMode.of`): READ (read the timeline when
+            present), ALWAYS (a rank without one holding Overlap Analysis is an
+            InvalidCaptureError), NEVER, or AUTO (skip a trace above AUTO_TRACE_BYTES when
+            step_trace_time.csv is present; a warning says so).
         pmu: also read the PMU ``*_ratio`` and pipe ``*_time(us)`` columns of kernel_details / op_summary.
         shapes: also read Input Shapes and Input Data Types (for MFU).
 

@@ -131,18 +131,40 @@ def read_profiler_metadata(rank_dir: Path) -> dict:
     return {"world_size": ws, "rank": as_int("rank"), "path": path}
 
 
-def check_world_size(locs: list, root: Path) -> None:
-    """Fail closed when the job's world size (``profiler_metadata.json``
-    ``distributed_args.world_size``, :func:`read_profiler_metadata`) says ranks are missing.
+def group_world_size(rank_dir: Path) -> int | None:
+    """The job's world size from the communication groups torch_npu records in
+    ``profiler_metadata.json`` ``parallel_group_info`` (``{group: {"global_ranks": [...]}}``):
+    the size of the union of all groups' global ranks when it is 0..N-1; None when the file or
+    the groups are absent (never guessed from the ranks present)."""
+    path = rank_dir / "profiler_metadata.json"
+    try:
+        doc = json.loads(path.read_bytes()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    groups = doc.get("parallel_group_info") if isinstance(doc, dict) else None
+    if not isinstance(groups, dict):
+        return None
+    ranks = set()
+    for g in groups.values():
+        gr = g.get("global_ranks") if isinstance(g, dict) else None
+        if isinstance(gr, list):
+            ranks.update(int(x) for x in gr if isinstance(x, int) and not isinstance(x, bool))
+    return len(ranks) if ranks and ranks == set(range(len(ranks))) else None
+
+
+def check_world_size(locs: list, root: Path) -> int | None:
+    """The job's world size as recorded (``profiler_metadata.json``
+    ``distributed_args.world_size``, :func:`read_profiler_metadata`), or None when no rank
+    records it. A capture may hold a subset of the job's ranks (Megatron / MindSpeed
+    ``--profile-ranks``; Megatron profiles rank 0 alone by default): that is coverage, recorded
+    in the fingerprint (:func:`perfgate.metrics.fingerprint.coverage_config`), not an error.
 
     Only that recorded field is used: profiler_info_<N>.json carries no world size and
-    torch_npu folder names (``<worker>_<pid>_<ts>_ascend_pt``) carry none either, so a capture
-    without the metadata (e.g. the 2-of-8-rank G2025 samples) is not judged here.
+    torch_npu folder names (``<worker>_<pid>_<ts>_ascend_pt``) carry none either.
 
     Raises:
-        InvalidCaptureError: ranks disagree on the world size, fewer ranks are present than
-            the world size (the message lists the missing rank ids), or a rank id lies outside
-            0..world_size-1.
+        InvalidCaptureError: ranks disagree on the world size (ranks of different jobs), or a
+            rank id lies outside 0..world_size-1.
     """
     sizes = {}
     for loc in locs:
@@ -152,7 +174,7 @@ def check_world_size(locs: list, root: Path) -> None:
         if meta["world_size"] is not None:
             sizes.setdefault(meta["world_size"], []).append((loc.rank, meta["path"]))
     if not sizes:
-        return
+        return None
     if len(sizes) > 1:
         seen = "; ".join(f"world_size {w} in rank(s) {[r for r, _ in v]}" for w, v in sorted(sizes.items()))
         raise InvalidCaptureError(f"the ranks disagree on the job's world size ({seen}): ranks of different "
@@ -164,13 +186,7 @@ def check_world_size(locs: list, root: Path) -> None:
     if outside:
         raise InvalidCaptureError(f"profiler_metadata.json says world_size {w} but rank(s) {outside} outside "
                                   f"0..{w - 1} are present (ranks {present})", path=holders[0][1])
-    missing = sorted(set(range(w)) - set(present))
-    if missing:
-        raise InvalidCaptureError(
-            f"profiler_metadata.json says the job had world_size {w} but the capture holds {len(present)} "
-            f"rank(s) {present}: missing rank(s) {missing}", path=holders[0][1],
-            hint="copy every rank's *_ascend_pt folder into the capture; a capture that drops ranks would "
-                 "gate a different job")
+    return w
 
 
 def read_profiler_info(path: Path) -> dict:
@@ -230,6 +246,39 @@ def read_profiler_info(path: Path) -> dict:
     }
 
 
+def msprof_rank(prof_dir: Path) -> tuple[int | None, str]:
+    """Rank of a raw msprof ``PROF_*`` folder from ``device_<N>/info.json.<N>`` ``rank_id``
+    (as msprof-analyze ``msprof_data_preprocessor`` reads it); ``(None, "")`` when no such file
+    carries a non-negative rank id.
+
+    Raises:
+        InvalidCaptureError: the file is not JSON, or the folder's devices name different ranks.
+    """
+    found = {}
+    for f in sorted(prof_dir.glob("device_*/info.json.*")):
+        try:
+            doc = json.loads(f.read_bytes())
+        except OSError as e:
+            raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=f) from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise InvalidCaptureError(f"invalid JSON: {e}", path=f) from None
+        rid = doc.get("rank_id") if isinstance(doc, dict) else None
+        try:
+            rid = int(str(rid).strip()) if rid is not None and not isinstance(rid, bool) else None
+        except ValueError:
+            rid = None
+        if rid is not None and rid >= 0:
+            found[f] = rid
+    if len(set(found.values())) > 1:
+        shown = ", ".join(f"{f.parent.name}/{f.name}: {r}" for f, r in found.items())
+        raise InvalidCaptureError(f"one PROF_ folder names several ranks ({shown}): one PROF_ folder per rank",
+                                  path=prof_dir)
+    if found:
+        f, rid = next(iter(found.items()))
+        return rid, f"rank_id in {f.parent.name}/{f.name}"
+    return None, ""
+
+
 def discover(path) -> list[RankLocation]:
     """List the ranks of a capture, sorted by rank id.
 
@@ -238,8 +287,8 @@ def discover(path) -> list[RankLocation]:
         InvalidCaptureError: no rank output folder under it; a rank folder (``*_ascend_pt`` or
             one holding profiler_info*.json) without its ``ASCEND_PROFILER_OUTPUT/`` (every such
             folder is listed in ``problems``); two folders claim the same rank; several folders
-            whose rank cannot be determined; fewer ranks than the recorded world size
-            (:func:`check_world_size`).
+            whose rank cannot be determined; ranks that disagree on the recorded world size or
+            lie outside it (:func:`check_world_size`; a subset of the job's ranks is accepted).
     """
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
@@ -282,6 +331,8 @@ def discover(path) -> list[RankLocation]:
             info = read_profiler_info(info_path)
             if rank is None and info.get("rank_id") is not None and info["rank_id"] >= 0:
                 rank, source = info["rank_id"], f"rank_id in {info_path.name}"
+        if rank is None and layout == "msprof":
+            rank, source = msprof_rank(rank_dir)
         if rank is None:
             dbs = sorted(out.glob("ascend_pytorch_profiler_*.db"))
             m = re.match(r"ascend_pytorch_profiler_(\d+)\.db$", dbs[0].name) if dbs else None

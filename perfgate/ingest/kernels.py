@@ -153,10 +153,10 @@ def _null_categorical(n: int) -> pd.Series:
 # Columns whose values the gate uses; the others (Model ID, Task ID, OP State, Block Dim, ...)
 # only name the header generation and are not parsed.
 _VALUE_COLUMNS = ("step_id", "name", "op_type", "core_type", "stream_id", "start_us", "dur_us", "wait_us",
-                  "input_shapes", "input_dtypes")
+                  "input_shapes", "input_dtypes", "device_id")
 _FAST_TYPES = {"step_id": DICT_STRING, "name": DICT_STRING, "op_type": DICT_STRING, "core_type": DICT_STRING,
                "stream_id": DICT_STRING, "input_shapes": DICT_STRING,
-               "input_dtypes": DICT_STRING, "start_us": DECIMAL_US,
+               "input_dtypes": DICT_STRING, "device_id": DICT_STRING, "start_us": DECIMAL_US,
                "dur_us": DECIMAL_US, "wait_us": pa.float64()}
 
 
@@ -258,6 +258,11 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
         data[f"{m.group(1)}_us" if m else h] = floats[h]
 
     df = pd.DataFrame(data, copy=False)
+    if "device_id" in cols and "device_id" in raw:
+        dev = _categorical(raw["device_id"])
+        if len(dev.cat.categories) > 1:
+            from perfgate.ingest.steps import refuse_several_devices
+            refuse_several_devices(path, dev, data["row"], cols["device_id"])
 
     if "core_type" in cols:
         _prove_core_column(df, cols["core_type"], path)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED
 from perfgate.ingest.csvread import cell_error, read_header, read_string_table, resolve_columns, to_float
 from perfgate.ingest.kernels import IMPLICIT_STEP
@@ -59,4 +60,29 @@ def read_step_trace(path: Path) -> pd.DataFrame:
             out[c] = np.nan
     if "overlapped_us" not in cols:
         out["overlapped_us"] = out["comm_us"] - out["comm_not_overlapped_us"]
+    refuse_several_devices(path, out["device_id"], out["row"], cols.get("device_id"))
     return out
+
+
+def refuse_several_devices(path: Path, device, rows, column: str | None) -> None:
+    """One rank folder holding several NPUs (torch_npu single-process multi-device: ``Device_id``
+    takes several values; one step_trace_time.csv row per device and step). perfgate's unit is
+    one device per rank: summing devices would double step time and every count, and splitting
+    them into pseudo-ranks would mix device ids with rank ids (Device_id is never the rank). So
+    such a table is refused, naming the devices and each one's first row.
+
+    Raises:
+        InvalidCaptureError: ``device`` holds more than one distinct non-null value."""
+    if column is None:
+        return
+    d = pd.Series(device).astype("string")
+    ids = [x for x in pd.unique(d.dropna())]
+    if len(ids) <= 1:
+        return
+    rows = np.asarray(rows)
+    first = {x: int(rows[int(np.argmax((d == x).fillna(False).to_numpy()))]) for x in ids}
+    shown = ", ".join(f"{x} (first row {r})" for x, r in sorted(first.items(), key=lambda kv: kv[1]))
+    raise InvalidCaptureError(
+        f"holds {len(ids)} devices in one rank folder ({column} {shown}): perfgate fingerprints one device "
+        f"per rank and never sums devices", path=path, row=min(first.values()),
+        hint="profile one NPU per process (one rank folder per device), or split the export by Device_id")

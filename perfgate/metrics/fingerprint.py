@@ -27,7 +27,8 @@ from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
 from perfgate.metrics.intervals import busy_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
-from perfgate.metrics.steps import cross_rank_findings, label_steps, step_table, warmup_findings
+from perfgate.metrics.steps import (confirm_recompile, cross_rank_findings, label_steps, step_table,
+                                   warmup_findings)
 from perfgate.model import FINGERPRINT_SCHEMA, Finding, Fingerprint, MetricValue, metric_key
 
 _ANATOMY = {
@@ -119,7 +120,7 @@ def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
                           "comm_not_overlapped_us": ov["comm_not_overlapped"],
                           "free_us": ov["free"]})
         t["overlapped_us"] = t["comm_us"] - t["comm_not_overlapped_us"]
-        return t, "trace_view.json (Overlap Analysis)"
+        return t, f"{rank.trace_path.name if rank.trace_path is not None else 'trace_view.json'} (Overlap Analysis)"
     return None, None
 
 
@@ -243,9 +244,14 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     return out
 
 
-def _views(per_rank: dict[int, dict], policy) -> dict[str, MetricValue]:
+def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:
+    """Cross-rank views of every metric. A metric is computed over the ranks that hold its
+    table: absent-is-zero metrics (kernel table counts) are filled with 0 only on ranks in
+    ``kernel_ranks`` (None = every rank); when fewer ranks than the capture's contribute, the
+    views' context names them (``over_ranks``), so a comparison can tell coverage apart."""
     ranks = sorted(per_rank)
     r0 = ranks[0]
+    holders = set(ranks if kernel_ranks is None else kernel_ranks)
     keys = set()
     for m in per_rank.values():
         keys.update(m)
@@ -254,17 +260,19 @@ def _views(per_rank: dict[int, dict], policy) -> dict[str, MetricValue]:
         d = registry.get(name)
         labels_d = dict(labels)
         if name == "kernel.topn":
-            out.update(_topn_views(per_rank, policy, r0))
+            held = {r: m for r, m in per_rank.items() if (name, labels) in m}
+            out.update(_topn_views(held, policy, min(held)))
             continue
         vals, samp = {}, {}
         for r in ranks:
             if (name, labels) in per_rank[r]:
                 vals[r] = per_rank[r][(name, labels)][0]
                 samp[r] = per_rank[r][(name, labels)][2].get("samples")
-            elif d.absent_is_zero:
+            elif d.absent_is_zero and r in holders:
                 vals[r] = 0.0
         if not vals:
             continue
+        partial = {"over_ranks": sorted(vals)} if len(vals) < len(ranks) else {}
         view_samples = _view_samples(samp, ranks, r0)
         caliber = d.caliber or labels_d.get("caliber")
         ev0 = per_rank[r0].get((name, labels), (None, "absent on this rank", {}))
@@ -273,9 +281,9 @@ def _views(per_rank: dict[int, dict], policy) -> dict[str, MetricValue]:
         views = {
             terms.VIEW_RANK0: (vals.get(r0), f"rank {r0}: {ev0[1]}", dict(ev0[2], rank=r0)),
             terms.VIEW_P50: (float(np.median(arr)), f"median of {len(vals)} rank(s)",
-                             {"ranks": len(vals)}),
+                             {"ranks": len(vals), **partial}),
             terms.VIEW_MAX: (float(arr.max()), f"max over {len(vals)} rank(s)",
-                             {"rank": int(list(vals)[int(arr.argmax())])}),
+                             {"rank": int(list(vals)[int(arr.argmax())]), **partial}),
         }
         for view, (val, ev, ctx) in views.items():
             if val is None:
@@ -328,7 +336,10 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
 def summarize_rank(rank, policy, root) -> dict:
     """Everything the fingerprint needs from one rank, as small picklable values, so ranks
     can be processed in parallel (process pool or dask) and merged by
-    :func:`fingerprint_from_summaries`. Pure over ``rank``'s tables."""
+    :func:`fingerprint_from_summaries`. Pure over ``rank``'s tables. A partial rank (no kernel
+    table) gives its step and communication metrics only (:func:`_partial_summary`)."""
+    if rank.kernels is None:
+        return _partial_summary(rank, policy, root)
     th = policy.findings
     anatomy = step_table(rank, th)
     checks = list(run_self_checks(rank, policy))
@@ -373,13 +384,15 @@ def summarize_rank(rank, policy, root) -> dict:
         "operators": dict(op_detail, rank=rank.rank),
         "anatomy": anatomy,
         "checks": checks,
-        "findings": label_steps(anatomy, th, _rel(rank.kernels.path, root)) + _bubble_note_rank(rank),
+        "findings": confirm_recompile(label_steps(anatomy, th, _rel(rank.kernels.path, root)), k)
+        + _bubble_note_rank(rank)
+        + _lost_task_findings(rank, root),
         "step_time": step_time,
         "kinds": kinds.assign(rank=rank.rank)[["rank", *kinds.columns]],
         "warnings": warnings,
         "info": dict(rank.location.info),
         "has_comm": rank.comm is not None,
-        "has_trace": rank.trace is not None,
+        "has_trace": rank.trace is not None and rank.trace.has_overlap,
         "has_step_trace": rank.step_trace is not None,
         "type_available": rank.kernels.type_available,
         "core_available": rank.kernels.core_available,
@@ -388,6 +401,92 @@ def summarize_rank(rank, policy, root) -> dict:
         "rank_dir": _rel(rank.location.rank_dir, root),
         "output_dir": _rel(rank.location.output_dir, root),
         "rank_source": rank.location.rank_source,
+        "tables": list(rank.tables),
+        "meta": _job_meta(rank),
+    }
+
+
+LOST_TASKS = "DEVICE_TASKS_LOST"
+
+
+def _lost_task_findings(rank, root) -> list:
+    """DEVICE_TASKS_LOST per step whose host launches have no device task
+    (:func:`perfgate.ingest.validity.lost_launches`): the step is incomplete; such a capture is
+    refused as a baseline and its count metrics are not compared."""
+    out = []
+    for step, d in sorted(getattr(rank, "lost_launches", {}).items()):
+        n = d["async_npu"] + d["HostToDevice"]
+        out.append(Finding(
+            LOST_TASKS, "warn", rank.rank, step,
+            f"rank {rank.rank} step {step}: {n} host launch(es) never reached the device ({d['async_npu']} "
+            f"async_npu + {d['HostToDevice']} HostToDevice flow starts without an end, first at "
+            f"{d['first_ts_ns'] / 1000:.3f} us): device tasks were lost (Ascend/pytorch#167), the step is "
+            f"incomplete and its counts are not compared", _rel(rank.trace_path, root), float(n), 0.0))
+    return out
+
+
+def _job_meta(rank) -> dict:
+    """What this rank's folder records about the job's size: ``profiler_metadata.json``
+    ``distributed_args.world_size`` else its communication groups (``parallel_group_info``)."""
+    from perfgate.ingest.discover import group_world_size, read_profiler_metadata
+    if rank.location.layout != "torch_npu":
+        return {"world_size": None, "source": None}
+    try:
+        ws = read_profiler_metadata(rank.location.rank_dir)["world_size"]
+    except InvalidCaptureError:
+        ws = None
+    if ws is not None:
+        return {"world_size": ws, "source": "profiler_metadata.json distributed_args.world_size"}
+    ws = group_world_size(rank.location.rank_dir)
+    if ws is not None:
+        return {"world_size": ws, "source": "profiler_metadata.json parallel_group_info (communication groups)"}
+    return {"world_size": None, "source": None}
+
+
+def _partial_summary(rank, policy, root) -> dict:
+    """Summary of a partial rank: Overlap Analysis step metrics from step_trace_time.csv and the
+    communication.json metrics; no kernel, anatomy, operator or structure figures."""
+    out: dict = {}
+    checks = []
+    step_time = {}
+    st, st_src = _overlap_steps(rank)
+    steps = []
+    if st is not None and len(st):
+        src = _rel(rank.step_trace_path, root)
+        for name, col in _STEP_COLS.items():
+            out[(name, ())] = (float(st[col].median()), src, _samples(st[col]))
+        time = st["computing_us"] + st["comm_not_overlapped_us"] + st["free_us"]
+        out[("step.time_us", ())] = (float(time.median()), f"{src} (Computing + Communication(Not "
+                                     f"Overlapped) + Free)", _samples(time))
+        if (st["comm_us"] > 0).all():
+            ratio = st["comm_not_overlapped_us"] / st["comm_us"]
+            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, _samples(ratio))
+        for s_, v in time.items():
+            step_time[(rank.rank, str(s_))] = float(v)
+        steps = sorted(map(str, st.index))
+    if rank.comm is not None and len(rank.comm.ops):
+        cfile = _rel(rank.comm_path, root)
+        per = rank.comm.ops.groupby("step")["elapse_us"].sum()
+        out[("comm.elapse_us", ())] = (float(per.median()), cfile, {})
+        wr = wait_ratio(rank.comm)
+        if not np.isnan(wr):
+            out[("comm.wait_ratio", ())] = (wr, f"{cfile} Wait/Transit Time(ms)", {})
+        for link, bw in bandwidth(rank.comm).items():
+            out[("comm.bandwidth_gbps", (("link", link),))] = (bw, f"{cfile} {link} Transit Size/Time", {})
+        checks.extend(op_identity_checks(rank.comm, rank.rank, cfile,
+                                         tol_us=policy.self_checks.get("comm_op_identity_abs_us", 1.0)))
+        if not steps:
+            steps = sorted(map(str, pd.unique(rank.comm.ops["step"].dropna())))
+    warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
+    return {
+        "rank": rank.rank, "metrics": out, "segments": {}, "operators": {}, "anatomy": pd.DataFrame(),
+        "checks": checks, "findings": [], "step_time": step_time,
+        "kinds": pd.DataFrame(), "warnings": warnings, "info": dict(rank.location.info),
+        "has_comm": rank.comm is not None, "has_trace": False, "has_step_trace": rank.step_trace is not None,
+        "type_available": None, "core_available": None, "variant": None, "steps": steps,
+        "rank_dir": _rel(rank.location.rank_dir, root), "output_dir": _rel(rank.location.output_dir, root),
+        "rank_source": rank.location.rank_source, "tables": list(rank.tables), "meta": _job_meta(rank),
+        "partial": True,
     }
 
 
@@ -431,7 +530,14 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
     from pathlib import Path
     sums = sorted(sums, key=lambda x: x["rank"])
     th = policy.findings
-    metrics = _views({x["rank"]: x["metrics"] for x in sums}, policy)
+    full = [x for x in sums if not x.get("partial")]
+    if not full:
+        raise InvalidCaptureError(
+            f"no rank holds a kernel table (ranks {[x['rank'] for x in sums]} are partial: "
+            f"step_trace_time.csv / communication.json only): nothing to fingerprint the kernels from",
+            path=root, hint="profile at least one rank fully (kernel_details.csv)")
+    metrics = _views({x["rank"]: x["metrics"] for x in sums}, policy,
+                     kernel_ranks=[x["rank"] for x in full])
     checks = [c for x in sums for c in x["checks"]]
     findings = [f for x in sums for f in x["findings"]]
     tables = pd.concat([x["anatomy"] for x in sums if len(x["anatomy"])] or [pd.DataFrame(columns=["rank", "step"])],
@@ -454,9 +560,9 @@ def fingerprint_from_summaries(sums: list, policy, root, provenance: dict | None
                            for (r, s), v in sorted(step_time.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))]
     if any(x.get("segments") for x in sums):
         detail["segments"] = [x["segments"] for x in sums if x.get("segments")]
-    detail.update(_operator_detail(sums, metrics, policy))
+    detail.update(_operator_detail(full, metrics, policy))
     warns = list(warnings or [])
-    levels = {x["info"].get("profiler_level") for x in sums}
+    levels = {x["info"].get("profiler_level") for x in full}
     if len(levels) > 1 and not any("different levels" in w for w in warns):
         warns.append(f"ranks were profiled at different levels: {sorted(map(str, levels))}")
     for x in sums:
@@ -507,14 +613,36 @@ def _mfu_digest(policy) -> str | None:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def coverage_config(sums) -> dict:
+    """The capture's rank coverage (part of the fingerprint's config): ``job_world_size`` (the
+    job's world size as recorded, :func:`_job_meta`; None when no rank records it, never guessed
+    from the ranks present), ``world_size_source`` (which file / field said so), ``coverage``
+    ({rank id as str: tables it holds: kernels / step_trace / comm / trace}). ``world_size``
+    stays the number of ranks profiled.
+
+    Raises:
+        InvalidCaptureError: ranks record different world sizes."""
+    sizes = {x["meta"]["world_size"]: x["meta"]["source"] for x in sums
+             if x.get("meta") and x["meta"]["world_size"] is not None}
+    if len(sizes) > 1:
+        raise InvalidCaptureError(f"the ranks record different job world sizes {sorted(sizes)}: ranks of "
+                                  f"different jobs in one capture")
+    ws, src = next(iter(sizes.items())) if sizes else (None, None)
+    return {"job_world_size": ws, "world_size_source": src,
+            "coverage": {str(x["rank"]): list(x.get("tables", ())) for x in sums}}
+
+
 def _config_from_summaries(sums, policy) -> dict:
+    cover = coverage_config(sums)
+    sums = [x for x in sums if not x.get("partial")] or sums
+
     def one(key):
         vals = sorted({str(x["info"].get(key)) for x in sums if x["info"].get(key) is not None})
         return vals[0] if len(vals) == 1 else (",".join(vals) if vals else None)
 
     return {
-        "world_size": len(sums),
-        "ranks": [x["rank"] for x in sums],
+        "world_size": len(cover["coverage"]),
+        "ranks": [int(r) for r in cover["coverage"]],
         "profiler_level": one("profiler_level"),
         "aic_metrics": one("aic_metrics"),
         "export_type": one("export_type"),
@@ -525,6 +653,7 @@ def _config_from_summaries(sums, policy) -> dict:
         "has_trace": all(x["has_trace"] for x in sums),
         "has_step_trace": all(x["has_step_trace"] for x in sums),
         "has_comm_json": all(x["has_comm"] for x in sums),
+        **cover,
         "kernel_variants": sorted({x["variant"] for x in sums}),
         "family_suffix": policy.family_suffix.pattern,
         "top_n": policy.top_n,
@@ -532,7 +661,7 @@ def _config_from_summaries(sums, policy) -> dict:
         "operator_digest": _operator_digest(policy),
         "mfu_digest": _mfu_digest(policy),
         "pipe_available": all(x.get("operators", {}).get("pipe_available") for x in sums),
-        "steps_per_rank": {str(x["rank"]): len(x["steps"]) for x in sums},
+        "steps_per_rank": {str(x["rank"]): len(x["steps"]) for x in sums},  # ranks with a kernel table
         "segments_digest": policy.segments.digest if getattr(policy, "segments", None) else None,
     }
 

@@ -56,11 +56,20 @@ def assign_steps(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
 
 def overlap_per_step(rank) -> pd.DataFrame | None:
     """Trace Overlap Analysis sums per step (µs): columns computing, comm,
-    comm_not_overlapped, free; index step label. None without a trace or its Overlap process."""
+    comm_not_overlapped, free; index step label. None without a trace or its Overlap process.
+    Without host ProfilerStep windows the one implicit step spans the device tasks: events are
+    clipped to [first kernel start, last kernel end] of the kernel table."""
     tr = rank.trace
     if tr is None or not tr.has_overlap:
         return None
     ov = tr.overlap
+    if tr.steps.empty and rank.kernels is not None and len(rank.kernels.df):
+        # no host step windows: the implicit step spans the device tasks, not the timeline (a raw
+        # msprof timeline's Overlap Analysis Free also covers host setup before the first kernel, Q11)
+        k = rank.kernels.df
+        lo, hi = int(k["start_ns"].min()), int(k["end_ns"].max())
+        s_, e_ = np.maximum(ov["start_ns"].to_numpy(), lo), np.minimum(ov["end_ns"].to_numpy(), hi)
+        ov = ov.assign(start_ns=s_, dur_ns=np.maximum(e_ - s_, 0))
     steps = assign_steps(ov["start_ns"].to_numpy(), tr.steps)
     t = ov.assign(step=steps).groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
     for c in ("computing", "comm", "comm_not_overlapped", "free"):
@@ -98,8 +107,10 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
     if st is not None:
         st_by_step = st.groupby("step")[["computing_us", "comm_us", "comm_not_overlapped_us",
                                          "overlapped_us", "free_us"]].sum()
+    tfile = (rank.trace_path.name if rank.trace_path is not None else
+             "msprof_*.json timeline" if rank.location.layout == "msprof" else "trace_view.json")
     trace_name = ("OVERLAP_ANALYSIS table" if rank.trace_path is not None and rank.trace_path.suffix == ".db"
-                  else "trace_view.json Overlap Analysis")
+                  else f"{tfile} Overlap Analysis")
     st_name = ("analysis.db StepTraceTime" if rank.step_trace_path is not None
                and rank.step_trace_path.suffix == ".db" else "step_trace_time.csv")
     if ov is not None:
@@ -119,8 +130,8 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
             f"all {len(k)} rows of {kfile} have a blank Step Id: no kernel falls in a profiled step, "
             f"so nothing on this rank can be compared (partial capture)", evidence=kfile))
     elif ref is None:
-        why = ("no trace_view.json with an Overlap Analysis process and no step_trace_time.csv: "
-               "cannot cross-check kernel_details.csv")
+        why = (f"no {tfile} with an Overlap Analysis process and no step_trace_time.csv: "
+               f"cannot cross-check {kfile}")
         status = FAIL if policy.self_checks.get("require_trace") else SKIPPED
         for name in ("comm_equality", "compute_union", "overlap_gap"):
             out.append(SelfCheck(name, rank.rank, None, status, why))
@@ -153,7 +164,7 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
 
     if st_by_step is not None and ov is None:
         out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, SKIPPED,
-                             f"no trace Overlap Analysis events to compare {st_name} with (trace_view.json "
+                             f"no trace Overlap Analysis events to compare {st_name} with ({tfile} "
                              f"or the OVERLAP_ANALYSIS table absent or not read)"))
     if ov is not None and st_by_step is not None:
         tol = policy.self_checks["step_trace_abs_us"]
@@ -167,7 +178,7 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
             if not in_ov[i] and not (s == IMPLICIT_STEP):
                 out.append(SelfCheck("trace_vs_step_trace", rank.rank, s, FAIL,
                                      f"step {s} is in step_trace_time.csv but no trace event falls in "
-                                     f"it", evidence="step_trace_time.csv, trace_view.json"))
+                                     f"it", evidence=f"{st_name}, {tfile}"))
                 continue
             diffs = {c: (float(st_cols[c][i]), float(ov_all[c] if s == IMPLICIT_STEP else ov_cols[c][i]))
                      for c in kinds}
@@ -180,7 +191,7 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
                 f"{worst}: {a:.3f} vs {b:.3f} us)" if ok else
                 f"{st_name} {worst} = {a:.3f} us but the {trace_name} events "
                 f"sum to {b:.3f} us: the files are not from one capture",
-                expected=a, observed=b, tolerance=tol, evidence="step_trace_time.csv, trace_view.json"))
+                expected=a, observed=b, tolerance=tol, evidence=f"{st_name}, {tfile}"))
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
     return out

@@ -17,7 +17,8 @@ For each step of a rank (device tasks from kernel_details.csv, host window from 
 Labels (policy ``findings`` thresholds; "step" is the host window, or the wall without one):
 DEVICE_IDLE_GAP_HEAVY (underfeed ≥ 0.30), PRELAUNCH_GAP_HEAVY / TAIL_GAP_HEAVY /
 INTERNAL_BUBBLE_HEAVY (≥ max(1 ms, 10 % of the step)), RECOMPILE_SUSPECTED (wall / ΣDuration
-> 10, one gap ≥ half the wall, and the task after it waited ≥ half that gap),
+> 10, one gap ≥ half the wall, and the task after it waited ≥ half that gap; kept only with
+evidence of recompilation, :func:`confirm_recompile`, else IDLE_GAP_UNEXPLAINED),
 EXPOSED_COMM_SIGNIFICANT (> 30 %) and COMM_WELL_HIDDEN (< 10 %), WARMUP_NOT_STRIPPED (first of
 several steps longer than 1.5x the median of the others).
 """
@@ -92,7 +93,7 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
     windows = {}
-    if rank.trace is not None and not rank.trace.steps.empty:
+    if rank.trace is not None and not rank.trace.steps.empty and getattr(rank, "host_clock_ok", True):
         for _, w in rank.trace.steps.iterrows():
             windows[str(w["step"])] = (int(w["start_ns"]), int(w["end_ns"]))
     preparing = {}
@@ -247,7 +248,8 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
                                    f"rank {r} step {s}: step time {v:,.1f} us is {v / p50 - 1:+.1%} over the p50 "
                                    f"of {len(vals)} ranks ({p50:,.1f} us; threshold {th['slow_rank_ratio']:.0%})",
                                    "step_trace_time.csv", float(v / p50 - 1), float(th["slow_rank_ratio"])))
-    sets = {r: tuple(sorted(tables.loc[tables["rank"] == r, "step"])) for r in ranks}
+    sets = {r: tuple(sorted(tables.loc[tables["rank"] == r, "step"])) for r in ranks
+            if (tables["rank"] == r).any() or not len(tables)}  # partial ranks hold no kernel steps
     if len(set(sets.values())) > 1:
         desc = "; ".join(f"rank {r}: {len(v)} step(s) {list(v)[:4]}" for r, v in sets.items())
         out.append(Finding("RANK_STEP_MISMATCH", "warn", None, None,
@@ -265,3 +267,49 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
                                f"runs", "profiler_info_<N>.json end_info.collectionTimeEnd", spread,
                                th["max_collection_spread_s"]))
     return out
+
+
+_COMPILE = __import__("re").compile(r"(?i)compile")
+
+
+def confirm_recompile(findings: list, kernels: pd.DataFrame) -> list:
+    """RECOMPILE_SUSPECTED only where the kernel table holds evidence that tells recompilation
+    apart from input setup or a host stall: the task ending the gap runs on the AI CPU (dynamic
+    shape ops fall back there while graphs recompile; an AI CPU task elsewhere in the step is
+    ordinary, e.g. NonZero) or a task of that step is a compile task by name or type. Without such evidence the finding becomes IDLE_GAP_UNEXPLAINED
+    (info): the same gap figures, no claimed cause.
+
+    ``findings``: from :func:`label_steps`; ``kernels``: the rank's kernel table
+    (columns ``row``, ``step``, ``name``, ``op_type``, ``core_type``)."""
+    out = []
+    for f in findings:
+        if f.code != "RECOMPILE_SUSPECTED":
+            out.append(f)
+            continue
+        ev = _recompile_evidence(f, kernels)
+        if ev:
+            out.append(Finding(f.code, f.severity, f.rank, f.step, f"{f.message}; evidence: {ev}", f.evidence,
+                               f.value, f.threshold))
+        else:
+            msg = f.message.replace("(graph recompilation or host stall suspected)",
+                                    "(no AI CPU or compile task in the step tells recompilation apart from input "
+                                    "setup or a host stall)")
+            out.append(Finding("IDLE_GAP_UNEXPLAINED", "info", f.rank, f.step, msg, f.evidence, f.value, f.threshold))
+    return out
+
+
+def _recompile_evidence(f, k: pd.DataFrame) -> str | None:
+    rows = k.loc[k["step"].astype(str) == str(f.step)]
+    import re
+    m = re.search(r"ends at row (\d+)", f.message)
+    if m:
+        after = rows.loc[rows["row"] == int(m.group(1))]
+        if len(after) and (str(after["core_type"].iloc[0]).upper() in ("AI_CPU", "AICPU")
+                           or "aicpu" in str(after["name"].iloc[0]).lower()):
+            return f"row {m.group(1)} after the gap runs on the AI CPU"
+    for col in ("name", "op_type"):
+        hit = rows[col].astype(str).str.contains(_COMPILE, na=False)
+        if hit.any():
+            r = rows.loc[hit].iloc[0]
+            return f"row {int(r['row'])} {col} {r[col]!r} is a compile task"
+    return None

@@ -2,7 +2,7 @@
 
 Root ``<testsuites>`` with counts and ``time``; suites ``perfgate.self_checks`` (one testcase per
 self-check and rank/step) and ``perfgate.metrics`` (one testcase per gated metric). A gated
-regression is a ``<failure>``, an invalid capture an ``<error>``, a missing baseline
+regression is a ``<failure>`` whose text names its cause (:mod:`perfgate.compare.causes`), an invalid capture an ``<error>``, a missing baseline
 ``<skipped>``; an ``unsure`` metric (repeated captures, too few runs) is ``<skipped>`` with its
 reason, never a failure. There is always at least one testcase; names are XML-escaped by junit-xml.
 """
@@ -47,6 +47,10 @@ def render_junit(result) -> str:
         tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")
         tc.add_skipped_info((result.error or {}).get("message", "no baseline"))
         metrics.append(tc)
+    cause_of: dict = {}
+    for x in result.causes:
+        for k in x["explains"]:
+            cause_of.setdefault(k, []).append(f"{x['kind']} {x['subject']} ({x['what']})")
     for cmp in result.comparisons:
         if not cmp.gated:
             continue
@@ -54,7 +58,10 @@ def render_junit(result) -> str:
         if cmp.fails:
             # the message stays one readable line; the culprit families go to the failure text
             head, _, culprits = cmp.reason.partition(ATTRIBUTION_LEAD)
-            text = (f"kernel families that grew most: {culprits}\n" if culprits else "") + f"evidence: {cmp.evidence}"
+            causes = cause_of.get(cmp.key)
+            text = ((f"cause: {'; '.join(causes)}\n" if causes else "no cause found among kernel families, "
+                     "communication kinds and the step anatomy\n")
+                    + (f"kernel families that grew most: {culprits}\n" if culprits else "") + f"evidence: {cmp.evidence}")
             tc.add_failure_info(head, text, failure_type="regression")
         elif cmp.verdict in (terms.INCOMPARABLE, terms.UNSURE):
             tc.add_skipped_info(f"{cmp.verdict}: {cmp.reason}")

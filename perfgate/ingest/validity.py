@@ -1,0 +1,258 @@
+"""The validity model of one rank's files: what must hold before any figure combines them.
+
+Each check is one KIND of fault (issue 16), not one case:
+
+* **Time values** (:func:`check_time_values`): every kernel start lies inside the capture's own
+  span and no duration exceeds it. The span is the profiler's collection window when the rank
+  records it (``profiler_info_<N>.json``: ``end_info.collectionTimeEnd`` minus
+  ``MonotonicTimeEnd − start_info.start_monotonic``, host wall clock ns; measured on every real
+  capture: all device tasks lie inside, 0.7 ms to 0.43 s after its begin), widened by
+  :data:`WINDOW_SLACK_NS` for clock conversion; else the table's own start span, where a
+  duration may exceed that span by at most :data:`MAX_TASK_NS` (HCCL's default execution
+  timeout is 1,836 s) and the starts may spread over at most :data:`MAX_SPAN_NS`. A start whose
+  ns value is a whole multiple of 10^12 ns (1,000 s) has visibly lost its precision (a
+  spreadsheet's ``1.69512E+15``). Each refusal names file, row and column (exit 3).
+* **Time bases** (:func:`host_clock_mismatch`): the host ``ProfilerStep#N`` windows of the
+  timeline and the device tasks of the kernel table must share a clock before a host − device
+  figure (pre-launch, tail) is formed: each step's host window and device span must overlap or
+  lie within :data:`CLOCK_SLACK_NS` of each other. If not, those host figures are left out and
+  a warning names the time base (durations stay valid: P17).
+* **Lost device tasks** (:func:`lost_launches`): host launches (flow starts of the
+  ``async_npu`` / ``HostToDevice`` categories) whose flow has no end on the device. A step with
+  such launches is incomplete (finding ``DEVICE_TASKS_LOST``): refused as a baseline, its counts
+  not compared.
+
+Devices (one rank folder, several ``Device_id`` values) are refused in the readers
+(:func:`perfgate.ingest.steps.refuse_several_devices`). Cost on a 1M-row rank: a few numpy
+passes over the start / duration columns (measured in benchmarks/bench_scale.py).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from perfgate.errors import InvalidCaptureError
+
+WINDOW_SLACK_NS = 1_000_000_000            # 1 s either side of the recorded collection window
+MAX_TASK_NS = 3_600 * 1_000_000_000        # 1 h beyond the start span, without a recorded window
+MAX_SPAN_NS = 86_400 * 1_000_000_000       # 1 day of starts, without a recorded window
+LOST_PRECISION_NS = 10 ** 12               # a start on a whole 1,000 s: digits went missing
+CLOCK_SLACK_NS = 1_000_000_000             # host window vs device span of one step
+
+
+def collection_window(info_path: Path | None) -> tuple[int, int] | None:
+    """``(begin_ns, end_ns)`` host wall clock of the profiler's collection, from
+    profiler_info_<N>.json (see module doc); None when the file lacks any of the three fields."""
+    if info_path is None:
+        return None
+    try:
+        doc = json.loads(Path(info_path).read_bytes())
+        end = doc["end_info"]["collectionTimeEnd"]
+        span = doc["end_info"]["MonotonicTimeEnd"] - doc["start_info"]["start_monotonic"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (end, span)) or span <= 0:
+        return None
+    return end - span, end
+
+
+def check_time_values(kernels, window: tuple[int, int] | None, window_source: str = "") -> None:
+    """Refuse kernel-table times no profiler writes (see module doc).
+
+    Raises:
+        InvalidCaptureError: naming the kernel file, the data row and the column
+            (Start Time(us) / Duration(us) or their msprof spellings)."""
+    df = kernels.df
+    if df.empty:
+        return
+    start = df["start_ns"].to_numpy()
+    dur = df["dur_ns"].to_numpy()
+    rows = df["row"].to_numpy()
+    c_start = kernels.columns.get("start_us", "Start Time(us)")
+    c_dur = kernels.columns.get("dur_us", "Duration(us)")
+    path = kernels.path
+
+    def refuse(mask, column, what, hint):
+        i = int(np.argmax(mask))
+        raise InvalidCaptureError(f"{column} {what(i)}: no profiler writes this value ({int(mask.sum())} row(s))",
+                                  path=path, row=int(rows[i]), hint=hint)
+
+    lost = (start % LOST_PRECISION_NS) == 0
+    if lost.any():
+        refuse(lost, c_start, lambda i: f"is {start[i] / 1000:.0f} us, a whole multiple of 1,000 s: its digits "
+                                        f"were lost (a spreadsheet's scientific notation?)",
+               "re-export the capture; never round-trip profiler tables through a spreadsheet")
+    if window is not None:
+        lo, hi = window[0] - WINDOW_SLACK_NS, window[1] + WINDOW_SLACK_NS
+        length = window[1] - window[0]
+        outside = (start < lo) | (start > hi)
+        if outside.any():
+            refuse(outside, c_start, lambda i: f"{start[i] / 1000:.3f} us lies outside the collection window "
+                                               f"{window[0] / 1000:.0f}-{window[1] / 1000:.0f} us ({window_source})",
+                   "the row was altered or comes from another capture")
+        long = dur > length + 2 * WINDOW_SLACK_NS
+        if long.any():
+            refuse(long, c_dur, lambda i: f"{dur[i] / 1000:.3f} us is longer than the whole collection window "
+                                          f"({length / 1000:,.0f} us, {window_source})",
+                   "a task cannot outlast the profiling run that recorded it")
+        return
+    s0, s1 = int(start.min()), int(start.max())
+    if s1 - s0 > MAX_SPAN_NS:
+        med = int(np.median(start))
+        far = np.abs(start - med) == np.abs(start - med).max()
+        refuse(far, c_start, lambda i: f"{start[i] / 1000:.3f} us lies {abs(start[i] - med) / 1e9 / 86400:,.1f} "
+                                       f"days from the table's median start",
+               "the row was altered or comes from another capture")
+    long = dur > (s1 - s0) + MAX_TASK_NS
+    if long.any():
+        refuse(long, c_dur, lambda i: f"{dur[i] / 1000:.3f} us ({dur[i] / 1e9 / 86400 / 365.25:,.1f} years) is "
+                                      f"longer than the table's own span ({(s1 - s0) / 1000:,.3f} us of starts) "
+                                      f"plus 1 h",
+               "a corrupted clock or an altered row (HolisticTraceAnalysis#325)")
+
+
+def host_clock_mismatch(trace, kernels) -> str | None:
+    """None when the timeline's host step windows and the kernel table's device tasks share a
+    clock (some step's window and device span overlap or lie within CLOCK_SLACK_NS), else a
+    sentence naming both time bases. Steps present in only one file are not judged."""
+    if trace is None or trace.steps.empty or kernels is None or kernels.df.empty:
+        return None
+    df = kernels.df
+    spans = df.groupby("step", observed=True).agg(first=("start_ns", "min"), last=("end_ns", "max"))
+    spans.index = spans.index.astype(str)
+    worst = None
+    for _, w in trace.steps.iterrows():
+        step = str(w["step"])
+        if step not in spans.index:
+            continue
+        first, last = int(spans.at[step, "first"]), int(spans.at[step, "last"])
+        gap = max(first - int(w["end_ns"]), int(w["start_ns"]) - last, 0)
+        if gap <= CLOCK_SLACK_NS:
+            return None
+        worst = (step, gap, int(w["start_ns"]), first) if worst is None or gap > worst[1] else worst
+    if worst is None:
+        return None
+    step, gap, host0, dev0 = worst
+    return (f"{trace.path.name} host step windows and {kernels.path.name} device tasks are on different time "
+            f"bases (step {step}: host ProfilerStep starts at {host0 / 1000:.3f} us, its first device task at "
+            f"{dev0 / 1000:.3f} us, {gap / 1e9:,.0f} s apart): host − device figures (pre-launch, tail gap, "
+            f"host step length) are left out; durations are unaffected")
+
+
+# Host -> device flows in a torch_npu timeline (SCHEMAS.md §4): ``async_npu`` (torch op -> its
+# device task) and ``HostToDevice`` (CANN launch -> Ascend Hardware task). Found by a memchr-speed
+# bytes search for the category literal; only each hit's own object (no nested braces) is read,
+# in any key order, so a file costs one pass of bytes.find plus ~2 us per flow event.
+_FLOW_CATS = (b"async_npu", b"HostToDevice")
+
+
+def _field(ev: bytes, key: bytes) -> bytes | None:
+    i = ev.find(key)
+    if i < 0:
+        return None
+    i = ev.find(b":", i + len(key)) + 1
+    while ev[i:i + 1] in (b" ", b'"'):
+        i += 1
+    j = i
+    while j < len(ev) and ev[j:j + 1] not in (b'"', b",", b"}", b" "):
+        j += 1
+    return ev[i:j]
+
+
+def _flows_in(data: bytes, starts: dict, ended: set) -> None:
+    for cat in _FLOW_CATS:
+        lit = b'"' + cat + b'"'
+        pos = data.find(lit)
+        while pos >= 0:
+            lo, hi = data.rfind(b"{", 0, pos), data.find(b"}", pos)
+            ev = data[lo:hi + 1]
+            if lo >= 0 and hi > 0 and b'"cat"' in ev:
+                ph, fid = _field(ev, b'"ph"'), _field(ev, b'"id"')
+                if ph == b"s" and fid is not None:
+                    starts[(cat, fid)] = _field(ev, b'"ts"') or b"0"
+                elif ph == b"f" and fid is not None:
+                    ended.add((cat, fid))
+            pos = data.find(lit, pos + len(lit))
+
+
+def lost_launches(trace_path: Path, steps) -> dict:
+    """Host launches whose flow never reaches the device, per host step.
+
+    Reads ``trace_path`` in 8 MiB blocks and matches every flow start (``ph: s``) / end
+    (``ph: f``) of the ``async_npu`` and ``HostToDevice`` categories by (category, id). A start
+    without an end is a launch whose device task is missing (the profiler dropped device tasks
+    at the head of the RECORD window, Ascend/pytorch#167). Steps come from ``steps`` (the host
+    ProfilerStep windows, ns); a start outside every window counts under ``"unassigned"``.
+
+    Returns:
+        ``{step: {"async_npu": n, "HostToDevice": n, "first_ts_ns": int}}`` for steps with lost
+        launches only (empty when every launch reached the device or the file has no flows).
+    """
+    starts: dict = {}
+    ended: set = set()
+    carry = b""
+    with open(trace_path, "rb") as f:
+        while True:
+            block = f.read(8 << 20)
+            data = carry + block
+            if block:
+                cut = data.rfind(b"}")
+                data, carry = (data[:cut + 1], data[cut + 1:]) if cut >= 0 else (b"", data)
+            _flows_in(data, starts, ended)
+            if not block:
+                break
+    lost = [(k, ts) for k, ts in starts.items() if k not in ended]
+    if not lost:
+        return {}
+    from decimal import Decimal
+    def ns(ts: bytes) -> int:
+        try:
+            return int(Decimal(ts.decode()) * 1000)
+        except ArithmeticError:
+            return 0
+    ts_ns = np.array([ns(ts) for _, ts in lost], dtype=np.int64)
+    if steps is not None and len(steps):
+        w = steps.sort_values("start_ns")
+        ws, we = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        idx = np.searchsorted(ws, ts_ns, side="right") - 1
+        ok = (idx >= 0) & (ts_ns < we[np.clip(idx, 0, None)])
+        labels = np.where(ok, w["step"].astype(str).to_numpy()[np.clip(idx, 0, None)], "unassigned")
+    else:
+        labels = np.full(len(lost), "implicit", dtype=object)
+    out: dict = {}
+    for ((cat, _), _ts), t, lab in zip(lost, ts_ns, labels):
+        d = out.setdefault(str(lab), {"async_npu": 0, "HostToDevice": 0, "first_ts_ns": int(t)})
+        d[cat.decode()] += 1
+        d["first_ts_ns"] = min(d["first_ts_ns"], int(t))
+    return out
+
+
+def check_step_trace_values(step_trace, path: Path, window: tuple[int, int] | None, window_source: str = "") -> None:
+    """Every step_trace_time.csv time (Computing, Communication, Free, Stage, ...; us) is at
+    most the recorded collection window's length (+ 2 s of clock slack): no step lasts longer
+    than the profiling run that recorded it. Nothing is bounded without a recorded window (the
+    reader already refuses values above 1e12 us).
+
+    Raises:
+        InvalidCaptureError: naming the file, the data row and the column."""
+    if window is None or step_trace is None or not len(step_trace):
+        return
+    from perfgate.ingest.steps import TIME_COLUMNS
+    limit_us = (window[1] - window[0] + 2 * WINDOW_SLACK_NS) / 1000.0
+    names = {"computing_us": "Computing", "comm_not_overlapped_us": "Communication(Not Overlapped)",
+             "overlapped_us": "Overlapped", "comm_us": "Communication", "free_us": "Free", "stage_us": "Stage",
+             "bubble_us": "Bubble", "comm_not_overlapped_excl_recv_us": "Communication(Not Overlapped and "
+             "Exclude Receive)", "preparing_us": "Preparing"}
+    for c in TIME_COLUMNS:
+        if c not in step_trace:
+            continue
+        v = step_trace[c].to_numpy(dtype=float)
+        bad = np.nan_to_num(np.abs(v)) > limit_us
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidCaptureError(
+                f"{names.get(c, c)} {v[i]:,.3f} us is longer than the whole collection window ({limit_us - 2e6:,.0f} us, "
+                f"{window_source}): no profiler writes this value", path=path, row=int(step_trace["row"].iloc[i]),
+                hint="the row was altered or comes from another capture")
