@@ -60,7 +60,7 @@ def _kv(values, what, known=None):
 
 
 common_policy = click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
-                             default=None, help="Policy YAML (default: policies/default.yaml).")
+                             default=None, help="Policy YAML (default: the built-in perfgate/policies/default.yaml).")
 common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), default=None,
                           help="Baseline folder (default: $PERFGATE_BASELINE_DIR or ./baselines).")
 common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", "always", "never"]),
@@ -165,7 +165,8 @@ def baseline():
 @no_trace_opt
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
-@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count.")
+@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count; write from a "
+                                           "merge-queue (merge_group) run.")
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
@@ -224,7 +225,7 @@ def baseline_show(name, baseline_dir):
                            "metrics": len(fp.metrics)}, indent=1))
 
 
-def _write_reports(result, out, junit, markdown, json_path, key):
+def _write_reports(result, out, junit, markdown, json_path, key, junit_key=None):
     from perfgate.report import render_json, render_junit, render_markdown
     from perfgate.store.atomic import write_atomic
     out = Path(out)
@@ -233,7 +234,7 @@ def _write_reports(result, out, junit, markdown, json_path, key):
         "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
         "json": Path(json_path) if json_path else out / "perfgate-result.json",
     }
-    write_atomic(paths["junit"], render_junit(result))
+    write_atomic(paths["junit"], render_junit(result, key=junit_key))
     write_atomic(paths["markdown"], render_markdown(result, key=key))
     if json_path == "-":   # JSON to stdout, the human summary to stderr
         paths["json"] = "<stdout>"
@@ -279,7 +280,8 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
               help="GitHub Actions: post the report as the pull request's sticky comment (created once, then "
                    "updated in place). A failure is a warning and never changes the exit code.")
 @click.option("--comment-key", default=None,
-              help="Key of the sticky comment (default: the baseline name); give each matrix leg its own.")
+              help="Key of the sticky comment (default: the baseline name); give each matrix leg its own. "
+                   "When given, JUnit suite and class names carry it too ([KEY]), so merged legs never collide.")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the GitHub token (never printed or written).")
 @click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")
@@ -299,6 +301,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     from perfgate.gate import check as run_check
     capture = _one_or_many(capture)
     try:
+        if html_path:  # an optional part: refused before any work, not after the verdict
+            errors.require_extra("html", "--html")
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
                            with_trace=_with_trace(trace_mode, no_trace),
@@ -309,7 +313,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
             result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
                 "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
         _OUTCOME["code"] = result.exit_code
-        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name)
+        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name,
+                               junit_key=comment_key)  # a matrix leg's key also names its JUnit suites
         if html_path:
             from perfgate.report.writers import write_check_html
             paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
@@ -338,7 +343,8 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
                         out_dir=out, token_env=token_env, summary=summary)
     c = res["comment"]
     if c is not None and c.action in ("created", "updated"):
-        click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else ""))
+        click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else "")
+                   + (f" ({c.foreign} comment(s) with the marker by someone else left untouched)" if c.foreign else ""))
     if res["summary"]:
         click.echo(f"  job summary: appended to {res['summary']}")
     for w in res["warnings"]:
@@ -381,12 +387,13 @@ def history():
               help="Tuning journal: whether the change this run tried was kept or reverted.")
 @click.option("--allow-duplicate", is_flag=True,
               help="Record even when the branch already holds a run with identical metric values.")
+@click.option("--force", is_flag=True, help="Record from a merge-queue (merge_group) run anyway.")
 @common_history
 @common_policy
 @common_trace
 @no_trace_opt
 def history_record(capture, branch, commit, note, status, allow_duplicate, db_path, policy_path, trace_mode,
-                   no_trace):
+                   no_trace, force=False):
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
 
     Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
@@ -395,7 +402,8 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, db_pa
     try:
         run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
                                          branch=branch, commit=commit, note=note, status=status,
-                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate)
+                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
+                                         force=force)
     except PerfgateError as e:
         _fail(e)
     if dup:
@@ -425,7 +433,7 @@ def _emit(df, fmt):
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_runs(branch, since, fmt, db_path):
-    """List recorded runs, oldest first."""
+    """List recorded runs, oldest commit first (ancestry in this checkout, else stored commit times)."""
     try:
         hs = _open_history(db_path)
         runs = hs.runs(branch=branch, since=since)
@@ -682,6 +690,7 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     from perfgate.report.writers import write_capture_html
     from perfgate.metrics.fingerprint import blocking_findings, failed_checks
     try:
+        errors.require_extra("html", "perfgate report")  # refused before any work
         policy = _policy(policy_path)
         fp = fingerprint_path(capture, policy, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                               progress=_Progress(False))

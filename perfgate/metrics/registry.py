@@ -1,7 +1,7 @@
 """The metric registry: every quantity the fingerprint can hold, with its unit, caliber,
 tier, what it needs from the capture, and where its formula comes from.
 
-Directions, tolerances and gating are the policy's (``policies/default.yaml``); this table
+Directions, tolerances and gating are the policy's (``perfgate/policies/default.yaml``); this table
 holds only what is true of the quantity itself.
 """
 from __future__ import annotations
@@ -187,7 +187,7 @@ _DEFS = [
               "rank skew = (max − min) / mean over ranks of a per-rank metric (label metric)",
               "per-rank values of the named metric", labels=('metric',),
               caliber_note="the caliber of the per-rank metric it is computed over (carried on each value)"),
-    # model structure (perfgate.metrics.segments; rules in policies/segments.yaml)
+    # model structure (perfgate.metrics.segments; rules in perfgate/policies/segments.yaml)
     MetricDef("layer.count", "layers", None, terms.TIER_EXACT,
               "model layers on this rank: layers per forward micro-batch (lower median over micro-batches)",
               "kernel_details.csv rows in time order cut at the model's layer boundaries (segments.yaml)",

@@ -5,7 +5,7 @@ lm_head_loss, grad_sync, optimizer, other); lossless: every row in exactly one s
 Per rank and step the rows are put in time order (``start_ns``, then source row; all streams).
 Layers are found on the step's main-stream compute rows (the stream with most compute rows;
 communication and other streams are side rows, so their timing cannot move a boundary) at
-recurring anchor kernels (rules in ``policies/segments.yaml``, see
+recurring anchor kernels (rules in ``perfgate/policies/segments.yaml``, see
 :mod:`perfgate.policy.knowledge`); the layer count is what the anchors find, never a
 configured number. An anchor hit matching the rule's ``backward`` kernels (e.g.
 FlashAttentionScoreGrad) is a backward layer, any other a forward one.

@@ -1,7 +1,7 @@
 """Policy: YAML -> frozen objects. Errors name the file and the key.
 
 The policy decides the fingerprint rules (Top-N, family suffix, category table) and, per
-metric, whether it gates, its direction and its tolerance. See ``policies/default.yaml``.
+metric, whether it gates, its direction and its tolerance. See ``perfgate/policies/default.yaml`` (package data).
 """
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from pathlib import Path
 from perfgate import terms
 from perfgate.policy import opspec
 from perfgate.policy.families import family_rules
+from perfgate.policy.builtin import builtin_file, resolve_ref
 from perfgate.errors import PolicyError
 from perfgate.policy.yamlfile import read_mapping
 
 _UNKNOWN_CATEGORY = "unknown"  # the bucket of kernels no category rule matches (perfgate.metrics.kernels.UNKNOWN)
-DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+DEFAULT_POLICY = builtin_file("default.yaml")  # package data: perfgate/policies/default.yaml
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
              "operators", "phases", "mfu", "suggestions", "statistics"}
@@ -287,7 +288,7 @@ def _rule_fields(path, key, d, partial=False) -> dict:
 
 
 def load_policy(path=None) -> Policy:
-    """Load a policy YAML file (default: ``policies/default.yaml``).
+    """Load a policy YAML file (default: ``perfgate/policies/default.yaml``).
 
     Raises:
         PolicyError: unreadable file, invalid YAML, an unknown key, a bad regex, direction
@@ -295,9 +296,9 @@ def load_policy(path=None) -> Policy:
     """
     if path is None:
         if not DEFAULT_POLICY.is_file():
-            raise PolicyError("the default policy is not beside this installation",
-                              path=DEFAULT_POLICY,
-                              hint="install perfgate from its checkout (pip install -e .) or pass --policy")
+            raise PolicyError("the built-in default policy is missing from this installation (package "
+                              "data perfgate/policies/default.yaml)", path=DEFAULT_POLICY,
+                              hint="reinstall perfgate (pip install --force-reinstall perfgate) or pass --policy")
         path = DEFAULT_POLICY
     path = Path(path)
     doc = read_mapping(path, "policy")
@@ -419,7 +420,7 @@ def load_policy(path=None) -> Policy:
 
 def _segments(path: Path, doc: dict):
     """``segments:`` = a knowledge file path (relative to the policy file), absent = the bundled
-    ``policies/segments.yaml``, null = no layer segmentation."""
+    ``perfgate/policies/segments.yaml``, null = no layer segmentation."""
     from perfgate.policy.knowledge import DEFAULT_SEGMENTS, load_segment_rules
     if "segments" not in doc:
         return load_segment_rules(DEFAULT_SEGMENTS)
@@ -428,7 +429,7 @@ def _segments(path: Path, doc: dict):
         return None
     if not isinstance(v, str):
         raise _err(path, "segments", f"must be a file path or null, got {v!r}")
-    return load_segment_rules(path.parent / v)
+    return load_segment_rules(resolve_ref(path, v))
 
 
 

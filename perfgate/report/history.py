@@ -85,7 +85,12 @@ def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = N
 
 
 def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
-    """PNG of a metric's series with change points marked (matplotlib, Agg backend)."""
+    """PNG of a metric's series with change points marked (matplotlib, Agg backend).
+
+    Raises:
+        UsageError: matplotlib (the ``html`` extra) is not installed."""
+    from perfgate.errors import require_extra
+    require_extra("html", "perfgate history report's plots")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -44,6 +44,7 @@ import re
 from collections import Counter
 
 from perfgate import terms
+from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
 from perfgate.report.summary import (config_changes, explains_text, group_views, short_change, step_share_text,
                                      verdict_detail, verdict_line, view_columns)
@@ -125,6 +126,7 @@ def _delta(c) -> str:
 
 
 def _plt():
+    require_extra("html", "the HTML report's plots")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
