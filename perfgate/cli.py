@@ -670,15 +670,18 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
 
 @main.command()
 @click.argument("capture", type=click.Path())
+@click.option("--text", "as_text", is_flag=True, help="Print the hierarchy as text instead of JSON.")
 @common_policy
 @common_trace
 @no_trace_opt
-def structure(capture, policy_path, trace_mode, no_trace):
-    """Print the layer / block classes and fusion candidates of CAPTURE as JSON (fusion
-    candidates are informational: no claim about gains)."""
-    from perfgate.run import structure_report
+def structure(capture, as_text, policy_path, trace_mode, no_trace):
+    """Print the model structure of CAPTURE (step -> micro-batch -> pass -> layer -> block, the
+    named non-layer segments, layer / block classes, fusion candidates) as JSON, or as text
+    with --text (fusion candidates are informational: no claim about gains)."""
+    from perfgate.run import structure_report, structure_text
     rep = structure_report(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace))
-    click.echo(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
+    click.echo(structure_text(rep) if as_text else json.dumps(rep, indent=1, ensure_ascii=False, default=str),
+               nl=not as_text)
 
 
 def _one_or_many(captures):

@@ -183,12 +183,13 @@ def refuse_same_content(paths, fps) -> None:
 
 
 def structure_report(capture_path, policy, *, ranks=None, with_trace=TraceMode.NEVER) -> dict:
-    """``{"capture", "rules", "counterexamples", "ranks": [{"rank", "steps", "layers", "classes",
-    "fusion"}]}`` for every rank (or the ranks in ``ranks``). Row numbers are kernel table
-    data rows; times are µs. ``with_trace`` (:class:`perfgate.terms.TraceMode`) is honoured as
-    by every command (ALWAYS refuses a rank without a timeline; the structure itself needs only
-    the kernel table, so the default is NEVER). Partial ranks (no kernel table) are listed with
-    no structure.
+    """``{"capture", "rules", "counterexamples", "ranks": [{"rank", "steps", "outline", "segments",
+    "layers", "classes", "fusion"}]}`` for every rank (or the ranks in ``ranks``); ``outline``:
+    {step: the step -> micro-batch -> pass -> layer runs (:func:`perfgate.metrics.segments.outline`)}.
+    Row numbers are kernel table data rows; times are µs. ``with_trace``
+    (:class:`perfgate.terms.TraceMode`) is honoured as by every command (ALWAYS refuses a rank
+    without a timeline; the structure itself needs only the kernel table, so the default is
+    NEVER). Partial ranks (no kernel table) are listed with no structure.
 
     Raises:
         UsageError: the policy has ``segments: null``.
@@ -198,7 +199,7 @@ def structure_report(capture_path, policy, *, ranks=None, with_trace=TraceMode.N
     from perfgate.ingest import load_capture
     from perfgate.metrics import kernels as km
     from perfgate.metrics.fusion import fusion_candidates
-    from perfgate.metrics.segments import class_table, segment_rank
+    from perfgate.metrics.segments import class_table, outline, segment_rank
     rules = getattr(policy, "segments", None)
     if rules is None:
         raise UsageError("the policy turns segmentation off (segments: null)")
@@ -214,7 +215,37 @@ def structure_report(capture_path, policy, *, ranks=None, with_trace=TraceMode.N
         cats = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available else None
         seg = segment_rank(k, rules, policy.family_suffix, categories=cats, path=r.kernels.path)
         out.append({"rank": r.rank, "kernel_file": str(r.kernels.path), "steps": km.records(seg.steps),
+                    "outline": {str(st): outline(seg, st) for st in seg.steps["step"]},
+                    "segments": km.records(seg.segments),
                     "layers": km.records(seg.layers), "classes": km.records(class_table(seg)),
                     "fusion": km.records(fusion_candidates(k, rules.fusion, policy.family_suffix))})
     return {"capture": str(capture_path), "rules": rules.path, "rules_digest": rules.digest,
             "counterexamples": list(rules.counterexamples), "ranks": out}
+
+
+def structure_text(rep: dict) -> str:
+    """:func:`structure_report` as text: per rank and step the hierarchy (step -> micro-batch ->
+    pass -> layers -> block kinds, and the named non-layer segments), then the layer classes
+    and the fusion candidates."""
+    from perfgate.metrics.segments import outline_text
+    lines = [f"capture {rep['capture']} (rules {rep['rules']}, digest {rep['rules_digest']})"]
+    for r in rep["ranks"]:
+        if "steps" not in r:
+            lines.append(f"rank {r['rank']}: partial rank (no kernel table; holds {', '.join(r.get('partial') or [])})")
+            continue
+        for st in r["steps"]:
+            lines.append(f"rank {r['rank']} step {st['step']}: {st['microbatches']} micro-batch(es), passes "
+                         f"{st['passes'] or 'none'}, {st['layers']} layer segments, {st['rows']} kernel rows")
+            lines += outline_text(r["outline"].get(str(st["step"]), []), indent="  ")
+        layer_classes = [c for c in r["classes"] if c["level"] == "layer"]
+        if layer_classes:
+            lines.append(f"rank {r['rank']} layer classes:")
+            lines += [f"  {c['class_id']} {c['pass']}: {c['members']} members, blocks {c['kind']}, wall p50 "
+                      f"{c['wall_p50_us'] / 1000:.3f} ms, bound {c['bound']}" for c in layer_classes]
+        if r["fusion"]:
+            by = {}
+            for f in r["fusion"]:
+                by[(f["pattern"], f["grade"], f["fused"])] = by.get((f["pattern"], f["grade"], f["fused"]), 0) + 1
+            lines.append(f"rank {r['rank']} fusion candidates (informational, no claim about gains):")
+            lines += [f"  {p} ({g}) x{n} -> {fused}" for (p, g, fused), n in sorted(by.items())]
+    return "\n".join(lines) + "\n"

@@ -117,7 +117,7 @@ def rollup_row(fp) -> dict:
            "steps": max((len(s) for s in fp.provenance.get("steps", {}).values()), default=0)}
     for view in ("rank0", "p50"):
         row[f"step_time_{view}_us"] = val(f"step.time_us{{view={view}}}") or val(f"step.wall_us{{view={view}}}")
-    row["layers"] = val("layer.count_per_step{view=rank0}")
+    row["layers"] = val("layer.count{view=rank0}")
     classes = Counter(s["step_class"] for r in fp.detail.get("segments", []) for s in r.get("steps", []))
     row["top_step_class"] = classes.most_common(1)[0][0] if classes else None
     for k in KINDS:

@@ -31,9 +31,14 @@ def test_pass_and_regression_exit_codes(tmp_path, pair):
     code, out = run(tmp_path, "check", "--baseline", "main", same, "--baseline-dir", bl, "--out", tmp_path / "o1")
     assert code == 0 and "PASS" in out
     code, out = run(tmp_path, "check", "--baseline", "main", worse, "--baseline-dir", bl, "--out", tmp_path / "o2")
-    assert code == 1 and "aclnnAdd_AddAiCore_Add" in out and "12 -> 24" in out
+    assert code == 1
     for f in ("perfgate-junit.xml", "perfgate-report.md", "perfgate-result.json"):
         assert (tmp_path / "o2" / f).is_file()
+    # the default synthetic capture runs its kernels in random order, so its "layers" are random
+    # windows; here two happen to share a class and the model-structure cause folds the call-count
+    # symptom, so the Add family is named in the report's table rather than in the cause line
+    md = (tmp_path / "o2" / "perfgate-report.md").read_text()
+    assert "calls per step of kernel family aclnnAdd_AddAiCore_Add | 12 -&gt; 24 |" in md
     assert json.loads((tmp_path / "o2" / "perfgate-result.json").read_text())["status"] == "REGRESSION"
 
 

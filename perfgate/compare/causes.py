@@ -257,7 +257,8 @@ def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
     return out
 
 
-_STRUCTURE = ("layer.count_per_step", "layer.class_count_per_step", "block.count_per_step")
+_STRUCTURE = ("layer.count", "microbatch.count_per_step", "pass.count_per_step", "layer.class_count",
+              "block.count")   # issue 17's structure metrics
 _COUNT_SYMPTOMS = ("kernel.calls_per_step", "kernel.total_calls_per_step", "optype.calls_per_step",
                    "comm.calls_per_step")
 

@@ -9,10 +9,30 @@ AI_CORE to MIX_AIC after a toolchain upgrade), not as removed + added; per categ
 of the core type carrying most of its ΣDuration is a category move. The gate verdicts stay
 with :mod:`perfgate.compare` (``share.family``, ``share.category``, ``kernel.calls_per_step``);
 this table explains them.
+
+*Renames* (informational): a family that disappeared while exactly one family appeared with
+the same calls per step, core type and op_type class (and no other disappeared family shares
+that key) is one renamed family (e.g. a kernel whose name gained a build tag the policy's
+``family_volatile`` rules do not strip), reported as status ``renamed`` with ``renamed_from``,
+not as disappeared + appeared.
 """
 from __future__ import annotations
 
 _MOVE_FIELDS = ("core_type", "op_class", "category")
+_RENAME_KEY = ("calls_per_step", "core_type", "op_class")
+
+
+def _renames(b: dict, c: dict) -> dict:
+    """{new family: old family} for families gone on one side and new on the other that
+    share calls per step (> 0), core type and op_type class, one to one."""
+    def keyed(src, other):
+        acc: dict = {}
+        for fam, f in src.items():
+            if fam not in other and (f.get("calls_per_step") or 0) > 0:
+                acc.setdefault(tuple(f.get(k) for k in _RENAME_KEY), []).append(fam)
+        return acc
+    gone, new = keyed(b, c), keyed(c, b)
+    return {new[k][0]: gone[k][0] for k in gone if len(gone[k]) == 1 and len(new.get(k, ())) == 1}
 
 
 def _category_cores(fams: list) -> dict:
@@ -34,14 +54,15 @@ def compare_operators(base: dict | None, cand: dict | None, min_share: float = 0
 
     Returns:
         ``{"available": bool, "note": str | None, "families": [...], "moves": [...],
-        "category_moves": [...]}``. A family row: ``family``, ``status`` (same / appeared /
-        disappeared), ``calls_per_step_base`` / ``_cand``, ``count_delta``, ``share_base`` /
+        "category_moves": [...], "renames": [...]}``. A family row: ``family``, ``status`` (same /
+        appeared / disappeared / renamed, the latter with ``renamed_from``), ``calls_per_step_base`` /
+        ``_cand``, ``count_delta``, ``share_base`` /
         ``share_cand`` (ratios), ``share_delta_pp``, ``dur_ratio`` (None when a side is 0),
         ``category``, and the moved fields. Sorted by |share delta|, then name.
     """
     if not base or not cand:
         side = "baseline" if not base else "candidate"
-        return {"available": False, "families": [], "moves": [], "category_moves": [],
+        return {"available": False, "families": [], "moves": [], "category_moves": [], "renames": [],
                 "note": f"the {side} has no family view (recorded by an older perfgate or from history): "
                         f"family-level comparison skipped"}
     b = {f["family"]: f for f in base.get("families", [])}
@@ -72,8 +93,22 @@ def compare_operators(base: dict | None, cand: dict | None, min_share: float = 0
                      "dur_ratio": (dc / db) if db and dc else None,
                      "category": ref.get("category"), "core_type": ref.get("core_type"),
                      "moved": {k: list(v) for k, v in moved.items()}})
+    ren = _renames(b, c)
+    if ren:
+        gone = set(ren.values())
+        rows = [r for r in rows if r["family"] not in gone]
+        for r in rows:
+            if r["family"] in ren:
+                old, fb = ren[r["family"]], b[ren[r["family"]]]
+                nb, sb, db = fb.get("calls_per_step") or 0.0, fb.get("share") or 0.0, fb.get("sum_dur_us") or 0.0
+                dc = (c[r["family"]].get("sum_dur_us") or 0.0)
+                r.update(status="renamed", renamed_from=old, calls_per_step_base=nb,
+                         count_delta=r["calls_per_step_cand"] - nb, share_base=sb,
+                         share_delta_pp=round((r["share_cand"] - sb) * 100.0, 6),
+                         dur_ratio=(dc / db) if db and dc else None)
     rows.sort(key=lambda r: (-abs(r["share_delta_pp"]), r["family"]))
     cb, cc = _category_cores(list(b.values())), _category_cores(list(c.values()))
     cat_moves = [{"category": cat, "from": cb[cat], "to": cc[cat]}
                  for cat in sorted(set(cb) & set(cc)) if cb[cat] != cc[cat]]
-    return {"available": True, "note": None, "families": rows, "moves": moves, "category_moves": cat_moves}
+    return {"available": True, "note": None, "families": rows, "moves": moves, "category_moves": cat_moves,
+            "renames": [{"from": o, "to": n} for n, o in sorted(ren.items())]}

@@ -496,14 +496,15 @@ def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
     if getattr(policy, "segments", None) is None:
         return {}, {}
-    from perfgate.metrics.segments import class_table, segment_metrics, segment_rank
+    from perfgate.metrics.segments import class_table, outline, segment_metrics, segment_rank
     k = rank.kernels.df
     seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
     step_sum = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
     step_sum.index = step_sum.index.astype(str)
     kfile = _rel(rank.kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {
-        "rank": rank.rank, "steps": km.records(seg.steps), "classes": km.records(class_table(seg))}
+        "rank": rank.rank, "steps": km.records(seg.steps), "classes": km.records(class_table(seg)),
+        "outline": outline(seg)}   # the first step's step -> micro-batch -> pass -> layer runs
 
 
 def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fingerprint:

@@ -21,7 +21,8 @@ from perfgate.policy.yamlfile import read_mapping
 DEFAULT_SEGMENTS = builtin_file("segments.yaml")  # package data: perfgate/policies/segments.yaml
 BLOCK_KINDS = ("attention", "ffn", "moe", "aicpu", "other")
 _MATCH_FIELDS = ("name", "family", "type", "core")
-_TOP = {"version", "anchors", "tail", "blocks", "fusion", "counterexamples", "signature"}
+_TOP = {"version", "anchors", "tail", "blocks", "fusion", "counterexamples", "signature", "regions"}
+REGION_KINDS = ("pipeline", "grad_sync", "optimizer", "embedding", "lm_head_loss", "other")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Anchor:
     within: int = 0
     min_layers: int = 2
     companions: tuple = ()   # names of other anchors whose hits can start companion layers
+    backward: tuple = ()     # hits matching these are backward-pass layers (e.g. FlashAttentionScoreGrad)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,12 @@ class SegmentRules:
     counterexamples: tuple
     digest: str
     shapes: bool = False   # Input Shapes in class signatures (where the kernel table carries them)
+    regions: tuple = ()    # ((kind, (Match, ...)), ...): names of non-layer segments, first match wins
+
+    @property
+    def pipeline(self) -> tuple:
+        """Matches of the ``pipeline`` region (pipeline send/recv rows)."""
+        return tuple(m for kind, ms in self.regions if kind == "pipeline" for m in ms)
 
 
 def _err(path, key, msg):
@@ -149,7 +157,8 @@ def load_segment_rules(path=None) -> SegmentRules:
         key = f"anchors[{i}]"
         if not isinstance(a, dict) or "match" not in a or "name" not in a:
             raise _err(path, key, "each anchor needs 'name' and 'match'")
-        extra = set(a) - {"name", "match", "lead", "lead_max", "unless_after", "within", "min_layers", "companions"}
+        extra = set(a) - {"name", "match", "lead", "lead_max", "unless_after", "within", "min_layers", "companions",
+                          "backward"}
         if extra:
             raise _err(path, f"{key}.{sorted(extra)[0]}", "unknown field")
         anchors.append(Anchor(
@@ -159,7 +168,8 @@ def load_segment_rules(path=None) -> SegmentRules:
             unless_after=_matches(path, f"{key}.unless_after", a.get("unless_after")),
             within=_int(path, f"{key}.within", a.get("within", 0)),
             min_layers=_int(path, f"{key}.min_layers", a.get("min_layers", 2), lo=1),
-            companions=tuple(a.get("companions") or ())))
+            companions=tuple(a.get("companions") or ()),
+            backward=_matches(path, f"{key}.backward", a.get("backward"))))
     names = {a.name for a in anchors}
     for i, a in enumerate(anchors):
         bad = [c for c in a.companions if c not in names or c == a.name]
@@ -199,8 +209,14 @@ def load_segment_rules(path=None) -> SegmentRules:
     sig = doc.get("signature") or {}
     if not isinstance(sig, dict) or set(sig) - {"shapes"} or not isinstance(sig.get("shapes", False), bool):
         raise _err(path, "signature", "must be a mapping {shapes: true|false}")
-    digest = hashlib.sha256(json.dumps({k: doc.get(k) for k in ("anchors", "tail", "blocks", "signature")},
+    regions = []
+    for i, r in enumerate(doc.get("regions") or []):
+        key = f"regions[{i}]"
+        if not isinstance(r, dict) or r.get("kind") not in REGION_KINDS:
+            raise _err(path, f"{key}.kind", f"must be one of {list(REGION_KINDS)}")
+        regions.append((r["kind"], _matches(path, f"{key}.any", r.get("any"))))
+    digest = hashlib.sha256(json.dumps({k: doc.get(k) for k in ("anchors", "tail", "blocks", "signature", "regions")},
                                        sort_keys=True, default=str).encode()).hexdigest()[:16]
     return SegmentRules(path=str(path), anchors=tuple(anchors), tail=_matches(path, "tail", doc.get("tail")),
                         blocks=blocks, fusion=fusion, counterexamples=tuple(ce), digest=digest,
-                        shapes=bool(sig.get("shapes", False)))
+                        shapes=bool(sig.get("shapes", False)), regions=tuple(regions))

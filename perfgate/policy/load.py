@@ -13,6 +13,7 @@ from pathlib import Path
 
 from perfgate import terms
 from perfgate.policy import opspec
+from perfgate.policy.families import family_rules
 from perfgate.policy.builtin import builtin_file, resolve_ref
 from perfgate.errors import PolicyError
 from perfgate.policy.sections import (FAIL_CLOSED, FindingThresholds, HistorySettings, SelfCheckSettings,
@@ -30,7 +31,7 @@ _TOP_KEYS |= {"max_incomparable_fraction"}  # partial comparisons: fail above th
 _STAT_KEYS = set(StatisticsSettings.allowed()) - {"tolerances"}
 _HISTORY_KEYS = set(HistorySettings.allowed())
 _FINDING_KEYS = set(FindingThresholds.allowed()) | {"fail_closed"}
-_FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "categories"}
+_FP_KEYS = {"top_n", "top_n_slack", "family_suffix", "family_volatile", "categories"}
 _RULE_KEYS = {"gated", "direction", "tolerance"}
 _TOL_KINDS = {"abs", "rel", "pp"}
 _CAT_FIELDS = {"name", "type", "core"}
@@ -137,7 +138,7 @@ class Policy:
     gate_views: tuple
     top_n: int
     top_n_slack: int
-    family_suffix: re.Pattern
+    family_suffix: re.Pattern   # or perfgate.policy.families.FamilyRules (same sub / pattern)
     categories: tuple
     rules: dict
     overrides: tuple  # of Override, in file order
@@ -334,6 +335,7 @@ def load_policy(path=None) -> Policy:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (k == "top_n" and v == 0):
             raise _err(path, f"fingerprint.{k}", f"must be a positive integer, got {v!r}")
     suffix = _regex(path, "fingerprint.family_suffix", fp.get("family_suffix", r"(?:_+\d+)+$"))
+    suffix = family_rules(path, suffix, fp.get("family_volatile"))   # volatile name parts (issue 17)
     cats = []
     seen = {}
     for i, c in enumerate(fp.get("categories") or []):

@@ -126,6 +126,9 @@ def operator_section(result) -> list[str]:
                 out.append(f"- category **{_cell(m['category'])}** moved from {_cell(m['from'])} to {_cell(m['to'])}")
             for m in cmp.get("moves") or []:
                 out.append(f"- `{_cell(m['family'])}` moved: {m['field']} {_cell(m['from'])} → {_cell(m['to'])}")
+            for m in cmp.get("renames") or []:
+                out.append(f"- `{_cell(m['from'])}` renamed to `{_cell(m['to'])}` (same calls per step, core type "
+                           f"and Type class; informational)")
             if changed:
                 out += ["", "| family | status | calls/step | Δ calls | share | Δ share | ΣDuration ratio | category |",
                         "|---|---|---|---|---|---|---|---|"]

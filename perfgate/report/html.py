@@ -680,6 +680,32 @@ def _charts(vals, has_base, detail, base_detail, history, keys) -> str:
     return '<section id="charts"><h2>Charts</h2><div class="charts">' + "".join(figs) + "</div></section>"
 
 
+def structure_section(detail: dict | None) -> str:
+    """The model structure of the lowest rank with one (first step): step -> micro-batch ->
+    pass -> layers (model layers, classes, block kinds) and the named non-layer segments
+    (pipeline, embedding, lm_head_loss, grad_sync, optimizer), in time order. Times: the
+    sum of the segments' wall spans (ms)."""
+    segs = [s for s in (detail or {}).get("segments") or [] if s.get("outline")]
+    if not segs:
+        return ""
+    s = min(segs, key=lambda x: x.get("rank", 0))
+    st = (s.get("steps") or [{}])[0]
+    items = []
+    for r in s["outline"]:
+        if r["kind"] == "layer":
+            cls = ", ".join(f"<code>{_e(c)}</code> ×{n}" for c, n in r["classes"].items())
+            items.append(f"<li><b>micro-batch {r['microbatch']} · {_e(r['pass'])}</b>: {r['segments']} layers "
+                         f"(model layers {_e(r['model_layers'])}; {cls}; blocks {_e(r['kinds'])}) — rows "
+                         f"{r['first_row']}–{r['last_row']}, {r['wall_us'] / 1000:.3f} ms</li>")
+        else:
+            items.append(f"<li class=\"muted\">{_e(r['kind'])}: {r['rows']} rows {r['first_row']}–{r['last_row']}, "
+                         f"{r['wall_us'] / 1000:.3f} ms</li>")
+    head = (f"rank {s.get('rank')} step {_e(st.get('step'))}: {st.get('microbatches', 0)} micro-batch(es), passes "
+            f"{_e(st.get('passes') or 'none')}, {st.get('layers', 0)} layer segments")
+    return (f'<section id="structure"><h2>Model structure</h2><div>{head}</div><ol class="structure">'
+            + "".join(items) + "</ol></section>")
+
+
 # -- entry points ---------------------------------------------------------------------------------------
 def render_html(result: GateResult, *, baseline: Fingerprint | None = None, history: dict | None = None,
                 trend_keys: list | None = None, title: str | None = None) -> str:
@@ -725,6 +751,7 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
     sections = [_causes(result),
                 _charts(vals, has_base, result.detail, baseline.detail if baseline else None, history, keys),
                 _tables(result) if result.comparisons else "",
+                structure_section(result.detail),
                 _findings(result.findings, result.notes),
                 '<section class="side">' + _selfchecks(result.self_checks)
                 + _provenance([("baseline", result.baseline_provenance, baseline.config if baseline else None),
@@ -756,6 +783,7 @@ def render_capture_html(fp: Fingerprint, *, history: dict | None = None, trend_k
     keys = trend_keys if trend_keys is not None else sparkline_keys(fingerprint=fp, policy=policy)
     title = title or f"perfgate capture report — {fp.provenance.get('source', '')}"
     sections = [_charts(vals, False, fp.detail, None, history, keys),
+                structure_section(fp.detail),
                 _findings(fp.findings, fp.warnings),
                 '<section class="side">' + _selfchecks(fp.self_checks)
                 + _provenance([("capture", fp.provenance, fp.config)]) + "</section>"]

@@ -224,7 +224,7 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
             if spec.outlier_prob > 0 and rng.random() < spec.outlier_prob:
                 noise *= float(rng.uniform(1.5, spec.outlier_max))
             dur = max(1, int(round(mean * stretch * noise * 1000)))
-            tasks.append({"name": name, "type": typ, "core": core, "start": cur, "dur": dur, "comm": False,
+            tasks.append({"name": name, "type": typ, "core": core, "start": cur, "dur": dur, "comm": core == "HCCL",
                           "extra": extra})
             gap = spec.gap_us if spec.gap_dist == "fixed" else float(rng.exponential(spec.gap_us)) + 1.0
             last_gap = int(round(gap * 1000))
