@@ -17,7 +17,7 @@ version, so an unchanged capture is not recomputed.
 Rollup columns (:data:`COLUMNS`): ``capture`` (path relative to its root), ``status`` (ok |
 failed), ``reason``, ``ranks``, ``steps`` (steps of the rank with most), ``step_time_rank0_us``
 and ``step_time_p50_us`` (step time = Computing + Communication(Not Overlapped) + Free, else the
-device wall), ``layers`` (layer count per step, rank0), ``top_step_class`` (the commonest step
+device wall), ``layers`` (model layers on the rank, ``layer.count`` rank0), ``top_step_class`` (the commonest step
 class over ranks and steps), ``share_<kind>`` (block-kind ΣDuration shares, p50 over ranks,
 ratio), ``comm_us`` (communication per step, busy union, p50 over ranks), ``comm_share``
 (communication share of ΣDuration, p50, ratio), ``top_hccl_kind`` (HCCL kind with the largest

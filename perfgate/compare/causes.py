@@ -164,7 +164,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
 
     def in_part(x: dict, c: Comparison) -> bool:
         """Does family cause ``x`` belong to the part of symptom ``c`` (category / core type /
-        phase / bound, from the operator view of either side; unknown families: by scope)."""
+        phase / bound, from the family view of either side; unknown families: by scope)."""
         known = parts.get(x["subject"])
         if known is None:
             return (x["kind"] == "communication") == _is_comm_part(c)
@@ -247,7 +247,7 @@ _PART_LABELS = ("category", "core_type", "phase", "bound")
 
 
 def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
-    """{family: {category, core_type, phase, bound}} from the operator view (``detail.operators
+    """{family: {category, core_type, phase, bound}} from the family view (``detail.operators
     .families``) of the baseline and the candidate; families below its share cut are absent."""
     out: dict = {}
     for fp in (base, cand):

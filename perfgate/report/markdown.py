@@ -4,7 +4,7 @@ Starts with a hidden marker (``<!-- perfgate:report key=<key> -->``) so a later 
 and update its own comment; then the verdict line (``PASS (partial: …)`` when gated metrics were
 not comparable), configuration changes, the causes table (at most 5 causes, failing and largest
 first, plus gated changes no cause explains; :mod:`perfgate.compare.causes`), and everything
-else collapsed: gated changes with views as columns, unsure, findings, operator view, notes. Kept under
+else collapsed: gated changes with views as columns, unsure, findings, family view, notes. Kept under
 GitHub's 65,536-character comment limit: details are cut with a note, the verdict never.
 """
 from __future__ import annotations
@@ -176,7 +176,7 @@ def render_markdown(result, key: str | None = None) -> str:
         details += ["", "</details>", ""]
     ops = operator_section(result)
     if ops:
-        details += ["<details><summary>Operator view</summary>", ""] + ops + ["", "</details>", ""]
+        details += ["<details><summary>Family view</summary>", ""] + ops + ["", "</details>", ""]
     info_f = [f for f in result.findings if f.severity == "info"]
     if info_f:
         details += [f"<details><summary>Other findings ({len(info_f)})</summary>", ""]
