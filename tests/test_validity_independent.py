@@ -315,13 +315,12 @@ def test_communication_total_op_info_alone_doubled_does_not_move_figures(level1,
     assert fp["metrics"]["comm.elapse_us{view=rank0}"]["value"] == pytest.approx(105991.878, abs=0.01)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "communication.json op with Elapse Time(ms) 1,000,000 (1000 s; Idle raised so Elapse = "
-    "Transit + Wait + Idle still holds) in a rank whose collection window is 0.68 s and whose "
-    "kernel communication rows sum to 105,991.876 us: perfgate exits 0 and comm.elapse_us "
-    "becomes ~1.0e9 us; a duration longer than the capture's own span is impossible -> exit 3 "
-    "naming communication.json and the op"))
 def test_communication_op_longer_than_the_capture_is_refused(level1):
+    """One communication.json op of rank 0 with Elapse Time(ms) 1,000,000 (1000 s; Idle raised so
+    Elapse = Transit + Wait + Idle still holds) in a rank whose collection window is 683 ms and
+    whose kernel communication rows sum to 105,991.876 us. Before the fix: exit 0 with
+    comm.elapse_us ~1.0e9 us. A duration longer than the capture's own span is impossible ->
+    exit 3 naming communication.json, the op and the field."""
     p = level1 / "rank0_ascend_pt" / OUT / "communication.json"
     d = json.loads(p.read_text())
     g = d["step50"]["collective"]
@@ -332,7 +331,8 @@ def test_communication_op_longer_than_the_capture_is_refused(level1):
     p.write_text(json.dumps(d))
     rc, _, err = _fingerprint(level1)
     assert rc == 3, err
-    assert "communication.json" in err and "Elapse" in err
+    assert "communication.json" in err and f"step50.collective.{op.partition('@')[0]}" in err
+    assert "Elapse Time(ms) 1,000,000.000 ms" in err
 
 
 # ---------------------------------------------------------------- raw msprof
