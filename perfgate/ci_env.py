@@ -1,5 +1,7 @@
 """Where a run happens: provenance (commit, branch, runner, CI run id) from the CI environment
-or ``git``, and the GitHub event names that mean "a pull request" (never a trusted branch)."""
+or ``git``, the GitHub event names that mean "a pull request" (never a trusted branch) or "a
+merge queue" (unmerged code), and the commit facts history ordering needs (commit time, first
+parent)."""
 from __future__ import annotations
 
 import os
@@ -7,6 +9,42 @@ import platform
 import subprocess
 
 PR_EVENTS = ("pull_request", "pull_request_target")
+#: merge-queue runs test a temporary merge of unmerged pull requests (ref gh-readonly-queue/...):
+#: they never write the main branch's baseline or history unless forced
+MERGE_QUEUE_EVENTS = ("merge_group",)
+
+
+def refuse_untrusted_write(env, what: str, kind: str, force: bool = False) -> str | None:
+    """Why ``what`` (e.g. "baseline 'main'") must not be written from this CI event, or None.
+
+    Pull-request events are always refused; merge-queue events (``merge_group``) unless
+    ``force``. ``kind`` names what such runs never write ("baselines", "to the history").
+    Returns the reason as one sentence (the caller raises its UsageError, exit 2)."""
+    event = env.get("GITHUB_EVENT_NAME")
+    if event in PR_EVENTS:
+        return f"refusing to write {what} from a {event} run: pull-request runs never write {kind}"
+    if event in MERGE_QUEUE_EVENTS and not force:
+        return (f"refusing to write {what} from a {event} run: merge-queue runs test code that is not merged yet "
+                f"and never write {kind} (pass --force to write anyway)")
+    return None
+
+
+def commit_facts(commit: str, cwd=None) -> dict:
+    """``{"commit_time": ISO 8601 committer time, "commit_parent": first parent SHA}`` of
+    ``commit`` from ``git`` in ``cwd`` (``git show -s --format=%cI %P``); ``{}`` when git or the
+    commit is not there. A root commit has no ``commit_parent``."""
+    try:
+        r = subprocess.run(["git", "show", "-s", "--format=%cI %P", commit, "--"], cwd=cwd, capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    parts = r.stdout.split() if r.returncode == 0 else []
+    if not parts:
+        return {}
+    out = {"commit_time": parts[0]}
+    if len(parts) > 1:
+        out["commit_parent"] = parts[1]
+    return out
 
 
 def gather_provenance(env=None, cwd=None) -> dict:

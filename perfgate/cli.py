@@ -60,7 +60,7 @@ def _kv(values, what, known=None):
 
 
 common_policy = click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
-                             default=None, help="Policy YAML (default: policies/default.yaml).")
+                             default=None, help="Policy YAML (default: the built-in perfgate/policies/default.yaml).")
 common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), default=None,
                           help="Baseline folder (default: $PERFGATE_BASELINE_DIR or ./baselines).")
 common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", "always", "never"]),
@@ -165,7 +165,8 @@ def baseline():
 @no_trace_opt
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
-@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count.")
+@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count; write from a "
+                                           "merge-queue (merge_group) run.")
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
@@ -224,7 +225,7 @@ def baseline_show(name, baseline_dir):
                            "metrics": len(fp.metrics)}, indent=1))
 
 
-def _write_reports(result, out, junit, markdown, json_path, key):
+def _write_reports(result, out, junit, markdown, json_path, key, junit_key=None):
     from perfgate.report import render_json, render_junit, render_markdown
     from perfgate.store.atomic import write_atomic
     out = Path(out)
@@ -233,53 +234,21 @@ def _write_reports(result, out, junit, markdown, json_path, key):
         "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
         "json": Path(json_path) if json_path else out / "perfgate-result.json",
     }
-    write_atomic(paths["junit"], render_junit(result))
+    write_atomic(paths["junit"], render_junit(result, key=junit_key))
     write_atomic(paths["markdown"], render_markdown(result, key=key))
-    write_atomic(paths["json"], render_json(result))
+    if json_path == "-":   # JSON to stdout, the human summary to stderr
+        paths["json"] = "<stdout>"
+    else:
+        write_atomic(paths["json"], render_json(result))
     return paths
 
 
-def _print_summary(result, paths, quiet):
-    n = result.counts()
-    click.echo(f"perfgate: {result.status} (exit {result.exit_code})"
-               + (f" against baseline {result.baseline_name!r}" if result.baseline_name else ""))
-    if result.error:
-        e = result.error
-        where = e.get("path") or ""
-        if e.get("row") is not None:
-            where += f" row {e['row']}"
-        if e.get("byte_offset") is not None:
-            where += f" byte {e['byte_offset']}"
-        click.echo(f"  {where}: {e.get('message')}" if where else f"  {e.get('message')}")
-        if e.get("hint"):
-            click.echo(f"  hint: {e['hint']}")
-    if result.comparisons:
-        g = [c for c in result.comparisons if c.gated]
-        cnt = lambda v, xs: sum(1 for c in xs if c.verdict == v)
-        click.echo(f"  gated metrics: {len(g)} — {n['gated_regressions']} failing, "
-                   f"{cnt(terms.IMPROVEMENT, g)} improved, {cnt(terms.UNCHANGED, g)} unchanged, "
-                   f"{cnt(terms.INCOMPARABLE, g)} incomparable, {cnt(terms.MISSING, g)} missing; "
-                   f"informational: {len(result.comparisons) - len(g)}"
-                   + (f"; unsure: {cnt(terms.UNSURE, g)}" if cnt(terms.UNSURE, g) else ""))
-    if not quiet:
-        for c in result.comparisons:
-            if c.fails:
-                click.echo(f"  REGRESSION  {c.reason}  [{c.evidence}]")
-        for c in result.comparisons:
-            if c.gated and c.verdict == terms.IMPROVEMENT:
-                click.echo(f"  improvement {c.reason}")
-        uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
-        for c in uns[:10]:
-            click.echo(f"  unsure      {c.reason}")
-        if len(uns) > 10:
-            click.echo(f"  unsure      ... and {len(uns) - 10} more gated metric(s) (see the reports)")
-        for note in result.notes[:8]:
-            click.echo(f"  note: {note}")
-        bad = [c for c in result.self_checks if c.status == "fail"]
-        for c in bad[:5]:
-            click.echo(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}")
+def _print_summary(result, paths, quiet, verbose=False, err=False):
+    from perfgate.report.summary import console_lines
+    for line in console_lines(result, verbose=verbose, quiet=quiet):
+        click.echo(line, err=err)
     for k, p in paths.items():
-        click.echo(f"  {k}: {p}")
+        click.echo(f"  {k}: {p}", err=err)
 
 
 @main.command()
@@ -293,10 +262,12 @@ def _print_summary(result, paths, quiet):
               help="Folder for the report files.")
 @click.option("--junit", default=None, type=click.Path(dir_okay=False), help="JUnit XML path.")
 @click.option("--markdown", default=None, type=click.Path(dir_okay=False), help="Markdown report path.")
-@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False), help="JSON result path.")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="JSON result path; '-' writes the JSON to stdout and the human summary to stderr.")
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
+@click.option("-v", "--verbose", is_flag=True, help="Every gated change, note and failed self-check in full.")
 @click.option("--history", "--db", "history_path", default=None, type=click.Path(),
               help="History database for --baseline history:BRANCH (default: $PERFGATE_HISTORY or "
                    "./perfgate-history.sqlite); --db is the same option, as in `perfgate history`.")
@@ -309,13 +280,14 @@ def _print_summary(result, paths, quiet):
               help="GitHub Actions: post the report as the pull request's sticky comment (created once, then "
                    "updated in place). A failure is a warning and never changes the exit code.")
 @click.option("--comment-key", default=None,
-              help="Key of the sticky comment (default: the baseline name); give each matrix leg its own.")
+              help="Key of the sticky comment (default: the baseline name); give each matrix leg its own. "
+                   "When given, JUnit suite and class names carry it too ([KEY]), so merged legs never collide.")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the GitHub token (never printed or written).")
 @click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")
 def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trace, out, junit, markdown,
           json_path, no_baseline_ok, quiet, history_path, workers, scheduler, comment=False, comment_key=None,
-          token_env="GITHUB_TOKEN", no_summary=False, html_path=None):
+          token_env="GITHUB_TOKEN", no_summary=False, html_path=None, verbose=False):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
     BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
@@ -329,6 +301,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     from perfgate.gate import check as run_check
     capture = _one_or_many(capture)
     try:
+        if html_path:  # an optional part: refused before any work, not after the verdict
+            errors.require_extra("html", "--html")
         policy = _policy(policy_path)
         result = run_check(capture, baseline_name, policy=policy, store=_store(baseline_dir),
                            with_trace=_with_trace(trace_mode, no_trace),
@@ -339,7 +313,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
             result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
                 "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
         _OUTCOME["code"] = result.exit_code
-        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name)
+        paths = _write_reports(result, out, junit, markdown, json_path, key=comment_key or baseline_name,
+                               junit_key=comment_key)  # a matrix leg's key also names its JUnit suites
         if html_path:
             from perfgate.report.writers import write_check_html
             paths["html"] = write_check_html(result, html_path, store=_store(baseline_dir),
@@ -347,7 +322,10 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     except PerfgateError as e:
         _fail(e)
     try:
-        _print_summary(result, paths, quiet)
+        if json_path == "-":
+            from perfgate.report import render_json
+            click.echo(render_json(result), nl=False)
+        _print_summary(result, paths, quiet, verbose, err=json_path == "-")
     except BrokenPipeError:  # `perfgate check ... | head -1`: the reader left; the gate goes on
         _stdout_to_devnull()
     _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary)
@@ -365,7 +343,8 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
                         out_dir=out, token_env=token_env, summary=summary)
     c = res["comment"]
     if c is not None and c.action in ("created", "updated"):
-        click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else ""))
+        click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else "")
+                   + (f" ({c.foreign} comment(s) with the marker by someone else left untouched)" if c.foreign else ""))
     if res["summary"]:
         click.echo(f"  job summary: appended to {res['summary']}")
     for w in res["warnings"]:
@@ -401,18 +380,20 @@ def history():
 
 @history.command("record")
 @click.argument("capture", type=click.Path())
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch the run belongs to, e.g. main.")
 @click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
 @click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
-@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True)
+@click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True,
+              help="Tuning journal: whether the change this run tried was kept or reverted.")
 @click.option("--allow-duplicate", is_flag=True,
               help="Record even when the branch already holds a run with identical metric values.")
+@click.option("--force", is_flag=True, help="Record from a merge-queue (merge_group) run anyway.")
 @common_history
 @common_policy
 @common_trace
 @no_trace_opt
 def history_record(capture, branch, commit, note, status, allow_duplicate, db_path, policy_path, trace_mode,
-                   no_trace):
+                   no_trace, force=False):
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
 
     Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
@@ -421,7 +402,8 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, db_pa
     try:
         run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(db_path),
                                          branch=branch, commit=commit, note=note, status=status,
-                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate)
+                                         with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
+                                         force=force)
     except PerfgateError as e:
         _fail(e)
     if dup:
@@ -446,12 +428,12 @@ def _emit(df, fmt):
 
 
 @history.command("runs")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_runs(branch, since, fmt, db_path):
-    """List recorded runs, oldest first."""
+    """List recorded runs, oldest commit first (ancestry in this checkout, else stored commit times)."""
     try:
         hs = _open_history(db_path)
         runs = hs.runs(branch=branch, since=since)
@@ -465,9 +447,9 @@ def history_runs(branch, since, fmt, db_path):
 
 @history.command("query")
 @click.option("--metric", required=True, help="Metric key, e.g. 'step.time_us{view=p50}'.")
-@click.option("--branch", default=None)
-@click.option("--since", default=None)
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
 def history_query(metric, branch, since, fmt, db_path):
     """One metric's recorded values over time."""
@@ -495,13 +477,17 @@ def _gated_keys(hs, policy):
 
 def _trends(hs, policy, keys, branch):
     from perfgate.history.changepoints import change_points
+    from perfgate.history.parts import is_part, normalised_part_series
     h = policy.history
-    res = []
+    res, cache = [], {}
     for key, direction in keys:
         s = hs.series(key, branch=branch, with_set=True)
         s = s[s["status"] == "kept"]
         for sk, part in s.groupby("series_key", sort=False, dropna=False):
             part = part.reset_index(drop=True)
+            if is_part(key):   # the part's own time relative to the device, as a check judges it
+                part = normalised_part_series(hs, key, part, branch, cache)
+                direction = terms.LOWER_IS_BETTER if direction == terms.EXACT else direction
             cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
                                 min_size=int(h["min_size"]), alpha=float(h["alpha"]),
                                 min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
@@ -511,7 +497,7 @@ def _trends(hs, policy, keys, branch):
 
 @history.command("trend")
 @click.option("--metric", default=None, help="Metric key (default: every gated metric).")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @common_history
 @common_policy
 def history_trend(metric, branch, db_path, policy_path):
@@ -548,10 +534,11 @@ def history_trend(metric, branch, db_path, policy_path):
 
 
 @history.command("report")
-@click.option("--branch", default=None)
+@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
 @click.option("--last", "last_n", default=10, show_default=True, type=click.IntRange(1, 100000),
               help="Report metrics whose change point is among the last N runs.")
-@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the report (Markdown and PNG plots).")
 @common_history
 @common_policy
 def history_report(branch, last_n, out, db_path, policy_path):
@@ -565,7 +552,9 @@ def history_report(branch, last_n, out, db_path, policy_path):
         outp.mkdir(parents=True, exist_ok=True)
         parts = [f"# perfgate history report{' — branch ' + branch if branch else ''}", ""]
         n = 0
-        for key, sk, series, cps in _trends(hs, policy, _gated_keys(hs, policy), branch):
+        from perfgate.report.history import severity_key
+        for key, sk, series, cps in sorted(_trends(hs, policy, _gated_keys(hs, policy), branch),
+                                           key=lambda t: severity_key(t[0], t[3])):  # step time first
             recent = [c for c in cps if c.index >= len(series) - last_n]
             if not recent:
                 continue
@@ -582,7 +571,7 @@ def history_report(branch, last_n, out, db_path, policy_path):
 
 
 @history.command("journal")
-@click.option("--branch", required=True)
+@click.option("--branch", required=True, help="Branch whose tuning rounds are listed.")
 @click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")
 @common_history
 @common_policy
@@ -638,10 +627,10 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
 
 @main.command()
 @click.argument("out", type=click.Path(file_okay=False))
-@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096))
-@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--header", default="g2025_l1", show_default=True,
+@click.option("--ranks", default=2, show_default=True, type=click.IntRange(1, 4096), help="Ranks to write.")
+@click.option("--steps", default=3, show_default=True, type=click.IntRange(1, 100000), help="Profiler steps per rank.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (same seed, same capture).")
+@click.option("--header", default="g2025_l1", show_default=True, help="kernel_details.csv header generation to write.",
               type=click.Choice(["g2025_l1", "g2025_l0", "g2023", "g83"]))
 @click.option("--extra-calls", multiple=True, metavar="FAMILY=FACTOR",
               help="Multiply a kernel family's calls per step (inject a count regression).")
@@ -660,7 +649,8 @@ def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
 
 
 @main.command()
-@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="perfgate-demo", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the captures, baseline and reports.")
 def demo(out):
     """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
     regression). Exits 1, because the candidate regresses."""
@@ -700,6 +690,7 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     from perfgate.report.writers import write_capture_html
     from perfgate.metrics.fingerprint import blocking_findings, failed_checks
     try:
+        errors.require_extra("html", "perfgate report")  # refused before any work
         policy = _policy(policy_path)
         fp = fingerprint_path(capture, policy, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                               progress=_Progress(False))

@@ -70,6 +70,26 @@ class UsageError(PerfgateError):
     kind = "usage_error"
 
 
+#: optional parts of perfgate: the extra to install and the module it brings (pyproject.toml)
+EXTRAS = {"html": "matplotlib", "xlsx": "openpyxl", "dask": "distributed"}
+
+
+def require_extra(extra: str, what: str):
+    """Import and return the module of an optional part of perfgate (``EXTRAS``).
+
+    Raises:
+        UsageError: the module is not installed (exit 2); the message names ``what`` needs it
+            and the command that installs it: ``pip install 'perfgate[EXTRA]'``.
+    """
+    import importlib
+    module = EXTRAS[extra]
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{what} needs {module}, which is not installed (an optional part of perfgate)",
+                         hint=f"pip install 'perfgate[{extra}]'") from None
+
+
 class PolicyError(PerfgateError):
     """The policy file is malformed; the message names file and key (exit 2)."""
     exit_code = EXIT_USAGE

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from perfgate import errors, terms
-from perfgate.ci_env import PR_EVENTS, gather_provenance
+from perfgate.ci_env import commit_facts, gather_provenance, refuse_untrusted_write
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
 from perfgate.terms import TraceMode
 from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
@@ -62,8 +62,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     (:func:`fingerprint_paths`) and the baseline keeps their pooled per-step samples.
 
     Raises:
-        UsageError: called from a pull-request CI event (PR runs never write baselines) or a
-            bad name.
+        UsageError: called from a pull-request CI event (PR runs never write baselines), from a
+            merge-queue event (``merge_group``, unless ``force``), or a bad name.
         InvalidCaptureError: unreadable capture, a failed self-check, or a partial capture
             (ranks without steps or with different step counts). Nothing is written.
         UsageError: an existing baseline of that name has another rank count or other rank ids (pass
@@ -71,9 +71,9 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
         StoreError: the write failed (the previous baseline is kept).
     """
     env = os.environ if env is None else env
-    if env.get("GITHUB_EVENT_NAME") in PR_EVENTS:
-        raise UsageError(f"refusing to write baseline {name!r} from a {env['GITHUB_EVENT_NAME']} run: "
-                         f"pull-request runs never write baselines (save on pushes to the main branch)")
+    why = refuse_untrusted_write(env, f"baseline {name!r}", "baselines", force)
+    if why:
+        raise UsageError(why + " (save on pushes to the main branch)")
     store.path_for(name)  # validate the name before any work
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})
@@ -186,10 +186,38 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
+    from perfgate.compare.causes import find_causes
+    causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views)
+    partial, error = _partial_note(comparisons, policy), None
+    if partial:
+        notes.insert(0, partial[0])
+        if partial[1]:
+            status, code = terms.INCOMPATIBLE, errors.EXIT_NO_BASELINE
+            error = {"message": f"baseline {baseline_name!r} cannot judge this capture: {partial[0]}",
+                     "kind": "incompatible_baseline", "path": None, "row": None, "byte_offset": None,
+                     "hint": "compare like with like (same profiler level and export), or raise "
+                             "max_incomparable_fraction in the policy"}
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
                       self_checks=cand.self_checks, notes=tuple(notes), baseline_name=baseline_name,
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
-                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail)
+                      elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail,
+                      causes=tuple(causes), unexplained=tuple(unexplained), error=error)
+
+
+def _partial_note(comparisons, policy) -> tuple[str, bool] | None:
+    """A partial comparison (some gated metrics incomparable): the note, and whether it exceeds
+    the policy's ``max_incomparable_fraction`` (then the check is INCOMPATIBLE_BASELINE, exit 4)."""
+    gated = [c for c in comparisons if c.gated]
+    inc = sum(1 for c in gated if c.verdict == terms.INCOMPARABLE)
+    if not gated or not inc:
+        return None
+    frac = inc / len(gated)
+    limit = getattr(policy, "max_incomparable_fraction", None)
+    over = limit is not None and frac > limit
+    return (f"partial comparison: {inc} of {len(gated)} gated metrics ({frac:.0%}) are not comparable"
+            + (f", above the policy's max_incomparable_fraction {limit:g}: the baseline cannot vouch for this "
+               f"capture" if over else (f" (policy max_incomparable_fraction {limit:g})" if limit is not None
+                                        else "; set max_incomparable_fraction in the policy to fail such checks"))), over
 
 
 def with_operator_compare(base, cand, policy) -> dict:
@@ -203,7 +231,7 @@ def with_operator_compare(base, cand, policy) -> dict:
 
 
 def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",
-                   with_trace=TraceMode.READ, env=None, allow_duplicate=False):
+                   with_trace=TraceMode.READ, env=None, allow_duplicate=False, force=False, cwd=None):
     """Fingerprint a capture and record it in the history database.
 
     Returns :class:`Recorded` ``(run_id, fingerprint, duplicate)``. Recording is idempotent: when
@@ -214,18 +242,25 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
     tuning-journal ``note`` is given, a run with status ``invalid`` and no metric values; the
     InvalidCaptureError is raised either way.
 
+    Inside a git checkout (``cwd``, default the working folder) the commit's committer time and
+    first parent are stored with the run (provenance ``commit_time`` / ``commit_parent``), so the
+    history can be read in commit order whatever the order of recording.
+
     Raises:
-        UsageError: from a pull-request CI event (PR runs never record).
+        UsageError: from a pull-request CI event (PR runs never record), or a merge-queue event
+            (``merge_group``) unless ``force``.
         InvalidCaptureError / StoreError.
     """
     from perfgate.history.store import HistoryStore
     env = os.environ if env is None else env
-    if env.get("GITHUB_EVENT_NAME") in PR_EVENTS:
-        raise UsageError(f"refusing to record history from a {env['GITHUB_EVENT_NAME']} run: pull-request "
-                         f"runs never write to the history")
-    prov = dict(gather_provenance(env))
+    why = refuse_untrusted_write(env, f"history of branch {branch!r}", "to the history", force)
+    if why:
+        raise UsageError(why)
+    prov = dict(gather_provenance(env, cwd=cwd))
     if commit:
         prov["commit"] = commit
+    if prov.get("commit"):  # for history in commit order (perfgate.history.order)
+        prov.update(commit_facts(prov["commit"], cwd=cwd))
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
                            fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})

@@ -225,17 +225,28 @@ class GateResult:
     elapsed_s: float = 0.0
     findings: tuple = ()
     detail: dict = field(default_factory=dict)
+    causes: tuple = ()        # dicts of perfgate.compare.causes.find_causes
+    unexplained: tuple = ()   # gated moved metric keys no cause explains
 
     def counts(self) -> dict:
-        c = {v: 0 for v in terms.VERDICTS}
+        """Verdict counts, split unambiguously: ``gated`` and ``informational`` ({verdict: n,
+        ``total``: n}), ``gated_regressions`` (failing metrics), ``gated_incomparable``, and
+        ``all`` ({verdict: n} over every metric, gated or not)."""
+        c = {"gated": {str(v): 0 for v in terms.VERDICTS}, "informational": {str(v): 0 for v in terms.VERDICTS},
+             "all": {str(v): 0 for v in terms.VERDICTS}}
         for cmp in self.comparisons:
-            c[cmp.verdict] += 1
+            c["gated" if cmp.gated else "informational"][str(cmp.verdict)] += 1
+            c["all"][str(cmp.verdict)] += 1
+        c["gated"]["total"] = sum(1 for cmp in self.comparisons if cmp.gated)
+        c["informational"]["total"] = len(self.comparisons) - c["gated"]["total"]
         c["gated_regressions"] = sum(1 for cmp in self.comparisons if cmp.fails)
+        c["gated_incomparable"] = c["gated"][str(terms.INCOMPARABLE)]
         return c
 
     def to_dict(self) -> dict:
         return {
             "status": self.status, "exit_code": self.exit_code, "counts": self.counts(),
+            "causes": [dict(x) for x in self.causes], "unexplained": list(self.unexplained),
             "baseline_name": self.baseline_name,
             "baseline_provenance": self.baseline_provenance,
             "candidate_provenance": self.candidate_provenance,

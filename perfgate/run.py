@@ -97,10 +97,8 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
     total = len(locs)
     results = []
     if scheduler:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise UsageError("--scheduler needs dask.distributed (pip install 'dask[distributed]')") from None
+        from perfgate.errors import require_extra
+        Client = require_extra("dask", "--scheduler (dask.distributed)").Client
         client = _connect_scheduler(Client, scheduler)
         try:
             futures = client.map(_summarize_location, locs, policy=policy, root=root, with_trace=with_trace,

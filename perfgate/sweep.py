@@ -36,7 +36,7 @@ from pathlib import Path
 
 from perfgate.version import __version__
 from perfgate.terms import TraceMode
-from perfgate.errors import PerfgateError, StoreError, UsageError
+from perfgate.errors import PerfgateError, StoreError, UsageError, require_extra
 
 OUTPUT_DIR, MSPROF_DIR = "ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output"
 _RANK_DIR = re.compile(r"(_ascend_pt$)|(^|[_-])rank[_-]?\d+$", re.IGNORECASE)
@@ -164,9 +164,11 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
         ``pandas.DataFrame`` with :data:`COLUMNS`, one row per capture, failed ones included.
 
     Raises:
-        UsageError: a root that is not a folder, or no capture found at all.
+        UsageError: a root that is not a folder, or no capture found at all; openpyxl (the
+            ``xlsx`` extra, for sweep.xlsx) is not installed — checked before any work.
     """
     import pandas as pd
+    require_extra("xlsx", "the sweep rollup sweep.xlsx")
     absent = [str(r) for r in roots if not Path(r).exists()]
     if absent:
         raise UsageError(f"sweep root does not exist (not a folder): {', '.join(absent)}")

@@ -10,6 +10,17 @@ from __future__ import annotations
 
 from enum import Enum
 
+
+class _StrEnum(str, Enum):
+    """A str-Enum whose ``str()`` / ``format()`` is its value (as ``enum.StrEnum`` of 3.11), so
+    members compare, print, hash and serialise (JSON, YAML, SQLite) exactly as the plain words."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    __format__ = str.__format__
+
+
 # calibers: which way a time figure was aggregated
 SUM_DURATION = "sum_duration"
 BUSY_UNION = "busy_union"
@@ -24,29 +35,82 @@ TIER_CONTEXT = 4    # single-kernel / single-collective durations, absolute comm
                     # by default (they drift up to ~2x between devices)
 
 # directions: what a change of the value means
-LOWER_IS_BETTER = "lower_is_better"
-HIGHER_IS_BETTER = "higher_is_better"
-EXACT = "exact"          # any change beyond tolerance is a regression
-DIRECTIONS = (LOWER_IS_BETTER, HIGHER_IS_BETTER, EXACT)
+class Direction(_StrEnum):
+    """What a change of a metric's value means; :meth:`judge` is the one place a change becomes
+    a verdict (single captures and repeated captures alike)."""
+    LOWER_IS_BETTER = "lower_is_better"
+    HIGHER_IS_BETTER = "higher_is_better"
+    EXACT = "exact"          # any change beyond tolerance is a regression
 
-# verdicts of one metric comparison
-REGRESSION = "regression"
-IMPROVEMENT = "improvement"
-UNCHANGED = "unchanged"
-NEW = "new"
-MISSING = "missing"
-INCOMPARABLE = "incomparable"
-UNSURE = "unsure"        # repeated captures: too few runs, or a change whose confidence interval
-                         # straddles the tolerance; says how many more runs are needed
-VERDICTS = (REGRESSION, IMPROVEMENT, UNCHANGED, NEW, MISSING, INCOMPARABLE, UNSURE)
+    def judge(self, low: float, high: float | None = None, allowance: float = 0.0) -> "Verdict":
+        """The verdict on a change known to lie in ``[low, high]`` (one value: ``high`` None),
+        in the metric's unit, against ``allowance`` (≥ 0, same unit; see
+        :meth:`perfgate.policy.Tolerance.allowance`):
 
-# overall gate results
-PASS = "PASS"
-FAIL = "REGRESSION"
-NO_BASELINE = "NO_BASELINE"
-INCOMPATIBLE = "INCOMPATIBLE_BASELINE"   # a baseline exists but nothing gated could be compared
-INVALID = "INVALID_CAPTURE"
-UNSURE_STATUS = "UNSURE"   # no gated regression, but at least one gated metric is unsure (exit 0 by default)
+        - the whole range above ``+allowance`` or below ``−allowance``: the direction decides
+          (``exact``: a regression either way; ``lower_is_better``: up is a regression);
+        - the whole range inside ``±allowance``: ``unchanged``;
+        - otherwise (an interval straddling the allowance): ``unsure``.
+
+        A single value is never ``unsure``. Equality with the allowance is unchanged."""
+        high = low if high is None else high
+        if low > allowance or high < -allowance:
+            up = low > allowance
+            if self is Direction.EXACT or up == (self is Direction.LOWER_IS_BETTER):
+                return Verdict.REGRESSION
+            return Verdict.IMPROVEMENT
+        if -allowance <= low and high <= allowance:
+            return Verdict.UNCHANGED
+        return Verdict.UNSURE
+
+
+LOWER_IS_BETTER = Direction.LOWER_IS_BETTER
+HIGHER_IS_BETTER = Direction.HIGHER_IS_BETTER
+EXACT = Direction.EXACT
+DIRECTIONS = tuple(Direction)
+
+
+# verdicts of one metric comparison (lower case) and overall gate statuses (upper case): two
+# enums, so the verdict "regression" of one metric and the gate status "REGRESSION" of a
+# check are never confused
+class Verdict(_StrEnum):
+    """The verdict on one metric comparison."""
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    UNCHANGED = "unchanged"
+    NEW = "new"
+    MISSING = "missing"
+    INCOMPARABLE = "incomparable"
+    UNSURE = "unsure"        # repeated captures: too few runs, or a change whose confidence interval
+                             # straddles the tolerance; says how many more runs are needed
+
+
+REGRESSION = Verdict.REGRESSION
+IMPROVEMENT = Verdict.IMPROVEMENT
+UNCHANGED = Verdict.UNCHANGED
+NEW = Verdict.NEW
+MISSING = Verdict.MISSING
+INCOMPARABLE = Verdict.INCOMPARABLE
+UNSURE = Verdict.UNSURE
+VERDICTS = tuple(Verdict)
+
+
+class Status(_StrEnum):
+    """The overall result of one check (``GateResult.status``)."""
+    PASS = "PASS"
+    REGRESSION = "REGRESSION"
+    NO_BASELINE = "NO_BASELINE"
+    INCOMPATIBLE = "INCOMPATIBLE_BASELINE"   # a baseline exists but nothing gated could be compared
+    INVALID = "INVALID_CAPTURE"
+    UNSURE = "UNSURE"   # no gated regression, but at least one gated metric is unsure (exit 0 by default)
+
+
+PASS = Status.PASS
+FAIL = Status.REGRESSION     # kept for callers; the status word is "REGRESSION"
+NO_BASELINE = Status.NO_BASELINE
+INCOMPATIBLE = Status.INCOMPATIBLE
+INVALID = Status.INVALID
+UNSURE_STATUS = Status.UNSURE
 
 # cross-rank views
 VIEW_RANK0 = "rank0"

@@ -6,6 +6,9 @@ endpoints perfgate's comment upsert uses, with GitHub's shapes and behaviours:
   ``max_per_page``) and ``page``, with a ``Link`` header (``rel="next"`` / ``rel="last"``)
 * ``POST /api/v3/repos/{o}/{r}/issues/{n}/comments``           201
 * ``PATCH /api/v3/repos/{o}/{r}/issues/comments/{id}``         200
+* ``GET  /api/v3/user``                                         the token's user (``logins``); an
+  installation token (no login, like the workflow's GITHUB_TOKEN) gets 403 "Resource not
+  accessible by integration" and its comments are authored by ``github-actions[bot]``
 
 Tokens are ``write`` or ``read`` (a fork PR's token: writes get 403 "Resource not accessible by
 integration"); an unknown token gets 401. ``fail_with`` queues statuses returned before any
@@ -30,8 +33,9 @@ logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log on stderr
 
 
 class FakeGitHub:
-    def __init__(self, tokens=None, max_per_page=100):
+    def __init__(self, tokens=None, max_per_page=100, logins=None):
         self.tokens = dict(tokens or {"write-token-123": "write"})
+        self.logins = dict(logins or {})  # token -> user login; absent = an installation token
         self.max_per_page = max_per_page
         self.comments: dict[tuple, list[dict]] = {}
         self.prs: set[tuple] = set()
@@ -63,7 +67,7 @@ class FakeGitHub:
     def _now(self):
         return (T0 + timedelta(seconds=next(self._clock))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def seed(self, repo: str, number: int, body: str, login="someone"):
+    def seed(self, repo: str, number: int, body: str, login="github-actions[bot]"):
         with self._lock:
             c = self._comment(repo, number, body, login)
             self.comments[(repo, number)].append(c)
@@ -131,6 +135,16 @@ class FakeGitHub:
         access = self.tokens.get(token)
         if access is None:
             return self._error(401, "Bad credentials", req)
+        if req.path == "/api/v3/user" and req.method == "GET":
+            if token not in self.logins:
+                return self._error(403, "Resource not accessible by integration", req)
+            return self._json({**self._user(self.logins[token]), "type": "User", "name": None, "company": None,
+                               "blog": "", "location": None, "email": None, "hireable": None, "bio": None,
+                               "public_repos": 0, "public_gists": 0, "followers": 0, "following": 0,
+                               "created_at": "2020-01-01T00:00:00Z", "updated_at": "2020-01-01T00:00:00Z",
+                               "private_gists": 0, "total_private_repos": 0, "owned_private_repos": 0,
+                               "disk_usage": 0, "collaborators": 0, "two_factor_authentication": False,
+                               "plan": {"name": "free", "space": 0, "private_repos": 0, "collaborators": 0}})
         m = re.fullmatch(r"/api/v3/repos/([^/]+/[^/]+)/issues/(\d+)(/comments)?", req.path)
         if m:
             repo, number = m.group(1), int(m.group(2))
@@ -147,7 +161,7 @@ class FakeGitHub:
                 if len(body) > 65_536:
                     return self._error(422, "Validation Failed: body is too long (maximum is 65536 characters)",
                                        req)
-                c = self._comment(repo, number, body, "github-actions[bot]")
+                c = self._comment(repo, number, body, self.logins.get(token, "github-actions[bot]"))
                 self.comments[(repo, number)].append(c)
                 return self._json(self._public(c), 201)
         m = re.fullmatch(r"/api/v3/repos/([^/]+/[^/]+)/issues/comments/(\d+)", req.path)

@@ -274,6 +274,7 @@ def test_history_db_under_a_regular_file_is_a_store_error(env):
     assert "cannot create the history database's folder" in r.output and "internal error" not in r.output
 
 
+@pytest.mark.slow
 def test_closed_stdout_pipe_keeps_the_gate_exit_code(env):
     """`perfgate check ... | head -1` under pipefail: the gate's own code, not 70 / a traceback."""
     cand, _, tmp_path, bl = env

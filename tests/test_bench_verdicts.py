@@ -18,5 +18,7 @@ def test_bench_verdicts_smoke(capsys):
     assert by["no_change"]["default"]["fail"] == 0            # 2 vs 2: never a regression ...
     assert by["no_change"]["default"]["unsure"] == 3          # ... but unsure, never a silent pass
     assert by["step_time"]["default"]["classes"]["step"] == 0
+    for scenario in ("family_faster", "device_drift"):        # nothing got slower: never a failure
+        assert by[scenario]["default"]["fail"] == 0
     out = capsys.readouterr().out
     assert "| synthetic | step_time | 3 |" in out and "False alarms per metric class" in out

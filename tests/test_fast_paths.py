@@ -1,4 +1,4 @@
-"""The 1M-row fast paths of issue 8 give exactly what the plain formulation gives.
+"""The 1M-row fast paths give exactly what the plain formulation gives.
 
 Each helper that replaced a per-row or per-frame operation (category lookups by code, step
 groups from one stable sort, boolean filters that skip the copy, the vectorised longest run,

@@ -1,4 +1,4 @@
-"""Fingerprints do not change when ingest or metrics get faster (issue 8).
+"""Fingerprints do not change when ingest or metrics get faster.
 
 Each capture below is fingerprinted and its canonical form compared with the digests recorded
 in ``tests/data/fingerprint_golden.json`` by the code before the scale work: one SHA-256 per

@@ -63,7 +63,7 @@ def test_first_post_then_update_in_place(server, tmp_path):
 
 def test_marker_on_page_3_of_120_comments(server, tmp_path):
     for i in range(120):
-        server.seed(REPO, PR, report("main", "PASS") if i == 110 else f"LGTM {i}", login="bot" if i == 110 else "dev")
+        server.seed(REPO, PR, report("main", "PASS") if i == 110 else f"LGTM {i}", login="github-actions[bot]" if i == 110 else "dev")
     target = comments(server)[110]["id"]
     out = publish_report(report("main", "REGRESSION"), ctx=ctx_for(server), token=WRITE, key="main",
                          out_dir=tmp_path)
@@ -314,3 +314,125 @@ def test_default_retry_budget_and_bad_keys(server, tmp_path):
     for bad in ("a -->b", "x--y", "", "two\nlines"):
         with pytest.raises(UsageError):
             upsert_comment(gh, REPO, PR, "body", bad)
+
+
+# --- issue 19: comment identity, merge queue, shallow clones ----------------------------------
+
+def test_a_persons_marker_comment_is_never_edited(server, tmp_path):
+    """Q08: a person's comment starting with the marker stays untouched; ours is created, then updated."""
+    person = server.seed(REPO, PR, report("main", extra="pasted by a person"), login="alice")
+    before = dict(person)
+    out1 = publish_report(report("main", extra="run 1"), ctx=ctx_for(server), token=WRITE, key="main", out_dir=tmp_path)
+    assert out1.action == "created" and out1.foreign == 1 and out1.comment_id != person["id"]
+    out2 = publish_report(report("main", extra="run 2"), ctx=ctx_for(server), token=WRITE, key="main", out_dir=tmp_path)
+    assert out2.action == "updated" and out2.comment_id == out1.comment_id and out2.foreign == 1
+    assert person == before and "pasted by a person" in person["body"]  # never PATCHed
+    patched = [r["path"] for r in server.requests("PATCH")]
+    assert patched == [f"/api/v3/repos/{REPO}/issues/comments/{out1.comment_id}"]
+    mine = [c for c in comments(server) if c["id"] == out1.comment_id][0]
+    assert mine["user"]["login"] == "github-actions[bot]" and "run 2" in mine["body"]
+    # GET /user is 403 for the workflow's installation token: the bot login is assumed
+    assert any(r["path"] == "/api/v3/user" for r in server.requests("GET"))
+
+
+def test_a_user_token_updates_only_its_own_comments(tmp_path):
+    """A personal token (GET /user answers) never edits the Actions bot's comment, and vice versa;
+    $PERFGATE_COMMENT_AUTHOR names a GitHub App's bot login."""
+    pat = "ghp_userTOKEN0123456789abcdef"
+    srv = FakeGitHub(tokens={WRITE: "write", pat: "write"}, logins={pat: "perf-runner"}).start()
+    try:
+        srv.add_pr(REPO, PR)
+        bot = srv.seed(REPO, PR, report("main", extra="bot's"), login="github-actions[bot]")
+        out = publish_report(report("main", extra="pat 1"), ctx=ctx_for(srv), token=pat, key="main", out_dir=tmp_path)
+        assert out.action == "created" and out.foreign == 1 and "bot's" in bot["body"]
+        assert comments(srv)[-1]["user"]["login"] == "perf-runner"
+        out = publish_report(report("main", extra="pat 2"), ctx=ctx_for(srv), token=pat, key="main", out_dir=tmp_path)
+        assert out.action == "updated" and "pat 2" in comments(srv)[-1]["body"] and "bot's" in bot["body"]
+        # an app's bot login given explicitly: the comment by that login is the one updated
+        out = publish_report(report("main", extra="app"), ctx=ctx_for(srv), token=WRITE, key="main",
+                             out_dir=tmp_path, author="github-actions[bot]")
+        assert out.action == "updated" and out.comment_id == bot["id"] and "app" in bot["body"]
+    finally:
+        srv.stop()
+
+
+def _merge_group_event(tmp_path):
+    ev = tmp_path / "merge_group.json"
+    ev.write_text(json.dumps({"merge_group": {"head_sha": "e" * 40, "base_sha": "f" * 40,
+                                              "head_ref": "refs/heads/gh-readonly-queue/main/pr-7-" + "f" * 40,
+                                              "base_ref": "refs/heads/main"},
+                              "repository": {"full_name": REPO}}))
+    return {"GITHUB_EVENT_NAME": "merge_group", "GITHUB_EVENT_PATH": str(ev), "GITHUB_SHA": "e" * 40,
+            "GITHUB_REF_NAME": "gh-readonly-queue/main/pr-7-" + "f" * 40, "GITHUB_STEP_SUMMARY": None,
+            "GITHUB_OUTPUT": None}
+
+
+def test_merge_group_never_writes_main_unless_forced(tmp_path, captures):
+    """Q09: a merge-queue run tests unmerged code: no baseline, no history write; SHAs from the payload."""
+    base, worse, bl = captures
+    env = _merge_group_event(tmp_path)
+    before = (bl / "main.json").read_bytes()
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(worse), "--baseline-dir", str(bl)], env=env)
+    assert r.exit_code == 2 and "merge_group run" in r.output and "--force" in r.output, r.output
+    assert (bl / "main.json").read_bytes() == before
+    db = tmp_path / "h.sqlite"
+    r = CliRunner().invoke(main, ["history", "record", str(base), "--branch", "main", "--db", str(db)], env=env)
+    assert r.exit_code == 2 and "merge-queue runs test code that is not merged yet" in r.output and not db.exists()
+    r = CliRunner().invoke(main, ["github-context"], env=env)
+    d = json.loads(r.output)
+    assert r.exit_code == 0 and (d["head_sha"], d["base_sha"], d["is_merge_queue"]) == ("e" * 40, "f" * 40, True)
+    assert d["is_pull_request"] is False and d["pr_number"] is None
+    # forced: written
+    bl2 = tmp_path / "bl2"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(worse), "--baseline-dir", str(bl2),
+                                  "--force"], env=env)
+    assert r.exit_code == 0 and (bl2 / "main.json").is_file(), r.output
+    r = CliRunner().invoke(main, ["history", "record", str(base), "--branch", "main", "--db", str(db), "--force"],
+                           env=env)
+    assert r.exit_code == 0 and db.is_file(), r.output
+
+
+def _git(cwd, *args):
+    r = subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", "-c",
+                        "commit.gpgsign=false", *args], capture_output=True, text=True, check=True)
+    return r.stdout.strip()
+
+
+def test_shallow_clone_warns_and_the_note_says_unknown(tmp_path, captures, monkeypatch):
+    """Q10: in a `git clone --depth 1` the merge-base cannot be found: a warning names
+    `fetch-depth: 0` and the report says the baseline / PR relation is unknown."""
+    base, worse, bl = captures
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git(origin, "init", "-q", "-b", "main")
+    for i in range(3):
+        _git(origin, "commit", "-q", "--allow-empty", "-m", f"main {i}")
+    _git(origin, "checkout", "-q", "-b", "pr", "HEAD~2")
+    _git(origin, "commit", "-q", "--allow-empty", "-m", "pr work")
+    head, base_sha = _git(origin, "rev-parse", "pr"), _git(origin, "rev-parse", "main")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "pr", f"file://{origin}", str(clone)],
+                   check=True, capture_output=True)
+    assert _git(clone, "rev-parse", "--is-shallow-repository") == "true"
+    assert ActionsContext(head_sha=head, base_sha=base_sha).merge_base(cwd=origin)  # the full history knows it
+    ev = tmp_path / "event.json"
+    ev.write_text(json.dumps({"pull_request": {"number": PR, "head": {"sha": head, "repo": {"full_name": REPO}},
+                                               "base": {"sha": base_sha, "repo": {"full_name": REPO}}}}))
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(ev),
+           "GITHUB_REPOSITORY": REPO, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+           "GITHUB_OUTPUT": str(tmp_path / "output.txt"), "GITHUB_TOKEN": None}
+    monkeypatch.chdir(clone)
+    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(base), "--baseline-dir", str(bl),
+                                  "--out", str(tmp_path / "out")], env=env)
+    assert r.exit_code == 0, r.output
+    warn = [ln for ln in r.output.splitlines() if ln.startswith("::warning") and "shallow" in ln]
+    assert len(warn) == 1 and "fetch-depth: 0" in warn[0] and base_sha[:12] in warn[0], r.output
+    summary = (tmp_path / "summary.md").read_text()
+    assert "the relation between the baseline and this pull request is unknown" in summary
+    assert "merge-base=\n" in (tmp_path / "output.txt").read_text()
+    # a full clone: no warning, no unknown note
+    monkeypatch.chdir(origin)
+    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(base), "--baseline-dir", str(bl),
+                                  "--out", str(tmp_path / "out2")], env={**env, "GITHUB_STEP_SUMMARY": str(tmp_path / "s2.md")})
+    assert r.exit_code == 0 and "fetch-depth" not in r.output and "::warning" not in r.output, r.output
+    assert "relation between the baseline and this pull request is unknown" not in (tmp_path / "s2.md").read_text()

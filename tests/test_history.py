@@ -1,4 +1,5 @@
-"""Issue 6: SQLite history, rolling baselines, change points, journal, concurrency, crash safety."""
+"""The SQLite run history: recording, rolling baselines, change points, the tuning journal,
+concurrent writers and crash safety."""
 import json
 import os
 import signal
@@ -84,6 +85,7 @@ print("done")
 """
 
 
+@pytest.mark.slow
 def test_eight_concurrent_writers_lose_nothing(tmp_path):
     """Must show 2 (case C04): 8 processes x 25 runs -> 200 runs, no 'database is locked'."""
     db = str(tmp_path / "h.sqlite")
@@ -113,6 +115,7 @@ print("committed", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_record_leaves_no_half_run(tmp_path):
     """Must show 4: SIGKILL during a record -> database readable, no half-recorded run."""
     db = str(tmp_path / "h.sqlite")
@@ -198,6 +201,7 @@ def test_journal_and_invalid_rounds(tmp_path, policy, text_captures, copy_captur
                        "where r.status='invalid'").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_cli_history_commands(tmp_path):
     from perfgate.synth import SynthSpec, write_capture
     db = str(tmp_path / "h.sqlite")
@@ -265,6 +269,7 @@ def test_schema_versioning(tmp_path):
         HistoryStore(db, readonly=True)
 
 
+@pytest.mark.slow
 def test_history_db_option_has_both_names(tmp_path):
     """`check --db` = `check --history`, `history ... --history` = `history ... --db`, and
     `report --db` = `report --history`: one option, two spellings, the same database."""

@@ -1,4 +1,4 @@
-"""The HTML report (issue 10): content checks on the page text, and an end-to-end check in
+"""The HTML report: content checks on the page text, and an end-to-end check in
 headless Chromium (Debian's /usr/bin/chromium driven by the Playwright client, no browser
 download) with the network disabled: no console error, no request leaves the file, the verdict
 and every chart visible, a screenshot saved.
@@ -136,6 +136,7 @@ def test_capture_report_valid_and_invalid(tmp_path, policy):
     assert 'class="invalid"' in page and "self-check comm_equality failed" in page
 
 
+@pytest.mark.slow
 def test_check_html_cli_keeps_exit_code_and_reports_write_failure(tmp_path):
     base = write_capture(tmp_path / "base", SynthSpec(seed=1))
     worse = write_capture(tmp_path / "worse", SynthSpec(seed=3, extra_calls={"aclnnAdd_AddAiCore_Add": 2}))
@@ -213,6 +214,15 @@ def _view(html: Path, png: Path, charts) -> dict:
                 box = svg.bounding_box()
                 assert box and box["width"] > 100 and box["height"] > 20, (cid, box)
             assert page.locator("#selfchecks").is_visible() and page.locator("#provenance").is_visible()
+            if page.locator("#causes").count():
+                out["causes"] = page.locator("#causes").inner_text()
+                out["causes_above_charts"] = (page.locator("#causes").bounding_box()["y"]
+                                              < page.locator("#charts").bounding_box()["y"])
+            if page.locator("#comparisons").count():
+                out["charts_above_tables"] = (page.locator("#charts").bounding_box()["y"]
+                                              < page.locator("#comparisons").bounding_box()["y"])
+            if page.locator("#incomparable").count():
+                out["incomparable_open"] = page.locator("#incomparable").get_attribute("open") is not None
             sc, pv = page.locator("#selfchecks").bounding_box(), page.locator("#provenance").bounding_box()
             out["side_by_side"] = abs(sc["y"] - pv["y"]) < 2 and pv["x"] > sc["x"] + 200
             page.screenshot(path=str(png), full_page=True)
@@ -229,6 +239,7 @@ def _view(html: Path, png: Path, charts) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_browser_synthetic_regression(synth_check, tmp_path):
     result, html, _, _ = synth_check
     seen = _view(html, tmp_path / "html-report-synthetic-regression.png", CHARTS + ("chart-trends",))
@@ -236,8 +247,12 @@ def test_browser_synthetic_regression(synth_check, tmp_path):
     assert failing >= 2  # the injected count and share regressions at least
     assert seen["verdict"].startswith("REGRESSION") and f"{failing} failing" in seen["verdict"]
     assert seen["side_by_side"]
+    # causes first (the two injected ones), charts before the long tables
+    assert "aclnnMatmul_MatMulV3Common_MatMulV3" in seen["causes"] and "aclnnCast_CastAiCore_Cast" in seen["causes"]
+    assert seen["causes_above_charts"] and seen["charts_above_tables"]
 
 
+@pytest.mark.slow
 @pytest.mark.real
 def test_browser_real_level1_to_level2(text_captures, tmp_path, policy):
     store = BaselineStore(tmp_path / "bl")
@@ -250,6 +265,21 @@ def test_browser_real_level1_to_level2(text_captures, tmp_path, policy):
     assert f"{comm.candidate * 100:.1f}% ({(comm.candidate - comm.baseline) * 100:+.2f} pp)" in shares
     seen = _view(html, tmp_path / "html-report-real-level1-level2.png", CHARTS)
     assert seen["verdict"].startswith("PASS") and "0 failing" in seen["verdict"]
+
+
+@pytest.mark.real
+def test_browser_real_level1_vs_level0_is_partial(text_captures, tmp_path, policy):
+    """Level0 against a Level1 baseline: the verdict says partial and names the profiler-level
+    change at the top; the incomparable metrics are collapsed below the charts (issue 18)."""
+    store = BaselineStore(tmp_path / "bl")
+    save_baseline(text_captures / "level1", "main", policy=policy, store=store, env={})
+    r = check(text_captures / "level0", "main", policy=policy, store=store, env={})
+    html = write_check_html(r, tmp_path / "l0.html", store=store)
+    seen = _view(html, tmp_path / "html-report-real-level1-vs-level0.png", ("chart-ranks", "chart-anatomy"))
+    n = r.counts()["gated_incomparable"]
+    assert f"(partial: {n} gated metrics not comparable)" in seen["verdict"] and n > 50
+    assert "profiler level changed: baseline Level1 -> candidate Level0" in seen["verdict"]
+    assert seen["incomparable_open"] is False
 
 
 def test_every_metric_key_in_sparklines_is_gated(synth_check, policy):

@@ -1,4 +1,5 @@
-"""Issue 9: DB export, raw msprof summaries (slices), header generations, BOM and non-ASCII."""
+"""The DB export and raw msprof summaries (slices) read into the same tables as the text
+export; header generations, BOM and non-ASCII."""
 import shutil
 import sqlite3
 import subprocess

@@ -53,6 +53,7 @@ def _norm(x):
 @settings(max_examples=150, deadline=None)
 @given(st.lists(ITEM, max_size=25), st.sampled_from([None, 0, 2]), st.sampled_from([", ", ",", " ,\n "]),
        st.booleans(), st.integers(1, 64))
+@pytest.mark.slow
 def test_scanner_selects_what_a_full_parse_keeps(items, indent, sep, ascii_only, block):
     data = json.dumps(items, indent=indent, separators=(sep, ": "), ensure_ascii=ascii_only).encode()
     n, got = _scan(b" \n" + data + b"\n", block)

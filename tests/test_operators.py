@@ -1,4 +1,4 @@
-"""Issue 4, operator view: categories (most specific rule wins), phases, pipeline bound, MFU,
+"""The kernel-family view: categories (most specific rule wins), phases, pipeline bound, MFU,
 suggestions and the operator-level comparison. Real captures are read in place; synthetic ones
 come from perfgate.synth with jitter 0, so every duration is exactly the constructed one."""
 import re
@@ -28,7 +28,7 @@ from perfgate.store.baselines import BaselineStore
 from perfgate.synth.writer import DIFFUSION_FAMILIES, SynthSpec, write_capture
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT = (REPO / "policies" / "default.yaml").read_text()
+DEFAULT = (REPO / "perfgate" / "policies" / "default.yaml").read_text()
 MSTT_2023 = ("mstt/profiler/msprof_analyze/test/ut/advisor/advisor_backend/compute_advice/kernel_details.csv")
 MATMUL = "aclnnMatmul_MatMulV3Common_MatMulV3"
 
@@ -263,7 +263,7 @@ def test_matmul_flops_and_dtype():
 
 def _mfu_policy(tmp_path, peak_bf16: float, spec: str = "matmul.yaml"):
     (tmp_path / "peaks.yaml").write_text(f"chips:\n  TestChip: {{bf16: {peak_bf16:.6e}, fp32: {peak_bf16 / 4:.6e}}}\n")
-    return policy_with(tmp_path, f"mfu: {{spec: {REPO / 'policies/mfu' / spec if spec == 'matmul.yaml' else spec}, "
+    return policy_with(tmp_path, f"mfu: {{spec: {REPO / 'perfgate/policies/mfu' / spec if spec == 'matmul.yaml' else spec}, "
                                  f"peaks: {tmp_path / 'peaks.yaml'}, chip: TestChip}}\n")
 
 
@@ -345,8 +345,8 @@ def test_family_share_3_to_9_percent_regresses_family_and_category(pair4, tmp_pa
     assert row["share_delta_pp"] == pytest.approx((960 / 10660 - 0.03) * 100, abs=1e-3)  # detail: 6 decimals
     assert row["count_delta"] == 0 and row["dur_ratio"] == pytest.approx(3.2)
     md = render_markdown(r)
-    table = md.split("### Gated regressions and improvements")[1].split("<details>")[0]
-    assert GELU in table and "share.category{category=Vector" in table
+    top = md.split("<details>")[0]          # the causes table, above the collapsed sections
+    assert f"kernel family `{GELU}`" in top and "share.category{category=Vector}" in top
     assert "Operator comparison" in md and "9.01%" in md
 
 
@@ -424,7 +424,7 @@ def test_op_type_class():
 def test_operator_policy_errors_name_the_key(tmp_path, extra, key):
     (tmp_path / "mfu").mkdir()
     for f in ("matmul.yaml", "peaks.yaml"):
-        (tmp_path / "mfu" / f).write_text((REPO / "policies/mfu" / f).read_text())
+        (tmp_path / "mfu" / f).write_text((REPO / "perfgate/policies/mfu" / f).read_text())
     with pytest.raises(PolicyError, match="key '" + re.escape(key)):
         policy_with(tmp_path, extra)
     p = tmp_path / "p.yaml"
@@ -433,8 +433,8 @@ def test_operator_policy_errors_name_the_key(tmp_path, extra, key):
 
 
 def test_shipped_mfu_files_load(tmp_path):
-    pol = policy_with(tmp_path, f"mfu: {{spec: {REPO / 'policies/mfu/matmul.yaml'}, "
-                                f"peaks: {REPO / 'policies/mfu/peaks.yaml'}, chip: Ascend910}}")
+    pol = policy_with(tmp_path, f"mfu: {{spec: {REPO / 'perfgate/policies/mfu/matmul.yaml'}, "
+                                f"peaks: {REPO / 'perfgate/policies/mfu/peaks.yaml'}, chip: Ascend910}}")
     assert pol.mfu.peaks == {"fp16": 2.56e14, "int8": 5.12e14}            # no fp32 / bf16 figure was published
     assert pol.mfu.rules[0].matcher.type.search("MatMulV3") and pol.mfu.rules[0].matcher.type.search("BatchMatMulV2")
 

@@ -16,7 +16,7 @@ from perfgate.policy import load_policy
 from perfgate.synth.writer import DIFFUSION_FAMILIES, SynthSpec, write_capture
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT = (REPO / "policies" / "default.yaml").read_text()
+DEFAULT = (REPO / "perfgate" / "policies" / "default.yaml").read_text()
 COMM_OVERRIDE = "- {metric: share.category, labels: {category: Comm}, direction: lower_is_better}"
 
 
@@ -108,7 +108,7 @@ def test_bad_suggestion_labels_and_metric(tmp_path, old, new, key, needle):
 
 
 def test_shipped_policies_pass_the_label_check():
-    for p in sorted((REPO / "policies").glob("*.yaml")):
+    for p in sorted((REPO / "perfgate" / "policies").glob("*.yaml")):
         text = p.read_text()
         if "metrics:" in text or "overrides:" in text:
             load_checked_policy(p)
@@ -122,7 +122,7 @@ def test_registry_label_keys_cover_every_fingerprint_value(tmp_path):
     pol = load_checked_policy(policy_file(tmp_path, DEFAULT.replace(
         "phases:\n  default: all\n  rules: []",
         "phases: {mode: region, default: DiT, rules: [{phase: VAE, type: '^Conv2D$'}]}") +
-        f"\nmfu: {{spec: {REPO / 'policies/mfu/matmul.yaml'}, peaks: {tmp_path / 'peaks.yaml'}, chip: TestChip}}\n"))
+        f"\nmfu: {{spec: {REPO / 'perfgate/policies/mfu/matmul.yaml'}, peaks: {tmp_path / 'peaks.yaml'}, chip: TestChip}}\n"))
     cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, families=DIFFUSION_FAMILIES, ordered=True))
     fp = fingerprint_path(cap, pol, workers=1)
     names = {m.name for m in fp.metrics.values()}

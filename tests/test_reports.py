@@ -67,8 +67,11 @@ def test_markdown_marker_table_and_escaping():
              cmp("step.time_us{view=p50}", terms.IMPROVEMENT))
     md = render_markdown(GateResult(status=terms.FAIL, exit_code=1, comparisons=comps, baseline_name="main"))
     assert md.startswith("<!-- perfgate:report key=main -->")
-    assert "perfgate: **REGRESSION**" in md and "| | metric | baseline | candidate | delta | caliber |" in md
+    assert "perfgate: **REGRESSION**" in md and "| | metric | rank0 | caliber | tolerance | cause |" in md
     assert "x\\|y" in md and "busy union" in md and "rows 1-3" in md
+    # no cause found: the failing symptom is listed on its own above the collapsed sections
+    top = md.split("<details>")[0]
+    assert "no cause found" in top and "kernel.calls_per_step{family=x\\|y}" in top
 
 
 def test_markdown_stays_under_comment_limit():

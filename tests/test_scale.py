@@ -1,4 +1,4 @@
-"""Issue 8: scaled synthetic captures, ranks in a process pool or on a dask cluster (same
+"""Large captures: scaled synthetic captures, ranks in a process pool or on a dask cluster (same
 fingerprint as in-process), a 64-rank capture under a 4 GB memory limit, huge-trace skipping."""
 import resource
 import subprocess
@@ -63,6 +63,7 @@ def run_locs(c):
     return discover(c)
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_matches_serial(cap, policy):
     """Must show 3: the dask path gives the same fingerprint as the local path."""
     distributed = pytest.importorskip("distributed")
@@ -73,6 +74,7 @@ def test_dask_local_cluster_matches_serial(cap, policy):
     assert seen[-1] == (4, 4)
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_a_usage_error(cap, policy):
     pytest.importorskip("distributed")
     from perfgate.errors import UsageError
@@ -106,6 +108,7 @@ def _serve(reply: bytes | None):
     return srv, f"tcp://127.0.0.1:{srv.getsockname()[1]}"
 
 
+@pytest.mark.slow
 def test_a_port_that_is_not_a_dask_scheduler_is_a_usage_error_never_a_crash_or_a_hang(cap, policy):
     pytest.importorskip("distributed")
     from distributed import Client
@@ -128,6 +131,7 @@ def test_a_port_that_is_not_a_dask_scheduler_is_a_usage_error_never_a_crash_or_a
         srv.close()
 
 
+@pytest.mark.slow
 def test_64_ranks_end_to_end_under_4gb(tmp_path):
     """Must show 2: a 64-rank capture saved and checked through the CLI with RLIMIT_AS = 4 GiB."""
     base = write_scaled(tmp_path / "base", ranks=64, steps=2, kernels_per_step=300, run=1)
@@ -190,6 +194,7 @@ def test_out_of_memory_is_a_clear_error_not_an_empty_result(tmp_path, policy, mo
     assert not (tmp_path / "bl" / "main.json").exists()
 
 
+@pytest.mark.slow
 def test_out_of_memory_under_a_real_limit(tmp_path):
     """The same through the CLI with RLIMIT_AS too small for one rank's kernel table: exit 3
     and the memory message (not exit 70, not an empty fingerprint)."""

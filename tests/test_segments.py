@@ -1,4 +1,4 @@
-"""Model structure (issue 11): layer / block segmentation with the lossless check, gated
+"""Model structure: layer / block segmentation with the lossless check, gated
 structure metrics, fusion candidates, on real captures (read in place) and synthetic
 transformer-like captures from perfgate.synth.transformer."""
 import json
@@ -206,9 +206,13 @@ def test_cli_check_names_the_extra_layer(tmp_path):
     r = run(main, ["check", "--baseline", "main", str(tmp_path / "b"), "--baseline-dir", str(tmp_path / "bl"),
                    "--out", str(tmp_path / "out")], env={})
     assert r.exit_code == EXIT_REGRESSION
-    assert "REGRESSION  layers per step (layer count) [rank0]: 6 -> 7" in r.output
-    assert "attention blocks per step (recurring layers) [rank0]: 6 -> 7" in r.output
-    assert "`layer.count_per_step{view=rank0}` | 6 | 7 | +1" in (tmp_path / "out" / "perfgate-report.md").read_text()
+    # one cause (the model structure) explains every failing metric: counts, shares, step time
+    assert "1 cause, " in r.output.splitlines()[0]
+    assert "REGRESSION model structure layers per step (layer count) 6 -> 7" in r.output
+    md = (tmp_path / "out" / "perfgate-report.md").read_text()
+    assert "attention blocks per step (recurring layers) 6 -&gt; 7" in md.split("<details>")[0]
+    assert "| layers per step (layer count) | 6 -&gt; 7 | 6 -&gt; 7 |" in md
+    assert "`layer.count_per_step{view=rank0}`: layers per step (layer count) [rank0]: 6 -&gt; 7" in md
 
 
 _ALPHABET = [("aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore", "FlashAttentionScore", "MIX_AIC"),

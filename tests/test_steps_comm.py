@@ -1,4 +1,4 @@
-"""Issue 3: step anatomy, host-bound labels (with near-threshold pairs from the synthetic
+"""Step anatomy, host-bound labels (with near-threshold pairs from the synthetic
 writer), warm-up, slow rank, ranks from different runs, HCCL kinds and exposed-communication
 attribution, communication.json figures and bad input."""
 import json
@@ -289,7 +289,7 @@ def test_comm_op_identity_tolerance_comes_from_the_policy(tmp_path, policy):
     assert "off by more than 1.0 us, self_checks.comm_op_identity_abs_us" in msg
     assert not (tmp_path / "bl" / "main.json").exists()
     wide = tmp_path / "wide.yaml"
-    wide.write_text((Path(__file__).resolve().parents[1] / "policies/default.yaml").read_text()
+    wide.write_text((Path(__file__).resolve().parents[1] / "perfgate/policies/default.yaml").read_text()
                     .replace("comm_op_identity_abs_us: 1.0", "comm_op_identity_abs_us: 300"))
     pol = load_policy(wide)
     assert pol.self_checks["comm_op_identity_abs_us"] == 300

@@ -63,6 +63,32 @@ def _round_up(x: float, kind: str) -> float:
     return math.ceil(x / step - 1e-9) * step
 
 
+#: configuration facets repeated captures of one commit share (profiler level, export kind, rank
+#: layout, and every facet :func:`perfgate.metrics.repeat.merge_fingerprints` requires)
+SAME_JOB = ("profiler_level", "export_type", "aic_metrics", "world_size", "ranks", "type_available",
+            "core_available", "has_comm_json", "family_suffix", "top_n", "categories_digest", "cann_version",
+            "torch_npu_version")
+
+
+def refuse_mixed(fps: list[Fingerprint]) -> None:
+    """Refuse captures of different configurations as repeats (as ``check`` refuses to merge
+    them): Level0 + Level1 + Level2 are three jobs, and their spread is not run-to-run noise.
+
+    Raises:
+        UsageError: the first facet of :data:`SAME_JOB` that differs, naming both captures and values.
+    """
+    ref = fps[0]
+    for i, fp in enumerate(fps[1:], start=2):
+        for facet in SAME_JOB:
+            a, b = ref.config.get(facet), fp.config.get(facet)
+            if a != b:
+                raise UsageError(
+                    f"calibrate: capture {i} ({fp.provenance.get('source')}) differs from capture 1 "
+                    f"({ref.provenance.get('source')}) in {facet}: {a!r} vs {b!r}; repeated captures of one "
+                    f"commit must be the same job, or the tolerances would measure the configuration change",
+                    hint="calibrate on captures of one configuration (same profiler level, export and ranks)")
+
+
 def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -> list[dict]:
     """Per gated metric name with samples: ``metric``, ``kind`` (rel / pp / abs), ``sigma``
     (in the tolerance's unit: fraction, pp or metric unit), ``worst_key`` (the label set / view
@@ -73,13 +99,15 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
     in the tolerance's unit} for :data:`POWER_RUNS`, see :func:`detectable_shift`).
 
     Raises:
-        UsageError: fewer than :data:`MIN_CAPTURES` captures, or ``k`` not positive.
+        UsageError: fewer than :data:`MIN_CAPTURES` captures, ``k`` not positive, or captures of
+            different configurations (:func:`refuse_mixed`).
     """
     if len(fps) < MIN_CAPTURES:
         raise UsageError(f"calibrate needs at least {MIN_CAPTURES} repeated captures of one commit, got "
                          f"{len(fps)}", hint="profile the same commit several times (5-10 runs)")
     if not k > 0:
         raise UsageError(f"k must be positive, got {k}")
+    refuse_mixed(fps)
     stat_tols = (policy.statistics or {}).get("tolerances", {})
     worst: dict[str, tuple[float, str, str]] = {}
     for key in sorted(set.intersection(*[set(fp.metrics) for fp in fps])):

@@ -19,7 +19,10 @@ Rules, in order, for every metric key present on either side:
 4. Repeated captures (either side merged from several runs): metrics with per-step samples
    are re-judged by the two-gate rule of :mod:`perfgate.compare.stats` (Mann-Whitney U with
    Benjamini-Hochberg, AND a bootstrap interval of the median change beyond the tolerance),
-   or ``unsure`` with the runs needed. Regressed aggregates get the kernel families that
+   or ``unsure`` with the runs needed.
+5. Parts of the whole (ΣDuration shares): judged by the part's own time relative to the
+   device's scale factor (:mod:`perfgate.compare.composition`), so a share that moved only
+   because other parts moved is unchanged. Regressed aggregates get the kernel families that
    grew most (:mod:`perfgate.compare.attribution`).
 
 Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
@@ -35,6 +38,7 @@ from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance, significant
 from perfgate.compare.stats import apply_statistics
 from perfgate.compare.attribution import attribute_families
+from perfgate.compare.composition import judge_parts
 
 _ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
           terms.MISSING: 4, terms.UNCHANGED: 5, terms.UNSURE: 1}
@@ -164,20 +168,13 @@ def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint, view: 
     return None
 
 
-def _allowance(base: float, tol: Tolerance) -> float:
-    """The policy tolerance as an absolute amount in the metric's unit."""
-    if tol.kind == "abs":
-        return tol.value
-    if tol.kind == "pp":
-        return tol.value / 100.0
-    return tol.value * abs(base)
-
-
-def _beyond(delta: float, base: float, tol: Tolerance, noise: float = 0.0) -> bool:
-    """True when |delta| exceeds the tolerance plus a learned noise band (both absolute)."""
+def _allowance(base: float, tol: Tolerance, noise: float = 0.0) -> float:
+    """The absolute amount a change of a metric with baseline ``base`` may move: the policy
+    tolerance (:meth:`Tolerance.allowance`) plus a learned noise band, plus a float guard of
+    1e-12 × max(1, |base|); a ``rel`` tolerance of a zero baseline without a band allows nothing."""
     if tol.kind == "rel" and base == 0 and not noise:
-        return delta != 0
-    return abs(delta) > _allowance(base, tol) + noise + 1e-12 * max(1.0, abs(base))
+        return 0.0
+    return tol.allowance(base) + noise + 1e-12 * max(1.0, abs(base))
 
 
 def _fmt(v, unit: str) -> str:
@@ -257,13 +254,14 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     notes = config_notes(base, cand)
     toolchain = _toolchain_changed(base, cand)
     out: list[Comparison] = []
+    rules: dict = {}
     for key in sorted(set(base.metrics) | set(cand.metrics)):
         b = base.metrics.get(key)
         c = cand.metrics.get(key)
         ref = c or b
         name, labels = ref.name, dict(ref.labels)
         d = registry.REGISTRY.get(name)
-        rule = policy.rule_for(name, labels)
+        rule = rules[key] = policy.rule_for(name, labels)   # resolved once per metric
         view = labels.get("view")
         gated = bool(rule and rule.gated and (view is None or view in policy.gate_views))
         if toolchain and d is not None and d.per_kernel:
@@ -315,14 +313,9 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         if rule is None:
             verdict = terms.UNCHANGED if delta == 0 else terms.REGRESSION
             gated = False
-        elif not _beyond(delta, bv, rule.tolerance, (noise or {}).get(key, 0.0)):
-            verdict = terms.UNCHANGED
-        elif rule.direction == terms.EXACT:
-            verdict = terms.REGRESSION
-        elif (delta > 0) == (rule.direction == terms.LOWER_IS_BETTER):
-            verdict = terms.REGRESSION
         else:
-            verdict = terms.IMPROVEMENT
+            verdict = terms.Direction(rule.direction).judge(
+                delta, allowance=_allowance(bv, rule.tolerance, (noise or {}).get(key, 0.0)))
         if ref.unit == "ratio":
             dtext = f"{delta * 100:+.2f} pp"
         elif ref.unit in ("calls", "steps"):
@@ -339,7 +332,10 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                               fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
                               tolerance=tol_text, reason=reason, **common))
-    out = apply_statistics(out, base, cand, policy)
+    out = apply_statistics(out, base, cand, policy, rules=rules)
+    out, part_notes = judge_parts(out, base, cand, rules, noise,
+                                  (getattr(policy, "statistics", None) or {}).get("tolerances", {}))
+    notes.extend(part_notes)
     out = [attribute_families(_attribute(c, base, cand), base, cand) for c in out]
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
     return out, notes
@@ -378,7 +374,7 @@ def summarize(comparisons) -> str:
     """``PASS``, ``REGRESSION`` or ``UNSURE`` from the comparisons (only gated regressions
     fail; a gated ``unsure`` without any regression makes the check ``UNSURE``)."""
     if any(c.fails for c in comparisons):
-        return terms.FAIL
+        return terms.Status.REGRESSION
     if any(c.gated and c.verdict == terms.UNSURE for c in comparisons):
         return terms.UNSURE_STATUS
     return terms.PASS

@@ -231,13 +231,6 @@ def mwu_p(base, cand) -> float:
     return float(_sps().mannwhitneyu(y, x, alternative="two-sided", method="auto").pvalue)
 
 
-def _limit(tol: Tolerance, kind: str) -> float:
-    """The tolerance in the effect's unit (fraction for rel, ratio for pp, metric unit for abs)."""
-    if tol.kind == "pp":
-        return tol.value / 100.0
-    return tol.value
-
-
 def _fmt_effect(v: float, kind: str, unit: str) -> str:
     if kind == "rel":
         return f"{v:+.2%}"
@@ -266,18 +259,22 @@ def interval_level(confidence: float, direction: str) -> tuple[float, str]:
     return confidence, f"{confidence:.0%} CI"
 
 
-def _eligible(c: Comparison, base: Fingerprint, cand: Fingerprint, policy: Policy) -> bool:
+def _eligible(c: Comparison, base: Fingerprint, cand: Fingerprint, policy: Policy, rule) -> bool:
     if c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT, terms.UNCHANGED):
         return False
     if not c.gated and not settings(policy)["informational"]:
         return False
     b, k = base.metrics.get(c.key), cand.metrics.get(c.key)
-    return bool(b and k and b.samples and k.samples and policy.rule_for(c.name, c.labels))
+    return bool(b and k and b.samples and k.samples and rule)
 
 
-def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, policy: Policy) -> list:
+def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, policy: Policy,
+                     rules: dict | None = None) -> list:
     """Re-judge metrics with samples by the two-gate rule (see module doc) when either side
-    stands for more than one capture. Other comparisons are returned unchanged.
+    stands for more than one capture. Other comparisons are returned unchanged. ``rules``
+    ({metric key: :class:`~perfgate.policy.Rule` or None}) are the rules the caller already
+    resolved (:func:`perfgate.compare.compare_fingerprints` resolves each once); missing keys
+    are resolved here.
 
     Returns:
         A new list of :class:`Comparison`; re-judged ones carry ``stats`` (``n_base``,
@@ -291,11 +288,14 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
     out = list(comparisons)
     tested: dict[bool, list[int]] = {True: [], False: []}
     info: dict[int, dict] = {}
+    rules = dict(rules or {})
     for i, c in enumerate(out):
-        if not _eligible(c, base, cand, policy):
+        if c.key not in rules:
+            rules[c.key] = policy.rule_for(c.name, c.labels)
+        rule = rules[c.key]
+        if not _eligible(c, base, cand, policy, rule):
             continue
         b, k = base.metrics[c.key], cand.metrics[c.key]
-        rule = policy.rule_for(c.name, c.labels)
         tol = st["tolerances"].get(c.name, rule.tolerance)
         kind = _effect_kind(tol, c.unit)
         rb, rc = metric_runs(b), metric_runs(k)
@@ -320,7 +320,7 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
                 info[i]["q"] = float(q)
     for i, d in info.items():
         c = out[i]
-        out[i] = _verdict(c, d, base.metrics[c.key], cand.metrics[c.key], policy, st)
+        out[i] = _verdict(c, d, base.metrics[c.key], cand.metrics[c.key], rules[c.key], st)
     for i, c in enumerate(out):
         if i not in info and _judged_without_samples(c, base, cand):
             out[i] = replace(c, reason=f"{c.reason}; {NO_SAMPLES_NOTE.format(rb=runs_of(base), rc=runs_of(cand))}")
@@ -354,8 +354,7 @@ def _subject_of(c: Comparison) -> str:
     return c.reason.split(": ", 1)[0]
 
 
-def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparison:
-    rule = policy.rule_for(c.name, c.labels)
+def _verdict(c: Comparison, d: dict, b, k, rule, st: dict) -> Comparison:
     tol = st["tolerances"].get(c.name, rule.tolerance)
     kind, alpha = d["effect_kind"], d["alpha"]
     subject = _subject_of(c)
@@ -375,7 +374,8 @@ def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparis
                   f"more){info}")
         return replace(c, verdict=terms.UNSURE, fails=False, reason=reason, stats=d,
                        tolerance=f"{d['tolerance']} (two-gate, alpha {alpha:g})")
-    lim = _limit(tol, kind)
+    lim = tol.allowance()   # in the effect's unit: a fraction for rel, a ratio for pp, the unit for abs
+    direction = terms.Direction(rule.direction)
     if d["q"] >= alpha:
         verdict = terms.UNCHANGED
         why = (f"no significant difference (Mann-Whitney U p={d['p']:.3g}, Benjamini-Hochberg "
@@ -388,18 +388,12 @@ def _verdict(c: Comparison, d: dict, b, k, policy: Policy, st: dict) -> Comparis
         ci_text = (f"{ci_name} [{_fmt_effect(lo, kind, c.unit)}, "
                    f"{_fmt_effect(hi, kind, c.unit)}]")
         sig = f"significant (p={d['p']:.3g}, q={d['q']:.3g} < {alpha:g}), Hodges-Lehmann shift {eff}, {ci_text}"
-        if lo > lim or hi < -lim:
-            up = lo > lim
-            if rule.direction == terms.EXACT or up == (rule.direction == terms.LOWER_IS_BETTER):
-                verdict = terms.REGRESSION
-            else:
-                verdict = terms.IMPROVEMENT
+        verdict = direction.judge(lo, hi, lim)
+        if verdict in (terms.REGRESSION, terms.IMPROVEMENT):
             why = f"{sig}, entirely beyond the tolerance {d['tolerance']}"
-        elif -lim <= lo and hi <= lim:
-            verdict = terms.UNCHANGED
+        elif verdict == terms.UNCHANGED:
             why = f"{sig}, entirely within the tolerance {d['tolerance']}: a real but small change"
         else:
-            verdict = terms.UNSURE
             half = (hi - lo) / 2.0
             gap = abs(abs(d["effect"]) - lim)
             runs = max(d["runs_base"], d["runs_cand"])

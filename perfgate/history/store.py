@@ -11,6 +11,10 @@ transaction per record with bounded retries on "database is locked"; readers ope
 read-only. A record is all-or-nothing: a killed writer leaves no half-recorded run.
 Invalid captures never get metric values; with a tuning-journal note they are kept as a run
 with status ``invalid`` and no values.
+
+Order: every read (runs, series, rolling baseline, trends) is in commit order
+(:mod:`perfgate.history.order`: ancestry from git in ``repo``, else the commit time stored at
+record time), not record order; runs without a commit keep their place in record order.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import pandas as pd
 import sqlite_utils
 
 from perfgate.compare.stats import robust_sigma
+from perfgate.history.order import commit_keys, in_commit_order
 from perfgate.errors import NoBaselineError, StoreError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
 
@@ -131,16 +136,21 @@ class HistoryStore:
 
     Args:
         path: SQLite file (created on first write).
+        repo: git checkout whose ancestry orders the runs' commits (default: the working folder;
+            commits it does not hold fall back to the stored commit times).
         readonly: open with ``mode=ro`` (comparisons and queries); a missing file is then
             a :class:`StoreError`.
         busy_timeout_ms / retries: how long one statement waits for a lock, and how many
             times a locked write transaction is retried (with jittered backoff).
     """
 
-    def __init__(self, path, *, readonly: bool = False, busy_timeout_ms: int = 30000, retries: int = 8):
+    def __init__(self, path, *, readonly: bool = False, busy_timeout_ms: int = 30000, retries: int = 8,
+                 repo=None):
         self.path = require_db_path(path)
         self.readonly = readonly
         self.retries = retries
+        self.repo = repo  # git checkout for commit ancestry (None = the working folder)
+        self._keys = None
         try:
             if readonly:
                 if not self.path.is_file():
@@ -269,6 +279,20 @@ class HistoryStore:
             raise StoreError(f"history write failed, nothing recorded: {e}", path=self.path) from None
 
     # -- reads ----------------------------------------------------------------------------
+    def commit_keys(self) -> dict:
+        """``{commit: sort key}`` of every recorded commit (:func:`perfgate.history.order.commit_keys`),
+        computed once per store."""
+        if self._keys is None:
+            times: dict = {}
+            for c, t in self.conn.execute("select commit_sha, json_extract(provenance, '$.commit_time') from runs"):
+                c = clean_commit(c)
+                if c:
+                    times[c] = times.get(c) or t
+            self._keys = commit_keys(times, self.repo)
+        return self._keys
+
+    def _ordered(self, df: pd.DataFrame) -> pd.DataFrame:
+        return in_commit_order(df, self.commit_keys()) if len(df) > 1 else df
     def same_capture(self, fp: Fingerprint, branch: str) -> int | None:
         """Id of the newest run on ``branch`` with the same :func:`metrics_digest`, or None."""
         row = self.conn.execute(
@@ -289,27 +313,28 @@ class HistoryStore:
         return where, args
 
     def runs(self, branch: str | None = None, since: str | None = None, limit: int | None = None) -> pd.DataFrame:
-        """Runs, oldest first: id, branch, commit, recorded_at, status, note, series_key, ..."""
+        """Runs, oldest commit first (see the module docstring): id, branch, commit, recorded_at,
+        status, note, series_key, ..."""
         where, args = self._filters(branch, since)
         sql = ("select id, branch, commit_sha as \"commit\", recorded_at, status, note, series_key, world_size, profiler_level, "
                "cann_version, torch_npu_version, ci_run_id, source from runs")
         if where:
             sql += " where " + " and ".join(where)
         sql += " order by recorded_at, id"
-        df = _clean_commits(pd.read_sql_query(sql, self.conn, params=args))
+        df = self._ordered(_clean_commits(pd.read_sql_query(sql, self.conn, params=args)))
         return df.tail(limit) if limit else df
 
     def series(self, key: str, branch: str | None = None, since: str | None = None, *,
                with_set: bool = False) -> pd.DataFrame:
-        """One metric over time: run_id, recorded_at, commit (str or None), status, note,
+        """One metric in commit order (see the module docstring): run_id, recorded_at, commit (str or None), status, note,
         series_key, value (float; NaN for a set metric such as ``kernel.topn``), and with
         ``with_set`` also set_value (the JSON list of a set metric, None for numbers)."""
         where, args = self._filters(branch, since, "r.", ["v.key = ?"], [key])
         extra = ", v.set_value" if with_set else ""
-        return _clean_commits(pd.read_sql_query(
+        return self._ordered(_clean_commits(pd.read_sql_query(
             "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, r.series_key, v.value"
             + extra + " from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
-            + " order by r.recorded_at, r.id", self.conn, params=args))
+            + " order by r.recorded_at, r.id", self.conn, params=args)))
 
     def keys(self, prefix: str | None = None) -> list[str]:
         """Distinct recorded metric keys (optionally those starting with ``prefix``), sorted."""
@@ -322,7 +347,8 @@ class HistoryStore:
 
     def rolling_baseline(self, branch: str, cand_config: dict, *, window: int, min_runs: int,
                          band_k: float) -> tuple[Fingerprint, dict]:
-        """Baseline = per-metric median of the last ``window`` kept runs of ``branch`` in the
+        """Baseline = per-metric median of the last ``window`` kept runs (newest commits, see the
+        module docstring) of ``branch`` in the
         candidate's series, plus a noise band per metric = ``band_k`` x 1.4826 x MAD (robust
         sigma) of those runs, in the metric's unit.
 
@@ -332,8 +358,8 @@ class HistoryStore:
         sk = series_key(cand_config)
         runs = pd.read_sql_query(
             "select id, commit_sha as \"commit\", recorded_at, series_key, config, provenance from runs where branch = ? and "
-            "status = 'kept' order by recorded_at desc, id desc", self.conn, params=[branch])
-        runs = _clean_commits(runs)
+            "status = 'kept' order by recorded_at, id", self.conn, params=[branch])
+        runs = self._ordered(_clean_commits(runs)).iloc[::-1].reset_index(drop=True)  # newest commit first
         same = runs[runs["series_key"] == sk].head(window)
         if len(same) < min_runs:
             other = len(runs) - len(runs[runs["series_key"] == sk])

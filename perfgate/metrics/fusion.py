@@ -6,7 +6,7 @@ vector kernels between two matmuls. Candidates only: nothing here claims a gain.
 Per rank and step the compute kernels (communication rows left out) are put in time order;
 each kernel's operator is its Type, or, where Type is N/A (Level0), the last ``_`` part of its
 family (``aclnnMul_MulAiCore_Mul`` -> ``Mul``). A pattern (``fusion.patterns`` in
-``policies/segments.yaml``) is an ordered list of operator regexes. A region is a run of
+``perfgate/policies/segments.yaml``) is an ordered list of operator regexes. A region is a run of
 consecutive kernels each matching a later step of the pattern than the kernel before it:
 
 * grade ``high``: every step of the pattern matched, in order, nothing in between;

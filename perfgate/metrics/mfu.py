@@ -3,7 +3,7 @@
 ``MFU = FLOPs / duration_s / peak`` where FLOPs come from the user's spec
 (:class:`perfgate.policy.opspec.MfuSpec`: YAML rules with the built-in ``matmul`` formula, or a
 Python ``flops(row)``), duration is the kernel's Duration(us) (device time of the task) and
-peak is the chip's peak FLOP/s for the call's dtype (policies/mfu/peaks.yaml; fp16 / bf16 and
+peak is the chip's peak FLOP/s for the call's dtype (perfgate/policies/mfu/peaks.yaml; fp16 / bf16 and
 fp32 differ ~4x). A family's MFU is Σ FLOPs / Σ (duration_s × peak of each call's dtype), so
 calls of different dtypes are each held to their own peak. A call class is one
 (family, Input Shapes, dtype). MFU above 1 is impossible: it is reported as a spec error

@@ -1,7 +1,7 @@
 """The metric registry: every quantity the fingerprint can hold, with its unit, caliber,
 tier, what it needs from the capture, and where its formula comes from.
 
-Directions, tolerances and gating are the policy's (``policies/default.yaml``); this table
+Directions, tolerances and gating are the policy's (``perfgate/policies/default.yaml``); this table
 holds only what is true of the quantity itself.
 """
 from __future__ import annotations
@@ -16,7 +16,11 @@ class MetricDef:
     """``absent_is_zero``: a key missing on one side means 0 (a kernel family with no calls),
     not "not measured". ``requires``: comparability facets of the fingerprint config that
     must hold on both sides (else the metric is incomparable). ``per_kernel``: demoted to
-    informational when the toolchain (CANN / torch_npu) changed (case G07)."""
+    informational when the toolchain (CANN / torch_npu) changed (case G07).
+    ``caliber_note``: for a metric without a time caliber (``caliber`` None), what its figure
+    is measured on: a count, a wall-clock span, a ratio of file fields, or the caliber carried
+    per value (``device.time_us``, ``rank.skew_ratio``). docs/metrics.md is generated from
+    these fields (:func:`perfgate.report.docs.render_metrics_reference`)."""
     name: str
     unit: str
     caliber: str | None
@@ -28,24 +32,37 @@ class MetricDef:
     per_kernel: bool = False
     subject: str | None = None   # short text naming one labelled value, e.g. "{kind} blocks per step"
     labels: tuple = ()           # label keys a value of this metric carries, besides ``view``
+    caliber_note: str | None = None
+
+
+# caliber notes shared by several metrics without a time caliber
+_COUNT = "count (not a time figure)"
+_SPAN = "wall-clock span between two instants (nothing summed or merged)"
+_GAP = "idle time between the step's busy-union segments (the complement of the busy union)"
 
 
 _DEFS = [
     MetricDef("kernel.calls_per_step", "calls", None, terms.TIER_EXACT,
               "calls per step of one kernel family (median over steps, an observed count)",
               "count of kernel_details.csv rows per Step Id and family", absent_is_zero=True,
-              per_kernel=True, labels=('family',)),
+              per_kernel=True, labels=('family',),
+              caliber_note=_COUNT),
     MetricDef("kernel.total_calls_per_step", "calls", None, terms.TIER_EXACT,
-              "all kernel calls per step", "count of kernel_details.csv rows per Step Id"),
+              "all kernel calls per step (lower median over steps, an observed count)",
+              "count of kernel_details.csv rows per Step Id",
+              caliber_note=_COUNT),
     MetricDef("optype.calls_per_step", "calls", None, terms.TIER_EXACT,
               "calls per step of one operator type (Type / OP Type)",
               "count of kernel_details.csv rows per Step Id and Type", absent_is_zero=True,
-              requires=("type_available",), per_kernel=True, labels=('type',)),
+              requires=("type_available",), per_kernel=True, labels=('type',),
+              caliber_note=_COUNT),
     MetricDef("kernel.invalid_rows", "rows", None, terms.TIER_EXACT,
-              "kernel rows left out: N/A, empty or negative Duration(us) (P06)",
-              "kernel_details.csv rows that could not be counted"),
+              "kernel rows left out of the rank: N/A, empty or negative Duration(us) (P06)",
+              "kernel_details.csv rows that could not be counted",
+              caliber_note=_COUNT),
     MetricDef("kernel.unassigned_rows", "rows", None, terms.TIER_EXACT,
-              "kernel rows with a blank Step Id, outside every step (P05)", "kernel_details.csv Step Id"),
+              "kernel rows of the rank with a blank Step Id, outside every step (P05)", "kernel_details.csv Step Id",
+              caliber_note=_COUNT),
     MetricDef("kernel.topn", "set", terms.SUM_DURATION, terms.TIER_EXACT,
               "the Top-N kernel families by ΣDuration per step",
               "ΣDuration per family, ranked", per_kernel=True),
@@ -61,25 +78,31 @@ _DEFS = [
               "step time = Computing + Communication(Not Overlapped) + Free",
               "step_trace_time.csv; msprof-analyze cluster_analyse step_trace_time_analysis"),
     MetricDef("step.computing_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
-              "Computing: merged compute intervals per step", "step_trace_time.csv Computing"),
+              "Computing: merged compute intervals per step",
+              "step_trace_time.csv Computing (else trace_view.json Overlap Analysis)"),
     MetricDef("step.comm_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
-              "Communication: communication op time per step", "step_trace_time.csv Communication"),
+              "Communication: communication op time per step",
+              "step_trace_time.csv Communication (else trace_view.json Overlap Analysis)"),
     MetricDef("step.comm_not_overlapped_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "exposed communication: communication not covered by compute",
-              "step_trace_time.csv Communication(Not Overlapped)"),
+              "step_trace_time.csv Communication(Not Overlapped) (else trace_view.json Overlap Analysis)"),
     MetricDef("step.overlapped_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "communication overlapped by compute",
               "step_trace_time.csv Overlapped = Communication − Communication(Not Overlapped)"),
     MetricDef("step.free_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
-              "Free: device neither computing nor communicating", "step_trace_time.csv Free"),
+              "Free: device neither computing nor communicating",
+              "step_trace_time.csv Free (else trace_view.json Overlap Analysis)"),
     MetricDef("step.exposed_comm_ratio", "ratio", terms.BUSY_UNION, terms.TIER_STEP,
-              "exposed-communication ratio = Comm(Not Overlapped) / Communication",
-              "step_trace_time.csv"),
+              "exposed-communication ratio = Comm(Not Overlapped) / Communication (only when every "
+              "step has Communication > 0)",
+              "step_trace_time.csv (else trace_view.json Overlap Analysis)"),
     MetricDef("step.count", "steps", None, terms.TIER_EXACT, "number of steps in the capture",
-              "distinct Step Id values in kernel_details.csv"),
+              "distinct Step Id values in kernel_details.csv",
+              caliber_note=_COUNT),
     MetricDef("device.time_us", "us", None, terms.TIER_STEP,
               "device time per step of all kernel rows in one caliber (label caliber)",
-              "kernel_details.csv: ΣDuration = Σ Duration(us); busy union = merged intervals", labels=('caliber',)),
+              "kernel_details.csv: ΣDuration = Σ Duration(us); busy union = merged intervals", labels=('caliber',),
+              caliber_note="one value per caliber: label caliber = sum_duration (ΣDuration) or busy_union (busy union)"),
     MetricDef("comm.elapse_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "Σ Elapse Time of communication ops per step (ms in the file, us here)",
               "communication.json, 'Total Op Info' skipped", requires=("has_comm_json",)),
@@ -89,34 +112,46 @@ _DEFS = [
               per_kernel=True, labels=('family',)),
     # host-bound step anatomy (perfgate.metrics.steps), medians over steps
     MetricDef("step.wall_us", "us", None, terms.TIER_STEP,
-              "device span of the step: last task end − first task start", "kernel_details.csv"),
+              "device span of the step: last task end − first task start", "kernel_details.csv",
+              caliber_note=_SPAN),
     MetricDef("step.bubble_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "device idle inside the span: wall − busy union", "kernel_details.csv merged intervals"),
     MetricDef("step.underfeed_ratio", "ratio", terms.BUSY_UNION, terms.TIER_STEP,
               "underfeed ratio = bubble / wall", "kernel_details.csv merged intervals"),
     MetricDef("step.prelaunch_gap_us", "us", None, terms.TIER_STEP,
-              "host step start -> first device task (Preparing)", "trace ProfilerStep#N, kernel_details.csv"),
+              "host step start -> first device task (Preparing)",
+              "trace ProfilerStep#N start, kernel_details.csv first Start Time(us); step_trace_time.csv Preparing when there is no trace",
+              caliber_note=_SPAN),
     MetricDef("step.tail_gap_us", "us", None, terms.TIER_STEP,
-              "last device task -> host step end", "trace ProfilerStep#N, kernel_details.csv"),
+              "last device task -> host step end (needs the trace)",
+              "trace ProfilerStep#N end, kernel_details.csv last task end",
+              caliber_note=_SPAN),
     MetricDef("step.internal_bubble_us", "us", None, terms.TIER_STEP,
-              "idle gaps inside the step longer than bubble_min_us, summed", "kernel_details.csv"),
+              "idle gaps inside the step longer than findings.bubble_min_us (10 us), summed",
+              "kernel_details.csv merged intervals",
+              caliber_note=_GAP),
     MetricDef("step.largest_bubble_us", "us", None, terms.TIER_CONTEXT,
-              "the largest idle gap inside the step", "kernel_details.csv"),
+              "the largest idle gap inside the step", "kernel_details.csv merged intervals",
+              caliber_note=_GAP),
     # communication (perfgate.metrics.comm)
     MetricDef("comm.calls_per_step", "calls", None, terms.TIER_EXACT,
               "HCCL op calls per step of one kind (allreduce, allgather, ...)",
-              "kernel_details.csv communication rows by name", absent_is_zero=True, labels=('kind',)),
+              "kernel_details.csv communication rows by name", absent_is_zero=True, labels=('kind',),
+              caliber_note=_COUNT),
     MetricDef("comm.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "ΣDuration per step of one HCCL kind", "kernel_details.csv", absent_is_zero=True, labels=('kind',)),
     MetricDef("comm.exposed_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "time per step of one HCCL kind not covered by compute",
               "kernel_details.csv: rows minus the compute busy union", absent_is_zero=True, labels=('kind',)),
     MetricDef("comm.wait_ratio", "ratio", None, terms.TIER_CONTEXT,
-              "wait ratio = Σ Wait / (Σ Wait + Σ Transit)", "communication.json (msprof-analyze)",
-              requires=("has_comm_json",)),
+              "wait ratio = Σ Wait / (Σ Wait + Σ Transit) over every op of the rank",
+              "communication.json Wait / Transit Time(ms) (msprof-analyze communication_analysis)",
+              requires=("has_comm_json",),
+              caliber_note="ratio of op times summed over communication.json ops (no interval union)"),
     MetricDef("comm.bandwidth_gbps", "GB/s", None, terms.TIER_CONTEXT,
-              "bandwidth per link type = Σ Transit Size / Σ Transit Time",
-              "communication.json Communication Bandwidth Info", requires=("has_comm_json",), labels=('link',)),
+              "bandwidth per link type = Σ Transit Size (MB) / Σ Transit Time (ms), over every op of the rank",
+              "communication.json Communication Bandwidth Info", requires=("has_comm_json",), labels=('link',),
+              caliber_note="bytes over summed Transit Time of communication.json (not a device-time figure)"),
     # operator view (perfgate.metrics.operators, perfgate.metrics.mfu), medians over steps
     MetricDef("share.family", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step of one kernel family",
@@ -132,33 +167,42 @@ _DEFS = [
               requires=("type_available", "core_available", "categories_digest", "operator_digest"),
               per_kernel=True, labels=('category', 'phase')),
     MetricDef("pipe.bound_share", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
-              "share of ΣDuration in kernel families bound by one pipe family (cube, vector, aic_mte, ...)",
+              "share of the rank's ΣDuration (all steps) in kernel families bound by one pipe family "
+              "(cube, vector, aic_mte, ...)",
               "largest summed PipeUtilization stage time per family (aic_mac_time(us), ...), kernel_details.csv",
               absent_is_zero=True, requires=("pipe_available",), per_kernel=True, labels=('bound',)),
     MetricDef("pipe.memory_bound", "x", None, terms.TIER_CONTEXT,
-              "memory_bound = mte2_ratio / max(mac_ratio, vec_ratio) of one kernel family (> 1: MTE2-bound)",
+              "memory_bound = mte2_ratio / max(mac_ratio, vec_ratio) of one kernel family above "
+              "operators.family_min_share, over all its calls (> 1: MTE2-bound)",
               "Duration-weighted PipeUtilization ratios, kernel_details.csv", requires=("pipe_available",),
-              per_kernel=True, labels=('family',)),
+              per_kernel=True, labels=('family',),
+              caliber_note="ratio of Duration-weighted PipeUtilization ratios (dimensionless)"),
     MetricDef("mfu.ratio", "ratio", None, terms.TIER_STEP,
-              "MFU of one kernel family = FLOPs / duration_s / dtype peak FLOP/s",
+              "MFU of one kernel family = Σ FLOPs / Σ (Duration(s) × peak FLOP/s of the call's dtype), "
+              "over all its calls",
               "FLOPs spec (policy mfu.spec) over Input Shapes; peak table policy mfu.peaks",
-              requires=("mfu_digest",), per_kernel=True, labels=('family',)),
+              requires=("mfu_digest",), per_kernel=True, labels=('family',),
+              caliber_note="ΣDuration denominator: FLOPs over Σ (Duration(us) × dtype peak) of the family's calls"),
     MetricDef("rank.skew_ratio", "ratio", None, terms.TIER_STEP,
               "rank skew = (max − min) / mean over ranks of a per-rank metric (label metric)",
-              "per-rank values of the named metric", labels=('metric',)),
-    # model structure (perfgate.metrics.segments; rules in policies/segments.yaml)
+              "per-rank values of the named metric", labels=('metric',),
+              caliber_note="the caliber of the per-rank metric it is computed over (carried on each value)"),
+    # model structure (perfgate.metrics.segments; rules in perfgate/policies/segments.yaml)
     MetricDef("layer.count_per_step", "layers", None, terms.TIER_EXACT,
               "layers per step found by the anchor rules (lower median over steps)",
               "kernel_details.csv rows in time order cut at anchor kernels", requires=("segments_digest",),
-              subject="layers per step (layer count)"),
+              subject="layers per step (layer count)",
+              caliber_note=_COUNT),
     MetricDef("layer.class_count_per_step", "layers", None, terms.TIER_EXACT,
               "layers per step of one recurring layer class (label class; 'unique' = layers whose "
               "class occurs once per step)", "ordered kernel families per layer, hashed",
-              absent_is_zero=True, requires=("segments_digest",), subject="layers per step of layer class {class}", labels=('class',)),
+              absent_is_zero=True, requires=("segments_digest",), subject="layers per step of layer class {class}", labels=('class',),
+              caliber_note=_COUNT),
     MetricDef("block.count_per_step", "blocks", None, terms.TIER_EXACT,
               "blocks per step of one kind (attention | ffn | moe | aicpu | other) in recurring layers",
               "layers cut at norm kernels and AI_CPU runs", absent_is_zero=True, requires=("segments_digest",),
-              subject="{kind} blocks per step (recurring layers)", labels=('kind',)),
+              subject="{kind} blocks per step (recurring layers)", labels=('kind',),
+              caliber_note=_COUNT),
     MetricDef("block.share", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in blocks of one kind ('unstructured' = head, tail and "
               "non-recurring layers)", "Σ Duration(us) of the blocks / Σ Duration(us) of the step",
@@ -166,7 +210,8 @@ _DEFS = [
     MetricDef("layer.wall_p50_us", "us", None, terms.TIER_STEP,
               "median wall (last end − first start) of the layers of one recurring class",
               "kernel_details.csv Start Time(us) + Duration(us)", requires=("segments_digest",),
-              subject="median wall of layer class {class}", labels=('class',)),
+              subject="median wall of layer class {class}", labels=('class',),
+              caliber_note=_SPAN),
 ]
 REGISTRY: dict[str, MetricDef] = {d.name: d for d in _DEFS}
 

@@ -3,7 +3,7 @@ blocks (attention | ffn | moe | aicpu | other), with class signatures and a loss
 
 Per rank and step the rows are put in time order (``start_ns``, then source row; all streams,
 so a communication task sits where it started). Layers are cut at recurring anchor kernels
-(rules in ``policies/segments.yaml``, see :mod:`perfgate.policy.knowledge`): the layer count is
+(rules in ``perfgate/policies/segments.yaml``, see :mod:`perfgate.policy.knowledge`): the layer count is
 what the anchors find, never a configured number. A layer runs from its (lead-adjusted)
 anchor to the kernel before the next layer; the last layer is as long as the one before it
 and ends early at an optimizer (``tail``) kernel. Rows before the first layer are the head,

@@ -1,4 +1,4 @@
-"""The policy: what is gated and how (``policies/default.yaml`` and user files), the operator
+"""The policy: what is gated and how (``perfgate/policies/default.yaml`` and user files), the operator
 spec (categories, phases, MFU, suggestions), the segment knowledge file, and the YAML reader
 they share. Parsed into frozen objects; every error names the file and the key."""
 from perfgate.policy.load import (  # noqa: F401

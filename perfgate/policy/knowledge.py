@@ -1,4 +1,4 @@
-"""Model-structure knowledge: YAML (``policies/segments.yaml``) -> frozen rule objects.
+"""Model-structure knowledge: YAML (``perfgate/policies/segments.yaml``) -> frozen rule objects.
 
 The rules say how a step's kernel sequence is cut into layers (anchor patterns, never a layer
 count), how a layer splits into blocks (attention | ffn | moe | aicpu | other), which
@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.errors import PolicyError
+from perfgate.policy.builtin import builtin_file
 from perfgate.policy.yamlfile import read_mapping
 
-DEFAULT_SEGMENTS = Path(__file__).resolve().parents[2] / "policies" / "segments.yaml"
+DEFAULT_SEGMENTS = builtin_file("segments.yaml")  # package data: perfgate/policies/segments.yaml
 BLOCK_KINDS = ("attention", "ffn", "moe", "aicpu", "other")
 _MATCH_FIELDS = ("name", "family", "type", "core")
 _TOP = {"version", "anchors", "tail", "blocks", "fusion", "counterexamples", "signature"}
@@ -132,7 +133,7 @@ def _int(path, key, v, lo=0):
 
 
 def load_segment_rules(path=None) -> SegmentRules:
-    """Load a segments knowledge file (default ``policies/segments.yaml``).
+    """Load a segments knowledge file (default ``perfgate/policies/segments.yaml``).
 
     Raises:
         PolicyError: unreadable file, invalid YAML, unknown key, bad regex, an anchor without

@@ -1,7 +1,7 @@
 """Policy: YAML -> frozen objects. Errors name the file and the key.
 
 The policy decides the fingerprint rules (Top-N, family suffix, category table) and, per
-metric, whether it gates, its direction and its tolerance. See ``policies/default.yaml``.
+metric, whether it gates, its direction and its tolerance. See ``perfgate/policies/default.yaml`` (package data).
 """
 from __future__ import annotations
 
@@ -13,15 +13,17 @@ from pathlib import Path
 
 from perfgate import terms
 from perfgate.policy import opspec
+from perfgate.policy.builtin import builtin_file, resolve_ref
 from perfgate.errors import PolicyError
 from perfgate.policy.yamlfile import read_mapping
 
 _UNKNOWN_CATEGORY = "unknown"  # the bucket of kernels no category rule matches (perfgate.metrics.kernels.UNKNOWN)
-DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
+DEFAULT_POLICY = builtin_file("default.yaml")  # package data: perfgate/policies/default.yaml
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
              "operators", "phases", "mfu", "suggestions", "statistics"}
 _TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.policy.knowledge)
+_TOP_KEYS |= {"max_incomparable_fraction"}  # partial comparisons: fail above this fraction (None: never)
 _STAT_DEFAULTS = {"enabled": True, "alpha": 0.05, "confidence": 0.95,
                   "unsure_fails": False, "max_runs_hint": 50, "informational": False}
 _HISTORY_DEFAULTS = {"window": 5, "min_runs": 2, "band_k": 3.0, "penalty": 3.0, "min_size": 3,
@@ -41,6 +43,19 @@ class Tolerance:
     """``kind`` abs (metric unit), rel (fraction of |baseline|) or pp (percentage points)."""
     kind: str
     value: float
+
+    def allowance(self, base: float | None = None) -> float:
+        """The tolerance as an absolute amount in the unit of the compared quantity (≥ 0):
+        ``abs`` its value (metric unit), ``pp`` its value / 100 (a ratio: 5 pp -> 0.05),
+        ``rel`` its value × |``base``|. ``base`` None asks for the allowance of a relative
+        effect (a fraction, e.g. a ratio − 1): ``rel`` then gives its value unchanged.
+        The one conversion of a policy tolerance; :meth:`perfgate.terms.Direction.judge`
+        compares a change with it."""
+        if self.kind == "abs":
+            return float(self.value)
+        if self.kind == "pp":
+            return self.value / 100.0
+        return float(self.value) if base is None else self.value * abs(base)
 
     def describe(self, unit: str) -> str:
         """The tolerance as shown in every report (CLI, Markdown, JUnit, HTML, JSON reasons):
@@ -120,6 +135,7 @@ class Policy:
     operators: opspec.OperatorSpec = field(default_factory=opspec.OperatorSpec)
     phases: opspec.PhaseSpec = field(default_factory=opspec.PhaseSpec)
     mfu: opspec.MfuSpec | None = None
+    max_incomparable_fraction: float | None = None
     suggestions: tuple = ()
     statistics: dict = field(default_factory=lambda: dict(_STAT_DEFAULTS, tolerances={}))
 
@@ -271,7 +287,7 @@ def _rule_fields(path, key, d, partial=False) -> dict:
 
 
 def load_policy(path=None) -> Policy:
-    """Load a policy YAML file (default: ``policies/default.yaml``).
+    """Load a policy YAML file (default: ``perfgate/policies/default.yaml``).
 
     Raises:
         PolicyError: unreadable file, invalid YAML, an unknown key, a bad regex, direction
@@ -279,9 +295,9 @@ def load_policy(path=None) -> Policy:
     """
     if path is None:
         if not DEFAULT_POLICY.is_file():
-            raise PolicyError("the default policy is not beside this installation",
-                              path=DEFAULT_POLICY,
-                              hint="install perfgate from its checkout (pip install -e .) or pass --policy")
+            raise PolicyError("the built-in default policy is missing from this installation (package "
+                              "data perfgate/policies/default.yaml)", path=DEFAULT_POLICY,
+                              hint="reinstall perfgate (pip install --force-reinstall perfgate) or pass --policy")
         path = DEFAULT_POLICY
     path = Path(path)
     doc = read_mapping(path, "policy")
@@ -386,7 +402,10 @@ def load_policy(path=None) -> Policy:
         elif k in ("window", "min_runs", "min_size", "min_after") and (int(v) != v or v < 1):
             raise _err(path, f"history.{k}", f"must be a positive integer, got {v!r}")
         hist[k] = v
-    return Policy(path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
+    mif = doc.get("max_incomparable_fraction")
+    if mif is not None and (not isinstance(mif, (int, float)) or isinstance(mif, bool) or not 0 <= mif <= 1):
+        raise _err(path, "max_incomparable_fraction", f"must be a number in [0, 1], got {mif!r}")
+    return Policy(max_incomparable_fraction=None if mif is None else float(mif), path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
                   overrides=tuple(overrides), self_checks=checks, raw=doc, findings=thresholds,
                   fail_closed=tuple(fail_closed), history=hist, segments=_segments(path, doc),
@@ -399,7 +418,7 @@ def load_policy(path=None) -> Policy:
 
 def _segments(path: Path, doc: dict):
     """``segments:`` = a knowledge file path (relative to the policy file), absent = the bundled
-    ``policies/segments.yaml``, null = no layer segmentation."""
+    ``perfgate/policies/segments.yaml``, null = no layer segmentation."""
     from perfgate.policy.knowledge import DEFAULT_SEGMENTS, load_segment_rules
     if "segments" not in doc:
         return load_segment_rules(DEFAULT_SEGMENTS)
@@ -408,7 +427,7 @@ def _segments(path: Path, doc: dict):
         return None
     if not isinstance(v, str):
         raise _err(path, "segments", f"must be a file path or null, got {v!r}")
-    return load_segment_rules(path.parent / v)
+    return load_segment_rules(resolve_ref(path, v))
 
 
 

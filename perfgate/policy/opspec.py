@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from perfgate.errors import PolicyError
+from perfgate.policy.builtin import resolve_ref
 
 MATCH_FIELDS = ("name", "type", "core")
 PRIORITIES = ("P0", "P1", "P2")
@@ -230,9 +231,7 @@ def parse_phases(path, d) -> PhaseSpec:
 
 
 def _resolve(path, key, rel) -> Path:
-    p = Path(str(rel))
-    if not p.is_absolute():
-        p = Path(path).resolve().parent / p
+    p = resolve_ref(path, rel)  # perfgate:REL = a built-in file; else relative to the policy file
     if not p.is_file():
         raise _err(path, key, f"file not found: {p}")
     return p

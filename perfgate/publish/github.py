@@ -39,12 +39,13 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from perfgate.ci_env import PR_EVENTS
+from perfgate.ci_env import MERGE_QUEUE_EVENTS, PR_EVENTS
 from perfgate.errors import EXIT_STORE, PerfgateError, StoreError, UsageError
 from perfgate.report.markdown import marker
 from perfgate.store.atomic import write_atomic
 
 GITHUB_COM_API = "https://api.github.com"
+ACTIONS_BOT = "github-actions[bot]"  # the author of comments posted with the workflow's GITHUB_TOKEN
 COMMENT_LIMIT = 65_536  # GitHub's limit on an issue comment body, in characters
 #: step outputs written by :func:`publish_check` (action.yml maps each to an action output)
 OUTPUT_NAMES = ("verdict", "exit-code", "gated", "regressions", "improvements", "junit", "markdown", "json",
@@ -99,6 +100,11 @@ class ActionsContext:
     def is_pull_request(self) -> bool:
         return self.event_name in PR_EVENTS
 
+    @property
+    def is_merge_queue(self) -> bool:
+        """A merge-queue run (``merge_group``): it tests code that is not merged yet."""
+        return self.event_name in MERGE_QUEUE_EVENTS
+
     def merge_base(self, cwd=None) -> str | None:
         """The merge-base commit of the PR's base and head SHAs (``git merge-base``, run in
         ``cwd``), or None when git, the SHAs or the history (shallow clone) are not there.
@@ -115,8 +121,25 @@ class ActionsContext:
 
     def to_dict(self, cwd=None) -> dict:
         d = asdict(self)
-        d.update(is_fork=self.is_fork, is_pull_request=self.is_pull_request, merge_base=self.merge_base(cwd))
+        d.update(is_fork=self.is_fork, is_pull_request=self.is_pull_request, is_merge_queue=self.is_merge_queue,
+                 merge_base=self.merge_base(cwd), shallow_clone=is_shallow(cwd))
         return d
+
+
+def is_shallow(cwd=None) -> bool:
+    """True when ``cwd`` is inside a shallow git clone (``git rev-parse --is-shallow-repository``;
+    actions/checkout fetches one commit unless ``fetch-depth: 0``). False outside git."""
+    try:
+        r = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=cwd, capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and r.stdout.strip() == "true"
+
+
+SHALLOW_WARNING = ("the merge-base of this pull request's base {base} and head {head} cannot be found: the clone "
+                   "is shallow, so the relation between the baseline and this pull request is unknown; fetch the "
+                   "history with actions/checkout `fetch-depth: 0`")
 
 
 def context_from_env(env=None) -> ActionsContext:
@@ -124,8 +147,8 @@ def context_from_env(env=None) -> ActionsContext:
 
     The PR number and SHAs come from the event payload at ``GITHUB_EVENT_PATH``
     (``pull_request.number / head.sha / base.sha / head.repo.full_name / base.repo.full_name``;
-    ``issue.number`` for issue-comment events); the repository from ``GITHUB_REPOSITORY`` or the
-    payload. Without ``GITHUB_EVENT_PATH`` every PR field is None.
+    ``issue.number`` for issue-comment events; ``merge_group.head_sha / base_sha`` for merge-queue
+    events); the repository from ``GITHUB_REPOSITORY`` or the payload. Without ``GITHUB_EVENT_PATH`` every PR field is None.
 
     Raises:
         UsageError: ``GITHUB_EVENT_PATH`` is set but the file cannot be read or is not a JSON
@@ -145,6 +168,9 @@ def context_from_env(env=None) -> ActionsContext:
             raise UsageError("the event payload is not a JSON object", path=path)
     pr = payload.get("pull_request") or {}
     head, base = pr.get("head") or {}, pr.get("base") or {}
+    mg = payload.get("merge_group") or {}
+    if mg and not pr:  # merge queue: merge_group.head_sha / base_sha (no pull_request object)
+        head, base = {"sha": mg.get("head_sha")}, {"sha": mg.get("base_sha")}
     number = pr.get("number") or (payload.get("issue") or {}).get("number")
     repo = env.get("GITHUB_REPOSITORY") or (payload.get("repository") or {}).get("full_name")
     server = env.get("GITHUB_SERVER_URL")
@@ -231,7 +257,8 @@ class CommentOutcome:
 
     ``action``: ``created`` / ``updated`` / ``skipped`` (not a PR, or commenting off) /
     ``failed``. ``fallback``: files left for a follow-up job when it failed. ``warning``: the one
-    line to show the user (token-free). ``duplicates``: other comments with the same marker."""
+    line to show the user (token-free). ``duplicates``: other comments of ours with the same
+    marker. ``foreign``: comments with the marker written by someone else (left untouched)."""
     action: str
     comment_id: int | None = None
     url: str | None = None
@@ -240,13 +267,35 @@ class CommentOutcome:
     warning: str | None = None
     status: int | None = None
     fallback: dict = field(default_factory=dict)
+    foreign: int = 0
 
 
-def upsert_comment(gh, repository: str, pr_number: int, body: str, key: str) -> CommentOutcome:
+def token_login(gh, author: str | None = None) -> str:
+    """The login whose comments this token may update: ``author`` when given (a GitHub App's
+    bot, ``<slug>[bot]``, via ``$PERFGATE_COMMENT_AUTHOR``), else the authenticated user
+    (``GET /user``), else — an installation token such as the workflow's ``GITHUB_TOKEN``, for
+    which ``GET /user`` is 403 — :data:`ACTIONS_BOT`.
+
+    Raises:
+        github3 / requests exceptions other than 403 (the caller redacts them)."""
+    if author:
+        return author
+    from github3.exceptions import ForbiddenError
+    try:
+        me = gh.me()
+    except ForbiddenError:  # "Resource not accessible by integration": an app installation token
+        return ACTIONS_BOT
+    return getattr(me, "login", None) or ACTIONS_BOT
+
+
+def upsert_comment(gh, repository: str, pr_number: int, body: str, key: str, *,
+                   author: str | None = None) -> CommentOutcome:
     """Create the PR comment for ``key``, or update the newest existing one in place.
 
     ``body`` must start with ``marker(key)`` (it is prepended when missing) and is passed
-    through :func:`fit_comment`. Every page of comments is read.
+    through :func:`fit_comment`. Every page of comments is read. Only a marked comment written by
+    this token's identity (:func:`token_login`) is updated: a person's comment that happens to
+    start with the marker is never edited (``foreign`` counts such comments).
 
     Raises:
         UsageError: ``repository`` is not ``owner/name``, or ``key`` could break the HTML comment.
@@ -265,16 +314,21 @@ def upsert_comment(gh, repository: str, pr_number: int, body: str, key: str) -> 
     issue = gh.issue(owner, name, int(pr_number))
     if issue is None:
         raise PublishError(f"pull request #{pr_number} not found in {repository}", status=404)
-    mine = [c for c in issue.comments() if (c.body or "").lstrip().startswith(tag)]
+    marked = [c for c in issue.comments() if (c.body or "").lstrip().startswith(tag)]
+    mine, foreign = marked, 0
+    if marked:  # only comments written by this token's own identity are ever edited
+        me = token_login(gh, author)
+        mine = [c for c in marked if getattr(getattr(c, "user", None), "login", None) == me]
+        foreign = len(marked) - len(mine)
     if mine:
         newest = max(mine, key=lambda c: (c.created_at, c.id))
         if not newest.edit(fitted):
             raise PublishError(f"GitHub did not accept the edit of comment {newest.id}")
-        return CommentOutcome("updated", newest.id, newest.html_url, len(mine) - 1, fitted != body)
+        return CommentOutcome("updated", newest.id, newest.html_url, len(mine) - 1, fitted != body, foreign=foreign)
     c = issue.create_comment(fitted)
     if c is None:
         raise PublishError(f"GitHub returned no comment for the new comment on #{pr_number}")
-    return CommentOutcome("created", c.id, c.html_url, 0, fitted != body)
+    return CommentOutcome("created", c.id, c.html_url, 0, fitted != body, foreign=foreign)
 
 
 def _status_of(e) -> int | None:
@@ -283,7 +337,8 @@ def _status_of(e) -> int | None:
 
 
 def publish_report(body: str, *, ctx: ActionsContext, token: str | None, key: str, out_dir,
-                   client_options: dict | None = None, token_name: str = "GITHUB_TOKEN") -> CommentOutcome:
+                   client_options: dict | None = None, token_name: str = "GITHUB_TOKEN",
+                   author: str | None = None) -> CommentOutcome:
     """Post ``body`` as the sticky PR comment for ``key``; never raises for a comment failure.
 
     Returns a :class:`CommentOutcome`. On failure (no token, fork / read-only token 403, 404,
@@ -300,7 +355,7 @@ def publish_report(body: str, *, ctx: ActionsContext, token: str | None, key: st
         if not token:
             raise PublishError(f"no token: ${token_name} is not set (pass the workflow's github.token)")
         gh = github_client(ctx.api_url, token, **(client_options or {}))
-        return upsert_comment(gh, ctx.repository, ctx.pr_number, body, key)
+        return upsert_comment(gh, ctx.repository, ctx.pr_number, body, key, author=author)
     except Exception as e:  # noqa: BLE001 - no comment failure may change the gate's verdict
         status = _status_of(e)
         what = f"HTTP {status}: " if status else ""
@@ -357,8 +412,9 @@ def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, m
         raise UsageError(f"no token: ${token_name} is not set")
     ctx = dataclasses.replace(ctx, api_url=(api_url or extra.get("api_url") or ctx.api_url).rstrip("/"))
     try:
+        env = os.environ if env is None else env
         return upsert_comment(github_client(ctx.api_url, token, **(client_options or {})), repository,
-                              int(pr_number), body, key)
+                              int(pr_number), body, key, author=env.get("PERFGATE_COMMENT_AUTHOR"))
     except PerfgateError as e:
         e.message = redact(e.message, token)
         raise
@@ -412,15 +468,23 @@ def write_outputs(path, values: dict) -> Path:
     return p
 
 
-def baseline_note(markdown: str, baseline_provenance: dict | None, merge_base: str | None) -> str:
+def baseline_note(markdown: str, baseline_provenance: dict | None, merge_base: str | None, *,
+                  shallow: bool = False) -> str:
     """``markdown`` with one line after the verdict heading naming the baseline's commit and the
     pull request's merge-base when both are known and differ (a stale or newer baseline judges
-    changes that are not the PR's own). Unchanged otherwise."""
+    changes that are not the PR's own). With ``shallow`` (the merge-base could not be found
+    because the clone is shallow) the line says the relation is unknown and how to fix it.
+    Unchanged otherwise."""
     commit = (baseline_provenance or {}).get("commit")
-    if not (commit and merge_base) or commit == merge_base:
+    if shallow and not merge_base:
+        saved = f"Baseline saved at commit `{commit[:12]}`" if commit else "Baseline commit unknown"
+        note = (f"> {saved}; this pull request's merge-base is unknown (shallow clone): the relation between "
+                f"the baseline and this pull request is unknown. Check out with `fetch-depth: 0` to know it.")
+    elif not (commit and merge_base) or commit == merge_base:
         return markdown
-    note = (f"> Baseline saved at commit `{commit[:12]}`; this pull request's merge-base is `{merge_base[:12]}`: "
-            f"differences also include commits between the two.")
+    else:
+        note = (f"> Baseline saved at commit `{commit[:12]}`; this pull request's merge-base is `{merge_base[:12]}`: "
+                f"differences also include commits between the two.")
     lines = markdown.split("\n")
     at = next((i for i, ln in enumerate(lines) if ln.startswith("## ")), 0)
     return "\n".join(lines[:at + 1] + ["", note] + lines[at + 1:])
@@ -437,7 +501,9 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
       ``improvements``, ``junit``, ``markdown``, ``json``, ``comment-url``, ``comment-file``,
       ``merge-base``;
     * in a pull request whose merge-base (``git merge-base`` in ``cwd``) is not the baseline's
-      commit, :func:`baseline_note` adds a line saying so to the summary and the comment.
+      commit, :func:`baseline_note` adds a line saying so to the summary and the comment; when the
+      merge-base cannot be found because the clone is shallow, a warning names the fix
+      (``fetch-depth: 0``) and the line says the relation is unknown.
 
     Returns ``{"comment": CommentOutcome | None, "summary": path | None, "outputs": path | None,
     "warnings": [str]}``. Never raises: a failed summary / output write is a warning too, since
@@ -454,7 +520,11 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
         except UsageError as e:
             warnings.append(e.render())
     merge_base = ctx.merge_base(cwd) if ctx is not None and ctx.is_pull_request else None
-    markdown = baseline_note(markdown, result.baseline_provenance, merge_base)
+    shallow = bool(ctx is not None and ctx.is_pull_request and ctx.base_sha and ctx.head_sha and not merge_base
+                   and is_shallow(cwd))
+    if shallow:
+        warnings.append(SHALLOW_WARNING.format(base=ctx.base_sha[:12], head=ctx.head_sha[:12]))
+    markdown = baseline_note(markdown, result.baseline_provenance, merge_base, shallow=shallow)
     if summary and env.get("GITHUB_STEP_SUMMARY"):
         try:
             res["summary"] = append_step_summary(env["GITHUB_STEP_SUMMARY"], markdown)
@@ -463,7 +533,8 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
     if comment and ctx is not None:
         try:
             out = publish_report(markdown, ctx=ctx, token=token, key=key, out_dir=out_dir,
-                                 client_options=client_options, token_name=token_env)
+                                 client_options=client_options, token_name=token_env,
+                                 author=env.get("PERFGATE_COMMENT_AUTHOR"))
         except StoreError as e:
             out = CommentOutcome("failed", warning=redact(e.render(), token))
         res["comment"] = out

@@ -20,19 +20,64 @@ def _commit(c) -> str:
     return c[:12] if isinstance(c, str) and c.strip() and c.strip().lower() != "nan" else NO_COMMIT
 
 
+def _is_ratio(key: str) -> bool:
+    """A share / ratio metric (registry unit ``ratio``): shown in % with changes in pp."""
+    from perfgate.metrics import registry
+    from perfgate.model import parse_metric_key
+    try:
+        d = registry.REGISTRY.get(parse_metric_key(key.split(" (series ", 1)[0])[0])
+    except Exception:
+        return False
+    return bool(d and d.unit == "ratio")
+
+
+def _change_text(c, ratio: bool) -> tuple[str, str, str]:
+    """(before, after, change) of a change point: a ratio in % and pp, anything else as a number
+    and a relative change."""
+    if ratio:
+        return (f"{c.before * 100:.2f}%", f"{c.after * 100:.2f}%",
+                f"{(c.after - c.before) * 100:+.2f} pp {c.direction}")
+    return f"{c.before:,.4g}", f"{c.after:,.4g}", f"{c.rel_change:+.1%} {c.direction}"
+
+
+#: history report order: step time first, then the other step aggregates, counts, shares, the rest
+_SEVERITY = ("step.time_us", "step.computing_us", "step.", "kernel.total_calls_per_step", "kernel.calls_per_step",
+             "optype.calls_per_step", "comm.calls_per_step", "share.", "")
+
+
+def severity_key(key: str, cps: list) -> tuple:
+    """Sort key of a trended metric for the nightly report: by metric class (:data:`_SEVERITY`:
+    step time first), regressions before other changes, then the largest latest change first."""
+    name = key.split("{", 1)[0]
+    rank = next(i for i, p in enumerate(_SEVERITY) if name == p or (p.endswith(".") and name.startswith(p))
+                or p == "")
+    last = cps[-1] if cps else None
+    worse = 0 if last is not None and last.direction == terms.REGRESSION else 1
+    size = abs(last.rel_change) if last is not None and np.isfinite(last.rel_change) else 0.0
+    return rank, worse, -size, key
+
+
 def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = None) -> str:
     """Markdown block for one metric: its runs, every change point, and ``note`` (e.g.
-    :func:`perfgate.history.changepoints.describe`: why there is none, how many runs are needed)."""
+    :func:`perfgate.history.changepoints.describe`: why there is none, how many runs are needed).
+    Shares and other ratios are shown in % with changes in percentage points (pp)."""
+    ratio = _is_ratio(key)
+    from perfgate.compare.composition import PART_METRICS
+    part = key.split("{", 1)[0] in PART_METRICS
     lines = [f"### `{key}`", "", f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
              f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
+    if part:
+        lines += ["Judged as a part of the whole: the part's own ΣDuration relative to the device scale, in % "
+                  "of the first run's ΣDuration (perfgate.history.parts), so other parts moving do not move it.", ""]
     if not cps:
         lines.append("No change point." if not note else note[0].upper() + note[1:] + ".")
     else:
         lines += ["| run | commit | before | after | change | p | runs before / after | status |",
                   "|---|---|---|---|---|---|---|---|"]
         for c in cps:
-            lines.append(f"| {c.run_id} (#{c.index + 1}) | {_commit(c.commit)} | {c.before:,.4g} | {c.after:,.4g} | "
-                         f"{c.rel_change:+.1%} {c.direction} | {c.p_value:.2g} | {c.n_before} / {c.n_after} | "
+            before, after, change = _change_text(c, ratio)
+            lines.append(f"| {c.run_id} (#{c.index + 1}) | {_commit(c.commit)} | {before} | {after} | "
+                         f"{change} | {c.p_value:.2g} | {c.n_before} / {c.n_after} | "
                          f"{'confirmed' if c.confirmed else 'unconfirmed (too few runs after it)'} |")
         if note:
             lines += ["", note[0].upper() + note[1:] + "."]
@@ -40,17 +85,28 @@ def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = N
 
 
 def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
-    """PNG of a metric's series with change points marked (matplotlib, Agg backend)."""
+    """PNG of a metric's series with change points marked (matplotlib, Agg backend).
+
+    Raises:
+        UsageError: matplotlib (the ``html`` extra) is not installed."""
+    from perfgate.errors import require_extra
+    require_extra("html", "perfgate history report's plots")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 3), dpi=100)
     x = np.arange(1, len(series) + 1)
-    ax.plot(x, pd.to_numeric(series["value"], errors="coerce").astype(float).to_numpy(), marker="o", ms=3, lw=1)
+    ratio = _is_ratio(key)
+    scale = 100.0 if ratio else 1.0
+    ax.plot(x, scale * pd.to_numeric(series["value"], errors="coerce").astype(float).to_numpy(), marker="o", ms=3,
+            lw=1)
+    if ratio:
+        ax.set_ylabel("%")
     for c in cps:
         ax.axvline(c.index + 0.5, color="red" if c.direction == terms.REGRESSION else "green",
                    ls="--" if not c.confirmed else "-", lw=1)
-        ax.annotate(f"{c.rel_change:+.1%}", (c.index + 0.6, c.after), fontsize=8)
+        ax.annotate(_change_text(c, ratio)[2].split(" ")[0] + (" pp" if ratio else ""), (c.index + 0.6, c.after * scale),
+                    fontsize=8)
     ax.set_title(key, fontsize=9)
     ax.set_xlabel("run")
     fig.tight_layout()

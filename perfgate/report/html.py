@@ -11,8 +11,9 @@ Two entry points, both pure (they return a ``str`` and never print or write):
 Every chart is drawn by matplotlib (Agg backend) as SVG and inlined into the page, text kept
 as text (``svg.fonttype: none``), so the file opens offline, in a CI artifact viewer or from
 disk, and stays small (a 64-rank check is a few hundred kB). Sections, in order: the verdict
-(``#verdict``); the tables of gated regressions / improvements, incomparable / new / missing
-and informational changes, each row with its evidence (file and rows); the charts
+(``#verdict``: the verdict line, partial comparisons and configuration changes); the causes
+(``#causes``, :mod:`perfgate.compare.causes`: what changed per view, what it explains, its share
+of the step-time change, its evidence as a list); the charts
 
 * ``#chart-shares`` — time share by category and by core type (Accelerator Core), baseline
   vs candidate, view p50 (median over ranks), in percent of the kernel table's ΣDuration;
@@ -30,7 +31,9 @@ and informational changes, each row with its evidence (file and rows); the chart
 * ``#chart-trends`` — a sparkline per gated metric that has recorded history (only when
   ``history`` is given);
 
-then the findings, and the self-check results beside the capture provenance (``#selfchecks``,
+then the gated changes with the views as columns (and each row's evidence), incomparable / new /
+missing collapsed (``#incomparable``), informational changes collapsed; then the findings, and
+the self-check results beside the capture provenance (``#selfchecks``,
 ``#provenance``).
 """
 from __future__ import annotations
@@ -41,7 +44,10 @@ import re
 from collections import Counter
 
 from perfgate import terms
+from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
+from perfgate.report.summary import (config_changes, explains_text, group_views, short_change, step_share_text,
+                                     verdict_detail, verdict_line, view_columns)
 
 VIEWS = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
 BASE_COLOR, CAND_COLOR = "#8c8c8c", "#1f77b4"
@@ -82,6 +88,10 @@ figcaption{font-size:12px;color:#555;margin-top:4px}
 @media (max-width:900px){.side,.charts{grid-template-columns:1fr}}
 td.spark{width:190px;padding:0 4px} td.spark svg{width:180px;height:auto;display:block}
 .muted{color:#666} details{margin:6px 0} summary{cursor:pointer;font-weight:600}
+table.causes,table.grouped{table-layout:fixed} table.causes td,table.grouped td{overflow-wrap:anywhere}
+table.grouped td.num{white-space:normal} td.num.wrap{white-space:normal}
+td.ev{font-size:12px;color:#333;overflow-wrap:anywhere} td.ev ul,td ul{margin:0;padding-left:16px} td.ev li{word-break:break-word}
+ul.config{margin:6px 0;padding-left:18px;color:#8a4b00} .status .detail{font-size:15px;font-weight:600;margin-left:8px}
 .badge{display:inline-block;padding:0 6px;border-radius:4px;font-size:12px;font-weight:600}
 .b-pass{background:#d7f0df}.b-fail{background:#f7d4d4}.b-warn{background:#fbeec8}.b-skipped{background:#e6e6e6}
 """
@@ -116,6 +126,7 @@ def _delta(c) -> str:
 
 
 def _plt():
+    require_extra("html", "the HTML report's plots")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -459,24 +470,85 @@ def _cmp_table(rows, cls_of) -> str:
     return "".join(out)
 
 
+def _grouped(rows, cause_of: dict) -> str:
+    views = view_columns(rows)
+    ev_w = max(14, 100 - 22 - 12 * len(views) - 7 - 7 - 14)
+    cols = ('<colgroup><col style="width:22%">' + '<col style="width:12%">' * len(views)
+            + f'<col style="width:7%"><col style="width:7%"><col style="width:14%"><col style="width:{ev_w}%">'
+            + "</colgroup>")
+    out = ['<table class="grouped">' + cols + '<tr><th>metric</th>' + "".join(f"<th>{_e(v)}</th>" for v in views)
+           + '<th>caliber</th><th>tolerance</th><th>cause</th><th>evidence</th></tr>']
+    for r in rows[:MAX_ROWS]:
+        cls = "regression" if r["fails"] else ("improvement" if r["verdict"] == terms.IMPROVEMENT else "other")
+        any_c = next(iter(r["views"].values()))
+        cause = ", ".join(sorted({cause_of.get(c.key, "") for c in r["views"].values()} - {""})) or "—"
+        ev = "".join(f"<li><b>{_e(v)}</b>: {_e(c.evidence)}</li>" for v, c in r["views"].items() if c.evidence)
+        out.append(f'<tr class="{cls}"><td>{_e(r["subject"])}<div class="muted key">{_e(r["key"])}</div></td>'
+                   + "".join(f'<td class="num">{_e(short_change(r["views"].get(v)))}</td>' for v in views)
+                   + f'<td>{_e(terms.CALIBER_LABEL.get(any_c.caliber, "—"))}</td><td>{_e(any_c.tolerance)}</td>'
+                   f'<td>{_e(cause)}</td><td class="ev"><ul>{ev}</ul></td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
+def _causes(result: GateResult) -> str:
+    """The causes first (:mod:`perfgate.compare.causes`): what changed, per view, what it explains,
+    its share of the step-time change, and its evidence as a readable list."""
+    causes = list(result.causes)
+    by_key = {c.key: c for c in result.comparisons}
+    un = [by_key[k] for k in result.unexplained if k in by_key]
+    if not causes and not un:
+        return ""
+    parts = [f'<section id="causes"><h2>Causes ({len(causes)})</h2>']
+    if causes:
+        parts.append('<table class="causes"><colgroup><col style="width:21%"><col style="width:27%">'
+                     '<col style="width:24%"><col style="width:10%"><col style="width:18%"></colgroup>'
+                     '<tr><th>cause</th><th>what changed, per view</th><th>explains (gated metrics)</th>'
+                     '<th>share of the step-time change</th><th>evidence</th></tr>')
+        for x in causes:
+            cls = "regression" if x["fails"] else ("improvement" if x["verdict"] == terms.IMPROVEMENT else "other")
+            views = "".join(f"<li><b>{_e(v)}</b>: {_e(t)}</li>" for v, t in x["views"].items())
+            ev = "".join(f"<li>{_e(t)}</li>" for t in x["evidence"])
+            parts.append(f'<tr class="{cls}"><td><b>{_e(x["kind"])}</b><div class="key">{_e(x["subject"])}</div></td>'
+                         f'<td><ul>{views}</ul></td>'
+                         f'<td>{len(x["explains"])}: {_e(explains_text(x, 6))}</td>'
+                         f'<td class="num wrap">{_e(step_share_text(x))}</td><td class="ev"><ul>{ev}</ul></td></tr>')
+        parts.append("</table>")
+    if un:
+        parts.append(f"<h3>Changes no cause explains ({len(un)})</h3>" + _grouped(group_views(un), {}))
+    parts.append("</section>")
+    return "".join(parts)
+
+
 def _tables(result: GateResult) -> str:
-    def cls(c):
-        return "regression" if c.fails else ("improvement" if c.verdict == terms.IMPROVEMENT else "other")
     gated = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
     gated.sort(key=lambda c: (not c.fails, c.verdict != terms.REGRESSION, c.key))
     inc = [c for c in result.comparisons if c.verdict in (terms.INCOMPARABLE, terms.NEW, terms.MISSING)]
     info = [c for c in result.comparisons if not c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
-    parts = ['<section id="comparisons"><h2>Gated regressions and improvements</h2>']
-    parts.append(_cmp_table(gated, cls) if gated else '<p class="muted">No gated metric moved beyond its '
+    cause_of: dict = {}
+    for x in result.causes:
+        for k in x["explains"]:
+            cause_of[k] = (cause_of[k] + ", " if k in cause_of else "") + x["subject"]
+    rows = group_views(gated)
+    parts = [f'<section id="comparisons"><h2>Gated regressions and improvements ({len(gated)} metric-views in '
+             f'{len(rows)} rows)</h2>']
+    parts.append(_grouped(rows, cause_of) if gated else '<p class="muted">No gated metric moved beyond its '
                                                          'tolerance.</p>')
-    parts.append(f'<h2>Incomparable / new / missing ({len(inc)})</h2>')
+    if gated:
+        parts.append("<details><summary>Why, per metric and view</summary><ul>"
+                     + "".join(f'<li><span class="key">{_e(c.key)}</span>: {_e(c.reason)}</li>' for c in gated)
+                     + "</ul></details>")
     if inc:
-        parts.append('<table><tr><th>verdict</th><th>metric</th><th>gated</th><th>why</th></tr>'
+        n_gated = sum(1 for c in inc if c.gated)
+        parts.append(f'<details id="incomparable"><summary>Incomparable / new / missing ({len(inc)}, {n_gated} '
+                     f'gated)</summary>'
+                     '<table><tr><th>verdict</th><th>metric</th><th>gated</th><th>why</th></tr>'
                      + "".join(f'<tr><td>{_e(c.verdict)}</td><td class="key">{_e(c.key)}</td>'
                                f'<td>{"yes" if c.gated else "no"}</td><td>{_e(c.reason)}</td></tr>'
-                               for c in inc[:MAX_ROWS]) + "</table>")
+                               for c in inc[:MAX_ROWS]) + "</table></details>")
     else:
-        parts.append('<p class="muted">None: every metric was comparable on both sides.</p>')
+        parts.append('<p class="muted">Incomparable / new / missing: none, every metric was comparable on both '
+                     'sides.</p>')
     if info:
         parts.append(f'<details><summary>Informational changes ({len(info)}, not gated)</summary>'
                      f'{_cmp_table(info, lambda c: "other")}</details>')
@@ -623,15 +695,19 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
         trend_keys: which keys get a sparkline (default :func:`sparkline_keys`).
     """
     n = result.counts()
-    g = [c for c in result.comparisons if c.gated]
-    cnt = lambda v: sum(1 for c in g if c.verdict == v)  # noqa: E731
+    g = n["gated"]
     title = title or "perfgate report" + (f" — baseline {result.baseline_name}" if result.baseline_name else "")
-    lines = [f'<div class="status">{_e(result.status)} <span class="muted">(exit {result.exit_code})</span></div>']
+    detail = verdict_detail(result)
+    lines = [f'<div class="status">{_e(verdict_line(result))} <span class="muted">(exit {result.exit_code})</span>'
+             + (f' <span class="detail">{_e(detail)}</span>' if detail else "") + '</div>']
+    changes = config_changes(result)
+    if changes:
+        lines.append('<ul class="config">' + "".join(f"<li>⚠ {_e(x)}</li>" for x in changes) + "</ul>")
     if result.comparisons:
-        lines.append(f"<div>Gated metrics: {len(g)} — <b>{n['gated_regressions']} failing</b>, "
-                     f"{cnt(terms.IMPROVEMENT)} improved, {cnt(terms.UNCHANGED)} unchanged, "
-                     f"{cnt(terms.INCOMPARABLE)} incomparable, {cnt(terms.MISSING)} missing. Informational "
-                     f"metrics: {len(result.comparisons) - len(g)}.</div>")
+        lines.append(f"<div>Gated metrics: {g['total']} — <b>{n['gated_regressions']} failing</b>, "
+                     f"{g['improvement']} improved, {g['unchanged']} unchanged, "
+                     f"{g['incomparable']} incomparable, {g['missing']} missing. Informational "
+                     f"metrics: {n['informational']['total']}.</div>")
     if result.error:
         e = result.error
         where = (e.get("path") or "") + (f" row {e['row']}" if e.get("row") is not None else "")
@@ -646,8 +722,9 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
     vals = _Values.from_result(result)
     has_base = bool(result.comparisons)
     keys = trend_keys if trend_keys is not None else sparkline_keys(result)
-    sections = [_tables(result) if result.comparisons else "",
+    sections = [_causes(result),
                 _charts(vals, has_base, result.detail, baseline.detail if baseline else None, history, keys),
+                _tables(result) if result.comparisons else "",
                 _findings(result.findings, result.notes),
                 '<section class="side">' + _selfchecks(result.self_checks)
                 + _provenance([("baseline", result.baseline_provenance, baseline.config if baseline else None),

@@ -2,9 +2,14 @@
 
 Root ``<testsuites>`` with counts and ``time``; suites ``perfgate.self_checks`` (one testcase per
 self-check and rank/step) and ``perfgate.metrics`` (one testcase per gated metric). A gated
-regression is a ``<failure>``, an invalid capture an ``<error>``, a missing baseline
+regression is a ``<failure>`` whose text names its cause (:mod:`perfgate.compare.causes`), an invalid capture an ``<error>``, a missing baseline
 ``<skipped>``; an ``unsure`` metric (repeated captures, too few runs) is ``<skipped>`` with its
 reason, never a failure. There is always at least one testcase; names are XML-escaped by junit-xml.
+
+Matrix builds (case Q06): with a ``key`` (the leg's key, as ``--comment-key``) every suite name
+and testcase class name carries it as a ``[KEY]`` suffix (``perfgate.metrics[main/llama-7b]``,
+``perfgate.metric.step.time_us[main/llama-7b]``), so reports merged from several legs never hold
+two testcases with the same (suite, class, name).
 """
 from __future__ import annotations
 
@@ -20,8 +25,9 @@ def _case(name, classname, elapsed=0.0):
     return TestCase(name, classname=classname, elapsed_sec=elapsed)
 
 
-def render_junit(result) -> str:
-    """``GateResult`` -> JUnit XML text."""
+def render_junit(result, key: str | None = None) -> str:
+    """``GateResult`` -> JUnit XML text; ``key`` (a matrix leg's key) suffixes suite and class
+    names as ``[KEY]``."""
     checks = []
     for c in result.self_checks:
         tc = _case(f"{c.name} rank {c.rank} step {c.step}", f"perfgate.self_check.{c.name}")
@@ -47,6 +53,10 @@ def render_junit(result) -> str:
         tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")
         tc.add_skipped_info((result.error or {}).get("message", "no baseline"))
         metrics.append(tc)
+    cause_of: dict = {}
+    for x in result.causes:
+        for k in x["explains"]:
+            cause_of.setdefault(k, []).append(f"{x['kind']} {x['subject']} ({x['what']})")
     for cmp in result.comparisons:
         if not cmp.gated:
             continue
@@ -54,7 +64,10 @@ def render_junit(result) -> str:
         if cmp.fails:
             # the message stays one readable line; the culprit families go to the failure text
             head, _, culprits = cmp.reason.partition(ATTRIBUTION_LEAD)
-            text = (f"kernel families that grew most: {culprits}\n" if culprits else "") + f"evidence: {cmp.evidence}"
+            causes = cause_of.get(cmp.key)
+            text = ((f"cause: {'; '.join(causes)}\n" if causes else "no cause found among kernel families, "
+                     "communication kinds and the step anatomy\n")
+                    + (f"kernel families that grew most: {culprits}\n" if culprits else "") + f"evidence: {cmp.evidence}")
             tc.add_failure_info(head, text, failure_type="regression")
         elif cmp.verdict in (terms.INCOMPARABLE, terms.UNSURE):
             tc.add_skipped_info(f"{cmp.verdict}: {cmp.reason}")
@@ -67,6 +80,11 @@ def render_junit(result) -> str:
         metrics.append(tc)
     suites = [TestSuite("perfgate.self_checks", checks), TestSuite("perfgate.metrics", metrics)]
     suites = [s for s in suites if s.test_cases]
+    if key:
+        for s in suites:
+            s.name = f"{s.name}[{key}]"
+            for tc in s.test_cases:
+                tc.classname = f"{tc.classname}[{key}]"
     xml = to_xml_report_string(suites, encoding="utf-8")
     root = ET.fromstring(xml)
     root.set("name", "perfgate")

@@ -1,14 +1,18 @@
 """Markdown for a pull-request comment / job summary.
 
 Starts with a hidden marker (``<!-- perfgate:report key=<key> -->``) so a later run can find
-and update its own comment; then the verdict line, the table of regressions and improvements
-(baseline, candidate, delta, caliber, evidence file), and collapsed details. Kept under
+and update its own comment; then the verdict line (``PASS (partial: …)`` when gated metrics were
+not comparable), configuration changes, the causes table (at most 5 causes, failing and largest
+first, plus gated changes no cause explains; :mod:`perfgate.compare.causes`), and everything
+else collapsed: gated changes with views as columns, unsure, findings, operator view, notes. Kept under
 GitHub's 65,536-character comment limit: details are cut with a note, the verdict never.
 """
 from __future__ import annotations
 
 from perfgate import terms
 from perfgate.report.families import operator_section
+from perfgate.report.summary import (config_changes, explains_text, group_views, short_change, step_share_text,
+                                     verdict_detail, verdict_line, view_columns)
 
 LIMIT = 60_000
 _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪",
@@ -59,16 +63,62 @@ def _table(rows) -> list[str]:
     return out
 
 
+def _causes_table(result, limit: int = 5) -> list[str]:
+    """The causes (at most ``limit`` rows, failing and largest first) plus gated symptoms no cause
+    explains, one row each with the views as text."""
+    causes = list(result.causes)
+    by_key = {c.key: c for c in result.comparisons}
+    keys = result.unexplained if (result.unexplained or causes) else [
+        c.key for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
+    un = [by_key[k] for k in keys if k in by_key]
+    if not causes and not un:
+        return []
+    out = ["| | cause | what changed (first gated view) | explains (gated metrics) | share of the step-time change |",
+           "|---|---|---|---|---|"]
+    for x in causes[:limit]:
+        icon = "🔴" if x["fails"] else ("🟢" if x["verdict"] == terms.IMPROVEMENT else "🟡")
+        out.append(f"| {icon} | {_cell(x['kind'])} `{_cell(x['subject'])}` | {_cell(x['what'])} | "
+                   f"{len(x['explains'])}: {_cell(explains_text(x, 3))} | {_cell(step_share_text(x))} |")
+    for row in group_views(un)[: max(0, limit + 2 - min(limit, len(causes)))]:
+        icon = "🔴" if row["fails"] else ("🟢" if row["verdict"] == terms.IMPROVEMENT else "🟡")
+        views = "; ".join(f"{v}: {short_change(c)}" for v, c in row["views"].items())
+        out.append(f"| {icon} | no cause found | {_cell(row['subject'])}: {_cell(views)} | `{_cell(row['key'])}` | — |")
+    return out
+
+
+def _grouped_table(rows, with_cause: dict | None = None) -> list[str]:
+    """Metrics with their views (rank0 / p50 / max) as columns."""
+    views = view_columns(rows)
+    out = ["| | metric | " + " | ".join(str(v) for v in views) + " | caliber | tolerance | cause |",
+           "|---|---|" + "---|" * len(views) + "---|---|---|"]
+    for r in rows:
+        icon = "🔴" if r["fails"] else ("🟢" if r["verdict"] == terms.IMPROVEMENT else "🟡")
+        any_c = next(iter(r["views"].values()))
+        cause = ", ".join(sorted({(with_cause or {}).get(c.key, "") for c in r["views"].values()} - {""})) or "—"
+        out.append(f"| {icon} | {_cell(r['subject'])} | " + " | ".join(_cell(short_change(r['views'].get(v)))
+                                                                  for v in views)
+                   + f" | {terms.CALIBER_LABEL.get(any_c.caliber, '—')} | {_cell(any_c.tolerance)} | {_cell(cause)} |")
+    return out
+
+
 def render_markdown(result, key: str | None = None) -> str:
     """``GateResult`` -> Markdown text (see module docstring)."""
     key = key or (result.baseline_name or "default")
     n = result.counts()
     lines = [marker(key), ""]
-    head = f"## {_ICON.get(result.status, '')} perfgate: **{result.status}**"
+    line, detail = verdict_line(result), verdict_detail(result)
+    status, _, rest = line.partition(" ")
+    head = f"## {_ICON.get(result.status, '')} perfgate: **{_cell(status)}**" + (f" {_cell(rest)}" if rest else "")
     if result.baseline_name:
         head += f" against baseline `{_cell(result.baseline_name)}`"
+    if detail:
+        head += f": {_cell(detail)}"
     lines.append(head)
     lines.append("")
+    for note in config_changes(result):
+        lines.append(f"> ⚠️ {_cell(note)}")
+    if config_changes(result):
+        lines.append("")
     if result.status == terms.INVALID:
         err = result.error or {}
         lines.append(f"The capture failed closed; nothing was compared or written: "
@@ -80,37 +130,53 @@ def render_markdown(result, key: str | None = None) -> str:
         lines.append(f"No usable baseline: {_cell((result.error or {}).get('message', ''))}. "
                      f"Nothing was judged (this is not a pass).")
     else:
-        g = [c for c in result.comparisons if c.gated]
-        cnt = lambda v: sum(1 for c in g if c.verdict == v)
-        lines.append(f"Gated metrics: {len(g)} — {n['gated_regressions']} failing, {cnt(terms.IMPROVEMENT)} improved, "
-                     f"{cnt(terms.UNCHANGED)} unchanged, {cnt(terms.INCOMPARABLE)} incomparable, "
-                     f"{cnt(terms.MISSING)} missing. Informational metrics: {len(result.comparisons) - len(g)}."
-                     + (f" Unsure: {cnt(terms.UNSURE)}." if cnt(terms.UNSURE) else ""))
+        g = n["gated"]
+        lines.append(f"Gated metrics: {g['total']} — {n['gated_regressions']} failing, {g['improvement']} improved, "
+                     f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, "
+                     f"{g['missing']} missing. Informational metrics: {n['informational']['total']}."
+                     + (f" Unsure: {g['unsure']}." if g["unsure"] else ""))
     lines.append("")
-    main = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
-    if main:
-        lines.append("### Gated regressions and improvements")
-        lines.extend(_table(main))
-        lines.append("")
-        lines.append("🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. Shares move "
-                     "together: one category growing makes the others shrink.")
-        lines.append("")
-        lines.append("<details><summary>Why</summary>")
-        lines.append("")
-        for c in main:
-            lines.append(f"- `{_cell(c.key)}`: {_cell(c.reason)}")
-        lines.append("")
-        lines.append("</details>")
-        lines.append("")
     lines += _unsure_section(result)
+    table = _causes_table(result)
+    if table:
+        lines += table + [""]
+        if len(result.causes) > 5:
+            lines += [f"{len(result.causes) - 5} more cause(s) below.", ""]
     details: list[str] = []
+    main = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
+    cause_of = {}
+    for x in result.causes:
+        for k in x["explains"]:
+            cause_of[k] = cause_of.get(k, "") and cause_of[k] + ", " or ""
+            cause_of[k] += x["subject"]
+    if len(result.causes) > 5:
+        details += [f"<details><summary>All {len(result.causes)} causes</summary>", "",
+                    "| cause | what changed | views | explains | step time |", "|---|---|---|---|---|"]
+        details += [f"| {_cell(x['kind'])} `{_cell(x['subject'])}` | {_cell(x['what'])} | "
+                    f"{_cell('; '.join(f'{v}: {t}' for v, t in x['views'].items()))} | "
+                    f"{_cell(explains_text(x, 50))} | {_cell(step_share_text(x))} |" for x in result.causes]
+        details += ["", "</details>", ""]
+    if main:
+        rows = group_views(main)
+        details += [f"<details><summary>Gated changes ({len(main)} metric-views in {len(rows)} rows; views as "
+                    f"columns)</summary>", ""]
+        details += _grouped_table(rows, cause_of)
+        details += ["", "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
+                    "judged by its part's own ΣDuration relative to the device scale: a share that moved only "
+                    "because other parts moved is unchanged.", "", "Why, per metric:", ""]
+        details += [f"- `{_cell(c.key)}`: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")
+                    for c in main]
+        details += ["", "</details>", ""]
     shown = [f for f in result.findings if f.severity in ("warn", "fail")]
     if shown:
-        lines.append(f"### Findings in the candidate capture ({len(shown)})")
-        lines += [f"- **{f.code}**: {_cell(f.message)}" + (f" — `{_cell(f.evidence)}`" if f.evidence else "")
-                  for f in shown[:30]]
-        lines.append("")
-    lines += operator_section(result)
+        details.append(f"<details><summary>Findings in the candidate capture ({len(shown)})</summary>")
+        details.append("")
+        details += [f"- **{f.code}**: {_cell(f.message)}" + (f" — `{_cell(f.evidence)}`" if f.evidence else "")
+                    for f in shown[:30]]
+        details += ["", "</details>", ""]
+    ops = operator_section(result)
+    if ops:
+        details += ["<details><summary>Operator view</summary>", ""] + ops + ["", "</details>", ""]
     info_f = [f for f in result.findings if f.severity == "info"]
     if info_f:
         details += [f"<details><summary>Other findings ({len(info_f)})</summary>", ""]
@@ -182,12 +248,13 @@ def render_markdown(result, key: str | None = None) -> str:
 
 def _unsure_section(result) -> list[str]:
     """Gated metrics judged ``unsure`` (repeated captures, :mod:`perfgate.compare.stats`): each with
-    its reason, which says how many runs are needed."""
+    its reason, which says how many runs are needed (collapsed)."""
     uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
     if not uns:
         return []
-    out = [f"### Unsure ({len(uns)}): not shown to regress, not shown to be unchanged", ""]
+    out = [f"### Unsure ({len(uns)}): not shown to regress, not shown to be unchanged", "",
+           "<details><summary>Each unsure metric and the runs needed</summary>", ""]
     out += [f"- ❔ `{_cell(c.key)}`: {_cell(c.reason)}" for c in uns[:40]]
     if len(uns) > 40:
         out.append(f"- … and {len(uns) - 40} more (see the JSON result)")
-    return out + [""]
+    return out + ["", "</details>", ""]

@@ -1,0 +1,359 @@
+"""Causes, not symptoms: group the gated findings of one check into the changes that explain them.
+
+A *cause* is one of
+
+- a **kernel family** whose calls per step changed (including a family that is new or gone), or
+  whose ΣDuration per step changed relative to the device's scale factor
+  (:mod:`perfgate.compare.composition`, judged through its ``share.family`` comparison);
+  communication families (``hcom_*``) are named *communication* causes;
+- a **communication kind** whose collectives per step (``comm.calls_per_step{kind}``) changed;
+- a **part of the step anatomy** (device idle / underfeed, free time, exposed communication)
+  that moved while no kernel family explains it.
+
+A *symptom* is a gated comparison judged ``regression`` or ``improvement``. It is explained by
+the causes of the same sign that it follows from:
+
+============================================  =========================================
+symptom                                        explained by
+============================================  =========================================
+``kernel.calls_per_step{family}``, ``share.family{family}``, ``mfu.ratio{family}``  that family
+``kernel.total_calls_per_step``, ``optype.calls_per_step``  families whose calls changed
+``share.category`` / ``share.core_type`` / ``share.phase*`` / ``block.share``  families of the scope (Comm parts: communication families; others: compute families)
+``step.computing_us``                          compute families
+``step.exposed_comm_ratio``, ``comm.*``        communication families and kinds
+``step.time_us``, ``device.time_us``           every cause of that sign
+``kernel.topn``                                families that entered or left
+``step.underfeed_ratio``, ``step.free_us``     the step-anatomy cause
+============================================  =========================================
+
+Symptoms no cause explains are returned as ``unexplained``. Views (rank0 / p50 / max) are
+columns of one cause, never separate causes. Each cause says what changed (calls per step,
+ΣDuration per step and its ratio to the device scale, in the first gated view), its evidence
+rows, the gated metric keys it explains, and how much of the step-time change it accounts
+for: ``ΔΣDuration per step of the cause / Δ step time`` (ΣDuration and busy-union calibers
+differ, so with overlap the figure can exceed 100 %; it is a share of the explanation, not a
+decomposition). Pure.
+"""
+from __future__ import annotations
+
+from perfgate import terms
+from perfgate.compare.attribution import COMM_FAMILY
+from perfgate.model import Comparison, Fingerprint, metric_key
+
+MOVED = (terms.REGRESSION, terms.IMPROVEMENT)
+_FAMILY_SYMPTOMS = ("kernel.calls_per_step", "share.family", "mfu.ratio", "pipe.memory_bound")
+_CALL_SYMPTOMS = ("kernel.total_calls_per_step", "optype.calls_per_step")
+_PART_SYMPTOMS = ("share.category", "share.core_type", "share.phase", "share.phase_category", "block.share",
+                  "pipe.bound_share")
+_ANATOMY = ("step.underfeed_ratio", "step.free_us", "step.bubble_us", "step.internal_bubble_us",
+            "step.prelaunch_gap_us", "step.tail_gap_us")
+_COMM_SYMPTOMS = ("step.exposed_comm_ratio", "step.comm_us", "step.comm_not_overlapped_us")
+
+
+def _num(fp: Fingerprint, key: str) -> float | None:
+    m = fp.metrics.get(key)
+    if m is None:
+        return None
+    try:
+        return float(m.value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_comm_part(c: Comparison) -> bool:
+    return c.labels.get("category") == "Comm" or c.labels.get("core_type") in ("HCCL", terms.COMM_CORE) \
+        or c.labels.get("bound") == "communication"
+
+
+def _sign(verdict) -> int:
+    return 1 if verdict == terms.REGRESSION else -1
+
+
+def _us(v) -> str:
+    return "n/a" if v is None else f"{v:,.1f}"
+
+
+def _us0(v) -> str:
+    return "n/a" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}")
+
+
+def _family_change(base, cand, fam: str, view) -> dict:
+    cb = _num(base, metric_key("kernel.calls_per_step", family=fam, view=view)) or 0.0
+    cc = _num(cand, metric_key("kernel.calls_per_step", family=fam, view=view)) or 0.0
+    tb = _num(base, metric_key("kernel.time_us", family=fam, view=view))
+    tc = _num(cand, metric_key("kernel.time_us", family=fam, view=view))
+    if tb is None and cb == 0:
+        tb = 0.0
+    if tc is None and cc == 0:
+        tc = 0.0
+    return {"calls_base": cb, "calls_cand": cc, "sum_dur_base_us": tb, "sum_dur_cand_us": tc,
+            "delta_us": (tc - tb) if tb is not None and tc is not None else None}
+
+
+def _family_text(ch: dict, rel: float | None) -> str:
+    bits = []
+    if ch["calls_base"] == 0 and ch["calls_cand"] > 0:
+        bits.append(f"new: {ch['calls_cand']:g} calls per step")
+    elif ch["calls_cand"] == 0 and ch["calls_base"] > 0:
+        bits.append(f"gone: was {ch['calls_base']:g} calls per step")
+    elif ch["calls_base"] != ch["calls_cand"]:
+        bits.append(f"calls {ch['calls_base']:g} -> {ch['calls_cand']:g}/step")
+    tb, tc = ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
+    if tb is not None and tc is not None and (tb or tc):
+        pct = f" ({tc / tb - 1:+.0%})" if tb else ""
+        bits.append(f"ΣDuration {_us0(tb)} -> {_us0(tc)} us/step{pct}")
+    if rel is not None and abs(rel - 1.0) > 1e-3:
+        bits.append(f"×{rel:.2f} vs the device")
+    return "; ".join(bits) or "changed"
+
+
+def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50)
+                ) -> tuple[list[dict], list[str]]:
+    """Group gated findings into causes (module doc).
+
+    Returns:
+        ``(causes, unexplained)``: causes as dicts — ``kind`` (kernel family | communication |
+        step anatomy), ``subject``, ``verdict`` (regression | improvement), ``fails`` (explains
+        a failing metric), ``what`` (text, first gated view), ``views`` ({view: short text}),
+        ``evidence`` (list of evidence strings), ``explains`` (gated metric keys),
+        ``step_delta_us`` (ΣDuration change per step, us, or None), ``step_time_delta_us``
+        (step.time_us change, busy union, us), ``step_fraction`` (their quotient or None) —
+        failing causes first, then by |step_delta_us|; ``unexplained``: keys of gated moved
+        metrics no cause explains.
+    """
+    symptoms = [c for c in comparisons if c.gated and c.verdict in MOVED]
+    by_key = {c.key: c for c in comparisons}
+    views = [v for v in gate_views if any(c.labels.get("view") == v for c in symptoms)] or [None]
+    first = views[0]
+    causes: dict[tuple, dict] = {}
+
+    def cause(kind, subject, verdict) -> dict:
+        k = (kind, subject, str(verdict))
+        if k not in causes:
+            causes[k] = {"kind": kind, "subject": subject, "verdict": str(verdict), "fails": False, "what": "",
+                         "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
+                         "step_time_delta_us": None, "step_fraction": None, "_own_time": False}
+        return causes[k]
+
+    # 1. family causes: calls changed, or own time relative to the device (share.family judged)
+    for c in symptoms:
+        fam = c.labels.get("family")
+        if c.name in ("kernel.calls_per_step", "share.family") and fam:
+            kind = "communication" if COMM_FAMILY.match(fam) else "kernel family"
+            x = cause(kind, fam, c.verdict)
+            x["_own_time"] = x["_own_time"] or c.name == "share.family"
+        elif c.name == "comm.calls_per_step":
+            cause("communication", c.labels.get("kind", "?"), c.verdict)
+        elif c.name == "kernel.topn":
+            for fam in set(c.candidate or []) ^ set(c.baseline or []):
+                cause("communication" if COMM_FAMILY.match(fam) else "kernel family", fam, c.verdict)
+    fam_causes = [v for v in causes.values() if v["kind"] in ("kernel family", "communication")]
+
+    def explain(cs: list[dict], c: Comparison) -> bool:
+        if not cs:
+            return False
+        for x in cs:
+            if c.key not in x["explains"]:
+                x["explains"].append(c.key)
+            x["fails"] = x["fails"] or c.fails
+            if c.evidence and len(x["evidence"]) < 4 and c.evidence not in x["evidence"]:
+                x["evidence"].append(c.evidence)
+        return True
+
+    parts = _family_parts(base, cand)
+
+    def in_part(x: dict, c: Comparison) -> bool:
+        """Does family cause ``x`` belong to the part of symptom ``c`` (category / core type /
+        phase / bound, from the operator view of either side; unknown families: by scope)."""
+        known = parts.get(x["subject"])
+        if known is None:
+            return (x["kind"] == "communication") == _is_comm_part(c)
+        return all(known.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in known)
+
+    unexplained = []
+    for c in symptoms:
+        same = [x for x in fam_causes if x["verdict"] == str(c.verdict)]
+        comm = [x for x in same if x["kind"] == "communication"]
+        compute = [x for x in same if x["kind"] == "kernel family"]
+        fam = c.labels.get("family")
+        if c.name in _FAMILY_SYMPTOMS and fam:
+            hit = explain([x for x in fam_causes if x["subject"] == fam], c)
+        elif c.name == "comm.calls_per_step":
+            hit = explain([x for x in fam_causes if x["subject"] == c.labels.get("kind")], c)
+        elif c.name == "kernel.topn":
+            moved = set(c.candidate or []) ^ set(c.baseline or [])
+            hit = explain([x for x in fam_causes if x["subject"] in moved], c)
+        elif c.name in _CALL_SYMPTOMS:
+            callers = [x for x in same if _calls_changed(base, cand, x, c.labels.get("view"))]
+            hit = explain(callers, c)
+        elif c.name in _PART_SYMPTOMS:
+            hit = explain([x for x in same if in_part(x, c)], c)
+        elif c.name == "step.computing_us":
+            hit = explain(compute, c)
+        elif c.name in _COMM_SYMPTOMS or c.name.startswith("comm."):
+            hit = explain(comm, c)
+        elif c.name in ("step.time_us", "device.time_us"):
+            hit = explain(same, c)
+        else:
+            hit = False
+        if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us",):
+            hit = explain([cause("step anatomy", _anatomy_subject(c, by_key), c.verdict)], c)
+        if not hit:
+            unexplained.append(c.key)
+
+    _fold_into_structure(causes, symptoms, explain, base, cand, first)
+    explained = {k for x in causes.values() for k in x["explains"]}
+    unexplained = [c.key for c in symptoms if c.key not in explained]
+
+    # 2. what changed, per view; step-time accounting
+    for x in causes.values():
+        for view in views:
+            st = by_key.get(metric_key("step.time_us", view=view))
+            st_delta = st.delta if st is not None and st.delta is not None else None
+            if x["kind"] == "model structure":
+                d_us = sum(_family_change(base, cand, f, view)["delta_us"] or 0.0 for f in x["_families"]) \
+                    if x["_families"] else None
+                text = x["what"] + (f"; ΣDuration of its families {d_us:+,.0f} us/step" if d_us is not None else "")
+            elif x["kind"] == "step anatomy":
+                text, d_us = _anatomy_text(x, by_key, view)
+            elif x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
+                cb = _num(base, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
+                cc = _num(cand, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
+                tb = _num(base, metric_key("comm.time_us", kind=x["subject"], view=view))
+                tc = _num(cand, metric_key("comm.time_us", kind=x["subject"], view=view))
+                d_us = (tc - tb) if tb is not None and tc is not None else None
+                text = (f"{x['subject']} collectives {_us(cb) if cb is None else f'{cb:g}'} -> "
+                        f"{'n/a' if cc is None else f'{cc:g}'} per step; ΣDuration {_us(tb)} -> {_us(tc)} us")
+            else:
+                ch = _family_change(base, cand, x["subject"], view)
+                share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
+                rel = ((share.stats or {}).get("composition") or {}).get("relative") if share else None
+                text, d_us = _family_text(ch, rel), ch["delta_us"]
+            x["views"][str(view)] = text
+            if view == first:
+                x["what"] = text
+                x["step_delta_us"] = d_us
+                x["step_time_delta_us"] = st_delta
+                if d_us is not None and st_delta:
+                    x["step_fraction"] = d_us / st_delta
+    out = sorted(causes.values(), key=lambda x: (not x["fails"], x["kind"] != "model structure", x["verdict"] != terms.REGRESSION,
+                                                 -abs(x["step_delta_us"] or 0.0), -len(x["explains"]),
+                                                 x["subject"]))
+    out = [{k: v for k, v in x.items() if not k.startswith("_")} for x in out if x["explains"]]
+    return out, unexplained
+
+
+_PART_LABELS = ("category", "core_type", "phase", "bound")
+
+
+def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
+    """{family: {category, core_type, phase, bound}} from the operator view (``detail.operators
+    .families``) of the baseline and the candidate; families below its share cut are absent."""
+    out: dict = {}
+    for fp in (base, cand):
+        for f in ((fp.detail or {}).get("operators") or {}).get("families") or []:
+            if f.get("family"):
+                out.setdefault(f["family"], {k: f[k] for k in _PART_LABELS if f.get(k) is not None})
+    return out
+
+
+_STRUCTURE = ("layer.count_per_step", "layer.class_count_per_step", "block.count_per_step")
+_COUNT_SYMPTOMS = ("kernel.calls_per_step", "kernel.total_calls_per_step", "optype.calls_per_step",
+                   "comm.calls_per_step")
+
+
+def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view) -> None:
+    """A changed layer / block count is one *model structure* cause; it explains the structure
+    metrics and every call-count symptom of the same sign (a layer more adds calls of every
+    family in it). Family causes that only explained call counts fold into it (named in its
+    evidence)."""
+    struct = sorted((c for c in symptoms if c.name in _STRUCTURE), key=lambda c: _STRUCTURE.index(c.name))
+    if not struct:
+        return
+    for verdict in {c.verdict for c in struct}:
+        mine = [c for c in struct if c.verdict == verdict]
+        first = mine[0]
+        texts = []
+        for c in mine:
+            t = f"{c.reason.split(': ', 1)[0].split(' [')[0]} {c.baseline:g} -> {c.candidate:g}"
+            if t not in texts:
+                texts.append(t)
+        x = {"kind": "model structure", "subject": texts[0], "verdict": str(verdict), "fails": False,
+             "what": "; ".join(texts[1:4]) or texts[0], "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
+             "step_time_delta_us": None, "step_fraction": None, "_families": [], "_own_time": False}
+        causes[("model structure", x["subject"], str(verdict))] = x
+        explain([x], first)
+        for c in mine[1:]:
+            explain([x], c)
+        counts = [c for c in symptoms if c.name in _COUNT_SYMPTOMS and c.verdict == verdict]
+        for c in counts:
+            explain([x], c)
+        count_keys = {c.key for c in counts}
+        folded = []
+        for k, y in list(causes.items()):
+            if y is x or y["kind"] not in ("kernel family", "communication") or y["verdict"] != str(verdict):
+                continue
+            if not y["_own_time"] or _per_call_unchanged(base, cand, y["subject"], view):
+                # its calls changed and its time per call did not: the structure change explains it
+                folded.append(y["subject"])
+                for key in y["explains"]:
+                    c = next(c for c in symptoms if c.key == key)
+                    explain([x], c)
+                del causes[k]
+        x["_families"] = folded
+        if folded:
+            x["evidence"].insert(0, f"kernel families with more or fewer calls per step: {', '.join(sorted(folded)[:8])}"
+                                    + (f" (+{len(folded) - 8} more)" if len(folded) > 8 else ""))
+
+
+def _per_call_unchanged(base, cand, fam: str, view) -> bool:
+    """Family ``fam``'s ΣDuration per call moved with the device scale (within ±5 %): its
+    own-time change is its call-count change."""
+    from perfgate.compare.composition import SCALE_AGREEMENT, scale_factor
+    ch = _family_change(base, cand, fam, view)
+    nb, nc, tb, tc = ch["calls_base"], ch["calls_cand"], ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
+    if not (nb and nc and tb and tc) or nb == nc:
+        return False
+    s = scale_factor(base, cand, view)
+    return abs((tc / nc) / (tb / nb) / s.value - 1.0) <= SCALE_AGREEMENT
+
+
+def _calls_changed(base, cand, x: dict, view) -> bool:
+    if x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
+        return False
+    ch = _family_change(base, cand, x["subject"], view)
+    return ch["calls_base"] != ch["calls_cand"]
+
+
+_ANATOMY_SUBJECT = {"step.underfeed_ratio": "device idle (underfeed)", "step.free_us": "device idle (free time)",
+                    "step.bubble_us": "device idle (bubbles)", "step.internal_bubble_us": "device idle (bubbles)",
+                    "step.prelaunch_gap_us": "pre-launch gap", "step.tail_gap_us": "tail gap",
+                    "step.exposed_comm_ratio": "exposed communication",
+                    "step.comm_not_overlapped_us": "exposed communication", "step.comm_us": "communication time",
+                    "step.time_us": "step time (no kernel family explains it)"}
+
+
+def _anatomy_subject(c: Comparison, by_key: dict) -> str:
+    if c.name != "step.time_us":
+        return _ANATOMY_SUBJECT.get(c.name, c.name)
+    view = c.labels.get("view")
+    best, best_d = None, 0.0
+    for name in ("step.free_us", "step.comm_not_overlapped_us", "step.computing_us"):
+        o = by_key.get(metric_key(name, view=view))
+        if o is not None and o.delta is not None and abs(o.delta) > abs(best_d):
+            best, best_d = name, o.delta
+    return {"step.free_us": "device idle (free time)", "step.comm_not_overlapped_us": "exposed communication",
+            "step.computing_us": "Computing (no kernel family explains it)"}.get(best, _ANATOMY_SUBJECT[c.name])
+
+
+def _anatomy_text(x: dict, by_key: dict, view) -> tuple[str, float | None]:
+    names = {"device idle (underfeed)": "step.free_us", "device idle (free time)": "step.free_us",
+             "device idle (bubbles)": "step.bubble_us", "pre-launch gap": "step.prelaunch_gap_us",
+             "tail gap": "step.tail_gap_us", "exposed communication": "step.comm_not_overlapped_us",
+             "communication time": "step.comm_us"}
+    name = names.get(x["subject"], "step.time_us")
+    c = by_key.get(metric_key(name, view=view))
+    if c is None or c.delta is None:
+        return "changed", None
+    return (f"{name.split('.', 1)[1].removesuffix('_us').replace('_', ' ')} {_us(c.baseline)} -> "
+            f"{_us(c.candidate)} us per step ({c.delta:+,.1f} us)"), c.delta

@@ -1,0 +1,210 @@
+"""What every report says first: the verdict line, configuration changes, causes, and metrics
+grouped with their cross-rank views as columns. Also the console text of ``perfgate check``.
+
+Pure functions of a :class:`~perfgate.model.GateResult`; nothing prints.
+"""
+from __future__ import annotations
+
+from perfgate import terms
+
+VIEW_ORDER = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
+_CONFIG_WORDS = ("partial comparison:", "profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
+                 "toolchain changed", "rank ids differ", "CANN version changed", "torch_npu version changed",
+                 "kernel_details header changed")
+
+
+def incomparable_gated(result) -> int:
+    """Gated metrics judged ``incomparable`` (a config facet differs)."""
+    return sum(1 for c in result.comparisons if c.gated and c.verdict == terms.INCOMPARABLE)
+
+
+def verdict_line(result) -> str:
+    """``PASS``, ``PASS (partial: N gated metrics not comparable)``, ``REGRESSION``, ``UNSURE``
+    (partial likewise), or the status of a check that compared nothing."""
+    status = str(result.status)
+    if status in (terms.PASS, terms.UNSURE_STATUS, terms.FAIL):
+        n_inc = incomparable_gated(result)
+        if n_inc:
+            return f"{status} (partial: {n_inc} gated metric{'s' if n_inc != 1 else ''} not comparable)"
+    return status
+
+
+def verdict_detail(result) -> str:
+    """What a failing verdict consists of: ``2 causes, 16 failing gated metrics`` ("" unless
+    the check failed)."""
+    if str(result.status) != terms.FAIL:
+        return ""
+    failing = sum(1 for c in result.comparisons if c.fails)
+    nc = sum(1 for x in result.causes if x.get("fails"))
+    un = sum(1 for k in result.unexplained if _fails(result, k))
+    what = []
+    if nc:
+        what.append(f"{nc} cause{'s' if nc != 1 else ''}")
+    if un:
+        what.append(f"{un} unexplained")
+    return (" + ".join(what) + ", " if what else "") + f"{failing} failing gated metric{'s' if failing != 1 else ''}"
+
+
+def _fails(result, key) -> bool:
+    return any(c.key == key and c.fails for c in result.comparisons)
+
+
+def config_changes(result) -> list[str]:
+    """Notes about a profiler-level / export / rank / toolchain change: stated at the top."""
+    return [n for n in result.notes if any(w in n for w in _CONFIG_WORDS)]
+
+
+def group_views(comparisons) -> list[dict]:
+    """Comparisons of one metric in several cross-rank views as one row: ``subject`` (the
+    reason's subject without the view tag), ``key`` (the metric key without the view),
+    ``name``, ``views`` ({view: Comparison}), ``fails``, ``verdict`` (the worst). Order kept."""
+    from perfgate.model import parse_metric_key
+    rows: dict = {}
+    for c in comparisons:
+        try:
+            name, labels = parse_metric_key(c.key)
+        except Exception:   # a hand-made key: fall back to the comparison's labels
+            name, labels = c.name, dict(c.labels)
+        labels.pop("view", None)
+        k = (name, tuple(sorted(labels.items())))
+        if k not in rows:
+            subject = c.reason.split(": ", 1)[0]
+            view = c.labels.get("view")
+            if view:
+                subject = subject.replace(f" [{view}]", "")
+            key = name + ("{" + ",".join(f"{a}={b}" for a, b in sorted(labels.items())) + "}" if labels else "")
+            rows[k] = {"subject": subject, "key": key, "name": c.name, "views": {}, "fails": False,
+                       "verdict": c.verdict, "unit": c.unit}
+        r = rows[k]
+        r["views"][c.labels.get("view")] = c
+        r["fails"] = r["fails"] or c.fails
+        if c.verdict == terms.REGRESSION:
+            r["verdict"] = terms.REGRESSION
+    return list(rows.values())
+
+
+def view_columns(rows) -> list:
+    """The views present in ``rows``, rank0 / p50 / max first."""
+    seen = {v for r in rows for v in r["views"]}
+    return [v for v in VIEW_ORDER if v in seen] + sorted((v for v in seen if v not in VIEW_ORDER), key=str)
+
+
+def short_change(c) -> str:
+    """A comparison's change in a few characters: ``47.7% -> 41.3% (-6.5 pp)``, ``10 -> 20``,
+    ``8,094 -> 6,902 us (-14.7%)``."""
+    if c is None:
+        return "—"
+    if c.delta is None:
+        return str(c.verdict)
+    b, v = c.baseline, c.candidate
+    if c.unit == "ratio":
+        return f"{b * 100:.1f}% -> {v * 100:.1f}% ({c.delta * 100:+.1f} pp)"
+    if c.unit in ("calls", "steps", "rows", "layers", "blocks"):
+        return f"{b:g} -> {v:g}"
+    rel = f" ({c.delta_rel:+.1%})" if c.delta_rel is not None else ""
+    return f"{b:,.0f} -> {v:,.0f} {c.unit}{rel}"
+
+
+def cause_title(x: dict) -> str:
+    return f"{x['kind']} {x['subject']}"
+
+
+def explains_text(x: dict, limit: int = 4) -> str:
+    """The gated metrics a cause explains, views folded: ``share.category{category=MatMul}
+    [rank0, p50], step.time_us [rank0, p50] (+3 more)``."""
+    from perfgate.model import parse_metric_key
+    folded: dict = {}
+    for key in x["explains"]:
+        name, labels = parse_metric_key(key)
+        view = labels.pop("view", None)
+        k = name + ("{" + ",".join(f"{a}={b}" for a, b in sorted(labels.items())) + "}" if labels else "")
+        folded.setdefault(k, []).append(view)
+    items = [f"{k} [{', '.join(str(v) for v in vs if v)}]" if any(vs) else k for k, vs in folded.items()]
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" (+{more} more)" if more > 0 else "")
+
+
+def step_share_text(x: dict) -> str:
+    """How much of the step-time change a cause accounts for (ΣDuration vs busy union)."""
+    d, st = x.get("step_delta_us"), x.get("step_time_delta_us")
+    if d is None:
+        return "—"
+    if not st:
+        return f"{d:+,.0f} us ΣDuration per step"
+    return f"{d:+,.0f} us of {st:+,.0f} us ({d / st:.0%})"
+
+
+def _clip(text: str, width: int) -> str:
+    text = str(text)
+    lead = text[: len(text) - len(text.lstrip(" "))]
+    text = lead + " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: int = 160) -> list[str]:
+    """The console summary of ``perfgate check``: the verdict, configuration changes, the causes
+    (at most 5, one line each, plus a line of the metrics each explains), unexplained
+    symptoms, the two most important notes; about 15 lines. ``verbose`` adds every gated change,
+    every note and failed self-check in full; ``quiet`` keeps the verdict line only."""
+    detail = verdict_detail(result)
+    out = [f"perfgate: {verdict_line(result)} (exit {result.exit_code})"
+           + (f" against baseline {result.baseline_name!r}" if result.baseline_name else "")
+           + (f": {detail}" if detail else "")]
+    if result.error:
+        e = result.error
+        where = e.get("path") or ""
+        if e.get("row") is not None:
+            where += f" row {e['row']}"
+        if e.get("byte_offset") is not None:
+            where += f" byte {e['byte_offset']}"
+        out.append(f"  {where}: {e.get('message')}" if where else f"  {e.get('message')}")
+        if e.get("hint"):
+            out.append(f"  hint: {e['hint']}")
+    if quiet:
+        return out
+    for n in config_changes(result):
+        out.append("  ! " + _clip(n, width))
+    if result.comparisons:
+        n = result.counts()
+        g = n["gated"]
+        out.append(f"  gated metrics: {g['total']} — {n['gated_regressions']} failing, {g['improvement']} improved, "
+                   f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, {g['missing']} missing"
+                   + (f", {g['unsure']} unsure" if g["unsure"] else "")
+                   + f"; informational: {n['informational']['total']}")
+    causes = list(result.causes)
+    for x in causes[:5]:
+        icon = "REGRESSION " if x["fails"] else ("improved   " if x["verdict"] == terms.IMPROVEMENT else "changed    ")
+        out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
+        out.append(_clip(f"              step time: {step_share_text(x)}; explains {len(x['explains'])} gated "
+                         f"metric(s): {explains_text(x)}", width))
+    if len(causes) > 5:
+        out.append(f"  … and {len(causes) - 5} more cause(s) (see the reports, or -v)")
+    by_key = {c.key: c for c in result.comparisons}
+    if result.unexplained:
+        out.append("  not explained by a cause:")
+    for k in list(result.unexplained)[:3]:
+        c = by_key.get(k)
+        if c is not None:
+            tag = "REGRESSION " if c.fails else f"{c.verdict:<11}"
+            out.append(_clip(f"  {tag} {c.reason}", width))
+    if len(result.unexplained) > 3:
+        out.append(f"  … and {len(result.unexplained) - 3} more unexplained change(s)")
+    uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
+    if uns:
+        out.append(_clip(f"  unsure: {len(uns)} gated metric(s), e.g. {uns[0].reason}", width))
+    other = [x for x in result.notes if x not in config_changes(result)]
+    for note in (other if verbose else other[:2]):
+        out.append("  note: " + (note if verbose else _clip(note, width)))
+    if len(other) > 2 and not verbose:
+        out.append(f"  ({len(other) - 2} more note(s); -v shows everything)")
+    bad = [c for c in result.self_checks if c.status == "fail"]
+    for c in bad[: (None if verbose else 3)]:
+        out.append(_clip(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}",
+                         10_000 if verbose else width))
+    if verbose:
+        out.append("  every gated change:")
+        for c in result.comparisons:
+            if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT):
+                tag = "REGRESSION " if c.fails else f"{c.verdict:<11}"
+                out.append(f"  {tag} {c.reason}  [{c.evidence}]")
+    return out
