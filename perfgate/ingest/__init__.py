@@ -271,6 +271,9 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     comm = read_communication(cm_path) if cm_path.is_file() else None
     if comm is None:
         missing.append("communication.json")
+    elif loc.layout == "torch_npu":
+        cwin = validity.collection_window(loc.info_path)
+        validity.check_comm_values(comm, cwin, f"{loc.info_path.name} start_info / end_info" if cwin else "")
     tv_path = out / "trace_view.json"
     if loc.layout == "msprof":  # raw msprof: the timeline is msprof_<ts>.json (sliced: msprof_slice_<k>_*)
         timelines = sorted(out.glob("msprof_*.json"), key=_slice_key)
@@ -330,6 +333,7 @@ def _load_partial_rank(loc: RankLocation) -> RankCapture:
     validity.check_step_trace_values(step_trace, st_path, window,
                                      f"{loc.info_path.name} start_info / end_info" if window else "")
     comm = read_communication(cm_path) if cm_path.is_file() else None
+    validity.check_comm_values(comm, window, f"{loc.info_path.name} start_info / end_info" if window else "")
     held = [p.name for p, v in ((st_path, step_trace), (cm_path, comm)) if v is not None]
     missing = ["kernel_details.csv", "trace_view.json"] + [p.name for p, v in ((st_path, step_trace),
                                                                               (cm_path, comm)) if v is None]

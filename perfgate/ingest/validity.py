@@ -256,3 +256,30 @@ def check_step_trace_values(step_trace, path: Path, window: tuple[int, int] | No
                 f"{names.get(c, c)} {v[i]:,.3f} us is longer than the whole collection window ({limit_us - 2e6:,.0f} us, "
                 f"{window_source}): no profiler writes this value", path=path, row=int(step_trace["row"].iloc[i]),
                 hint="the row was altered or comes from another capture")
+
+
+def check_comm_values(comm, window: tuple[int, int] | None, window_source: str = "") -> None:
+    """Every communication.json op duration (``Elapse`` / ``Transit`` / ``Wait`` /
+    ``Synchronization`` / ``Idle Time(ms)``, held in us) is at most the recorded collection
+    window's length (+ 2 s of clock slack): no collective lasts longer than the profiling run that
+    recorded it. Nothing is bounded without a recorded window.
+
+    Raises:
+        InvalidCaptureError: naming communication.json, the step, op and field."""
+    if window is None or comm is None or not len(comm.ops):
+        return
+    limit_us = (window[1] - window[0] + 2 * WINDOW_SLACK_NS) / 1000.0
+    ops = comm.ops
+    for c, field in (("elapse_us", "Elapse Time(ms)"), ("transit_us", "Transit Time(ms)"),
+                     ("wait_us", "Wait Time(ms)"), ("sync_us", "Synchronization Time(ms)"),
+                     ("idle_us", "Idle Time(ms)")):
+        v = ops[c].to_numpy(dtype=float)
+        bad = np.nan_to_num(v) > limit_us
+        if bad.any():
+            i = int(np.argmax(bad))
+            op = ops.iloc[i]
+            raise InvalidCaptureError(
+                f"step{op['step']}.{op['kind']}.{op['op']}: Communication Time Info.{field} "
+                f"{v[i] / 1000:,.3f} ms is longer than the whole collection window "
+                f"({(limit_us - 2e6) / 1000:,.3f} ms, {window_source}): no profiler writes this value",
+                path=comm.path, hint="the file was altered or comes from another capture")
