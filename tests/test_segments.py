@@ -309,3 +309,31 @@ def test_companion_layer_without_attention(tmp_path, policy):
     m = fingerprint_capture(cap, policy).metrics
     assert m["layer.count{view=rank0}"].value == 6
     assert m["block.count{kind=moe,pass=forward,view=rank0}"].value == 5   # the companion's class is unique
+
+
+@pytest.mark.real
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["level1", "level2"])
+def test_any_family_with_doubled_calls_segments_losslessly(text_captures, policy, level, tmp_path):
+    """A changed call count is the gate's first regression kind: doubling the calls of any one
+    family of rank 0 (every family, in turn) must still segment every row exactly once and never
+    crash (a learned start rule with k = 0 once indexed past the family's last position)."""
+    import shutil
+    from perfgate.synth.mutate import add_calls
+    src = text_captures / level / "rank0_ascend_pt"
+    from perfgate.synth.mutate import DEFAULT_SUFFIX
+    names = _segments(text_captures / level, policy)[0]["name"].astype(str)
+    families = sorted({DEFAULT_SUFFIX.sub("", n) for n in names})
+    assert len(families) > 10
+    done = 0
+    for i, fam in enumerate(families):
+        cap = tmp_path / f"c{i}"
+        shutil.copytree(src, cap / "rank0_ascend_pt")
+        try:
+            add_calls(cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT", fam, 2)
+        except ValueError:   # not enough idle time in the step to place the new tasks
+            continue
+        k, seg = _segments(cap, policy)   # segment_rank itself raises when a row is in no / two segments
+        assert int(seg.segments["rows"].sum()) == len(k), fam
+        done += 1
+    assert done >= len(families) // 2

@@ -259,7 +259,7 @@ def _apply(rule, fam, hit_pos, m, lower, prev_hit, prev_same, step_lo, step_hi):
     hp = hit_pos[m]
     fpos = np.flatnonzero(fam[step_lo:step_hi + 1] == f) + step_lo
     idx = np.searchsorted(fpos, hp, side="left") - kk
-    cand = fpos[np.clip(idx, 0, None)] if len(fpos) else np.full(len(hp), -1)
+    cand = fpos[np.clip(idx, 0, len(fpos) - 1)] if len(fpos) else np.full(len(hp), -1)  # kk = 0: idx may be len(fpos)
     cand = np.where((idx >= 0) & (kk > 0), cand, -1)
     fb = np.where(prev_same[m], prev_hit[m] + tail + 1, hp - off)
     s = np.where(cand >= lower[m], cand, fb)
