@@ -82,6 +82,14 @@ def test_doubling_a_family_is_a_regression_naming_both_counts(copy_capture, stor
     assert st["step.free_us{view=rank0}"].candidate < st["step.free_us{view=rank0}"].baseline
     # Step time is unchanged: the calls filled idle time.
     assert st["step.time_us{view=rank0}"].verdict == terms.UNCHANGED
+    # the cause named first is the family whose calls doubled; the layer classes it reshaped are
+    # its symptoms (the model's layer count did not change), and no share of an unmoved step time
+    # is apportioned
+    assert r.causes[0]["kind"] == "kernel family" and r.causes[0]["subject"] == "aclnnMuls_MulAiCore_Mul"
+    assert not any(x["kind"] == "model structure" for x in r.causes), r.causes
+    assert r.causes[0]["step_fraction"] is None
+    from perfgate.report.summary import console_lines
+    assert "step time unchanged" in "\n".join(console_lines(r))
 
 
 def test_plain_duplicate_row_is_reported_not_counted(copy_capture, store, policy):

@@ -234,8 +234,8 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 x["what"] = text
                 x["step_delta_us"] = d_us
                 x["step_time_delta_us"] = st_delta
-                if d_us is not None and st_delta:
-                    x["step_fraction"] = d_us / st_delta
+                if d_us is not None and st_delta and abs(st_delta) >= MIN_STEP_DELTA_US:
+                    x["step_fraction"] = d_us / st_delta   # no fraction of a step time that did not move
     out = sorted(causes.values(), key=lambda x: (not x["fails"], x["kind"] != "model structure", x["verdict"] != terms.REGRESSION,
                                                  -abs(x["step_delta_us"] or 0.0), -len(x["explains"]),
                                                  x["subject"]))
@@ -257,6 +257,8 @@ def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
     return out
 
 
+MIN_STEP_DELTA_US = 1.0   # a step-time change below this is no change to apportion (us)
+_LAYOUT = ("layer.count", "microbatch.count_per_step", "pass.count_per_step")   # the model itself changed
 _STRUCTURE = ("layer.count", "microbatch.count_per_step", "pass.count_per_step", "layer.class_count",
               "block.count")   # issue 17's structure metrics
 _COUNT_SYMPTOMS = ("kernel.calls_per_step", "kernel.total_calls_per_step", "optype.calls_per_step",
@@ -264,13 +266,23 @@ _COUNT_SYMPTOMS = ("kernel.calls_per_step", "kernel.total_calls_per_step", "opty
 
 
 def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view) -> None:
-    """A changed layer / block count is one *model structure* cause; it explains the structure
-    metrics and every call-count symptom of the same sign (a layer more adds calls of every
+    """A changed model layout (layer, micro-batch or pass count) is one *model structure* cause; it
+    explains the structure metrics and every call-count symptom of the same sign (a layer more adds calls of every
     family in it). Family causes that only explained call counts fold into it (named in its
-    evidence)."""
+    evidence). When only layer classes or block counts moved (the layout is the same) and some
+    family's calls changed, those families are the causes and the class changes their symptoms."""
     struct = sorted((c for c in symptoms if c.name in _STRUCTURE), key=lambda c: _STRUCTURE.index(c.name))
     if not struct:
         return
+    if not any(c.name in _LAYOUT for c in struct):
+        # layers and passes are as many as before, only their classes / block counts moved: a family
+        # whose calls changed reshaped the layers it sits in; it is the cause, the classes its symptoms
+        movers = [y for y in causes.values() if y["kind"] in ("kernel family", "communication")
+                  and _calls_changed(base, cand, y, view)]
+        if movers:
+            for c in struct:
+                explain(movers, c)
+            return
     for verdict in {c.verdict for c in struct}:
         mine = [c for c in struct if c.verdict == verdict]
         first = mine[0]

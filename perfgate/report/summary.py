@@ -6,6 +6,7 @@ Pure functions of a :class:`~perfgate.model.GateResult`; nothing prints.
 from __future__ import annotations
 
 from perfgate import terms
+from perfgate.compare.causes import MIN_STEP_DELTA_US
 
 VIEW_ORDER = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
 _CONFIG_WORDS = ("partial comparison:", "profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
@@ -129,8 +130,8 @@ def step_share_text(x: dict) -> str:
     d, st = x.get("step_delta_us"), x.get("step_time_delta_us")
     if d is None:
         return "—"
-    if not st:
-        return f"{d:+,.0f} us ΣDuration per step"
+    if not st or abs(st) < MIN_STEP_DELTA_US:   # the step time did not move: nothing to apportion
+        return f"{d:+,.0f} us ΣDuration per step (step time unchanged)"
     return f"{d:+,.0f} us of {st:+,.0f} us ({d / st:.0%})"
 
 
