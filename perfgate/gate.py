@@ -331,9 +331,10 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
         as :func:`check`; StoreError when a report cannot be written (exit 5).
     """
     import dataclasses
-    from perfgate.report.writers import write_check_html, write_check_reports
+    from perfgate.report.writers import remove_stale_check_reports, write_check_html, write_check_reports
     if html_path:  # an optional part: refused before any work, not after the verdict
         errors.require_extra("html", "--html")
+    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path)
     result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
         result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (

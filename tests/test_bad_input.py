@@ -263,6 +263,21 @@ def test_internal_error_is_exit_70(env, monkeypatch):
     assert code == 70 and "internal error: RuntimeError: boom" in out and "Traceback" not in out
 
 
+def test_a_crashed_check_leaves_no_earlier_verdict_behind(env, monkeypatch):
+    """A run that ends in an internal error writes no reports; the previous run's files (a PASS)
+    must not stay where CI reads them (an ``if: always()`` JUnit upload would show that PASS)."""
+    cand, check, tmp, _ = env
+    code, out = check(cand())
+    assert code == 0, out
+    files = [tmp / "out" / n for n in ("perfgate-junit.xml", "perfgate-report.md", "perfgate-result.json")]
+    assert all(f.is_file() for f in files)
+    import perfgate.gate
+    monkeypatch.setattr(perfgate.gate, "check", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    code, out = check(cand("cand2", seed=3))
+    assert code == 70, out
+    assert not any(f.exists() for f in files), [f for f in files if f.exists()]
+
+
 # --- second fresh-user round (issues 5 / 7 / 10 / 11 merged) ------------------------------------
 
 def test_history_db_under_a_regular_file_is_a_store_error(env):

@@ -109,6 +109,30 @@ def write_history_report(hs, policy, out, *, branch: str | None = None, last_n: 
     return n, outp / "report.md"
 
 
+def check_report_paths(out, *, junit=None, markdown=None, json_path=None) -> dict[str, Path]:
+    """Where ``perfgate check`` writes its three reports: ``{"junit" | "markdown" | "json": path}``
+    (defaults under ``out``; ``json_path`` ``"-"`` still maps to a path that is never written)."""
+    out = Path(out)
+    return {
+        "junit": Path(junit) if junit else out / "perfgate-junit.xml",
+        "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
+        "json": Path(json_path) if json_path and json_path != "-" else out / "perfgate-result.json",
+    }
+
+
+def remove_stale_check_reports(out, *, junit=None, markdown=None, json_path=None) -> None:
+    """Delete an earlier run's report files before a check starts, so that a run that ends
+    without writing its own (an internal error, a killed job) never leaves a previous verdict
+    where CI reads one (an ``if: always()`` JUnit upload would show a stale PASS). Missing files
+    and paths that are directories are left alone (the write then reports them)."""
+    for p in check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path).values():
+        try:
+            if p.is_file():
+                p.unlink()
+        except OSError:
+            pass
+
+
 def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, json_path=None,
                         key: str | None = None, junit_key: str | None = None) -> dict[str, Path]:
     """The three files of ``perfgate check`` (each atomic): JUnit XML (``junit``, default
@@ -123,12 +147,7 @@ def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, j
         StoreError: a write failed (exit 5).
     """
     from perfgate.report import render_json, render_junit, render_markdown
-    out = Path(out)
-    paths = {
-        "junit": Path(junit) if junit else out / "perfgate-junit.xml",
-        "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
-        "json": Path(json_path) if json_path else out / "perfgate-result.json",
-    }
+    paths = check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path)
     write_atomic(paths["junit"], render_junit(result, key=junit_key))
     write_atomic(paths["markdown"], render_markdown(result, key=key))
     if json_path == "-":   # JSON to stdout (by the caller), the human summary to stderr
@@ -139,4 +158,4 @@ def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, j
 
 
 __all__ = ["write_check_html", "write_capture_html", "write_capture_error_html", "write_history_report",
-           "write_check_reports", "StoreError"]
+           "write_check_reports", "check_report_paths", "remove_stale_check_reports", "StoreError"]
