@@ -115,8 +115,11 @@ def test_composite_action_installs_itself(source, tmp_path):
         event.write_text(json.dumps({"pull_request": {"number": PR, "head": {"sha": "c" * 40, "repo": {
             "full_name": REPO}}, "base": {"sha": "d" * 40, "repo": {"full_name": REPO}}}}))
         env = _clean_env(venv, GITHUB_ACTIONS="true", GITHUB_JOB="gate", HOME=os.environ.get("HOME", "/tmp"))
-        assert subprocess.run([str(venv / "bin/python"), "-c", "import perfgate; print(perfgate.__file__)"], cwd=ws,
-                              env=env, capture_output=True, text=True).stdout.strip() != str(ROOT / "perfgate/__init__.py")
+        # before the action runs, the venv holds no perfgate of its own (the machine's editable
+        # install of this checkout may still be visible through --system-site-packages)
+        before = subprocess.run([str(venv / "bin/python"), "-c", "import perfgate; print(perfgate.__file__)"], cwd=ws,
+                                env=env, capture_output=True, text=True).stdout.strip()
+        assert not before.startswith(str(venv)), before
         r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir",
                                       str(ws / "baselines")], env={"GITHUB_EVENT_NAME": "push"})
         assert r.exit_code == 0, r.output
