@@ -125,6 +125,37 @@ def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
     return None, None
 
 
+def _overlap_and_comm_metrics(rank, root, out: dict):
+    """Add one rank's step metrics from step_trace_time.csv (else the trace's Overlap Analysis):
+    ``step.*`` (us, busy-union caliber as msprof writes them), step time = Computing +
+    Communication(Not Overlapped) + Free (us), the exposed-communication ratio; and its
+    communication.json metrics (``comm.elapse_us`` per step, ``comm.wait_ratio``,
+    ``comm.bandwidth_gbps`` per link), to ``out`` ({(name, labels): (value, evidence, context)}).
+    Full and partial ranks alike. Returns the per-step step time (a Series by step, us) or None."""
+    time = None
+    st, st_src = _overlap_steps(rank)
+    if st is not None and len(st):
+        src = _rel(rank.step_trace_path, root) if rank.step_trace_path else st_src
+        for name, col in _STEP_COLS.items():
+            out[(name, ())] = (float(st[col].median()), src, _samples(st[col]))
+        time = st["computing_us"] + st["comm_not_overlapped_us"] + st["free_us"]
+        out[("step.time_us", ())] = (float(time.median()), f"{src} (Computing + Communication(Not "
+                                     f"Overlapped) + Free)", _samples(time))
+        if (st["comm_us"] > 0).all():
+            ratio = st["comm_not_overlapped_us"] / st["comm_us"]
+            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, _samples(ratio))
+    if rank.comm is not None and len(rank.comm.ops):
+        cfile = _rel(rank.comm_path, root)
+        per = rank.comm.ops.groupby("step")["elapse_us"].sum()
+        out[("comm.elapse_us", ())] = (float(per.median()), cfile, {})
+        wr = wait_ratio(rank.comm)
+        if not np.isnan(wr):
+            out[("comm.wait_ratio", ())] = (wr, f"{cfile} Wait/Transit Time(ms)", {})
+        for link, bw in bandwidth(rank.comm).items():
+            out[("comm.bandwidth_gbps", (("link", link),))] = (bw, f"{cfile} {link} Transit Size/Time", {})
+    return time
+
+
 def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
                  kinds: pd.DataFrame | None = None, categories: pd.Series | None = None) -> dict:
     """Per-rank metrics: ``{(name, labels_tuple): (value, evidence, context)}``.
@@ -202,26 +233,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
         float(np.median(unions)), f"{kfile} merged intervals", dict(_samples(unions), caliber=terms.BUSY_UNION))
 
-    st, st_src = _overlap_steps(rank)
-    if st is not None and len(st):
-        src = _rel(rank.step_trace_path, root) if rank.step_trace_path else st_src
-        for name, col in _STEP_COLS.items():
-            out[(name, ())] = (float(st[col].median()), src, _samples(st[col]))
-        time = st["computing_us"] + st["comm_not_overlapped_us"] + st["free_us"]
-        out[("step.time_us", ())] = (float(time.median()), f"{src} (Computing + Communication(Not "
-                                     f"Overlapped) + Free)", _samples(time))
-        if (st["comm_us"] > 0).all():
-            ratio = st["comm_not_overlapped_us"] / st["comm_us"]
-            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, _samples(ratio))
-    if rank.comm is not None and len(rank.comm.ops):
-        cfile = _rel(rank.comm_path, root)
-        per = rank.comm.ops.groupby("step")["elapse_us"].sum()
-        out[("comm.elapse_us", ())] = (float(per.median()), cfile, {})
-        wr = wait_ratio(rank.comm)
-        if not np.isnan(wr):
-            out[("comm.wait_ratio", ())] = (wr, f"{cfile} Wait/Transit Time(ms)", {})
-        for link, bw in bandwidth(rank.comm).items():
-            out[("comm.bandwidth_gbps", (("link", link),))] = (bw, f"{cfile} {link} Transit Size/Time", {})
+    _overlap_and_comm_metrics(rank, root, out)
 
     if anatomy is None:
         anatomy = step_table(rank, policy.findings)
@@ -450,30 +462,14 @@ def _partial_summary(rank, policy, root) -> RankSummary:
     out: dict = {}
     checks = []
     step_time = {}
-    st, st_src = _overlap_steps(rank)
     steps = []
-    if st is not None and len(st):
-        src = _rel(rank.step_trace_path, root)
-        for name, col in _STEP_COLS.items():
-            out[(name, ())] = (float(st[col].median()), src, _samples(st[col]))
-        time = st["computing_us"] + st["comm_not_overlapped_us"] + st["free_us"]
-        out[("step.time_us", ())] = (float(time.median()), f"{src} (Computing + Communication(Not "
-                                     f"Overlapped) + Free)", _samples(time))
-        if (st["comm_us"] > 0).all():
-            ratio = st["comm_not_overlapped_us"] / st["comm_us"]
-            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, _samples(ratio))
+    time = _overlap_and_comm_metrics(rank, root, out)
+    if time is not None:
         for s_, v in time.items():
             step_time[(rank.rank, str(s_))] = float(v)
-        steps = sorted(map(str, st.index))
+        steps = sorted(map(str, time.index))
     if rank.comm is not None and len(rank.comm.ops):
         cfile = _rel(rank.comm_path, root)
-        per = rank.comm.ops.groupby("step")["elapse_us"].sum()
-        out[("comm.elapse_us", ())] = (float(per.median()), cfile, {})
-        wr = wait_ratio(rank.comm)
-        if not np.isnan(wr):
-            out[("comm.wait_ratio", ())] = (wr, f"{cfile} Wait/Transit Time(ms)", {})
-        for link, bw in bandwidth(rank.comm).items():
-            out[("comm.bandwidth_gbps", (("link", link),))] = (bw, f"{cfile} {link} Transit Size/Time", {})
         checks.extend(op_identity_checks(rank.comm, rank.rank, cfile,
                                          tol_us=policy.self_checks["comm_op_identity_abs_us"]))
         if not steps:
