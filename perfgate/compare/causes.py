@@ -283,6 +283,13 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
             for c in struct:
                 explain(movers, c)
             return
+    cache: list = []
+
+    def scale():   # the view's device scale, computed once for every family folded below
+        if not cache:
+            from perfgate.compare.composition import scale_factor
+            cache.append(scale_factor(base, cand, view))
+        return cache[0]
     for verdict in {c.verdict for c in struct}:
         mine = [c for c in struct if c.verdict == verdict]
         first = mine[0]
@@ -306,7 +313,7 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
         for k, y in list(causes.items()):
             if y is x or y["kind"] not in ("kernel family", "communication") or y["verdict"] != str(verdict):
                 continue
-            if not y["_own_time"] or _per_call_unchanged(base, cand, y["subject"], view):
+            if not y["_own_time"] or _per_call_unchanged(base, cand, y["subject"], view, scale()):
                 # its calls changed and its time per call did not: the structure change explains it
                 folded.append(y["subject"])
                 for key in y["explains"]:
@@ -319,16 +326,16 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
                                     + (f" (+{len(folded) - 8} more)" if len(folded) > 8 else ""))
 
 
-def _per_call_unchanged(base, cand, fam: str, view) -> bool:
-    """Family ``fam``'s ΣDuration per call moved with the device scale (within ±5 %): its
-    own-time change is its call-count change."""
-    from perfgate.compare.composition import SCALE_AGREEMENT, scale_factor
+def _per_call_unchanged(base, cand, fam: str, view, scale) -> bool:
+    """Family ``fam``'s ΣDuration per call moved with the device ``scale``
+    (:func:`perfgate.compare.composition.scale_factor` of ``view``) within ±5 %: its own-time
+    change is its call-count change."""
+    from perfgate.compare.composition import SCALE_AGREEMENT
     ch = _family_change(base, cand, fam, view)
     nb, nc, tb, tc = ch["calls_base"], ch["calls_cand"], ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
     if not (nb and nc and tb and tc) or nb == nc:
         return False
-    s = scale_factor(base, cand, view)
-    return abs((tc / nc) / (tb / nb) / s.value - 1.0) <= SCALE_AGREEMENT
+    return abs((tc / nc) / (tb / nb) / scale.value - 1.0) <= SCALE_AGREEMENT
 
 
 def _calls_changed(base, cand, x: dict, view) -> bool:

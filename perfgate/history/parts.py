@@ -27,6 +27,8 @@ from perfgate.model import metric_key, parse_metric_key
 
 
 def is_part(key: str) -> bool:
+    """Is metric ``key`` (``name{labels}``) a part of the whole (a share in ``PART_METRICS``),
+    trended on its normalised series rather than its raw share?"""
     return parse_metric_key(key)[0] in PART_METRICS
 
 

@@ -140,6 +140,22 @@ def _int(path, key, v, lo=0):
     return v
 
 
+def _kind_list(path, key: str, items, allowed) -> list:
+    """``[{kind: K, any: [matchers]}, ...]`` (block kinds, named regions) -> ``[(K, matchers)]``.
+
+    Raises:
+        PolicyError: an item that is not a mapping or whose kind is not in ``allowed``; a bad
+            matcher (names the file and ``key[i]``).
+    """
+    out = []
+    for i, item in enumerate(items or []):
+        k = f"{key}[{i}]"
+        if not isinstance(item, dict) or item.get("kind") not in allowed:
+            raise _err(path, f"{k}.kind", f"must be one of {list(allowed)}")
+        out.append((item["kind"], _matches(path, f"{k}.any", item.get("any"))))
+    return out
+
+
 def load_segment_rules(path=None) -> SegmentRules:
     """Load a segments knowledge file (default ``perfgate/policies/segments.yaml``).
 
@@ -177,12 +193,7 @@ def load_segment_rules(path=None) -> SegmentRules:
             raise _err(path, f"anchors[{i}].companions", f"unknown or own anchor name(s) {bad}; "
                                                         f"known: {sorted(names - {a.name})}")
     b = doc.get("blocks") or {}
-    kinds = []
-    for i, k in enumerate(b.get("kinds") or []):
-        key = f"blocks.kinds[{i}]"
-        if not isinstance(k, dict) or k.get("kind") not in BLOCK_KINDS:
-            raise _err(path, f"{key}.kind", f"must be one of {list(BLOCK_KINDS)}")
-        kinds.append((k["kind"], _matches(path, f"{key}.any", k.get("any"))))
+    kinds = _kind_list(path, "blocks.kinds", b.get("kinds"), BLOCK_KINDS)
     default = b.get("default", "other")
     if default not in BLOCK_KINDS:
         raise _err(path, "blocks.default", f"must be one of {list(BLOCK_KINDS)}")
@@ -209,12 +220,7 @@ def load_segment_rules(path=None) -> SegmentRules:
     sig = doc.get("signature") or {}
     if not isinstance(sig, dict) or set(sig) - {"shapes"} or not isinstance(sig.get("shapes", False), bool):
         raise _err(path, "signature", "must be a mapping {shapes: true|false}")
-    regions = []
-    for i, r in enumerate(doc.get("regions") or []):
-        key = f"regions[{i}]"
-        if not isinstance(r, dict) or r.get("kind") not in REGION_KINDS:
-            raise _err(path, f"{key}.kind", f"must be one of {list(REGION_KINDS)}")
-        regions.append((r["kind"], _matches(path, f"{key}.any", r.get("any"))))
+    regions = _kind_list(path, "regions", doc.get("regions"), REGION_KINDS)
     digest = hashlib.sha256(json.dumps({k: doc.get(k) for k in ("anchors", "tail", "blocks", "signature", "regions")},
                                        sort_keys=True, default=str).encode()).hexdigest()[:16]
     return SegmentRules(path=str(path), anchors=tuple(anchors), tail=_matches(path, "tail", doc.get("tail")),

@@ -107,6 +107,7 @@ def short_change(c) -> str:
 
 
 def cause_title(x: dict) -> str:
+    """A cause's heading: its kind and subject (``kernel family aclnnCast_CastAiCore_Cast``)."""
     return f"{x['kind']} {x['subject']}"
 
 
