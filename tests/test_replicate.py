@@ -52,3 +52,22 @@ def test_replicated_capture_passes_the_self_checks_of_its_source(tmp_path, text_
     per_step = [c for c in fp.self_checks if c.name == "compute_union"]
     assert sorted(c.step for c in per_step) == ["1", "2", "3"]
     assert fp.config["steps_per_rank"] == {"0": 3}
+
+
+def test_replicated_times_stay_inside_the_collection_window(tmp_path, text_captures):
+    """Many steps, a second run and a second rank move the times far past the source's window:
+    profiler_info's window moves and grows with them (the benchmark's 1M-row shapes failed
+    the issue-16 window check before)."""
+    from perfgate.ingest.validity import collection_window
+    src = text_captures / "level1/rank0_ascend_pt"
+    cap = replicate_rank(src, tmp_path / "r", steps=40, ranks=2, run=1, trace=False)
+    for r in (0, 1):
+        lo, hi = collection_window(cap / f"rank{r}_ascend_pt" / f"profiler_info_{r}.json")
+        t = pacsv.read_csv(cap / f"rank{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+                           convert_options=pacsv.ConvertOptions(column_types={"Start Time(us)": pa.float64()}))
+        starts = t.column("Start Time(us)").to_numpy() * 1000
+        assert lo <= starts.min() and starts.max() <= hi
+        s_lo, s_hi = collection_window(src / "profiler_info_0.json")
+        assert hi - lo > 5 * (s_hi - s_lo)  # 40 steps: far wider than the source's window
+    fp = fingerprint_path(cap, load_policy(), workers=1, with_trace=False)
+    assert fp.config["steps_per_rank"] == {"0": 40, "1": 40}

@@ -132,6 +132,13 @@ def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step
             info = json.loads(f.read_text())
             if isinstance(info, dict) and "rank_id" in info:
                 info["rank_id"] = r
+            end = info.get("end_info") if isinstance(info, dict) else None
+            if isinstance(end, dict) and isinstance(end.get("collectionTimeEnd"), int) \
+                    and isinstance(end.get("MonotonicTimeEnd"), int):
+                # the collection window (perfgate.ingest.validity.collection_window) moves by the
+                # shift and grows by the added steps, so every replicated time lies inside it
+                end["collectionTimeEnd"] += int(offs[-1]) + shift
+                end["MonotonicTimeEnd"] += int(offs[-1])
             dist = info.get("distributed_args") if isinstance(info, dict) else None
             if isinstance(dist, dict):  # the copy is a job of `ranks` ranks
                 dist.update(rank=r, world_size=ranks)
