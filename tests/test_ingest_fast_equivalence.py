@@ -1,0 +1,175 @@
+"""Issue 21 ingest fast paths equal the readers they replaced, kept as oracles:
+communication.json (:func:`read_communication` vs the per-op loop
+:func:`read_communication_loop`), on every real capture, on a replicated many-step capture and on
+mutated files (same tables, or the same error text)."""
+from __future__ import annotations
+
+import json
+import math
+
+import orjson
+import pandas as pd
+import pytest
+
+from perfgate.errors import InvalidCaptureError
+from perfgate.ingest.comm import _gather, read_communication, read_communication_loop
+from perfgate.synth.replicate import replicate_rank
+
+
+def _real_files(ascend, name):
+    files = sorted(ascend.rglob(name))
+    assert files, f"no {name} under {ascend}"
+    return files
+
+
+def _same_comm(path):
+    a, b = read_communication(path), read_communication_loop(path)
+    pd.testing.assert_frame_equal(a.ops, b.ops, check_exact=True)
+    pd.testing.assert_frame_equal(a.links, b.links, check_exact=True)
+    return a
+
+
+def test_comm_fast_equals_loop_on_every_real_file(ascend):
+    files = _real_files(ascend, "communication.json")
+    assert len(files) >= 8
+    for f in files:
+        a = _same_comm(f)
+        assert len(a.ops) > 0, f
+        assert _gather(orjson.loads(f.read_bytes()))[0] is not None, f"{f}: the fast path was not taken"
+
+
+def test_comm_fast_equals_loop_on_replicated_many_steps(text_captures, tmp_path):
+    out = replicate_rank(text_captures / "level1" / "rank0_ascend_pt", tmp_path / "rep", steps=300, trace=False)
+    f = next(out.rglob("communication.json"))
+    a = _same_comm(f)
+    assert a.ops["step"].nunique() == 300
+    assert len(a.links) == 5 * len(a.ops)
+    assert _gather(orjson.loads(f.read_bytes()))[0] is not None
+
+
+def _outcome(fn, path):
+    try:
+        c = fn(path)
+    except InvalidCaptureError as e:
+        return ("error", str(e), e.exit_code)
+    except Exception as e:  # noqa: BLE001 - the reference reader's own exception, compared as is
+        return ("raised", type(e).__name__, str(e))
+    return ("ok", c.ops, c.links)
+
+
+def _same_outcome(got, want):
+    assert got[0] == want[0], (got, want)
+    if got[0] != "ok":
+        assert got == want
+        return
+    for a, b in zip(got[1:], want[1:]):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def _first_op(doc):
+    step = next(iter(doc))
+    kind = next(k for k, v in doc[step].items() if v)
+    op = next(k for k in doc[step][kind] if k != "Total Op Info")
+    return doc[step][kind][op]
+
+
+def _set(field, value):
+    def m(doc):
+        _first_op(doc)["Communication Time Info"][field] = value
+    return m
+
+
+def _drop(field):
+    def m(doc):
+        del _first_op(doc)["Communication Time Info"][field]
+    return m
+
+
+def _link(field, value):
+    def m(doc):
+        info = _first_op(doc)["Communication Bandwidth Info"]
+        info[next(iter(info))][field] = value
+    return m
+
+
+def _bw(value):
+    def m(doc):
+        _first_op(doc)["Communication Bandwidth Info"] = value
+    return m
+
+
+def _whole_link(value):
+    def m(doc):
+        info = _first_op(doc)["Communication Bandwidth Info"]
+        info[next(iter(info))] = value
+    return m
+
+
+def _step_key(doc):
+    k = next(iter(doc))
+    doc["step007"] = doc.pop(k)
+
+
+def _bad_key(doc):
+    doc["Step 1"] = {}
+
+
+def _op_not_dict(doc):
+    step = next(iter(doc))
+    kind = next(k for k, v in doc[step].items() if v)
+    doc[step][kind]["hcom_x@1"] = [1, 2]
+
+
+def _total(doc):
+    step = next(iter(doc))
+    kind = next(k for k, v in doc[step].items() if v)
+    doc[step][kind]["Total Op Info"] = {"Communication Time Info": {"Elapse Time(ms)": "junk"}}
+
+
+def _kind_not_dict(doc):
+    step = next(iter(doc))
+    doc[step]["p2p"] = 3
+
+
+def _no_time_info(doc):
+    del _first_op(doc)["Communication Time Info"]
+
+
+MUTATIONS = {
+    "elapse null": _set("Elapse Time(ms)", None), "elapse string": _set("Elapse Time(ms)", "N/A"),
+    "elapse bool": _set("Elapse Time(ms)", True), "elapse negative": _set("Elapse Time(ms)", -1.5),
+    "elapse huge int": _set("Elapse Time(ms)", 10 ** 30), "wait list": _set("Wait Time(ms)", [1]),
+    "idle int": _set("Idle Time(ms)", 3), "start null": _set("Start Timestamp(us)", None),
+    "start negative": _set("Start Timestamp(us)", -2.0), "start absent": _drop("Start Timestamp(us)"),
+    "transit absent": _drop("Transit Time(ms)"), "elapse absent": _drop("Elapse Time(ms)"),
+    "link size string": _link("Transit Size(MB)", "1"), "link time negative": _link("Transit Time(ms)", -1),
+    "link size absent": _link("Transit Size(MB)", 0), "bandwidth null": _bw(None), "bandwidth empty": _bw({}),
+    "bandwidth list": _bw([1]), "link not object": _whole_link(7), "step with zeros": _step_key,
+    "bad top key": _bad_key, "op not object": _op_not_dict, "total op info skipped": _total,
+    "kind not object": _kind_not_dict, "no time info": _no_time_info,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_comm_fast_equals_loop_on_mutated_file(name, text_captures, tmp_path):
+    src = text_captures / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    doc = json.loads(src.read_bytes())
+    MUTATIONS[name](doc)
+    path = tmp_path / "communication.json"
+    path.write_text(json.dumps(doc))
+    _same_outcome(_outcome(read_communication, path), _outcome(read_communication_loop, path))
+
+
+@pytest.mark.parametrize("text", ["", "  \n", "[1, 2]", '{"step1": {"collective": {}}', "{\"step1\": NaN}",
+                                  '{"step1": {"collective": {"a@1": {"Communication Time Info": '
+                                  '{"Elapse Time(ms)": NaN}}}}}',
+                                  '{"step1": {"collective": {"a@1": {"Communication Time Info": '
+                                  '{"Elapse Time(ms)": Infinity}}}}}',
+                                  '\ufeff{"step1": {}}', "{}", '{"step1": {}, "step2": {"p2p": {}}}'])
+def test_comm_fast_equals_loop_on_odd_text(text, tmp_path):
+    path = tmp_path / "communication.json"
+    path.write_text(text, encoding="utf-8")
+    got, want = _outcome(read_communication, path), _outcome(read_communication_loop, path)
+    _same_outcome(got, want)
+    if "NaN" in text or "Infinity" in text:  # orjson refuses the tokens; the json module reads them, then refused
+        assert want[0] == "error" and ("not a finite" in want[1] or "unexpected" in want[1])
