@@ -5,7 +5,6 @@ mutated files (same tables, or the same error text)."""
 from __future__ import annotations
 
 import json
-import math
 
 import orjson
 import pandas as pd
@@ -173,3 +172,95 @@ def test_comm_fast_equals_loop_on_odd_text(text, tmp_path):
     _same_outcome(got, want)
     if "NaN" in text or "Infinity" in text:  # orjson refuses the tokens; the json module reads them, then refused
         assert want[0] == "error" and ("not a finite" in want[1] or "unexpected" in want[1])
+
+
+# ---- step_trace_time.csv: Arrow fast path vs the pandas reader it replaced ----
+
+from perfgate.ingest.csvread import read_arrow_columns, read_header, resolve_columns  # noqa: E402
+from perfgate.ingest.aliases import STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED  # noqa: E402
+from perfgate.ingest.steps import (TIME_COLUMNS, _step_trace_columns, read_step_trace,  # noqa: E402
+                                   read_step_trace_pandas)
+
+
+def _fast_taken(path):
+    header = read_header(path)
+    cols = resolve_columns(header, STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED, path)
+    raw, n = read_arrow_columns(path, cols, len(header), numeric={c for c in TIME_COLUMNS if c in cols})
+    return _step_trace_columns(raw, n, cols) is not None
+
+
+def _st_outcome(fn, path):
+    try:
+        return ("ok", fn(path))
+    except InvalidCaptureError as e:
+        return ("error", str(e), e.exit_code)
+
+
+def test_step_trace_fast_equals_pandas_on_every_real_file(ascend):
+    files = _real_files(ascend, "step_trace_time.csv")
+    assert len(files) >= 10
+    for f in files:
+        pd.testing.assert_frame_equal(read_step_trace(f), read_step_trace_pandas(f), check_exact=True)
+        assert _fast_taken(f), f"{f}: the fast path was not taken"
+
+
+def test_step_trace_fast_equals_pandas_on_replicated_many_steps(text_captures, tmp_path):
+    out = replicate_rank(text_captures / "level2" / "rank0_ascend_pt", tmp_path / "rep", steps=500, trace=False)
+    f = next(out.rglob("step_trace_time.csv"))
+    a = read_step_trace(f)
+    pd.testing.assert_frame_equal(a, read_step_trace_pandas(f), check_exact=True)
+    assert len(a) == 500 and _fast_taken(f)
+
+
+ST_CELLS = ["N/A", "", "nan", "inf", "-inf", "abc", "1e3", "+5", "0x10", "2e12", "-3.5", " 7.25 ", "1_000", "\t4.5"]
+ST_STEPS = ["", "007", "0", "abc", "N/A", "٣", "1.0", " 12 "]
+
+
+@pytest.mark.parametrize("cell", ST_CELLS)
+@pytest.mark.parametrize("column", [1, 3, 9])
+def test_step_trace_fast_equals_pandas_on_mutated_time_cell(cell, column, text_captures, tmp_path):
+    src = text_captures / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    lines = src.read_text(encoding="utf-8-sig").splitlines()
+    row = lines[1].split(",")
+    if column >= len(row):
+        pytest.skip("no such column")
+    row[column] = cell
+    path = tmp_path / "step_trace_time.csv"
+    path.write_text("\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n", encoding="utf-8")
+    got, want = _st_outcome(read_step_trace, path), _st_outcome(read_step_trace_pandas, path)
+    assert got[0] == want[0], (got, want)
+    if got[0] == "ok":
+        pd.testing.assert_frame_equal(got[1], want[1], check_exact=True)
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("step", ST_STEPS)
+def test_step_trace_fast_equals_pandas_on_mutated_step(step, text_captures, tmp_path):
+    src = text_captures / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    lines = src.read_text(encoding="utf-8-sig").splitlines()
+    row = lines[1].split(",")
+    row[0] = step
+    path = tmp_path / "step_trace_time.csv"
+    path.write_text("\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n", encoding="utf-8")
+    got, want = _st_outcome(read_step_trace, path), _st_outcome(read_step_trace_pandas, path)
+    assert got[0] == want[0], (got, want)
+    if got[0] == "ok":
+        pd.testing.assert_frame_equal(got[1], want[1], check_exact=True)
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("devices", [("0", "0"), ("0", "1"), ("", "3"), ("N/A", "N/A")])
+def test_step_trace_fast_equals_pandas_with_device_column(devices, tmp_path):
+    head = ("Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+            "Communication(Not Overlapped and Exclude Receive),Preparing")
+    rows = [f"{d},{i + 1},100.5,2.25,1.0,3.25,4.0,0,0,2.25,0.5" for i, d in enumerate(devices)]
+    path = tmp_path / "step_trace_time.csv"
+    path.write_text("\n".join([head, *rows]) + "\n", encoding="utf-8")
+    got, want = _st_outcome(read_step_trace, path), _st_outcome(read_step_trace_pandas, path)
+    assert got[0] == want[0], (got, want)
+    if got[0] == "ok":
+        pd.testing.assert_frame_equal(got[1], want[1], check_exact=True)
+    else:
+        assert got == want and "devices in one rank folder" in got[1]

@@ -20,10 +20,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED
-from perfgate.ingest.csvread import cell_error, read_header, read_string_table, resolve_columns, to_float
+from perfgate.ingest.csvread import (cell_error, read_arrow_columns, read_header, read_string_table, resolve_columns,
+                                     to_float)
 from perfgate.ingest.kernels import IMPLICIT_STEP
 
 TIME_COLUMNS = ("computing_us", "comm_not_overlapped_us", "overlapped_us", "comm_us", "free_us",
@@ -33,12 +36,71 @@ TIME_COLUMNS = ("computing_us", "comm_not_overlapped_us", "overlapped_us", "comm
 def read_step_trace(path: Path) -> pd.DataFrame:
     """Read step_trace_time.csv.
 
+    The usual file (every time cell a plain finite number, every Step a decimal integer or
+    empty, at most one Device_id) is converted by Arrow compute and framed once, ~1 ms for a
+    few steps; anything else is read again by the reference reader
+    :func:`read_step_trace_pandas` (pandas, column by column), which gives the same table or
+    raises the error naming the cell.
+
     Raises:
         InvalidCaptureError: empty / header-only / malformed file, a required column
             (Step, Computing, Communication(Not Overlapped), Communication, Free) missing, or a
             time cell that is not a finite number (``N/A``, empty, ``nan``, ``inf``, text; names
             file, data row, CSV row counting the header as 1, column and cell).
     """
+    path = Path(path)
+    header = read_header(path)
+    cols = resolve_columns(header, STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED, path)
+    raw, n = read_arrow_columns(path, cols, len(header), numeric={c for c in TIME_COLUMNS if c in cols})
+    out = _step_trace_columns(raw, n, cols)
+    return read_step_trace_pandas(path) if out is None else out
+
+
+def _step_trace_columns(raw: dict, n: int, cols: dict) -> pd.DataFrame | None:
+    """The table of :func:`read_step_trace` from its Arrow string columns, or None when a cell
+    needs the reference reader (a null, non-finite, implausible or unparsed time; a Step that
+    is not ASCII digits; several devices)."""
+    times = {}
+    for c in TIME_COLUMNS:
+        if c not in cols:
+            times[c] = np.full(n, np.nan)
+            continue
+        arr = raw[c]
+        if arr.null_count:
+            return None
+        try:
+            v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        if not np.isfinite(v).all() or (np.abs(v) > 1e12).any():
+            return None
+        times[c] = v
+    if "overlapped_us" not in cols:
+        times["overlapped_us"] = times["comm_us"] - times["comm_not_overlapped_us"]
+    steps = []
+    for v in raw["step"].to_pylist():
+        if v is None:
+            steps.append(IMPLICIT_STEP)
+        elif v.isascii() and v.isdigit():
+            steps.append(v.lstrip("0") or "0")
+        else:
+            return None
+    if "device_id" in cols:
+        dev = raw["device_id"]
+        if len(pc.unique(dev.drop_null())) > 1:
+            return None  # several devices: the reference reader refuses them, naming each one's first row
+        device = pd.array(dev.to_pylist(), dtype="string")
+    else:
+        device = pd.NA
+    frame = {"row": np.arange(1, n + 1, dtype=np.int64), "step": pd.array(steps, dtype="string"), "device_id": device}
+    frame.update((c, times[c]) for c in TIME_COLUMNS)
+    return pd.DataFrame(frame)
+
+
+def read_step_trace_pandas(path: Path) -> pd.DataFrame:
+    """The reference reader of step_trace_time.csv (pandas, column by column): what
+    :func:`read_step_trace` falls back to for a file its fast path does not take, and the oracle
+    of its equivalence tests. Same contract and errors as :func:`read_step_trace`."""
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED, path)
