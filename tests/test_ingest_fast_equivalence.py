@@ -264,3 +264,98 @@ def test_step_trace_fast_equals_pandas_with_device_column(devices, tmp_path):
         pd.testing.assert_frame_equal(got[1], want[1], check_exact=True)
     else:
         assert got == want and "devices in one rank folder" in got[1]
+
+
+# ---- kernel_details.csv / op_summary: numpy steps vs the pandas reader they replaced ----
+
+import csv  # noqa: E402
+import dataclasses  # noqa: E402
+
+import numpy as np  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+import reference_kernels  # noqa: E402
+from perfgate.ingest.kernels import _exact_duplicates, read_kernels  # noqa: E402
+
+
+def _same_kernels(path, **kw):
+    a, b = read_kernels(path, **kw), reference_kernels.read_kernels(path, **kw)
+    pd.testing.assert_frame_equal(a.df, b.df, check_exact=True)
+    for f in dataclasses.fields(a):
+        if f.name != "df":
+            assert getattr(a, f.name) == getattr(b, f.name), f.name
+    return a
+
+
+def _kernel_files(ascend):
+    files = sorted([*ascend.rglob("kernel_details.csv"), *ascend.rglob("op_summary*.csv")])
+    assert len(files) >= 10
+    return files
+
+
+@pytest.mark.parametrize("pmu,shapes", [(False, False), (True, False), (True, True)])
+def test_kernels_equal_reference_on_every_real_file(ascend, pmu, shapes):
+    seen = 0
+    for f in _kernel_files(ascend):
+        try:
+            want = reference_kernels.read_kernels(f, pmu=pmu, shapes=shapes)
+        except InvalidCaptureError as e:  # a fixture the reader refuses: refused alike, same text
+            with pytest.raises(InvalidCaptureError) as got:
+                read_kernels(f, pmu=pmu, shapes=shapes)
+            assert str(got.value) == str(e)
+            continue
+        assert len(_same_kernels(f, pmu=pmu, shapes=shapes).df) == len(want.df)
+        seen += 1
+    assert seen >= 8
+
+
+def test_kernels_equal_reference_on_replicated_many_steps(text_captures, tmp_path):
+    out = replicate_rank(text_captures / "level1" / "rank0_ascend_pt", tmp_path / "rep", steps=400, trace=False)
+    a = _same_kernels(next(out.rglob("kernel_details.csv")), pmu=True)
+    assert a.df["step"].nunique() == 400
+
+
+def test_kernels_equal_reference_with_duplicates_and_invalid_rows(text_captures, tmp_path):
+    src = text_captures / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with open(src, newline="", encoding="utf-8-sig") as f:
+        head, *rows = list(csv.reader(f))
+    dur = head.index("Duration(us)")
+    rows[5][dur] = "N/A"
+    rows[7][dur] = "-1.5"
+    body = [*rows, rows[3], rows[10], rows[10], rows[40]]
+    path = tmp_path / "kernel_details.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([head, *body])
+    a = _same_kernels(path, pmu=True)
+    assert len(a.duplicate_rows) == 4 and len(a.invalid_rows) == 2
+
+
+def _old_exact_duplicates(df):
+    """The pandas version replaced in issue 21 (tests' oracle)."""
+    start = df["start_ns"].to_numpy()
+    same = np.zeros(len(start), dtype=bool)
+    order = np.argsort(start, kind="stable")
+    eq = start[order][1:] == start[order][:-1]
+    same[order[1:][eq]] = True
+    same[order[:-1][eq]] = True
+    out = np.zeros(len(start), dtype=bool)
+    if same.any():
+        idx = np.flatnonzero(same)
+        key = pd.DataFrame({"s": start[idx], "d": df["dur_ns"].to_numpy()[idx],
+                            "n": df["name"].cat.codes.to_numpy()[idx], "t": df["stream_id"].cat.codes.to_numpy()[idx]})
+        out[idx] = key.duplicated(keep="first").to_numpy()
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(0, 60), st.booleans())
+def test_exact_duplicates_equal_the_pandas_version(seed, n, ordered):
+    rng = np.random.default_rng(seed)
+    start = rng.integers(0, 6, n) * 1000 + 1_736_408_883_704_643_212
+    if ordered:
+        start = np.sort(start)
+    names = [None, "a", "b"]
+    df = pd.DataFrame({"start_ns": start, "dur_ns": rng.integers(0, 3, n),
+                       "name": pd.Categorical([names[i] for i in rng.integers(0, 3, n)]),
+                       "stream_id": pd.Categorical([names[i] for i in rng.integers(0, 3, n)])})
+    assert _exact_duplicates(df).tolist() == _old_exact_duplicates(df).tolist()

@@ -228,7 +228,7 @@ def _refuse_unlabelled_kernels(kernels, step_trace, st_path) -> None:
         InvalidCaptureError: naming the kernel file and the steps step_trace_time.csv lists.
     """
     step = kernels.df["step"]
-    if not hasattr(step, "cat") or list(step.cat.categories) != [IMPLICIT_STEP]:
+    if not hasattr(step, "cat") or len(step.cat.categories) != 1 or step.cat.categories[0] != IMPLICIT_STEP:
         return
     ids = [x for x in step_trace["step"].astype(str).unique() if x != IMPLICIT_STEP]
     if ids:

@@ -52,6 +52,7 @@ from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, decimal_to_scaled_
 IMPLICIT_STEP = "implicit"
 _PMU_TIME = re.compile(r"^((?:aic|aiv)_[a-z0-9]+_time|aicore_time|aiv_time)\(us\)$")
 _UPPER_TOKEN = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_STEP_ID = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,10 @@ class KernelTable:
 
 
 def _prove_core_column(df: pd.DataFrame, header: str, path: Path) -> None:
-    vals = set(df["core_type"].dropna().unique())
+    col = df["core_type"]
+    codes = col.array.codes
+    cats = col.cat.categories.tolist()
+    vals = {cats[i] for i in np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(cats)))}
     if not vals:
         return
     if vals & KNOWN_CORE_TYPES:
@@ -92,11 +96,11 @@ def _prove_core_column(df: pd.DataFrame, header: str, path: Path) -> None:
 
 def _prove_type_column(df: pd.DataFrame, header: str, path: Path) -> None:
     col = df["op_type"]
-    codes = col.cat.codes.to_numpy()
+    codes = col.array.codes
     counts = np.bincount(codes[codes >= 0], minlength=len(col.cat.categories))
     if counts.sum() == 0:
         return
-    core = np.array([c in KNOWN_CORE_TYPES for c in col.cat.categories], dtype=bool)
+    core = np.array([c in KNOWN_CORE_TYPES for c in col.cat.categories.tolist()], dtype=bool)
     share_core = counts[core].sum() / counts.sum()  # per distinct value, weighted by its rows
     if share_core > 0.5:
         first = col.cat.categories[codes[np.argmax(codes >= 0)]]
@@ -115,7 +119,7 @@ def _categorical(arr) -> pd.Series:
     ser = enc.to_pandas()
     if not isinstance(ser.dtype, pd.CategoricalDtype):
         ser = ser.astype("category")
-    cats = [str(c) for c in ser.cat.categories]
+    cats = [str(c) for c in ser.cat.categories.tolist()]
     trimmed = [c.strip() for c in cats]
     if trimmed != cats or any(t in MISSING_TOKENS for t in trimmed):
         ser = ser.astype(object).map(lambda v: v if not isinstance(v, str) else v.strip())
@@ -125,7 +129,8 @@ def _categorical(arr) -> pd.Series:
 
 def _exact_duplicates(df: pd.DataFrame) -> np.ndarray:
     """Rows equal to an earlier row in start, duration, name and stream (bool mask). Only rows
-    sharing a start time are hashed, so the usual duplicate-free table costs one sort."""
+    sharing a start time are compared (one lexsort of their four keys and the row position), so
+    the usual duplicate-free table costs one pass over the start column."""
     start = df["start_ns"].to_numpy()
     same = np.zeros(len(start), dtype=bool)
     if len(start) and (start[1:] >= start[:-1]).all():  # already in start order (the usual file): no sort
@@ -139,10 +144,15 @@ def _exact_duplicates(df: pd.DataFrame) -> np.ndarray:
         same[order[:-1][eq]] = True
     out = np.zeros(len(start), dtype=bool)
     if same.any():
-        idx = np.flatnonzero(same)
-        key = pd.DataFrame({"s": start[idx], "d": df["dur_ns"].to_numpy()[idx],
-                            "n": df["name"].cat.codes.to_numpy()[idx], "t": df["stream_id"].cat.codes.to_numpy()[idx]})
-        out[idx] = key.duplicated(keep="first").to_numpy()
+        idx = np.flatnonzero(same)  # ascending: the first of equal rows sorts first within its group
+        keys = (start[idx], df["dur_ns"].to_numpy()[idx], df["name"].array.codes[idx],
+                df["stream_id"].array.codes[idx])  # a missing name / stream is code -1: equal
+        order = np.lexsort((idx, *keys[::-1]))
+        k = [key[order] for key in keys]
+        repeat = np.ones(len(idx) - 1, dtype=bool)
+        for key in k:
+            repeat &= key[1:] == key[:-1]
+        out[idx[order[1:][repeat]]] = True
     return out
 
 
@@ -227,8 +237,8 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     data: dict = {"row": np.arange(1, n + 1, dtype=np.int64)}
     if "step_id" in cols:
         step = _categorical(raw["step_id"])
-        cats = list(step.cat.categories)
-        bad = [c for c in cats if not re.fullmatch(r"-?\d+", str(c))]
+        cats = step.cat.categories.tolist()  # tolist: iterating an Arrow-backed Index costs ~2 us per value
+        bad = [c for c in cats if not _STEP_ID.fullmatch(str(c))]
         if bad:
             i = int(np.argmax((step == bad[0]).to_numpy()))
             raise InvalidCaptureError(f"{cols['step_id']} is not an integer: {bad[0]!r}", path=path, row=i + 1)
@@ -269,7 +279,7 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     _prove_type_column(df, cols["op_type"], path)
 
     invalid = dur_null | (dur < 0)
-    invalid_rows = tuple(int(r) for r in df.loc[invalid, "row"])
+    invalid_rows = tuple(data["row"][invalid].tolist())
     if invalid_rows:
         warnings.append(f"{path.name}: {len(invalid_rows)} row(s) with N/A, empty or negative "
                         f"{cols['dur_us']} left out (rows {_fmt_rows(invalid_rows)})")
@@ -280,8 +290,8 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
 
     def per_category(col, fn):
         c = df[col]
-        flags = np.array([bool(fn(str(v))) for v in c.cat.categories], dtype=bool)
-        codes = c.cat.codes.to_numpy()
+        flags = np.array([bool(fn(str(v))) for v in c.cat.categories.tolist()], dtype=bool)
+        codes = c.array.codes
         return np.where(codes >= 0, flags[np.clip(codes, 0, None)] if len(flags) else False, False)
 
     df["is_comm"] = (per_category("core_type", lambda v: v in COMM_CORE_TYPES)
@@ -289,7 +299,7 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
                      | per_category("op_type", lambda v: v.lower().startswith("hcom")))
 
     dup = _exact_duplicates(df)
-    duplicate_rows = tuple(int(r) for r in df.loc[dup, "row"])
+    duplicate_rows = tuple(df["row"].to_numpy()[dup].tolist())
     if duplicate_rows:
         warnings.append(f"{path.name}: {len(duplicate_rows)} exact duplicate row(s) (same start, "
                         f"stream, name, duration) counted once (rows {_fmt_rows(duplicate_rows)})")
@@ -300,11 +310,11 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
                         f"step (unassigned bucket, not step 0)")
     df = df.reset_index(drop=True)
 
-    compute = ~df["is_comm"]
-    type_available = bool(df.loc[compute, "op_type"].notna().any()) if compute.any() else \
-        bool(df["op_type"].notna().any())
-    core_available = bool(df.loc[compute, "core_type"].notna().any()) if compute.any() else \
-        bool(df["core_type"].notna().any())
+    compute = ~df["is_comm"].to_numpy()
+    has_type = df["op_type"].array.codes >= 0
+    has_core = df["core_type"].array.codes >= 0
+    type_available = bool(has_type[compute].any()) if compute.any() else bool(has_type.any())
+    core_available = bool(has_core[compute].any()) if compute.any() else bool(has_core.any())
     block = cols.get("block_dim", "no block column")
     kind = "op_summary" if cols["name"] == "Op Name" else "kernel_details"
     variant = f"{kind}/{len(header)}col/{block}" + ("/Device_id" if "device_id" in cols else "")
