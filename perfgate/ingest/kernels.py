@@ -156,6 +156,14 @@ def _exact_duplicates(df: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _per_category(col: pd.Series, fn) -> np.ndarray:
+    """``fn(value)`` per row of a categorical column, evaluated once per category (False for a
+    missing value)."""
+    flags = np.array([bool(fn(str(v))) for v in col.array.categories.tolist()], dtype=bool)
+    codes = col.array.codes
+    return np.where(codes >= 0, flags[np.clip(codes, 0, None)] if len(flags) else False, False)
+
+
 def _null_categorical(n: int) -> pd.Series:
     return pd.Series(pd.Categorical([None] * n, categories=pd.Index([], dtype=object)))
 
@@ -267,6 +275,10 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
         m = _PMU_TIME.match(h)
         data[f"{m.group(1)}_us" if m else h] = floats[h]
 
+    data["end_ns"] = start + dur
+    data["is_comm"] = (_per_category(data["core_type"], lambda v: v in COMM_CORE_TYPES)
+                       | _per_category(data["name"], lambda v: v.lower().startswith("hcom_"))
+                       | _per_category(data["op_type"], lambda v: v.lower().startswith("hcom")))
     df = pd.DataFrame(data, copy=False)
     if "device_id" in cols and "device_id" in raw:
         dev = _categorical(raw["device_id"])
@@ -286,17 +298,6 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
         df = df.loc[~invalid]
     if df.empty:
         raise InvalidCaptureError(f"no row has a valid {cols['dur_us']}", path=path)
-    df["end_ns"] = df["start_ns"] + df["dur_ns"]
-
-    def per_category(col, fn):
-        c = df[col]
-        flags = np.array([bool(fn(str(v))) for v in c.cat.categories.tolist()], dtype=bool)
-        codes = c.array.codes
-        return np.where(codes >= 0, flags[np.clip(codes, 0, None)] if len(flags) else False, False)
-
-    df["is_comm"] = (per_category("core_type", lambda v: v in COMM_CORE_TYPES)
-                     | per_category("name", lambda v: v.lower().startswith("hcom_"))
-                     | per_category("op_type", lambda v: v.lower().startswith("hcom")))
 
     dup = _exact_duplicates(df)
     duplicate_rows = tuple(df["row"].to_numpy()[dup].tolist())
