@@ -359,3 +359,44 @@ def test_exact_duplicates_equal_the_pandas_version(seed, n, ordered):
                        "name": pd.Categorical([names[i] for i in rng.integers(0, 3, n)]),
                        "stream_id": pd.Categorical([names[i] for i in rng.integers(0, 3, n)])})
     assert _exact_duplicates(df).tolist() == _old_exact_duplicates(df).tolist()
+
+
+# ---- decimal128 -> exact int64 ns: Arrow cast vs the buffer-reading loop it replaced ----
+
+import pyarrow as pa  # noqa: E402
+
+from perfgate.ingest.csvread import decimal_to_scaled_int  # noqa: E402
+
+
+def _old_decimal_to_scaled_int(arr):
+    """The per-chunk buffer reader replaced in issue 21 (tests' oracle)."""
+    lows, nulls = [], []
+    for chunk in arr.chunks:
+        buf = chunk.buffers()[1]
+        words = np.frombuffer(buf, dtype="<i8")[2 * chunk.offset: 2 * (chunk.offset + len(chunk))].reshape(-1, 2)
+        null = chunk.is_null().to_numpy(zero_copy_only=False)
+        lo, hi = words[:, 0], words[:, 1]
+        fits = (hi == (lo >> 63)) | null
+        if not fits.all():
+            return None
+        lows.append(np.where(null, 0, lo))
+        nulls.append(null)
+    if not lows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    return np.concatenate(lows).astype(np.int64, copy=False), np.concatenate(nulls)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.integers(-(2 ** 70), 2 ** 70), st.integers(-(10 ** 19), 10 ** 19)),
+                max_size=40), st.integers(1, 4), st.integers(0, 3))
+def test_decimal_to_scaled_int_equals_the_buffer_loop(values, chunks, offset):
+    from decimal import Decimal
+    typ = pa.decimal128(38, 3)
+    arrs = [pa.array([None if v is None else Decimal(v).scaleb(-3) for v in values], typ) for _ in range(chunks)]
+    arr = pa.chunked_array([a.slice(min(offset, len(a))) for a in arrs], typ)
+    got, want = decimal_to_scaled_int(arr), _old_decimal_to_scaled_int(arr)
+    if want is None:
+        assert got is None
+    else:
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+        assert got[0].dtype == np.int64 and got[0].flags.writeable

@@ -228,25 +228,24 @@ def read_typed_columns(path: Path, columns: dict[str, str], types: dict) -> tupl
 
 def decimal_to_scaled_int(arr: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
     """A ``decimal128(p, s)`` column as its exact unscaled integers (``value * 10**s``: µs
-    with 3 decimals -> integer ns), read from the Arrow buffer without any float.
+    with 3 decimals -> integer ns), without any float: the buffer is viewed as
+    ``decimal128(p, 0)`` (the same unscaled integers) and cast to int64 by Arrow, which refuses
+    any value outside int64.
 
     Returns:
         ``(int64 ndarray, null mask)`` (nulls -> 0), or None when a value does not fit in int64.
     """
-    lows, nulls = [], []
-    for chunk in arr.chunks:
-        buf = chunk.buffers()[1]
-        words = np.frombuffer(buf, dtype="<i8")[2 * chunk.offset: 2 * (chunk.offset + len(chunk))].reshape(-1, 2)
-        null = chunk.is_null().to_numpy(zero_copy_only=False)
-        lo, hi = words[:, 0], words[:, 1]
-        fits = (hi == (lo >> 63)) | null
-        if not fits.all():
-            return None
-        lows.append(np.where(null, 0, lo))
-        nulls.append(null)
-    if not lows:
+    if not arr.num_chunks:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    return np.concatenate(lows).astype(np.int64, copy=False), np.concatenate(nulls)
+    unscaled = pa.decimal128(arr.type.precision, 0)
+    try:
+        ints = pc.cast(pa.chunked_array([c.view(unscaled) for c in arr.chunks], unscaled), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    if arr.null_count:
+        ints = pc.fill_null(ints, 0)
+    return ints.to_numpy().astype(np.int64, copy=True), null
 
 
 def read_string_table(path: Path, columns: dict[str, str], ncols: int,
