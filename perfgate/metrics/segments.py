@@ -188,7 +188,11 @@ class _Sig:
 
 
 def _hex(v: np.ndarray) -> np.ndarray:
-    return np.array([f"{int(x) >> 32:08x}" for x in v], dtype=object) if len(v) else np.array([], dtype=object)
+    """8 hex digits (the high 32 bits) per uint64, formatted once per distinct value."""
+    if not len(v):
+        return np.array([], dtype=object)
+    u, inv = np.unique(v, return_inverse=True)
+    return np.array([f"{int(x) >> 32:08x}" for x in u], dtype=object)[inv.reshape(-1)]
 
 
 def _prev_true(mask: np.ndarray) -> np.ndarray:
@@ -725,15 +729,36 @@ def _reduce(a_lo, x, fn):
 
 
 def _top_by(owner: np.ndarray, key: np.ndarray, dur_ns: np.ndarray, labels, top: int) -> dict:
-    """{owner: [(label, ΣDuration µs), ...] the ``top`` largest} in one group-by over rows."""
+    """{owner: [(label, ΣDuration µs), ...] the ``top`` largest, ties by key} in one pass over
+    rows (``owner``, ``key``: int codes per row). Integer durations are summed by ``bincount``
+    (float sums of integers below 2**53 ns are exact, as the former pandas group-by's were);
+    others through a pandas group-by."""
     if not len(owner):
         return {}
-    g = pd.DataFrame({"o": owner, "k": key, "d": dur_ns.astype(float)}).groupby(["o", "k"], sort=False)["d"].sum()
-    g = g.reset_index().sort_values(["o", "d", "k"], ascending=[True, False, True], kind="stable")
-    g = g[g.groupby("o").cumcount() < top]
+    key = np.asarray(key, dtype=np.int64)
+    kmin = int(key.min())
+    nk = int(key.max()) - kmin + 1
+    pair = owner.astype(np.int64) * nk + (key - kmin)
+    exact = np.issubdtype(np.asarray(dur_ns).dtype, np.integer) and int(np.abs(dur_ns).sum()) < 2 ** 53
+    M = (int(owner.max()) + 1) * nk
+    if exact and M <= 1 << 22:   # few (owner, key) pairs: index them directly
+        uniq = np.flatnonzero(np.bincount(pair, minlength=M))
+        d = np.bincount(pair, weights=dur_ns.astype(np.float64), minlength=M)[uniq]
+    elif exact:
+        codes, uniq = pd.factorize(pair)
+        d = np.bincount(codes, weights=dur_ns.astype(np.float64), minlength=len(uniq))
+    else:
+        codes, uniq = pd.factorize(pair)
+        d = pd.Series(np.asarray(dur_ns, dtype=float)).groupby(codes, sort=False).sum().to_numpy()
+    o, kk = uniq // nk, uniq % nk + kmin
+    srt = np.lexsort((kk, -d, o))
+    o, kk, d = o[srt], kk[srt], d[srt]
+    grp = np.concatenate([[True], o[1:] != o[:-1]])
+    rank = np.arange(len(o)) - np.flatnonzero(grp)[np.cumsum(grp) - 1]
+    sel = rank < top
     out: dict = {}
-    for o, kk, d in zip(g["o"].to_numpy(), g["k"].to_numpy(), g["d"].to_numpy()):
-        out.setdefault(o, []).append((labels[kk] if labels is not None else kk, d / 1000.0))
+    for oo, k_, dd in zip(o[sel].tolist(), kk[sel].tolist(), d[sel].tolist()):
+        out.setdefault(oo, []).append((labels[k_] if labels is not None else k_, dd / 1000.0))
     return out
 
 
@@ -797,8 +822,8 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     bfi = np.flatnonzero(bfirst)
     bno = np.arange(len(bs)) - bfi[np.cumsum(bfirst) - 1] + 1 if len(bs) else bs
     # a layer's block kinds, '+'-joined: built once per distinct kind sequence
-    kc = {kd: i + 1 for i, kd in enumerate(sorted(set(bk.tolist())))}
-    kcode = np.array([kc[x] for x in bk], dtype=np.uint64) if len(bk) else np.zeros(0, np.uint64)
+    kuniq, kinv = np.unique(bk, return_inverse=True) if len(bk) else (np.zeros(0, dtype=object), bk)
+    kcode = (kinv.reshape(-1) + 1).astype(np.uint64)           # kinds in sorted order, 1-based
     ksig = _Sig(kcode, np.zeros(len(bk), dtype=bool))(bfi, np.concatenate([bfi[1:] - 1, [len(bk) - 1]])) \
         if len(bk) else np.zeros(0, np.uint64)
     uk, first_of = np.unique(ksig, return_index=True)
@@ -820,7 +845,8 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     lsig = sig(a_lo, a_hi) if nseg else np.zeros(0, dtype=np.uint64)
     cls = np.full(nseg, "", dtype=object)
     cls[is_layer] = "L" + _hex(lsig[is_layer]).astype(object) if is_layer.any() else cls[is_layer]
-    bcls = np.array([f"B{x}:" for x in bk], dtype=object) + _hex(bsig) if len(bk) else np.zeros(0, dtype=object)
+    bcls = np.array([f"B{x}:" for x in kuniq], dtype=object)[kinv.reshape(-1)] + _hex(bsig) if len(bk) else \
+        np.zeros(0, dtype=object)
     bwall = (np.maximum.reduceat(end[lp], bs) - np.minimum.reduceat(start[lp], bs)) / 1000.0 if len(bs) else np.zeros(0)
     bsum = np.add.reduceat(dur[lp].astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
     bcomm = np.add.reduceat(np.where(comm[lp], dur[lp], 0).astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
@@ -841,46 +867,80 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
         "wall_us": bwall, "sum_dur_us": bsum, "comm_us": bcomm})
     # steps
     ssig = sig(step_lo, step_hi) if len(step_lo) else np.zeros(0, np.uint64)
-    steps = []
-    lay_step = st_[is_layer]
-    for s, name in enumerate(step_names):
-        m = lay_step == s
-        lo_s, hi_s = int(step_lo[s]), int(step_hi[s])
-        lm = lay_idx[m]
-        p_s = ps[lm]
-        fwd_mb = mbs[lm][p_s == FORWARD]
-        bwd_mb = mbs[lm][p_s == BACKWARD]
-        nmb = int(fwd_mb.max()) if len(fwd_mb) else (int(bwd_mb.max()) if len(bwd_mb) else 0)
-        steps.append({"step": name, "anchor": anc[lm[0]] if len(lm) else None, "layers": int(m.sum()),
-                      "microbatches": nmb, "passes": "+".join(p for p in PASSES if (p_s == p).any()),
-                      "step_class": "S" + _hex(ssig[s:s + 1])[0],
-                      "head_rows": int(a_lo[lm[0]] - lo_s) if len(lm) else hi_s - lo_s + 1,
-                      "tail_rows": int(hi_s - a_hi[lm[-1]]) if len(lm) else 0, "rows": hi_s - lo_s + 1})
-    steps = pd.DataFrame(steps, columns=STEP_COLS)
+    steps = _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs, a_lo, a_hi)
     # classes: one group-by over the member rows
     fam_names = np.asarray(k["family"].cat.categories.astype(str), dtype=object)
     cat_codes, cat_names = None, None
     if categories is not None:
         cv = categories.iloc[pos] if categories.index.equals(df.index) else categories.reindex(k.index)
-        cat_codes, cat_names = pd.factorize(cv.astype(str).to_numpy())
+        cc = cv.cat.codes.to_numpy() if isinstance(cv.dtype, pd.CategoricalDtype) else None
+        if cc is not None and (cc >= 0).all():    # factorize the small codes, not 1M strings
+            first, cat_codes = np.unique(cc, return_index=True)[1], None
+            order = np.sort(first)                # categories in order of first appearance
+            remap = np.full(len(cv.cat.categories), -1, dtype=np.int64)
+            remap[cc[order]] = np.arange(len(order))
+            cat_codes = remap[cc]
+            cat_names = np.asarray(cv.cat.categories.astype(str), dtype=object)[cc[order]]
+        else:
+            cat_codes, cat_names = pd.factorize(cv.astype(str).to_numpy())
     classes = _classes(seg_tab, layers, blocks, is_layer, seg_of_row, lp, bs, be, blayer, fam, fam_names, dur,
                        cat_codes, cat_names, step_names)
     return RankSegments(layers, blocks, steps, seg_tab, classes)
 
 
+def _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs, a_lo, a_hi) -> pd.DataFrame:
+    """The steps table (module doc) from the sorted segment arrays, all steps at once."""
+    nsteps = len(step_names)
+    lay_idx = np.flatnonzero(is_layer)
+    ls = st_[lay_idx]                                            # nondecreasing: segments in row order
+    ar = np.arange(nsteps)
+    f_i = np.searchsorted(ls, ar, side="left")
+    l_i = np.searchsorted(ls, ar, side="right") - 1
+    nlay = l_i - f_i + 1
+    has = nlay > 0
+    first = lay_idx[np.clip(f_i, 0, max(len(lay_idx) - 1, 0))] if len(lay_idx) else np.zeros(nsteps, dtype=np.int64)
+    last = lay_idx[np.clip(l_i, 0, max(len(lay_idx) - 1, 0))] if len(lay_idx) else np.zeros(nsteps, dtype=np.int64)
+    pl, mbl = ps[lay_idx], mbs[lay_idx]
+    mb = {}
+    for p in (FORWARD, BACKWARD):
+        m = pl == p
+        mb[p] = (np.bincount(ls[m], minlength=nsteps) > 0, np.zeros(nsteps, dtype=np.int64))
+        np.maximum.at(mb[p][1], ls[m], mbl[m])
+    nmb = np.where(mb[FORWARD][0], mb[FORWARD][1], np.where(mb[BACKWARD][0], mb[BACKWARD][1], 0))
+    bits = np.zeros(nsteps, dtype=np.int64)
+    for i, p in enumerate(PASSES):
+        bits |= (np.bincount(ls[pl == p], minlength=nsteps) > 0).astype(np.int64) << i
+    names = np.array(["+".join(p for i, p in enumerate(PASSES) if b >> i & 1) for b in range(2 ** len(PASSES))],
+                     dtype=object)
+    anchor = np.where(has, anc[first] if len(lay_idx) else None, None).astype(object)
+    rows = step_hi - step_lo + 1
+    return pd.DataFrame({
+        "step": np.array(step_names, dtype=object), "anchor": anchor, "layers": nlay.astype(np.int64),
+        "microbatches": nmb.astype(np.int64), "passes": names[bits],
+        "step_class": "S" + _hex(ssig).astype(object) if nsteps else np.zeros(0, dtype=object),
+        "head_rows": np.where(has, a_lo[first] - step_lo if len(lay_idx) else 0, rows).astype(np.int64),
+        "tail_rows": np.where(has, step_hi - a_hi[last] if len(lay_idx) else 0, 0).astype(np.int64),
+        "rows": rows.astype(np.int64)}, columns=STEP_COLS)
+
+
 def _classes(seg_tab, layers, blocks, is_layer, seg_of_row, lp, bs, be, blayer, fam, fam_names, dur, cat_codes,
              cat_names, step_names) -> pd.DataFrame:
     out = []
-    cls_seg = seg_tab["class_id"].to_numpy()
     blk_of_row = np.repeat(np.arange(len(bs)), be - bs + 1) if len(bs) else np.zeros(0, dtype=np.int64)
-    owners = {
-        "layer": (cls_seg[seg_of_row[lp]] if len(lp) else np.zeros(0, dtype=object), lp, layers),
-        "block": (blocks["class_id"].to_numpy()[blk_of_row] if len(bs) else np.zeros(0, dtype=object), lp, blocks)}
-    for level, (row_cls, rpos, t) in owners.items():
+    seg_code = np.full(len(is_layer), -1, dtype=np.int64)
+    lcodes, lids = pd.factorize(layers["class_id"].to_numpy(dtype=object))
+    seg_code[is_layer] = lcodes
+    bcodes, bids = pd.factorize(blocks["class_id"].to_numpy(dtype=object))
+    owners = {  # per layer row: its class code (int), the codes' class ids, the table
+        "layer": (seg_code[seg_of_row[lp]] if len(lp) else np.zeros(0, dtype=np.int64), lids, layers),
+        "block": (bcodes[blk_of_row] if len(bs) else np.zeros(0, dtype=np.int64), bids, blocks)}
+    for level, (row_cls, ids, t) in owners.items():
         if not len(t):
             continue
-        tops = _top_by(row_cls, fam[rpos], dur[rpos], fam_names, 3)
-        bound = _top_by(row_cls, cat_codes[rpos], dur[rpos], cat_names, 1) if cat_codes is not None else tops
+        rpos = lp
+        tops = {ids[o]: v for o, v in _top_by(row_cls, fam[rpos], dur[rpos], fam_names, 3).items()}
+        bound = {ids[o]: v for o, v in _top_by(row_cls, cat_codes[rpos], dur[rpos], cat_names, 1).items()} \
+            if cat_codes is not None else tops
         g = t.groupby("class_id", sort=False)
         per = t.groupby(["class_id", "step"]).size().unstack(fill_value=0).reindex(columns=step_names, fill_value=0)
         agg = g.agg(members=("rows", "size"), wall_p50_us=("wall_us", "median"),
@@ -888,8 +948,9 @@ def _classes(seg_tab, layers, blocks, is_layer, seg_of_row, lp, bs, be, blayer, 
                     sum_dur_us=("sum_dur_us", "sum"), comm_us=("comm_us", "sum"),
                     first_row=("first_row", "first"), last_row=("last_row", "first"),
                     kind=("kinds" if level == "layer" else "kind", "first"))
-        if level == "layer":
-            agg["pass"] = g["pass"].agg(lambda x: "+".join(sorted(set(x))))
+        if level == "layer":   # the passes of its members, from the distinct (class, pass) pairs
+            cp = t[["class_id", "pass"]].drop_duplicates()
+            agg["pass"] = cp.groupby("class_id", sort=False)["pass"].agg(lambda x: "+".join(sorted(set(x))))
         for cid, r in agg.iterrows():
             out.append({"level": level, "class_id": cid, "kind": r["kind"], "pass": r.get("pass", ""),
                         "members": int(r["members"]), "per_step": km.median_low(per.loc[cid].to_numpy()),
