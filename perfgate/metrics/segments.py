@@ -244,9 +244,11 @@ class _FamIndex:
 
     def __init__(self, fam: np.ndarray):
         self.B = np.int64(len(fam) + 1)
-        keys = fam.astype(np.int64) * self.B + np.arange(len(fam), dtype=np.int64)
-        self.order = np.argsort(keys, kind="stable")
-        self.keys = keys[self.order]
+        lo = int(fam.min()) if len(fam) else 0
+        small = len(fam) and int(fam.max()) - lo < 2 ** 15
+        f = (fam - lo).astype(np.int16) if small else fam   # 16-bit codes: numpy's stable sort is a radix sort
+        self.order = np.argsort(f, kind="stable")            # by family, then position
+        self.keys = fam.astype(np.int64)[self.order] * self.B + self.order
 
     def rank(self, f: np.ndarray, p: np.ndarray) -> np.ndarray:
         """Index in the key array of the first row of family ``f`` at position >= ``p``."""
@@ -505,9 +507,9 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     choice = _select_anchor(rules, masks, sidx, nsteps) if nsteps else np.zeros(0, dtype=int)
     tail = match_mask(k, rules.tail)
     pipe = match_mask(k, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
-    region = _region_labels(k, rules, N)
-    attach = side & (region == "")          # side rows in no named region may join the next layer
-    region_stop = (region == "embedding") | (region == LM_HEAD_LOSS)   # no layer spans these rows
+    region, rnames = _region_labels(k, rules, N)          # int codes; rnames[0] == ""
+    attach = side & (region == 0)           # side rows in no named region may join the next layer
+    region_stop = np.isin(region, [i for i, x in enumerate(rnames) if x in ("embedding", LM_HEAD_LOSS)])
 
     # layers of every step at once, on the concatenated main-stream rows (cuts ignore side rows)
     ch = choice[sidx] if N else np.zeros(0, dtype=int)
@@ -562,14 +564,14 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     fstep = sidx[free]
     grp = np.concatenate([[True], (np.diff(free) != 1) | (fstep[1:] != fstep[:-1])]) if len(free) else \
         np.zeros(0, dtype=bool)
-    lab = _fill_labels(region[free], grp, OTHER)
+    lab = _fill_labels(region[free], grp, rnames, OTHER)
     fs = np.flatnonzero(np.concatenate([[True], grp[1:] | (lab[1:] != lab[:-1])])) if len(free) else \
         np.zeros(0, dtype=np.int64)
     fe = np.concatenate([fs[1:] - 1, [len(free) - 1]]) if len(free) else fs
     nl, nf = len(hm), len(fs)
     a_lo = np.concatenate([starts, free[fs]]).astype(np.int64)
     a_hi = np.concatenate([ends, free[fe]]).astype(np.int64)
-    kind = np.concatenate([np.full(nl, LAYER, dtype=object), lab[fs].astype(object)])
+    kind = np.concatenate([np.full(nl, LAYER, dtype=object), rnames[lab[fs]]])
     ps = np.concatenate([hpass.astype(object), np.full(nf, "", dtype=object)])
     st_ = np.concatenate([hstep, fstep[fs]]).astype(np.int64)
     anc = np.concatenate([anchor_name[hstep], np.full(nf, None, dtype=object)])
@@ -655,33 +657,38 @@ def _recompute(code: np.ndarray, touch: np.ndarray, hstep: np.ndarray) -> tuple:
     return np.array([FORWARD, RECOMPUTE, BACKWARD], dtype=object)[out], mb, model
 
 
-def _fill_labels(lab: np.ndarray, grp_start: np.ndarray, default: str) -> np.ndarray:
-    """Unlabelled ('') rows of a non-layer run (runs start where ``grp_start``) take the label of
-    the nearest labelled row before them in the same run, else after them, else ``default``;
+def _fill_labels(lab: np.ndarray, grp_start: np.ndarray, names: np.ndarray, default: str) -> np.ndarray:
+    """Unlabelled (code 0) rows of a non-layer run (runs start where ``grp_start``) take the label
+    of the nearest labelled row before them in the same run, else after them, else ``default``;
     ``pipeline`` and ``grad_sync`` labels are never passed on (only the communication rows
-    themselves are the pipeline / gradient-sync segments)."""
+    themselves are the pipeline / gradient-sync segments). ``lab``: codes into ``names``
+    (``names[0] == ""``); returns codes into ``names``, which holds ``default``."""
     if not len(lab):
-        return np.zeros(0, dtype=object)
+        return np.zeros(0, dtype=np.int64)
+    lab = lab.astype(np.int64)
     gs = _prev_true(grp_start)
-    has = (lab != "") & (lab != PIPELINE) & (lab != GRAD_SYNC)
+    has = (lab != 0) & ~np.isin(lab, [i for i, x in enumerate(names) if x in (PIPELINE, GRAD_SYNC)])
     pv = _prev_true(has)
-    out = np.where(lab != "", lab, "").astype(object)
     ok = (pv >= gs) & (pv >= 0)
-    out = np.where((lab == "") & ok, lab[np.clip(pv, 0, None)], out)
+    out = np.where((lab == 0) & ok, lab[np.clip(pv, 0, None)], lab)
     ge = np.concatenate([np.flatnonzero(grp_start)[1:] - 1, [len(lab) - 1]])
     gid = np.cumsum(grp_start) - 1
     nx = _next_true(has, len(lab))
-    ok2 = (out == "") & (nx <= ge[gid]) & (nx < len(lab))
+    ok2 = (out == 0) & (nx <= ge[gid]) & (nx < len(lab))
     out = np.where(ok2, lab[np.clip(nx, 0, len(lab) - 1)], out)
-    return np.where(out == "", default, out).astype(object)
+    return np.where(out == 0, int(np.flatnonzero(names == default)[0]), out)
 
 
-def _region_labels(k: pd.DataFrame, rules, n: int) -> np.ndarray:
-    """Per row: the first ``regions`` rule it matches (pipeline, embedding, ...) or ''."""
-    lab = np.full(n, "", dtype=object)
+def _region_labels(k: pd.DataFrame, rules, n: int) -> tuple:
+    """Per row: the code of the first ``regions`` rule it matches (pipeline, embedding, ...) or 0,
+    and the names of the codes (object array: ``""``, the distinct region names, ``other``)."""
+    names = [""] + list(dict.fromkeys(name for name, _ in rules.regions))
+    if OTHER not in names:
+        names.append(OTHER)
+    lab = np.zeros(n, dtype=np.int8 if len(names) < 100 else np.int64)
     for name, matches in reversed(rules.regions):
-        lab = np.where(match_mask(k, matches), name, lab)
-    return lab
+        lab = np.where(match_mask(k, matches), names.index(name), lab).astype(lab.dtype)
+    return lab, np.array(names, dtype=object)
 
 
 def _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path):
