@@ -879,19 +879,20 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     fam_names = np.asarray(k["family"].cat.categories.astype(str), dtype=object)
     cat_codes, cat_names = None, None
     if categories is not None:
-        cv = categories.iloc[pos] if categories.index.equals(df.index) else categories.reindex(k.index)
-        cc = cv.cat.codes.to_numpy() if isinstance(cv.dtype, pd.CategoricalDtype) else None
+        same = categories.index.equals(df.index)
+        cc = categories.cat.codes.to_numpy()[pos] if same and isinstance(categories.dtype, pd.CategoricalDtype) \
+            else None
         if cc is not None and (cc >= 0).all():    # factorize the small codes, not 1M strings
-            first, cat_codes = np.unique(cc, return_index=True)[1], None
-            order = np.sort(first)                # categories in order of first appearance
-            remap = np.full(len(cv.cat.categories), -1, dtype=np.int64)
-            remap[cc[order]] = np.arange(len(order))
+            seen = pd.unique(cc)                  # categories in order of first appearance
+            remap = np.full(len(categories.cat.categories), -1, dtype=np.int64)
+            remap[seen] = np.arange(len(seen))
             cat_codes = remap[cc]
-            cat_names = np.asarray(cv.cat.categories.astype(str), dtype=object)[cc[order]]
+            cat_names = np.asarray(categories.cat.categories.astype(str), dtype=object)[seen]
         else:
+            cv = categories.iloc[pos] if same else categories.reindex(k.index)
             cat_codes, cat_names = pd.factorize(cv.astype(str).to_numpy())
-    classes = _classes(seg_tab, layers, blocks, is_layer, seg_of_row, lp, bs, be, blayer, fam, fam_names, dur,
-                       cat_codes, cat_names, step_names)
+    classes = _classes(layers, blocks, st_[is_layer], st_[blayer] if len(bs) else np.zeros(0, dtype=np.int64),
+                       is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes, cat_names, len(step_names))
     return RankSegments(layers, blocks, steps, seg_tab, classes)
 
 
@@ -930,43 +931,70 @@ def _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs,
         "rows": rows.astype(np.int64)}, columns=STEP_COLS)
 
 
-def _classes(seg_tab, layers, blocks, is_layer, seg_of_row, lp, bs, be, blayer, fam, fam_names, dur, cat_codes,
-             cat_names, step_names) -> pd.DataFrame:
+def _lower_median_per_group(g: np.ndarray, n: np.ndarray, ngroups: int, total: int) -> np.ndarray:
+    """Per group: the lower median of ``total`` values of which the pairs (``g``, ``n``) are the
+    non-zero ones (each group's other values are 0), as :func:`perfgate.metrics.kernels.median_low`."""
+    o = np.lexsort((n, g))
+    g, n = g[o], n[o]
+    present = np.bincount(g, minlength=ngroups)
+    start = np.concatenate([[0], np.cumsum(present)[:-1]])
+    want = (total - 1) // 2 - (total - present)
+    return np.where(want >= 0, n[np.clip(start + want, 0, max(len(n) - 1, 0))] if len(n) else 0, 0).astype(float)
+
+
+def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes,
+             cat_names, nsteps) -> pd.DataFrame:
+    """The classes table (:func:`class_table`): one group-by over int class codes per level."""
     out = []
     blk_of_row = np.repeat(np.arange(len(bs)), be - bs + 1) if len(bs) else np.zeros(0, dtype=np.int64)
     seg_code = np.full(len(is_layer), -1, dtype=np.int64)
     lcodes, lids = pd.factorize(layers["class_id"].to_numpy(dtype=object))
     seg_code[is_layer] = lcodes
     bcodes, bids = pd.factorize(blocks["class_id"].to_numpy(dtype=object))
-    owners = {  # per layer row: its class code (int), the codes' class ids, the table
-        "layer": (seg_code[seg_of_row[lp]] if len(lp) else np.zeros(0, dtype=np.int64), lids, layers),
-        "block": (bcodes[blk_of_row] if len(bs) else np.zeros(0, dtype=np.int64), bids, blocks)}
-    for level, (row_cls, ids, t) in owners.items():
+    owners = {  # per layer row: its class code; per table row: its class code and step; the class ids
+        "layer": (seg_code[seg_of_row[lp]] if len(lp) else np.zeros(0, dtype=np.int64), lcodes, lstep, lids, layers),
+        "block": (bcodes[blk_of_row] if len(bs) else np.zeros(0, dtype=np.int64), bcodes, bstep, bids, blocks)}
+    fam_l, dur_l = fam[lp], dur[lp]
+    cat_l = cat_codes[lp] if cat_codes is not None else None
+    for level, (row_cls, codes, tstep, ids, t) in owners.items():
         if not len(t):
             continue
-        rpos = lp
-        tops = {ids[o]: v for o, v in _top_by(row_cls, fam[rpos], dur[rpos], fam_names, 3).items()}
-        bound = {ids[o]: v for o, v in _top_by(row_cls, cat_codes[rpos], dur[rpos], cat_names, 1).items()} \
-            if cat_codes is not None else tops
-        g = t.groupby("class_id", sort=False)
-        per = t.groupby(["class_id", "step"]).size().unstack(fill_value=0).reindex(columns=step_names, fill_value=0)
+        nc = len(ids)
+        tops = _top_by(row_cls, fam_l, dur_l, fam_names, 3)
+        bound = _top_by(row_cls, cat_l, dur_l, cat_names, 1) if cat_l is not None else tops
+        pair = codes.astype(np.int64) * nsteps + tstep
+        if nc * nsteps <= 1 << 24:   # members per (class, step)
+            full = np.bincount(pair, minlength=nc * nsteps)
+            pu = np.flatnonzero(full)
+            pcount = full[pu]
+        else:
+            pu, pcount = np.unique(pair, return_counts=True)
+        per_step = _lower_median_per_group(pu // nsteps, pcount, nc, nsteps)
+        g = t.groupby(codes, sort=True)
         agg = g.agg(members=("rows", "size"), wall_p50_us=("wall_us", "median"),
                     wall_p90_us=("wall_us", lambda w: float(np.percentile(w, 90))),
-                    sum_dur_us=("sum_dur_us", "sum"), comm_us=("comm_us", "sum"),
-                    first_row=("first_row", "first"), last_row=("last_row", "first"),
-                    kind=("kinds" if level == "layer" else "kind", "first"))
+                    sum_dur_us=("sum_dur_us", "sum"), comm_us=("comm_us", "sum"))
+        first = np.unique(codes, return_index=True)[1]           # each class's first member
+        kinds = t["kinds" if level == "layer" else "kind"].to_numpy(dtype=object)[first]
+        frow, lrow = t["first_row"].to_numpy()[first], t["last_row"].to_numpy()[first]
         if level == "layer":   # the passes of its members, from the distinct (class, pass) pairs
-            cp = t[["class_id", "pass"]].drop_duplicates()
-            agg["pass"] = cp.groupby("class_id", sort=False)["pass"].agg(lambda x: "+".join(sorted(set(x))))
-        for cid, r in agg.iterrows():
-            out.append({"level": level, "class_id": cid, "kind": r["kind"], "pass": r.get("pass", ""),
-                        "members": int(r["members"]), "per_step": km.median_low(per.loc[cid].to_numpy()),
-                        "wall_p50_us": float(r["wall_p50_us"]), "wall_p90_us": float(r["wall_p90_us"]),
-                        "sum_dur_us": float(r["sum_dur_us"]),
-                        "comm_share": float(r["comm_us"] / r["sum_dur_us"]) if r["sum_dur_us"] > 0 else None,
-                        "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in tops.get(cid, [])),
-                        "bound": (bound.get(cid) or [(None,)])[0][0],
-                        "example_rows": f"{int(r['first_row'])}-{int(r['last_row'])}"})
+            pcodes, pnames = pd.factorize(t["pass"].to_numpy(dtype=object))
+            cp = np.unique(codes.astype(np.int64) * len(pnames) + pcodes)
+            passes = [[] for _ in range(nc)]
+            for c_, p_ in zip((cp // len(pnames)).tolist(), (cp % len(pnames)).tolist()):
+                passes[c_].append(pnames[p_])
+            passes = ["+".join(sorted(x)) for x in passes]
+        members, p50, p90 = (agg[c].to_numpy() for c in ("members", "wall_p50_us", "wall_p90_us"))
+        sdur, cdur = agg["sum_dur_us"].to_numpy(), agg["comm_us"].to_numpy()
+        for c in range(nc):
+            out.append({"level": level, "class_id": ids[c], "kind": kinds[c],
+                        "pass": passes[c] if level == "layer" else "",
+                        "members": int(members[c]), "per_step": float(per_step[c]),
+                        "wall_p50_us": float(p50[c]), "wall_p90_us": float(p90[c]), "sum_dur_us": float(sdur[c]),
+                        "comm_share": float(cdur[c] / sdur[c]) if sdur[c] > 0 else None,
+                        "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in tops.get(c, [])),
+                        "bound": (bound.get(c) or [(None,)])[0][0],
+                        "example_rows": f"{int(frow[c])}-{int(lrow[c])}"})
     return pd.DataFrame(out, columns=CLASS_COLS)
 
 
