@@ -168,22 +168,20 @@ class _Sig:
     def __init__(self, h: np.ndarray, side: np.ndarray, multiset: np.ndarray | None = None):
         multiset = side if multiset is None else multiset
         with np.errstate(over="ignore"):
-            main = ~side
-            ordinal = np.cumsum(main) - main                       # main rows before each row
-            n = int(main.sum()) + 1
+            self.mpos = np.flatnonzero(~side)                      # main rows; ordinal = index here
+            n = len(self.mpos) + 1
             pw = np.cumprod(np.full(n, _M, dtype=np.uint64)) * _MINV  # M**0 .. M**(n-1)
-            ipw = np.cumprod(np.full(n, _MINV, dtype=np.uint64)) * _M
-            term = np.where(main, h * pw[ordinal], np.uint64(0))
-            self.main = np.concatenate([[np.uint64(0)], np.cumsum(term, dtype=np.uint64)])
-            self.side = np.concatenate([[np.uint64(0)], np.cumsum(np.where(multiset, _mix(h), np.uint64(0)),
-                                                                  dtype=np.uint64)])
-            self.ordinal, self.ipw = ordinal, ipw
+            self.ipw = np.cumprod(np.full(n, _MINV, dtype=np.uint64)) * _M
+            self.main = np.concatenate([[np.uint64(0)], np.cumsum(h[self.mpos] * pw[:n - 1], dtype=np.uint64)])
+            self.spos = np.flatnonzero(multiset)
+            self.side = np.concatenate([[np.uint64(0)], np.cumsum(_mix(h[self.spos]), dtype=np.uint64)])
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """uint64 signature per inclusive range [a, b] (arrays of positions)."""
         with np.errstate(over="ignore"):
-            m = (self.main[b + 1] - self.main[a]) * self.ipw[self.ordinal[a]]
-            s = self.side[b + 1] - self.side[a]
+            oa = np.searchsorted(self.mpos, a)                     # main rows before a
+            m = (self.main[np.searchsorted(self.mpos, b, side="right")] - self.main[oa]) * self.ipw[oa]
+            s = self.side[np.searchsorted(self.spos, b, side="right")] - self.side[np.searchsorted(self.spos, a)]
             return _mix(_mix(m) ^ (s * _M))
 
 
@@ -226,15 +224,22 @@ class _Steps:
         self.of = of
         self.lo = np.searchsorted(of, np.arange(nsteps), side="left").astype(np.int64)
         self.hi = np.searchsorted(of, np.arange(nsteps), side="right").astype(np.int64) - 1
-        self.lo_of, self.hi_of = self.lo[of], self.hi[of]
 
-    def prev_true(self, mask: np.ndarray) -> np.ndarray:
-        """Per position: the last position <= it in its step where ``mask`` holds (else lo - 1)."""
-        return np.maximum(_prev_true(mask), self.lo_of - 1)
+    def prev_at(self, where: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Per position ``at``: the last position <= it in its step in the sorted positions
+        ``where`` (else the step's lo - 1)."""
+        i = np.searchsorted(where, at, side="right") - 1
+        v = where[np.maximum(i, 0)] if len(where) else np.zeros(len(at), dtype=np.int64)
+        lo = self.lo[self.of[at]]
+        return np.where((i >= 0) & (v >= lo), v, lo - 1)
 
-    def next_true(self, mask: np.ndarray) -> np.ndarray:
-        """Per position: the first position >= it in its step where ``mask`` holds (else hi + 1)."""
-        return np.minimum(_next_true(mask, len(mask)), self.hi_of + 1)
+    def next_at(self, where: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Per position ``at``: the first position >= it in its step in the sorted positions
+        ``where`` (else the step's hi + 1)."""
+        i = np.searchsorted(where, at, side="left")
+        v = where[np.minimum(i, len(where) - 1)] if len(where) else np.zeros(len(at), dtype=np.int64)
+        hi = self.hi[self.of[at]]
+        return np.where((i < len(where)) & (v <= hi), v, hi + 1)
 
 
 class _FamIndex:
@@ -288,7 +293,7 @@ class _Rule:
     length: np.ndarray
 
 
-def _learn(fam, fx, hits, code, hstep, nsteps, lead, pipe_prev, stop_prev, lower, p) -> _Rule:
+def _learn(fam, fx, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule:
     """Boundary rule of pass ``p`` (0 forward, 1 backward) in every step, from the step's first
     two consecutive hits (same pass, no pipeline / region-stop row between): the first layer
     starts where the kernel sequence stops repeating backwards (``fam[q] == fam[q + P]``, P = the
@@ -297,14 +302,14 @@ def _learn(fam, fx, hits, code, hstep, nsteps, lead, pipe_prev, stop_prev, lower
     starting family before their anchor (k = how many the first layer has before its anchor).
 
     Per step: family, k, ``off`` (kernels from the first layer's start to its anchor), ``tail``
-    (kernels after the anchor to the layer's end), ``length`` (the first layer's kernels)."""
+    (kernels after the anchor to the layer's end), ``length`` (the first layer's kernels).
+    ``pp`` / ``sph``: per hit, the last pipeline / region-stop row at or before it."""
     z = np.zeros(nsteps, dtype=np.int64)
     rule = _Rule(np.zeros(nsteps, dtype=bool), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())
     if len(hits) < 2:
         return rule
     a1, a2 = hits[:-1], hits[1:]
-    ok = (code[:-1] == p) & (code[1:] == p) & (hstep[:-1] == hstep[1:]) & (pipe_prev[a2] <= a1) & \
-        (stop_prev[a2] <= a1)
+    ok = (code[:-1] == p) & (code[1:] == p) & (hstep[:-1] == hstep[1:]) & (pp[1:] <= a1) & (sph[1:] <= a1)
     cand = np.flatnonzero(ok)
     if not len(cand):
         return rule
@@ -363,8 +368,9 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
     n = len(hit_pos)
     nsteps = len(sp.lo)
     fx = _FamIndex(fam)
-    pipe_prev = sp.prev_true(pipe)
-    stop_prev = sp.prev_true(region_stop)     # embedding / loss rows: no layer spans them
+    pipe_at, rstop_at = np.flatnonzero(pipe), np.flatnonzero(region_stop)
+    pp = sp.prev_at(pipe_at, hit_pos)         # per hit: the last pipeline row at or before it
+    sph = sp.prev_at(rstop_at, hit_pos)       # ... embedding / loss row (no layer spans them)
     hlo, hhi = sp.lo[hstep], sp.hi[hstep]
     first = np.concatenate([[True], hstep[1:] != hstep[:-1]])
     lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
@@ -372,7 +378,6 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
     prev_hit[first] = hlo[first] - 1
     prev_code = np.concatenate([[-1], code[:-1]])
     prev_code[first] = -1
-    pp, sph = pipe_prev[hit_pos], stop_prev[hit_pos]
     prev_same = (prev_code == code) & (pp <= prev_hit) & (sph <= prev_hit)
     lower = np.maximum(np.maximum(prev_hit + 1, sph + 1), np.maximum(pp, hlo))
     starts = hit_pos.copy()
@@ -386,7 +391,7 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
             fr = rules[0]
             idx = np.flatnonzero((prev_code == 0) & (pp <= prev_hit) & fr.has[hstep] & with_p[hstep])
             lower[idx] = np.maximum(lower[idx], starts[idx - 1] + fr.length[hstep[idx]])
-        r = _learn(fam, fx, hit_pos, code, hstep, nsteps, lead if p == 0 else None, pipe_prev, stop_prev, lower, p)
+        r = _learn(fam, fx, hit_pos, code, hstep, nsteps, lead if p == 0 else None, pp, sph, lower, p)
         rules[p] = r
         learned = m & r.has[hstep]
         starts[learned] = _apply(r, fx, hit_pos, hstep, learned, lower, prev_hit, prev_same, sp.lo)
@@ -405,16 +410,15 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
     ends[lastin] = hhi[lastin]
     # the last layer before a non-layer region
     nxt_pass_change = np.concatenate([code[1:] != code[:-1], [True]])
-    pipe_between = np.concatenate([(pipe_prev[hit_pos[1:]] > hit_pos[:-1]) | (stop_prev[hit_pos[1:]] > hit_pos[:-1]),
-                                   [True]])
+    pipe_between = np.concatenate([(pp[1:] > hit_pos[:-1]) | (sph[1:] > hit_pos[:-1]), [True]])
     last = nxt_pass_change | pipe_between | lastin
-    stop_next = sp.next_true(stop | pipe | region_stop)
     lengths = ends - starts + 1
     L = np.flatnonzero(last)
     a = hit_pos[L]
     cap = ends[L]
     inside = a + 1 <= hhi[L]
-    cap = np.where(inside, np.minimum(cap, stop_next[np.minimum(a + 1, len(fam) - 1)] - 1), cap)
+    stop_next = sp.next_at(np.flatnonzero(stop | pipe | region_stop), np.minimum(a + 1, len(fam) - 1))
+    cap = np.where(inside, np.minimum(cap, stop_next - 1), cap)
     prevL = np.maximum(L - 1, 0)
     same_prev = ~first[L] & ~last[prevL] & (code[prevL] == code[L])
     P = a - hit_pos[prevL]
