@@ -735,6 +735,30 @@ def _absorb(bk: np.ndarray, blayer: np.ndarray, default: str, into: str) -> np.n
     return out
 
 
+_STR_DTYPE: list = []
+
+
+def _strs(values: np.ndarray, codes: np.ndarray | None = None, names: np.ndarray | None = None):
+    """A column of Python strings (object array ``values``, or ``names[codes]``) as pandas would
+    store it (its default string dtype), built from the distinct strings with one pyarrow
+    ``take`` instead of one conversion per row; ``values`` unchanged when pandas keeps strings
+    as objects, when empty, or when a value is not a string."""
+    if not _STR_DTYPE:
+        _STR_DTYPE.append(pd.Series(["x"]).dtype)
+    dt = _STR_DTYPE[0]
+    if dt == object or not len(values):
+        return values
+    if codes is None:
+        codes, names = pd.factorize(values)
+    if not all(isinstance(x, str) for x in names) or (codes < 0).any():
+        return values
+    import pyarrow as pa
+    try:
+        return pd.array(pa.array(list(names), type=pa.large_string()).take(pa.array(codes)), dtype=dt)
+    except (TypeError, ValueError):   # a dtype that cannot hold arrow strings: let pandas convert
+        return values
+
+
 def _reduce(a_lo, x, fn):
     return fn.reduceat(x, a_lo) if len(a_lo) else np.zeros(0, dtype=x.dtype)
 
@@ -861,19 +885,23 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     bwall = (np.maximum.reduceat(end[lp], bs) - np.minimum.reduceat(start[lp], bs)) / 1000.0 if len(bs) else np.zeros(0)
     bsum = np.add.reduceat(dur[lp].astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
     bcomm = np.add.reduceat(np.where(comm[lp], dur[lp], 0).astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
+    snames = np.array(step_names, dtype=object)
     seg_tab = pd.DataFrame({
-        "step": step_name, "seg": seg_no, "kind": kind, "pass": ps, "microbatch": mbs, "model_layer": model,
+        "step": _strs(step_name, st_, snames), "seg": seg_no, "kind": _strs(kind), "pass": _strs(ps),
+        "microbatch": mbs, "model_layer": model,
         "first_row": rows_all[a_lo] if nseg else [], "last_row": rows_all[a_hi] if nseg else [],
-        "rows": rows_n, "class_id": cls, "wall_us": wall, "sum_dur_us": sdur, "comm_us": cdur})
+        "rows": rows_n, "class_id": _strs(cls), "wall_us": wall, "sum_dur_us": sdur, "comm_us": cdur})
     layers = pd.DataFrame({
-        "step": step_name[is_layer], "layer": layer_no[is_layer], "pass": ps[is_layer],
-        "microbatch": mbs[is_layer], "model_layer": model[is_layer], "anchor": anc[is_layer],
+        "step": _strs(step_name[is_layer], st_[is_layer], snames), "layer": layer_no[is_layer],
+        "pass": _strs(ps[is_layer]), "microbatch": mbs[is_layer], "model_layer": model[is_layer],
+        "anchor": _strs(anc[is_layer]),
         "first_row": rows_all[a_lo[is_layer]], "last_row": rows_all[a_hi[is_layer]], "rows": rows_n[is_layer],
-        "class_id": cls[is_layer], "kinds": layer_kinds[is_layer], "companion": companion[is_layer],
+        "class_id": _strs(cls[is_layer]), "kinds": _strs(layer_kinds[is_layer]), "companion": companion[is_layer],
         "wall_us": wall[is_layer], "sum_dur_us": sdur[is_layer], "comm_us": cdur[is_layer]})
     blocks = pd.DataFrame({
-        "step": step_name[blayer] if len(bs) else [], "layer": layer_no[blayer] if len(bs) else [],
-        "block": bno, "kind": bk, "class_id": bcls, "first_row": rows_all[blo] if len(bs) else [],
+        "step": _strs(step_name[blayer], st_[blayer], snames) if len(bs) else [],
+        "layer": layer_no[blayer] if len(bs) else [],
+        "block": bno, "kind": _strs(bk), "class_id": _strs(bcls), "first_row": rows_all[blo] if len(bs) else [],
         "last_row": rows_all[bhi] if len(bs) else [], "rows": be - bs + 1 if len(bs) else [],
         "wall_us": bwall, "sum_dur_us": bsum, "comm_us": bcomm})
     # steps
