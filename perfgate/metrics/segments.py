@@ -243,17 +243,16 @@ class _Steps:
 
 
 class _FamIndex:
-    """Positions of every kernel family in one sorted key array (family * B + position), so
-    "the k-th row of family f before position p" and "rows of family f in [x, y)" are one
-    ``searchsorted`` for all steps at once."""
+    """Positions of the learned rules' kernel families in one sorted key array (family * B +
+    position), so "the k-th row of family f before position p" and "rows of family f in
+    [x, y)" are one ``searchsorted`` for all steps at once."""
 
-    def __init__(self, fam: np.ndarray):
+    def __init__(self, fam: np.ndarray, families: np.ndarray):
+        """Index of the rows of ``families`` (only those may be asked for)."""
         self.B = np.int64(len(fam) + 1)
-        lo = int(fam.min()) if len(fam) else 0
-        small = len(fam) and int(fam.max()) - lo < 2 ** 15
-        f = (fam - lo).astype(np.int16) if small else fam   # 16-bit codes: numpy's stable sort is a radix sort
-        self.order = np.argsort(f, kind="stable")            # by family, then position
-        self.keys = fam.astype(np.int64)[self.order] * self.B + self.order
+        rows = np.flatnonzero(np.isin(fam, families))
+        self.order = rows[np.argsort(fam[rows], kind="stable")]   # by family, then position
+        self.keys = fam[self.order].astype(np.int64) * self.B + self.order
 
     def rank(self, f: np.ndarray, p: np.ndarray) -> np.ndarray:
         """Index in the key array of the first row of family ``f`` at position >= ``p``."""
@@ -291,9 +290,10 @@ class _Rule:
     off: np.ndarray
     tail: np.ndarray
     length: np.ndarray
+    fx: "_FamIndex | None" = None
 
 
-def _learn(fam, fx, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule:
+def _learn(fam, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule:
     """Boundary rule of pass ``p`` (0 forward, 1 backward) in every step, from the step's first
     two consecutive hits (same pass, no pipeline / region-stop row between): the first layer
     starts where the kernel sequence stops repeating backwards (``fam[q] == fam[q + P]``, P = the
@@ -303,7 +303,8 @@ def _learn(fam, fx, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule
 
     Per step: family, k, ``off`` (kernels from the first layer's start to its anchor), ``tail``
     (kernels after the anchor to the layer's end), ``length`` (the first layer's kernels).
-    ``pp`` / ``sph``: per hit, the last pipeline / region-stop row at or before it."""
+    ``pp`` / ``sph``: per hit, the last pipeline / region-stop row at or before it. ``fx``: the
+    positions of the rules' families (:class:`_FamIndex`), for :func:`_apply`."""
     z = np.zeros(nsteps, dtype=np.int64)
     rule = _Rule(np.zeros(nsteps, dtype=bool), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())
     if len(hits) < 2:
@@ -327,11 +328,12 @@ def _learn(fam, fx, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule
         s = np.where((s <= a1) & (nx <= a1), nx, s)
     s = np.minimum(s, a1)
     f = fam[s]
+    rule.fx = fx = _FamIndex(fam, np.unique(f))
     k = fx.count(f, s, a1)
     s2 = a2 - (a1 - s)
     later = fx.count(f, a1 + 1, a2)
     use = (k > 0) & (later >= k)
-    kth = fx.order[np.clip(fx.rank(f, a2) - k, 0, len(fam) - 1)]
+    kth = fx.order[np.clip(fx.rank(f, a2) - k, 0, len(fx.order) - 1)]
     s2 = np.where(use, kth, s2)
     st = hstep[i0]
     rule.has[st] = True
@@ -339,12 +341,13 @@ def _learn(fam, fx, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule
     return rule
 
 
-def _apply(rule: _Rule, fx, hit_pos, hstep, m, lower, prev_hit, prev_same, lo_of_step):
+def _apply(rule: _Rule, hit_pos, hstep, m, lower, prev_hit, prev_same, lo_of_step):
     """Starts of the hits ``m`` under their step's learned rule (see :func:`_learn`): the k-th
     kernel of the rule's family before the anchor when it lies at or after ``lower``; else
     right after the previous layer's anchor + tail (previous hit of the same pass), else
     anchor − offset."""
     st = hstep[m]
+    fx = rule.fx
     f, kk, off, tail = rule.f[st], rule.k[st], rule.off[st], rule.tail[st]
     hp = hit_pos[m]
     idx = fx.rank(f, hp) - kk
@@ -367,7 +370,6 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
     before a stop row."""
     n = len(hit_pos)
     nsteps = len(sp.lo)
-    fx = _FamIndex(fam)
     pipe_at, rstop_at = np.flatnonzero(pipe), np.flatnonzero(region_stop)
     pp = sp.prev_at(pipe_at, hit_pos)         # per hit: the last pipeline row at or before it
     sph = sp.prev_at(rstop_at, hit_pos)       # ... embedding / loss row (no layer spans them)
@@ -391,10 +393,11 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
             fr = rules[0]
             idx = np.flatnonzero((prev_code == 0) & (pp <= prev_hit) & fr.has[hstep] & with_p[hstep])
             lower[idx] = np.maximum(lower[idx], starts[idx - 1] + fr.length[hstep[idx]])
-        r = _learn(fam, fx, hit_pos, code, hstep, nsteps, lead if p == 0 else None, pp, sph, lower, p)
+        r = _learn(fam, hit_pos, code, hstep, nsteps, lead if p == 0 else None, pp, sph, lower, p)
         rules[p] = r
         learned = m & r.has[hstep]
-        starts[learned] = _apply(r, fx, hit_pos, hstep, learned, lower, prev_hit, prev_same, sp.lo)
+        if learned.any():
+            starts[learned] = _apply(r, hit_pos, hstep, learned, lower, prev_hit, prev_same, sp.lo)
         rest = np.flatnonzero(m & ~r.has[hstep])
         if p == 1:   # no run to learn from: right after the layer / segment before it
             starts[rest] = np.minimum(lower[rest], hit_pos[rest])
