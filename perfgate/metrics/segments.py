@@ -52,7 +52,9 @@ Tables (pandas DataFrames, one row each):
 * classes: see :func:`class_table`.
 
 Times are µs (ΣDuration caliber for ``sum_dur_us`` / ``comm_us``; ``wall_us`` is a span).
-Cost: one sort and O(rows) array passes; Python loops run per step and pass, never per layer.
+Cost: one sort and O(rows) array passes over all steps at once (segmented reductions,
+``searchsorted`` over the concatenated steps with step offsets in the keys); Python loops run
+over rules, passes and distinct classes, never per step, layer, block or row.
 Pure over the kernel table; never mutates it.
 """
 from __future__ import annotations
@@ -453,8 +455,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     Raises:
         InvalidCaptureError: the lossless check failed (names the rows).
 
-    Cost: one sort and O(rows) array passes; Python loops run per step and per run of layers
-    of one pass (micro-batch), never per layer or per row.
+    Cost: one sort and O(rows) array passes for all steps at once; no Python loop per step,
+    layer, block or row (see the module doc).
     """
     used = [c for c in ("row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "end_ns",
                         "dur_ns", "is_comm", "input_shapes") if c in df.columns]
@@ -753,7 +755,7 @@ def _strs(values: np.ndarray, codes: np.ndarray | None = None, names: np.ndarray
         return values
     if codes is None:
         codes, names = pd.factorize(values)
-    if not all(isinstance(x, str) for x in names) or (codes < 0).any():
+    if pd.api.types.infer_dtype(names, skipna=False) != "string" or (codes < 0).any():
         return values
     import pyarrow as pa
     try:
@@ -872,8 +874,7 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     lay_idx = np.flatnonzero(is_layer)
     layer_kinds = np.full(nseg, "", dtype=object)
     if len(ksig):
-        layer_kinds[blayer[bfi]] = np.array([kstr[x] for x in ksig], dtype=object) if len(uk) < 2 else \
-            pd.Series(ksig).map(kstr).to_numpy()
+        layer_kinds[blayer[bfi]] = np.array([kstr[x] for x in uk], dtype=object)[np.searchsorted(uk, ksig)]
     has_att = np.zeros(nseg, dtype=bool)
     if len(bs):
         has_att[np.unique(blayer[bk == "attention"])] = True
@@ -1005,7 +1006,7 @@ def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam
         else:
             pu, pcount = np.unique(pair, return_counts=True)
         per_step = _lower_median_per_group(pu // nsteps, pcount, nc, nsteps)
-        g = t.groupby(codes, sort=True)
+        g = t.groupby(pd.Series(codes, index=t.index), sort=True)   # (an array key would be str()-ed)
         agg = g.agg(members=("rows", "size"), wall_p50_us=("wall_us", "median"),
                     wall_p90_us=("wall_us", lambda w: float(np.percentile(w, 90))),
                     sum_dur_us=("sum_dur_us", "sum"), comm_us=("comm_us", "sum"))
