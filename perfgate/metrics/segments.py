@@ -405,6 +405,8 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
             starts[rest] = np.minimum(lower[rest], hit_pos[rest])
         else:        # no run to learn from: the run of lead kernels nearest before the anchor
             rest = rest[lead_max[hstep[rest]] > 0]
+            if not len(rest):
+                continue
             q = _prev_true(lead)[hit_pos[rest]]
             near = q >= np.maximum(lower[rest], hit_pos[rest] - lead_max[hstep[rest]])
             rest, q = rest[near], q[near]
