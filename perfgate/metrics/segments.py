@@ -864,8 +864,11 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     bfi = np.flatnonzero(bfirst)
     bno = np.arange(len(bs)) - bfi[np.cumsum(bfirst) - 1] + 1 if len(bs) else bs
     # a layer's block kinds, '+'-joined: built once per distinct kind sequence
-    kuniq, kinv = np.unique(bk, return_inverse=True) if len(bk) else (np.zeros(0, dtype=object), bk)
-    kcode = (kinv.reshape(-1) + 1).astype(np.uint64)           # kinds in sorted order, 1-based
+    kinv, kuniq = pd.factorize(bk) if len(bk) else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    korder = np.argsort(np.asarray(kuniq, dtype=object))          # the few distinct kinds, sorted
+    kuniq = np.asarray(kuniq, dtype=object)[korder]
+    kinv = np.argsort(korder)[kinv]
+    kcode = (kinv + 1).astype(np.uint64)                          # kinds in sorted order, 1-based
     ksig = _Sig(kcode, np.zeros(len(bk), dtype=bool))(bfi, np.concatenate([bfi[1:] - 1, [len(bk) - 1]])) \
         if len(bk) else np.zeros(0, np.uint64)
     uk, first_of = np.unique(ksig, return_index=True)
@@ -886,7 +889,7 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     lsig = sig(a_lo, a_hi) if nseg else np.zeros(0, dtype=np.uint64)
     cls = np.full(nseg, "", dtype=object)
     cls[is_layer] = "L" + _hex(lsig[is_layer]).astype(object) if is_layer.any() else cls[is_layer]
-    bcls = np.array([f"B{x}:" for x in kuniq], dtype=object)[kinv.reshape(-1)] + _hex(bsig) if len(bk) else \
+    bcls = np.array([f"B{x}:" for x in kuniq], dtype=object)[kinv] + _hex(bsig) if len(bk) else \
         np.zeros(0, dtype=object)
     bwall = (np.maximum.reduceat(end[lp], bs) - np.minimum.reduceat(start[lp], bs)) / 1000.0 if len(bs) else np.zeros(0)
     bsum = np.add.reduceat(dur[lp].astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
