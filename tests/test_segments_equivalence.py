@@ -136,10 +136,8 @@ def test_steps_that_differ(many, policy, key):
     d = d.drop(t.index[len(t) // 2:])                                 # step 7: its first half only
     t = d[d["step"] == steps[8]].sort_values("start_ns")
     d = d.drop(t.index[: len(t) // 3])                                # step 8: its last two thirds
-    anchor = seg.steps["anchor"].iloc[0]
-    fam = seg.layers["anchor"]
-    assert (fam == anchor).all()
-    hits = d["op_type"].astype(str).str.contains("Conv2D|FlashAttention")
+    assert seg.layers["anchor"].isin(["conv", "attention"]).all()
+    hits = d["op_type"].astype(str).str.contains("Conv2D|FlashAttention")   # every anchor kernel
     d = d[~((d["step"] == steps[10]) & hits)]                         # step 10: no anchor
     t = d[d["step"] == steps[12]]
     d = d.drop(t.index[1:])                                           # step 12: one row
@@ -200,12 +198,12 @@ def test_random_rows_dropped_per_step(many, policy, seed):
         assert_same(df[rng.random(len(df)) >= frac], policy)
 
 
-def test_random_sequences_many_steps(policy):
+def _random_sequences(policy, seed, count):
     """Random kernel sequences (tests/test_segments.py alphabet), 1-12 steps each: equal tables
     or the same error."""
     from test_segments import _ALPHABET, _table
-    rng = np.random.default_rng(21)
-    for _ in range(150):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
         nsteps = int(rng.integers(1, 13))
         n = int(rng.integers(1, 200))
         steps = np.sort(rng.integers(1, nsteps + 1, n))
@@ -213,6 +211,15 @@ def test_random_sequences_many_steps(policy):
         motif = rng.integers(0, len(_ALPHABET), int(rng.integers(2, 8)))
         picks = np.where(rng.random(n) < 0.7, np.resize(motif, n), rng.integers(0, len(_ALPHABET), n))
         assert_same(_table(picks.tolist(), steps.tolist()), policy)
+
+
+def test_random_sequences_many_steps(policy):
+    _random_sequences(policy, 21, 30)
+
+
+@pytest.mark.slow
+def test_random_sequences_many_steps_long(policy):
+    _random_sequences(policy, 2121, 300)
 
 
 def test_bad_input_errors_are_the_same(policy, monkeypatch):
