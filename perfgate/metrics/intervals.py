@@ -123,3 +123,53 @@ def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
     heads = np.flatnonzero(first)
     out[seg[heads]] = np.add.reduceat(add, heads)
     return out
+
+
+def segmented_running_max(seg, values) -> np.ndarray:
+    """Running maximum of ``values`` restarted at every segment (``seg`` non-decreasing):
+    ``out[i] = max(values[j] for j <= i in i's segment)``, exact for int64.
+
+    One ``np.maximum.accumulate`` over keys that put each segment above all earlier ones
+    (``segment index × width + value``); when those keys would overflow int64 the values are
+    replaced by their dense ranks first (one extra sort)."""
+    seg = np.asarray(seg)
+    v = np.asarray(values, dtype=np.int64)
+    n = v.size
+    if n == 0:
+        return v.copy()
+    first = np.ones(n, dtype=bool)
+    first[1:] = seg[1:] != seg[:-1]
+    g = np.cumsum(first, dtype=np.int64) - 1
+    lo = int(v.min())
+    width = int(v.max()) - lo + 1
+    if width * (int(g[-1]) + 2) < 2 ** 62:
+        off = g * width
+        return np.maximum.accumulate(off + (v - lo)) - off + lo
+    uniq, inv = np.unique(v, return_inverse=True)
+    off = g * len(uniq)
+    return uniq[np.maximum.accumulate(off + inv.ravel()) - off]
+
+
+def segmented_merge(seg, starts, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`merge` of every segment at once.
+
+    Args:
+        seg: segment of each interval, non-decreasing (e.g. step codes after a sort).
+        starts, ends: int64 ns, ``starts`` non-decreasing within each segment.
+
+    Returns:
+        ``(heads, seg_starts, seg_ends)``: ``heads`` are the positions of the intervals that
+        open a merged segment (so ``seg[heads]`` is each merged segment's segment); the merged
+        segments of one segment equal ``merge`` of that segment's intervals, in order.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    seg = np.asarray(seg)
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64), s, e
+    reach = segmented_running_max(seg, e)
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = (s[1:] > reach[:-1]) | (seg[1:] != seg[:-1])
+    heads = np.flatnonzero(new)
+    return heads, s[heads], np.maximum.reduceat(e, heads)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfgate.metrics.intervals import merge
+from perfgate.metrics.intervals import merge, segmented_merge
 from perfgate.model import Finding
 from perfgate.policy.sections import FindingThresholds
 
@@ -86,115 +86,243 @@ def step_slices(kernels: pd.DataFrame) -> tuple[list, dict]:
     return [(cat.cat.categories[c], by_code[int(c)]) for c in appearance], cols
 
 
+def _step_key(x):
+    return (0, int(x)) if str(x).isdigit() else (1, 0)
+
+
+def _group_sum(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sum of ``values`` per group id ``0..n-1`` (0 for an empty group)."""
+    out = np.zeros(n, dtype=np.int64)
+    if len(values):
+        np.add.at(out, group, values)
+    return out
+
+
+def _uncovered_ns(gid, s, e, dur, is_comm, ngroups) -> np.ndarray:
+    """Per communication row (``is_comm``): its duration minus the part the busy union of its
+    own group's compute rows covers (ns). Rows sorted by (group, start). The compute rows are
+    merged group by group in one pass (:func:`perfgate.metrics.intervals.segmented_merge`), then
+    each group's times are moved into a band of their own (``group × width``) so that no group
+    meets another, and one coverage lookup serves every communication row; group by group when
+    the bands would overflow int64."""
+    comp = ~is_comm
+    d = dur[is_comm]
+    lo = int(min(s.min(), e.min()))
+    width = int(max(s.max(), e.max())) - lo + 1
+    if width * (ngroups + 1) < 2 ** 62:
+        gc = gid[comp]
+        heads, cs, ce = segmented_merge(gc, s[comp], e[comp])
+        off_c = gc[heads] * width - lo
+        off_m = gid[is_comm] * width - lo
+        return d - covered_ns(cs + off_c, ce + off_c, s[is_comm] + off_m, e[is_comm] + off_m)
+    comm_idx, comp_idx = np.flatnonzero(is_comm), np.flatnonzero(comp)
+    out = np.empty(len(comm_idx), dtype=np.int64)
+    for g in np.unique(gid[comm_idx]):
+        m = gid[comm_idx] == g
+        c = comp_idx[gid[comp_idx] == g]
+        cs, ce = merge(s[c], e[c])
+        out[m] = d[m] - covered_ns(cs, ce, s[comm_idx[m]], e[comm_idx[m]])
+    return out
+
+
 def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     """One row per step of ``rank`` with the columns in ``STEP_COLUMNS`` (see module doc).
 
     ``rank`` is an :class:`perfgate.ingest.RankCapture`. Pure: nothing is read from disk.
+    Columnar: the kernel rows are sorted once by (step, start) and every per-step figure is a
+    segmented reduction over that order (busy union and idle gaps from
+    :func:`perfgate.metrics.intervals.segmented_merge`, uncovered communication from one banded
+    coverage lookup), so the cost does not grow with the number of steps beyond the rows.
+    Rows are sorted by step (numeric steps first, in number order; others after them in order of
+    their first kernel row).
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
-    windows = {}
+    k = rank.kernels.df
+    step = k["step"]
+    cat = step if isinstance(step.dtype, pd.CategoricalDtype) else step.astype("category")
+    codes = cat.cat.codes.to_numpy()
+    valid = np.flatnonzero(codes >= 0)
+    if not len(valid):
+        t = pd.DataFrame([], columns=STEP_COLUMNS)
+        return t.sort_values("step", key=lambda c: c.map(_step_key), kind="stable").reset_index(drop=True)
+    start = k["start_ns"].to_numpy()
+    order = valid[np.lexsort((start[valid], codes[valid]))]
+    sc = codes[order].astype(np.int64)
+    s = start[order].astype(np.int64)
+    e = k["end_ns"].to_numpy()[order].astype(np.int64)
+    dur = k["dur_ns"].to_numpy()[order].astype(np.int64)
+    row = k["row"].to_numpy()[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sc[1:] != sc[:-1]
+    gstart = np.flatnonzero(first)
+    gid = np.cumsum(first, dtype=np.int64) - 1
+    ng = len(gstart)
+    labels = np.asarray(cat.cat.categories.astype(str), dtype=object)[sc[gstart]]
+    count = np.diff(np.append(gstart, len(order)))
+    t_first = s[gstart]  # sorted by start within the step
+    t_last = np.maximum.reduceat(e, gstart)
+    wall = t_last - t_first
+    # busy union and idle gaps between the merged segments of each step
+    heads, seg_s, seg_e = segmented_merge(gid, s, e)
+    hg = gid[heads]
+    busy = _group_sum(seg_e - seg_s, hg, ng)
+    inner = np.flatnonzero(hg[1:] == hg[:-1])  # gap j lies between segments j and j + 1
+    gap = seg_s[inner + 1] - seg_e[inner]
+    gg = hg[inner + 1]
+    internal = _group_sum(np.where(gap > th["bubble_min_us"] * 1000, gap, 0), gg, ng)
+    largest = np.zeros(ng, dtype=np.int64)
+    has_gap = np.zeros(ng, dtype=bool)
+    has_gap[gg] = True
+    if len(gap):
+        mx = np.full(ng, np.iinfo(np.int64).min)
+        np.maximum.at(mx, gg, gap)
+        largest = np.where(has_gap, mx, 0)
+    after_row = [None] * ng
+    wait_after = np.full(ng, np.nan)
+    hit = gap == largest[gg]
+    hit &= largest[gg] > 0
+    if hit.any():
+        cand = np.flatnonzero(hit)
+        gsel, fi = np.unique(gg[cand], return_index=True)  # the first largest gap of each step
+        pos = heads[inner[cand[fi]] + 1]  # the first task (start order, then file order) after it
+        wait = k["wait_us"].to_numpy()[order]
+        wait_after[gsel] = wait[pos].astype(float)
+        for g, r in zip(gsel.tolist(), row[pos].tolist()):
+            after_row[g] = int(r)
+    # host step windows (the trace's ProfilerStep#N; the last window of a label wins) or Preparing
+    step_us = np.full(ng, np.nan)
+    pre = np.full(ng, np.nan)
+    tail = np.full(ng, np.nan)
+    have_win = np.zeros(ng, dtype=bool)
     if rank.trace is not None and not rank.trace.steps.empty and getattr(rank, "host_clock_ok", True):
-        for _, w in rank.trace.steps.iterrows():
-            windows[str(w["step"])] = (int(w["start_ns"]), int(w["end_ns"]))
-    preparing = {}
-    if rank.step_trace is not None:
-        preparing = rank.step_trace.groupby("step")["preparing_us"].first().to_dict()
-    groups, c = step_slices(rank.kernels.df)
-    rows = []
-    for step, idx in groups:
-        s = c["start_ns"][idx]
-        e = c["end_ns"][idx]
-        first, last = int(s.min()), int(e.max())
-        wall = last - first
-        seg_s, seg_e = merge(s, e)
-        busy = int((seg_e - seg_s).sum())
-        gap = seg_s[1:] - seg_e[:-1]
-        internal = int(gap[gap > th["bubble_min_us"] * 1000].sum()) if len(gap) else 0
-        largest = int(gap.max()) if len(gap) else 0
-        after_row, wait_after = None, np.nan
-        if largest > 0:
-            gi = int(gap.argmax())
-            nxt = int(np.flatnonzero(s == seg_s[gi + 1])[0])  # first task (file order) starting the segment
-            after_row, wait_after = int(c["row"][idx[nxt]]), float(c["wait_us"][idx[nxt]])
-        win = windows.get(str(step))
-        if win:
-            step_us = (win[1] - win[0]) / 1000.0
-            pre = (first - win[0]) / 1000.0
-            tail = (win[1] - last) / 1000.0
-        else:
-            step_us = np.nan
-            pre = float(preparing.get(str(step), np.nan))
-            tail = np.nan
-        is_comm = c["is_comm"][idx]
-        comm, comp = idx[is_comm], idx[~is_comm]
-        cs, ce = merge(c["start_ns"][comp], c["end_ns"][comp])
-        comm_dur = c["dur_ns"][comm]
-        comm_cov = covered_ns(cs, ce, c["start_ns"][comm], c["end_ns"][comm])
-        comm_sum = float(comm_dur.sum()) / 1000.0
-        uncovered = float((comm_dur - comm_cov).sum()) / 1000.0  # uncovered communication (ΣDuration-based)
-        row = c["row"][idx]
-        rows.append({
-            "rank": rank.rank, "step": str(step), "first_row": int(row.min()),
-            "last_row": int(row.max()), "kernels": len(idx), "step_us": step_us,
-            "wall_us": wall / 1000.0, "busy_us": busy / 1000.0,
-            "kernel_sum_us": float(c["dur_ns"][idx].sum()) / 1000.0,
-            "bubble_us": (wall - busy) / 1000.0, "underfeed_ratio": (wall - busy) / wall if wall else 0.0,
-            "prelaunch_us": pre, "tail_us": tail, "internal_bubble_us": internal / 1000.0,
-            "largest_bubble_us": largest / 1000.0, "largest_bubble_row": after_row,
-            "wait_after_gap_us": wait_after, "comm_sum_us": comm_sum, "exposed_comm_us": uncovered,
-            "exposed_comm_ratio": uncovered / comm_sum if comm_sum else np.nan,
-        })
-    t = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    return t.sort_values("step", key=lambda c: c.map(lambda x: (0, int(x)) if str(x).isdigit() else (1, 0)),
-                         kind="stable").reset_index(drop=True)
+        w = rank.trace.steps
+        wl = pd.Index(w["step"].astype(str).to_numpy(dtype=object))
+        keep = ~wl.duplicated(keep="last")
+        wi = pd.Index(wl[keep]).get_indexer(pd.Index(labels))
+        have_win = wi >= 0
+        ws = w["start_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
+        we = w["end_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
+        step_us[have_win] = (we - ws) / 1000.0
+        pre[have_win] = (t_first[have_win] - ws) / 1000.0
+        tail[have_win] = (we - t_last[have_win]) / 1000.0
+    if rank.step_trace is not None and not have_win.all():
+        prep = rank.step_trace.groupby("step")["preparing_us"].first()
+        pv = prep.reindex(pd.Index(labels, dtype=object)).to_numpy(dtype=float)
+        pre[~have_win] = pv[~have_win]
+    # uncovered communication: per communication row, its duration minus the part the step's
+    # compute busy union covers (ΣDuration-based)
+    is_comm = k["is_comm"].to_numpy()[order].astype(bool)
+    comm_sum = _group_sum(dur[is_comm], gid[is_comm], ng) / 1000.0
+    uncovered = np.zeros(ng)
+    if is_comm.any():
+        uncovered = _group_sum(_uncovered_ns(gid, s, e, dur, is_comm, ng), gid[is_comm], ng) / 1000.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(comm_sum != 0, uncovered / np.where(comm_sum != 0, comm_sum, 1.0), np.nan)
+        underfeed = np.where(wall != 0, (wall - busy) / np.where(wall != 0, wall, 1), 0.0)
+    cols = {
+        "rank": [rank.rank] * ng, "step": labels.tolist(),
+        "first_row": np.minimum.reduceat(row, gstart).astype(np.int64),
+        "last_row": np.maximum.reduceat(row, gstart).astype(np.int64), "kernels": count.astype(np.int64),
+        "step_us": step_us, "wall_us": wall / 1000.0, "busy_us": busy / 1000.0,
+        "kernel_sum_us": np.add.reduceat(dur, gstart) / 1000.0, "bubble_us": (wall - busy) / 1000.0,
+        "underfeed_ratio": underfeed, "prelaunch_us": pre, "tail_us": tail,
+        "internal_bubble_us": internal / 1000.0, "largest_bubble_us": largest / 1000.0,
+        "largest_bubble_row": after_row, "wait_after_gap_us": wait_after, "comm_sum_us": comm_sum,
+        "exposed_comm_us": uncovered, "exposed_comm_ratio": ratio,
+    }
+    # steps in order of their first kernel row (file order), then numeric steps by number
+    appear = np.argsort(_first_position(codes, sc[gstart]), kind="stable")
+    keys = [_step_key(x) for x in labels[appear].tolist()]
+    perm = appear[sorted(range(ng), key=keys.__getitem__)]
+    out = {c: ([v[i] for i in perm] if isinstance(v, list) else v[perm]) for c, v in cols.items()}
+    return pd.DataFrame({c: pd.Series(v) if isinstance(v, list) else v for c, v in out.items()},
+                        columns=STEP_COLUMNS)
 
 
-def _gap_limit(row, th) -> float:
-    step = row["step_us"] if not np.isnan(row["step_us"]) else row["wall_us"]
-    return max(th["gap_min_us"], th["gap_step_ratio"] * step)
+def _first_position(codes: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """Position of the first row of each code in ``which`` (rows in file order)."""
+    valid = np.flatnonzero(codes >= 0)
+    u, first = np.unique(codes[valid], return_index=True)
+    return valid[first][np.searchsorted(u, which)]
 
 
 def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:
-    """Host-bound and communication labels for every (rank, step) row of ``step_table``."""
+    """Host-bound and communication labels for every (rank, step) row of ``step_table``.
+
+    Findings come row by row (table order), within a row in this order: DEVICE_IDLE_GAP_HEAVY,
+    PRELAUNCH_GAP_HEAVY, TAIL_GAP_HEAVY, INTERNAL_BUBBLE_HEAVY, RECOMPILE_SUSPECTED,
+    EXPOSED_COMM_SIGNIFICANT / COMM_WELL_HIDDEN. Every condition is evaluated on whole columns;
+    Python runs once per finding, not once per step."""
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    n = len(table)
+    if not n:
+        return []
+    col = {c: table[c].to_numpy() for c in table.columns}
+    f = {c: np.asarray(col[c], dtype=float) for c in
+         ("underfeed_ratio", "bubble_us", "wall_us", "step_us", "prelaunch_us", "tail_us", "internal_bubble_us",
+          "kernel_sum_us", "largest_bubble_us", "wait_after_gap_us", "exposed_comm_ratio")}
+    step = np.where(np.isnan(f["step_us"]), f["wall_us"], f["step_us"])
+    prod = th["gap_step_ratio"] * step
+    lim = np.where(prod > th["gap_min_us"], prod, th["gap_min_us"])  # max(gap_min, ratio x step)
+    hits = []  # (row, order within the row, code)
+    hits.append((np.flatnonzero(f["underfeed_ratio"] >= th["underfeed_ratio"]), 0))
+    for j, c in enumerate(("prelaunch_us", "tail_us", "internal_bubble_us")):
+        v = f[c]
+        hits.append((np.flatnonzero(~np.isnan(v) & (v >= lim)), 1 + j))
+    ks, wall, lb, wait = f["kernel_sum_us"], f["wall_us"], f["largest_bubble_us"], f["wait_after_gap_us"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rec = ((ks > 0) & (wall / np.where(ks > 0, ks, 1.0) > th["recompile_wall_ratio"])
+               & (lb >= th["recompile_gap_ratio"] * wall) & ~np.isnan(wait)
+               & (wait >= th["recompile_wait_ratio"] * lb))
+    hits.append((np.flatnonzero(rec), 4))
+    x = f["exposed_comm_ratio"]
+    sig = ~np.isnan(x) & (x > th["exposed_significant"])
+    hits.append((np.flatnonzero(sig), 5))
+    hits.append((np.flatnonzero(~np.isnan(x) & ~sig & (x < th["exposed_hidden"])), 6))
+    rows = np.concatenate([h for h, _ in hits])
+    slot = np.concatenate([np.full(len(h), s) for h, s in hits])
     out: list[Finding] = []
-    for _, r in table.iterrows():
-        ev = f"{evidence} rows {r['first_row']}-{r['last_row']}".strip()
+    ev_pre = f"{evidence} rows "
+    for i, s in zip(*(a[np.lexsort((slot, rows))].tolist() for a in (rows, slot))):
+        r = {c: col[c][i] for c in col}
+        ev = f"{ev_pre}{r['first_row']}-{r['last_row']}".strip()
         rk, st = int(r["rank"]), str(r["step"])
-
-        def add(code, msg, value, threshold, severity="warn"):
-            out.append(Finding(code, severity, rk, st, msg, ev, float(value), float(threshold)))
-
-        if r["underfeed_ratio"] >= th["underfeed_ratio"]:
-            add("DEVICE_IDLE_GAP_HEAVY", f"rank {rk} step {st}: device idle {r['underfeed_ratio']:.1%} of its "
+        if s == 0:
+            out.append(Finding(
+                "DEVICE_IDLE_GAP_HEAVY", "warn", rk, st,
+                f"rank {rk} step {st}: device idle {r['underfeed_ratio']:.1%} of its "
                 f"span ({r['bubble_us']:,.1f} of {r['wall_us']:,.1f} us) ≥ {th['underfeed_ratio']:.0%}: the host "
-                f"does not feed the device fast enough", r["underfeed_ratio"], th["underfeed_ratio"])
-        lim = _gap_limit(r, th)
-        for code, col, what in (("PRELAUNCH_GAP_HEAVY", "prelaunch_us", "before the first device task"),
-                                ("TAIL_GAP_HEAVY", "tail_us", "after the last device task"),
-                                ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us", "in idle gaps inside the step")):
-            v = r[col]
-            if not np.isnan(v) and v >= lim:
-                add(code, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {lim:,.1f} us "
-                    f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", v, lim)
-        if (r["kernel_sum_us"] > 0 and r["wall_us"] / r["kernel_sum_us"] > th["recompile_wall_ratio"]
-                and r["largest_bubble_us"] >= th["recompile_gap_ratio"] * r["wall_us"]
-                and not np.isnan(r["wait_after_gap_us"])
-                and r["wait_after_gap_us"] >= th["recompile_wait_ratio"] * r["largest_bubble_us"]):
-            add("RECOMPILE_SUSPECTED", f"rank {rk} step {st}: wall {r['wall_us']:,.1f} us is "
+                f"does not feed the device fast enough", ev, float(r["underfeed_ratio"]), float(th["underfeed_ratio"])))
+        elif s <= 3:
+            code, c, what = _GAP_LABELS[s - 1]
+            v, li = r[c], float(lim[i])
+            out.append(Finding(code, "warn", rk, st, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {li:,.1f} us "
+                               f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", ev,
+                               float(v), float(li)))
+        elif s == 4:
+            out.append(Finding(
+                "RECOMPILE_SUSPECTED", "warn", rk, st, f"rank {rk} step {st}: wall {r['wall_us']:,.1f} us is "
                 f"{r['wall_us'] / r['kernel_sum_us']:.1f}x ΣDuration; one idle gap of {r['largest_bubble_us']:,.1f} us "
                 f"ends at row {r['largest_bubble_row']} whose Wait Time is {r['wait_after_gap_us']:,.1f} us "
-                f"(graph recompilation or host stall suspected)", r["wall_us"] / r["kernel_sum_us"],
-                th["recompile_wall_ratio"])
-        x = r["exposed_comm_ratio"]
-        if not np.isnan(x):
-            if x > th["exposed_significant"]:
-                add("EXPOSED_COMM_SIGNIFICANT", f"rank {rk} step {st}: {x:.1%} of communication time is not "
-                    f"hidden by compute (> {th['exposed_significant']:.0%})", x, th["exposed_significant"], "info")
-            elif x < th["exposed_hidden"]:
-                add("COMM_WELL_HIDDEN", f"rank {rk} step {st}: only {x:.1%} of communication time is exposed "
-                    f"(< {th['exposed_hidden']:.0%})", x, th["exposed_hidden"], "info")
+                f"(graph recompilation or host stall suspected)", ev, float(r["wall_us"] / r["kernel_sum_us"]),
+                float(th["recompile_wall_ratio"])))
+        elif s == 5:
+            xv = r["exposed_comm_ratio"]
+            out.append(Finding("EXPOSED_COMM_SIGNIFICANT", "info", rk, st,
+                               f"rank {rk} step {st}: {xv:.1%} of communication time is not "
+                               f"hidden by compute (> {th['exposed_significant']:.0%})", ev, float(xv),
+                               float(th["exposed_significant"])))
+        else:
+            xv = r["exposed_comm_ratio"]
+            out.append(Finding("COMM_WELL_HIDDEN", "info", rk, st,
+                               f"rank {rk} step {st}: only {xv:.1%} of communication time is exposed "
+                               f"(< {th['exposed_hidden']:.0%})", ev, float(xv), float(th["exposed_hidden"])))
     return out
+
+
+_GAP_LABELS = (("PRELAUNCH_GAP_HEAVY", "prelaunch_us", "before the first device task"),
+               ("TAIL_GAP_HEAVY", "tail_us", "after the last device task"),
+               ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us", "in idle gaps inside the step"))
 
 
 def warmup_findings(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:

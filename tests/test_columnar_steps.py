@@ -1,0 +1,157 @@
+"""Issue 21: the columnar per-step metrics of perfgate.metrics.steps / selfcheck / fingerprint
+equal the per-step loops they replaced (kept verbatim in tests/_steps_oracle.py), on every real
+text capture, on replicated many-step captures (30 steps of level1 and of st/level2) and on a
+capture with irregular steps (a missing step, a step with a long gap ending at a waiting AI CPU
+task, a warm-up-like first step, rows out of time order)."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _steps_oracle as old  # noqa: E402
+
+from perfgate.ingest import load_capture  # noqa: E402
+from perfgate.metrics import steps  # noqa: E402
+from perfgate.metrics.intervals import merge, segmented_merge, segmented_running_max  # noqa: E402
+from perfgate.synth.replicate import replicate_rank  # noqa: E402
+
+FAST = settings(max_examples=80, deadline=None)
+
+
+def _ranks(cap):
+    return [r for r in cap.ranks if r.kernels is not None]
+
+
+@pytest.fixture(scope="module")
+def captures(text_captures, tmp_path_factory):
+    """name -> loaded capture: the real text captures (with and without trace), the real
+    st/level2 capture, 30-step replicas of level1 (2 ranks) and st/level2, an irregular one."""
+    st2 = text_captures.parents[2] / "st" / "level2"
+    tmp = tmp_path_factory.mktemp("colsteps")
+    out = {f"real_{lvl}": load_capture(text_captures / lvl) for lvl in ("level0", "level1", "level2")}
+    out["real_level1_no_trace"] = load_capture(text_captures / "level1", with_trace=False)
+    out["real_st_level2"] = load_capture(st2)
+    out["rep_level1_30"] = load_capture(replicate_rank(text_captures / "level1" / "rank0_ascend_pt",
+                                                       tmp / "r1", steps=30, ranks=2))
+    out["rep_level1_30_no_trace"] = load_capture(tmp / "r1", with_trace=False)
+    out["rep_st_level2_30"] = load_capture(replicate_rank(st2 / "rank_0_ascend_pt", tmp / "r2", steps=30))
+    out["irregular"] = _irregular(out["rep_level1_30"])
+    out["irregular_no_trace"] = _irregular(out["rep_level1_30_no_trace"])
+    return out
+
+
+def _irregular(cap):
+    """Rank 0 of a 30-step replica, changed in memory: step 5 missing (no kernel row), step 10
+    with a 2 s gap in its middle whose next task runs on the AI CPU and waited for it, step 1
+    three times longer (warm-up), and the rows of step 20 in reverse file order."""
+    r = cap.ranks[0]
+    k = r.kernels.df.copy()
+    k = k[k["step"].astype(str) != "5"].reset_index(drop=True)
+    st_ = k["step"].astype(str).to_numpy()
+    s, e = k["start_ns"].to_numpy().copy(), k["end_ns"].to_numpy().copy()
+    one = np.flatnonzero(st_ == "1")
+    s[one] = s[one[0]] + (s[one] - s[one[0]]) * 3
+    e[one] = s[one] + k["dur_ns"].to_numpy()[one]
+    ten = np.flatnonzero(st_ == "10")
+    half = ten[len(ten) // 2:]
+    s[half] += 2 * 10**9
+    e[half] += 2 * 10**9
+    wait = k["wait_us"].to_numpy().copy()
+    first_after = half[np.argmin(s[half])]
+    wait[first_after] = 10**6
+    core = k["core_type"].astype(object).to_numpy().copy()
+    core[first_after] = "AI_CPU"
+    k = k.assign(start_ns=s, end_ns=e, wait_us=wait, core_type=pd.Categorical(core))
+    tw = np.flatnonzero(st_ == "20")
+    perm = np.arange(len(k))
+    perm[tw] = tw[::-1]
+    k = k.iloc[perm].reset_index(drop=True)
+    rank = dataclasses.replace(r, kernels=dataclasses.replace(r.kernels, df=k))
+    return dataclasses.replace(cap, ranks=[rank] + list(cap.ranks[1:]))
+
+
+def _findings(fs):
+    return [repr(f.to_dict()) for f in fs]
+
+
+NAMES = ["real_level0", "real_level1", "real_level2", "real_level1_no_trace", "real_st_level2",
+         "rep_level1_30", "rep_level1_30_no_trace", "rep_st_level2_30", "irregular",
+         "irregular_no_trace"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_step_table_and_labels_equal_the_per_step_loops(captures, name):
+    """step_table (segmented merge / gaps / banded coverage) and label_steps (conditions on
+    whole columns) equal the former per-step loops: same frame (values, dtypes, order) and the
+    same findings (texts, order), on every rank; also with a tight threshold set that fires
+    every label."""
+    tight = dict(underfeed_ratio=0.0, gap_min_us=0.0, gap_step_ratio=0.0, recompile_wall_ratio=0.0,
+                 recompile_gap_ratio=0.0, recompile_wait_ratio=0.0, exposed_significant=0.5,
+                 exposed_hidden=0.9)
+    for r in _ranks(captures[name]):
+        for th in (None, tight):
+            want = old.step_table(r, th)
+            got = steps.step_table(r, th)
+            pd.testing.assert_frame_equal(got, want)
+            assert _findings(steps.label_steps(got, th, "kd.csv")) == _findings(old.label_steps(want, th, "kd.csv"))
+
+
+def test_the_irregular_capture_fires_what_it_was_built_for(captures):
+    """The irregular capture really holds the irregular steps: no step 5, a RECOMPILE finding
+    with AI CPU evidence on step 10, and step 1 flagged as warm-up (device wall: no host windows)."""
+    r = captures["irregular_no_trace"].ranks[0]
+    t = steps.step_table(r)
+    assert "5" not in set(t["step"]) and len(t) == 29
+    f = steps.confirm_recompile(steps.label_steps(t), r.kernels.df)
+    rec = [x for x in f if x.code == "RECOMPILE_SUSPECTED"]
+    assert [x.step for x in rec] == ["10"] and "AI CPU" in rec[0].message
+    assert [x.step for x in steps.warmup_findings(t)] == ["1"]
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(0, 60), st.integers(1, 6), st.booleans())
+def test_segmented_merge_equals_one_merge_per_segment(seed, n, nseg, huge):
+    """segmented_merge gives, segment by segment, the segments of intervals.merge; also when
+    the values are so far apart that the running maximum falls back to dense ranks."""
+    rng = np.random.default_rng(seed)
+    seg = np.sort(rng.integers(0, nseg, n))
+    s = rng.integers(0, 5_000, n) * (10**15 if huge else 1)
+    e = s + rng.integers(0, 900, n) * (10**14 if huge else 1)
+    order = np.lexsort((s, seg))
+    seg, s, e = seg[order], s[order], e[order]
+    heads, ms, me = segmented_merge(seg, s, e)
+    for g in range(nseg):
+        ws, we = merge(s[seg == g], e[seg == g])
+        m = seg[heads] == g
+        assert ms[m].tolist() == ws.tolist() and me[m].tolist() == we.tolist()
+    want = [int(e[(seg == seg[i]) & (np.arange(n) <= i)].max()) for i in range(n)]
+    assert segmented_running_max(seg, e).tolist() == want
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(1, 60), st.integers(1, 6), st.booleans())
+def test_banded_uncovered_equals_per_step_coverage(seed, n, nseg, huge):
+    """steps._uncovered_ns (one banded coverage lookup; group by group when the bands would
+    overflow) equals the former per-step merge + covered_ns of each communication row."""
+    rng = np.random.default_rng(seed)
+    gid = np.sort(rng.integers(0, nseg, n)).astype(np.int64)
+    scale = 10**15 if huge else 1
+    s = rng.integers(0, 3_000, n) * scale
+    order = np.lexsort((s, gid))
+    gid, s = gid[order], s[order]
+    dur = rng.integers(0, 800, n) * scale
+    e = s + dur
+    is_comm = rng.random(n) < 0.3
+    want = []
+    for i in np.flatnonzero(is_comm):
+        comp = (gid == gid[i]) & ~is_comm
+        cs, ce = merge(s[comp], e[comp])
+        want.append(int(dur[i] - steps.covered_ns(cs, ce, s[i:i + 1], e[i:i + 1])[0]))
+    assert steps._uncovered_ns(gid, s, e, dur, is_comm, nseg).tolist() == want
