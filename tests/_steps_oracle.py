@@ -215,3 +215,27 @@ def _recompile_evidence(f, k: pd.DataFrame) -> str | None:
             r = rows.loc[hit].iloc[0]
             return f"row {int(r['row'])} {col} {r[col]!r} is a compile task"
     return None
+
+
+def step_sums_and_unions(k: pd.DataFrame) -> tuple[list, list]:
+    """The former per-step loop of fingerprint.rank_metrics (device.time_us samples)."""
+    from perfgate.metrics import kernels as km
+    from perfgate.metrics.intervals import busy_union_ns
+    sums, unions = [], []
+    dur, start, end = (k[c].to_numpy() for c in ("dur_ns", "start_ns", "end_ns"))
+    for _, idx in km.step_groups(k):
+        sums.append(dur[idx].sum() / 1000.0)
+        unions.append(busy_union_ns(start[idx], end[idx]) / 1000.0)
+    return sums, unions
+
+
+def step_time(rank, st, anatomy) -> dict:
+    """The former per-row loop of fingerprint.summarize_rank (gated step time per step)."""
+    step_time = {}
+    if st is not None:
+        for s_, row in st.iterrows():
+            step_time[(rank.rank, str(s_))] = float(row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"])
+    else:
+        for _, row in anatomy.iterrows():
+            step_time[(rank.rank, row["step"])] = float(row["wall_us"])
+    return step_time

@@ -155,3 +155,35 @@ def test_banded_uncovered_equals_per_step_coverage(seed, n, nseg, huge):
         cs, ce = merge(s[comp], e[comp])
         want.append(int(dur[i] - steps.covered_ns(cs, ce, s[i:i + 1], e[i:i + 1])[0]))
     assert steps._uncovered_ns(gid, s, e, dur, is_comm, nseg).tolist() == want
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rank_step_figures_equal_the_per_step_loops(captures, name):
+    """fingerprint._step_sums_and_unions (device.time_us samples: one segmented pass) and
+    fingerprint._step_time (gated step time: column arithmetic) equal the former loops over
+    step groups and iterrows, value for value and in the same order."""
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.metrics import kernels as km
+    for r in _ranks(captures[name]):
+        k = km.rows_where(r.kernels.df, r.kernels.df["step"].notna().to_numpy())
+        assert fpm._step_sums_and_unions(k) == old.step_sums_and_unions(k)
+        anatomy = steps.step_table(r)
+        st_, _ = fpm._overlap_steps(r)
+        assert fpm._step_time(r, st_, anatomy) == old.step_time(r, st_, anatomy)
+        assert fpm._step_time(r, None, anatomy) == old.step_time(r, None, anatomy)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_self_check_step_figures_equal_one_pass_per_step(captures, name):
+    """selfcheck._Stats.per_code (one (step, start) sort, three segmented unions) gives every
+    step the figures _Stats.of computes from that step's rows alone (the per-step form)."""
+    from perfgate.metrics.selfcheck import _Rows, _Stats
+    for r in _ranks(captures[name]):
+        k = r.kernels.df
+        cat = k["step"].astype("category") if not isinstance(k["step"].dtype, pd.CategoricalDtype) else k["step"]
+        codes = cat.cat.codes.to_numpy()
+        arrays = {c: k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns", "is_comm")}
+        got = _Stats.per_code(codes, arrays, len(cat.cat.categories)).all()
+        for i in np.unique(codes[codes >= 0]):
+            idx = np.flatnonzero(codes == i)
+            assert got[i] == _Stats.of(_Rows({c: a[idx] for c, a in arrays.items()}))

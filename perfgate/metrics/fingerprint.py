@@ -25,7 +25,7 @@ from perfgate.metrics import operators as opv
 from perfgate.metrics import registry
 from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
-from perfgate.metrics.intervals import busy_union_ns
+from perfgate.metrics.intervals import segmented_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
 from perfgate.metrics.summary import RankSummary
 from perfgate.metrics.steps import (confirm_recompile, cross_rank_findings, label_steps, step_table,
@@ -223,11 +223,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
 
     if not steps:
         return out
-    sums, unions = [], []
-    dur, start, end = (k[c].to_numpy() for c in ("dur_ns", "start_ns", "end_ns"))
-    for _, idx in km.step_groups(k):
-        sums.append(dur[idx].sum() / 1000.0)
-        unions.append(busy_union_ns(start[idx], end[idx]) / 1000.0)
+    sums, unions = _step_sums_and_unions(k)
     out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
         float(np.median(sums)), f"{kfile} Σ Duration(us)", dict(_samples(sums), caliber=terms.SUM_DURATION))
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
@@ -255,6 +251,25 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         out[("comm.time_us", lab)] = (float(per["sum_us"].median()), ev, {})
         out[("comm.exposed_us", lab)] = (float(per["exposed_us"].median()), ev, {})
     return out
+
+
+def _step_sums_and_unions(k: pd.DataFrame) -> tuple[list, list]:
+    """Per step of the step-assigned kernel rows ``k``, in order of the step's first row:
+    ΣDuration and busy union (us). One pass over the step codes (integer sums per code,
+    :func:`perfgate.metrics.intervals.segmented_union_ns`), not one merge per step."""
+    codes = km.as_category(k["step"]).cat.codes.to_numpy().astype(np.int64)
+    ok = np.flatnonzero(codes >= 0)
+    if not len(ok):
+        return [], []
+    c = codes[ok]
+    _, first = np.unique(c, return_index=True)
+    present = c[np.sort(first)]  # codes in order of their first row
+    ncodes = int(c.max()) + 1
+    tot = np.zeros(ncodes, dtype=np.int64)  # durations are integer ns (ingest): exact sums
+    np.add.at(tot, c, k["dur_ns"].to_numpy()[ok].astype(np.int64))
+    sums = (tot[present] / 1000.0).tolist()
+    u = segmented_union_ns(c, k["start_ns"].to_numpy()[ok], k["end_ns"].to_numpy()[ok], ncodes)
+    return sums, (u[present] / 1000.0).tolist()
 
 
 def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:
@@ -346,6 +361,17 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
     return out
 
 
+def _step_time(rank, st: pd.DataFrame | None, anatomy: pd.DataFrame) -> dict:
+    """{(rank, step): gated step time (us)}: Computing + Communication(Not Overlapped) + Free per
+    step of ``st`` (:func:`_overlap_steps`), else the device wall of ``anatomy`` (step_table).
+    Column arithmetic, not one row Series per step."""
+    if st is not None:
+        t = (st["computing_us"].to_numpy(dtype=float) + st["comm_not_overlapped_us"].to_numpy(dtype=float)
+             + st["free_us"].to_numpy(dtype=float))
+        return {(rank.rank, str(s_)): v for s_, v in zip(st.index.tolist(), t.tolist())}
+    return {(rank.rank, s_): float(v) for s_, v in zip(anatomy["step"].tolist(), anatomy["wall_us"].tolist())}
+
+
 def summarize_rank(rank, policy, root) -> RankSummary:
     """Everything the fingerprint needs from one rank, as a picklable :class:`RankSummary`, so ranks
     can be processed in parallel (process pool or dask) and merged by
@@ -359,14 +385,7 @@ def summarize_rank(rank, policy, root) -> RankSummary:
     if rank.comm is not None:
         checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root),
                                          tol_us=policy.self_checks["comm_op_identity_abs_us"]))
-    step_time = {}
-    st, _ = _overlap_steps(rank)
-    if st is not None:
-        for s_, row in st.iterrows():
-            step_time[(rank.rank, str(s_))] = float(row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"])
-    else:
-        for _, row in anatomy.iterrows():
-            step_time[(rank.rank, row["step"])] = float(row["wall_us"])
+    step_time = _step_time(rank, _overlap_steps(rank)[0], anatomy)
     kinds = kind_table(rank.kernels.df)
     warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
     warnings += [f"rank {rank.rank}: {m} not present; metrics from it are not available" for m in rank.missing]

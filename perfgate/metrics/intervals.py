@@ -83,7 +83,7 @@ def gaps(starts, ends, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     return subtract(np.array([lo]), np.array([hi]), starts, ends)
 
 
-def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
+def segmented_union_ns(seg, starts, ends, nseg: int, presorted: bool = False) -> np.ndarray:
     """Busy union (ns) of the intervals ``[start, end)`` of each segment ``0..nseg-1`` at once.
 
     ``seg``: int array, the segment of each interval (e.g. a step code). Returns an int64 array
@@ -91,7 +91,8 @@ def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
     (exact integers; an empty segment is 0). One lexsort and one running maximum over the
     whole table instead of one merge per segment: a later interval adds
     ``max(0, end − max(start, reach))`` where ``reach`` is the largest end before it in its
-    segment (intervals in start order).
+    segment (intervals in start order). ``presorted=True``: the intervals are already in
+    (segment, start) order (the sort is skipped).
     """
     seg = np.asarray(seg, dtype=np.int64)
     s = np.asarray(starts, dtype=np.int64)
@@ -99,8 +100,9 @@ def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
     out = np.zeros(nseg, dtype=np.int64)
     if s.size == 0:
         return out
-    order = np.lexsort((s, seg))
-    seg, s, e = seg[order], s[order], e[order]
+    if not presorted:
+        order = np.lexsort((s, seg))
+        seg, s, e = seg[order], s[order], e[order]
     lo = int(min(s.min(), e.min()))
     width = int(max(s.max(), e.max())) - lo + 1
     if width * (nseg + 1) >= 2 ** 62:  # offsets would overflow: merge segment by segment
