@@ -200,6 +200,32 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
     return out
 
 
+def confirm_recompile(findings: list, kernels: pd.DataFrame) -> list:
+    """RECOMPILE_SUSPECTED only where the kernel table holds evidence that tells recompilation
+    apart from input setup or a host stall: the task ending the gap runs on the AI CPU (dynamic
+    shape ops fall back there while graphs recompile; an AI CPU task elsewhere in the step is
+    ordinary, e.g. NonZero) or a task of that step is a compile task by name or type. Without such evidence the finding becomes IDLE_GAP_UNEXPLAINED
+    (info): the same gap figures, no claimed cause.
+
+    ``findings``: from :func:`label_steps`; ``kernels``: the rank's kernel table
+    (columns ``row``, ``step``, ``name``, ``op_type``, ``core_type``)."""
+    out = []
+    for f in findings:
+        if f.code != "RECOMPILE_SUSPECTED":
+            out.append(f)
+            continue
+        ev = _recompile_evidence(f, kernels)
+        if ev:
+            out.append(Finding(f.code, f.severity, f.rank, f.step, f"{f.message}; evidence: {ev}", f.evidence,
+                               f.value, f.threshold))
+        else:
+            msg = f.message.replace("(graph recompilation or host stall suspected)",
+                                    "(no AI CPU or compile task in the step tells recompilation apart from input "
+                                    "setup or a host stall)")
+            out.append(Finding("IDLE_GAP_UNEXPLAINED", "info", f.rank, f.step, msg, f.evidence, f.value, f.threshold))
+    return out
+
+
 def _recompile_evidence(f, k: pd.DataFrame) -> str | None:
     rows = k.loc[k["step"].astype(str) == str(f.step)]
     import re
@@ -239,3 +265,10 @@ def step_time(rank, st, anatomy) -> dict:
         for _, row in anatomy.iterrows():
             step_time[(rank.rank, row["step"])] = float(row["wall_us"])
     return step_time
+
+
+def comm_rows_of_kind(k: pd.DataFrame, kind: str) -> list:
+    """The former per-kind scan of fingerprint.rank_metrics (evidence rows of comm.* metrics)."""
+    from perfgate.metrics.comm import kind_of as comm_kind
+    comm_rows = k.loc[k["is_comm"]]
+    return comm_rows.loc[comm_rows["name"].astype(str).map(comm_kind) == kind, "row"].tolist()

@@ -187,3 +187,69 @@ def test_self_check_step_figures_equal_one_pass_per_step(captures, name):
         for i in np.unique(codes[codes >= 0]):
             idx = np.flatnonzero(codes == i)
             assert got[i] == _Stats.of(_Rows({c: a[idx] for c, a in arrays.items()}))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_comm_rows_by_kind_equal_the_per_kind_scan(captures, name):
+    """fingerprint._comm_rows_by_kind (kind once per distinct name, one stable sort) gives every
+    communication kind the rows the former per-kind scan over all communication rows gave."""
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.metrics import kernels as km
+    from perfgate.metrics.comm import kind_table
+    for r in _ranks(captures[name]):
+        k = km.rows_where(r.kernels.df, r.kernels.df["step"].notna().to_numpy())
+        got = fpm._comm_rows_by_kind(k)
+        kinds = set(kind_table(k)["kind"])
+        assert kinds <= set(got) and all(got[x] == old.comm_rows_of_kind(k, x) for x in got)
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(1, 6), st.integers(1, 12), st.booleans())
+def test_cross_rank_findings_equal_the_per_step_loop(seed, nranks, nsteps, with_nan):
+    """cross_rank_findings (SLOW_RANK p50s from one sort; step sets from one group-by) gives the
+    findings of the former per-step / per-rank loops: same texts, values and order, with even
+    and odd rank counts, ranks missing steps, ties and NaN step times."""
+    rng = np.random.default_rng(seed)
+    step_time, rows = {}, []
+    for r in rng.permutation(nranks).tolist():
+        for s in rng.permutation(nsteps).tolist():
+            if rng.random() < 0.2:
+                continue
+            v = float(rng.choice([100.0, 100.0, 104.0, 120.0, 0.0])) + float(rng.integers(0, 3))
+            if with_nan and rng.random() < 0.1:
+                v = float("nan")
+            step_time[(r, str(s + 1))] = v
+            if rng.random() < 0.9:
+                rows.append({"rank": r, "step": str(s + 1)})
+    tables = pd.DataFrame(rows, columns=["rank", "step"])
+    infos = {r: {} for r in range(nranks)}
+    assert _findings(steps.cross_rank_findings(tables, step_time, infos)) == \
+        _findings(old.cross_rank_findings(tables, step_time, infos))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_confirm_recompile_equals_the_per_finding_scan(captures, name):
+    """confirm_recompile (rows grouped by step once, compile regex once per distinct value)
+    gives the findings of the former scan of the whole table per finding: with RECOMPILE
+    candidates on every step (tight thresholds), and with compile tasks planted by name and by
+    type in some steps and an AI CPU task ending the gap in others."""
+    tight = dict(recompile_wall_ratio=0.0, recompile_gap_ratio=0.0, recompile_wait_ratio=0.0)
+    for r in _ranks(captures[name]):
+        found = steps.label_steps(steps.step_table(r, tight), tight)
+        k = r.kernels.df
+        assert any(f.code == "RECOMPILE_SUSPECTED" for f in found)
+        planted = k.copy()
+        n = len(planted)
+        name_ = planted["name"].astype(object).to_numpy().copy()
+        typ = planted["op_type"].astype(object).to_numpy().copy()
+        core = planted["core_type"].astype(object).to_numpy().copy()
+        name_[n // 3] = "GraphCompileTask"
+        typ[(2 * n) // 3] = "compile_op"
+        for f in found[::2]:
+            m = __import__("re").search(r"ends at row (\d+)", f.message)
+            if m:
+                core[np.flatnonzero(planted["row"].to_numpy() == int(m.group(1)))] = "AI_CPU"
+        planted = planted.assign(name=pd.Categorical(name_), op_type=pd.Categorical(typ),
+                                 core_type=pd.Categorical(core))
+        for kk in (k, planted):
+            assert _findings(steps.confirm_recompile(found, kk)) == _findings(old.confirm_recompile(found, kk))

@@ -241,16 +241,33 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
                 out[(name, ())] = (float(v.median()), ev, _samples(v))
     if kinds is None:
         kinds = kind_table(k)
+    kind_rows = _comm_rows_by_kind(k) if len(kinds) else {}
     for kind, g in kinds.groupby("kind"):
         per = g.set_index("step").reindex(steps, fill_value=0)
-        comm_rows = k.loc[k["is_comm"]]
-        rows = comm_rows.loc[comm_rows["name"].astype(str).map(comm_kind) == kind, "row"]
-        ev = f"{kfile} {_rows_text(rows)}"
+        ev = f"{kfile} {_rows_text(kind_rows.get(kind, []))}"
         lab = (("kind", str(kind)),)
         out[("comm.calls_per_step", lab)] = (km.median_low(per["calls"].to_numpy()), ev, {})
         out[("comm.time_us", lab)] = (float(per["sum_us"].median()), ev, {})
         out[("comm.exposed_us", lab)] = (float(per["exposed_us"].median()), ev, {})
     return out
+
+
+def _comm_rows_by_kind(k: pd.DataFrame) -> dict:
+    """{communication kind: data row numbers of its communication rows, in table order}: the
+    kind derived once per distinct kernel name (:func:`perfgate.metrics.comm.kind_of`; a row
+    without a name is ``other``), the rows grouped by one stable sort, not one scan per kind."""
+    comm = np.flatnonzero(k["is_comm"].to_numpy())
+    if not len(comm):
+        return {}
+    names = km.as_category(k["name"])
+    name_kind = np.array([comm_kind(str(n)) for n in names.cat.categories.tolist()] + [comm_kind("nan")],
+                         dtype=object)
+    kinds = name_kind[names.cat.codes.to_numpy()[comm]]  # code -1 (missing) -> the trailing entry
+    uniq, inv = np.unique(kinds.astype(str), return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+    rows = k["row"].to_numpy()[comm][order]
+    return {str(u): rows[bounds[i]:bounds[i + 1]].tolist() for i, u in enumerate(uniq.tolist())}
 
 
 def _step_sums_and_unions(k: pd.DataFrame) -> tuple[list, list]:

@@ -7,6 +7,7 @@ return new frames; inputs are never mutated.
 from __future__ import annotations
 
 import re
+from math import isfinite as _isfinite
 
 import numpy as np
 import pandas as pd
@@ -33,8 +34,17 @@ def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
     names = list(d.columns)
     cols = []
     for j in range(len(names)):
+        col = d.iloc[:, j]
+        kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
+        values = col.tolist()
+        if kind == "f":  # numpy float column: tolist gives Python floats
+            cols.append([round(v, 6) if _isfinite(v) else None for v in values])
+            continue
+        if kind in ("i", "u", "b"):  # Python ints / bools already
+            cols.append(values)
+            continue
         clean = []
-        for v in d.iloc[:, j].tolist():
+        for v in values:
             if isinstance(v, np.integer):
                 v = int(v)
             elif isinstance(v, (float, np.floating)):

@@ -363,21 +363,11 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
     out = []
     ranks = sorted({r for r, _ in step_time})
-    by_step: dict = {}
-    for (r, s), v in step_time.items():
-        by_step.setdefault(s, {})[r] = v
-    for s, vals in sorted(by_step.items(), key=lambda kv: str(kv[0])):
-        if len(vals) < 2:
-            continue
-        p50 = float(np.median(list(vals.values())))
-        for r, v in sorted(vals.items()):
-            if p50 > 0 and v > p50 * (1 + th["slow_rank_ratio"]):
-                out.append(Finding("SLOW_RANK", "warn", r, str(s),
-                                   f"rank {r} step {s}: step time {v:,.1f} us is {v / p50 - 1:+.1%} over the p50 "
-                                   f"of {len(vals)} ranks ({p50:,.1f} us; threshold {th['slow_rank_ratio']:.0%})",
-                                   "step_trace_time.csv", float(v / p50 - 1), float(th["slow_rank_ratio"])))
-    sets = {r: tuple(sorted(tables.loc[tables["rank"] == r, "step"])) for r in ranks
-            if (tables["rank"] == r).any() or not len(tables)}  # partial ranks hold no kernel steps
+    out.extend(_slow_ranks(step_time, th))
+    per_rank = {r: tuple(sorted(g.tolist())) for r, g in tables.groupby("rank", sort=False)["step"]} \
+        if len(tables) else {}
+    sets = {r: per_rank.get(r, ()) for r in ranks
+            if r in per_rank or not len(tables)}  # partial ranks hold no kernel steps
     if len(set(sets.values())) > 1:
         desc = "; ".join(f"rank {r}: {len(v)} step(s) {list(v)[:4]}" for r, v in sets.items())
         out.append(Finding("RANK_STEP_MISMATCH", "warn", None, None,
@@ -397,6 +387,49 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
     return out
 
 
+def _slow_ranks(step_time: dict, th: dict) -> list[Finding]:
+    """SLOW_RANK findings (see :func:`cross_rank_findings`): steps in order of their label
+    (text), ranks ascending within a step. The p50 of every step over ranks comes from one
+    (step, value) sort of all entries, not one ``np.median`` per step; it equals
+    ``np.median`` (mean of the two middle values for an even count, NaN when a value is NaN)."""
+    if not step_time:
+        return []
+    keys = list(step_time)
+    labels = [str(s) for _, s in keys]
+    uniq, first = np.unique(np.asarray(labels, dtype=object), return_index=True)  # steps sorted by text
+    sid = np.searchsorted(uniq, np.asarray(labels, dtype=object))
+    rk = np.array([r for r, _ in keys])
+    val = np.array([step_time[k] for k in keys], dtype=float)
+    n = np.bincount(sid, minlength=len(uniq))
+    order = np.lexsort((val, sid))  # NaN sorts last within its step
+    sv = val[order]
+    start = np.concatenate(([0], np.cumsum(n)[:-1]))
+    lo = start + (n - 1) // 2
+    hi = start + n // 2
+    p50 = (sv[lo] + sv[hi]) / 2.0
+    odd = n % 2 == 1
+    p50[odd] = sv[lo[odd]]
+    has_nan = np.bincount(sid, weights=np.isnan(val), minlength=len(uniq)) > 0
+    p50[has_nan] = np.nan
+    p = p50[sid]
+    with np.errstate(invalid="ignore"):
+        slow = (n[sid] >= 2) & (p > 0) & (val > p * (1 + th["slow_rank_ratio"]))
+    hit = np.flatnonzero(slow)
+    if not len(hit):
+        return []
+    # a step's label keeps its first spelling (the former dict of steps); ranks ascending
+    hit = hit[np.lexsort((rk[hit], sid[hit]))]
+    out = []
+    for i in hit.tolist():
+        r, s = keys[i]
+        v, m, cnt = step_time[keys[i]], float(p[i]), int(n[sid[i]])
+        out.append(Finding("SLOW_RANK", "warn", r, str(s),
+                           f"rank {r} step {s}: step time {v:,.1f} us is {v / m - 1:+.1%} over the p50 "
+                           f"of {cnt} ranks ({m:,.1f} us; threshold {th['slow_rank_ratio']:.0%})",
+                           "step_trace_time.csv", float(v / m - 1), float(th["slow_rank_ratio"])))
+    return out
+
+
 _COMPILE = __import__("re").compile(r"(?i)compile")
 
 
@@ -408,13 +441,18 @@ def confirm_recompile(findings: list, kernels: pd.DataFrame) -> list:
     (info): the same gap figures, no claimed cause.
 
     ``findings``: from :func:`label_steps`; ``kernels``: the rank's kernel table
-    (columns ``row``, ``step``, ``name``, ``op_type``, ``core_type``)."""
+    (columns ``row``, ``step``, ``name``, ``op_type``, ``core_type``). The table is grouped by
+    step once and the compile regex runs once per distinct name / type, however many steps
+    carry the finding."""
     out = []
+    ctx = None
     for f in findings:
         if f.code != "RECOMPILE_SUSPECTED":
             out.append(f)
             continue
-        ev = _recompile_evidence(f, kernels)
+        if ctx is None:
+            ctx = _EvidenceIndex(kernels)
+        ev = ctx.evidence(f)
         if ev:
             out.append(Finding(f.code, f.severity, f.rank, f.step, f"{f.message}; evidence: {ev}", f.evidence,
                                f.value, f.threshold))
@@ -426,18 +464,30 @@ def confirm_recompile(findings: list, kernels: pd.DataFrame) -> list:
     return out
 
 
-def _recompile_evidence(f, k: pd.DataFrame) -> str | None:
-    rows = k.loc[k["step"].astype(str) == str(f.step)]
-    import re
-    m = re.search(r"ends at row (\d+)", f.message)
-    if m:
-        after = rows.loc[rows["row"] == int(m.group(1))]
-        if len(after) and (str(after["core_type"].iloc[0]).upper() in ("AI_CPU", "AICPU")
-                           or "aicpu" in str(after["name"].iloc[0]).lower()):
-            return f"row {m.group(1)} after the gap runs on the AI CPU"
-    for col in ("name", "op_type"):
-        hit = rows[col].astype(str).str.contains(_COMPILE, na=False)
-        if hit.any():
-            r = rows.loc[hit].iloc[0]
-            return f"row {int(r['row'])} {col} {r[col]!r} is a compile task"
-    return None
+class _EvidenceIndex:
+    """The kernel table's rows per step label (table order) and, per row, whether its name /
+    type is a compile task: built once for all RECOMPILE_SUSPECTED findings of a rank."""
+
+    def __init__(self, k: pd.DataFrame):
+        from perfgate.metrics import kernels as km
+        self.k = k
+        self.by_step = {str(label): idx for label, idx in km.step_groups(k)}
+        self.rownum = k["row"].to_numpy()
+        self.compile = {c: km.matches(k[c], _COMPILE) for c in ("name", "op_type")}
+
+    def evidence(self, f) -> str | None:
+        import re
+        k = self.k
+        idx = self.by_step.get(str(f.step), np.zeros(0, dtype=np.int64))
+        m = re.search(r"ends at row (\d+)", f.message)
+        if m:
+            after = idx[self.rownum[idx] == int(m.group(1))]
+            if len(after) and (str(k["core_type"].iloc[after[0]]).upper() in ("AI_CPU", "AICPU")
+                               or "aicpu" in str(k["name"].iloc[after[0]]).lower()):
+                return f"row {m.group(1)} after the gap runs on the AI CPU"
+        for col in ("name", "op_type"):
+            hit = idx[self.compile[col][idx]]
+            if len(hit):
+                j = int(hit[0])
+                return f"row {int(self.rownum[j])} {col} {k[col].iloc[j]!r} is a compile task"
+        return None
