@@ -253,3 +253,27 @@ def test_confirm_recompile_equals_the_per_finding_scan(captures, name):
                                  core_type=pd.Categorical(core))
         for kk in (k, planted):
             assert _findings(steps.confirm_recompile(found, kk)) == _findings(old.confirm_recompile(found, kk))
+
+
+def _canon(x):
+    """Metrics dict as comparable text (NaN-safe, type-exact for floats vs ints)."""
+    return {repr(k): repr(v) for k, v in x.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rank_metrics_equal_the_pandas_form(captures, name, policy):
+    """rank_metrics (numpy step matrices, medians over the step axis at once) gives exactly the
+    metrics, evidence and per-step samples of its former pandas form (one wide frame per table,
+    one median per column), kept in tests/_fingerprint_oracle.py."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.metrics import kernels as km
+    cap = captures[name]
+    for r in _ranks(cap):
+        cat = km.categorize(r.kernels.df, policy.categories) if r.kernels.type_available \
+            and r.kernels.core_available else None
+        want = old_fp.rank_metrics(r, policy, cap.path, None, None, cat)
+        assert _canon(fpm.rank_metrics(r, policy, cap.path, None, None, cat)) == _canon(want)
+        fam = km.family_of(r.kernels.df["name"], policy.family_suffix)
+        got = fpm.rank_metrics(r, policy, cap.path, None, None, cat, family=fam, overlap=fpm._overlap_steps(r))
+        assert _canon(got) == _canon(want)
