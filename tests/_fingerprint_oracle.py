@@ -108,3 +108,101 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         out[("comm.time_us", lab)] = (float(per["sum_us"].median()), ev, {})
         out[("comm.exposed_us", lab)] = (float(per["exposed_us"].median()), ev, {})
     return out
+
+
+# perfgate.metrics.operators before the per-rank numpy rewrite
+def share_table(k: pd.DataFrame, keys: list) -> pd.DataFrame:
+    """ΣDuration and share (ratio of the rank's ΣDuration) per combination of ``keys``
+    (e.g. ``["phase", "category"]``) over all rows of ``k``; columns ``*keys, sum_dur_us, share``."""
+    total = float(k["dur_ns"].sum())
+    g = k.groupby(keys, observed=True)["dur_ns"].sum().reset_index()
+    g["sum_dur_us"] = g["dur_ns"] / 1000.0
+    g["share"] = g["dur_ns"] / total if total else 0.0
+    for c in keys:
+        g[c] = g[c].astype(str)
+    return g.drop(columns="dur_ns").sort_values("sum_dur_us", ascending=False).reset_index(drop=True)
+
+
+def per_step_shares(k: pd.DataFrame, key: str, steps) -> dict:
+    """{value of ``key``: median over steps of its ΣDuration share of the step} (ratio)."""
+    wide = km.per_step_sum_dur(k, key).reindex(index=list(steps), fill_value=0)
+    if wide.empty:
+        return {}
+    step_sum = k.groupby("step", observed=True)["dur_ns"].sum().reindex(list(steps), fill_value=0)
+    den = step_sum.to_numpy(dtype=float)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = np.where(den > 0, wide.to_numpy(dtype=float) / np.where(den > 0, den, 1.0), 0.0)
+    med = np.median(shares, axis=0)
+    return {str(c): float(v) for c, v in zip(wide.columns, med)}
+
+
+from perfgate.metrics.operators import PIPE_STAGES, _bound, _dominant, _memory_bound, _MEMORY_STAGES, _stage_arrays  # noqa: E402
+
+
+def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
+    """One row per kernel family over all step-assigned rows of one rank.
+
+    ``k`` needs columns ``family``, ``category``, ``phase``, ``op_class`` besides the kernel
+    table's. Columns: ``family``, ``calls`` (rows), ``calls_per_step`` (lower median over
+    steps), ``sum_dur_us`` (ΣDuration), ``share`` (of the rank's ΣDuration, ratio),
+    ``category`` / ``phase`` / ``core_type`` / ``op_class`` (the value with the largest
+    ΣDuration in the family), ``bound_stage``, ``bound``, ``memory_bound`` and one
+    ``<stage>_us`` column per pipe stage (NaN without pipe data). Sorted by ΣDuration, then name.
+    Aggregation is one bincount per column over the family codes.
+    """
+    cols = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "category", "phase", "core_type",
+            "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
+    if k.empty:
+        return pd.DataFrame(columns=cols)
+    fam = km.as_category(k["family"])
+    codes = fam.cat.codes.to_numpy().astype(np.int64)
+    nf = len(fam.cat.categories)
+    w = k["dur_ns"].to_numpy(dtype=float)
+    total = float(w.sum())
+    calls = np.bincount(codes, minlength=nf)
+    used = calls > 0
+    w_fam = np.bincount(codes, weights=w, minlength=nf)  # ΣDuration (ns) per family
+    out = {"family": np.array([str(x) for x in fam.cat.categories], dtype=object), "calls": calls,
+           "sum_dur_us": w_fam / 1000.0}
+    out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
+    per_step = km.per_step_counts(k, "family")
+    srt = np.sort(per_step.to_numpy(), axis=0)
+    low = dict(zip(per_step.columns, srt[(len(srt) - 1) // 2])) if len(srt) else {}   # lower median
+    out["calls_per_step"] = np.array([float(low.get(f, 0.0)) for f in fam.cat.categories], dtype=float)
+    for col in ("category", "phase", "core_type", "op_class"):
+        out[col] = _dominant(codes, nf, k[col], w)
+    # per-stage sums straight from the columns' arrays (no frame of stage times); where every
+    # value is finite the masks are skipped, which gives the same sums
+    sums = np.full((nf, len(PIPE_STAGES)), np.nan)
+    for j, (s, v) in enumerate(_stage_arrays(k).items()):
+        ok = np.isfinite(v)
+        if ok.all():
+            sums[:, j] = np.where(used, np.bincount(codes, weights=v, minlength=nf), np.nan)
+        elif ok.any():
+            has = np.bincount(codes[ok], minlength=nf) > 0
+            sums[:, j] = np.where(has, np.bincount(codes, weights=np.where(ok, v, 0.0), minlength=nf), np.nan)
+    ratios = {}
+    for s in _MEMORY_STAGES:  # the only ratios :func:`_memory_bound` reads
+        if f"{s}_ratio" in k:
+            r = k[f"{s}_ratio"].to_numpy(dtype=float)
+            ok = np.isfinite(r)
+            if ok.all():
+                num = np.bincount(codes, weights=r * w, minlength=nf)
+                den = w_fam
+            else:
+                num = np.bincount(codes, weights=np.where(ok, r * w, 0.0), minlength=nf)
+                den = np.bincount(codes, weights=np.where(ok, w, 0.0), minlength=nf)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratios[s] = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    stage, bound, mem = [], [], []
+    for i, cls in enumerate(out["op_class"]):
+        s_, b_ = _bound(sums[i], cls, mixed_within)
+        stage.append(s_)
+        bound.append(b_)
+        mem.append(_memory_bound({s: r[i] for s, r in ratios.items()}) if b_ not in ("communication", "aicpu")
+                   else float("nan"))
+    out["bound_stage"], out["bound"], out["memory_bound"] = np.array(stage, dtype=object), np.array(bound, dtype=object), np.array(mem)
+    for j, s in enumerate(PIPE_STAGES):
+        out[f"{s}_us"] = sums[:, j]
+    df = pd.DataFrame({c: out[c] for c in cols})[used]
+    return df.sort_values(["sum_dur_us", "family"], ascending=[False, True]).reset_index(drop=True)

@@ -277,3 +277,54 @@ def test_rank_metrics_equal_the_pandas_form(captures, name, policy):
         fam = km.family_of(r.kernels.df["name"], policy.family_suffix)
         got = fpm.rank_metrics(r, policy, cap.path, None, None, cat, family=fam, overlap=fpm._overlap_steps(r))
         assert _canon(got) == _canon(want)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_share_tables_equal_the_group_by_form(captures, name, policy):
+    """operators.share_table (one bincount over combination codes) and per_step_shares (one
+    step x value matrix) equal their former group-by / wide-frame forms, for the keys the
+    family view uses, and with steps missing from or added to the requested list."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import kernels as km
+    from perfgate.metrics import operators as opv
+    for r in _ranks(captures[name]):
+        k = r.kernels.df
+        cat = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available \
+            else pd.Series(pd.Categorical(["n/a"] * len(k)), index=k.index)
+        kk = k.assign(family=km.family_of(k["name"], policy.family_suffix), category=cat,
+                      phase=opv.assign_phases(k, policy.phases), op_class=opv.op_type_class(k))
+        kk = km.rows_where(kk, kk["step"].notna().to_numpy())
+        for keys in (["category"], ["phase", "category"], ["family"], ["op_class", "core_type"]):
+            pd.testing.assert_frame_equal(opv.share_table(kk, keys), old_fp.share_table(kk, keys))
+        steps_ = sorted(map(str, pd.unique(kk["step"].dropna())))
+        for st_list in (steps_, steps_[1:], steps_ + ["999"], []):
+            for key in ("family", "category", "phase"):
+                assert opv.per_step_shares(kk, key, st_list) == old_fp.per_step_shares(kk, key, st_list)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_family_table_equals_the_per_family_loop(captures, name, policy):
+    """operators.family_table (bound stage / family and memory-boundness of every family from
+    whole arrays) equals its former form with one _bound / _memory_bound call per family; also
+    with PipeUtilization columns planted (random, with N/A cells) so every bound is reached."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import kernels as km
+    from perfgate.metrics import operators as opv
+    from perfgate.policy.opspec import PIPE_STAGES
+    rng = np.random.default_rng(7)
+    for r in _ranks(captures[name]):
+        k = r.kernels.df
+        cat = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available \
+            else pd.Series(pd.Categorical(["n/a"] * len(k)), index=k.index)
+        kk = k.assign(family=km.family_of(k["name"], policy.family_suffix), category=cat,
+                      phase=opv.assign_phases(k, policy.phases), op_class=opv.op_type_class(k))
+        kk = km.rows_where(kk, kk["step"].notna().to_numpy())
+        pipe = {}
+        for j, stg in enumerate(PIPE_STAGES):
+            v = rng.random(len(kk)) ** (j + 1)
+            v[rng.random(len(kk)) < 0.1] = np.nan
+            pipe[f"{stg}_ratio" if j % 2 else f"{stg}_time_us"] = v
+        pipe["aic_mte2_ratio"], pipe["aiv_mte2_ratio"] = rng.random(len(kk)), rng.random(len(kk))
+        for frame in (kk, kk.assign(**pipe)):
+            for within in (0.1, 0.9):
+                pd.testing.assert_frame_equal(opv.family_table(frame, within), old_fp.family_table(frame, within))
