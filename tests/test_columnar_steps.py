@@ -328,3 +328,24 @@ def test_family_table_equals_the_per_family_loop(captures, name, policy):
         for frame in (kk, kk.assign(**pipe)):
             for within in (0.1, 0.9):
                 pd.testing.assert_frame_equal(opv.family_table(frame, within), old_fp.family_table(frame, within))
+
+
+@FAST
+@given(st.lists(st.sampled_from(["aclnnMatmul_1", "hcom_allReduce__5_0", "Compile", "x", None]), max_size=30),
+       st.sampled_from(["a", "^h", "(?i)compile", r"_\d+$"]), st.sampled_from(["c", "o", "^x$"]))
+def test_remembered_category_matches_equal_a_fresh_scan(values, p1, p2):
+    """kernels.matches / family_of remember their per-category results per categories object:
+    asked again, on the same or another column, with one regex or another, they give what a
+    fresh per-row regex scan gives."""
+    import re
+    from perfgate.metrics import kernels as km
+    col = pd.Series(pd.Categorical(values))
+    other = pd.Series(pd.Categorical(list(reversed(values))))
+    for rx in (re.compile(p1), re.compile(p2), re.compile(p1)):
+        for c in (col, other, col):
+            want = np.array([v is not None and bool(rx.search(v)) for v in c.astype(object).where(c.notna(), None)])
+            assert km.matches(c, rx).tolist() == want.tolist()
+    suffix = re.compile(r"(?:_+\d+)+$")
+    fam = km.family_of(col, suffix)
+    assert fam.astype(object).where(fam.notna(), None).tolist() == \
+        [None if v is None else (suffix.sub("", v) or v) for v in values]

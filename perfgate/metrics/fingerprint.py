@@ -9,6 +9,7 @@ different devices are never compared (P17).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import re
@@ -47,6 +48,15 @@ _STEP_COLS = {
 
 
 def _rel(path, root) -> str:
+    """``path`` relative to the capture root (as text), else ``path`` itself. Remembered per
+    (path, root, working directory): resolving costs file-system calls and is asked ~10 times
+    per rank for the same few files."""
+    import os
+    return _rel_cached(path, root, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)
+def _rel_cached(path, root, _cwd) -> str:
     try:
         return str(path.resolve().relative_to(root.resolve()))
     except ValueError:
