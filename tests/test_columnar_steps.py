@@ -349,3 +349,30 @@ def test_remembered_category_matches_equal_a_fresh_scan(values, p1, p2):
     fam = km.family_of(col, suffix)
     assert fam.astype(object).where(fam.notna(), None).tolist() == \
         [None if v is None else (suffix.sub("", v) or v) for v in values]
+
+
+class _CommOps:
+    def __init__(self, ops):
+        self.ops = ops
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(1, 40), st.booleans())
+def test_op_identity_checks_equal_the_group_by_form(seed, n, shuffled_index):
+    """comm.op_identity_checks (per-step counts, largest difference and first worst op from
+    bincounts) equals its former pandas group-by / idxmax form: same checks, texts and order,
+    with NaN times, tied worst ops, blank steps and a non-default row index."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics.comm import op_identity_checks
+    rng = np.random.default_rng(seed)
+    ops = pd.DataFrame({"step": rng.choice(["1", "2", "10", "3", None], n), "kind": "collective",
+                        "op": [f"op{i}" for i in range(n)],
+                        "elapse_us": rng.choice([10.0, 12.5, 30.0, np.nan], n),
+                        "transit_us": rng.choice([5.0, 7.5], n), "wait_us": rng.choice([2.5, 5.0], n),
+                        "idle_us": rng.choice([0.0, 2.5], n)})
+    if shuffled_index:
+        ops.index = rng.permutation(n) + 100
+    for tol in (1.0, 0.0):
+        got = op_identity_checks(_CommOps(ops), 0, "c.json", tol_us=tol)
+        want = old_fp.op_identity_checks(_CommOps(ops), 0, "c.json", tol_us=tol)
+        assert [repr(c.to_dict()) for c in got] == [repr(c.to_dict()) for c in want]
