@@ -84,7 +84,7 @@ def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
         start = np.flatnonzero(np.concatenate(([True], sc[1:] != sc[:-1]))) if len(sc) else np.zeros(0, np.int64)
         uniq, count = sc[start], np.diff(np.append(start, len(sc)))
         rownum = df["row"].to_numpy()
-        cats = col.cat.categories
+        cats = col.cat.categories.tolist()  # Python values once (an Arrow-backed Index is slow per element)
         groups = ((cats[u], rownum[order[b:b + min(limit, n)]].tolist(), n)
                   for u, b, n in zip(uniq.tolist(), start.tolist(), count.tolist()))
     out = {}
@@ -237,9 +237,9 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         srt = np.sort(mat, axis=0)
         med, lo, hi = srt[(len(srt) - 1) // 2], srt[0], srt[-1]
         evidence = _rows_by(k, key, kfile)
-        for i, col in enumerate(cols):
-            out[(name, ((label, str(col)),))] = (float(med[i]), evidence.get(col, kfile),
-                                                 {"per_step_min": int(lo[i]), "per_step_max": int(hi[i])})
+        for col, m, a, b in zip(cols.tolist(), med.tolist(), lo.tolist(), hi.tolist()):
+            out[(name, ((label, str(col)),))] = (float(m), evidence.get(col, kfile),
+                                                 {"per_step_min": int(a), "per_step_max": int(b)})
 
     put_counts("kernel.calls_per_step", "family", "family")
     if kt.type_available:
@@ -269,8 +269,8 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         sh = mat / den
         sh[np.isnan(sh)] = 0.0
         med = np.median(sh, axis=0)
-        for i, c in enumerate(cols):
-            out[(name, ((label, str(c)),))] = (float(med[i]), ev_of(c), _samples(sh[:, i]))
+        for i, (c, m) in enumerate(zip(cols.tolist(), med.tolist())):
+            out[(name, ((label, str(c)),))] = (float(m), ev_of(c), {"samples": sh[:, i].tolist()})
 
     if kt.core_available:
         put_shares("share.core_type", "core_type", km.canonical_core(k), lambda c: f"{kfile} (Accelerator Core)")

@@ -34,8 +34,7 @@ def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
     d = df if limit is None else df.head(limit)
     names = list(d.columns)
     cols = []
-    for j in range(len(names)):
-        col = d.iloc[:, j]
+    for _, col in d.items():  # one Series per column (positional: duplicate names are kept)
         kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
         values = col.tolist()
         if kind == "f":  # numpy float column: tolist gives Python floats
