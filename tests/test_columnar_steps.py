@@ -44,6 +44,7 @@ def captures(text_captures, tmp_path_factory):
     out["rep_st_level2_30"] = load_capture(replicate_rank(st2 / "rank_0_ascend_pt", tmp / "r2", steps=30))
     out["irregular"] = _irregular(out["rep_level1_30"])
     out["irregular_no_trace"] = _irregular(out["rep_level1_30_no_trace"])
+    out["step_trace_gaps"] = _step_trace_gaps(out["rep_level1_30_no_trace"])
     return out
 
 
@@ -77,13 +78,31 @@ def _irregular(cap):
     return dataclasses.replace(cap, ranks=[rank] + list(cap.ranks[1:]))
 
 
+def _step_trace_gaps(cap):
+    """Rank 0 of a 30-step replica without trace whose step_trace_time.csv rows are doubled:
+    the first copy of every third step has no Preparing, of every fifth step no step label."""
+    r = cap.ranks[0]
+    st_ = r.step_trace
+    first = st_.copy()
+    n = len(first)
+    prep = first["preparing_us"].to_numpy(dtype=float).copy()
+    prep[::3] = np.nan
+    step = first["step"].astype(object).to_numpy().copy()
+    step[::5] = None
+    first = first.assign(preparing_us=prep, step=pd.array(step, dtype=st_["step"].dtype),
+                         computing_us=first["computing_us"] / 2)
+    doubled = pd.concat([first, st_], ignore_index=True)
+    assert len(doubled) == 2 * n
+    return dataclasses.replace(cap, ranks=[dataclasses.replace(r, step_trace=doubled)] + list(cap.ranks[1:]))
+
+
 def _findings(fs):
     return [repr(f.to_dict()) for f in fs]
 
 
 NAMES = ["real_level0", "real_level1", "real_level2", "real_level1_no_trace", "real_st_level2",
          "rep_level1_30", "rep_level1_30_no_trace", "rep_st_level2_30", "irregular",
-         "irregular_no_trace"]
+         "irregular_no_trace", "step_trace_gaps"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -376,3 +395,19 @@ def test_op_identity_checks_equal_the_group_by_form(seed, n, shuffled_index):
         got = op_identity_checks(_CommOps(ops), 0, "c.json", tol_us=tol)
         want = old_fp.op_identity_checks(_CommOps(ops), 0, "c.json", tol_us=tol)
         assert [repr(c.to_dict()) for c in got] == [repr(c.to_dict()) for c in want]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shared_step_trace_sums_change_nothing(captures, name, policy):
+    """The step_trace sums computed once per rank and handed to run_self_checks and
+    _overlap_steps give the same checks and tables as each computing its own."""
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.metrics.selfcheck import run_self_checks, step_trace_sums
+    for r in _ranks(captures[name]):
+        sums = step_trace_sums(r.step_trace) if r.step_trace is not None else None
+        assert [repr(c.to_dict()) for c in run_self_checks(r, policy, sums)] == \
+            [repr(c.to_dict()) for c in run_self_checks(r, policy)]
+        a, b = fpm._overlap_steps(r, sums), fpm._overlap_steps(r)
+        assert a[1] == b[1] and (a[0] is None) == (b[0] is None)
+        if a[0] is not None:
+            pd.testing.assert_frame_equal(a[0], b[0])

@@ -27,7 +27,7 @@ from perfgate.metrics import registry
 from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
 from perfgate.metrics.intervals import segmented_union_ns
-from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
+from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks, step_trace_sums
 from perfgate.metrics.summary import RankSummary
 from perfgate.metrics.steps import (confirm_recompile, cross_rank_findings, label_steps, step_table,
                                    warmup_findings)
@@ -126,10 +126,12 @@ def _rows_text(rows, limit=5) -> str:
     return f"rows {shown}" + (f" (+{len(rows) - limit} more)" if len(rows) > limit else "")
 
 
-def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
-    """Per-step Overlap Analysis figures (µs) from step_trace_time.csv, else from the trace."""
+def _overlap_steps(rank, st_sums: pd.DataFrame | None = None) -> tuple[pd.DataFrame | None, str | None]:
+    """Per-step Overlap Analysis figures (µs) from step_trace_time.csv, else from the trace.
+    ``st_sums``: :func:`perfgate.metrics.selfcheck.step_trace_sums` of the rank when the
+    caller has it already."""
     if rank.step_trace is not None:
-        t = rank.step_trace.groupby("step")[list(_STEP_COLS.values())].sum()
+        t = step_trace_sums(rank.step_trace) if st_sums is None else st_sums
         return t, "step_trace_time.csv"
     ov = overlap_per_step(rank)
     if ov is not None:
@@ -468,11 +470,12 @@ def summarize_rank(rank, policy, root) -> RankSummary:
         return _partial_summary(rank, policy, root)
     th = policy.findings
     anatomy = step_table(rank, th)
-    checks = list(run_self_checks(rank, policy))
+    st_sums = step_trace_sums(rank.step_trace) if rank.step_trace is not None else None
+    checks = list(run_self_checks(rank, policy, st_sums))
     if rank.comm is not None:
         checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root),
                                          tol_us=policy.self_checks["comm_op_identity_abs_us"]))
-    overlap = _overlap_steps(rank)
+    overlap = _overlap_steps(rank, st_sums)
     step_time = _step_time(rank, overlap[0], anatomy)
     kinds = kind_table(rank.kernels.df)
     warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]

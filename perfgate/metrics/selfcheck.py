@@ -104,8 +104,20 @@ def _step_sort(s):
     return (0, int(s)) if str(s).isdigit() else (1, str(s))
 
 
-def run_self_checks(rank, policy) -> list[SelfCheck]:
-    """All self-checks of one rank (see module docstring). Pure: reads ``rank``'s tables."""
+STEP_TRACE_SUMS = ["computing_us", "comm_us", "comm_not_overlapped_us", "overlapped_us", "free_us"]
+
+
+def step_trace_sums(st: pd.DataFrame) -> pd.DataFrame:
+    """step_trace_time.csv Overlap Analysis columns summed per step (µs): index ``step``
+    (sorted), columns :data:`STEP_TRACE_SUMS`. Computed once per rank and shared by the
+    self-checks and the fingerprint's ``step.*`` metrics."""
+    return st.groupby("step")[STEP_TRACE_SUMS].sum()
+
+
+def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[SelfCheck]:
+    """All self-checks of one rank (see module docstring). Pure: reads ``rank``'s tables.
+    ``st_sums``: :func:`step_trace_sums` of the rank's step_trace table when the caller has
+    it already (never modified)."""
     out: list[SelfCheck] = []
     k = rank.kernels.df
     kfile = rank.kernels.path.name
@@ -113,8 +125,7 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
     st = rank.step_trace
     st_by_step = None
     if st is not None:
-        st_by_step = st.groupby("step")[["computing_us", "comm_us", "comm_not_overlapped_us",
-                                         "overlapped_us", "free_us"]].sum()
+        st_by_step = step_trace_sums(st) if st_sums is None else st_sums
     tfile = (rank.trace_path.name if rank.trace_path is not None else
              "msprof_*.json timeline" if rank.location.layout == "msprof" else "trace_view.json")
     trace_name = ("OVERLAP_ANALYSIS table" if rank.trace_path is not None and rank.trace_path.suffix == ".db"

@@ -206,8 +206,16 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
         pre[have_win] = (t_first[have_win] - ws) / 1000.0
         tail[have_win] = (we - t_last[have_win]) / 1000.0
     if rank.step_trace is not None and not have_win.all():
-        prep = rank.step_trace.groupby("step")["preparing_us"].first()
-        pv = prep.reindex(pd.Index(labels, dtype=object)).to_numpy(dtype=float)
+        # step_trace_time.csv Preparing: the first non-missing value of each step (as a
+        # group-by first() gives it), looked up for every step label at once
+        st_ = rank.step_trace
+        ok = st_["step"].notna().to_numpy()
+        keys = st_["step"].to_numpy(dtype=object)[ok]
+        vals = st_["preparing_us"].to_numpy(dtype=float)[ok]
+        nn = ~np.isnan(vals)
+        uk, first_at = np.unique(keys[nn].astype(str), return_index=True)
+        at = pd.Index(uk.astype(object), dtype=object).get_indexer(pd.Index(labels, dtype=object))
+        pv = np.where(at >= 0, vals[nn][first_at][np.maximum(at, 0)] if len(uk) else np.nan, np.nan)
         pre[~have_win] = pv[~have_win]
     # uncovered communication: per communication row, its duration minus the part the step's
     # compute busy union covers (ΣDuration-based)
