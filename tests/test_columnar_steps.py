@@ -411,3 +411,30 @@ def test_shared_step_trace_sums_change_nothing(captures, name, policy):
         assert a[1] == b[1] and (a[0] is None) == (b[0] is None)
         if a[0] is not None:
             pd.testing.assert_frame_equal(a[0], b[0])
+
+
+def test_unknown_rows_warning_equals_the_frame_copy_form(captures, policy):
+    """summarize_rank's 'unknown bucket' warning (row positions, no frame copy) names the same
+    count, core types, first kernel and row as the former boolean-selected frame."""
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.metrics import kernels as km
+    cap = captures["rep_level1_30"]
+    r = cap.ranks[0]
+    k = r.kernels.df
+    rng = np.random.default_rng(3)
+    cat = km.categorize(k, policy.categories).astype(object).to_numpy().copy()
+    cat[rng.random(len(k)) < 0.05] = km.UNKNOWN
+    r2 = dataclasses.replace(r, kernels=dataclasses.replace(r.kernels, df=k))
+    orig = km.categorize
+    try:
+        km.categorize = lambda df, rules: pd.Series(pd.Categorical(cat), index=df.index)
+        got = [w for w in fpm.summarize_rank(r2, policy, cap.path).warnings if "unknown" in w]
+    finally:
+        km.categorize = orig
+    ser = pd.Series(pd.Categorical(cat), index=k.index)
+    unknown = k.loc[(ser == km.UNKNOWN).to_numpy()]
+    cores = sorted(map(str, unknown["core_type"].dropna().unique()))[:5]
+    want = (f"rank {r.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
+            f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
+            f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
+    assert got == [want]

@@ -484,13 +484,13 @@ def summarize_rank(rank, policy, root) -> RankSummary:
     cat = None
     if rank.kernels.type_available and rank.kernels.core_available:
         cat = km.categorize(k, policy.categories)
-        unknown = k.loc[(cat == km.UNKNOWN).to_numpy()]
+        unknown = np.flatnonzero(km.equals_value(cat, km.UNKNOWN))  # positions, no copy of the frame
         if len(unknown):
-            cores = sorted(map(str, unknown["core_type"].dropna().unique()))[:5]
+            cores = sorted(map(str, k["core_type"].iloc[unknown].dropna().unique()))[:5]
             warnings.append(
                 f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
-                f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
-                f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
+                f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {k['name'].iloc[unknown[0]]!r}, "
+                f"row {int(k['row'].iloc[unknown[0]])}); add a rule to the policy")
     seg_metrics, seg_detail = _segment_summary(rank, policy, root, cat)
     family = km.family_of(k["name"], policy.family_suffix)
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap)

@@ -313,8 +313,13 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     out["memory_bound"] = _memory_bounds(ratios, out["bound"], nf)
     for j, s in enumerate(PIPE_STAGES):
         out[f"{s}_us"] = sums[:, j]
-    df = pd.DataFrame({c: out[c] for c in cols})[used]
-    return df.sort_values(["sum_dur_us", "family"], ascending=[False, True]).reset_index(drop=True)
+    # used families sorted by ΣDuration (descending), then name, in numpy; one frame built
+    idx = np.flatnonzero(used)
+    fam_names = out["family"][idx]
+    name_rank = np.empty(len(idx), dtype=np.int64)
+    name_rank[np.argsort(fam_names.astype(str), kind="stable")] = np.arange(len(idx))
+    order = idx[np.lexsort((name_rank, -out["sum_dur_us"][idx]))]
+    return pd.DataFrame({c: np.asarray(out[c])[order] for c in cols})
 
 
 def _group_codes(k: pd.DataFrame, keys: list) -> tuple[np.ndarray, list]:
@@ -507,7 +512,8 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         if rule.consecutive is not None:
             n, row = longest_run(kk, rule.consecutive, rule.phase)
             runs[rule.id] = [n, row]
-    unknown = kk[km.str_values(kk["category"]) == km.UNKNOWN]
+    is_unknown = km.equals_value(kk["category"], km.UNKNOWN)
+    unknown = kk[is_unknown] if is_unknown.any() else kk.iloc[:0]
     detail = {
         "kernel_file": kfile,
         "family_min_share": spec.family_min_share,
