@@ -251,3 +251,52 @@ def op_identity_checks(comm, rank_id, rel_path: str, tol_us: float = 1.0) -> lis
                 observed=float(op["transit_us"] + op["wait_us"] + op["idle_us"]), tolerance=tol_us,
                 evidence=f"{rel_path} step{step}.{op['kind']}.{op['op']}"))
     return out
+
+
+# perfgate.metrics.comm.kind_table before its frame was built from columns (one dict per group)
+from perfgate.metrics.comm import _uncovered_per_row, kind_of  # noqa: E402
+
+
+def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` = *uncovered
+    communication* (per row, its Duration minus the part the step's compute busy union covers,
+    summed: ΣDuration-based; the column keeps its recorded name, see :mod:`perfgate.terms`), from
+    the kernel table, us. Steps in order
+    of their first communication row, kinds sorted; rows with a blank step are left out.
+    The kind is derived once per distinct kernel name."""
+    cols = ["step", "kind", "calls", "sum_us", "exposed_us"]
+    step_cat = kernels["step"] if isinstance(kernels["step"].dtype, pd.CategoricalDtype) \
+        else kernels["step"].astype("category")
+    codes = step_cat.cat.codes.to_numpy()
+    is_comm = kernels["is_comm"].to_numpy() & (codes >= 0)
+    if not is_comm.any():
+        return pd.DataFrame(columns=cols)
+    names = kernels["name"] if isinstance(kernels["name"].dtype, pd.CategoricalDtype) \
+        else kernels["name"].astype("category")
+    name_kind = np.array([kind_of(str(n)) for n in names.cat.categories] + ["other"], dtype=object)
+    name_codes = names.cat.codes.to_numpy()
+    start, end, dur = (kernels[c].to_numpy() for c in ("start_ns", "end_ns", "dur_ns"))
+    comm_idx = np.flatnonzero(is_comm)
+    comp_idx = np.flatnonzero(~kernels["is_comm"].to_numpy() & (codes >= 0))
+    uncovered = _uncovered_per_row(codes, start, end, dur, comm_idx, comp_idx)
+    d = dur[comm_idx].astype(np.int64)
+    kinds = name_kind[name_codes[comm_idx]]  # code -1 (no name) -> "other" as kind_of("nan") would
+    # one group-by over (step, kind): steps in order of their first communication row, kinds sorted
+    kind_names, kind_idx = np.unique(kinds.astype(str), return_inverse=True)
+    ccodes = codes[comm_idx]
+    step_order, first = np.unique(ccodes, return_index=True)
+    rank_of = np.empty(int(step_order.max()) + 1, dtype=np.int64)
+    rank_of[step_order] = np.argsort(np.argsort(first, kind="stable"), kind="stable")
+    key = rank_of[ccodes] * len(kind_names) + kind_idx
+    groups, inv = np.unique(key, return_inverse=True)
+    calls = np.bincount(inv, minlength=len(groups))
+    sums = np.zeros(len(groups), dtype=np.int64)
+    np.add.at(sums, inv, d)
+    exp = np.zeros(len(groups), dtype=np.int64)
+    np.add.at(exp, inv, uncovered.astype(np.int64))
+    code_at_rank = step_order[np.argsort(rank_of[step_order], kind="stable")]
+    cats = step_cat.cat.categories
+    out = [{"step": str(cats[code_at_rank[g // len(kind_names)]]), "kind": str(kind_names[g % len(kind_names)]),
+            "calls": int(c), "sum_us": float(sm) / 1000.0, "exposed_us": float(ex) / 1000.0}
+           for g, c, sm, ex in zip(groups.tolist(), calls.tolist(), sums.tolist(), exp.tolist())]
+    return pd.DataFrame(out, columns=cols)

@@ -438,3 +438,12 @@ def test_unknown_rows_warning_equals_the_frame_copy_form(captures, policy):
             f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
             f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
     assert got == [want]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kind_table_equals_the_record_form(captures, name):
+    """comm.kind_table built from columns equals its former one-dict-per-group form."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics.comm import kind_table
+    for r in _ranks(captures[name]):
+        pd.testing.assert_frame_equal(kind_table(r.kernels.df), old_fp.kind_table(r.kernels.df))

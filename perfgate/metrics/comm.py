@@ -77,11 +77,13 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     exp = np.zeros(len(groups), dtype=np.int64)
     np.add.at(exp, inv, uncovered.astype(np.int64))
     code_at_rank = step_order[np.argsort(rank_of[step_order], kind="stable")]
-    cats = step_cat.cat.categories
-    out = [{"step": str(cats[code_at_rank[g // len(kind_names)]]), "kind": str(kind_names[g % len(kind_names)]),
-            "calls": int(c), "sum_us": float(sm) / 1000.0, "exposed_us": float(ex) / 1000.0}
-           for g, c, sm, ex in zip(groups.tolist(), calls.tolist(), sums.tolist(), exp.tolist())]
-    return pd.DataFrame(out, columns=cols)
+    cats = np.asarray([str(c) for c in step_cat.cat.categories.tolist()], dtype=object)
+    nk = len(kind_names)
+    # one frame from columns (was one dict per (step, kind) group)
+    return pd.DataFrame({"step": cats[code_at_rank[groups // nk]],
+                         "kind": np.asarray([str(x) for x in kind_names.tolist()], dtype=object)[groups % nk],
+                         "calls": calls.astype(np.int64), "sum_us": sums / 1000.0, "exposed_us": exp / 1000.0},
+                        columns=cols)
 
 
 def _uncovered_per_row(codes, start, end, dur, comm_idx, comp_idx) -> np.ndarray:

@@ -265,8 +265,7 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
     n = len(table)
     if not n:
         return []
-    col = {c: table[c].to_numpy() for c in table.columns}
-    f = {c: np.asarray(col[c], dtype=float) for c in
+    f = {c: table[c].to_numpy(dtype=float) for c in
          ("underfeed_ratio", "bubble_us", "wall_us", "step_us", "prelaunch_us", "tail_us", "internal_bubble_us",
           "kernel_sum_us", "largest_bubble_us", "wait_after_gap_us", "exposed_comm_ratio")}
     step = np.where(np.isnan(f["step_us"]), f["wall_us"], f["step_us"])
@@ -291,8 +290,15 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
     slot = np.concatenate([np.full(len(h), s) for h, s in hits])
     out: list[Finding] = []
     ev_pre = f"{evidence} rows "
-    for i, s in zip(*(a[np.lexsort((slot, rows))].tolist() for a in (rows, slot))):
-        r = {c: col[c][i] for c in col}
+    order = np.lexsort((slot, rows))
+    rows, slot = rows[order], slot[order]
+    # the firing rows' values as Python objects (as a row of iterrows gives them), one column
+    # conversion each instead of one element access per finding and column
+    at = np.unique(rows)
+    pos = np.searchsorted(at, rows).tolist()
+    vals = {c: table[c].to_numpy()[at].tolist() for c in _LABEL_COLUMNS if c in table}
+    for i, p_, s in zip(rows.tolist(), pos, slot.tolist()):
+        r = {c: v[p_] for c, v in vals.items()}
         ev = f"{ev_pre}{r['first_row']}-{r['last_row']}".strip()
         rk, st = int(r["rank"]), str(r["step"])
         if s == 0:
@@ -328,6 +334,9 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
     return out
 
 
+_LABEL_COLUMNS = ("rank", "step", "first_row", "last_row", "underfeed_ratio", "bubble_us", "wall_us",
+                  "prelaunch_us", "tail_us", "internal_bubble_us", "kernel_sum_us", "largest_bubble_us",
+                  "largest_bubble_row", "wait_after_gap_us", "exposed_comm_ratio")
 _GAP_LABELS = (("PRELAUNCH_GAP_HEAVY", "prelaunch_us", "before the first device task"),
                ("TAIL_GAP_HEAVY", "tail_us", "after the last device task"),
                ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us", "in idle gaps inside the step"))
