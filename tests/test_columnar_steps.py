@@ -447,3 +447,33 @@ def test_kind_table_equals_the_record_form(captures, name):
     from perfgate.metrics.comm import kind_table
     for r in _ranks(captures[name]):
         pd.testing.assert_frame_equal(kind_table(r.kernels.df), old_fp.kind_table(r.kernels.df))
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(0, 12), st.booleans(), st.booleans())
+def test_step_trace_sums_equal_the_group_by(seed, n, repeat, blank):
+    """selfcheck.step_trace_sums (one row per step: the values sorted by step, in numpy) equals
+    the group-by sum it replaced: same index (dtype, name, order), values (NaN -> 0, -0.0 ->
+    0.0), also with repeated or missing step labels (which take the group-by)."""
+    from perfgate.metrics.selfcheck import STEP_TRACE_SUMS, step_trace_sums
+    rng = np.random.default_rng(seed)
+    labels = [str(x) for x in rng.permutation(40)[:n]]
+    if repeat and n:
+        labels[-1] = labels[0]
+    if blank and n:
+        labels[0] = None
+    data = {c: rng.choice([0.0, -0.0, 1.5, 1e-9, np.nan, 123456.789], n) for c in STEP_TRACE_SUMS}
+    st_ = pd.DataFrame({"step": pd.array(labels, dtype="string"), **data})
+    got, want = step_trace_sums(st_), st_.groupby("step")[STEP_TRACE_SUMS].sum()
+    pd.testing.assert_frame_equal(got, want)
+    assert np.signbit(got.to_numpy()).tolist() == np.signbit(want.to_numpy()).tolist()  # -0.0 vs 0.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_step_trace_sums_on_captures(captures, name):
+    """The same on every capture's step_trace_time.csv table."""
+    from perfgate.metrics.selfcheck import STEP_TRACE_SUMS, step_trace_sums
+    for r in captures[name].ranks:
+        if r.step_trace is not None:
+            pd.testing.assert_frame_equal(step_trace_sums(r.step_trace),
+                                          r.step_trace.groupby("step")[STEP_TRACE_SUMS].sum())
