@@ -462,7 +462,8 @@ def test_step_trace_sums_equal_the_group_by(seed, n, repeat, blank):
         labels[-1] = labels[0]
     if blank and n:
         labels[0] = None
-    data = {c: rng.choice([0.0, -0.0, 1.5, 1e-9, np.nan, 123456.789], n) for c in STEP_TRACE_SUMS}
+    pool = [0.0, -0.0, 1.5, 1e-9, np.nan, 123456.789] if seed % 2 else [0.0, 1.5, 1e-9, 123456.789, np.inf]
+    data = {c: rng.choice(pool, n) for c in STEP_TRACE_SUMS}
     st_ = pd.DataFrame({"step": pd.array(labels, dtype="string"), **data})
     got, want = step_trace_sums(st_), st_.groupby("step")[STEP_TRACE_SUMS].sum()
     pd.testing.assert_frame_equal(got, want)

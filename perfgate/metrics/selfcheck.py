@@ -112,20 +112,21 @@ def step_trace_sums(st: pd.DataFrame) -> pd.DataFrame:
     (sorted), columns :data:`STEP_TRACE_SUMS`. Computed once per rank and shared by the
     self-checks and the fingerprint's ``step.*`` metrics.
 
-    The usual table has one row per step: then the sums are the values themselves, sorted by
-    step, taken with numpy (a pandas group-by on a handful of Arrow-string keys costs ~5 ms per
-    rank); the result equals ``st.groupby("step")[...].sum()`` (missing values count 0, a sum
-    starts from 0.0 so -0.0 becomes 0.0). Repeated or missing step labels: that group-by."""
+    The usual table has one row per step and finite values: then the sums are the values
+    themselves, sorted by step, taken with numpy (a pandas group-by on a handful of
+    Arrow-string keys costs ~5 ms per rank) and equal to ``st.groupby("step")[...].sum()``.
+    Repeated or missing step labels, a missing value or a -0.0 (whose sign the group-by keeps
+    or drops depending on its code path) take that group-by."""
     step = st["step"]
     if len(st) == 0 or step.isna().any() or not step.is_unique:
         return st.groupby("step")[STEP_TRACE_SUMS].sum()
+    v = np.column_stack([st[c].to_numpy(dtype=float) for c in STEP_TRACE_SUMS])
+    if np.isnan(v).any() or ((v == 0) & np.signbit(v)).any():
+        return st.groupby("step")[STEP_TRACE_SUMS].sum()
     labels = step.to_numpy(dtype=object)
     order = np.argsort(labels.astype(str), kind="stable")
-    out = {}
-    for c in STEP_TRACE_SUMS:
-        v = st[c].to_numpy(dtype=float)[order]
-        out[c] = np.where(np.isnan(v), 0.0, v) + 0.0
-    return pd.DataFrame(out, index=pd.Index(labels[order], dtype=step.dtype, name="step"))
+    return pd.DataFrame({c: v[order, j] for j, c in enumerate(STEP_TRACE_SUMS)},
+                        index=pd.Index(labels[order], dtype=step.dtype, name="step"))
 
 
 def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[SelfCheck]:
