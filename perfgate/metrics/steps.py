@@ -24,6 +24,12 @@ INTERNAL_BUBBLE_HEAVY (≥ max(1 ms, 10 % of the step)), RECOMPILE_SUSPECTED (wa
 evidence of recompilation, :func:`confirm_recompile`, else IDLE_GAP_UNEXPLAINED),
 EXPOSED_COMM_SIGNIFICANT (uncovered ratio > 30 %) and COMM_WELL_HIDDEN (< 10 %), WARMUP_NOT_STRIPPED (first of
 several steps longer than 1.5x the median of the others).
+
+Cost (issue 21): columnar, independent of the number of steps beyond the rows themselves. The
+kernel rows are sorted once by (step, start); every per-step figure is a segmented reduction over
+that order (:func:`perfgate.metrics.intervals.segmented_merge`, ``np.add.at`` / ``reduceat``), the
+labels are conditions on whole columns, and Python runs once per finding, not once per step. The
+per-step loops these replaced are kept as test oracles (``tests/_steps_oracle.py``).
 """
 from __future__ import annotations
 
@@ -265,9 +271,10 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
     n = len(table)
     if not n:
         return []
-    f = {c: table[c].to_numpy(dtype=float) for c in
-         ("underfeed_ratio", "bubble_us", "wall_us", "step_us", "prelaunch_us", "tail_us", "internal_bubble_us",
-          "kernel_sum_us", "largest_bubble_us", "wait_after_gap_us", "exposed_comm_ratio")}
+    names = ("underfeed_ratio", "bubble_us", "wall_us", "step_us", "prelaunch_us", "tail_us", "internal_bubble_us",
+             "kernel_sum_us", "largest_bubble_us", "wait_after_gap_us", "exposed_comm_ratio")
+    m = table[list(names)].to_numpy(dtype=float)  # one 2-D conversion, not one per column
+    f = {c: m[:, j] for j, c in enumerate(names)}
     step = np.where(np.isnan(f["step_us"]), f["wall_us"], f["step_us"])
     prod = th["gap_step_ratio"] * step
     lim = np.where(prod > th["gap_min_us"], prod, th["gap_min_us"])  # max(gap_min, ratio x step)
