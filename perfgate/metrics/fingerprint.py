@@ -277,7 +277,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     if kt.core_available:
         put_shares("share.core_type", "core_type", km.canonical_core(k), lambda c: f"{kfile} (Accelerator Core)")
     if kt.type_available and kt.core_available:
-        cat = k.assign(category=categories.loc[k.index] if categories is not None
+        cat = k.assign(category=km.aligned(categories, k) if categories is not None
                        else km.categorize(k, policy.categories))
         evidence = _rows_by(cat, "category", kfile)
         put_shares("share.category", "category", cat["category"], lambda c: evidence.get(c, kfile))

@@ -74,6 +74,12 @@ def equals_value(s: pd.Series, value: str) -> np.ndarray:
     return code_lookup(np.append(cats == value, False), s.cat.codes.to_numpy())
 
 
+def aligned(s: pd.Series, df: pd.DataFrame) -> pd.Series:
+    """``s.loc[df.index]``, or ``s`` itself when its index already equals ``df``'s (the usual
+    case: both come from the same kernel table), without a label lookup per row."""
+    return s if s.index is df.index or s.index.equals(df.index) else s.loc[df.index]
+
+
 def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     """``df[mask]``, or ``df`` itself (no copy of its columns) when every row is kept: the
     common case of step-assigned rows, where a boolean getitem would copy every column of a

@@ -466,7 +466,7 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         require_pipe(k, path or kfile, variant)
     cat = categories if categories is not None else pd.Series(
         pd.Categorical(["n/a"] * len(k)), index=k.index)
-    kk = k.assign(category=cat.loc[k.index] if categories is not None else cat,
+    kk = k.assign(category=km.aligned(cat, k) if categories is not None else cat,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
     fam = family_table(kk, spec.mixed_within)
     metrics: dict = {}
