@@ -77,11 +77,13 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     exp = np.zeros(len(groups), dtype=np.int64)
     np.add.at(exp, inv, uncovered.astype(np.int64))
     code_at_rank = step_order[np.argsort(rank_of[step_order], kind="stable")]
-    cats = step_cat.cat.categories
-    out = [{"step": str(cats[code_at_rank[g // len(kind_names)]]), "kind": str(kind_names[g % len(kind_names)]),
-            "calls": int(c), "sum_us": float(sm) / 1000.0, "exposed_us": float(ex) / 1000.0}
-           for g, c, sm, ex in zip(groups.tolist(), calls.tolist(), sums.tolist(), exp.tolist())]
-    return pd.DataFrame(out, columns=cols)
+    cats = np.asarray([str(c) for c in step_cat.cat.categories.tolist()], dtype=object)
+    nk = len(kind_names)
+    # one frame from columns (was one dict per (step, kind) group)
+    return pd.DataFrame({"step": cats[code_at_rank[groups // nk]],
+                         "kind": np.asarray([str(x) for x in kind_names.tolist()], dtype=object)[groups % nk],
+                         "calls": calls.astype(np.int64), "sum_us": sums / 1000.0, "exposed_us": exp / 1000.0},
+                        columns=cols)
 
 
 def _uncovered_per_row(codes, start, end, dur, comm_idx, comp_idx) -> np.ndarray:
@@ -124,30 +126,47 @@ def op_identity_checks(comm, rank_id, rel_path: str, tol_us: float = 1.0) -> lis
     ops = comm.ops
     if ops.empty:
         return out
-    diff = ops["elapse_us"] - (ops["transit_us"] + ops["wait_us"] + ops["idle_us"])
-    # per step at once (steps in sorted order, as groupby gives them): op count, largest
-    # |difference|, ops off, and the row of the worst op off
-    absd = diff.abs()
-    off = absd > tol_us
-    per = pd.DataFrame({"step": ops["step"], "a": absd, "bad": off}).groupby("step", sort=True).agg(
-        n=("a", "size"), mx=("a", "max"), nbad=("bad", "sum"))
-    worst = absd[off].groupby(ops["step"][off]).idxmax()  # first row of the largest difference
-    for step, n, mx, nbad in zip(per.index, per["n"].tolist(), per["mx"].tolist(), per["nbad"].tolist()):
-        if not nbad:
+    el, tr, wa, idl = (ops[c].to_numpy(dtype=float) for c in ("elapse_us", "transit_us", "wait_us", "idle_us"))
+    parts = tr + wa + idl
+    absd = np.abs(el - parts)
+    # per step at once (steps in sorted order, as a sorted group-by gives them; a blank step is
+    # left out): op count, largest |difference| (NaN skipped), ops off, the first worst op off
+    codes, steps = pd.factorize(ops["step"], sort=True)
+    ns = len(steps)
+    ok = codes >= 0
+    c = codes[ok]
+    a = absd[ok]
+    n = np.bincount(c, minlength=ns)
+    fin = ~np.isnan(a)
+    mx = np.full(ns, -np.inf)
+    np.maximum.at(mx, c[fin], a[fin])
+    mx[np.bincount(c[fin], minlength=ns) == 0] = np.nan
+    off = a > tol_us
+    nbad = np.bincount(c[off], minlength=ns)
+    pos = np.flatnonzero(ok)  # row position of each kept op
+    worst = np.full(ns, -1)
+    if off.any():
+        wmax = np.full(ns, -np.inf)
+        np.maximum.at(wmax, c[off], a[off])
+        hit = np.flatnonzero(off & (a == wmax[c]))
+        first = np.unique(c[hit], return_index=True)
+        worst[first[0]] = pos[hit[first[1]]]
+    op_names, kinds = ops["op"].to_numpy(dtype=object), ops["kind"].to_numpy(dtype=object)
+    for j, (step, cnt, m, bad) in enumerate(zip(steps.tolist(), n.tolist(), mx.tolist(), nbad.tolist())):
+        if not bad:
             out.append(SelfCheck("comm_op_identity", rank_id, str(step), "pass",
-                                 f"{n} op(s): Elapse = Transit + Wait + Idle (largest difference "
-                                 f"{mx:.6f} us)", evidence=rel_path))
+                                 f"{cnt} op(s): Elapse = Transit + Wait + Idle (largest difference "
+                                 f"{m:.6f} us)", evidence=rel_path))
         else:
-            i = worst[step]
-            op = ops.loc[i]
+            i = int(worst[j])
+            e, t = float(el[i]), float(parts[i])
             out.append(SelfCheck(
                 "comm_op_identity", rank_id, str(step), "fail",
-                f"{op['op']}: Elapse {op['elapse_us'] / 1000:.6f} ms ≠ Transit + Wait + Idle "
-                f"{(op['transit_us'] + op['wait_us'] + op['idle_us']) / 1000:.6f} ms "
-                f"({int(nbad)} op(s) off by more than {tol_us} us, self_checks.comm_op_identity_abs_us)",
-                expected=float(op["elapse_us"]),
-                observed=float(op["transit_us"] + op["wait_us"] + op["idle_us"]), tolerance=tol_us,
-                evidence=f"{rel_path} step{step}.{op['kind']}.{op['op']}"))
+                f"{op_names[i]}: Elapse {e / 1000:.6f} ms ≠ Transit + Wait + Idle "
+                f"{t / 1000:.6f} ms "
+                f"({int(bad)} op(s) off by more than {tol_us} us, self_checks.comm_op_identity_abs_us)",
+                expected=e, observed=t, tolerance=tol_us,
+                evidence=f"{rel_path} step{step}.{kinds[i]}.{op_names[i]}"))
     return out
 
 

@@ -9,6 +9,7 @@ different devices are never compared (P17).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import re
@@ -25,8 +26,8 @@ from perfgate.metrics import operators as opv
 from perfgate.metrics import registry
 from perfgate.metrics import suggest
 from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
-from perfgate.metrics.intervals import busy_union_ns
-from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks
+from perfgate.metrics.intervals import segmented_union_ns
+from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks, step_trace_sums
 from perfgate.metrics.summary import RankSummary
 from perfgate.metrics.steps import (confirm_recompile, cross_rank_findings, label_steps, step_table,
                                    warmup_findings)
@@ -47,6 +48,15 @@ _STEP_COLS = {
 
 
 def _rel(path, root) -> str:
+    """``path`` relative to the capture root (as text), else ``path`` itself. Remembered per
+    (path, root, working directory): resolving costs file-system calls and is asked ~10 times
+    per rank for the same few files."""
+    import os
+    return _rel_cached(path, root, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)
+def _rel_cached(path, root, _cwd) -> str:
     try:
         return str(path.resolve().relative_to(root.resolve()))
     except ValueError:
@@ -74,7 +84,7 @@ def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
         start = np.flatnonzero(np.concatenate(([True], sc[1:] != sc[:-1]))) if len(sc) else np.zeros(0, np.int64)
         uniq, count = sc[start], np.diff(np.append(start, len(sc)))
         rownum = df["row"].to_numpy()
-        cats = col.cat.categories
+        cats = col.cat.categories.tolist()  # Python values once (an Arrow-backed Index is slow per element)
         groups = ((cats[u], rownum[order[b:b + min(limit, n)]].tolist(), n)
                   for u, b, n in zip(uniq.tolist(), start.tolist(), count.tolist()))
     out = {}
@@ -82,6 +92,13 @@ def _rows_by(df: pd.DataFrame, key: str, kfile: str, limit: int = 5) -> dict:
         extra = size - len(rows)
         out[val] = f"{kfile} rows {', '.join(map(str, rows))}" + (f" (+{extra} more)" if extra > 0 else "")
     return out
+
+
+def _median(values: np.ndarray) -> float:
+    """Median skipping NaN, as ``pd.Series.median`` (NaN when no value is left)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(np.median(v)) if len(v) else float("nan")
 
 
 def _samples(values) -> dict:
@@ -109,10 +126,12 @@ def _rows_text(rows, limit=5) -> str:
     return f"rows {shown}" + (f" (+{len(rows) - limit} more)" if len(rows) > limit else "")
 
 
-def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
-    """Per-step Overlap Analysis figures (µs) from step_trace_time.csv, else from the trace."""
+def _overlap_steps(rank, st_sums: pd.DataFrame | None = None) -> tuple[pd.DataFrame | None, str | None]:
+    """Per-step Overlap Analysis figures (µs) from step_trace_time.csv, else from the trace.
+    ``st_sums``: :func:`perfgate.metrics.selfcheck.step_trace_sums` of the rank when the
+    caller has it already."""
     if rank.step_trace is not None:
-        t = rank.step_trace.groupby("step")[list(_STEP_COLS.values())].sum()
+        t = step_trace_sums(rank.step_trace) if st_sums is None else st_sums
         return t, "step_trace_time.csv"
     ov = overlap_per_step(rank)
     if ov is not None:
@@ -125,25 +144,28 @@ def _overlap_steps(rank) -> tuple[pd.DataFrame | None, str | None]:
     return None, None
 
 
-def _overlap_and_comm_metrics(rank, root, out: dict):
+def _overlap_and_comm_metrics(rank, root, out: dict, overlap=None):
     """Add one rank's step metrics from step_trace_time.csv (else the trace's Overlap Analysis):
     ``step.*`` (us, busy-union caliber as msprof writes them), step time = Computing +
     Communication(Not Overlapped) + Free (us), the exposed-communication ratio; and its
     communication.json metrics (``comm.elapse_us`` per step, ``comm.wait_ratio``,
     ``comm.bandwidth_gbps`` per link), to ``out`` ({(name, labels): (value, evidence, context)}).
-    Full and partial ranks alike. Returns the per-step step time (a Series by step, us) or None."""
+    Full and partial ranks alike. Returns the per-step step time (a Series by step, us) or None.
+    ``overlap``: :func:`_overlap_steps` of the rank when the caller has it already."""
     time = None
-    st, st_src = _overlap_steps(rank)
+    st, st_src = overlap if overlap is not None else _overlap_steps(rank)
     if st is not None and len(st):
         src = _rel(rank.step_trace_path, root) if rank.step_trace_path else st_src
+        cols = {c: st[c].to_numpy(dtype=float) for c in _STEP_COLS.values()}
         for name, col in _STEP_COLS.items():
-            out[(name, ())] = (float(st[col].median()), src, _samples(st[col]))
-        time = st["computing_us"] + st["comm_not_overlapped_us"] + st["free_us"]
-        out[("step.time_us", ())] = (float(time.median()), f"{src} (Computing + Communication(Not "
-                                     f"Overlapped) + Free)", _samples(time))
-        if (st["comm_us"] > 0).all():
-            ratio = st["comm_not_overlapped_us"] / st["comm_us"]
-            out[("step.exposed_comm_ratio", ())] = (float(ratio.median()), src, _samples(ratio))
+            out[(name, ())] = (_median(cols[col]), src, _samples(cols[col]))
+        t = cols["computing_us"] + cols["comm_not_overlapped_us"] + cols["free_us"]
+        time = pd.Series(t, index=st.index)
+        out[("step.time_us", ())] = (_median(t), f"{src} (Computing + Communication(Not "
+                                     f"Overlapped) + Free)", _samples(t))
+        if (cols["comm_us"] > 0).all():
+            ratio = cols["comm_not_overlapped_us"] / cols["comm_us"]
+            out[("step.exposed_comm_ratio", ())] = (_median(ratio), src, _samples(ratio))
     if rank.comm is not None and len(rank.comm.ops):
         cfile = _rel(rank.comm_path, root)
         per = rank.comm.ops.groupby("step")["elapse_us"].sum()
@@ -157,104 +179,186 @@ def _overlap_and_comm_metrics(rank, root, out: dict):
 
 
 def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
-                 kinds: pd.DataFrame | None = None, categories: pd.Series | None = None) -> dict:
+                 kinds: pd.DataFrame | None = None, categories: pd.Series | None = None, *,
+                 family: pd.Series | None = None, overlap=None) -> dict:
     """Per-rank metrics: ``{(name, labels_tuple): (value, evidence, context)}``.
 
     ``labels_tuple`` is a sorted tuple of (label, value) pairs without the view label;
-    ``anatomy`` is the rank's :func:`perfgate.metrics.steps.step_table` (computed if None).
-    Pure over ``rank``'s tables.
+    ``anatomy`` is the rank's :func:`perfgate.metrics.steps.step_table` (computed if None);
+    ``family`` the kernel family per row of the kernel table (:func:`kernels.family_of`,
+    computed if None); ``overlap`` the rank's :func:`_overlap_steps` result (computed if None).
+    Pure over ``rank``'s tables. Every (step × family / type / core / category) table is one
+    bincount over integer codes into a numpy matrix (steps in step order), its medians taken
+    over the step axis at once: no pandas frame per table, no median call per column.
     """
     out: dict = {}
     kt = rank.kernels
     kfile = _rel(kt.path, root)
-    k = kt.df.assign(family=km.family_of(kt.df["name"], policy.family_suffix))
-    k = km.rows_where(k, k["step"].notna().to_numpy())
-    steps = sorted(pd.unique(k["step"]), key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s))
+    fam_all = family if family is not None else km.family_of(kt.df["name"], policy.family_suffix)
+    in_step = kt.df["step"].notna().to_numpy()
+    k = km.rows_where(kt.df.assign(family=fam_all), in_step)
+    step_cat = km.as_category(k["step"])
+    present = pd.unique(step_cat)
+    steps = sorted(present, key=lambda s: (0, int(s)) if str(s).isdigit() else (1, s))
     nsteps = len(steps)
     out[("step.count", ())] = (float(nsteps), f"{kfile}: steps {', '.join(map(str, steps[:6]))}", {})
     out[("kernel.invalid_rows", ())] = (float(len(kt.invalid_rows)), f"{kfile} {_rows_text(kt.invalid_rows)}"
                                         if kt.invalid_rows else kfile, {})
     out[("kernel.unassigned_rows", ())] = (float(kt.unassigned_rows), f"{kfile} blank Step Id", {})
+    # position of every row's step in ``steps`` (the matrices' row order)
+    pos_of_code = pd.Index(steps).get_indexer(step_cat.array.categories) if nsteps else np.zeros(0, np.int64)
+    spos = pos_of_code[step_cat.array.codes].astype(np.int64) if nsteps else np.zeros(0, np.int64)
+    dur = k["dur_ns"].to_numpy()
+    dur_int = dur.dtype.kind in "iu"
+
+    def wide(col: pd.Series, weighted: bool = False):
+        """(steps x used values) matrix of counts or ΣDuration (ns) and the used values, as
+        ``kernels.per_step_counts / per_step_sum_dur(...).reindex(index=steps, fill_value=0)``
+        (None where that table is empty)."""
+        c = km.as_category(col)
+        kc = c.array.codes.astype(np.int64)
+        cats = c.array.categories
+        keep = kc >= 0
+        if not nsteps or not keep.any():
+            return None, None
+        allk = keep.all()
+        sp, kcc = (spos, kc) if allk else (spos[keep], kc[keep])
+        w = None if not weighted else (dur if allk else dur[keep]).astype(np.float64)
+        nk = len(cats)
+        flat = np.bincount(sp * nk + kcc, weights=w, minlength=nsteps * nk).reshape(nsteps, nk)
+        used = np.bincount(kcc, minlength=nk) > 0
+        flat = flat[:, used]
+        if not weighted or dur_int:
+            flat = flat.astype(np.int64)
+        return flat, cats[used]
 
     def put_counts(name, key, label):
-        wide = km.per_step_counts(k, key).reindex(index=steps, fill_value=0)
-        if wide.empty:
+        mat, cols = wide(k[key])
+        if mat is None:
             return
-        srt = np.sort(wide.to_numpy(), axis=0)
+        srt = np.sort(mat, axis=0)
         med, lo, hi = srt[(len(srt) - 1) // 2], srt[0], srt[-1]
         evidence = _rows_by(k, key, kfile)
-        for i, col in enumerate(wide.columns):
-            out[(name, ((label, str(col)),))] = (float(med[i]), evidence.get(col, kfile),
-                                                 {"per_step_min": int(lo[i]), "per_step_max": int(hi[i])})
+        for col, m, a, b in zip(cols.tolist(), med.tolist(), lo.tolist(), hi.tolist()):
+            out[(name, ((label, str(col)),))] = (float(m), evidence.get(col, kfile),
+                                                 {"per_step_min": int(a), "per_step_max": int(b)})
 
     put_counts("kernel.calls_per_step", "family", "family")
     if kt.type_available:
         put_counts("optype.calls_per_step", "op_type", "type")
-    totals = k.groupby("step").size().reindex(steps, fill_value=0)
-    out[("kernel.total_calls_per_step", ())] = (km.median_low(totals.to_numpy()),
+    totals = np.bincount(spos, minlength=nsteps)
+    out[("kernel.total_calls_per_step", ())] = (km.median_low(totals),
                                                 f"{kfile} {len(k)} rows in {nsteps} step(s)", {})
 
-    fam_dur = km.per_step_sum_dur(k, "family").reindex(index=steps, fill_value=0)
-    ranked = sorted(((str(f), float(v) / 1000.0) for f, v in fam_dur.median(axis=0).items()),
-                    key=lambda fv: (-fv[1], fv[0]))
-    fam_med = pd.Series(dict(ranked), dtype="float64")
-    out[("kernel.topn", ())] = (None, kfile, {"ranked": list(fam_med.index),
-                                              "sum_dur_us": [float(v) for v in fam_med.values]})
-    for fam in list(fam_med.index[: policy.top_n + policy.top_n_slack]):
-        out[("kernel.time_us", (("family", str(fam)),))] = (float(fam_med[fam]), kfile, {})
+    fam_dur, fam_cols = wide(k["family"], weighted=True)
+    med_dur = np.median(fam_dur, axis=0) if fam_dur is not None else np.zeros(0)
+    ranked = sorted(((str(f), float(v) / 1000.0) for f, v in zip(
+        fam_cols.tolist() if fam_cols is not None else [], med_dur.tolist())), key=lambda fv: (-fv[1], fv[0]))
+    out[("kernel.topn", ())] = (None, kfile, {"ranked": [f for f, _ in ranked],
+                                              "sum_dur_us": [v for _, v in ranked]})
+    for fam, v in ranked[: policy.top_n + policy.top_n_slack]:
+        out[("kernel.time_us", (("family", fam),))] = (v, kfile, {})
 
-    step_sum = k.groupby("step")["dur_ns"].sum().reindex(steps, fill_value=0)
+    step_sum = np.bincount(spos, weights=dur.astype(np.float64), minlength=nsteps) if nsteps else np.zeros(0)
+    if dur_int:
+        step_sum = step_sum.astype(np.int64)
+    den = np.where(step_sum == 0, np.nan, step_sum.astype(np.float64))[:, None]
+
+    def put_shares(name, label, col, ev_of):
+        mat, cols = wide(col, weighted=True)
+        if mat is None:
+            return
+        sh = mat / den
+        sh[np.isnan(sh)] = 0.0
+        med = np.median(sh, axis=0)
+        for i, (c, m) in enumerate(zip(cols.tolist(), med.tolist())):
+            out[(name, ((label, str(c)),))] = (float(m), ev_of(c), {"samples": sh[:, i].tolist()})
+
     if kt.core_available:
-        core = k.assign(core=km.canonical_core(k))
-        wide = km.per_step_sum_dur(core, "core").reindex(index=steps, fill_value=0)
-        shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
-        for col in shares.columns:
-            out[("share.core_type", (("core_type", str(col)),))] = (
-                float(shares[col].median()), f"{kfile} (Accelerator Core)", _samples(shares[col]))
+        put_shares("share.core_type", "core_type", km.canonical_core(k), lambda c: f"{kfile} (Accelerator Core)")
     if kt.type_available and kt.core_available:
-        cat = k.assign(category=categories.loc[k.index] if categories is not None
+        cat = k.assign(category=km.aligned(categories, k) if categories is not None
                        else km.categorize(k, policy.categories))
-        wide = km.per_step_sum_dur(cat, "category").reindex(index=steps, fill_value=0)
-        shares = wide.div(step_sum.replace(0, np.nan), axis=0).fillna(0.0)
         evidence = _rows_by(cat, "category", kfile)
-        for col in shares.columns:
-            out[("share.category", (("category", str(col)),))] = (
-                float(shares[col].median()), evidence.get(col, kfile), _samples(shares[col]))
+        put_shares("share.category", "category", cat["category"], lambda c: evidence.get(c, kfile))
 
     if not steps:
         return out
-    sums, unions = [], []
-    dur, start, end = (k[c].to_numpy() for c in ("dur_ns", "start_ns", "end_ns"))
-    for _, idx in km.step_groups(k):
-        sums.append(dur[idx].sum() / 1000.0)
-        unions.append(busy_union_ns(start[idx], end[idx]) / 1000.0)
+    sums, unions = _step_sums_and_unions(k)
     out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
         float(np.median(sums)), f"{kfile} Σ Duration(us)", dict(_samples(sums), caliber=terms.SUM_DURATION))
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
         float(np.median(unions)), f"{kfile} merged intervals", dict(_samples(unions), caliber=terms.BUSY_UNION))
 
-    _overlap_and_comm_metrics(rank, root, out)
+    _overlap_and_comm_metrics(rank, root, out, overlap)
 
     if anatomy is None:
         anatomy = step_table(rank, policy.findings)
     if len(anatomy):
         ev = f"{kfile} rows {int(anatomy['first_row'].min())}-{int(anatomy['last_row'].max())}"
         for name, col in _ANATOMY.items():
-            v = anatomy[col].dropna()
+            v = anatomy[col].to_numpy(dtype=float)
+            v = v[~np.isnan(v)]
             if len(v):
-                out[(name, ())] = (float(v.median()), ev, _samples(v))
+                out[(name, ())] = (float(np.median(v)), ev, _samples(v))
     if kinds is None:
         kinds = kind_table(k)
-    for kind, g in kinds.groupby("kind"):
-        per = g.set_index("step").reindex(steps, fill_value=0)
-        comm_rows = k.loc[k["is_comm"]]
-        rows = comm_rows.loc[comm_rows["name"].astype(str).map(comm_kind) == kind, "row"]
-        ev = f"{kfile} {_rows_text(rows)}"
-        lab = (("kind", str(kind)),)
-        out[("comm.calls_per_step", lab)] = (km.median_low(per["calls"].to_numpy()), ev, {})
-        out[("comm.time_us", lab)] = (float(per["sum_us"].median()), ev, {})
-        out[("comm.exposed_us", lab)] = (float(per["exposed_us"].median()), ev, {})
+    if len(kinds):
+        kind_rows = _comm_rows_by_kind(k)
+        step_pos = {str(s_): i for i, s_ in enumerate(steps)}
+        kcol = kinds["kind"].to_numpy(dtype=object)
+        kpos = np.array([step_pos.get(str(s_), -1) for s_ in kinds["step"].tolist()], dtype=np.int64)
+        vals = {c: kinds[c].to_numpy() for c in ("calls", "sum_us", "exposed_us")}
+        for kind in sorted(set(kcol.tolist())):  # kinds in sorted order, as groupby gives them
+            m = (kcol == kind) & (kpos >= 0)
+            per = {}
+            for c, v in vals.items():  # the kind's value per step, 0 where the step has none
+                a = np.zeros(nsteps, dtype=v.dtype)
+                a[kpos[m]] = v[m]
+                per[c] = a
+            ev = f"{kfile} {_rows_text(kind_rows.get(kind, []))}"
+            lab = (("kind", str(kind)),)
+            out[("comm.calls_per_step", lab)] = (km.median_low(per["calls"]), ev, {})
+            out[("comm.time_us", lab)] = (_median(per["sum_us"]), ev, {})
+            out[("comm.exposed_us", lab)] = (_median(per["exposed_us"]), ev, {})
     return out
+
+
+def _comm_rows_by_kind(k: pd.DataFrame) -> dict:
+    """{communication kind: data row numbers of its communication rows, in table order}: the
+    kind derived once per distinct kernel name (:func:`perfgate.metrics.comm.kind_of`; a row
+    without a name is ``other``), the rows grouped by one stable sort, not one scan per kind."""
+    comm = np.flatnonzero(k["is_comm"].to_numpy())
+    if not len(comm):
+        return {}
+    names = km.as_category(k["name"])
+    name_kind = np.array([comm_kind(str(n)) for n in names.cat.categories.tolist()] + [comm_kind("nan")],
+                         dtype=object)
+    kinds = name_kind[names.cat.codes.to_numpy()[comm]]  # code -1 (missing) -> the trailing entry
+    uniq, inv = np.unique(kinds.astype(str), return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+    rows = k["row"].to_numpy()[comm][order]
+    return {str(u): rows[bounds[i]:bounds[i + 1]].tolist() for i, u in enumerate(uniq.tolist())}
+
+
+def _step_sums_and_unions(k: pd.DataFrame) -> tuple[list, list]:
+    """Per step of the step-assigned kernel rows ``k``, in order of the step's first row:
+    ΣDuration and busy union (us). One pass over the step codes (integer sums per code,
+    :func:`perfgate.metrics.intervals.segmented_union_ns`), not one merge per step."""
+    codes = km.as_category(k["step"]).cat.codes.to_numpy().astype(np.int64)
+    ok = np.flatnonzero(codes >= 0)
+    if not len(ok):
+        return [], []
+    c = codes[ok]
+    _, first = np.unique(c, return_index=True)
+    present = c[np.sort(first)]  # codes in order of their first row
+    ncodes = int(c.max()) + 1
+    tot = np.zeros(ncodes, dtype=np.int64)  # durations are integer ns (ingest): exact sums
+    np.add.at(tot, c, k["dur_ns"].to_numpy()[ok].astype(np.int64))
+    sums = (tot[present] / 1000.0).tolist()
+    u = segmented_union_ns(c, k["start_ns"].to_numpy()[ok], k["end_ns"].to_numpy()[ok], ncodes)
+    return sums, (u[present] / 1000.0).tolist()
 
 
 def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:
@@ -346,6 +450,17 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
     return out
 
 
+def _step_time(rank, st: pd.DataFrame | None, anatomy: pd.DataFrame) -> dict:
+    """{(rank, step): gated step time (us)}: Computing + Communication(Not Overlapped) + Free per
+    step of ``st`` (:func:`_overlap_steps`), else the device wall of ``anatomy`` (step_table).
+    Column arithmetic, not one row Series per step."""
+    if st is not None:
+        t = (st["computing_us"].to_numpy(dtype=float) + st["comm_not_overlapped_us"].to_numpy(dtype=float)
+             + st["free_us"].to_numpy(dtype=float))
+        return {(rank.rank, str(s_)): v for s_, v in zip(st.index.tolist(), t.tolist())}
+    return {(rank.rank, s_): float(v) for s_, v in zip(anatomy["step"].tolist(), anatomy["wall_us"].tolist())}
+
+
 def summarize_rank(rank, policy, root) -> RankSummary:
     """Everything the fingerprint needs from one rank, as a picklable :class:`RankSummary`, so ranks
     can be processed in parallel (process pool or dask) and merged by
@@ -355,18 +470,13 @@ def summarize_rank(rank, policy, root) -> RankSummary:
         return _partial_summary(rank, policy, root)
     th = policy.findings
     anatomy = step_table(rank, th)
-    checks = list(run_self_checks(rank, policy))
+    st_sums = step_trace_sums(rank.step_trace) if rank.step_trace is not None else None
+    checks = list(run_self_checks(rank, policy, st_sums))
     if rank.comm is not None:
         checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root),
                                          tol_us=policy.self_checks["comm_op_identity_abs_us"]))
-    step_time = {}
-    st, _ = _overlap_steps(rank)
-    if st is not None:
-        for s_, row in st.iterrows():
-            step_time[(rank.rank, str(s_))] = float(row["computing_us"] + row["comm_not_overlapped_us"] + row["free_us"])
-    else:
-        for _, row in anatomy.iterrows():
-            step_time[(rank.rank, row["step"])] = float(row["wall_us"])
+    overlap = _overlap_steps(rank, st_sums)
+    step_time = _step_time(rank, overlap[0], anatomy)
     kinds = kind_table(rank.kernels.df)
     warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
     warnings += [f"rank {rank.rank}: {m} not present; metrics from it are not available" for m in rank.missing]
@@ -374,16 +484,17 @@ def summarize_rank(rank, policy, root) -> RankSummary:
     cat = None
     if rank.kernels.type_available and rank.kernels.core_available:
         cat = km.categorize(k, policy.categories)
-        unknown = k.loc[(cat == km.UNKNOWN).to_numpy()]
+        unknown = np.flatnonzero(km.equals_value(cat, km.UNKNOWN))  # positions, no copy of the frame
         if len(unknown):
-            cores = sorted(map(str, unknown["core_type"].dropna().unique()))[:5]
+            cores = sorted(map(str, k["core_type"].iloc[unknown].dropna().unique()))[:5]
             warnings.append(
                 f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
-                f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {unknown['name'].iloc[0]!r}, "
-                f"row {int(unknown['row'].iloc[0])}); add a rule to the policy")
+                f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {k['name'].iloc[unknown[0]]!r}, "
+                f"row {int(k['row'].iloc[unknown[0]])}); add a rule to the policy")
     seg_metrics, seg_detail = _segment_summary(rank, policy, root, cat)
-    metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat)
-    kk = k.assign(family=km.family_of(k["name"], policy.family_suffix))
+    family = km.family_of(k["name"], policy.family_suffix)
+    metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap)
+    kk = k.assign(family=family)
     in_step = kk["step"].notna().to_numpy()
     op_metrics, op_detail = opv.rank_family_view(
         km.rows_where(kk, in_step), policy, categories=km.rows_where(cat, in_step) if cat is not None else None,

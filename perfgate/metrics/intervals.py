@@ -83,7 +83,7 @@ def gaps(starts, ends, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     return subtract(np.array([lo]), np.array([hi]), starts, ends)
 
 
-def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
+def segmented_union_ns(seg, starts, ends, nseg: int, presorted: bool = False) -> np.ndarray:
     """Busy union (ns) of the intervals ``[start, end)`` of each segment ``0..nseg-1`` at once.
 
     ``seg``: int array, the segment of each interval (e.g. a step code). Returns an int64 array
@@ -91,7 +91,8 @@ def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
     (exact integers; an empty segment is 0). One lexsort and one running maximum over the
     whole table instead of one merge per segment: a later interval adds
     ``max(0, end − max(start, reach))`` where ``reach`` is the largest end before it in its
-    segment (intervals in start order).
+    segment (intervals in start order). ``presorted=True``: the intervals are already in
+    (segment, start) order (the sort is skipped).
     """
     seg = np.asarray(seg, dtype=np.int64)
     s = np.asarray(starts, dtype=np.int64)
@@ -99,8 +100,9 @@ def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
     out = np.zeros(nseg, dtype=np.int64)
     if s.size == 0:
         return out
-    order = np.lexsort((s, seg))
-    seg, s, e = seg[order], s[order], e[order]
+    if not presorted:
+        order = np.lexsort((s, seg))
+        seg, s, e = seg[order], s[order], e[order]
     lo = int(min(s.min(), e.min()))
     width = int(max(s.max(), e.max())) - lo + 1
     if width * (nseg + 1) >= 2 ** 62:  # offsets would overflow: merge segment by segment
@@ -123,3 +125,53 @@ def segmented_union_ns(seg, starts, ends, nseg: int) -> np.ndarray:
     heads = np.flatnonzero(first)
     out[seg[heads]] = np.add.reduceat(add, heads)
     return out
+
+
+def segmented_running_max(seg, values) -> np.ndarray:
+    """Running maximum of ``values`` restarted at every segment (``seg`` non-decreasing):
+    ``out[i] = max(values[j] for j <= i in i's segment)``, exact for int64.
+
+    One ``np.maximum.accumulate`` over keys that put each segment above all earlier ones
+    (``segment index × width + value``); when those keys would overflow int64 the values are
+    replaced by their dense ranks first (one extra sort)."""
+    seg = np.asarray(seg)
+    v = np.asarray(values, dtype=np.int64)
+    n = v.size
+    if n == 0:
+        return v.copy()
+    first = np.ones(n, dtype=bool)
+    first[1:] = seg[1:] != seg[:-1]
+    g = np.cumsum(first, dtype=np.int64) - 1
+    lo = int(v.min())
+    width = int(v.max()) - lo + 1
+    if width * (int(g[-1]) + 2) < 2 ** 62:
+        off = g * width
+        return np.maximum.accumulate(off + (v - lo)) - off + lo
+    uniq, inv = np.unique(v, return_inverse=True)
+    off = g * len(uniq)
+    return uniq[np.maximum.accumulate(off + inv.ravel()) - off]
+
+
+def segmented_merge(seg, starts, ends) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`merge` of every segment at once.
+
+    Args:
+        seg: segment of each interval, non-decreasing (e.g. step codes after a sort).
+        starts, ends: int64 ns, ``starts`` non-decreasing within each segment.
+
+    Returns:
+        ``(heads, seg_starts, seg_ends)``: ``heads`` are the positions of the intervals that
+        open a merged segment (so ``seg[heads]`` is each merged segment's segment); the merged
+        segments of one segment equal ``merge`` of that segment's intervals, in order.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    seg = np.asarray(seg)
+    if s.size == 0:
+        return np.zeros(0, dtype=np.int64), s, e
+    reach = segmented_running_max(seg, e)
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = (s[1:] > reach[:-1]) | (seg[1:] != seg[:-1])
+    heads = np.flatnonzero(new)
+    return heads, s[heads], np.maximum.reduceat(e, heads)

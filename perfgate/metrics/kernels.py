@@ -7,6 +7,8 @@ return new frames; inputs are never mutated.
 from __future__ import annotations
 
 import re
+import weakref
+from math import isfinite as _isfinite
 
 import numpy as np
 import pandas as pd
@@ -32,9 +34,17 @@ def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
     d = df if limit is None else df.head(limit)
     names = list(d.columns)
     cols = []
-    for j in range(len(names)):
+    for _, col in d.items():  # one Series per column (positional: duplicate names are kept)
+        kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
+        values = col.tolist()
+        if kind == "f":  # numpy float column: tolist gives Python floats
+            cols.append([round(v, 6) if _isfinite(v) else None for v in values])
+            continue
+        if kind in ("i", "u", "b"):  # Python ints / bools already
+            cols.append(values)
+            continue
         clean = []
-        for v in d.iloc[:, j].tolist():
+        for v in values:
             if isinstance(v, np.integer):
                 v = int(v)
             elif isinstance(v, (float, np.floating)):
@@ -62,6 +72,12 @@ def equals_value(s: pd.Series, value: str) -> np.ndarray:
         return str_values(s) == value
     cats = np.asarray(s.cat.categories.astype(str), dtype=object)
     return code_lookup(np.append(cats == value, False), s.cat.codes.to_numpy())
+
+
+def aligned(s: pd.Series, df: pd.DataFrame) -> pd.Series:
+    """``s.loc[df.index]``, or ``s`` itself when its index already equals ``df``'s (the usual
+    case: both come from the same kernel table), without a label lookup per row."""
+    return s if s.index is df.index or s.index.equals(df.index) else s.loc[df.index]
 
 
 def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
@@ -101,12 +117,18 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     regex). ``hcom_allReduce__586_0_1`` -> ``hcom_allReduce``; ``trans_TransData_12`` ->
     ``trans_TransData``; names that would become empty keep their full text. The regex runs
     once per distinct name, not once per row."""
-    c = as_category(names)
-    cats = pd.Index(c.cat.categories.astype(str))
-    fam = [suffix.sub("", v) or v for v in cats]
-    uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True) if fam else (np.array([], dtype=object), np.array([], dtype=int))
-    new = np.take(np.append(np.asarray(inv, dtype=np.int64).ravel(), -1), c.cat.codes.to_numpy())  # -1 stays -1
-    return pd.Series(pd.Categorical.from_codes(new, categories=pd.Index(uniq, dtype=object)), index=names.index)
+    arr = as_category(names).array
+
+    def compute(texts):
+        fam = [suffix.sub("", v) or v for v in texts]
+        if not fam:
+            return np.array([-1], dtype=np.int64), pd.Index(np.array([], dtype=object), dtype=object)
+        uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True)
+        return np.append(np.asarray(inv, dtype=np.int64).ravel(), -1), pd.Index(uniq, dtype=object)
+    key = ("family", getattr(suffix, "pattern", None), getattr(suffix, "flags", None), id(suffix))
+    table, cats = _per_category(arr.categories, key, compute)
+    new = np.take(table, arr.codes)  # -1 stays -1
+    return pd.Series(pd.Categorical.from_codes(new, categories=cats), index=names.index)
 
 
 def canonical_core(df: pd.DataFrame) -> pd.Series:
@@ -144,13 +166,38 @@ def code_lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return np.take(table, codes)
 
 
+_CAT_CACHE: dict = {}  # id(categories Index) -> (weak reference to it, {key: result})
+
+
+def _per_category(cats: pd.Index, key, compute):
+    """``compute(category texts)`` for a categories Index, remembered per (Index object, key)
+    while that Index lives: a rank's name / type / core columns are matched against many
+    regexes (policy rules, segment matchers) and every call would otherwise redo the work per
+    distinct value. The Index is immutable, so a remembered result never goes stale; the entry
+    is dropped when the Index is garbage-collected."""
+    ent = _CAT_CACHE.get(id(cats))
+    if ent is None or ent[0]() is not cats:
+        try:
+            ref = weakref.ref(cats, lambda _r, i=id(cats): _CAT_CACHE.pop(i, None))
+        except TypeError:  # not weak-referenceable: no memo
+            return compute([str(v) for v in cats.tolist()])
+        ent = _CAT_CACHE[id(cats)] = (ref, {})
+    memo = ent[1]
+    if key not in memo:
+        if "texts" not in memo:
+            memo["texts"] = [str(v) for v in cats.tolist()]
+        memo[key] = compute(memo["texts"])
+    return memo[key]
+
+
 def matches(col: pd.Series, rx) -> np.ndarray:
     """Per row: does the regex find a match in this categorical column (N/A never matches)?
-    The regex runs once per distinct value; rows are mapped from the codes by
-    :func:`code_lookup`."""
-    c = as_category(col)
-    hit = np.array([bool(rx.search(str(v))) for v in c.cat.categories.tolist()] + [False], dtype=bool)
-    return code_lookup(hit, c.cat.codes.to_numpy())  # code -1 (missing) indexes the trailing False
+    The regex runs once per distinct value (remembered per categories object and regex);
+    rows are mapped from the codes by :func:`code_lookup`."""
+    arr = as_category(col).array
+    hit = _per_category(arr.categories, ("match", rx.pattern, rx.flags),
+                        lambda texts: np.array([bool(rx.search(v)) for v in texts] + [False], dtype=bool))
+    return code_lookup(hit, arr.codes)  # code -1 (missing) indexes the trailing False
 
 
 def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:

@@ -203,6 +203,44 @@ def _memory_bound(ratios: dict) -> float:
     return float(mte2 / max(mac, vec)) if not np.isnan(mte2) else float("nan")
 
 
+_STAGE_FAM_ID = np.unique(_STAGE_FAM, return_inverse=True)[1].ravel()
+
+
+def _bounds(sums: np.ndarray, op_class: np.ndarray, within: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_bound` of every family at once: ``sums`` (families × :data:`PIPE_STAGES`) summed
+    stage times, ``op_class`` per family. Returns (bound stage or None, bound family), object
+    arrays."""
+    nf = len(op_class)
+    t = np.nan_to_num(np.asarray(sums, dtype=float).reshape(nf, len(PIPE_STAGES)), nan=0.0)
+    i = np.argmax(t, axis=1) if nf else np.zeros(0, dtype=np.int64)
+    top = t[np.arange(nf), i]
+    other = _STAGE_FAM_ID[None, :] != _STAGE_FAM_ID[i][:, None]
+    others_max = np.where(other, t, -np.inf).max(axis=1, initial=-np.inf)
+    mixed = other.any(axis=1) & (others_max >= (1.0 - within) * top)
+    stage = np.asarray(PIPE_STAGES, dtype=object)[i]
+    bound = np.where(mixed, "mixed", _STAGE_FAM[i]).astype(object)
+    none = ~(t > 0).any(axis=1)
+    stage[none], bound[none] = None, "unknown"
+    cls = np.asarray(op_class, dtype=object)
+    for c in ("communication", "aicpu"):
+        m = cls == c
+        stage[m], bound[m] = None, c
+    return stage, bound
+
+
+def _memory_bounds(ratios: dict, bound: np.ndarray, nf: int) -> np.ndarray:
+    """:func:`_memory_bound` of every family at once (NaN for communication / AI CPU bound)."""
+    nan = np.full(nf, np.nan)
+    mac = np.nan_to_num(ratios.get("aic_mac", nan), nan=0.0)
+    vec = np.nan_to_num(ratios.get("aiv_vec", nan), nan=0.0)
+    top = np.maximum(mac, vec)
+    mte2 = np.where(mac >= vec, ratios.get("aic_mte2", nan), ratios.get("aiv_mte2", nan))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where((top > 0) & ~np.isnan(mte2), mte2 / np.where(top > 0, top, 1.0), np.nan)
+    out[np.isin(np.asarray(bound, dtype=object), ["communication", "aicpu"])] = np.nan
+    return out
+
+
 def _dominant(codes: np.ndarray, nf: int, col: pd.Series, w: np.ndarray) -> np.ndarray:
     """Per family code: the value of ``col`` with the largest ΣDuration (``"n/a"`` when every
     cell is N/A); one bincount over (family, value) codes."""
@@ -271,43 +309,101 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
                 den = np.bincount(codes, weights=np.where(ok, w, 0.0), minlength=nf)
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratios[s] = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
-    stage, bound, mem = [], [], []
-    for i, cls in enumerate(out["op_class"]):
-        s_, b_ = _bound(sums[i], cls, mixed_within)
-        stage.append(s_)
-        bound.append(b_)
-        mem.append(_memory_bound({s: r[i] for s, r in ratios.items()}) if b_ not in ("communication", "aicpu")
-                   else float("nan"))
-    out["bound_stage"], out["bound"], out["memory_bound"] = np.array(stage, dtype=object), np.array(bound, dtype=object), np.array(mem)
+    out["bound_stage"], out["bound"] = _bounds(sums, out["op_class"], mixed_within)
+    out["memory_bound"] = _memory_bounds(ratios, out["bound"], nf)
     for j, s in enumerate(PIPE_STAGES):
         out[f"{s}_us"] = sums[:, j]
-    df = pd.DataFrame({c: out[c] for c in cols})[used]
-    return df.sort_values(["sum_dur_us", "family"], ascending=[False, True]).reset_index(drop=True)
+    # used families sorted by ΣDuration (descending), then name, in numpy; one frame built
+    idx = np.flatnonzero(used)
+    fam_names = out["family"][idx]
+    name_rank = np.empty(len(idx), dtype=np.int64)
+    name_rank[np.argsort(fam_names.astype(str), kind="stable")] = np.arange(len(idx))
+    order = idx[np.lexsort((name_rank, -out["sum_dur_us"][idx]))]
+    return pd.DataFrame({c: np.asarray(out[c])[order] for c in cols})
+
+
+def _group_codes(k: pd.DataFrame, keys: list) -> tuple[np.ndarray, list]:
+    """Per row the code of its combination of ``keys`` (categorical columns; -1 where any is
+    missing) and per key its categories: combination code = Σ code_i × Π n_j (j > i), so code
+    order is the keys' category order, lexicographic, as a sorted observed group-by gives."""
+    comb = np.zeros(len(k), dtype=np.int64)
+    miss = np.zeros(len(k), dtype=bool)
+    cats = []
+    for key in keys:
+        c = km.as_category(k[key])
+        kc = c.array.codes.astype(np.int64)
+        n = len(c.array.categories)
+        miss |= kc < 0
+        comb = comb * n + kc
+        cats.append(c.array.categories)
+    comb[miss] = -1
+    return comb, cats
 
 
 def share_table(k: pd.DataFrame, keys: list) -> pd.DataFrame:
     """ΣDuration and share (ratio of the rank's ΣDuration) per combination of ``keys``
-    (e.g. ``["phase", "category"]``) over all rows of ``k``; columns ``*keys, sum_dur_us, share``."""
-    total = float(k["dur_ns"].sum())
-    g = k.groupby(keys, observed=True)["dur_ns"].sum().reset_index()
-    g["sum_dur_us"] = g["dur_ns"] / 1000.0
-    g["share"] = g["dur_ns"] / total if total else 0.0
+    (e.g. ``["phase", "category"]``) over all rows of ``k``; columns ``*keys, sum_dur_us, share``.
+    One bincount over the combination codes (the rows of ``k.groupby(keys, observed=True)``,
+    in its order), then one sort by ΣDuration."""
+    dur = k["dur_ns"].to_numpy()
+    total = float(dur.sum())
+    comb, cats = _group_codes(k, keys)
+    ok = comb >= 0
+    sizes = [len(c) for c in cats]
+    ncomb = int(np.prod(sizes)) if sizes else 0
+    if ncomb and ok.any():
+        sums = np.bincount(comb[ok], weights=dur[ok].astype(np.float64), minlength=ncomb)
+        present = np.flatnonzero(np.bincount(comb[ok], minlength=ncomb) > 0)
+        sums = sums[present]
+        if dur.dtype.kind in "iu":
+            sums = sums.astype(np.int64)
+    else:
+        present, sums = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    cols = {}
+    rest = present
+    for key, c, n in reversed(list(zip(keys, cats, sizes))):
+        cols[key] = np.asarray(c, dtype=object)[rest % n] if n else np.zeros(0, dtype=object)
+        rest = rest // n if n else rest
+    g = pd.DataFrame({key: cols[key] for key in keys})
     for c in keys:
         g[c] = g[c].astype(str)
-    return g.drop(columns="dur_ns").sort_values("sum_dur_us", ascending=False).reset_index(drop=True)
+    g["sum_dur_us"] = sums / 1000.0
+    g["share"] = sums / total if total else 0.0
+    return g.sort_values("sum_dur_us", ascending=False).reset_index(drop=True)
 
 
 def per_step_shares(k: pd.DataFrame, key: str, steps) -> dict:
-    """{value of ``key``: median over steps of its ΣDuration share of the step} (ratio)."""
-    wide = km.per_step_sum_dur(k, key).reindex(index=list(steps), fill_value=0)
-    if wide.empty:
+    """{value of ``key``: median over steps of its ΣDuration share of the step} (ratio).
+    One bincount over (step, value) codes into a (steps × values) matrix; medians over the
+    step axis at once."""
+    steps = list(steps)
+    step_cat = km.as_category(k["step"])
+    pos_of_code = pd.Index(steps, dtype=object).get_indexer(
+        pd.Index(step_cat.array.categories.astype(str), dtype=object)) if steps else np.zeros(0, np.int64)
+    sc = step_cat.array.codes.astype(np.int64)
+    col = km.as_category(k[key])
+    kc = col.array.codes.astype(np.int64)
+    keep = (sc >= 0) & (kc >= 0)
+    if not len(steps) or not keep.any():
         return {}
-    step_sum = k.groupby("step", observed=True)["dur_ns"].sum().reindex(list(steps), fill_value=0)
-    den = step_sum.to_numpy(dtype=float)[:, None]
+    spos = np.where(sc >= 0, pos_of_code[np.maximum(sc, 0)], -1)
+    dur = k["dur_ns"].to_numpy()
+    nk, ns = len(col.array.categories), len(steps)
+    keep &= spos >= 0
+    w = dur[keep].astype(np.float64)
+    flat = np.bincount(spos[keep] * nk + kc[keep], weights=w, minlength=ns * nk).reshape(ns, nk)
+    used = np.bincount(kc[(sc >= 0) & (kc >= 0)], minlength=nk) > 0
+    wide = flat[:, used]
+    in_step = (sc >= 0) & (spos >= 0)
+    step_sum = np.bincount(spos[in_step], weights=dur[in_step].astype(np.float64), minlength=ns)
+    if dur.dtype.kind in "iu":
+        wide = wide.astype(np.int64)
+        step_sum = step_sum.astype(np.int64)
+    den = step_sum.astype(float)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
-        shares = np.where(den > 0, wide.to_numpy(dtype=float) / np.where(den > 0, den, 1.0), 0.0)
+        shares = np.where(den > 0, wide.astype(float) / np.where(den > 0, den, 1.0), 0.0)
     med = np.median(shares, axis=0)
-    return {str(c): float(v) for c, v in zip(wide.columns, med)}
+    return {str(c): float(v) for c, v in zip(col.array.categories[used].tolist(), med.tolist())}
 
 
 def longest_run(k: pd.DataFrame, matcher, phase: str | None = None) -> tuple[int, int | None]:
@@ -370,7 +466,7 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         require_pipe(k, path or kfile, variant)
     cat = categories if categories is not None else pd.Series(
         pd.Categorical(["n/a"] * len(k)), index=k.index)
-    kk = k.assign(category=cat.loc[k.index] if categories is not None else cat,
+    kk = k.assign(category=km.aligned(cat, k) if categories is not None else cat,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
     fam = family_table(kk, spec.mixed_within)
     metrics: dict = {}
@@ -416,7 +512,8 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         if rule.consecutive is not None:
             n, row = longest_run(kk, rule.consecutive, rule.phase)
             runs[rule.id] = [n, row]
-    unknown = kk[km.str_values(kk["category"]) == km.UNKNOWN]
+    is_unknown = km.equals_value(kk["category"], km.UNKNOWN)
+    unknown = kk[is_unknown] if is_unknown.any() else kk.iloc[:0]
     detail = {
         "kernel_file": kfile,
         "family_min_share": spec.family_min_share,

@@ -28,6 +28,8 @@ capture the observed differences are 0.002 µs (4 comm rows) and 0.019 µs (187 
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 import pandas as pd
 
@@ -78,9 +80,15 @@ def overlap_per_step(rank) -> pd.DataFrame | None:
     return t / 1000.0
 
 
-def _tol(policy, rows: int) -> float:
+def _tol_params(policy) -> tuple:
+    """(µs per row, µs floor) of the kernel-vs-trace tolerance, read from the policy once."""
     sc = policy.self_checks
-    return sc["abs_us_per_row"] * rows + sc["abs_us_floor"]
+    return sc["abs_us_per_row"], sc["abs_us_floor"]
+
+
+def _tol(params: tuple, rows: int) -> float:
+    per_row, floor = params
+    return per_row * rows + floor
 
 
 def _align(kernel_steps, ref_index) -> list[tuple[str, list, list]]:
@@ -96,8 +104,35 @@ def _step_sort(s):
     return (0, int(s)) if str(s).isdigit() else (1, str(s))
 
 
-def run_self_checks(rank, policy) -> list[SelfCheck]:
-    """All self-checks of one rank (see module docstring). Pure: reads ``rank``'s tables."""
+STEP_TRACE_SUMS = ["computing_us", "comm_us", "comm_not_overlapped_us", "overlapped_us", "free_us"]
+
+
+def step_trace_sums(st: pd.DataFrame) -> pd.DataFrame:
+    """step_trace_time.csv Overlap Analysis columns summed per step (µs): index ``step``
+    (sorted), columns :data:`STEP_TRACE_SUMS`. Computed once per rank and shared by the
+    self-checks and the fingerprint's ``step.*`` metrics.
+
+    The usual table has one row per step and finite values: then the sums are the values
+    themselves, sorted by step, taken with numpy (a pandas group-by on a handful of
+    Arrow-string keys costs ~5 ms per rank) and equal to ``st.groupby("step")[...].sum()``.
+    Repeated or missing step labels, a missing value or a -0.0 (whose sign the group-by keeps
+    or drops depending on its code path) take that group-by."""
+    step = st["step"]
+    if len(st) == 0 or step.isna().any() or not step.is_unique:
+        return st.groupby("step")[STEP_TRACE_SUMS].sum()
+    v = np.column_stack([st[c].to_numpy(dtype=float) for c in STEP_TRACE_SUMS])
+    if np.isnan(v).any() or ((v == 0) & np.signbit(v)).any():
+        return st.groupby("step")[STEP_TRACE_SUMS].sum()
+    labels = step.to_numpy(dtype=object)
+    order = np.argsort(labels.astype(str), kind="stable")
+    return pd.DataFrame({c: v[order, j] for j, c in enumerate(STEP_TRACE_SUMS)},
+                        index=pd.Index(labels[order], dtype=step.dtype, name="step"))
+
+
+def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[SelfCheck]:
+    """All self-checks of one rank (see module docstring). Pure: reads ``rank``'s tables.
+    ``st_sums``: :func:`step_trace_sums` of the rank's step_trace table when the caller has
+    it already (never modified)."""
     out: list[SelfCheck] = []
     k = rank.kernels.df
     kfile = rank.kernels.path.name
@@ -105,8 +140,7 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
     st = rank.step_trace
     st_by_step = None
     if st is not None:
-        st_by_step = st.groupby("step")[["computing_us", "comm_us", "comm_not_overlapped_us",
-                                         "overlapped_us", "free_us"]].sum()
+        st_by_step = step_trace_sums(st) if st_sums is None else st_sums
     tfile = (rank.trace_path.name if rank.trace_path is not None else
              "msprof_*.json timeline" if rank.location.layout == "msprof" else "trace_view.json")
     trace_name = ("OVERLAP_ANALYSIS table" if rank.trace_path is not None and rank.trace_path.suffix == ".db"
@@ -148,19 +182,21 @@ def run_self_checks(rank, policy) -> list[SelfCheck]:
             idx = np.flatnonzero(np.isin(codes, sel))
             rows = _Rows({c: a[idx] for c, a in arrays.items()})
             r = ref.loc[[s for s in rsteps if s in ref.index]].sum()
-            out.extend(_kernel_vs_reference(rank.rank, label, _Stats.of(rows), r, ref_name, kfile, policy))
+            out.extend(_kernel_vs_reference(rank.rank, label, _Stats.of(rows), r, ref_name, kfile,
+                                            _tol_params(policy)))
         else:
             # one step per pair: every per-step figure from one columnar pass (segmented sums and
             # busy unions over the step codes), then one SelfCheck per step and check
-            stats = _Stats.per_code(codes, arrays, len(cat.cat.categories))
+            stats = _Stats.per_code(codes, arrays, len(cat.cat.categories)).all()
             code_of = {c: i for i, c in enumerate(cat.cat.categories)}
             labels = [p[0] for p in pairs]
             refv = ref.reindex(labels)
-            cols = {c: refv[c].to_numpy(dtype=float) for c in ("comm_us", "computing_us", "overlapped_us")}
-            for j, label in enumerate(labels):
-                r = {c: v[j] for c, v in cols.items()}
-                out.extend(_kernel_vs_reference(rank.rank, label, stats.at(code_of[label]), r, ref_name, kfile,
-                                                policy))
+            cols = [refv[c].to_numpy(dtype=float) for c in ("comm_us", "computing_us", "overlapped_us")]
+            tolp = _tol_params(policy)
+            for label, cm, cp, ov_ in zip(labels, *cols):
+                r = {"comm_us": cm, "computing_us": cp, "overlapped_us": ov_}
+                out.extend(_kernel_vs_reference(rank.rank, label, stats[code_of[label]], r, ref_name, kfile,
+                                                tolp))
 
     if st_by_step is not None and ov is None:
         out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, SKIPPED,
@@ -207,22 +243,19 @@ class _Rows(dict):
         return _Rows({c: a[mask] for c, a in self.items()})
 
 
-class _Stats(tuple):
+class _Stats(namedtuple("_StatsFields", ("n", "n_comm", "n_comp", "sum_comm", "sum_comp", "sum_all", "u_comm",
+                                           "u_comp", "u_all", "row_min", "row_max"))):
     """The figures the kernel-vs-trace checks read of one step's rows: row counts (all,
     communication, compute), ΣDuration and busy unions in ns (communication, compute, all),
     first and last file row."""
-    _F = ("n", "n_comm", "n_comp", "sum_comm", "sum_comp", "sum_all", "u_comm", "u_comp", "u_all",
-          "row_min", "row_max")
-
-    def __getattr__(self, name):
-        return self[self._F.index(name)]
+    __slots__ = ()
 
     @classmethod
     def of(cls, rows: "_Rows") -> "_Stats":
         c = rows["is_comm"].astype(bool)
         st, en, du = rows["start_ns"], rows["end_ns"], rows["dur_ns"]
         n = len(rows)
-        return cls((n, int(c.sum()), int(n - c.sum()), int(du[c].sum()), int(du[~c].sum()), int(du.sum()),
+        return cls._make((n, int(c.sum()), int(n - c.sum()), int(du[c].sum()), int(du[~c].sum()), int(du.sum()),
                     busy_union_ns(st[c], en[c]) if c.any() else 0,
                     busy_union_ns(st[~c], en[~c]) if (~c).any() else 0,
                     busy_union_ns(st, en) if n else 0,
@@ -231,7 +264,8 @@ class _Stats(tuple):
     @classmethod
     def per_code(cls, codes, arrays, ncodes: int) -> "_PerCode":
         """Every code's figures at once (codes ``-1``, rows without a step, are left out)."""
-        ok = codes >= 0
+        ok = np.flatnonzero(codes >= 0)
+        ok = ok[np.lexsort((arrays["start_ns"][ok], codes[ok]))]  # (step, start) order: one sort for the 3 unions
         code = codes[ok].astype(np.int64)
         c = arrays["is_comm"][ok].astype(bool)
         st, en, du, row = (arrays[k][ok].astype(np.int64) for k in ("start_ns", "end_ns", "dur_ns", "row"))
@@ -247,9 +281,9 @@ class _Stats(tuple):
         np.minimum.at(rmin, code, row)
         np.maximum.at(rmax, code, row)
         return _PerCode(cnt, ncomm, cnt - ncomm, isum(c), isum(~c), isum(np.ones(len(code), dtype=bool)),
-                        segmented_union_ns(code[c], st[c], en[c], ncodes),
-                        segmented_union_ns(code[~c], st[~c], en[~c], ncodes),
-                        segmented_union_ns(code, st, en, ncodes), rmin, rmax)
+                        segmented_union_ns(code[c], st[c], en[c], ncodes, presorted=True),
+                        segmented_union_ns(code[~c], st[~c], en[~c], ncodes, presorted=True),
+                        segmented_union_ns(code, st, en, ncodes, presorted=True), rmin, rmax)
 
 
 class _PerCode(tuple):
@@ -259,16 +293,20 @@ class _PerCode(tuple):
         return super().__new__(cls, cols)
 
     def at(self, i: int) -> _Stats:
-        return _Stats(int(col[i]) for col in self)
+        return _Stats._make(int(col[i]) for col in self)
+
+    def all(self) -> list:
+        """Every code's :class:`_Stats` (index = code), each column converted once."""
+        return [_Stats._make(v) for v in zip(*(col.tolist() for col in self))]
 
 
-def _kernel_vs_reference(rank_id, label, rows: _Stats, ref, ref_name, kfile, policy) -> list[SelfCheck]:
+def _kernel_vs_reference(rank_id, label, rows: _Stats, ref, ref_name, kfile, tolp: tuple) -> list[SelfCheck]:
     out = []
     rng = f"{kfile} rows {rows.row_min}-{rows.row_max}" if rows.n else kfile
     # comm equality
     sum_comm = rows.sum_comm / 1000.0
     ref_comm = float(ref["comm_us"])
-    tol = _tol(policy, rows.n_comm)
+    tol = _tol(tolp, rows.n_comm)
     if abs(sum_comm - ref_comm) <= tol:
         status, msg = PASS, (f"Σ Duration of {rows.n_comm} communication row(s) = {sum_comm:.3f} us "
                              f"equals {ref_name} Communication {ref_comm:.3f} us")
@@ -289,7 +327,7 @@ def _kernel_vs_reference(rank_id, label, rows: _Stats, ref, ref_name, kfile, pol
     # compute union
     u_comp = rows.u_comp / 1000.0
     ref_comp = float(ref["computing_us"])
-    tol = _tol(policy, rows.n_comp)
+    tol = _tol(tolp, rows.n_comp)
     ok = abs(u_comp - ref_comp) <= tol
     out.append(SelfCheck(
         "compute_union", rank_id, label, PASS if ok else FAIL,
@@ -307,7 +345,7 @@ def _kernel_vs_reference(rank_id, label, rows: _Stats, ref, ref_name, kfile, pol
     self_comp = rows.sum_comp / 1000.0 - u_comp
     self_comm = sum_comm - u_comm
     ref_ov = float(ref["overlapped_us"])
-    tol = _tol(policy, rows.n)
+    tol = _tol(tolp, rows.n)
     ok = abs(inter - ref_ov) <= tol and sum_all + 1e-9 >= u_all
     detail = (f"ΣDuration {sum_all:.3f} us − busy union {u_all:.3f} us = {sum_all - u_all:.3f} us "
               f"= compute∩comm {inter:.3f} us + compute-compute {self_comp:.3f} us + comm-comm "

@@ -24,13 +24,19 @@ INTERNAL_BUBBLE_HEAVY (≥ max(1 ms, 10 % of the step)), RECOMPILE_SUSPECTED (wa
 evidence of recompilation, :func:`confirm_recompile`, else IDLE_GAP_UNEXPLAINED),
 EXPOSED_COMM_SIGNIFICANT (uncovered ratio > 30 %) and COMM_WELL_HIDDEN (< 10 %), WARMUP_NOT_STRIPPED (first of
 several steps longer than 1.5x the median of the others).
+
+Cost (issue 21): columnar, independent of the number of steps beyond the rows themselves. The
+kernel rows are sorted once by (step, start); every per-step figure is a segmented reduction over
+that order (:func:`perfgate.metrics.intervals.segmented_merge`, ``np.add.at`` / ``reduceat``), the
+labels are conditions on whole columns, and Python runs once per finding, not once per step. The
+per-step loops these replaced are kept as test oracles (``tests/_steps_oracle.py``).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from perfgate.metrics.intervals import merge
+from perfgate.metrics.intervals import merge, segmented_merge
 from perfgate.model import Finding
 from perfgate.policy.sections import FindingThresholds
 
@@ -86,115 +92,261 @@ def step_slices(kernels: pd.DataFrame) -> tuple[list, dict]:
     return [(cat.cat.categories[c], by_code[int(c)]) for c in appearance], cols
 
 
+def _step_key(x):
+    return (0, int(x)) if str(x).isdigit() else (1, 0)
+
+
+def _group_sum(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sum of ``values`` per group id ``0..n-1`` (0 for an empty group)."""
+    out = np.zeros(n, dtype=np.int64)
+    if len(values):
+        np.add.at(out, group, values)
+    return out
+
+
+def _uncovered_ns(gid, s, e, dur, is_comm, ngroups) -> np.ndarray:
+    """Per communication row (``is_comm``): its duration minus the part the busy union of its
+    own group's compute rows covers (ns). Rows sorted by (group, start). The compute rows are
+    merged group by group in one pass (:func:`perfgate.metrics.intervals.segmented_merge`), then
+    each group's times are moved into a band of their own (``group × width``) so that no group
+    meets another, and one coverage lookup serves every communication row; group by group when
+    the bands would overflow int64."""
+    comp = ~is_comm
+    d = dur[is_comm]
+    lo = int(min(s.min(), e.min()))
+    width = int(max(s.max(), e.max())) - lo + 1
+    if width * (ngroups + 1) < 2 ** 62:
+        gc = gid[comp]
+        heads, cs, ce = segmented_merge(gc, s[comp], e[comp])
+        off_c = gc[heads] * width - lo
+        off_m = gid[is_comm] * width - lo
+        return d - covered_ns(cs + off_c, ce + off_c, s[is_comm] + off_m, e[is_comm] + off_m)
+    comm_idx, comp_idx = np.flatnonzero(is_comm), np.flatnonzero(comp)
+    out = np.empty(len(comm_idx), dtype=np.int64)
+    for g in np.unique(gid[comm_idx]):
+        m = gid[comm_idx] == g
+        c = comp_idx[gid[comp_idx] == g]
+        cs, ce = merge(s[c], e[c])
+        out[m] = d[m] - covered_ns(cs, ce, s[comm_idx[m]], e[comm_idx[m]])
+    return out
+
+
 def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     """One row per step of ``rank`` with the columns in ``STEP_COLUMNS`` (see module doc).
 
     ``rank`` is an :class:`perfgate.ingest.RankCapture`. Pure: nothing is read from disk.
+    Columnar: the kernel rows are sorted once by (step, start) and every per-step figure is a
+    segmented reduction over that order (busy union and idle gaps from
+    :func:`perfgate.metrics.intervals.segmented_merge`, uncovered communication from one banded
+    coverage lookup), so the cost does not grow with the number of steps beyond the rows.
+    Rows are sorted by step (numeric steps first, in number order; others after them in order of
+    their first kernel row).
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
-    windows = {}
+    k = rank.kernels.df
+    step = k["step"]
+    cat = step if isinstance(step.dtype, pd.CategoricalDtype) else step.astype("category")
+    codes = cat.cat.codes.to_numpy()
+    valid = np.flatnonzero(codes >= 0)
+    if not len(valid):
+        t = pd.DataFrame([], columns=STEP_COLUMNS)
+        return t.sort_values("step", key=lambda c: c.map(_step_key), kind="stable").reset_index(drop=True)
+    start = k["start_ns"].to_numpy()
+    order = valid[np.lexsort((start[valid], codes[valid]))]
+    sc = codes[order].astype(np.int64)
+    s = start[order].astype(np.int64)
+    e = k["end_ns"].to_numpy()[order].astype(np.int64)
+    dur = k["dur_ns"].to_numpy()[order].astype(np.int64)
+    row = k["row"].to_numpy()[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sc[1:] != sc[:-1]
+    gstart = np.flatnonzero(first)
+    gid = np.cumsum(first, dtype=np.int64) - 1
+    ng = len(gstart)
+    labels = np.asarray(cat.cat.categories.astype(str), dtype=object)[sc[gstart]]
+    count = np.diff(np.append(gstart, len(order)))
+    t_first = s[gstart]  # sorted by start within the step
+    t_last = np.maximum.reduceat(e, gstart)
+    wall = t_last - t_first
+    # busy union and idle gaps between the merged segments of each step
+    heads, seg_s, seg_e = segmented_merge(gid, s, e)
+    hg = gid[heads]
+    busy = _group_sum(seg_e - seg_s, hg, ng)
+    inner = np.flatnonzero(hg[1:] == hg[:-1])  # gap j lies between segments j and j + 1
+    gap = seg_s[inner + 1] - seg_e[inner]
+    gg = hg[inner + 1]
+    internal = _group_sum(np.where(gap > th["bubble_min_us"] * 1000, gap, 0), gg, ng)
+    largest = np.zeros(ng, dtype=np.int64)
+    has_gap = np.zeros(ng, dtype=bool)
+    has_gap[gg] = True
+    if len(gap):
+        mx = np.full(ng, np.iinfo(np.int64).min)
+        np.maximum.at(mx, gg, gap)
+        largest = np.where(has_gap, mx, 0)
+    after_row = [None] * ng
+    wait_after = np.full(ng, np.nan)
+    hit = gap == largest[gg]
+    hit &= largest[gg] > 0
+    if hit.any():
+        cand = np.flatnonzero(hit)
+        gsel, fi = np.unique(gg[cand], return_index=True)  # the first largest gap of each step
+        pos = heads[inner[cand[fi]] + 1]  # the first task (start order, then file order) after it
+        wait = k["wait_us"].to_numpy()[order]
+        wait_after[gsel] = wait[pos].astype(float)
+        for g, r in zip(gsel.tolist(), row[pos].tolist()):
+            after_row[g] = int(r)
+    # host step windows (the trace's ProfilerStep#N; the last window of a label wins) or Preparing
+    step_us = np.full(ng, np.nan)
+    pre = np.full(ng, np.nan)
+    tail = np.full(ng, np.nan)
+    have_win = np.zeros(ng, dtype=bool)
     if rank.trace is not None and not rank.trace.steps.empty and getattr(rank, "host_clock_ok", True):
-        for _, w in rank.trace.steps.iterrows():
-            windows[str(w["step"])] = (int(w["start_ns"]), int(w["end_ns"]))
-    preparing = {}
-    if rank.step_trace is not None:
-        preparing = rank.step_trace.groupby("step")["preparing_us"].first().to_dict()
-    groups, c = step_slices(rank.kernels.df)
-    rows = []
-    for step, idx in groups:
-        s = c["start_ns"][idx]
-        e = c["end_ns"][idx]
-        first, last = int(s.min()), int(e.max())
-        wall = last - first
-        seg_s, seg_e = merge(s, e)
-        busy = int((seg_e - seg_s).sum())
-        gap = seg_s[1:] - seg_e[:-1]
-        internal = int(gap[gap > th["bubble_min_us"] * 1000].sum()) if len(gap) else 0
-        largest = int(gap.max()) if len(gap) else 0
-        after_row, wait_after = None, np.nan
-        if largest > 0:
-            gi = int(gap.argmax())
-            nxt = int(np.flatnonzero(s == seg_s[gi + 1])[0])  # first task (file order) starting the segment
-            after_row, wait_after = int(c["row"][idx[nxt]]), float(c["wait_us"][idx[nxt]])
-        win = windows.get(str(step))
-        if win:
-            step_us = (win[1] - win[0]) / 1000.0
-            pre = (first - win[0]) / 1000.0
-            tail = (win[1] - last) / 1000.0
-        else:
-            step_us = np.nan
-            pre = float(preparing.get(str(step), np.nan))
-            tail = np.nan
-        is_comm = c["is_comm"][idx]
-        comm, comp = idx[is_comm], idx[~is_comm]
-        cs, ce = merge(c["start_ns"][comp], c["end_ns"][comp])
-        comm_dur = c["dur_ns"][comm]
-        comm_cov = covered_ns(cs, ce, c["start_ns"][comm], c["end_ns"][comm])
-        comm_sum = float(comm_dur.sum()) / 1000.0
-        uncovered = float((comm_dur - comm_cov).sum()) / 1000.0  # uncovered communication (ΣDuration-based)
-        row = c["row"][idx]
-        rows.append({
-            "rank": rank.rank, "step": str(step), "first_row": int(row.min()),
-            "last_row": int(row.max()), "kernels": len(idx), "step_us": step_us,
-            "wall_us": wall / 1000.0, "busy_us": busy / 1000.0,
-            "kernel_sum_us": float(c["dur_ns"][idx].sum()) / 1000.0,
-            "bubble_us": (wall - busy) / 1000.0, "underfeed_ratio": (wall - busy) / wall if wall else 0.0,
-            "prelaunch_us": pre, "tail_us": tail, "internal_bubble_us": internal / 1000.0,
-            "largest_bubble_us": largest / 1000.0, "largest_bubble_row": after_row,
-            "wait_after_gap_us": wait_after, "comm_sum_us": comm_sum, "exposed_comm_us": uncovered,
-            "exposed_comm_ratio": uncovered / comm_sum if comm_sum else np.nan,
-        })
-    t = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    return t.sort_values("step", key=lambda c: c.map(lambda x: (0, int(x)) if str(x).isdigit() else (1, 0)),
-                         kind="stable").reset_index(drop=True)
+        w = rank.trace.steps
+        wl = pd.Index(w["step"].astype(str).to_numpy(dtype=object))
+        keep = ~wl.duplicated(keep="last")
+        wi = pd.Index(wl[keep]).get_indexer(pd.Index(labels))
+        have_win = wi >= 0
+        ws = w["start_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
+        we = w["end_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
+        step_us[have_win] = (we - ws) / 1000.0
+        pre[have_win] = (t_first[have_win] - ws) / 1000.0
+        tail[have_win] = (we - t_last[have_win]) / 1000.0
+    if rank.step_trace is not None and not have_win.all():
+        # step_trace_time.csv Preparing: the first non-missing value of each step (as a
+        # group-by first() gives it), looked up for every step label at once
+        st_ = rank.step_trace
+        ok = st_["step"].notna().to_numpy()
+        keys = st_["step"].to_numpy(dtype=object)[ok]
+        vals = st_["preparing_us"].to_numpy(dtype=float)[ok]
+        nn = ~np.isnan(vals)
+        uk, first_at = np.unique(keys[nn].astype(str), return_index=True)
+        at = pd.Index(uk.astype(object), dtype=object).get_indexer(pd.Index(labels, dtype=object))
+        pv = np.where(at >= 0, vals[nn][first_at][np.maximum(at, 0)] if len(uk) else np.nan, np.nan)
+        pre[~have_win] = pv[~have_win]
+    # uncovered communication: per communication row, its duration minus the part the step's
+    # compute busy union covers (ΣDuration-based)
+    is_comm = k["is_comm"].to_numpy()[order].astype(bool)
+    comm_sum = _group_sum(dur[is_comm], gid[is_comm], ng) / 1000.0
+    uncovered = np.zeros(ng)
+    if is_comm.any():
+        uncovered = _group_sum(_uncovered_ns(gid, s, e, dur, is_comm, ng), gid[is_comm], ng) / 1000.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(comm_sum != 0, uncovered / np.where(comm_sum != 0, comm_sum, 1.0), np.nan)
+        underfeed = np.where(wall != 0, (wall - busy) / np.where(wall != 0, wall, 1), 0.0)
+    cols = {
+        "rank": [rank.rank] * ng, "step": labels.tolist(),
+        "first_row": np.minimum.reduceat(row, gstart).astype(np.int64),
+        "last_row": np.maximum.reduceat(row, gstart).astype(np.int64), "kernels": count.astype(np.int64),
+        "step_us": step_us, "wall_us": wall / 1000.0, "busy_us": busy / 1000.0,
+        "kernel_sum_us": np.add.reduceat(dur, gstart) / 1000.0, "bubble_us": (wall - busy) / 1000.0,
+        "underfeed_ratio": underfeed, "prelaunch_us": pre, "tail_us": tail,
+        "internal_bubble_us": internal / 1000.0, "largest_bubble_us": largest / 1000.0,
+        "largest_bubble_row": after_row, "wait_after_gap_us": wait_after, "comm_sum_us": comm_sum,
+        "exposed_comm_us": uncovered, "exposed_comm_ratio": ratio,
+    }
+    # steps in order of their first kernel row (file order), then numeric steps by number
+    appear = np.argsort(_first_position(codes, sc[gstart]), kind="stable")
+    keys = [_step_key(x) for x in labels[appear].tolist()]
+    perm = appear[sorted(range(ng), key=keys.__getitem__)]
+    out = {c: ([v[i] for i in perm] if isinstance(v, list) else v[perm]) for c, v in cols.items()}
+    return pd.DataFrame({c: pd.Series(v) if isinstance(v, list) else v for c, v in out.items()},
+                        columns=STEP_COLUMNS)
 
 
-def _gap_limit(row, th) -> float:
-    step = row["step_us"] if not np.isnan(row["step_us"]) else row["wall_us"]
-    return max(th["gap_min_us"], th["gap_step_ratio"] * step)
+def _first_position(codes: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """Position of the first row of each code in ``which`` (rows in file order)."""
+    valid = np.flatnonzero(codes >= 0)
+    u, first = np.unique(codes[valid], return_index=True)
+    return valid[first][np.searchsorted(u, which)]
 
 
 def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:
-    """Host-bound and communication labels for every (rank, step) row of ``step_table``."""
+    """Host-bound and communication labels for every (rank, step) row of ``step_table``.
+
+    Findings come row by row (table order), within a row in this order: DEVICE_IDLE_GAP_HEAVY,
+    PRELAUNCH_GAP_HEAVY, TAIL_GAP_HEAVY, INTERNAL_BUBBLE_HEAVY, RECOMPILE_SUSPECTED,
+    EXPOSED_COMM_SIGNIFICANT / COMM_WELL_HIDDEN. Every condition is evaluated on whole columns;
+    Python runs once per finding, not once per step."""
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    n = len(table)
+    if not n:
+        return []
+    names = ("underfeed_ratio", "bubble_us", "wall_us", "step_us", "prelaunch_us", "tail_us", "internal_bubble_us",
+             "kernel_sum_us", "largest_bubble_us", "wait_after_gap_us", "exposed_comm_ratio")
+    m = table[list(names)].to_numpy(dtype=float)  # one 2-D conversion, not one per column
+    f = {c: m[:, j] for j, c in enumerate(names)}
+    step = np.where(np.isnan(f["step_us"]), f["wall_us"], f["step_us"])
+    prod = th["gap_step_ratio"] * step
+    lim = np.where(prod > th["gap_min_us"], prod, th["gap_min_us"])  # max(gap_min, ratio x step)
+    hits = []  # (row, order within the row, code)
+    hits.append((np.flatnonzero(f["underfeed_ratio"] >= th["underfeed_ratio"]), 0))
+    for j, c in enumerate(("prelaunch_us", "tail_us", "internal_bubble_us")):
+        v = f[c]
+        hits.append((np.flatnonzero(~np.isnan(v) & (v >= lim)), 1 + j))
+    ks, wall, lb, wait = f["kernel_sum_us"], f["wall_us"], f["largest_bubble_us"], f["wait_after_gap_us"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rec = ((ks > 0) & (wall / np.where(ks > 0, ks, 1.0) > th["recompile_wall_ratio"])
+               & (lb >= th["recompile_gap_ratio"] * wall) & ~np.isnan(wait)
+               & (wait >= th["recompile_wait_ratio"] * lb))
+    hits.append((np.flatnonzero(rec), 4))
+    x = f["exposed_comm_ratio"]
+    sig = ~np.isnan(x) & (x > th["exposed_significant"])
+    hits.append((np.flatnonzero(sig), 5))
+    hits.append((np.flatnonzero(~np.isnan(x) & ~sig & (x < th["exposed_hidden"])), 6))
+    rows = np.concatenate([h for h, _ in hits])
+    slot = np.concatenate([np.full(len(h), s) for h, s in hits])
     out: list[Finding] = []
-    for _, r in table.iterrows():
-        ev = f"{evidence} rows {r['first_row']}-{r['last_row']}".strip()
+    ev_pre = f"{evidence} rows "
+    order = np.lexsort((slot, rows))
+    rows, slot = rows[order], slot[order]
+    # the firing rows' values as Python objects (as a row of iterrows gives them), one column
+    # conversion each instead of one element access per finding and column
+    at = np.unique(rows)
+    pos = np.searchsorted(at, rows).tolist()
+    vals = {c: table[c].to_numpy()[at].tolist() for c in _LABEL_COLUMNS if c in table}
+    for i, p_, s in zip(rows.tolist(), pos, slot.tolist()):
+        r = {c: v[p_] for c, v in vals.items()}
+        ev = f"{ev_pre}{r['first_row']}-{r['last_row']}".strip()
         rk, st = int(r["rank"]), str(r["step"])
-
-        def add(code, msg, value, threshold, severity="warn"):
-            out.append(Finding(code, severity, rk, st, msg, ev, float(value), float(threshold)))
-
-        if r["underfeed_ratio"] >= th["underfeed_ratio"]:
-            add("DEVICE_IDLE_GAP_HEAVY", f"rank {rk} step {st}: device idle {r['underfeed_ratio']:.1%} of its "
+        if s == 0:
+            out.append(Finding(
+                "DEVICE_IDLE_GAP_HEAVY", "warn", rk, st,
+                f"rank {rk} step {st}: device idle {r['underfeed_ratio']:.1%} of its "
                 f"span ({r['bubble_us']:,.1f} of {r['wall_us']:,.1f} us) ≥ {th['underfeed_ratio']:.0%}: the host "
-                f"does not feed the device fast enough", r["underfeed_ratio"], th["underfeed_ratio"])
-        lim = _gap_limit(r, th)
-        for code, col, what in (("PRELAUNCH_GAP_HEAVY", "prelaunch_us", "before the first device task"),
-                                ("TAIL_GAP_HEAVY", "tail_us", "after the last device task"),
-                                ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us", "in idle gaps inside the step")):
-            v = r[col]
-            if not np.isnan(v) and v >= lim:
-                add(code, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {lim:,.1f} us "
-                    f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", v, lim)
-        if (r["kernel_sum_us"] > 0 and r["wall_us"] / r["kernel_sum_us"] > th["recompile_wall_ratio"]
-                and r["largest_bubble_us"] >= th["recompile_gap_ratio"] * r["wall_us"]
-                and not np.isnan(r["wait_after_gap_us"])
-                and r["wait_after_gap_us"] >= th["recompile_wait_ratio"] * r["largest_bubble_us"]):
-            add("RECOMPILE_SUSPECTED", f"rank {rk} step {st}: wall {r['wall_us']:,.1f} us is "
+                f"does not feed the device fast enough", ev, float(r["underfeed_ratio"]), float(th["underfeed_ratio"])))
+        elif s <= 3:
+            code, c, what = _GAP_LABELS[s - 1]
+            v, li = r[c], float(lim[i])
+            out.append(Finding(code, "warn", rk, st, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {li:,.1f} us "
+                               f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", ev,
+                               float(v), float(li)))
+        elif s == 4:
+            out.append(Finding(
+                "RECOMPILE_SUSPECTED", "warn", rk, st, f"rank {rk} step {st}: wall {r['wall_us']:,.1f} us is "
                 f"{r['wall_us'] / r['kernel_sum_us']:.1f}x ΣDuration; one idle gap of {r['largest_bubble_us']:,.1f} us "
                 f"ends at row {r['largest_bubble_row']} whose Wait Time is {r['wait_after_gap_us']:,.1f} us "
-                f"(graph recompilation or host stall suspected)", r["wall_us"] / r["kernel_sum_us"],
-                th["recompile_wall_ratio"])
-        x = r["exposed_comm_ratio"]
-        if not np.isnan(x):
-            if x > th["exposed_significant"]:
-                add("EXPOSED_COMM_SIGNIFICANT", f"rank {rk} step {st}: {x:.1%} of communication time is not "
-                    f"hidden by compute (> {th['exposed_significant']:.0%})", x, th["exposed_significant"], "info")
-            elif x < th["exposed_hidden"]:
-                add("COMM_WELL_HIDDEN", f"rank {rk} step {st}: only {x:.1%} of communication time is exposed "
-                    f"(< {th['exposed_hidden']:.0%})", x, th["exposed_hidden"], "info")
+                f"(graph recompilation or host stall suspected)", ev, float(r["wall_us"] / r["kernel_sum_us"]),
+                float(th["recompile_wall_ratio"])))
+        elif s == 5:
+            xv = r["exposed_comm_ratio"]
+            out.append(Finding("EXPOSED_COMM_SIGNIFICANT", "info", rk, st,
+                               f"rank {rk} step {st}: {xv:.1%} of communication time is not "
+                               f"hidden by compute (> {th['exposed_significant']:.0%})", ev, float(xv),
+                               float(th["exposed_significant"])))
+        else:
+            xv = r["exposed_comm_ratio"]
+            out.append(Finding("COMM_WELL_HIDDEN", "info", rk, st,
+                               f"rank {rk} step {st}: only {xv:.1%} of communication time is exposed "
+                               f"(< {th['exposed_hidden']:.0%})", ev, float(xv), float(th["exposed_hidden"])))
     return out
+
+
+_LABEL_COLUMNS = ("rank", "step", "first_row", "last_row", "underfeed_ratio", "bubble_us", "wall_us",
+                  "prelaunch_us", "tail_us", "internal_bubble_us", "kernel_sum_us", "largest_bubble_us",
+                  "largest_bubble_row", "wait_after_gap_us", "exposed_comm_ratio")
+_GAP_LABELS = (("PRELAUNCH_GAP_HEAVY", "prelaunch_us", "before the first device task"),
+               ("TAIL_GAP_HEAVY", "tail_us", "after the last device task"),
+               ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us", "in idle gaps inside the step"))
 
 
 def warmup_findings(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:
@@ -235,21 +387,11 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
     out = []
     ranks = sorted({r for r, _ in step_time})
-    by_step: dict = {}
-    for (r, s), v in step_time.items():
-        by_step.setdefault(s, {})[r] = v
-    for s, vals in sorted(by_step.items(), key=lambda kv: str(kv[0])):
-        if len(vals) < 2:
-            continue
-        p50 = float(np.median(list(vals.values())))
-        for r, v in sorted(vals.items()):
-            if p50 > 0 and v > p50 * (1 + th["slow_rank_ratio"]):
-                out.append(Finding("SLOW_RANK", "warn", r, str(s),
-                                   f"rank {r} step {s}: step time {v:,.1f} us is {v / p50 - 1:+.1%} over the p50 "
-                                   f"of {len(vals)} ranks ({p50:,.1f} us; threshold {th['slow_rank_ratio']:.0%})",
-                                   "step_trace_time.csv", float(v / p50 - 1), float(th["slow_rank_ratio"])))
-    sets = {r: tuple(sorted(tables.loc[tables["rank"] == r, "step"])) for r in ranks
-            if (tables["rank"] == r).any() or not len(tables)}  # partial ranks hold no kernel steps
+    out.extend(_slow_ranks(step_time, th))
+    per_rank = {r: tuple(sorted(g.tolist())) for r, g in tables.groupby("rank", sort=False)["step"]} \
+        if len(tables) else {}
+    sets = {r: per_rank.get(r, ()) for r in ranks
+            if r in per_rank or not len(tables)}  # partial ranks hold no kernel steps
     if len(set(sets.values())) > 1:
         desc = "; ".join(f"rank {r}: {len(v)} step(s) {list(v)[:4]}" for r, v in sets.items())
         out.append(Finding("RANK_STEP_MISMATCH", "warn", None, None,
@@ -269,6 +411,49 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
     return out
 
 
+def _slow_ranks(step_time: dict, th: dict) -> list[Finding]:
+    """SLOW_RANK findings (see :func:`cross_rank_findings`): steps in order of their label
+    (text), ranks ascending within a step. The p50 of every step over ranks comes from one
+    (step, value) sort of all entries, not one ``np.median`` per step; it equals
+    ``np.median`` (mean of the two middle values for an even count, NaN when a value is NaN)."""
+    if not step_time:
+        return []
+    keys = list(step_time)
+    labels = [str(s) for _, s in keys]
+    uniq, first = np.unique(np.asarray(labels, dtype=object), return_index=True)  # steps sorted by text
+    sid = np.searchsorted(uniq, np.asarray(labels, dtype=object))
+    rk = np.array([r for r, _ in keys])
+    val = np.array([step_time[k] for k in keys], dtype=float)
+    n = np.bincount(sid, minlength=len(uniq))
+    order = np.lexsort((val, sid))  # NaN sorts last within its step
+    sv = val[order]
+    start = np.concatenate(([0], np.cumsum(n)[:-1]))
+    lo = start + (n - 1) // 2
+    hi = start + n // 2
+    p50 = (sv[lo] + sv[hi]) / 2.0
+    odd = n % 2 == 1
+    p50[odd] = sv[lo[odd]]
+    has_nan = np.bincount(sid, weights=np.isnan(val), minlength=len(uniq)) > 0
+    p50[has_nan] = np.nan
+    p = p50[sid]
+    with np.errstate(invalid="ignore"):
+        slow = (n[sid] >= 2) & (p > 0) & (val > p * (1 + th["slow_rank_ratio"]))
+    hit = np.flatnonzero(slow)
+    if not len(hit):
+        return []
+    # a step's label keeps its first spelling (the former dict of steps); ranks ascending
+    hit = hit[np.lexsort((rk[hit], sid[hit]))]
+    out = []
+    for i in hit.tolist():
+        r, s = keys[i]
+        v, m, cnt = step_time[keys[i]], float(p[i]), int(n[sid[i]])
+        out.append(Finding("SLOW_RANK", "warn", r, str(s),
+                           f"rank {r} step {s}: step time {v:,.1f} us is {v / m - 1:+.1%} over the p50 "
+                           f"of {cnt} ranks ({m:,.1f} us; threshold {th['slow_rank_ratio']:.0%})",
+                           "step_trace_time.csv", float(v / m - 1), float(th["slow_rank_ratio"])))
+    return out
+
+
 _COMPILE = __import__("re").compile(r"(?i)compile")
 
 
@@ -280,13 +465,18 @@ def confirm_recompile(findings: list, kernels: pd.DataFrame) -> list:
     (info): the same gap figures, no claimed cause.
 
     ``findings``: from :func:`label_steps`; ``kernels``: the rank's kernel table
-    (columns ``row``, ``step``, ``name``, ``op_type``, ``core_type``)."""
+    (columns ``row``, ``step``, ``name``, ``op_type``, ``core_type``). The table is grouped by
+    step once and the compile regex runs once per distinct name / type, however many steps
+    carry the finding."""
     out = []
+    ctx = None
     for f in findings:
         if f.code != "RECOMPILE_SUSPECTED":
             out.append(f)
             continue
-        ev = _recompile_evidence(f, kernels)
+        if ctx is None:
+            ctx = _EvidenceIndex(kernels)
+        ev = ctx.evidence(f)
         if ev:
             out.append(Finding(f.code, f.severity, f.rank, f.step, f"{f.message}; evidence: {ev}", f.evidence,
                                f.value, f.threshold))
@@ -298,18 +488,30 @@ def confirm_recompile(findings: list, kernels: pd.DataFrame) -> list:
     return out
 
 
-def _recompile_evidence(f, k: pd.DataFrame) -> str | None:
-    rows = k.loc[k["step"].astype(str) == str(f.step)]
-    import re
-    m = re.search(r"ends at row (\d+)", f.message)
-    if m:
-        after = rows.loc[rows["row"] == int(m.group(1))]
-        if len(after) and (str(after["core_type"].iloc[0]).upper() in ("AI_CPU", "AICPU")
-                           or "aicpu" in str(after["name"].iloc[0]).lower()):
-            return f"row {m.group(1)} after the gap runs on the AI CPU"
-    for col in ("name", "op_type"):
-        hit = rows[col].astype(str).str.contains(_COMPILE, na=False)
-        if hit.any():
-            r = rows.loc[hit].iloc[0]
-            return f"row {int(r['row'])} {col} {r[col]!r} is a compile task"
-    return None
+class _EvidenceIndex:
+    """The kernel table's rows per step label (table order) and, per row, whether its name /
+    type is a compile task: built once for all RECOMPILE_SUSPECTED findings of a rank."""
+
+    def __init__(self, k: pd.DataFrame):
+        from perfgate.metrics import kernels as km
+        self.k = k
+        self.by_step = {str(label): idx for label, idx in km.step_groups(k)}
+        self.rownum = k["row"].to_numpy()
+        self.compile = {c: km.matches(k[c], _COMPILE) for c in ("name", "op_type")}
+
+    def evidence(self, f) -> str | None:
+        import re
+        k = self.k
+        idx = self.by_step.get(str(f.step), np.zeros(0, dtype=np.int64))
+        m = re.search(r"ends at row (\d+)", f.message)
+        if m:
+            after = idx[self.rownum[idx] == int(m.group(1))]
+            if len(after) and (str(k["core_type"].iloc[after[0]]).upper() in ("AI_CPU", "AICPU")
+                               or "aicpu" in str(k["name"].iloc[after[0]]).lower()):
+                return f"row {m.group(1)} after the gap runs on the AI CPU"
+        for col in ("name", "op_type"):
+            hit = idx[self.compile[col][idx]]
+            if len(hit):
+                j = int(hit[0])
+                return f"row {int(self.rownum[j])} {col} {k[col].iloc[j]!r} is a compile task"
+        return None
