@@ -106,7 +106,7 @@ def _slice_key(p: Path):
     return (int(m.group(1)) if m else -1, p.name)
 
 
-def _read_slices(files: list, pmu: bool = False, shapes: bool = False) -> KernelTable:
+def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> KernelTable:
     """One kernel table from msprof op_summary slices, in slice order. Rows keep one running
     number; a warning maps row ranges to slice files. Exact duplicates across slices are
     reported and counted once (same rule as within one file)."""
@@ -138,7 +138,7 @@ def _read_slices(files: list, pmu: bool = False, shapes: bool = False) -> Kernel
                        unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
 
 
-def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool = False, shapes: bool = False) -> RankCapture:
+def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False) -> RankCapture:
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     Raises:
@@ -386,7 +386,7 @@ def as_capture_error(e: Exception, loc: RankLocation) -> InvalidCaptureError:
                                path=getattr(e, "filename", None) or loc.output_dir)
 
 
-def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool = False, shapes: bool = False) -> Capture:
+def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False) -> Capture:
     """Discover and read every rank of a capture.
 
     Args:
@@ -396,7 +396,9 @@ def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool = False, shapes: 
             present), ALWAYS (a rank without one holding Overlap Analysis is an
             InvalidCaptureError), NEVER, or AUTO (skip a trace above AUTO_TRACE_BYTES when
             step_trace_time.csv is present; a warning says so).
-        pmu: also read the PMU ``*_ratio`` and pipe ``*_time(us)`` columns of kernel_details / op_summary.
+        pmu: also read PMU columns of kernel_details / op_summary: True = the ``*_ratio`` and pipe
+            ``*_time(us)`` columns the family view reads, ``"all"`` = every one
+            (:func:`perfgate.ingest.kernels.pmu_columns`).
         shapes: also read Input Shapes and Input Data Types (for MFU).
 
     Raises:

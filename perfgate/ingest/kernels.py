@@ -17,9 +17,11 @@ dur_ns          int64     duration, integer nanoseconds
 end_ns          int64     start_ns + dur_ns
 wait_us         float64   ``Wait Time(us)``, NaN when absent
 is_comm         bool      communication task: core type HCCL/COMMUNICATION or ``hcom_`` name
-``*_ratio``     float64   every PMU ratio column present (``aic_mac_ratio``, ...), NaN for N/A
-``*_time_us``   float64   PMU pipe times (``aic_mac_time(us)`` -> ``aic_mac_time_us``, also
-                          ``aicore_time_us`` / ``aiv_time_us``), with ``pmu=True``; NaN for N/A
+``*_ratio``     float64   PMU ratio columns (``aic_mac_ratio``, ...), NaN for N/A; which ones:
+                          see :func:`pmu_columns` (``pmu=True``: the ones the family view reads,
+                          ``pmu="all"``: every one present)
+``*_time_us``   float64   PMU pipe times (``aic_mac_time(us)`` -> ``aic_mac_time_us``; with
+                          ``pmu="all"`` also ``aicore_time_us`` / ``aiv_time_us``); NaN for N/A
 input_shapes    category  ``Input Shapes`` with ``shapes=True`` (``"8,2048;2048,2048"``)
 input_dtypes    category  ``Input Data Types`` with ``shapes=True`` (``DT_BF16;DT_BF16``)
 ==============  ========  ==================================================================
@@ -48,6 +50,7 @@ from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQ
 from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, decimal_to_scaled_int, exact_scaled_arrow,
                                      read_arrow_columns, read_header, read_typed_columns, resolve_columns,
                                      to_float_arrow)
+from perfgate.policy.opspec import PIPE_STAGES
 
 IMPLICIT_STEP = "implicit"
 _PMU_TIME = re.compile(r"^((?:aic|aiv)_[a-z0-9]+_time|aicore_time|aiv_time)\(us\)$")
@@ -178,6 +181,70 @@ _FAST_TYPES = {"step_id": DICT_STRING, "name": DICT_STRING, "op_type": DICT_STRI
                "dur_us": DECIMAL_US, "wait_us": pa.float64()}
 
 
+# The PipeUtilization ratios the family view reads even where the stage has a time column:
+# memory_bound = mte2 / max(mac, vec) of Duration-weighted mean ratios
+# (perfgate.metrics.operators._MEMORY_STAGES; tests/test_ingest_pmu_columns.py holds them equal).
+MEMORY_RATIO_STAGES = ("aic_mac", "aiv_vec", "aic_mte2", "aiv_mte2")
+
+
+def pmu_columns(header: list, taken, pmu) -> tuple[list, list]:
+    """The PMU header columns to read and those left unread, ``(read, skipped)``: ratios
+    first, then times, each in header order (the kernel table's column order).
+
+    ``pmu=False``: none. ``pmu="all"``: every ``*_ratio`` column and every pipe time column
+    (``aic_*_time(us)``, ``aiv_*_time(us)``, ``aicore_time(us)``, ``aiv_time(us)``).
+    ``pmu=True``: the ones the family view (:mod:`perfgate.metrics.operators`) reads, as it
+    reads them:
+
+    - the time column of every pipe stage of :data:`~perfgate.policy.opspec.PIPE_STAGES` (the
+      stage time; ``aicore_time(us)`` / ``aiv_time(us)`` are no stage and are skipped);
+    - the ratio of a pipe stage that has no time column (stage time = ratio × Duration);
+    - the ratios of :data:`MEMORY_RATIO_STAGES` (memory-boundness);
+    - every ``*_ratio`` column that is no pipe stage (another aic_metrics group such as
+      ArithmeticUtilization's ``aic_mac_fp16_ratio``: the fail-closed message names them).
+
+    So only the ratio of a stage whose time column is present (``aic_mte1``, ``aic_fixpipe``,
+    ``aic_scalar``, ``aiv_scalar``, ``aiv_mte3``) and the two core totals are skipped: 7 of
+    the 20 PMU columns of a PipeUtilization kernel_details.csv. ``taken``: header columns
+    already read as something else (never PMU).
+    """
+    if pmu not in (False, True, "all"):
+        raise ValueError(f"pmu must be False, True or 'all', not {pmu!r}")
+    if not pmu:
+        return [], []
+    taken = set(taken)
+    ratios = [h for h in header if h.endswith("_ratio") and h not in taken]
+    times = [h for h in header if _PMU_TIME.match(h) and h not in taken]
+    every = ratios + times
+    if pmu == "all":
+        return every, []
+    stage_time = {_PMU_TIME.match(h).group(1)[:-len("_time")]: h for h in times}
+    read = set()
+    for h in times:
+        if _PMU_TIME.match(h).group(1)[:-len("_time")] in PIPE_STAGES:
+            read.add(h)
+    for h in ratios:
+        stage = h[:-len("_ratio")]
+        if stage not in PIPE_STAGES or stage in MEMORY_RATIO_STAGES or stage not in stage_time:
+            read.add(h)
+    return [h for h in every if h in read], [h for h in every if h not in read]
+
+
+def _pipe_seen(df: pd.DataFrame) -> bool:
+    """True when a pipe-stage column read (time or ratio) holds a finite value on a compute row
+    that belongs to a step: then :func:`perfgate.metrics.operators.pipe_available` is True on
+    the step-assigned rows (the rows the family view gets) whether or not the skipped ratios
+    were read."""
+    rows = ~df["is_comm"].to_numpy() & (df["step"].array.codes >= 0)
+    if not rows.any():
+        return False
+    for s in PIPE_STAGES:
+        for col in (f"{s}_time_us", f"{s}_ratio"):
+            if col in df and np.isfinite(df[col].to_numpy()[rows]).any():
+                return True
+    return False
+
+
 def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
     """The used columns of a kernel table: ``(raw, rows, start_ns, dur_ns, dur_null, floats)``.
 
@@ -212,13 +279,19 @@ def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
     return raw, n, start, dur, dur_null, floats
 
 
-def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> KernelTable:
+def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -> KernelTable:
     """Read one kernel_details.csv / op_summary_*.csv into a :class:`KernelTable`.
 
     Only the needed columns are parsed (pyarrow, multithreaded); strings become pandas
     categoricals; times are converted to exact integer ns by Arrow compute kernels.
-    ``pmu``: also read every PMU ``*_ratio`` column (PipeUtilization etc.) as float64;
+    ``pmu``: also read PMU columns as float64: True = the ones the family view reads
+    (:func:`pmu_columns`), ``"all"`` = every ``*_ratio`` and pipe ``*_time(us)`` column;
     ``shapes``: also read ``Input Shapes``. Both are off by default: the gate does not need them.
+    With ``pmu=True`` the family view's results are those of ``pmu="all"``: the columns left
+    out are ones it never reads while the columns read are present, and when no pipe-stage
+    column read has a finite value on a step-assigned compute row (where ``pipe_available``
+    and the fail-closed message of ``require_pipe`` would look at the skipped ratios) the
+    file is read again with ``pmu="all"``.
 
     Raises:
         InvalidCaptureError: empty or header-only file, missing required columns (Name, Type,
@@ -232,8 +305,7 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, KERNEL_ALIASES, KERNEL_REQUIRED, path)
-    ratio_cols = [h for h in header if h.endswith("_ratio") and h not in cols.values()] if pmu else []
-    ratio_cols += [h for h in header if pmu and _PMU_TIME.match(h) and h not in cols.values()]
+    ratio_cols, skipped = pmu_columns(header, cols.values(), pmu)
     if not shapes:
         cols.pop("input_shapes", None)
         cols.pop("input_dtypes", None)
@@ -310,6 +382,8 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
         warnings.append(f"{path.name}: {unassigned} row(s) with a blank Step Id are outside every "
                         f"step (unassigned bucket, not step 0)")
     df = df.reset_index(drop=True)
+    if skipped and not _pipe_seen(df):  # the skipped ratios might decide pipe_available: read them
+        return read_kernels(path, pmu="all", shapes=shapes)
 
     compute = ~df["is_comm"].to_numpy()
     has_type = df["op_type"].array.codes >= 0
