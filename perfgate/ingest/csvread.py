@@ -181,10 +181,12 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
     return out, table.num_rows
 
 
-# Bytes of CSV text per block of the typed reader (blocks are parsed in parallel). 4 MiB:
-# on a 1M-row kernel_details.csv (28 columns read, 2-core machine) the typed read took
-# 1.2-1.7x more CPU time with the former 16 MiB blocks, 2 and 8 MiB were in between.
-TYPED_BLOCK_BYTES = 1 << 22
+# Bytes of CSV text per block of the CSV reader (blocks are parsed in parallel). 1 MiB (pyarrow's
+# default): on 1M-row kernel_details.csv files (21 columns typed, 2-core machine under load,
+# paired child processes) read_kernels took 0.75-0.93x the CPU time of 4 MiB blocks (medians
+# of 3-4 pairs on three shapes); 4 MiB itself took 1.2-1.7x less than 16 MiB, 2 and 8 MiB
+# were in between.
+TYPED_BLOCK_BYTES = 1 << 20
 
 # Arrow type of a column read by the CSV reader itself (see :func:`read_typed_columns`).
 DICT_STRING = pa.dictionary(pa.int32(), pa.string())
