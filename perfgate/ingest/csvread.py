@@ -247,9 +247,7 @@ def decimal_to_scaled_int(arr: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
     null = arr.is_null().to_numpy(zero_copy_only=False)
     if arr.null_count:
         ints = pc.fill_null(ints, 0)
-    # joined in Arrow's pool, then one copy into numpy (writable): ChunkedArray.to_numpy and a
-    # copy were two fresh allocations (see perfgate.ingest.kernels._float_array)
-    return np.array(ints.combine_chunks().to_numpy(), dtype=np.int64), null
+    return ints.to_numpy().astype(np.int64, copy=True), null
 
 
 def read_string_table(path: Path, columns: dict[str, str], ncols: int,
