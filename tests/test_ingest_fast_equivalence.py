@@ -417,16 +417,3 @@ def test_decimal_to_scaled_int_equals_the_buffer_loop(values, chunks, offset):
     else:
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
         assert got[0].dtype == np.int64 and got[0].flags.writeable
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)), max_size=20),
-                min_size=1, max_size=4))
-def test_float_array_equals_chunked_to_numpy(chunks):
-    """kernels._float_array (joined and null-filled in Arrow, viewed without a copy) gives the
-    values of ChunkedArray.to_numpy, the conversion it replaced: nulls NaN, -0.0 and NaN kept."""
-    from perfgate.ingest.kernels import _float_array
-    arr = pa.chunked_array([pa.array(c, pa.float64()) for c in chunks], pa.float64())
-    got, want = _float_array(arr), arr.to_numpy(zero_copy_only=False)
-    assert got.dtype == np.float64 and len(got) == len(want)
-    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))

@@ -245,18 +245,6 @@ def _pipe_seen(df: pd.DataFrame) -> bool:
     return False
 
 
-def _float_array(arr: pa.ChunkedArray) -> np.ndarray:
-    """A float64 column as a (read-only) ndarray, nulls NaN: joined and filled by Arrow, in its
-    memory pool, then viewed without a copy. ``ChunkedArray.to_numpy`` gives the same values
-    in freshly allocated numpy memory, whose first touch cost 0.25-0.3 s of CPU for the 14
-    float columns of a 1M-row table on the 2-core VM (hugepage faults; Arrow's pool reuses
-    the parser's freed memory: 0.04-0.06 s)."""
-    a = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    if a.null_count:
-        a = pc.fill_null(a, np.nan)
-    return a.to_numpy()
-
-
 def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
     """The used columns of a kernel table: ``(raw, rows, start_ns, dur_ns, dur_null, floats)``.
 
@@ -275,7 +263,8 @@ def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
         start = decimal_to_scaled_int(raw["start_us"])
         dur = decimal_to_scaled_int(raw["dur_us"])
         if start is not None and dur is not None and not start[1].any():
-            floats = {c: _float_array(raw[c]) for c in ("wait_us", *ratio_cols) if c in raw}
+            floats = {c: raw[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+                      for c in ("wait_us", *ratio_cols) if c in raw}
             # pyarrow parses "nan" / "inf" into float64: the string path names such a cell
             w = floats.get("wait_us")
             if w is None or int((~np.isfinite(w)).sum()) == raw["wait_us"].null_count:
