@@ -1,0 +1,457 @@
+"""Byte-level extractor for trace_view.json (numpy; no Python object per event).
+
+The gate keeps, of a trace's millions of events, the ``Overlap Analysis`` X events
+(name, pid, ts, dur), the ``ProfilerStep#N`` windows and the ``process_name`` metadata. This
+module reads them straight from the bytes with vectorised numpy operations over blocks of
+:data:`CHUNK` bytes cut at event boundaries:
+
+1. *Structure* (every event): the unescaped quotes (a quote preceded by an odd run of
+   backslashes is escaped), the braces and brackets outside strings, their depth. The root
+   must be one array whose items are all objects, separated by exactly one comma and
+   whitespace, closed by ``]`` with only whitespace after it; brackets pair by kind. This is
+   the structure the exact scan (:mod:`perfgate.ingest.jsonscan`) checks.
+2. *Candidates*: events holding a string whose raw bytes equal a kept name (``Computing``,
+   ``Communication``, ``Communication(Not Overlapped)``, ``Free``, ``process_name``) or begin
+   with ``ProfilerStep#``, or holding a ``\\u`` escape (the only way to spell those names
+   otherwise). No other event can be kept.
+3. *Fast events*: a candidate with no nested value and no backslash is matched against a
+   layout (its keys, in order, learned from one member by ``json.loads``) and every one of its
+   bytes is verified: key strings equal the layout's, only whitespace, one ``:`` and one
+   ``,`` between members, ``name`` / ``ph`` / ``ts`` are strings of the expected form, every
+   other value is a plain JSON number (``-?(0|[1-9]d*)(.d+)?``). ``ts`` and ``dur`` are
+   converted to exact int64 ns from their decimal digits (round half up at 1 ns, as
+   :func:`perfgate.ingest.csvread.exact_scaled_arrow`), never through float64.
+4. *Other candidates* (ProfilerStep and metadata events, nested args, escapes, another
+   layout): each parsed by ``json.loads`` (non-integer numbers kept as their text), as the
+   exact scan does; there are a few per step.
+
+Anything it cannot prove it read exactly raises :class:`NoFastPath`; the caller then reads
+the file with the older paths (Arrow line scan, exact scan), which give the same summary or
+name the error.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfgate.ingest.aliases import OVERLAP_KINDS
+from perfgate.ingest.jsonscan import ScanError, _check_pairs
+
+CHUNK = 32 << 20
+STEP_PREFIX = b"ProfilerStep#"
+KIND_NAMES = tuple(OVERLAP_KINDS)           # kind code i -> the event name KIND_NAMES[i]
+_KEPT = tuple(k.encode() for k in KIND_NAMES) + (b"process_name",)
+_MAX_LAYOUTS = 16
+_MAX_INT_DIGITS = 16                        # ts in µs: 16 integer digits (+ range check)
+_WS = np.zeros(256, dtype=bool)
+_WS[[32, 9, 10, 13]] = True
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[48:58] = True
+
+
+class NoFastPath(Exception):
+    """The byte-level extractor cannot prove it reads this file exactly."""
+
+
+@dataclass
+class Extract:
+    """What :func:`scan` read. ``n``: every top-level event. Fast Overlap-named X events in file
+    order: ``idx`` (event index), ``pid``, ``kind`` (code into :data:`KIND_NAMES`), ``ts_ns``,
+    ``dur_ns`` (int64). ``parsed``: ``(idx, event)`` for the candidates parsed by json.loads."""
+    n: int
+    idx: np.ndarray
+    pid: np.ndarray
+    kind: np.ndarray
+    ts_ns: np.ndarray
+    dur_ns: np.ndarray
+    parsed: list
+
+
+def _i64(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.int64)
+
+
+def _real_quotes(b: np.ndarray, q: np.ndarray, bs: np.ndarray) -> np.ndarray:
+    """Drop the escaped quotes (preceded by an odd run of backslashes) from ``q``."""
+    if not len(bs) or not len(q):
+        return q
+    cand = np.flatnonzero((q > 0) & (b[np.maximum(q - 1, 0)] == 92))
+    if not len(cand):
+        return q
+    new_run = np.ones(len(bs), dtype=bool)
+    new_run[1:] = np.diff(bs) != 1
+    run_first = np.maximum.accumulate(np.where(new_run, np.arange(len(bs)), 0))
+    k = np.searchsorted(bs, q[cand] - 1)
+    runlen = bs[k] - bs[run_first[k]] + 1
+    keep = np.ones(len(q), dtype=bool)
+    keep[cand[(runlen & 1) == 1]] = False
+    return q[keep]
+
+
+def _all_ws(b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per span [lo, hi): every byte is JSON whitespace (vectorised over span length)."""
+    ok = np.ones(len(lo), dtype=bool)
+    n = hi - lo
+    if not len(n):
+        return ok
+    for k in range(int(n.max(initial=0))):
+        live = np.flatnonzero(n > k)
+        if not len(live):
+            break
+        ok[live] &= _WS[b[lo[live] + k]]
+    return ok
+
+
+def _skip_ws(b: np.ndarray, pos: np.ndarray, stop: np.ndarray, step: int) -> np.ndarray:
+    pos = pos.copy()
+    todo = np.flatnonzero((pos != stop) & _WS[b[np.clip(pos, 0, len(b) - 1)]])
+    while len(todo):
+        pos[todo] += step
+        todo = todo[(pos[todo] != stop[todo]) & _WS[b[pos[todo]]]]
+    return pos
+
+
+def _number(b: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, json_number: bool):
+    """Plain decimals ``b[lo:hi]`` -> (ok, has a point, ns) vectorised. ``json_number``: the
+    JSON grammar ``-?(0|[1-9]d*)(.d+)?``; else ``-?d+(.d+)?`` (text exact_scaled_arrow reads
+    as a plain decimal). ``ns`` = value × 1000, the 4th decimal rounding half up (exact, as
+    exact_scaled_arrow). ok is False where the text is not of that form or out of int64 range
+    (the caller then parses the event exactly)."""
+    n = len(lo)
+    L = hi - lo
+    ok = (L > 0) & (L <= 40)
+    width = int(L[ok].max(initial=1)) if ok.any() else 1
+    cols = np.arange(width)
+    inside = cols[None, :] < L[:, None]
+    m = b[np.minimum(lo[:, None] + cols[None, :], len(b) - 1)]
+    m = np.where(inside, m, 48)                    # padding reads as a digit, masked below
+    neg = m[:, 0] == 45
+    s = neg.astype(np.int64)
+    isdot = (m == 46) & inside
+    ndot = isdot.sum(axis=1)
+    d = m.astype(np.int64) - 48
+    ok &= ndot <= 1
+    ok &= (((d >= 0) & (d <= 9)) | isdot | ((cols[None, :] == 0) & neg[:, None])).all(axis=1)
+    dot = np.where(ndot == 1, np.argmax(isdot, axis=1), L)
+    nint = dot - s
+    ok &= (nint >= 1) & (nint <= _MAX_INT_DIGITS)
+    ok &= (ndot == 0) | (L - dot - 1 >= 1)
+    if json_number:
+        first = m[np.arange(n), np.minimum(s, width - 1)]
+        ok &= ~((first == 48) & (nint > 1))
+    rel = cols[None, :] - dot[:, None]             # < 0: integer digits, > 0: decimals
+    d = np.where(inside & ~isdot, d, 0)
+    ip = np.zeros(n, dtype=np.int64)
+    for k in range(width):
+        take = (rel[:, k] < 0) & (cols[k] >= s)
+        ip = np.where(take, ip * 10 + d[:, k], ip)
+    ok &= ip <= (2 ** 63 - 1 - 999) // 1000
+    ip = np.where(ok, ip, 0)
+    frac = np.zeros(n, dtype=np.int64)
+    for j, w in ((1, 100), (2, 10), (3, 1)):
+        frac += (d * (rel == j)).sum(axis=1) * w
+    rnd = ((d * (rel == 4)).sum(axis=1) >= 5).astype(np.int64)
+    ns = ip * 1000 + frac + rnd
+    return ok, ndot > 0, np.where(neg, -ns, ns)
+
+
+class _Float(str):
+    """A JSON number that is not an integer (its text)."""
+
+
+def _layout(b: np.ndarray, e_open: int, e_close: int):
+    """The layout of one flat event: [(key bytes, is_string_value)], or None when the fast
+    path does not take events of this form."""
+    try:
+        pairs = json.loads(b[e_open:e_close + 1].tobytes(), object_pairs_hook=list, parse_float=_Float)
+    except ValueError:
+        return None
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys) or not {"name", "ph", "ts", "pid"} <= set(keys):
+        return None
+    out = []
+    for k, v in pairs:
+        if not k.isascii() or '"' in k or "\\" in k:
+            return None
+        if k in ("name", "ph"):
+            if not isinstance(v, str):
+                return None
+            out.append((k.encode(), True))
+        elif k == "ts":
+            out.append((k.encode(), isinstance(v, str)))
+        elif isinstance(v, (int, _Float)) and not isinstance(v, bool):
+            out.append((k.encode(), False))
+        else:
+            return None
+    return out
+
+
+def _fast_events(b, q, kq, eo, ec, layout):
+    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``layout``.
+    Returns (conforming mask, kind code, is_x, pid, ts_ns, dur_ns)."""
+    n = len(eo)
+    strings = []                      # (column key index, 'key'|'val')
+    for i, (_, is_str) in enumerate(layout):
+        strings.append((i, "key"))
+        if is_str:
+            strings.append((i, "val"))
+    ok = np.ones(n, dtype=bool)
+    opens = [q[kq + 2 * c] for c in range(len(strings))]
+    closes = [q[kq + 2 * c + 1] for c in range(len(strings))]
+    # keys equal the layout's
+    for c, (i, role) in enumerate(strings):
+        if role != "key":
+            continue
+        key = layout[i][0]
+        ok &= (closes[c] - opens[c] - 1) == len(key)
+        for j, ch in enumerate(key):
+            ok &= b[np.minimum(opens[c] + 1 + j, len(b) - 1)] == ch
+    # regions between strings: before the first key, after each key / value
+    ok &= _all_ws(b, eo + 1, opens[0])
+    vals = {}
+    for c, (i, role) in enumerate(strings):
+        end = opens[c + 1] if c + 1 < len(strings) else ec
+        a = closes[c] + 1
+        if role == "key" and layout[i][1]:          # ws : ws "value"
+            p = _skip_ws(b, a, end, 1)
+            ok &= (p < end) & (b[np.minimum(p, len(b) - 1)] == 58)
+            ok &= _all_ws(b, p + 1, end)
+            vals[layout[i][0]] = (opens[c + 1] + 1, closes[c + 1])
+            continue
+        if role == "key":                           # ws : ws NUMBER ws [, ws]
+            p = _skip_ws(b, a, end, 1)
+            ok &= (p < end) & (b[np.minimum(p, len(b) - 1)] == 58)
+            lo = _skip_ws(b, p + 1, end, 1)
+            z = _skip_ws(b, end - 1, a - 1, -1)     # last non-ws byte of the region
+            if c + 1 < len(strings):
+                ok &= b[np.maximum(z, 0)] == 44
+                hi = _skip_ws(b, z - 1, a - 1, -1) + 1
+                ok &= _all_ws(b, z + 1, end)
+            else:
+                hi = z + 1
+            ok &= hi > lo
+            vals[layout[i][0]] = (lo, hi)
+            continue
+        # after a string value: ws [, ws]
+        if c + 1 < len(strings):
+            p = _skip_ws(b, a, end, 1)
+            ok &= (p < end) & (b[np.minimum(p, len(b) - 1)] == 44)
+            ok &= _all_ws(b, p + 1, end)
+        else:
+            ok &= _all_ws(b, a, end)
+    # values
+    lo, hi = vals[b"name"]
+    kind = np.full(n, -1, dtype=np.int64)
+    for code, kname in enumerate(KIND_NAMES):
+        kb = kname.encode()
+        m = (hi - lo) == len(kb)
+        for j, ch in enumerate(kb):
+            m &= b[np.minimum(lo + j, len(b) - 1)] == ch
+        kind[m] = code
+    ok &= kind >= 0                                   # other names: parsed exactly (rare)
+    lo, hi = vals[b"ph"]
+    is_x = ((hi - lo) == 1) & (b[lo] == 88)
+    ok &= is_x                                        # ph other than "X": parsed exactly
+    lo, hi = vals[b"pid"]
+    pok, pdot, pid = _number(b, lo, hi, json_number=True)
+    ok &= pok & ~pdot
+    pid = pid // 1000
+    ts_string = dict(layout)[b"ts"]
+    lo, hi = vals[b"ts"]
+    tok, _, ts = _number(b, lo, hi, json_number=not ts_string)
+    ok &= tok
+    dur = np.zeros(n, dtype=np.int64)
+    for key, (lo, hi) in vals.items():
+        if key in (b"name", b"ph", b"pid", b"ts"):
+            continue
+        vok, _, v = _number(b, lo, hi, json_number=True)
+        ok &= vok
+        if key == b"dur":
+            dur = v
+    return ok, kind, pid, ts, dur
+
+
+def _candidates(b, qo, qc, n_strings_cap=None):
+    """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
+    with ProfilerStep#."""
+    ln = qc - qo - 1
+    hit = np.zeros(len(qo), dtype=bool)
+    for kb in _KEPT:
+        m = np.flatnonzero(ln == len(kb))
+        for j, ch in enumerate(kb):
+            if not len(m):
+                break
+            m = m[b[qo[m] + 1 + j] == ch]
+        hit[m] = True
+    m = np.flatnonzero(ln >= len(STEP_PREFIX))
+    for j, ch in enumerate(STEP_PREFIX):
+        if not len(m):
+            break
+        m = m[b[qo[m] + 1 + j] == ch]
+    hit[m] = True
+    return np.flatnonzero(hit)
+
+
+def _block(buf: bytes, first: bool, base_idx: int, out: dict):
+    """Analyse one buffer that starts at an item start (or right after the root ``[``).
+    Returns (bytes consumed, items completed, root closed)."""
+    b = np.frombuffer(buf, dtype=np.uint8)
+    q = np.flatnonzero(b == 34)
+    bs = np.flatnonzero(b == 92)
+    q = _real_quotes(b, q, bs)
+    x = b | 32
+    br = np.flatnonzero((x == 123) | (x == 125))
+    if len(q):
+        br = br[(np.searchsorted(q, br) & 1) == 0]
+    ch = b[br]
+    opener = (ch == 123) | (ch == 91)
+    depth = 1 + np.cumsum(np.where(opener, 1, -1), dtype=np.int64)
+    if len(depth) and depth.min() < 0:
+        raise NoFastPath("unbalanced")
+    zero = np.flatnonzero(depth == 0)
+    closed = bool(len(zero))
+    if closed:
+        z = int(zero[0])
+        if ch[z] != 93:
+            raise NoFastPath("root not closed by ]")
+        root_end = int(br[z])
+        if not _all_ws(b, _i64([root_end + 1]), _i64([len(b)]))[0]:
+            raise NoFastPath("data after the array")
+        br, ch, depth, opener = br[:z], ch[:z], depth[:z], opener[:z]
+    top_open = np.flatnonzero(opener & (depth == 2))
+    top_close = np.flatnonzero(~opener & (depth == 1))
+    ne = len(top_close)
+    if not closed and ne == 0:
+        return 0, 0, False
+    top_open = top_open[:ne] if len(top_open) > ne else top_open
+    if len(top_open) != ne:
+        raise NoFastPath("item structure")
+    if ne and (ch[top_open] != 123).any():
+        raise NoFastPath("an item is not an object")
+    if ne and (ch[top_close] != 125).any():
+        raise NoFastPath("brackets do not pair")
+    eo, ec = br[top_open], br[top_close]
+    cut = int(ec[-1]) + 1 if ne else 0
+    inside = br < cut
+    try:
+        _check_pairs(br[inside], ch[inside], depth[inside], opener[inside], 0)
+    except ScanError:
+        raise NoFastPath("brackets do not pair") from None
+    # separators: ws before the first item; exactly one comma and ws between items; ws at the end
+    if ne:
+        if not _all_ws(b, _i64([0]), eo[:1])[0]:
+            raise NoFastPath("before the first item")
+        lo, hi = ec[:-1] + 1, eo[1:]
+        p = _skip_ws(b, lo, hi, 1)
+        if ((p >= hi) | (b[np.minimum(p, len(b) - 1)] != 44)).any() or not _all_ws(b, p + 1, hi).all():
+            raise NoFastPath("item separator")
+    if closed:
+        tail_lo = cut if ne else 0
+        if not _all_ws(b, _i64([tail_lo]), _i64([root_end]))[0]:
+            raise NoFastPath("before the closing ]")
+        if ne == 0 and not first:
+            raise NoFastPath("trailing comma")
+    elif ne:
+        # the buffer continues with ws , ws and the next item
+        rest = buf[cut:].lstrip(b" \t\r\n")
+        if rest[:1] not in (b",", b""):
+            raise NoFastPath("item separator")
+    # candidates
+    qo, qc = q[0::2], q[1::2]
+    if len(qc) < len(qo):
+        qo = qo[:len(qc)]
+    cs = _candidates(b, qo, qc)
+    cs = cs[qo[cs] < cut]
+    cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
+    if len(bs):
+        esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
+        cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
+    cand_ev = np.unique(cand_ev)
+    cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
+    # flat events (no nested value) without any backslash: fast layouts
+    flat = (top_close[cand_ev] - top_open[cand_ev]) == 1
+    if len(bs):
+        nb = np.searchsorted(bs, ec[cand_ev]) - np.searchsorted(bs, eo[cand_ev])
+        flat &= nb == 0
+    fast = cand_ev[flat]
+    slow = list(cand_ev[~flat])
+    if len(fast):
+        kq = np.searchsorted(q, eo[fast])
+        nq = np.searchsorted(q, ec[fast]) - kq
+        todo = np.arange(len(fast))
+        for _ in range(_MAX_LAYOUTS):
+            if not len(todo):
+                break
+            r = todo[0]
+            lay = _layout(b, int(eo[fast[r]]), int(ec[fast[r]]))
+            grp = todo[nq[todo] == 2 * sum(2 if s else 1 for _, s in lay)] if lay is not None else todo[:0]
+            if not len(grp) or grp[0] != r:
+                slow.append(fast[r])
+                todo = todo[1:]
+                continue
+            okm, kind, pid, ts, dur = _fast_events(b, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay)
+            if not okm[0]:
+                slow.append(fast[r])
+            good = grp[okm]
+            out["idx"].append(base_idx + fast[good])
+            out["pid"].append(pid[okm])
+            out["kind"].append(kind[okm])
+            out["ts"].append(ts[okm])
+            out["dur"].append(dur[okm])
+            done = np.zeros(len(fast), dtype=bool)
+            done[good] = True
+            done[r] = True
+            todo = todo[~done[todo]]
+        slow.extend(fast[todo].tolist())
+    for e in sorted(int(i) for i in slow):
+        try:
+            ev = json.loads(buf[int(eo[e]):int(ec[e]) + 1], parse_float=str)
+        except ValueError:
+            raise NoFastPath("invalid event") from None
+        out["parsed"].append((base_idx + e, ev))
+    return cut, ne, closed
+
+
+def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
+    """Read the bare event array whose ``[`` is at byte ``start`` (see module doc).
+
+    Raises:
+        NoFastPath: anything this extractor does not read exactly (the caller falls back).
+    """
+    chunk = chunk or CHUNK
+    out = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": []}
+    n = 0
+    with open(path, "rb") as f:
+        f.seek(start)
+        if f.read(1) != b"[":
+            raise NoFastPath("no array")
+        pending = b""
+        first = True
+        eof = False
+        while True:
+            data = f.read(chunk) if not eof else b""
+            eof = eof or len(data) < chunk
+            buf = pending + data
+            used, ne, closed = _block(buf, first, n, out)
+            n += ne
+            first = False
+            if closed:
+                break
+            if eof and not data:
+                raise NoFastPath("truncated")
+            rest = buf[used:]
+            if ne:
+                rest = rest.lstrip(b" \t\r\n")
+                if not rest.startswith(b","):
+                    if eof and not rest:
+                        raise NoFastPath("truncated")
+                    raise NoFastPath("item separator")
+                rest = rest[1:]
+            pending = rest
+    cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
+            for k in ("idx", "pid", "kind", "ts", "dur")}
+    order = np.argsort(cols["idx"], kind="stable")
+    return Extract(n=n, idx=cols["idx"][order], pid=cols["pid"][order], kind=cols["kind"][order],
+                   ts_ns=cols["ts"][order], dur_ns=cols["dur"][order], parsed=out["parsed"])
