@@ -51,6 +51,14 @@ _DIGIT = np.zeros(256, dtype=bool)
 _DIGIT[48:58] = True
 
 
+_PAD = 64                                   # zero bytes after each buffer: fixed-width windows
+
+
+def _win(b: np.ndarray, w: int) -> np.ndarray:
+    """Row i = b[i:i+w] (a strided view; indexing it copies only the rows asked for)."""
+    return np.lib.stride_tricks.sliding_window_view(b, w)
+
+
 class NoFastPath(Exception):
     """The byte-level extractor cannot prove it reads this file exactly."""
 
@@ -118,43 +126,68 @@ def _number(b: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, json_number: bool)
     JSON grammar ``-?(0|[1-9]d*)(.d+)?``; else ``-?d+(.d+)?`` (text exact_scaled_arrow reads
     as a plain decimal). ``ns`` = value × 1000, the 4th decimal rounding half up (exact, as
     exact_scaled_arrow). ok is False where the text is not of that form or out of int64 range
-    (the caller then parses the event exactly)."""
+    (the caller then parses the event exactly). Tokens are grouped by (length, point
+    position, sign) so that each group is one fixed-column digit matrix."""
     n = len(lo)
     L = hi - lo
     ok = (L > 0) & (L <= 40)
+    dotted = np.zeros(n, dtype=bool)
+    ns = np.zeros(n, dtype=np.int64)
+    if not n:
+        return ok, dotted, ns
     width = int(L[ok].max(initial=1)) if ok.any() else 1
     cols = np.arange(width)
-    inside = cols[None, :] < L[:, None]
-    m = b[np.minimum(lo[:, None] + cols[None, :], len(b) - 1)]
-    m = np.where(inside, m, 48)                    # padding reads as a digit, masked below
+    m = _win(b, width)[np.clip(lo, 0, len(b) - width)]
+    isdot = (m == 46) & (cols[None, :] < L[:, None])
+    dotted = isdot.any(axis=1)
+    dot = np.where(dotted, np.argmax(isdot, axis=1), L)
     neg = m[:, 0] == 45
-    s = neg.astype(np.int64)
-    isdot = (m == 46) & inside
-    ndot = isdot.sum(axis=1)
-    d = m.astype(np.int64) - 48
-    ok &= ndot <= 1
-    ok &= (((d >= 0) & (d <= 9)) | isdot | ((cols[None, :] == 0) & neg[:, None])).all(axis=1)
-    dot = np.where(ndot == 1, np.argmax(isdot, axis=1), L)
-    nint = dot - s
-    ok &= (nint >= 1) & (nint <= _MAX_INT_DIGITS)
-    ok &= (ndot == 0) | (L - dot - 1 >= 1)
-    if json_number:
-        first = m[np.arange(n), np.minimum(s, width - 1)]
-        ok &= ~((first == 48) & (nint > 1))
-    rel = cols[None, :] - dot[:, None]             # < 0: integer digits, > 0: decimals
-    d = np.where(inside & ~isdot, d, 0)
-    ip = np.zeros(n, dtype=np.int64)
-    for k in range(width):
-        take = (rel[:, k] < 0) & (cols[k] >= s)
-        ip = np.where(take, ip * 10 + d[:, k], ip)
-    ok &= ip <= (2 ** 63 - 1 - 999) // 1000
-    ip = np.where(ok, ip, 0)
-    frac = np.zeros(n, dtype=np.int64)
-    for j, w in ((1, 100), (2, 10), (3, 1)):
-        frac += (d * (rel == j)).sum(axis=1) * w
-    rnd = ((d * (rel == 4)).sum(axis=1) >= 5).astype(np.int64)
-    ns = ip * 1000 + frac + rnd
-    return ok, ndot > 0, np.where(neg, -ns, ns)
+    key = (np.minimum(L, 41) * 64 + np.minimum(dot, 63)) * 2 + neg
+    order = np.argsort(key.astype(np.int32), kind="stable")
+    ks = key[order]
+    bounds = np.flatnonzero(np.diff(ks)) + 1
+    starts = np.concatenate([[0], bounds])
+    ends = np.concatenate([bounds, [n]])
+    limit = (2 ** 63 - 1 - 999) // 1000
+    allcols = np.arange(41)
+    for a, z in zip(starts.tolist(), ends.tolist()):
+        rows = order[a:z]
+        ln, dp, ng = int(L[rows[0]]), int(dot[rows[0]]), bool(neg[rows[0]])
+        s = int(ng)
+        nint = dp - s
+        if not (0 < ln <= 40) or nint < 1 or nint > _MAX_INT_DIGITS or dp == ln - 1:
+            ok[rows] = False
+            continue
+        d = m[rows, :ln] - np.uint8(48)             # digits 0..9; '.' wraps to 254
+        good = ((d <= 9) | (allcols[:ln] == dp) | (allcols[:ln] < s)).all(axis=1)
+        if json_number and nint > 1:
+            good &= d[:, s] != 0
+        pad = np.zeros((len(rows), 16), dtype=np.uint8)
+        pad[:, 16 - nint:] = d[:, s:dp]
+        w = pad.view("<u8")
+        ip = (_eight(w[:, 0]) * np.uint64(10 ** 8) + _eight(w[:, 1])).astype(np.int64)
+        good &= ip <= limit
+        frac = np.zeros(len(rows), dtype=np.int64)
+        for j, wt in ((1, 100), (2, 10), (3, 1)):
+            if dp + j < ln:
+                frac += d[:, dp + j].astype(np.int64) * wt
+        if dp + 4 < ln:
+            frac += d[:, dp + 4] >= 5
+        v = np.where(good, ip, 0) * 1000 + frac
+        ok[rows] &= good
+        ns[rows] = -v if ng else v
+    ns[~ok] = 0
+    return ok, dotted, ns
+
+
+def _eight(x: np.ndarray) -> np.ndarray:
+    """Eight digit values 0..9 packed in a little-endian uint64 (first = most significant)
+    -> their decimal value (SWAR, as simdjson's parse_eight_digits_unrolled)."""
+    u = np.uint64
+    x = (x * u(10)) + (x >> u(8))
+    x = (((x & u(0x000000FF000000FF)) * u(100 + (1000000 << 32)))
+         + (((x >> u(16)) & u(0x000000FF000000FF)) * u(1 + (10000 << 32)))) >> u(32)
+    return x & u(0xFFFFFFFF)
 
 
 class _Float(str):
@@ -206,8 +239,7 @@ def _fast_events(b, q, kq, eo, ec, layout):
             continue
         key = layout[i][0]
         ok &= (closes[c] - opens[c] - 1) == len(key)
-        for j, ch in enumerate(key):
-            ok &= b[np.minimum(opens[c] + 1 + j, len(b) - 1)] == ch
+        ok &= (_win(b, len(key))[opens[c] + 1] == np.frombuffer(key, np.uint8)).all(axis=1)
     # regions between strings: before the first key, after each key / value
     ok &= _all_ws(b, eo + 1, opens[0])
     vals = {}
@@ -246,9 +278,8 @@ def _fast_events(b, q, kq, eo, ec, layout):
     kind = np.full(n, -1, dtype=np.int64)
     for code, kname in enumerate(KIND_NAMES):
         kb = kname.encode()
-        m = (hi - lo) == len(kb)
-        for j, ch in enumerate(kb):
-            m &= b[np.minimum(lo + j, len(b) - 1)] == ch
+        m = np.flatnonzero((hi - lo) == len(kb))
+        m = m[(_win(b, len(kb))[lo[m]] == np.frombuffer(kb, np.uint8)).all(axis=1)]
         kind[m] = code
     ok &= kind >= 0                                   # other names: parsed exactly (rare)
     lo, hi = vals[b"ph"]
@@ -273,23 +304,18 @@ def _fast_events(b, q, kq, eo, ec, layout):
     return ok, kind, pid, ts, dur
 
 
-def _candidates(b, qo, qc, n_strings_cap=None):
+def _candidates(b, qo, qc):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
     with ProfilerStep#."""
     ln = qc - qo - 1
     hit = np.zeros(len(qo), dtype=bool)
     for kb in _KEPT:
         m = np.flatnonzero(ln == len(kb))
-        for j, ch in enumerate(kb):
-            if not len(m):
-                break
-            m = m[b[qo[m] + 1 + j] == ch]
+        m = m[(_win(b, len(kb))[qo[m] + 1] == np.frombuffer(kb, np.uint8)).all(axis=1)]
         hit[m] = True
     m = np.flatnonzero(ln >= len(STEP_PREFIX))
-    for j, ch in enumerate(STEP_PREFIX):
-        if not len(m):
-            break
-        m = m[b[qo[m] + 1 + j] == ch]
+    m = m[b[qo[m] + 1] == STEP_PREFIX[0]]
+    m = m[(_win(b, len(STEP_PREFIX))[qo[m] + 1] == np.frombuffer(STEP_PREFIX, np.uint8)).all(axis=1)]
     hit[m] = True
     return np.flatnonzero(hit)
 
@@ -297,7 +323,8 @@ def _candidates(b, qo, qc, n_strings_cap=None):
 def _block(buf: bytes, first: bool, base_idx: int, out: dict):
     """Analyse one buffer that starts at an item start (or right after the root ``[``).
     Returns (bytes consumed, items completed, root closed)."""
-    b = np.frombuffer(buf, dtype=np.uint8)
+    bp = np.frombuffer(buf, dtype=np.uint8)      # buf ends with _PAD zero bytes
+    b = bp[:len(bp) - _PAD]
     q = np.flatnonzero(b == 34)
     bs = np.flatnonzero(b == 92)
     q = _real_quotes(b, q, bs)
@@ -355,21 +382,23 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
             raise NoFastPath("trailing comma")
     elif ne:
         # the buffer continues with ws , ws and the next item
-        rest = buf[cut:].lstrip(b" \t\r\n")
+        rest = buf[cut:len(buf) - _PAD].lstrip(b" \t\r\n")
         if rest[:1] not in (b",", b""):
             raise NoFastPath("item separator")
     # candidates
     qo, qc = q[0::2], q[1::2]
     if len(qc) < len(qo):
         qo = qo[:len(qc)]
-    cs = _candidates(b, qo, qc)
+    cs = _candidates(bp, qo, qc)
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
-    cand_ev = np.unique(cand_ev)
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
+    mark = np.zeros(ne, dtype=bool)
+    mark[cand_ev] = True
+    cand_ev = np.flatnonzero(mark)
     # flat events (no nested value) without any backslash: fast layouts
     flat = (top_close[cand_ev] - top_open[cand_ev]) == 1
     if len(bs):
@@ -391,7 +420,7 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
                 slow.append(fast[r])
                 todo = todo[1:]
                 continue
-            okm, kind, pid, ts, dur = _fast_events(b, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay)
+            okm, kind, pid, ts, dur = _fast_events(bp, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay)
             if not okm[0]:
                 slow.append(fast[r])
             good = grp[okm]
@@ -433,7 +462,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         while True:
             data = f.read(chunk) if not eof else b""
             eof = eof or len(data) < chunk
-            buf = pending + data
+            buf = b"".join((pending, data, bytes(_PAD)))
             used, ne, closed = _block(buf, first, n, out)
             n += ne
             first = False
@@ -441,7 +470,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                 break
             if eof and not data:
                 raise NoFastPath("truncated")
-            rest = buf[used:]
+            rest = buf[used:len(buf) - _PAD]
             if ne:
                 rest = rest.lstrip(b" \t\r\n")
                 if not rest.startswith(b","):
