@@ -221,70 +221,73 @@ def _layout(b: np.ndarray, e_open: int, e_close: int):
     return out
 
 
-def _fast_events(b, q, kq, eo, ec, layout):
-    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``layout``.
-    Returns (conforming mask, kind code, is_x, pid, ts_ns, dur_ns)."""
-    n = len(eo)
-    strings = []                      # (column key index, 'key'|'val')
-    for i, (_, is_str) in enumerate(layout):
-        strings.append((i, "key"))
+def _template(b: np.ndarray, e_open: int, e_close: int, layout):
+    """A byte template of one flat event: its fixed spans (literal bytes between values) and
+    its value holes, each bound given as (reference, offset) with reference a quote index
+    within the event (or "eo" / "ec", its braces). Every other event of the same layout and
+    spacing has the same fixed spans byte for byte."""
+    ev = b[e_open:e_close + 1].tobytes()
+    qs = [i for i, c in enumerate(ev) if c == 34]
+    pos = {"eo": 0, "ec": len(ev) - 1}
+    holes = []                          # (key, (ref, off) start, (ref, off) end)
+    c = 0                               # string counter
+    for key, is_str in layout:
+        kclose = 2 * c + 1
+        c += 1
         if is_str:
-            strings.append((i, "val"))
+            holes.append((key, (2 * c, 1), (2 * c + 1, 0)))
+            c += 1
+            continue
+        i = qs[kclose] + 1
+        while ev[i] in b" \t\r\n:":
+            i += 1
+        j = i
+        while ev[j] not in b" \t\r\n,}":
+            j += 1
+        nxt = (2 * c, qs[2 * c]) if 2 * c < len(qs) else ("ec", pos["ec"])
+        holes.append((key, (kclose, i - qs[kclose]), (nxt[0], j - nxt[1])))
+
+    def at(ref):
+        r, off = ref
+        return (pos[r] if isinstance(r, str) else qs[r]) + off
+
+    spans, prev = [], ("eo", 0)
+    for key, lo, hi in holes:
+        spans.append((prev, lo, ev[at(prev):at(lo)]))
+        prev = hi
+    spans.append((prev, ("ec", 1), ev[at(prev):]))
+    return spans, holes
+
+
+def _fast_events(b, w64, q, kq, eo, ec, layout, template):
+    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``.
+    Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
+    n = len(eo)
+    spans, holes = template
+    cache = {"eo": eo, "ec": ec}
+
+    def at(ref):
+        r, off = ref
+        if r not in cache:
+            cache[r] = q[kq + r]
+        return cache[r] + off if off else cache[r]
+
     ok = np.ones(n, dtype=bool)
-    opens = [q[kq + 2 * c] for c in range(len(strings))]
-    closes = [q[kq + 2 * c + 1] for c in range(len(strings))]
-    # keys equal the layout's
-    for c, (i, role) in enumerate(strings):
-        if role != "key":
-            continue
-        key = layout[i][0]
-        ok &= (closes[c] - opens[c] - 1) == len(key)
-        ok &= (_win(b, len(key))[opens[c] + 1] == np.frombuffer(key, np.uint8)).all(axis=1)
-    # regions between strings: before the first key, after each key / value
-    ok &= _all_ws(b, eo + 1, opens[0])
-    vals = {}
-    for c, (i, role) in enumerate(strings):
-        end = opens[c + 1] if c + 1 < len(strings) else ec
-        a = closes[c] + 1
-        if role == "key" and layout[i][1]:          # ws : ws "value"
-            p = _skip_ws(b, a, end, 1)
-            ok &= (p < end) & (b[np.minimum(p, len(b) - 1)] == 58)
-            ok &= _all_ws(b, p + 1, end)
-            vals[layout[i][0]] = (opens[c + 1] + 1, closes[c + 1])
-            continue
-        if role == "key":                           # ws : ws NUMBER ws [, ws]
-            p = _skip_ws(b, a, end, 1)
-            ok &= (p < end) & (b[np.minimum(p, len(b) - 1)] == 58)
-            lo = _skip_ws(b, p + 1, end, 1)
-            z = _skip_ws(b, end - 1, a - 1, -1)     # last non-ws byte of the region
-            if c + 1 < len(strings):
-                ok &= b[np.maximum(z, 0)] == 44
-                hi = _skip_ws(b, z - 1, a - 1, -1) + 1
-                ok &= _all_ws(b, z + 1, end)
-            else:
-                hi = z + 1
-            ok &= hi > lo
-            vals[layout[i][0]] = (lo, hi)
-            continue
-        # after a string value: ws [, ws]
-        if c + 1 < len(strings):
-            p = _skip_ws(b, a, end, 1)
-            ok &= (p < end) & (b[np.minimum(p, len(b) - 1)] == 44)
-            ok &= _all_ws(b, p + 1, end)
-        else:
-            ok &= _all_ws(b, a, end)
-    # values
+    for lo_ref, hi_ref, lit in spans:
+        lo, hi = at(lo_ref), at(hi_ref)
+        ok &= (hi - lo) == len(lit)
+        ok &= _equals(w64, lo, lit)
+    vals = {key: (at(lo_ref), at(hi_ref)) for key, lo_ref, hi_ref in holes}
     lo, hi = vals[b"name"]
     kind = np.full(n, -1, dtype=np.int64)
+    ln = hi - lo
     for code, kname in enumerate(KIND_NAMES):
         kb = kname.encode()
-        m = np.flatnonzero((hi - lo) == len(kb))
-        m = m[(_win(b, len(kb))[lo[m]] == np.frombuffer(kb, np.uint8)).all(axis=1)]
-        kind[m] = code
+        m = np.flatnonzero(ln == len(kb))
+        kind[m[_equals(w64, lo[m], kb)]] = code
     ok &= kind >= 0                                   # other names: parsed exactly (rare)
     lo, hi = vals[b"ph"]
-    is_x = ((hi - lo) == 1) & (b[lo] == 88)
-    ok &= is_x                                        # ph other than "X": parsed exactly
+    ok &= ((hi - lo) == 1) & (b[lo] == 88)            # ph other than "X": parsed exactly
     lo, hi = vals[b"pid"]
     pok, pdot, pid = _number(b, lo, hi, json_number=True)
     ok &= pok & ~pdot
@@ -302,6 +305,19 @@ def _fast_events(b, q, kq, eo, ec, layout):
         if key == b"dur":
             dur = v
     return ok, kind, pid, ts, dur
+
+
+def _equals(w64: np.ndarray, lo: np.ndarray, lit: bytes) -> np.ndarray:
+    """b[lo:lo+len(lit)] == lit for every lo (8 bytes per unaligned uint64 load)."""
+    ok = np.ones(len(lo), dtype=bool)
+    for j in range(0, len(lit), 8):
+        part = lit[j:j + 8]
+        word = np.uint64(int.from_bytes(part.ljust(8, b"\0"), "little"))
+        if len(part) == 8:
+            ok &= w64[lo + j] == word
+        else:
+            ok &= (w64[lo + j] & np.uint64((1 << (8 * len(part))) - 1)) == word
+    return ok
 
 
 def _candidates(b, qo, qc):
@@ -410,17 +426,20 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
         kq = np.searchsorted(q, eo[fast])
         nq = np.searchsorted(q, ec[fast]) - kq
         todo = np.arange(len(fast))
+        w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=0, strides=(1,))
         for _ in range(_MAX_LAYOUTS):
             if not len(todo):
                 break
             r = todo[0]
-            lay = _layout(b, int(eo[fast[r]]), int(ec[fast[r]]))
+            e0, e1 = int(eo[fast[r]]), int(ec[fast[r]])
+            lay = _layout(b, e0, e1)
             grp = todo[nq[todo] == 2 * sum(2 if s else 1 for _, s in lay)] if lay is not None else todo[:0]
             if not len(grp) or grp[0] != r:
                 slow.append(fast[r])
                 todo = todo[1:]
                 continue
-            okm, kind, pid, ts, dur = _fast_events(bp, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay)
+            okm, kind, pid, ts, dur = _fast_events(bp, w64, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
+                                                   _template(b, e0, e1, lay))
             if not okm[0]:
                 slow.append(fast[r])
             good = grp[okm]
