@@ -190,6 +190,93 @@ def _eight(x: np.ndarray) -> np.ndarray:
     return x & u(0xFFFFFFFF)
 
 
+_U = np.uint64
+_LOW = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2 ** 64 - 1], dtype=np.uint64)   # low k bytes
+_ZEROS = np.array([int.from_bytes(b"0" * k, "little") for k in range(9)], dtype=np.uint64)  # '0' x k
+_ZEROS_HI = np.array([int.from_bytes(b"0" * (8 - k), "little") << (8 * k) if k < 8 else 0
+                      for k in range(9)], dtype=np.uint64)                                   # '0' above k
+
+
+def _digits8(x: np.ndarray):
+    """Eight ASCII characters in a little-endian uint64 -> (all are digits, their value)."""
+    ok = ((x & _U(0xF0F0F0F0F0F0F0F0)) | (((x + _U(0x0606060606060606)) & _U(0xF0F0F0F0F0F0F0F0)) >> _U(4))) \
+        == _U(0x3333333333333333)
+    return ok, _eight(x - _U(0x3030303030303030)).astype(np.int64)
+
+
+def _short_numbers(b, w64, lo, hi, json_number: bool):
+    """Unsigned decimals of at most 8 characters (``ddd``, ``ddd.ddd``) -> (ok, dotted, ns),
+    SWAR on one unaligned 8-byte load per token; ok False for anything else (the caller
+    parses those with :func:`_number`). Same values and grammar as _number."""
+    L = hi - lo
+    ok = (L >= 1) & (L <= 8)
+    Lc = np.where(ok, L, 1)
+    x = w64[lo] & _LOW[Lc]
+    dx = x ^ _U(0x2E2E2E2E2E2E2E2E)
+    zb = (dx - _U(0x0101010101010101)) & ~dx & _U(0x8080808080808080) & _LOW[Lc]
+    dotted = zb != 0
+    low = zb & (~zb + _U(1))                              # lowest '.' byte's high bit
+    dp = np.where(dotted, (np.frexp(low.astype(np.float64))[1] - 1) // 8, Lc).astype(np.int64)
+    nf = Lc - dp - 1                                      # decimals (when dotted)
+    ok &= (dp >= 1) & (~dotted | (nf >= 1))
+    ip_bytes = x & _LOW[dp]
+    ipw = (ip_bytes << (_U(8) * (_U(8) - dp.astype(np.uint64)))) | _ZEROS[8 - dp]
+    iok, ip = _digits8(np.where(dp == 0, _ZEROS[8], ipw))
+    ok &= iok
+    if json_number:
+        ok &= ~(((x & _U(0xFF)) == _U(48)) & (dp > 1))
+    fr = np.where(dotted, x >> (_U(8) * (dp.astype(np.uint64) + _U(1))), _U(0))
+    nfc = np.clip(nf, 0, 8)
+    frw = (fr & _LOW[nfc]) | _ZEROS_HI[nfc]
+    fok, fv = _digits8(frw)                               # d1..d8 (padded with 0)
+    ok &= fok | ~dotted
+    fv = np.where(dotted, fv, 0)
+    ns = ip * 1000 + fv // 100000 + ((fv // 10000) % 10 >= 5)
+    return ok, dotted, np.where(ok, ns, 0)
+
+
+def _numbers(b, w64, lo, hi, json_number: bool, common: bool = False):
+    """_number, with the short unsigned tokens parsed by SWAR first. ``common``: most tokens
+    repeat the first one's bytes (a pid, a tid): those take its value after one comparison."""
+    if common and len(lo):
+        first = bytes(b[int(lo[0]):int(hi[0])])
+        same = ((hi - lo) == len(first)) & _equals(w64, lo, first) if 0 < len(first) <= 40 else lo < 0
+        if same.any():
+            f_ok, f_dot, f_ns = _number(b, lo[:1], hi[:1], json_number=json_number)
+            ok = same & f_ok[0]
+            dotted = np.full(len(lo), bool(f_dot[0]))
+            ns = np.where(ok, f_ns[0], 0)
+            rest = np.flatnonzero(~same)
+            if len(rest):
+                r_ok, r_dot, r_ns = _numbers(b, w64, lo[rest], hi[rest], json_number)
+                ok[rest], dotted[rest], ns[rest] = r_ok, r_dot, r_ns
+            return ok, dotted, ns
+    ok, dotted, ns = _short_numbers(b, w64, lo, hi, json_number)
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        rok, rdot, rns = _number(b, lo[rest], hi[rest], json_number=json_number)
+        ok[rest], dotted[rest], ns[rest] = rok, rdot, rns
+    return ok, dotted, ns
+
+
+def _fixed_ts(b, w64, lo, hi, rep_len: int, rep_dot: int):
+    """Timestamps written like the layout's representative: 16 integer digits, a point,
+    at most 8 decimals (``1736408883704643.212``) -> (ok, ns); the others ok False."""
+    ok = (hi - lo) == rep_len
+    if rep_dot != 16 or not 1 <= rep_len - 17 <= 8:
+        return ok & False, np.zeros(len(lo), dtype=np.int64)
+    ok &= b[lo + 16] == 46
+    a_ok, a = _digits8(w64[lo])
+    b_ok, bv = _digits8(w64[lo + 8])
+    nf = rep_len - 17
+    f_ok, fv = _digits8((w64[lo + 17] & _LOW[nf]) | _ZEROS_HI[nf])
+    ok &= a_ok & b_ok & f_ok
+    ip = a * 100_000_000 + bv
+    ok &= ip <= (2 ** 63 - 1 - 999) // 1000
+    ns = np.where(ok, ip, 0) * 1000 + fv // 100000 + ((fv // 10000) % 10 >= 5)
+    return ok, ns
+
+
 class _Float(str):
     """A JSON number that is not an integer (its text)."""
 
@@ -278,6 +365,8 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
         ok &= (hi - lo) == len(lit)
         ok &= _equals(w64, lo, lit)
     vals = {key: (at(lo_ref), at(hi_ref)) for key, lo_ref, hi_ref in holes}
+    rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
+    rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
     lo, hi = vals[b"name"]
     kind = np.full(n, -1, dtype=np.int64)
     ln = hi - lo
@@ -289,18 +378,22 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
     lo, hi = vals[b"ph"]
     ok &= ((hi - lo) == 1) & (b[lo] == 88)            # ph other than "X": parsed exactly
     lo, hi = vals[b"pid"]
-    pok, pdot, pid = _number(b, lo, hi, json_number=True)
+    pok, pdot, pid = _numbers(b, w64, lo, hi, json_number=True, common=True)
     ok &= pok & ~pdot
     pid = pid // 1000
     ts_string = dict(layout)[b"ts"]
     lo, hi = vals[b"ts"]
-    tok, _, ts = _number(b, lo, hi, json_number=not ts_string)
+    tok, ts = _fixed_ts(b, w64, lo, hi, *rep_ts)
+    rest = np.flatnonzero(~tok)
+    if len(rest):
+        rok, _, rts = _number(b, lo[rest], hi[rest], json_number=not ts_string)
+        tok[rest], ts[rest] = rok, rts
     ok &= tok
     dur = np.zeros(n, dtype=np.int64)
     for key, (lo, hi) in vals.items():
         if key in (b"name", b"ph", b"pid", b"ts"):
             continue
-        vok, _, v = _number(b, lo, hi, json_number=True)
+        vok, _, v = _numbers(b, w64, lo, hi, json_number=True, common=key != b"dur")
         ok &= vok
         if key == b"dur":
             dur = v
