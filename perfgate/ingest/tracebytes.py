@@ -39,7 +39,7 @@ import numpy as np
 from perfgate.ingest.aliases import OVERLAP_KINDS
 from perfgate.ingest.jsonscan import ScanError, _check_pairs
 
-CHUNK = 32 << 20
+CHUNK = 2 << 20                             # in cache: 2x faster than 32 MiB blocks
 STEP_PREFIX = b"ProfilerStep#"
 KIND_NAMES = tuple(OVERLAP_KINDS)           # kind code i -> the event name KIND_NAMES[i]
 _KEPT = tuple(k.encode() for k in KIND_NAMES) + (b"process_name",)
@@ -413,20 +413,28 @@ def _equals(w64: np.ndarray, lo: np.ndarray, lit: bytes) -> np.ndarray:
     return ok
 
 
+_FIRST_LEN = np.zeros(256 * 64, dtype=bool)     # (first byte, length) of a string that may be kept
+for _k in _KEPT:
+    _FIRST_LEN[_k[0] * 64 + len(_k)] = True
+for _n in range(len(STEP_PREFIX), 64):
+    _FIRST_LEN[STEP_PREFIX[0] * 64 + _n] = True
+
+
 def _candidates(b, qo, qc):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
     with ProfilerStep#."""
-    ln = qc - qo - 1
-    hit = np.zeros(len(qo), dtype=bool)
+    ln = np.minimum(qc - qo - 1, 63)
+    sel = np.flatnonzero(_FIRST_LEN[b[qo + 1].astype(np.int64) * 64 + ln])
+    ln = ln[sel]
+    hit = np.zeros(len(sel), dtype=bool)
     for kb in _KEPT:
         m = np.flatnonzero(ln == len(kb))
-        m = m[(_win(b, len(kb))[qo[m] + 1] == np.frombuffer(kb, np.uint8)).all(axis=1)]
+        m = m[(_win(b, len(kb))[qo[sel[m]] + 1] == np.frombuffer(kb, np.uint8)).all(axis=1)]
         hit[m] = True
     m = np.flatnonzero(ln >= len(STEP_PREFIX))
-    m = m[b[qo[m] + 1] == STEP_PREFIX[0]]
-    m = m[(_win(b, len(STEP_PREFIX))[qo[m] + 1] == np.frombuffer(STEP_PREFIX, np.uint8)).all(axis=1)]
+    m = m[(_win(b, len(STEP_PREFIX))[qo[sel[m]] + 1] == np.frombuffer(STEP_PREFIX, np.uint8)).all(axis=1)]
     hit[m] = True
-    return np.flatnonzero(hit)
+    return sel[hit]
 
 
 def _block(buf: bytes, first: bool, base_idx: int, out: dict):
@@ -439,8 +447,9 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
     q = _real_quotes(b, q, bs)
     x = b | 32
     br = np.flatnonzero((x == 123) | (x == 125))
-    if len(q):
-        br = br[(np.searchsorted(q, br) & 1) == 0]
+    nq_before = np.searchsorted(q, br)              # quotes before each bracket
+    outside = (nq_before & 1) == 0
+    br, nq_before = br[outside], nq_before[outside]
     ch = b[br]
     opener = (ch == 123) | (ch == 91)
     depth = 1 + np.cumsum(np.where(opener, 1, -1), dtype=np.int64)
@@ -470,11 +479,12 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
         raise NoFastPath("brackets do not pair")
     eo, ec = br[top_open], br[top_close]
     cut = int(ec[-1]) + 1 if ne else 0
-    inside = br < cut
-    try:
-        _check_pairs(br[inside], ch[inside], depth[inside], opener[inside], 0)
-    except ScanError:
-        raise NoFastPath("brackets do not pair") from None
+    if ne and ((top_close - top_open) != 1).any():   # nested values: pair every bracket by kind
+        inside = br < cut
+        try:
+            _check_pairs(br[inside], ch[inside], depth[inside], opener[inside], 0)
+        except ScanError:
+            raise NoFastPath("brackets do not pair") from None
     # separators: ws before the first item; exactly one comma and ws between items; ws at the end
     if ne:
         if not _all_ws(b, _i64([0]), eo[:1])[0]:
@@ -516,8 +526,8 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
     fast = cand_ev[flat]
     slow = list(cand_ev[~flat])
     if len(fast):
-        kq = np.searchsorted(q, eo[fast])
-        nq = np.searchsorted(q, ec[fast]) - kq
+        kq = nq_before[top_open[fast]]
+        nq = nq_before[top_close[fast]] - kq
         todo = np.arange(len(fast))
         w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=0, strides=(1,))
         for _ in range(_MAX_LAYOUTS):
