@@ -6,7 +6,8 @@ module reads them straight from the bytes with vectorised numpy operations over 
 :data:`CHUNK` bytes cut at event boundaries:
 
 1. *Structure* (every event): the unescaped quotes (a quote preceded by an odd run of
-   backslashes is escaped), the braces and brackets outside strings, their depth. The root
+   backslashes is escaped), the braces and brackets outside strings, their depth; no raw
+   control character inside a string. The root
    must be one array whose items are all objects, separated by exactly one comma and
    whitespace, closed by ``]`` with only whitespace after it; brackets pair by kind. This is
    the structure the exact scan (:mod:`perfgate.ingest.jsonscan`) checks.
@@ -445,6 +446,9 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
     q = np.flatnonzero(b == 34)
     bs = np.flatnonzero(b == 92)
     q = _real_quotes(b, q, bs)
+    ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
+    if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
+        raise NoFastPath("a control character inside a string")
     x = b | 32
     br = np.flatnonzero((x == 123) | (x == 125))
     nq_before = np.searchsorted(q, br)              # quotes before each bracket
@@ -499,11 +503,6 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
             raise NoFastPath("before the closing ]")
         if ne == 0 and not first:
             raise NoFastPath("trailing comma")
-    elif ne:
-        # the buffer continues with ws , ws and the next item
-        rest = buf[cut:len(buf) - _PAD].lstrip(b" \t\r\n")
-        if rest[:1] not in (b",", b""):
-            raise NoFastPath("item separator")
     # candidates
     qo, qc = q[0::2], q[1::2]
     if len(qc) < len(qo):
@@ -574,33 +573,45 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
     chunk = chunk or CHUNK
     out = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": []}
     n = 0
+    ws = b" \t\r\n"
     with open(path, "rb") as f:
         f.seek(start)
         if f.read(1) != b"[":
             raise NoFastPath("no array")
         pending = b""
         first = True
+        need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
         while True:
-            data = f.read(chunk) if not eof else b""
+            data = b"" if eof else f.read(chunk)
             eof = eof or len(data) < chunk
-            buf = b"".join((pending, data, bytes(_PAD)))
-            used, ne, closed = _block(buf, first, n, out)
-            n += ne
-            first = False
-            if closed:
-                break
-            if eof and not data:
-                raise NoFastPath("truncated")
-            rest = buf[used:len(buf) - _PAD]
-            if ne:
-                rest = rest.lstrip(b" \t\r\n")
-                if not rest.startswith(b","):
-                    if eof and not rest:
+            buf = pending + data
+            if need_sep:
+                t = buf.lstrip(ws)
+                if not t:
+                    if eof:
                         raise NoFastPath("truncated")
+                    pending = b""
+                    continue
+                if t[:1] == b"]":
+                    if t[1:].strip(ws) or any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
+                        raise NoFastPath("data after the array")
+                    break
+                if t[:1] != b",":
                     raise NoFastPath("item separator")
-                rest = rest[1:]
-            pending = rest
+                buf = t[1:]
+                need_sep = False
+            used, ne, closed = _block(b"".join((buf, bytes(_PAD))), first, n, out)
+            n += ne
+            first = first and ne == 0
+            if closed:
+                if any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
+                    raise NoFastPath("data after the array")
+                break
+            if ne == 0 and eof:
+                raise NoFastPath("truncated")
+            pending = buf[used:]
+            need_sep = need_sep or ne > 0
     cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
             for k in ("idx", "pid", "kind", "ts", "dur")}
     order = np.argsort(cols["idx"], kind="stable")
