@@ -86,16 +86,19 @@ def _real_quotes(b: np.ndarray, q: np.ndarray, bs: np.ndarray) -> np.ndarray:
     """Drop the escaped quotes (preceded by an odd run of backslashes) from ``q``."""
     if not len(bs) or not len(q):
         return q
-    cand = np.flatnonzero((q > 0) & (b[np.maximum(q - 1, 0)] == 92))
-    if not len(cand):
+    after = bs[b[bs + 1] == 34] + 1                 # quotes right after a backslash (b is padded)
+    if not len(after):
         return q
     new_run = np.ones(len(bs), dtype=bool)
     new_run[1:] = np.diff(bs) != 1
     run_first = np.maximum.accumulate(np.where(new_run, np.arange(len(bs)), 0))
-    k = np.searchsorted(bs, q[cand] - 1)
+    k = np.searchsorted(bs, after - 1)
     runlen = bs[k] - bs[run_first[k]] + 1
+    escaped = after[(runlen & 1) == 1]
+    if not len(escaped):
+        return q
     keep = np.ones(len(q), dtype=bool)
-    keep[cand[(runlen & 1) == 1]] = False
+    keep[np.searchsorted(q, escaped)] = False
     return q[keep]
 
 
@@ -421,20 +424,18 @@ for _n in range(len(STEP_PREFIX), 64):
     _FIRST_LEN[STEP_PREFIX[0] * 64 + _n] = True
 
 
-def _candidates(b, qo, qc):
+def _candidates(b, w64, qo, qc):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
     with ProfilerStep#."""
     ln = np.minimum(qc - qo - 1, 63)
     sel = np.flatnonzero(_FIRST_LEN[b[qo + 1].astype(np.int64) * 64 + ln])
-    ln = ln[sel]
+    ln, start = ln[sel], qo[sel] + 1
     hit = np.zeros(len(sel), dtype=bool)
     for kb in _KEPT:
         m = np.flatnonzero(ln == len(kb))
-        m = m[(_win(b, len(kb))[qo[sel[m]] + 1] == np.frombuffer(kb, np.uint8)).all(axis=1)]
-        hit[m] = True
+        hit[m[_equals(w64, start[m], kb)]] = True
     m = np.flatnonzero(ln >= len(STEP_PREFIX))
-    m = m[(_win(b, len(STEP_PREFIX))[qo[sel[m]] + 1] == np.frombuffer(STEP_PREFIX, np.uint8)).all(axis=1)]
-    hit[m] = True
+    hit[m[_equals(w64, start[m], STEP_PREFIX)]] = True
     return sel[hit]
 
 
@@ -445,7 +446,7 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
     b = bp[:len(bp) - _PAD]
     q = np.flatnonzero(b == 34)
     bs = np.flatnonzero(b == 92)
-    q = _real_quotes(b, q, bs)
+    q = _real_quotes(bp, q, bs)
     ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
     if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
         raise NoFastPath("a control character inside a string")
@@ -507,7 +508,8 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
     qo, qc = q[0::2], q[1::2]
     if len(qc) < len(qo):
         qo = qo[:len(qc)]
-    cs = _candidates(bp, qo, qc)
+    w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=0, strides=(1,))
+    cs = _candidates(bp, w64, qo, qc)
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
@@ -528,7 +530,6 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
         kq = nq_before[top_open[fast]]
         nq = nq_before[top_close[fast]] - kq
         todo = np.arange(len(fast))
-        w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=0, strides=(1,))
         for _ in range(_MAX_LAYOUTS):
             if not len(todo):
                 break
