@@ -439,10 +439,10 @@ def _candidates(b, w64, qo, qc):
     return sel[hit]
 
 
-def _block(buf: bytes, first: bool, base_idx: int, out: dict):
+def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
     """Analyse one buffer that starts at an item start (or right after the root ``[``).
     Returns (bytes consumed, items completed, root closed)."""
-    bp = np.frombuffer(buf, dtype=np.uint8)      # buf ends with _PAD zero bytes
+    bp = np.frombuffer(buf, dtype=np.uint8, offset=start)      # buf ends with _PAD zero bytes
     b = bp[:len(bp) - _PAD]
     q = np.flatnonzero(b == 34)
     bs = np.flatnonzero(b == 92)
@@ -508,7 +508,7 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
     qo, qc = q[0::2], q[1::2]
     if len(qc) < len(qo):
         qo = qo[:len(qc)]
-    w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=0, strides=(1,))
+    w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
     cs = _candidates(bp, w64, qo, qc)
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
@@ -558,7 +558,7 @@ def _block(buf: bytes, first: bool, base_idx: int, out: dict):
         slow.extend(fast[todo].tolist())
     for e in sorted(int(i) for i in slow):
         try:
-            ev = json.loads(buf[int(eo[e]):int(ec[e]) + 1], parse_float=str)
+            ev = json.loads(buf[start + int(eo[e]):start + int(ec[e]) + 1], parse_float=str)
         except ValueError:
             raise NoFastPath("invalid event") from None
         out["parsed"].append((base_idx + e, ev))
@@ -583,26 +583,30 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         first = True
         need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
+        pad = bytes(_PAD)
         while True:
             data = b"" if eof else f.read(chunk)
             eof = eof or len(data) < chunk
-            buf = pending + data
+            buf = b"".join((pending, data, pad))
+            end = len(buf) - _PAD
+            start = 0
             if need_sep:
-                t = buf.lstrip(ws)
-                if not t:
+                while start < end and buf[start] in ws:
+                    start += 1
+                if start == end:
                     if eof:
                         raise NoFastPath("truncated")
                     pending = b""
                     continue
-                if t[:1] == b"]":
-                    if t[1:].strip(ws) or any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
+                if buf[start] == 93:                   # "]"
+                    if buf[start + 1:end].strip(ws) or any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
                         raise NoFastPath("data after the array")
                     break
-                if t[:1] != b",":
+                if buf[start] != 44:
                     raise NoFastPath("item separator")
-                buf = t[1:]
+                start += 1
                 need_sep = False
-            used, ne, closed = _block(b"".join((buf, bytes(_PAD))), first, n, out)
+            used, ne, closed = _block(buf, start, first, n, out)
             n += ne
             first = first and ne == 0
             if closed:
@@ -611,7 +615,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                 break
             if ne == 0 and eof:
                 raise NoFastPath("truncated")
-            pending = buf[used:]
+            pending = buf[start + used:end]
             need_sep = need_sep or ne > 0
     cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
             for k in ("idx", "pid", "kind", "ts", "dur")}
