@@ -238,3 +238,25 @@ def test_fixed_width_timestamps(tmp_path):
     ok, ns = tb._fixed_ts(b, w64, lo, hi, 20, 16)
     assert ok.tolist() == [True, False, True, False]   # another length / out of int64: refused
     assert ns[0] == 1736408883704643212 and ns[2] == 1999
+
+
+def test_events_larger_than_a_block(monkeypatch, text_captures):
+    """Real events (call stacks of several KB) cut by 1,000-byte blocks: read on, same summary."""
+    p = text_captures / "level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    want = _exact(p)
+    monkeypatch.setattr(tb, "CHUNK", 1000)
+    _same(_bytes(p), want)
+
+
+def test_many_events_to_parse_one_by_one_go_to_the_arrow_scan(tmp_path, monkeypatch):
+    """Overlap events with nested args cannot take the fast layouts; past _MAX_PARSED of them in a
+    block the extractor hands the file to the Arrow line scan (faster there), same summary."""
+    ev = [{"name": "Free", "pid": OV_PID, "tid": 3, "ts": f"17364088837{i:05d}.212", "dur": 1.5, "ph": "X",
+           "args": {}} for i in range(3000)]
+    p = tmp_path / "trace_view.json"
+    _write(p, META + ev, "torch")
+    with pytest.raises(tr._NoFastPath):
+        _bytes(p)
+    _same(tr.read_trace(p), _exact(p))
+    monkeypatch.setattr(tb, "_MAX_PARSED", 10 ** 9)
+    _same(_bytes(p), _exact(p))

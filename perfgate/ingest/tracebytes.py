@@ -45,6 +45,7 @@ STEP_PREFIX = b"ProfilerStep#"
 KIND_NAMES = tuple(OVERLAP_KINDS)           # kind code i -> the event name KIND_NAMES[i]
 _KEPT = tuple(k.encode() for k in KIND_NAMES) + (b"process_name",)
 _MAX_LAYOUTS = 16
+_MAX_PARSED = 2000                          # events of one block parsed by json.loads, at most
 _MAX_INT_DIGITS = 16                        # ts in µs: 16 integer digits (+ range check)
 _WS = np.zeros(256, dtype=bool)
 _WS[[32, 9, 10, 13]] = True
@@ -556,6 +557,8 @@ def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
             done[r] = True
             todo = todo[~done[todo]]
         slow.extend(fast[todo].tolist())
+    if len(slow) > max(_MAX_PARSED, ne // 4):
+        raise NoFastPath("too many events to parse one by one")   # the Arrow line scan is faster here
     for e in sorted(int(i) for i in slow):
         try:
             ev = json.loads(buf[start + int(eo[e]):start + int(ec[e]) + 1], parse_float=str)
@@ -584,9 +587,10 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
         pad = bytes(_PAD)
+        want = chunk
         while True:
-            data = b"" if eof else f.read(chunk)
-            eof = eof or len(data) < chunk
+            data = b"" if eof else f.read(want)
+            eof = eof or len(data) < want
             buf = b"".join((pending, data, pad))
             end = len(buf) - _PAD
             start = 0
@@ -615,6 +619,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                 break
             if ne == 0 and eof:
                 raise NoFastPath("truncated")
+            want = want * 2 if ne == 0 else chunk     # an event larger than a block: read on, doubling
             pending = buf[start + used:end]
             need_sep = need_sep or ne > 0
     cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
