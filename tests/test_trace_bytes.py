@@ -209,6 +209,10 @@ def test_numbers_are_exact(tokens, json_number):
     b = np.frombuffer(buf, np.uint8)
     w64 = np.ndarray((len(b) - 7,), "<u8", buffer=buf, offset=0, strides=(1,))
     lo, hi = np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
+    ints = tb._json_ints(w64, lo, hi)
+    for t, good in zip(tokens, ints):
+        import re
+        assert bool(good) == (re.fullmatch(r"0|[1-9]\d{0,7}", t) is not None), t
     for ok, ns in (tb._numbers(b, w64, lo, hi, json_number)[::2], tb._number(b, lo, hi, json_number=json_number)[::2],
                    tb._numbers(b, w64, lo, hi, json_number, common=True)[::2]):
         for t, good, v in zip(tokens, ok, ns):

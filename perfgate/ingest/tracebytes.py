@@ -202,10 +202,12 @@ _ZEROS_HI = np.array([int.from_bytes(b"0" * (8 - k), "little") << (8 * k) if k <
                       for k in range(9)], dtype=np.uint64)                                   # '0' above k
 
 
-def _digits8(x: np.ndarray):
+def _digits8(x: np.ndarray, value: bool = True):
     """Eight ASCII characters in a little-endian uint64 -> (all are digits, their value)."""
     ok = ((x & _U(0xF0F0F0F0F0F0F0F0)) | (((x + _U(0x0606060606060606)) & _U(0xF0F0F0F0F0F0F0F0)) >> _U(4))) \
         == _U(0x3333333333333333)
+    if not value:
+        return ok
     return ok, _eight(x - _U(0x3030303030303030)).astype(np.int64)
 
 
@@ -221,7 +223,7 @@ def _short_numbers(b, w64, lo, hi, json_number: bool):
     zb = (dx - _U(0x0101010101010101)) & ~dx & _U(0x8080808080808080) & _LOW[Lc]
     dotted = zb != 0
     low = zb & (~zb + _U(1))                              # lowest '.' byte's high bit
-    dp = np.where(dotted, (np.frexp(low.astype(np.float64))[1] - 1) // 8, Lc).astype(np.int64)
+    dp = np.where(dotted, np.bitwise_count(low - _U(1)).astype(np.int64) >> 3, Lc)
     nf = Lc - dp - 1                                      # decimals (when dotted)
     ok &= (dp >= 1) & (~dotted | (nf >= 1))
     ip_bytes = x & _LOW[dp]
@@ -238,6 +240,17 @@ def _short_numbers(b, w64, lo, hi, json_number: bool):
     fv = np.where(dotted, fv, 0)
     ns = ip * 1000 + fv // 100000 + ((fv // 10000) % 10 >= 5)
     return ok, dotted, np.where(ok, ns, 0)
+
+
+def _json_ints(w64, lo, hi) -> np.ndarray:
+    """Tokens that are JSON integers of 1 to 8 digits (no sign): ``0`` or ``[1-9][0-9]*``."""
+    L = hi - lo
+    ok = (L >= 1) & (L <= 8)
+    Lc = np.where(ok, L, 1)
+    x = w64[lo]
+    ok &= _digits8((x & _LOW[Lc]) | _ZEROS_HI[Lc], value=False)
+    ok &= ((x & _U(0xFF)) != _U(48)) | (Lc == 1)
+    return ok
 
 
 def _numbers(b, w64, lo, hi, json_number: bool, common: bool = False):
@@ -398,10 +411,14 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
     for key, (lo, hi) in vals.items():
         if key in (b"name", b"ph", b"pid", b"ts"):
             continue
-        vok, _, v = _numbers(b, w64, lo, hi, json_number=True, common=key != b"dur")
-        ok &= vok
         if key == b"dur":
-            dur = v
+            vok, _, dur = _numbers(b, w64, lo, hi, json_number=True)
+        else:                                         # a value perfgate does not use: validated only
+            vok = _json_ints(w64, lo, hi)
+            rest = np.flatnonzero(~vok)
+            if len(rest):
+                vok[rest] = _numbers(b, w64, lo[rest], hi[rest], json_number=True)[0]
+        ok &= vok
     return ok, kind, pid, ts, dur
 
 
