@@ -51,3 +51,32 @@ def test_lost_launches_on_real_traces_with_a_dropped_end(tmp_path, text_captures
     p.write_bytes(data.replace(end, end.replace(b'"ph": "f"', b'"ph": "i"'), 1))
     lost = v.lost_launches(p, tr.read_trace(p).steps)
     assert sum(d["async_npu"] + d["HostToDevice"] for d in lost.values()) >= 1, (fid, lost)
+
+
+def _old_pass(p):
+    starts, ended = {}, set()
+    v._flows_in(p.read_bytes(), starts, ended)
+    return starts, ended
+
+
+def test_flows_from_the_byte_scan_equal_the_separate_pass(tmp_path, ascend, text_captures):
+    """The byte-level extractor collects the host -> device flows while it scans (the second
+    pass over the file is skipped): the same starts and ends, so the same lost launches."""
+    paths = sorted(ascend.rglob("trace_view*.json"))
+    src = text_captures / "level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    data = src.read_bytes()
+    ends = [ev for ev in _flow_events(data) if v._field_loop(ev, b'"ph"') == b"f"][:5]
+    for ev in ends:
+        data = data.replace(ev, ev.replace(b'"ph": "f"', b'"ph": "i"'), 1)
+    cut = tmp_path / "trace_view.json"
+    cut.write_bytes(data)
+    n_flows = 0
+    for p in paths + [cut]:
+        s = tr.read_trace(p)
+        assert s.flows is not None
+        assert s.flows == _old_pass(p)
+        assert v.lost_launches(p, s.steps, s.flows) == v.lost_launches(p, s.steps)
+        n_flows += len(s.flows[0])
+    assert n_flows > 1000
+    s = tr.read_trace(cut)
+    assert sum(d["async_npu"] + d["HostToDevice"] for d in v.lost_launches(cut, s.steps, s.flows).values()) >= 5

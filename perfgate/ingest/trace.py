@@ -44,6 +44,8 @@ class TraceSummary:
     ``start_ns``, ``dur_ns``, ``end_ns`` (int64 ns). ``steps``: DataFrame ``step`` (str),
     ``start_ns``, ``end_ns`` from the host ProfilerStep#N events. ``n_events`` counts every
     event in the file; ``dropped_negative`` the X events dropped for a negative duration.
+    ``flows``: ``(starts, ended)`` of the host -> device flows when the byte-level extractor
+    read the file (see :func:`perfgate.ingest.validity.lost_launches`), else None.
     """
     path: Path
     n_events: int
@@ -51,6 +53,7 @@ class TraceSummary:
     overlap: pd.DataFrame
     steps: pd.DataFrame
     dropped_negative: int
+    flows: tuple | None = None   # (starts, ended) host -> device flows, see validity.lost_launches
 
     @property
     def has_overlap(self) -> bool:
@@ -374,14 +377,21 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     step_df = pd.DataFrame({"step": [x for x, good in zip(s_name, ok) if good], "start_ns": sts[ok],
                             "end_ns": sts[ok] + sdur[ok]})
     return TraceSummary(path=path, n_events=ex.n, processes=processes, overlap=overlap,
-                        steps=step_df, dropped_negative=dropped)
+                        steps=step_df, dropped_negative=dropped, flows=ex.flows)
 
 
 def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
 
+    A bare event array is read first by the byte-level extractor
+    (:mod:`perfgate.ingest.tracebytes`: numpy over 2 MiB blocks, every event's structure
+    checked, the kept events' bytes verified against a template and their ts / dur converted
+    to exact ns from their digits; no Python object per event; it also gathers the host ->
+    device flows for :func:`perfgate.ingest.validity.lost_launches` in the same pass, as
+    ``flows``). Whatever it cannot read exactly goes on to the paths below, unchanged.
+
     A bare event array in torch_npu's one-line layout (events separated by ``}, {`` or
-    ``},{``) is read first by Arrow's JSON reader (C++, one event per line after the separators
+    ``},{``) is then read by Arrow's JSON reader (C++, one event per line after the separators
     become newlines, 64 MiB blocks, only name/ph/pid/ts/dur kept: no Python object per event;
     every event's syntax is checked by Arrow). Anything it cannot read exactly (another layout,
     a pid or ts of another type, a dur on a half nanosecond, invalid JSON) falls back to the

@@ -172,23 +172,30 @@ def _field(ev: bytes, key: bytes) -> bytes | None:
     return m.group(1) if m is not None else _field_loop(ev, key)
 
 
+def flow_event(ev: bytes, cat: bytes, starts: dict, ended: set) -> None:
+    """One hit of the category literal ``cat``: ``ev`` is the hit's own object (from the ``{``
+    before it to the ``}`` after it). A flow start (``ph: s``) records its ts text under
+    (cat, id), a flow end (``ph: f``) marks (cat, id) as reached."""
+    if b'"cat"' in ev:
+        ph, fid = _field(ev, b'"ph"'), _field(ev, b'"id"')
+        if ph == b"s" and fid is not None:
+            starts[(cat, fid)] = _field(ev, b'"ts"') or b"0"
+        elif ph == b"f" and fid is not None:
+            ended.add((cat, fid))
+
+
 def _flows_in(data: bytes, starts: dict, ended: set) -> None:
     for cat in _FLOW_CATS:
         lit = b'"' + cat + b'"'
         pos = data.find(lit)
         while pos >= 0:
             lo, hi = data.rfind(b"{", 0, pos), data.find(b"}", pos)
-            ev = data[lo:hi + 1]
-            if lo >= 0 and hi > 0 and b'"cat"' in ev:
-                ph, fid = _field(ev, b'"ph"'), _field(ev, b'"id"')
-                if ph == b"s" and fid is not None:
-                    starts[(cat, fid)] = _field(ev, b'"ts"') or b"0"
-                elif ph == b"f" and fid is not None:
-                    ended.add((cat, fid))
+            if lo >= 0 and hi > 0:
+                flow_event(data[lo:hi + 1], cat, starts, ended)
             pos = data.find(lit, pos + len(lit))
 
 
-def lost_launches(trace_path: Path, steps) -> dict:
+def lost_launches(trace_path: Path, steps, flows: tuple | None = None) -> dict:
     """Host launches whose flow never reaches the device, per host step.
 
     Reads ``trace_path`` in 8 MiB blocks and matches every flow start (``ph: s``) / end
@@ -197,23 +204,29 @@ def lost_launches(trace_path: Path, steps) -> dict:
     at the head of the RECORD window, Ascend/pytorch#167). Steps come from ``steps`` (the host
     ProfilerStep windows, ns); a start outside every window counts under ``"unassigned"``.
 
+    ``flows``: ``(starts, ended)`` already collected by the trace scan
+    (:attr:`perfgate.ingest.trace.TraceSummary.flows`, the byte-level extractor gathers them
+    with the same per-hit rule, :func:`flow_event`); the file is then not read again.
+
     Returns:
         ``{step: {"async_npu": n, "HostToDevice": n, "first_ts_ns": int}}`` for steps with lost
         launches only (empty when every launch reached the device or the file has no flows).
     """
-    starts: dict = {}
-    ended: set = set()
-    carry = b""
-    with open(trace_path, "rb") as f:
-        while True:
-            block = f.read(8 << 20)
-            data = carry + block
-            if block:
-                cut = data.rfind(b"}")
-                data, carry = (data[:cut + 1], data[cut + 1:]) if cut >= 0 else (b"", data)
-            _flows_in(data, starts, ended)
-            if not block:
-                break
+    if flows is not None:
+        starts, ended = flows
+    else:
+        starts, ended = {}, set()
+        carry = b""
+        with open(trace_path, "rb") as f:
+            while True:
+                block = f.read(8 << 20)
+                data = carry + block
+                if block:
+                    cut = data.rfind(b"}")
+                    data, carry = (data[:cut + 1], data[cut + 1:]) if cut >= 0 else (b"", data)
+                _flows_in(data, starts, ended)
+                if not block:
+                    break
     lost = [(k, ts) for k, ts in starts.items() if k not in ended]
     if not lost:
         return {}
