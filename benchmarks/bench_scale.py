@@ -11,7 +11,8 @@ Shapes (``--shapes``):
   b  LLM-like: the real st/level2 rank-0 rows (2,463 per step) replicated with fresh times
   c  few giant steps: perfgate.synth.scale (10 steps, no layers)
   d  many ranks: 64 and 1,024 small ranks (perfgate.synth.scale): serial time, per-rank fixed
-     cost, and --workers 2 vs serial (wall and CPU including children)
+     cost, --workers 2 vs serial (wall and CPU including children), and the same ranks on a local
+     dask.distributed cluster of 1 and 2 worker processes (``--dask``)
 
 Sections (``--skip`` any of growth, trace, ref):
   growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``
@@ -26,7 +27,7 @@ Sections (``--skip`` any of growth, trace, ref):
 Usage:
   python3 benchmarks/bench_scale.py [--shapes a,b,c,d] [--rows 1000000] [--repeats 2]
       [--growth 100000,300000,1000000,3000000] [--growth-shape a] [--ranks 64,1024]
-      [--rank-rows 1000] [--ref-rows N] [--msprof-analyze PATH] [--skip growth,trace,ref] [--quick]
+      [--rank-rows 1000] [--dask 1,2] [--ref-rows N] [--msprof-analyze PATH] [--skip growth,trace,ref] [--quick]
 
 msprof-analyze: ``python3 -m venv V && V/bin/pip install msprof-analyze`` (kept out of
 perfgate's environment), then ``--msprof-analyze V/bin/msprof-analyze`` or
@@ -255,7 +256,33 @@ def bench_trace(tmp: Path, rows: int):
     return out
 
 
-def bench_ranks(tmp: Path, counts, rank_rows: int, policy):
+def bench_dask(tmp: Path, cap: Path, policy, workers, serial_wall: float):
+    """The same ranks fanned out on a local dask.distributed cluster (``fingerprint_path(...,
+    scheduler=...)``) of 1, 2, ... single-threaded worker processes; wall time, warmed (each
+    worker has imported perfgate on a small capture first). Prints the speed-up over 1 worker."""
+    try:
+        from distributed import LocalCluster
+    except ImportError:
+        print("      dask: distributed not installed (pip install 'perfgate[dask]')", flush=True)
+        return None
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    warm = build("d", tmp / "dask_warm", 0, ranks=max(workers), rank_rows=200)
+    out = {}
+    for w in workers:
+        with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
+            fingerprint_path(warm, policy, scheduler=cl.scheduler_address, with_trace=False)
+            t = time.perf_counter()
+            fingerprint_path(cap, policy, scheduler=cl.scheduler_address, with_trace=False)
+            out[w] = time.perf_counter() - t
+    shutil.rmtree(warm)
+    base = out[min(out)]
+    print("      dask LocalCluster: " + ", ".join(
+        f"{w} worker{'s' if w > 1 else ''} {t:6.2f} s wall (x{base / t:4.2f} vs 1 worker)" for w, t in out.items())
+        + f"; serial in-process {serial_wall:6.2f} s", flush=True)
+    return out
+
+
+def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=()):
     print(f"4. ranks x {rank_rows:,} kernel rows (perfgate.synth.scale), serial in this process; "
           f"per-rank cost = time / ranks (goal: <= 50 ms)", flush=True)
     res = []
@@ -274,6 +301,8 @@ def bench_ranks(tmp: Path, counts, rank_rows: int, policy):
             line += f" | --workers 2: {pw:6.2f} s wall ({sw / pw:4.2f}x), {pc:6.2f} s CPU ({pc / sc:4.2f}x serial)"
             r["workers2"] = (pw, pc)
         print(line, flush=True)
+        if dask_workers:
+            r["dask"] = bench_dask(tmp, cap, policy, dask_workers, sw)
         res.append(r)
         shutil.rmtree(cap)
     if len(res) >= 2:
@@ -354,13 +383,14 @@ def main():
     ap.add_argument("--growth-shape", default="a")
     ap.add_argument("--ranks", default="64,1024")
     ap.add_argument("--rank-rows", type=int, default=1000)
+    ap.add_argument("--dask", default="1,2", help="shape d on a local dask cluster of these worker counts ('' skips)")
     ap.add_argument("--ref-rows", type=int, default=None, help="rows per side of the reference pair (default --rows)")
     ap.add_argument("--msprof-analyze", default=None, help="path to the msprof-analyze executable")
     ap.add_argument("--skip", default="", help="comma-separated: growth, trace, ref")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test of the script)")
     a = ap.parse_args()
     if a.quick:
-        a.rows, a.growth, a.ranks, a.rank_rows, a.repeats = 20_000, "10000,20000", "4,16", 200, 1
+        a.rows, a.growth, a.ranks, a.rank_rows, a.repeats, a.dask = 20_000, "10000,20000", "4,16", 200, 1, ""
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     skip = {s.strip().lower() for s in a.skip.split(",") if s.strip()}
     policy = load_policy()
@@ -374,7 +404,8 @@ def main():
         if "trace" not in skip and "a" in shapes:
             trace = bench_trace(tmp, a.rows)
         if "d" in shapes:
-            rows += bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], a.rank_rows, policy)
+            rows += bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], a.rank_rows, policy,
+                                [int(x) for x in a.dask.split(",") if x.strip()] if a.dask else ())
         if "ref" not in skip:
             ref = bench_ref(tmp, a.msprof_analyze, a.ref_rows or a.rows, policy)
     summary(rows, trace, ref)

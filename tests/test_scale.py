@@ -159,14 +159,20 @@ def test_huge_trace_is_skipped_when_step_trace_suffices(tmp_path, policy, monkey
     assert not fp.config["has_trace"]
 
 
-@pytest.mark.bench
-def test_benchmark_script_runs():
-    """The benchmark itself (heavy; run with -m bench)."""
+@pytest.mark.slow
+def test_benchmark_script_runs(text_captures):
+    """The benchmark's smoke run (``--quick``: every shape at 20k rows, ~15 s) in every CI run,
+    so that a change which makes its captures invalid (the 1M-row shapes were once refused by
+    the collection-window check) is caught here, not when someone next measures."""
     import pathlib
     script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_scale.py"
-    r = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=1800)
+    r = subprocess.run([sys.executable, str(script), "--quick", "--skip", "ref"], capture_output=True, text=True,
+                       timeout=1800)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "ratio" in r.stdout and "MiB/s" in r.stdout
+    out = r.stdout
+    for shape in ("a many short steps", "b LLM-like", "c few giant steps", "d 16 ranks"):
+        assert shape in out
+    assert "trace scan (shape a" in out and "marginal cost" in out
 
 
 def test_out_of_memory_is_a_clear_error_not_an_empty_result(tmp_path, policy, monkeypatch):
