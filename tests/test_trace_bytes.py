@@ -114,7 +114,7 @@ def _outcome(fn, path):
         return None, str(e)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(EVENT, max_size=40), st.sampled_from(["compact", "torch", "pretty", "reordered"]))
 def test_read_trace_equals_the_full_parse(tmp_path_factory, events, style):
     p = tmp_path_factory.mktemp("t") / "trace_view.json"
