@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from perfgate.errors import InvalidCaptureError
-from perfgate.ingest import jsonscan, trace as tr, tracebytes as tb
+from perfgate.ingest import trace as tr, tracebytes as tb
 from perfgate.synth.replicate import replicate_rank
 
 OV_PID = 9
