@@ -160,6 +160,8 @@ M9 = '{"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "
     (f"[{M9}, {EV}, 5]", True),                                                   # an item that is not an object
     (f"[{M9}, {EV.replace('53.742', '01')}]", False),                              # leading zero
     (f"[{M9}, {EV.replace('Computing', 'Free' + chr(9))}]", False),                # raw control character
+    (f"[{M9.replace('9', str(2 ** 70), 1)}, {EV}]", True),                         # a pid beyond int64
+    (f'[{M9.replace("9", chr(34) + "9" + chr(34), 1)}, {EV}]', True),              # a pid spelt as text
 ])
 def test_adversarial_traces_give_the_older_result(tmp_path, text, reads):
     """Same summary or same error as the older paths (Arrow line scan, exact scan)."""

@@ -350,8 +350,8 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
             s_ts.append(ev.get("ts"))
             s_dur.append(ev.get("dur", 0))
     overlap_pids = {pid for pid, pname in processes.items() if pname == OVERLAP_PROCESS}
-    if any(type(p) is not int for p in overlap_pids):
-        raise _NoFastPath("an Overlap Analysis pid that is not an integer")
+    if any(type(p) is not int or not -2 ** 63 <= p < 2 ** 63 for p in overlap_pids):
+        raise _NoFastPath("an Overlap Analysis pid that is not an int64 integer")
     keep_fast = np.isin(ex.pid, np.array(sorted(overlap_pids), dtype=np.int64))
     keep_slow = np.array([p in overlap_pids for p in c_pid], dtype=bool)
     try:
