@@ -266,3 +266,17 @@ def test_many_events_to_parse_one_by_one_go_to_the_arrow_scan(tmp_path, monkeypa
     _same(tr.read_trace(p), _exact(p))
     monkeypatch.setattr(tb, "_MAX_PARSED", 10 ** 9)
     _same(_bytes(p), _exact(p))
+
+
+@pytest.mark.parametrize("bad", ['{"a": [1}', '{"a": {"b": 1]}', '{"a": [{"b": 1]}}'])
+def test_brackets_of_another_kind_in_a_nested_value(tmp_path, bad):
+    """A nested value closed by a bracket of the other kind, among many flat events (the
+    pairing is checked on the nested events' brackets only): invalid JSON, same error."""
+    events = [EV] * 50 + [bad] + [EV] * 50
+    p = tmp_path / "trace_view.json"
+    p.write_text("[" + M9 + ", " + ", ".join(events) + "]")
+    with pytest.raises(tr._NoFastPath):
+        _bytes(p)
+    _, err = _outcome(tr.read_trace, p)
+    _, older = _outcome(_older, p)
+    assert err is not None and err == older

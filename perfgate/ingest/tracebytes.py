@@ -455,9 +455,10 @@ for _n in range(len(STEP_PREFIX), 64):
 
 def _candidates(b, w64, qo, qc):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
-    with ProfilerStep#."""
+    with ProfilerStep#; and every string's (first byte, length) code."""
     ln = np.minimum(qc - qo - 1, 63)
-    sel = np.flatnonzero(_FIRST_LEN[b[qo + 1].astype(np.int64) * 64 + ln])
+    code = b[qo + 1].astype(np.int64) * 64 + ln
+    sel = np.flatnonzero(_FIRST_LEN[code])
     ln, start = ln[sel], qo[sel] + 1
     hit = np.zeros(len(sel), dtype=bool)
     for kb in _KEPT:
@@ -465,17 +466,16 @@ def _candidates(b, w64, qo, qc):
         hit[m[_equals(w64, start[m], kb)]] = True
     m = np.flatnonzero(ln >= len(STEP_PREFIX))
     hit[m[_equals(w64, start[m], STEP_PREFIX)]] = True
-    return sel[hit]
+    return sel[hit], code
 
 
-def _flows(buf, start, b, w64, qo, qc, cut, raw_br, flows) -> None:
+def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
     """Host -> device flow hits (strings ``async_npu`` / ``HostToDevice``) handed, each with its
     own object (the raw ``{`` before it to the ``}`` after it, as lost_launches' own pass
     takes it), to :func:`perfgate.ingest.validity.flow_event`, in file order per category."""
-    ln = qc - qo - 1
     raw_open = raw_close = None
     for cat in _FLOW_CATS:
-        m = np.flatnonzero((ln == len(cat)) & (b[qo + 1] == cat[0]))
+        m = np.flatnonzero(code == cat[0] * 64 + len(cat))
         m = m[_equals(w64, qo[m] + 1, cat)]
         pos = qo[m]
         pos = pos[pos < cut]
@@ -538,8 +538,13 @@ def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
         raise NoFastPath("brackets do not pair")
     eo, ec = br[top_open], br[top_close]
     cut = int(ec[-1]) + 1 if ne else 0
-    if ne and ((top_close - top_open) != 1).any():   # nested values: pair every bracket by kind
-        inside = br < cut
+    nested = np.flatnonzero((top_close - top_open) != 1) if ne else top_open[:0]
+    if len(nested):                                  # nested values: pair their brackets by kind
+        if len(nested) * 4 < ne:                     # a few such events: their brackets only
+            lens = top_close[nested] - top_open[nested] + 1
+            inside = np.repeat(top_open[nested] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        else:
+            inside = np.flatnonzero(br < cut)
         try:
             _check_pairs(br[inside], ch[inside], depth[inside], opener[inside], 0)
         except ScanError:
@@ -563,14 +568,14 @@ def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
     if len(qc) < len(qo):
         qo = qo[:len(qc)]
     w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
-    cs = _candidates(bp, w64, qo, qc)
+    cs, code = _candidates(bp, w64, qo, qc)
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
-    _flows(buf, start, bp, w64, qo, qc, cut, raw_br, out["flows"])
+    _flows(buf, start, bp, w64, qo, code, cut, raw_br, out["flows"])
     mark = np.zeros(ne, dtype=bool)
     mark[cand_ev] = True
     cand_ev = np.flatnonzero(mark)
