@@ -218,8 +218,9 @@ def test_recompute_shows_as_a_recompute_pass(tmp_path, policy):
 
 
 def test_segmentation_cost_does_not_grow_with_layers_per_step(policy):
-    """Same rows, 100x more layers per step: the Python work must not scale with layers (the
-    per-layer loop is gone). Counted, not timed: the numpy reduceat calls stay O(1) per step."""
+    """Same rows, 100x more layers per step, or 100x more steps: the Python work must not scale
+    with layers or steps (the per-layer and per-step loops are gone). Counted, not timed: the
+    boundary rule is learned once per pass for all steps at once."""
     import perfgate.metrics.segments as sg
     seq_few = training_sequence(2, microbatches=1, stages=1)
     seq_many = training_sequence(200, microbatches=1, stages=1)
@@ -255,7 +256,7 @@ def test_segmentation_cost_does_not_grow_with_layers_per_step(policy):
     finally:
         sg._learn = real
     assert len(s1.layers) == 100 * 4 and len(s2.layers) == 400
-    assert (n_few, n_many) == (200, 2)   # per step and pass, never per layer
+    assert (n_few, n_many) == (2, 2)   # per pass, never per step or layer
 
 
 @pytest.mark.real
@@ -325,3 +326,39 @@ def test_last_stage_loss_without_loss_names_is_still_the_head_segment(policy):
     heads = seg.segments[seg.segments["kind"] == "lm_head_loss"]
     assert list(heads["rows"]) == [9, 9]      # final norm, LM head, 4 plain loss kernels, 2 grad matmuls, norm grad
     assert (seg.steps["layers"] == 16).all() and (seg.steps["microbatches"] == 2).all()
+
+
+def test_segmentation_python_work_does_not_grow_with_steps(policy):
+    """Issue 21: the same training step repeated 20 or 2,000 times: segment_rank makes the same
+    number of Python-level function calls (cProfile count; numpy / pandas C loops not counted),
+    so its Python work is a constant, not a per-step loop. The former per-step implementation
+    (tests/segments_oracle.py) made ~600 calls more per step."""
+    import cProfile
+    import pstats
+
+    import perfgate.metrics.segments as sg
+    seq = training_sequence(4, microbatches=2, stages=1)
+
+    def table(reps):
+        rows = [s for _ in range(reps) for s in seq]
+        n = len(rows)
+        return pd.DataFrame({
+            "row": np.arange(1, n + 1), "step": pd.Categorical(np.repeat(np.arange(reps), len(seq)).astype(str)),
+            "name": pd.Categorical([r[0] for r in rows]), "op_type": pd.Categorical([r[1] for r in rows]),
+            "core_type": pd.Categorical([r[2] for r in rows]),
+            "stream_id": pd.Categorical([None if r[2] == "HCCL" else "2" for r in rows]),
+            "start_ns": np.arange(n, dtype=np.int64) * 1000, "dur_ns": np.full(n, 500, dtype=np.int64),
+            "end_ns": np.arange(n, dtype=np.int64) * 1000 + 500, "is_comm": np.array([r[2] == "HCCL" for r in rows])})
+
+    def calls(reps):
+        df = table(reps)
+        pr = cProfile.Profile()
+        pr.enable()
+        seg = sg.segment_rank(df, policy.segments, policy.family_suffix)
+        pr.disable()
+        assert len(seg.steps) == reps and (seg.steps["layers"] == 16).all()
+        return pstats.Stats(pr).total_calls
+
+    calls(3)   # warm-up: first-use imports and caches
+    few, many = calls(20), calls(2000)
+    assert abs(many - few) <= 0.01 * few, (few, many)

@@ -52,7 +52,9 @@ Tables (pandas DataFrames, one row each):
 * classes: see :func:`class_table`.
 
 Times are µs (ΣDuration caliber for ``sum_dur_us`` / ``comm_us``; ``wall_us`` is a span).
-Cost: one sort and O(rows) array passes; Python loops run per step and pass, never per layer.
+Cost: one sort and O(rows) array passes over all steps at once (segmented reductions,
+``searchsorted`` over the concatenated steps with step offsets in the keys); Python loops run
+over rules, passes and distinct classes, never per step, layer, block or row.
 Pure over the kernel table; never mutates it.
 """
 from __future__ import annotations
@@ -168,27 +170,29 @@ class _Sig:
     def __init__(self, h: np.ndarray, side: np.ndarray, multiset: np.ndarray | None = None):
         multiset = side if multiset is None else multiset
         with np.errstate(over="ignore"):
-            main = ~side
-            ordinal = np.cumsum(main) - main                       # main rows before each row
-            n = int(main.sum()) + 1
+            self.mpos = np.flatnonzero(~side)                      # main rows; ordinal = index here
+            n = len(self.mpos) + 1
             pw = np.cumprod(np.full(n, _M, dtype=np.uint64)) * _MINV  # M**0 .. M**(n-1)
-            ipw = np.cumprod(np.full(n, _MINV, dtype=np.uint64)) * _M
-            term = np.where(main, h * pw[ordinal], np.uint64(0))
-            self.main = np.concatenate([[np.uint64(0)], np.cumsum(term, dtype=np.uint64)])
-            self.side = np.concatenate([[np.uint64(0)], np.cumsum(np.where(multiset, _mix(h), np.uint64(0)),
-                                                                  dtype=np.uint64)])
-            self.ordinal, self.ipw = ordinal, ipw
+            self.ipw = np.cumprod(np.full(n, _MINV, dtype=np.uint64)) * _M
+            self.main = np.concatenate([[np.uint64(0)], np.cumsum(h[self.mpos] * pw[:n - 1], dtype=np.uint64)])
+            self.spos = np.flatnonzero(multiset)
+            self.side = np.concatenate([[np.uint64(0)], np.cumsum(_mix(h[self.spos]), dtype=np.uint64)])
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """uint64 signature per inclusive range [a, b] (arrays of positions)."""
         with np.errstate(over="ignore"):
-            m = (self.main[b + 1] - self.main[a]) * self.ipw[self.ordinal[a]]
-            s = self.side[b + 1] - self.side[a]
+            oa = np.searchsorted(self.mpos, a)                     # main rows before a
+            m = (self.main[np.searchsorted(self.mpos, b, side="right")] - self.main[oa]) * self.ipw[oa]
+            s = self.side[np.searchsorted(self.spos, b, side="right")] - self.side[np.searchsorted(self.spos, a)]
             return _mix(_mix(m) ^ (s * _M))
 
 
 def _hex(v: np.ndarray) -> np.ndarray:
-    return np.array([f"{int(x) >> 32:08x}" for x in v], dtype=object) if len(v) else np.array([], dtype=object)
+    """8 hex digits (the high 32 bits) per uint64, formatted once per distinct value."""
+    if not len(v):
+        return np.array([], dtype=object)
+    u, inv = np.unique(v, return_inverse=True)
+    return np.array([f"{int(x) >> 32:08x}" for x in u], dtype=object)[inv.reshape(-1)]
 
 
 def _prev_true(mask: np.ndarray) -> np.ndarray:
@@ -212,136 +216,232 @@ def _select_anchor(rules, masks, step_code, nsteps):
     return choice
 
 
-def _learn(fam, hits, passes, lead, pipe_prev, lower, pass_name, stop_prev=None):
-    """Boundary rule of one pass in one step, from its first two consecutive hits (same pass,
-    no pipeline row between): the first layer starts where the kernel sequence stops repeating
-    backwards (``fam[p] == fam[p + P]``, P = the distance to the next hit; not before
-    ``lower``), moved forward to the first ``lead`` kernel (forward pass: the input norm);
-    later layers start at the k-th kernel of that first layer's starting family before their
-    anchor (k = how many the first layer has before its anchor).
+class _Steps:
+    """Step layout of the concatenated main-stream rows of all steps: ``lo`` / ``hi`` (per step,
+    first / last position), ``of`` (per position, its step). A per-step "none" is ``lo - 1``
+    (before the step) or ``hi + 1`` (after it), so every per-step rule reads the same as on one
+    step's own arrays shifted by ``lo``."""
 
-    Returns (family, k, offset, tail, length) — ``offset``: kernels from the first layer's
-    start to its anchor; ``tail``: kernels after the anchor to the layer's end; ``length``:
-    the first layer's kernels — or None."""
-    sel = np.flatnonzero(passes == pass_name)
-    for j in range(len(sel) - 1):
-        i0, i1 = sel[j], sel[j + 1]
-        if i1 != i0 + 1:
-            continue
-        a1, a2 = int(hits[i0]), int(hits[i1])
-        if pipe_prev[a2] > a1 or (stop_prev is not None and stop_prev[a2] > a1):
-            continue
-        lo = max(int(lower[i0]), a1 - (a2 - a1) + 1)
-        eq = fam[lo:a1] == fam[lo + (a2 - a1):a2]
-        bad = np.flatnonzero(~eq)
-        s = lo + (int(bad[-1]) + 1 if len(bad) else 0)
-        if lead is not None:
-            ld = np.flatnonzero(lead[s:a1 + 1])
-            if len(ld):
-                s = s + int(ld[0])
-        s = min(s, a1)
-        f = fam[s]
-        k = int((fam[s:a1] == f).sum())
-        s2 = a2 - (a1 - s)
-        if k:
-            fp = np.flatnonzero(fam[a1 + 1:a2] == f) + a1 + 1
-            if len(fp) >= k:
-                s2 = int(fp[-k])
-        return f, k, a1 - s, s2 - 1 - a1, s2 - s
-    return None
+    def __init__(self, of: np.ndarray, nsteps: int):
+        self.of = of
+        self.lo = np.searchsorted(of, np.arange(nsteps), side="left").astype(np.int64)
+        self.hi = np.searchsorted(of, np.arange(nsteps), side="right").astype(np.int64) - 1
+
+    def prev_at(self, where: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Per position ``at``: the last position <= it in its step in the sorted positions
+        ``where`` (else the step's lo - 1)."""
+        i = np.searchsorted(where, at, side="right") - 1
+        v = where[np.maximum(i, 0)] if len(where) else np.zeros(len(at), dtype=np.int64)
+        lo = self.lo[self.of[at]]
+        return np.where((i >= 0) & (v >= lo), v, lo - 1)
+
+    def next_at(self, where: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Per position ``at``: the first position >= it in its step in the sorted positions
+        ``where`` (else the step's hi + 1)."""
+        i = np.searchsorted(where, at, side="left")
+        v = where[np.minimum(i, len(where) - 1)] if len(where) else np.zeros(len(at), dtype=np.int64)
+        hi = self.hi[self.of[at]]
+        return np.where((i < len(where)) & (v <= hi), v, hi + 1)
 
 
-def _apply(rule, fam, hit_pos, m, lower, prev_hit, prev_same, step_lo, step_hi):
-    """Starts of the hits ``m`` under a learned rule (see :func:`_learn`): the k-th kernel of
-    the rule's family before the anchor when it lies after ``lower``; else right after the
-    previous layer's anchor + tail (previous hit of the same pass), else anchor − offset."""
-    f, kk, off, tail, _ = rule
+class _FamIndex:
+    """Positions of the learned rules' kernel families in one sorted key array (family * B +
+    position), so "the k-th row of family f before position p" and "rows of family f in
+    [x, y)" are one ``searchsorted`` for all steps at once."""
+
+    def __init__(self, fam: np.ndarray, families: np.ndarray):
+        """Index of the rows of ``families`` (only those may be asked for)."""
+        self.B = np.int64(len(fam) + 1)
+        rows = np.flatnonzero(np.isin(fam, families))
+        self.order = rows[np.argsort(fam[rows], kind="stable")]   # by family, then position
+        self.keys = fam[self.order].astype(np.int64) * self.B + self.order
+
+    def rank(self, f: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Index in the key array of the first row of family ``f`` at position >= ``p``."""
+        return np.searchsorted(self.keys, f.astype(np.int64) * self.B + p, side="left")
+
+    def count(self, f, x, y) -> np.ndarray:
+        """Rows of family ``f`` at positions [x, y) (0 when y <= x)."""
+        return np.maximum(self.rank(f, y) - self.rank(f, x), 0)
+
+
+def _ragged(lo: np.ndarray, n: np.ndarray) -> tuple:
+    """Concatenated ranges [lo[g], lo[g] + n[g]) (n < 0 counts as empty): (positions, group)."""
+    n = np.maximum(n, 0)
+    g = np.repeat(np.arange(len(lo)), n)
+    off = np.cumsum(n) - n
+    return np.arange(int(n.sum()), dtype=np.int64) - off[g] + lo[g], g
+
+
+def _group_pick(g: np.ndarray, v: np.ndarray, ngroups: int, default, last: bool) -> np.ndarray:
+    """Per group (``g`` sorted): the first (``last=False``) or last value ``v`` of it, else ``default``."""
+    out = np.full(ngroups, default, dtype=np.int64)
+    if len(g):
+        edge = np.concatenate([[True], g[1:] != g[:-1]]) if not last else np.concatenate([g[1:] != g[:-1], [True]])
+        out[g[edge]] = v[edge]
+    return out
+
+
+@dataclass
+class _Rule:
+    """Learned boundary rule of one pass, per step (see :func:`_learn`); ``has`` False where the
+    step has no run to learn from."""
+    has: np.ndarray
+    f: np.ndarray
+    k: np.ndarray
+    off: np.ndarray
+    tail: np.ndarray
+    length: np.ndarray
+    fx: "_FamIndex | None" = None
+
+
+def _learn(fam, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule:
+    """Boundary rule of pass ``p`` (0 forward, 1 backward) in every step, from the step's first
+    two consecutive hits (same pass, no pipeline / region-stop row between): the first layer
+    starts where the kernel sequence stops repeating backwards (``fam[q] == fam[q + P]``, P = the
+    distance to the next hit; not before ``lower``), moved forward to the first ``lead`` kernel
+    (forward pass: the input norm); later layers start at the k-th kernel of that first layer's
+    starting family before their anchor (k = how many the first layer has before its anchor).
+
+    Per step: family, k, ``off`` (kernels from the first layer's start to its anchor), ``tail``
+    (kernels after the anchor to the layer's end), ``length`` (the first layer's kernels).
+    ``pp`` / ``sph``: per hit, the last pipeline / region-stop row at or before it. ``fx``: the
+    positions of the rules' families (:class:`_FamIndex`), for :func:`_apply`."""
+    z = np.zeros(nsteps, dtype=np.int64)
+    rule = _Rule(np.zeros(nsteps, dtype=bool), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())
+    if len(hits) < 2:
+        return rule
+    a1, a2 = hits[:-1], hits[1:]
+    ok = (code[:-1] == p) & (code[1:] == p) & (hstep[:-1] == hstep[1:]) & (pp[1:] <= a1) & (sph[1:] <= a1)
+    cand = np.flatnonzero(ok)
+    if not len(cand):
+        return rule
+    cs = hstep[cand]
+    i0 = cand[np.concatenate([[True], cs[1:] != cs[:-1]])]       # the first pair of each step
+    a1, a2 = hits[i0], hits[i0 + 1]
+    P = a2 - a1
+    lo = np.maximum(lower[i0], a1 - P + 1)
+    q, g = _ragged(lo, a1 - lo)
+    bad = fam[q] != fam[q + P[g]]
+    lastbad = _group_pick(g[bad], q[bad], len(i0), -1, last=True)
+    s = np.where(lastbad >= 0, lastbad + 1, lo)
+    if lead is not None:
+        nx = _next_true(lead, len(lead))[np.minimum(s, len(lead) - 1)]
+        s = np.where((s <= a1) & (nx <= a1), nx, s)
+    s = np.minimum(s, a1)
+    f = fam[s]
+    rule.fx = fx = _FamIndex(fam, np.unique(f))
+    k = fx.count(f, s, a1)
+    s2 = a2 - (a1 - s)
+    later = fx.count(f, a1 + 1, a2)
+    use = (k > 0) & (later >= k)
+    kth = fx.order[np.clip(fx.rank(f, a2) - k, 0, len(fx.order) - 1)]
+    s2 = np.where(use, kth, s2)
+    st = hstep[i0]
+    rule.has[st] = True
+    rule.f[st], rule.k[st], rule.off[st], rule.tail[st], rule.length[st] = f, k, a1 - s, s2 - 1 - a1, s2 - s
+    return rule
+
+
+def _apply(rule: _Rule, hit_pos, hstep, m, lower, prev_hit, prev_same, lo_of_step):
+    """Starts of the hits ``m`` under their step's learned rule (see :func:`_learn`): the k-th
+    kernel of the rule's family before the anchor when it lies at or after ``lower``; else
+    right after the previous layer's anchor + tail (previous hit of the same pass), else
+    anchor − offset."""
+    st = hstep[m]
+    fx = rule.fx
+    f, kk, off, tail = rule.f[st], rule.k[st], rule.off[st], rule.tail[st]
     hp = hit_pos[m]
-    fpos = np.flatnonzero(fam[step_lo:step_hi + 1] == f) + step_lo
-    idx = np.searchsorted(fpos, hp, side="left") - kk
-    cand = fpos[np.clip(idx, 0, len(fpos) - 1)] if len(fpos) else np.full(len(hp), -1)  # kk = 0: idx may be len(fpos)
-    cand = np.where((idx >= 0) & (kk > 0), cand, -1)
+    idx = fx.rank(f, hp) - kk
+    valid = (kk > 0) & (idx >= fx.rank(f, lo_of_step[st]))
+    cand = fx.order[np.clip(idx, 0, len(fx.order) - 1)]
     fb = np.where(prev_same[m], prev_hit[m] + tail + 1, hp - off)
-    s = np.where(cand >= lower[m], cand, fb)
+    s = np.where(valid & (cand >= lower[m]), cand, fb)
     return np.minimum(np.maximum(s, lower[m]), hp)
 
 
-def _layer_cuts(k_fam, hit_pos, hit_pass, lead_mask, stop_mask, pipe, step_lo, step_hi, lead_max, region_stop=None):
-    """Layer ranges of one step: (starts, ends) arrays aligned with ``hit_pos``, in the step's
-    main-stream row index (``pipe[j]``: a pipeline row comes right before main row j). Start
-    rule per pass from :func:`_learn` (forward first: a backward layer right after a forward
-    one starts after that forward layer's learned length); a layer ends where the next one
-    starts, except the last layer before a non-layer region (a pipeline row, a tail /
-    optimizer row, the step end, or the next pass), which is as long as the layer before it,
-    no longer than the repeating part (``fam[p] == fam[p - P]``) and stops before a stop row."""
+def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_stop, sp: "_Steps"):
+    """Layer ranges of every step at once: (starts, ends) aligned with ``hit_pos``, positions
+    in the concatenated main-stream rows (``sp``: its step layout; ``pipe[j]``: a pipeline row
+    comes right before main row j; ``code``: 0 forward, 1 backward hit; ``lead_max`` per
+    step). Start rule per step and pass from :func:`_learn` (forward first: a backward layer
+    right after a forward one starts after that forward layer's learned length); a layer ends
+    where the next one of its step starts, except the last layer before a non-layer region (a
+    pipeline row, a tail / optimizer row, the step end, or the next pass), which is as long as
+    the layer before it, no longer than the repeating part (``fam[q] == fam[q - P]``) and stops
+    before a stop row."""
     n = len(hit_pos)
-    pipe_prev = _prev_true(pipe)
-    if region_stop is None:
-        region_stop = np.zeros(len(k_fam), dtype=bool)
-    stop_prev = _prev_true(region_stop)     # embedding / loss rows: no layer spans them
-    prev_hit = np.concatenate([[step_lo - 1], hit_pos[:-1]])
-    prev_pass = np.concatenate([[""], hit_pass[:-1]]).astype(object)
-    prev_same = (prev_pass == hit_pass) & (pipe_prev[hit_pos] <= prev_hit) & (stop_prev[hit_pos] <= prev_hit)
-    lower = np.maximum(np.maximum(prev_hit + 1, stop_prev[hit_pos] + 1), np.maximum(pipe_prev[hit_pos], step_lo))
+    nsteps = len(sp.lo)
+    pipe_at, rstop_at = np.flatnonzero(pipe), np.flatnonzero(region_stop)
+    pp = sp.prev_at(pipe_at, hit_pos)         # per hit: the last pipeline row at or before it
+    sph = sp.prev_at(rstop_at, hit_pos)       # ... embedding / loss row (no layer spans them)
+    hlo, hhi = sp.lo[hstep], sp.hi[hstep]
+    first = np.concatenate([[True], hstep[1:] != hstep[:-1]])
+    lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
+    prev_hit = np.concatenate([[0], hit_pos[:-1]])
+    prev_hit[first] = hlo[first] - 1
+    prev_code = np.concatenate([[-1], code[:-1]])
+    prev_code[first] = -1
+    prev_same = (prev_code == code) & (pp <= prev_hit) & (sph <= prev_hit)
+    lower = np.maximum(np.maximum(prev_hit + 1, sph + 1), np.maximum(pp, hlo))
     starts = hit_pos.copy()
     rules = {}
-    for p in (FORWARD, BACKWARD):
-        m = hit_pass == p
+    for p in (0, 1):
+        m = code == p
         if not m.any():
             continue
-        if p == BACKWARD and rules.get(FORWARD) is not None:   # after a forward layer: past its length
-            after_f = (prev_pass == FORWARD) & (pipe_prev[hit_pos] <= prev_hit)
-            idx = np.flatnonzero(after_f)
-            lower[idx] = np.maximum(lower[idx], starts[idx - 1] + rules[FORWARD][4])
-        r = _learn(k_fam, hit_pos, hit_pass, lead_mask if p == FORWARD else None, pipe_prev, lower, p, stop_prev)
+        with_p = np.bincount(hstep[m], minlength=nsteps) > 0
+        if p == 1 and 0 in rules:   # after a forward layer: past its length
+            fr = rules[0]
+            idx = np.flatnonzero((prev_code == 0) & (pp <= prev_hit) & fr.has[hstep] & with_p[hstep])
+            lower[idx] = np.maximum(lower[idx], starts[idx - 1] + fr.length[hstep[idx]])
+        r = _learn(fam, hit_pos, code, hstep, nsteps, lead if p == 0 else None, pp, sph, lower, p)
         rules[p] = r
-        if r is not None:
-            starts[m] = _apply(r, k_fam, hit_pos, m, lower, prev_hit, prev_same, step_lo, step_hi)
-        elif p == BACKWARD:   # no run to learn from: right after the layer / segment before it
-            starts[m] = np.minimum(lower[m], hit_pos[m])
-        elif p == FORWARD and lead_max and lead_mask is not None:  # no run to learn from: nearest leads
-            lp = _prev_true(lead_mask)
-            for i in np.flatnonzero(m):
-                q = int(lp[hit_pos[i]])
-                if q >= max(lower[i], hit_pos[i] - lead_max):
-                    while q - 1 >= lower[i] and lead_mask[q - 1]:
-                        q -= 1
-                    starts[i] = q
+        learned = m & r.has[hstep]
+        if learned.any():
+            starts[learned] = _apply(r, hit_pos, hstep, learned, lower, prev_hit, prev_same, sp.lo)
+        rest = np.flatnonzero(m & ~r.has[hstep])
+        if p == 1:   # no run to learn from: right after the layer / segment before it
+            starts[rest] = np.minimum(lower[rest], hit_pos[rest])
+        else:        # no run to learn from: the run of lead kernels nearest before the anchor
+            rest = rest[lead_max[hstep[rest]] > 0]
+            if not len(rest):
+                continue
+            q = _prev_true(lead)[hit_pos[rest]]
+            near = q >= np.maximum(lower[rest], hit_pos[rest] - lead_max[hstep[rest]])
+            rest, q = rest[near], q[near]
+            run0 = _prev_true(~lead)[q] + 1                      # first of the lead run holding q
+            starts[rest] = np.maximum(run0, lower[rest])
     ends = np.empty(n, dtype=np.int64)
     ends[:-1] = starts[1:] - 1
-    ends[-1] = step_hi
+    ends[lastin] = hhi[lastin]
     # the last layer before a non-layer region
-    nxt_pass_change = np.concatenate([hit_pass[1:] != hit_pass[:-1], [True]])
-    pipe_between = np.concatenate([(pipe_prev[hit_pos[1:]] > hit_pos[:-1]) | (stop_prev[hit_pos[1:]] > hit_pos[:-1]),
-                                   [True]])
-    last = nxt_pass_change | pipe_between
-    stop_next = _next_true(stop_mask | pipe | region_stop, len(stop_mask))
+    nxt_pass_change = np.concatenate([code[1:] != code[:-1], [True]])
+    pipe_between = np.concatenate([(pp[1:] > hit_pos[:-1]) | (sph[1:] > hit_pos[:-1]), [True]])
+    last = nxt_pass_change | pipe_between | lastin
     lengths = ends - starts + 1
-    for i in np.flatnonzero(last):
-        a = int(hit_pos[i])
-        cap = int(ends[i])
-        cap = min(cap, int(stop_next[a + 1]) - 1 if a + 1 < len(stop_mask) else cap)
-        same_prev = i > 0 and not last[i - 1] and hit_pass[i - 1] == hit_pass[i]
-        if same_prev:
-            P = a - int(hit_pos[i - 1])
-            cap = min(cap, int(starts[i]) + int(lengths[i - 1]) - 1)
-            hi = min(cap, len(k_fam) - 1)
-            if hi > a:
-                eq = k_fam[a + 1:hi + 1] == k_fam[a + 1 - P:hi + 1 - P]
-                bad = np.flatnonzero(~eq)
-                if len(bad):
-                    cap = a + int(bad[0])
-        elif rules.get(hit_pass[i]) is not None:
-            cap = min(cap, int(starts[i]) + rules[hit_pass[i]][4] - 1)
-        ends[i] = max(cap, a)
+    L = np.flatnonzero(last)
+    a = hit_pos[L]
+    cap = ends[L]
+    inside = a + 1 <= hhi[L]
+    stop_next = sp.next_at(np.flatnonzero(stop | pipe | region_stop), np.minimum(a + 1, len(fam) - 1))
+    cap = np.where(inside, np.minimum(cap, stop_next - 1), cap)
+    prevL = np.maximum(L - 1, 0)
+    same_prev = ~first[L] & ~last[prevL] & (code[prevL] == code[L])
+    P = a - hit_pos[prevL]
+    cap = np.where(same_prev, np.minimum(cap, starts[L] + lengths[prevL] - 1), cap)
+    hi = np.minimum(cap, hhi[L])
+    sel = np.flatnonzero(same_prev & (hi > a))
+    q, g = _ragged(a[sel] + 1, hi[sel] - a[sel])
+    bad = fam[q] != fam[q - P[sel][g]]
+    firstbad = _group_pick(g[bad], q[bad], len(sel), -1, last=False)
+    cap[sel] = np.where(firstbad >= 0, firstbad - 1, cap[sel])
+    ruled = ~same_prev
+    for p, r in rules.items():
+        m = ruled & (code[L] == p) & r.has[hstep[L]]
+        cap = np.where(m, np.minimum(cap, starts[L] + r.length[hstep[L]] - 1), cap)
+    ends[L] = np.maximum(cap, a)
     return starts, ends
-
-
-def _typical_length(starts, ends, passes, last, p):
-    m = (passes == p) & ~last
-    if not m.any():
-        return 0
-    return int(np.median(ends[m] - starts[m] + 1))
 
 
 def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Series | None = None,
@@ -357,8 +457,8 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     Raises:
         InvalidCaptureError: the lossless check failed (names the rows).
 
-    Cost: one sort and O(rows) array passes; Python loops run per step and per run of layers
-    of one pass (micro-batch), never per layer or per row.
+    Cost: one sort and O(rows) array passes for all steps at once; no Python loop per step,
+    layer, block or row (see the module doc).
     """
     used = [c for c in ("row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "end_ns",
                         "dur_ns", "is_comm", "input_shapes") if c in df.columns]
@@ -418,77 +518,77 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     choice = _select_anchor(rules, masks, sidx, nsteps) if nsteps else np.zeros(0, dtype=int)
     tail = match_mask(k, rules.tail)
     pipe = match_mask(k, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
-    region = _region_labels(k, rules, N)
-    attach = side & (region == "")          # side rows in no named region may join the next layer
-    region_stop = (region == "embedding") | (region == LM_HEAD_LOSS)   # no layer spans these rows
+    region, rnames = _region_labels(k, rules, N)          # int codes; rnames[0] == ""
+    attach = side & (region == 0)           # side rows in no named region may join the next layer
+    region_stop = np.isin(region, [i for i, x in enumerate(rnames) if x in ("embedding", LM_HEAD_LOSS)])
 
-    seg_lo, seg_hi, seg_kind, seg_pass, seg_step, seg_anchor, seg_companion = [], [], [], [], [], [], []
-    seg_mb, seg_model = [], []
-    for s in range(nsteps):
-        lo, hi = int(step_lo[s]), int(step_hi[s])
-        c = int(choice[s])
-        hp = np.zeros(0, dtype=np.int64)
-        mi = np.flatnonzero(~side[lo:hi + 1]) + lo          # main-stream rows: cuts ignore side rows
-        if c >= 0 and len(mi):
-            a, hit, bwd, lead, cmask = masks[c]
-            hm = np.flatnonzero(hit[mi])
-            is_comp = np.zeros(len(hm), dtype=bool)
-            if cmask is not None and cmask[mi].any():
-                sec = np.flatnonzero(cmask[mi])
-                both = np.concatenate([hm, sec])
-                flag = np.concatenate([np.zeros(len(hm), bool), np.ones(len(sec), bool)])
-                o = np.argsort(both, kind="stable")
-                both, flag = both[o], flag[o]
-                keepm = ~flag | np.concatenate([[True], flag[:-1]])
-                hm, is_comp = both[keepm], flag[keepm]
-        if c >= 0 and len(mi) and len(hm):
-            pq = np.flatnonzero(pipe[lo:hi + 1]) + lo
-            pm = np.zeros(len(mi) + 1, dtype=bool)
-            pm[np.searchsorted(mi, pq)] = True                   # pipeline row right before main row j
-            pm = pm[:len(mi)]
-            hpass = np.where(bwd[mi][hm], BACKWARD, FORWARD).astype(object)
-            sm, em = _layer_cuts(fam[mi], hm, hpass, lead[mi], tail[mi], pm, 0, len(mi) - 1, a.lead_max,
-                                 region_stop[mi])
-            touch = np.concatenate([(em[:-1] + 1 == sm[1:]) & ~pm[sm[1:]], [False]])
-            hpass, mb, _chain, model = _recompute(hpass, touch)
-            starts, ends = mi[sm], mi[em]
-            # side rows (e.g. a MoE combine alltoall) right before a layer's first main-stream row
-            # and in no named region belong to that layer
-            back = _prev_true(~attach[lo:hi + 1]) + lo               # last non-attachable row <= p
-            prev_end = np.concatenate([[lo - 1], ends[:-1]])
-            p_ = np.maximum(starts - 1, lo)
-            cand = back[p_ - lo] + 1
-            starts = np.where((starts > lo) & attach[p_], np.maximum(cand, prev_end + 1), starts)
-            ends[touch] = starts[np.flatnonzero(touch) + 1] - 1     # side rows between touching layers
-            hp = starts
-            seg_mb.append(mb); seg_model.append(model)
-            seg_lo.append(starts); seg_hi.append(ends)
-            seg_kind.append(np.full(len(hp), LAYER, dtype=object)); seg_pass.append(hpass)
-            seg_step.append(np.full(len(hp), s)); seg_anchor.append(np.full(len(hp), a.name, dtype=object))
-            seg_companion.append(is_comp)
-        # non-layer rows of the step: runs cut at layers and at region-label changes
-        cov = np.zeros(hi - lo + 2, dtype=np.int64)
-        if len(hp):
-            np.add.at(cov, starts - lo, 1)
-            np.add.at(cov, ends - lo + 1, -1)
-        inlayer = np.cumsum(cov)[:-1] > 0
-        free = np.flatnonzero(~inlayer) + lo
-        if len(free):
-            lab = _fill_labels(region[free], free, OTHER)
-            brk = np.flatnonzero((np.diff(free) != 1) | (lab[1:] != lab[:-1])) + 1
-            fs = np.concatenate([[0], brk])
-            fe = np.concatenate([brk - 1, [len(free) - 1]])
-            seg_lo.append(free[fs]); seg_hi.append(free[fe])
-            seg_kind.append(lab[fs].astype(object)); seg_pass.append(np.full(len(fs), "", dtype=object))
-            seg_step.append(np.full(len(fs), s)); seg_anchor.append(np.full(len(fs), None, dtype=object))
-            seg_companion.append(np.zeros(len(fs), dtype=bool))
-            seg_mb.append(np.zeros(len(fs), dtype=np.int64)); seg_model.append(np.zeros(len(fs), dtype=np.int64))
-    cat_ = (lambda xs, dt=None: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt or np.int64))
-    a_lo, a_hi = cat_(seg_lo, np.int64), cat_(seg_hi, np.int64)
-    kind = cat_(seg_kind, object)
-    ps, st_, anc, compn = cat_(seg_pass, object), cat_(seg_step, np.int64), cat_(seg_anchor, object), \
-        cat_(seg_companion, bool)
-    mbs, model = cat_(seg_mb, np.int64), cat_(seg_model, np.int64)
+    # layers of every step at once, on the concatenated main-stream rows (cuts ignore side rows)
+    ch = choice[sidx] if N else np.zeros(0, dtype=int)
+    hit_s, bwd_s, lead_s, cm_s = (np.zeros(N, dtype=bool) for _ in range(4))
+    for i, (a, hit, bwd, lead, cmask) in enumerate(masks):
+        r = ch == i
+        hit_s |= hit & r
+        bwd_s |= bwd & r
+        lead_s |= lead & r
+        if cmask is not None:
+            cm_s |= cmask & r
+    lead_max = np.array([a.lead_max or 0 for a, *_ in masks] + [0], dtype=np.int64)[choice]
+    anchor_name = np.array([a.name for a, *_ in masks] + [None], dtype=object)[choice]
+    mi = np.flatnonzero(~side)
+    sp = _Steps(sidx[mi], nsteps)
+    u = np.flatnonzero((hit_s | cm_s)[mi])                       # anchor and companion hits
+    flag = cm_s[mi[u]]
+    ustep = sp.of[u]
+    ufirst = np.concatenate([[True], ustep[1:] != ustep[:-1]])
+    keepm = ~flag | ufirst | np.concatenate([[True], flag[:-1]])   # a companion right after a hit: same layer
+    hm, is_comp = u[keepm], flag[keepm]
+    hstep = sp.of[hm]
+    pq = np.flatnonzero(pipe)
+    pj = np.searchsorted(mi, pq)
+    pok = pj < len(mi)
+    pok[pok] = sp.of[pj[pok]] == sidx[pq[pok]]
+    pm = np.zeros(len(mi), dtype=bool)
+    pm[pj[pok]] = True                                           # pipeline row right before main row j
+    code = bwd_s[mi[hm]].astype(np.int64)                       # 0 forward, 1 backward
+    starts = ends = np.zeros(0, dtype=np.int64)
+    hpass = np.zeros(0, dtype=object)
+    mb = model = np.zeros(0, dtype=np.int64)
+    if len(hm):
+        sm, em = _layer_cuts(fam[mi], hm, code, hstep, lead_s[mi], lead_max, tail[mi], pm, region_stop[mi], sp)
+        lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
+        touch = np.concatenate([(em[:-1] + 1 == sm[1:]) & ~pm[sm[1:]], [False]]) & ~lastin
+        hpass, mb, model = _recompute(code, touch, hstep)
+        starts, ends = mi[sm], mi[em]
+        # side rows (e.g. a MoE combine alltoall) right before a layer's first main-stream row
+        # and in no named region belong to that layer
+        lo = step_lo[hstep]
+        prev_end = np.concatenate([[0], ends[:-1]])
+        hfirst = np.concatenate([[True], hstep[1:] != hstep[:-1]])
+        prev_end[hfirst] = lo[hfirst] - 1
+        p_ = np.maximum(starts - 1, lo)
+        cand = np.maximum(_prev_true(~attach)[p_], lo - 1) + 1    # after the last non-attachable row <= p_
+        starts = np.where((starts > lo) & attach[p_], np.maximum(cand, prev_end + 1), starts)
+        ends[touch] = starts[np.flatnonzero(touch) + 1] - 1     # side rows between touching layers
+    # non-layer rows: runs cut at layers, at step ends and at region-label changes
+    cov = np.bincount(starts, minlength=N + 1) - np.bincount(ends + 1, minlength=N + 1)
+    free = np.flatnonzero(np.cumsum(cov)[:N] <= 0)
+    fstep = sidx[free]
+    grp = np.concatenate([[True], (np.diff(free) != 1) | (fstep[1:] != fstep[:-1])]) if len(free) else \
+        np.zeros(0, dtype=bool)
+    lab = _fill_labels(region[free], grp, rnames, OTHER)
+    fs = np.flatnonzero(np.concatenate([[True], grp[1:] | (lab[1:] != lab[:-1])])) if len(free) else \
+        np.zeros(0, dtype=np.int64)
+    fe = np.concatenate([fs[1:] - 1, [len(free) - 1]]) if len(free) else fs
+    nl, nf = len(hm), len(fs)
+    a_lo = np.concatenate([starts, free[fs]]).astype(np.int64)
+    a_hi = np.concatenate([ends, free[fe]]).astype(np.int64)
+    kind = np.concatenate([np.full(nl, LAYER, dtype=object), rnames[lab[fs]]])
+    ps = np.concatenate([hpass.astype(object), np.full(nf, "", dtype=object)])
+    st_ = np.concatenate([hstep, fstep[fs]]).astype(np.int64)
+    anc = np.concatenate([anchor_name[hstep], np.full(nf, None, dtype=object)])
+    compn = np.concatenate([is_comp, np.zeros(nf, dtype=bool)])
+    mbs = np.concatenate([mb, np.zeros(nf, dtype=np.int64)]).astype(np.int64)
+    model = np.concatenate([model, np.zeros(nf, dtype=np.int64)]).astype(np.int64)
     o = np.argsort(a_lo, kind="stable")
     a_lo, a_hi, kind, ps, st_, anc, compn, mbs, model = (x[o] for x in (a_lo, a_hi, kind, ps, st_, anc, compn,
                                                                          mbs, model))
@@ -514,80 +614,92 @@ def _empty() -> RankSegments:
                         pd.DataFrame(columns=CLASS_COLS))
 
 
-def _recompute(hpass: np.ndarray, touch: np.ndarray) -> tuple:
-    """Passes and micro-batch numbers of one step's layers.
+def _recompute(code: np.ndarray, touch: np.ndarray, hstep: np.ndarray) -> tuple:
+    """Passes and micro-batch numbers of the layers of every step (``code``: 0 forward,
+    1 backward hit; ``hstep``: the layer's step, sorted).
 
-    Layers that touch (``touch[i]``: layer i + 1 starts right after layer i, no pipeline row
-    or other non-layer row between) form a chain; a chain of forward
+    Layers that touch (``touch[i]``: layer i + 1 starts right after layer i in the same step,
+    no pipeline row or other non-layer row between) form a chain; a chain of forward
     layers only is one forward micro-batch, a chain holding backward layers is one backward
     micro-batch, and forward layers inside such a chain are the ``recompute`` pass (activation
-    checkpointing re-runs the forward inside the backward). Forward chains are numbered
+    checkpointing re-runs the forward inside the backward). Per step, forward chains are numbered
     1, 2, ... in time order, backward chains too (1F1B runs them in the same order).
 
-    Returns (passes, microbatch, chain id, model layer): the model layer of a forward layer
+    Returns (passes, microbatch, model layer): the model layer of a forward layer
     is its place in the chain, of a backward layer its place counted from the chain's end
     (backward runs the layers in reverse), of a recompute layer its place among the chain's
     recompute layers, or, for a lone recompute layer right before a backward layer (per-layer
     checkpointing), that backward layer's."""
-    n = len(hpass)
+    n = len(code)
     if not n:
         z = np.zeros(0, dtype=np.int64)
-        return hpass, z, z, z
-    brk = np.concatenate([[True], ~touch[:-1]])
+        return np.zeros(0, dtype=object), z, z
+    brk = np.concatenate([[True], ~touch[:-1] | (hstep[1:] != hstep[:-1])])
     chain = np.cumsum(brk) - 1
     nchain = int(chain[-1]) + 1
-    has_bwd = np.bincount(chain, weights=(hpass == BACKWARD), minlength=nchain) > 0
-    out = hpass.copy()
-    out[(hpass == FORWARD) & has_bwd[chain]] = RECOMPUTE
-    fwd_chain = ~has_bwd
-    mb_of_chain = np.where(fwd_chain, np.cumsum(fwd_chain), np.cumsum(~fwd_chain))
-    mb = mb_of_chain[chain]
     first = np.flatnonzero(brk)
-    idx = np.arange(n) - first[chain]                             # place in chain (0-based)
+    has_bwd = np.bincount(chain, weights=(code == 1), minlength=nchain) > 0
+    out = np.where(code == 1, 2, np.where(has_bwd[chain], 1, 0))   # 0 forward, 1 recompute, 2 backward
+    fwd_chain = ~has_bwd
+    cstep = hstep[first]
+    cfirst = np.flatnonzero(np.concatenate([[True], cstep[1:] != cstep[:-1]]))
+    cgid = np.cumsum(np.concatenate([[True], cstep[1:] != cstep[:-1]])) - 1
+
+    def per_step_cumsum(x):
+        c = np.cumsum(x)
+        return c - np.concatenate([[0], c])[cfirst][cgid]
+
+    mb_of_chain = np.where(fwd_chain, per_step_cumsum(fwd_chain), per_step_cumsum(~fwd_chain))
+    mb = mb_of_chain[chain]
     model = np.zeros(n, dtype=np.int64)
-    for p in (FORWARD, BACKWARD, RECOMPUTE):
+    for p in (0, 2, 1):
         m = out == p
         cnt = np.cumsum(m) - m                                    # earlier layers of pass p (all chains)
         base = np.concatenate([[0], np.cumsum(m)])[first][chain]  # ... before the chain starts
         place = cnt - base + 1
         tot = np.bincount(chain[m], minlength=nchain)[chain]
-        model = np.where(m, tot - place + 1 if p == BACKWARD else place, model)
-    del idx
+        model = np.where(m, tot - place + 1 if p == 2 else place, model)
     # per-layer recompute (R_n B_n R_n-1 B_n-1 ...): a lone recompute layer re-runs the layer whose
     # backward follows it
-    rc = out == RECOMPUTE
-    lone = rc & ~np.concatenate([[False], rc[:-1]]) & ~np.concatenate([rc[1:], [False]]) \
-        & np.concatenate([out[1:] == BACKWARD, [False]]) & touch
+    rc = out == 1
+    prev_rc = np.concatenate([[False], rc[:-1]]) & ~np.concatenate([[True], hstep[1:] != hstep[:-1]])
+    lone = rc & ~prev_rc & ~np.concatenate([rc[1:], [False]]) & np.concatenate([out[1:] == 2, [False]]) & touch
     model[lone] = model[np.flatnonzero(lone) + 1]
-    return out, mb, chain, model
+    return np.array([FORWARD, RECOMPUTE, BACKWARD], dtype=object)[out], mb, model
 
 
-def _fill_labels(lab: np.ndarray, free: np.ndarray, default: str) -> np.ndarray:
-    """Unlabelled ('') rows of a non-layer run take the label of the nearest labelled row
-    before them in the same run, else after them, else ``default``; ``pipeline`` and
-    ``grad_sync`` labels are never passed on (only the communication rows themselves are the
-    pipeline / gradient-sync segments)."""
-    grp_start = np.concatenate([[True], np.diff(free) != 1])
+def _fill_labels(lab: np.ndarray, grp_start: np.ndarray, names: np.ndarray, default: str) -> np.ndarray:
+    """Unlabelled (code 0) rows of a non-layer run (runs start where ``grp_start``) take the label
+    of the nearest labelled row before them in the same run, else after them, else ``default``;
+    ``pipeline`` and ``grad_sync`` labels are never passed on (only the communication rows
+    themselves are the pipeline / gradient-sync segments). ``lab``: codes into ``names``
+    (``names[0] == ""``); returns codes into ``names``, which holds ``default``."""
+    if not len(lab):
+        return np.zeros(0, dtype=np.int64)
+    lab = lab.astype(np.int64)
     gs = _prev_true(grp_start)
-    has = (lab != "") & (lab != PIPELINE) & (lab != GRAD_SYNC)
+    has = (lab != 0) & ~np.isin(lab, [i for i, x in enumerate(names) if x in (PIPELINE, GRAD_SYNC)])
     pv = _prev_true(has)
-    out = np.where(lab != "", lab, "").astype(object)
     ok = (pv >= gs) & (pv >= 0)
-    out = np.where((lab == "") & ok, lab[np.clip(pv, 0, None)], out)
-    ge = np.concatenate([np.flatnonzero(grp_start)[1:] - 1, [len(free) - 1]])
+    out = np.where((lab == 0) & ok, lab[np.clip(pv, 0, None)], lab)
+    ge = np.concatenate([np.flatnonzero(grp_start)[1:] - 1, [len(lab) - 1]])
     gid = np.cumsum(grp_start) - 1
     nx = _next_true(has, len(lab))
-    ok2 = (out == "") & (nx <= ge[gid]) & (nx < len(lab))
+    ok2 = (out == 0) & (nx <= ge[gid]) & (nx < len(lab))
     out = np.where(ok2, lab[np.clip(nx, 0, len(lab) - 1)], out)
-    return np.where(out == "", default, out).astype(object)
+    return np.where(out == 0, int(np.flatnonzero(names == default)[0]), out)
 
 
-def _region_labels(k: pd.DataFrame, rules, n: int) -> np.ndarray:
-    """Per row: the first ``regions`` rule it matches (pipeline, embedding, ...) or ''."""
-    lab = np.full(n, "", dtype=object)
+def _region_labels(k: pd.DataFrame, rules, n: int) -> tuple:
+    """Per row: the code of the first ``regions`` rule it matches (pipeline, embedding, ...) or 0,
+    and the names of the codes (object array: ``""``, the distinct region names, ``other``)."""
+    names = [""] + list(dict.fromkeys(name for name, _ in rules.regions))
+    if OTHER not in names:
+        names.append(OTHER)
+    lab = np.zeros(n, dtype=np.int8 if len(names) < 100 else np.int64)
     for name, matches in reversed(rules.regions):
-        lab = np.where(match_mask(k, matches), name, lab)
-    return lab
+        lab = np.where(match_mask(k, matches), names.index(name), lab).astype(lab.dtype)
+    return lab, np.array(names, dtype=object)
 
 
 def _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path):
@@ -630,20 +742,65 @@ def _absorb(bk: np.ndarray, blayer: np.ndarray, default: str, into: str) -> np.n
     return out
 
 
+_STR_DTYPE: list = []
+
+
+def _strs(values: np.ndarray, codes: np.ndarray | None = None, names: np.ndarray | None = None):
+    """A column of Python strings (object array ``values``, or ``names[codes]``) as pandas would
+    store it (its default string dtype), built from the distinct strings with one pyarrow
+    ``take`` instead of one conversion per row; ``values`` unchanged when pandas keeps strings
+    as objects, when empty, or when a value is not a string."""
+    if not _STR_DTYPE:
+        _STR_DTYPE.append(pd.Series(["x"]).dtype)
+    dt = _STR_DTYPE[0]
+    if dt == object or not len(values):
+        return values
+    if codes is None:
+        codes, names = pd.factorize(values)
+    if pd.api.types.infer_dtype(names, skipna=False) != "string" or (codes < 0).any():
+        return values
+    import pyarrow as pa
+    try:
+        return pd.array(pa.array(list(names), type=pa.large_string()).take(pa.array(codes)), dtype=dt)
+    except (TypeError, ValueError):   # a dtype that cannot hold arrow strings: let pandas convert
+        return values
+
+
 def _reduce(a_lo, x, fn):
     return fn.reduceat(x, a_lo) if len(a_lo) else np.zeros(0, dtype=x.dtype)
 
 
 def _top_by(owner: np.ndarray, key: np.ndarray, dur_ns: np.ndarray, labels, top: int) -> dict:
-    """{owner: [(label, ΣDuration µs), ...] the ``top`` largest} in one group-by over rows."""
+    """{owner: [(label, ΣDuration µs), ...] the ``top`` largest, ties by key} in one pass over
+    rows (``owner``, ``key``: int codes per row). Integer durations are summed by ``bincount``
+    (float sums of integers below 2**53 ns are exact, as the former pandas group-by's were);
+    others through a pandas group-by."""
     if not len(owner):
         return {}
-    g = pd.DataFrame({"o": owner, "k": key, "d": dur_ns.astype(float)}).groupby(["o", "k"], sort=False)["d"].sum()
-    g = g.reset_index().sort_values(["o", "d", "k"], ascending=[True, False, True], kind="stable")
-    g = g[g.groupby("o").cumcount() < top]
+    key = np.asarray(key, dtype=np.int64)
+    kmin = int(key.min())
+    nk = int(key.max()) - kmin + 1
+    pair = owner.astype(np.int64) * nk + (key - kmin)
+    exact = np.issubdtype(np.asarray(dur_ns).dtype, np.integer) and int(np.abs(dur_ns).sum()) < 2 ** 53
+    M = (int(owner.max()) + 1) * nk
+    if exact and M <= 1 << 22:   # few (owner, key) pairs: index them directly
+        uniq = np.flatnonzero(np.bincount(pair, minlength=M))
+        d = np.bincount(pair, weights=dur_ns.astype(np.float64), minlength=M)[uniq]
+    elif exact:
+        codes, uniq = pd.factorize(pair)
+        d = np.bincount(codes, weights=dur_ns.astype(np.float64), minlength=len(uniq))
+    else:
+        codes, uniq = pd.factorize(pair)
+        d = pd.Series(np.asarray(dur_ns, dtype=float)).groupby(codes, sort=False).sum().to_numpy()
+    o, kk = uniq // nk, uniq % nk + kmin
+    srt = np.lexsort((kk, -d, o))
+    o, kk, d = o[srt], kk[srt], d[srt]
+    grp = np.concatenate([[True], o[1:] != o[:-1]])
+    rank = np.arange(len(o)) - np.flatnonzero(grp)[np.cumsum(grp) - 1]
+    sel = rank < top
     out: dict = {}
-    for o, kk, d in zip(g["o"].to_numpy(), g["k"].to_numpy(), g["d"].to_numpy()):
-        out.setdefault(o, []).append((labels[kk] if labels is not None else kk, d / 1000.0))
+    for oo, k_, dd in zip(o[sel].tolist(), kk[sel].tolist(), d[sel].tolist()):
+        out.setdefault(oo, []).append((labels[k_] if labels is not None else k_, dd / 1000.0))
     return out
 
 
@@ -707,8 +864,11 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     bfi = np.flatnonzero(bfirst)
     bno = np.arange(len(bs)) - bfi[np.cumsum(bfirst) - 1] + 1 if len(bs) else bs
     # a layer's block kinds, '+'-joined: built once per distinct kind sequence
-    kc = {kd: i + 1 for i, kd in enumerate(sorted(set(bk.tolist())))}
-    kcode = np.array([kc[x] for x in bk], dtype=np.uint64) if len(bk) else np.zeros(0, np.uint64)
+    kinv, kuniq = pd.factorize(bk) if len(bk) else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    korder = np.argsort(np.asarray(kuniq, dtype=object))          # the few distinct kinds, sorted
+    kuniq = np.asarray(kuniq, dtype=object)[korder]
+    kinv = np.argsort(korder)[kinv]
+    kcode = (kinv + 1).astype(np.uint64)                          # kinds in sorted order, 1-based
     ksig = _Sig(kcode, np.zeros(len(bk), dtype=bool))(bfi, np.concatenate([bfi[1:] - 1, [len(bk) - 1]])) \
         if len(bk) else np.zeros(0, np.uint64)
     uk, first_of = np.unique(ksig, return_index=True)
@@ -719,8 +879,7 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     lay_idx = np.flatnonzero(is_layer)
     layer_kinds = np.full(nseg, "", dtype=object)
     if len(ksig):
-        layer_kinds[blayer[bfi]] = np.array([kstr[x] for x in ksig], dtype=object) if len(uk) < 2 else \
-            pd.Series(ksig).map(kstr).to_numpy()
+        layer_kinds[blayer[bfi]] = np.array([kstr[x] for x in uk], dtype=object)[np.searchsorted(uk, ksig)]
     has_att = np.zeros(nseg, dtype=bool)
     if len(bs):
         has_att[np.unique(blayer[bk == "attention"])] = True
@@ -730,85 +889,153 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     lsig = sig(a_lo, a_hi) if nseg else np.zeros(0, dtype=np.uint64)
     cls = np.full(nseg, "", dtype=object)
     cls[is_layer] = "L" + _hex(lsig[is_layer]).astype(object) if is_layer.any() else cls[is_layer]
-    bcls = np.array([f"B{x}:" for x in bk], dtype=object) + _hex(bsig) if len(bk) else np.zeros(0, dtype=object)
+    bcls = np.array([f"B{x}:" for x in kuniq], dtype=object)[kinv] + _hex(bsig) if len(bk) else \
+        np.zeros(0, dtype=object)
     bwall = (np.maximum.reduceat(end[lp], bs) - np.minimum.reduceat(start[lp], bs)) / 1000.0 if len(bs) else np.zeros(0)
     bsum = np.add.reduceat(dur[lp].astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
     bcomm = np.add.reduceat(np.where(comm[lp], dur[lp], 0).astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
+    snames = np.array(step_names, dtype=object)
     seg_tab = pd.DataFrame({
-        "step": step_name, "seg": seg_no, "kind": kind, "pass": ps, "microbatch": mbs, "model_layer": model,
+        "step": _strs(step_name, st_, snames), "seg": seg_no, "kind": _strs(kind), "pass": _strs(ps),
+        "microbatch": mbs, "model_layer": model,
         "first_row": rows_all[a_lo] if nseg else [], "last_row": rows_all[a_hi] if nseg else [],
-        "rows": rows_n, "class_id": cls, "wall_us": wall, "sum_dur_us": sdur, "comm_us": cdur})
+        "rows": rows_n, "class_id": _strs(cls), "wall_us": wall, "sum_dur_us": sdur, "comm_us": cdur})
     layers = pd.DataFrame({
-        "step": step_name[is_layer], "layer": layer_no[is_layer], "pass": ps[is_layer],
-        "microbatch": mbs[is_layer], "model_layer": model[is_layer], "anchor": anc[is_layer],
+        "step": _strs(step_name[is_layer], st_[is_layer], snames), "layer": layer_no[is_layer],
+        "pass": _strs(ps[is_layer]), "microbatch": mbs[is_layer], "model_layer": model[is_layer],
+        "anchor": _strs(anc[is_layer]),
         "first_row": rows_all[a_lo[is_layer]], "last_row": rows_all[a_hi[is_layer]], "rows": rows_n[is_layer],
-        "class_id": cls[is_layer], "kinds": layer_kinds[is_layer], "companion": companion[is_layer],
+        "class_id": _strs(cls[is_layer]), "kinds": _strs(layer_kinds[is_layer]), "companion": companion[is_layer],
         "wall_us": wall[is_layer], "sum_dur_us": sdur[is_layer], "comm_us": cdur[is_layer]})
     blocks = pd.DataFrame({
-        "step": step_name[blayer] if len(bs) else [], "layer": layer_no[blayer] if len(bs) else [],
-        "block": bno, "kind": bk, "class_id": bcls, "first_row": rows_all[blo] if len(bs) else [],
+        "step": _strs(step_name[blayer], st_[blayer], snames) if len(bs) else [],
+        "layer": layer_no[blayer] if len(bs) else [],
+        "block": bno, "kind": _strs(bk), "class_id": _strs(bcls), "first_row": rows_all[blo] if len(bs) else [],
         "last_row": rows_all[bhi] if len(bs) else [], "rows": be - bs + 1 if len(bs) else [],
         "wall_us": bwall, "sum_dur_us": bsum, "comm_us": bcomm})
     # steps
     ssig = sig(step_lo, step_hi) if len(step_lo) else np.zeros(0, np.uint64)
-    steps = []
-    lay_step = st_[is_layer]
-    for s, name in enumerate(step_names):
-        m = lay_step == s
-        lo_s, hi_s = int(step_lo[s]), int(step_hi[s])
-        lm = lay_idx[m]
-        p_s = ps[lm]
-        fwd_mb = mbs[lm][p_s == FORWARD]
-        bwd_mb = mbs[lm][p_s == BACKWARD]
-        nmb = int(fwd_mb.max()) if len(fwd_mb) else (int(bwd_mb.max()) if len(bwd_mb) else 0)
-        steps.append({"step": name, "anchor": anc[lm[0]] if len(lm) else None, "layers": int(m.sum()),
-                      "microbatches": nmb, "passes": "+".join(p for p in PASSES if (p_s == p).any()),
-                      "step_class": "S" + _hex(ssig[s:s + 1])[0],
-                      "head_rows": int(a_lo[lm[0]] - lo_s) if len(lm) else hi_s - lo_s + 1,
-                      "tail_rows": int(hi_s - a_hi[lm[-1]]) if len(lm) else 0, "rows": hi_s - lo_s + 1})
-    steps = pd.DataFrame(steps, columns=STEP_COLS)
+    steps = _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs, a_lo, a_hi)
     # classes: one group-by over the member rows
     fam_names = np.asarray(k["family"].cat.categories.astype(str), dtype=object)
     cat_codes, cat_names = None, None
     if categories is not None:
-        cv = categories.iloc[pos] if categories.index.equals(df.index) else categories.reindex(k.index)
-        cat_codes, cat_names = pd.factorize(cv.astype(str).to_numpy())
-    classes = _classes(seg_tab, layers, blocks, is_layer, seg_of_row, lp, bs, be, blayer, fam, fam_names, dur,
-                       cat_codes, cat_names, step_names)
+        same = categories.index.equals(df.index)
+        cc = categories.cat.codes.to_numpy()[pos] if same and isinstance(categories.dtype, pd.CategoricalDtype) \
+            else None
+        if cc is not None and (cc >= 0).all():    # factorize the small codes, not 1M strings
+            seen = pd.unique(cc)                  # categories in order of first appearance
+            remap = np.full(len(categories.cat.categories), -1, dtype=np.int64)
+            remap[seen] = np.arange(len(seen))
+            cat_codes = remap[cc]
+            cat_names = np.asarray(categories.cat.categories.astype(str), dtype=object)[seen]
+        else:
+            cv = categories.iloc[pos] if same else categories.reindex(k.index)
+            cat_codes, cat_names = pd.factorize(cv.astype(str).to_numpy())
+    classes = _classes(layers, blocks, st_[is_layer], st_[blayer] if len(bs) else np.zeros(0, dtype=np.int64),
+                       is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes, cat_names, len(step_names))
     return RankSegments(layers, blocks, steps, seg_tab, classes)
 
 
-def _classes(seg_tab, layers, blocks, is_layer, seg_of_row, lp, bs, be, blayer, fam, fam_names, dur, cat_codes,
-             cat_names, step_names) -> pd.DataFrame:
+def _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs, a_lo, a_hi) -> pd.DataFrame:
+    """The steps table (module doc) from the sorted segment arrays, all steps at once."""
+    nsteps = len(step_names)
+    lay_idx = np.flatnonzero(is_layer)
+    ls = st_[lay_idx]                                            # nondecreasing: segments in row order
+    ar = np.arange(nsteps)
+    f_i = np.searchsorted(ls, ar, side="left")
+    l_i = np.searchsorted(ls, ar, side="right") - 1
+    nlay = l_i - f_i + 1
+    has = nlay > 0
+    first = lay_idx[np.clip(f_i, 0, max(len(lay_idx) - 1, 0))] if len(lay_idx) else np.zeros(nsteps, dtype=np.int64)
+    last = lay_idx[np.clip(l_i, 0, max(len(lay_idx) - 1, 0))] if len(lay_idx) else np.zeros(nsteps, dtype=np.int64)
+    pl, mbl = ps[lay_idx], mbs[lay_idx]
+    mb = {}
+    for p in (FORWARD, BACKWARD):
+        m = pl == p
+        mb[p] = (np.bincount(ls[m], minlength=nsteps) > 0, np.zeros(nsteps, dtype=np.int64))
+        np.maximum.at(mb[p][1], ls[m], mbl[m])
+    nmb = np.where(mb[FORWARD][0], mb[FORWARD][1], np.where(mb[BACKWARD][0], mb[BACKWARD][1], 0))
+    bits = np.zeros(nsteps, dtype=np.int64)
+    for i, p in enumerate(PASSES):
+        bits |= (np.bincount(ls[pl == p], minlength=nsteps) > 0).astype(np.int64) << i
+    names = np.array(["+".join(p for i, p in enumerate(PASSES) if b >> i & 1) for b in range(2 ** len(PASSES))],
+                     dtype=object)
+    anchor = np.where(has, anc[first] if len(lay_idx) else None, None).astype(object)
+    rows = step_hi - step_lo + 1
+    return pd.DataFrame({
+        "step": np.array(step_names, dtype=object), "anchor": anchor, "layers": nlay.astype(np.int64),
+        "microbatches": nmb.astype(np.int64), "passes": names[bits],
+        "step_class": "S" + _hex(ssig).astype(object) if nsteps else np.zeros(0, dtype=object),
+        "head_rows": np.where(has, a_lo[first] - step_lo if len(lay_idx) else 0, rows).astype(np.int64),
+        "tail_rows": np.where(has, step_hi - a_hi[last] if len(lay_idx) else 0, 0).astype(np.int64),
+        "rows": rows.astype(np.int64)}, columns=STEP_COLS)
+
+
+def _lower_median_per_group(g: np.ndarray, n: np.ndarray, ngroups: int, total: int) -> np.ndarray:
+    """Per group: the lower median of ``total`` values of which the pairs (``g``, ``n``) are the
+    non-zero ones (each group's other values are 0), as :func:`perfgate.metrics.kernels.median_low`."""
+    o = np.lexsort((n, g))
+    g, n = g[o], n[o]
+    present = np.bincount(g, minlength=ngroups)
+    start = np.concatenate([[0], np.cumsum(present)[:-1]])
+    want = (total - 1) // 2 - (total - present)
+    return np.where(want >= 0, n[np.clip(start + want, 0, max(len(n) - 1, 0))] if len(n) else 0, 0).astype(float)
+
+
+def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes,
+             cat_names, nsteps) -> pd.DataFrame:
+    """The classes table (:func:`class_table`): one group-by over int class codes per level."""
     out = []
-    cls_seg = seg_tab["class_id"].to_numpy()
     blk_of_row = np.repeat(np.arange(len(bs)), be - bs + 1) if len(bs) else np.zeros(0, dtype=np.int64)
-    owners = {
-        "layer": (cls_seg[seg_of_row[lp]] if len(lp) else np.zeros(0, dtype=object), lp, layers),
-        "block": (blocks["class_id"].to_numpy()[blk_of_row] if len(bs) else np.zeros(0, dtype=object), lp, blocks)}
-    for level, (row_cls, rpos, t) in owners.items():
+    seg_code = np.full(len(is_layer), -1, dtype=np.int64)
+    lcodes, lids = pd.factorize(layers["class_id"].to_numpy(dtype=object))
+    seg_code[is_layer] = lcodes
+    bcodes, bids = pd.factorize(blocks["class_id"].to_numpy(dtype=object))
+    owners = {  # per layer row: its class code; per table row: its class code and step; the class ids
+        "layer": (seg_code[seg_of_row[lp]] if len(lp) else np.zeros(0, dtype=np.int64), lcodes, lstep, lids, layers),
+        "block": (bcodes[blk_of_row] if len(bs) else np.zeros(0, dtype=np.int64), bcodes, bstep, bids, blocks)}
+    fam_l, dur_l = fam[lp], dur[lp]
+    cat_l = cat_codes[lp] if cat_codes is not None else None
+    for level, (row_cls, codes, tstep, ids, t) in owners.items():
         if not len(t):
             continue
-        tops = _top_by(row_cls, fam[rpos], dur[rpos], fam_names, 3)
-        bound = _top_by(row_cls, cat_codes[rpos], dur[rpos], cat_names, 1) if cat_codes is not None else tops
-        g = t.groupby("class_id", sort=False)
-        per = t.groupby(["class_id", "step"]).size().unstack(fill_value=0).reindex(columns=step_names, fill_value=0)
+        nc = len(ids)
+        tops = _top_by(row_cls, fam_l, dur_l, fam_names, 3)
+        bound = _top_by(row_cls, cat_l, dur_l, cat_names, 1) if cat_l is not None else tops
+        pair = codes.astype(np.int64) * nsteps + tstep
+        if nc * nsteps <= 1 << 24:   # members per (class, step)
+            full = np.bincount(pair, minlength=nc * nsteps)
+            pu = np.flatnonzero(full)
+            pcount = full[pu]
+        else:
+            pu, pcount = np.unique(pair, return_counts=True)
+        per_step = _lower_median_per_group(pu // nsteps, pcount, nc, nsteps)
+        g = t.groupby(pd.Series(codes, index=t.index), sort=True)   # (an array key would be str()-ed)
         agg = g.agg(members=("rows", "size"), wall_p50_us=("wall_us", "median"),
                     wall_p90_us=("wall_us", lambda w: float(np.percentile(w, 90))),
-                    sum_dur_us=("sum_dur_us", "sum"), comm_us=("comm_us", "sum"),
-                    first_row=("first_row", "first"), last_row=("last_row", "first"),
-                    kind=("kinds" if level == "layer" else "kind", "first"))
-        if level == "layer":
-            agg["pass"] = g["pass"].agg(lambda x: "+".join(sorted(set(x))))
-        for cid, r in agg.iterrows():
-            out.append({"level": level, "class_id": cid, "kind": r["kind"], "pass": r.get("pass", ""),
-                        "members": int(r["members"]), "per_step": km.median_low(per.loc[cid].to_numpy()),
-                        "wall_p50_us": float(r["wall_p50_us"]), "wall_p90_us": float(r["wall_p90_us"]),
-                        "sum_dur_us": float(r["sum_dur_us"]),
-                        "comm_share": float(r["comm_us"] / r["sum_dur_us"]) if r["sum_dur_us"] > 0 else None,
-                        "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in tops.get(cid, [])),
-                        "bound": (bound.get(cid) or [(None,)])[0][0],
-                        "example_rows": f"{int(r['first_row'])}-{int(r['last_row'])}"})
+                    sum_dur_us=("sum_dur_us", "sum"), comm_us=("comm_us", "sum"))
+        first = np.unique(codes, return_index=True)[1]           # each class's first member
+        kinds = t["kinds" if level == "layer" else "kind"].to_numpy(dtype=object)[first]
+        frow, lrow = t["first_row"].to_numpy()[first], t["last_row"].to_numpy()[first]
+        if level == "layer":   # the passes of its members, from the distinct (class, pass) pairs
+            pcodes, pnames = pd.factorize(t["pass"].to_numpy(dtype=object))
+            cp = np.unique(codes.astype(np.int64) * len(pnames) + pcodes)
+            passes = [[] for _ in range(nc)]
+            for c_, p_ in zip((cp // len(pnames)).tolist(), (cp % len(pnames)).tolist()):
+                passes[c_].append(pnames[p_])
+            passes = ["+".join(sorted(x)) for x in passes]
+        members, p50, p90 = (agg[c].to_numpy() for c in ("members", "wall_p50_us", "wall_p90_us"))
+        sdur, cdur = agg["sum_dur_us"].to_numpy(), agg["comm_us"].to_numpy()
+        for c in range(nc):
+            out.append({"level": level, "class_id": ids[c], "kind": kinds[c],
+                        "pass": passes[c] if level == "layer" else "",
+                        "members": int(members[c]), "per_step": float(per_step[c]),
+                        "wall_p50_us": float(p50[c]), "wall_p90_us": float(p90[c]), "sum_dur_us": float(sdur[c]),
+                        "comm_share": float(cdur[c] / sdur[c]) if sdur[c] > 0 else None,
+                        "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in tops.get(c, [])),
+                        "bound": (bound.get(c) or [(None,)])[0][0],
+                        "example_rows": f"{int(frow[c])}-{int(lrow[c])}"})
     return pd.DataFrame(out, columns=CLASS_COLS)
 
 
