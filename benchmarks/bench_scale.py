@@ -54,7 +54,7 @@ sys.path.insert(0, str(HERE))
 import pyarrow as pa  # noqa: E402
 import pyarrow.csv as pacsv  # noqa: E402
 
-from perfgate.ingest.kernels import _PMU_TIME as PMU_TIME  # noqa: E402
+from perfgate.ingest.kernels import pmu_columns  # noqa: E402
 from perfgate.policy import load_policy  # noqa: E402
 from perfgate.run import fingerprint_path  # noqa: E402
 from perfgate.synth.replicate import replicate_rank  # noqa: E402
@@ -125,8 +125,8 @@ def floor_fn(cap: Path, policy):
     """pyarrow reading, as strings, the columns perfgate parses, of every rank's kernel table."""
     files = kernel_files(cap)
     header = next(csv.reader(files[0].open(newline="")))
-    pmu = [h for h in header if h.endswith("_ratio") or PMU_TIME.match(h)] if policy.operators.read_pmu else []
-    needed = [c for c in NEEDED + pmu if c in header]
+    needed = [c for c in NEEDED if c in header]
+    needed += pmu_columns(header, needed, bool(policy.operators.read_pmu))[0]  # the PMU columns perfgate parses
 
     def run():
         for f in files:
