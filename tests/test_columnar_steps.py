@@ -478,3 +478,49 @@ def test_step_trace_sums_on_captures(captures, name):
         if r.step_trace is not None:
             pd.testing.assert_frame_equal(step_trace_sums(r.step_trace),
                                           r.step_trace.groupby("step")[STEP_TRACE_SUMS].sum())
+
+
+def _drop_some(per_rank: dict, seed: int) -> dict:
+    """A copy of per-rank metrics with about a third of each rank's metrics removed at random
+    (absent-is-zero counts, partial coverage, a metric held by one rank only)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for r, m in per_rank.items():
+        keys = list(m)
+        keep = rng.random(len(keys)) > 0.33
+        out[r] = {k: m[k] for k, ok in zip(keys, keep) if ok or k[0] == "kernel.topn"}
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_views_equal_the_per_rank_lookup(captures, name, policy):
+    """fingerprint._views (per-rank dicts transposed in one pass) gives exactly the views of its
+    former form (one lookup per metric and rank, tests/_fingerprint_oracle.py), with every rank
+    holding the kernel table, with only some of them (kernel_ranks) and with metrics missing
+    on some ranks."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import fingerprint as fpm
+    cap = captures[name]
+    per_rank = {r.rank: fpm.summarize_rank(r, policy, cap.path).metrics for r in _ranks(cap)}
+    per_rank.update({r + 100: m for r, m in per_rank.items()})   # more ranks: 2 or 4
+    ranks = sorted(per_rank)
+    for pr in (per_rank, _drop_some(per_rank, 1), _drop_some(per_rank, 2)):
+        for kr in (None, ranks[:1], ranks[1:]):
+            want = old_fp._views(pr, policy, kernel_ranks=kr)
+            got = fpm._views(pr, policy, kernel_ranks=kr)
+            assert list(got) == list(want)
+            assert _canon(got) == _canon(want)
+
+
+def test_views_equal_the_per_rank_lookup_many_ranks(tmp_path, policy):
+    """The same on a 24-rank synthetic capture (perfgate.synth.scale), metrics dropped at random."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.synth.scale import write_scaled
+    cap = load_capture(write_scaled(tmp_path / "c", ranks=24, steps=3, kernels_per_step=60), with_trace=False)
+    per_rank = {r.rank: fpm.summarize_rank(r, policy, cap.path).metrics for r in _ranks(cap)}
+    assert len(per_rank) == 24
+    for pr in (per_rank, _drop_some(per_rank, 3)):
+        for kr in (None, sorted(pr)[::2]):
+            got, want = fpm._views(pr, policy, kernel_ranks=kr), old_fp._views(pr, policy, kernel_ranks=kr)
+            assert list(got) == list(want) and _canon(got) == _canon(want)

@@ -365,28 +365,35 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
     """Cross-rank views of every metric. A metric is computed over the ranks that hold its
     table: absent-is-zero metrics (kernel table counts) are filled with 0 only on ranks in
     ``kernel_ranks`` (None = every rank); when fewer ranks than the capture's contribute, the
-    views' context names them (``over_ranks``), so a comparison can tell coverage apart."""
+    views' context names them (``over_ranks``), so a comparison can tell coverage apart.
+
+    Cost: the per-rank dicts are transposed in one pass over their items (ranks in id order),
+    so the rest is one step per metric, not one lookup per (metric, rank)."""
     ranks = sorted(per_rank)
     r0 = ranks[0]
     holders = set(ranks if kernel_ranks is None else kernel_ranks)
-    keys = set()
-    for m in per_rank.values():
-        keys.update(m)
+    by_key: dict = {}   # (name, labels) -> [(rank, value, samples)] in rank order
+    for r in ranks:
+        for key, ent in per_rank[r].items():
+            got = by_key.get(key)
+            if got is None:
+                by_key[key] = got = []
+            got.append((r, ent[0], ent[2].get("samples")))
     out: dict[str, MetricValue] = {}
-    for name, labels in sorted(keys):
+    for name, labels in sorted(by_key):
         d = registry.get(name)
         labels_d = dict(labels)
         if name == "kernel.topn":
             held = {r: m for r, m in per_rank.items() if (name, labels) in m}
             out.update(_topn_views(held, policy, min(held)))
             continue
-        vals, samp = {}, {}
-        for r in ranks:
-            if (name, labels) in per_rank[r]:
-                vals[r] = per_rank[r][(name, labels)][0]
-                samp[r] = per_rank[r][(name, labels)][2].get("samples")
-            elif d.absent_is_zero and r in holders:
-                vals[r] = 0.0
+        have = by_key[(name, labels)]
+        samp = {r: sm for r, _, sm in have}
+        if d.absent_is_zero and len(have) < len(ranks) and any(r not in samp for r in holders):
+            held = {r: v for r, v, _ in have}
+            vals = {r: held.get(r, 0.0) for r in ranks if r in held or r in holders}
+        else:
+            vals = {r: v for r, v, _ in have}
         if not vals:
             continue
         partial = {"over_ranks": sorted(vals)} if len(vals) < len(ranks) else {}
