@@ -25,6 +25,9 @@ def as_category(s: pd.Series) -> pd.Series:
     return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
 
 
+_PLAIN = {str, int, bool, type(None)}   # values :func:`records` passes through unchanged
+
+
 def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
     """A table as JSON-safe records, the first ``limit`` rows (all when None): numpy integers ->
     int, floats rounded to 6 decimals (NaN / ±inf -> None), ``pd.NA`` / None -> None; column
@@ -41,6 +44,9 @@ def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
             cols.append([round(v, 6) if _isfinite(v) else None for v in values])
             continue
         if kind in ("i", "u", "b"):  # Python ints / bools already
+            cols.append(values)
+            continue
+        if set(map(type, values)) <= _PLAIN:   # str / int / bool / None only: nothing to clean
             cols.append(values)
             continue
         clean = []
