@@ -370,6 +370,46 @@ def test_remembered_category_matches_equal_a_fresh_scan(values, p1, p2):
         [None if v is None else (suffix.sub("", v) or v) for v in values]
 
 
+class _CountingRegex:
+    """A regex stand-in counting its searches / substitutions (compiled patterns are immutable)."""
+    def __init__(self, pattern):
+        import re
+        self.rx, self.pattern, self.flags, self.calls = re.compile(pattern), pattern, 0, 0
+
+    def search(self, v):
+        self.calls += 1
+        return self.rx.search(v)
+
+    def sub(self, repl, v):
+        self.calls += 1
+        return self.rx.sub(repl, v)
+
+
+def test_policy_regexes_run_once_per_distinct_text_across_ranks():
+    """Each rank's categories are new objects, yet a policy regex runs once per distinct text per
+    process (kernels._search_all / family_of memo), not once per rank; results equal a fresh scan,
+    and another regex (or other family rules) with the same text gets its own answers."""
+    import re
+    from perfgate.metrics import kernels as km
+    from perfgate.policy.families import FamilyRules
+    names = ["aclnnMatmul_12", "hcom_allReduce__5_0", "Compile", "zz_issue21_unique_3"]
+    rx = _CountingRegex(r"(?i)zz_issue21_\w+")
+    for rank in range(6):   # six "ranks": same texts, fresh categorical objects, shuffled order
+        col = pd.Series(pd.Categorical(names[rank % 4:] + names[:rank % 4] + [None]))
+        want = [v is not None and bool(re.search(r"(?i)zz_issue21_\w+", v)) for v in col.astype(object)
+                .where(col.notna(), None)]
+        assert km.matches(col, rx).tolist() == want
+    assert rx.calls == len(names)
+    suffix = _CountingRegex(r"(?:_+\d+)+$")
+    rules = FamilyRules((("num", re.compile(r"_\d+_")),), re.compile(r"(?:_+\d+)+$"))
+    for rank in range(4):
+        col = pd.Series(pd.Categorical(list(reversed(names)) if rank % 2 else names))
+        assert km.family_of(col, suffix).astype(str).tolist() == \
+            [re.sub(r"(?:_+\d+)+$", "", v) or v for v in col.astype(str)]
+        assert km.family_of(col, rules).astype(str).tolist() == [rules.sub("", v) or v for v in col.astype(str)]
+    assert suffix.calls == len(names)
+
+
 class _CommOps:
     def __init__(self, ops):
         self.ops = ops

@@ -126,7 +126,16 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     arr = as_category(names).array
 
     def compute(texts):
-        fam = [suffix.sub("", v) or v for v in texts]
+        try:   # keyed on the rules' value (a compiled regex or frozen FamilyRules), never on id()
+            memo = _memo_for(("family", suffix))
+        except TypeError:
+            memo = {}
+        fam = []
+        for v in texts:   # each distinct name once per process (see _search_all)
+            f = memo.get(v)
+            if f is None:
+                f = memo[v] = suffix.sub("", v) or v
+            fam.append(f)
         if not fam:
             return np.array([-1], dtype=np.int64), pd.Index(np.array([], dtype=object), dtype=object)
         uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True)
@@ -201,9 +210,36 @@ def matches(col: pd.Series, rx) -> np.ndarray:
     The regex runs once per distinct value (remembered per categories object and regex);
     rows are mapped from the codes by :func:`code_lookup`."""
     arr = as_category(col).array
-    hit = _per_category(arr.categories, ("match", rx.pattern, rx.flags),
-                        lambda texts: np.array([bool(rx.search(v)) for v in texts] + [False], dtype=bool))
+    hit = _per_category(arr.categories, ("match", rx.pattern, rx.flags), lambda texts: _search_all(rx, texts))
     return code_lookup(hit, arr.codes)  # code -1 (missing) indexes the trailing False
+
+
+_TEXT_MEMO: dict = {}      # (what, pattern, flags) -> {text: result}, shared by every rank of the process
+_TEXT_MEMO_MAX = 200_000   # texts remembered per regex before its memo is started afresh
+
+
+def _memo_for(key) -> dict:
+    memo = _TEXT_MEMO.get(key)
+    if memo is None or len(memo) > _TEXT_MEMO_MAX:
+        memo = _TEXT_MEMO[key] = {}
+    return memo
+
+
+def _search_all(rx, texts) -> np.ndarray:
+    """``[bool(rx.search(v)) for v in texts] + [False]`` as a boolean array, each distinct text
+    searched once per process: the ranks of a capture carry the same kernel names, types and
+    core types, and each rank's categories are new objects (the per-Index memo of
+    :func:`_per_category` cannot see across ranks), so without this every rank would rerun every
+    policy regex over the same texts (~3 ms per rank)."""
+    memo = _memo_for(("search", rx.pattern, rx.flags))
+    out = []
+    for v in texts:
+        h = memo.get(v)
+        if h is None:
+            h = memo[v] = bool(rx.search(v))
+        out.append(h)
+    out.append(False)
+    return np.array(out, dtype=bool)
 
 
 def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:
