@@ -564,3 +564,20 @@ def test_views_equal_the_per_rank_lookup_many_ranks(tmp_path, policy):
         for kr in (None, sorted(pr)[::2]):
             got, want = fpm._views(pr, policy, kernel_ranks=kr), old_fp._views(pr, policy, kernel_ranks=kr)
             assert list(got) == list(want) and _canon(got) == _canon(want)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_step_sum_equals_the_group_by(captures, name):
+    """fingerprint._step_sum_us (one bincount over the step codes) equals the group-by it
+    replaced (values, index text and dtype, names), also with blank steps and unused categories."""
+    from perfgate.metrics import fingerprint as fpm
+
+    def old(k):
+        out = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0
+        out.index = out.index.astype(str)
+        return out
+    for r in _ranks(captures[name]):
+        k = r.kernels.df
+        blank = k.assign(step=k["step"].cat.add_categories(["999"]).where(k.index % 7 != 3))
+        for frame in (k, blank, k.iloc[:0], k.assign(dur_ns=k["dur_ns"].astype(float))):
+            pd.testing.assert_series_equal(fpm._step_sum_us(frame), old(frame))

@@ -605,6 +605,28 @@ def _partial_summary(rank, policy, root) -> RankSummary:
     })
 
 
+def _step_sum_us(k: pd.DataFrame) -> pd.Series:
+    """ΣDuration per step (us; index: the step text, name ``step``; blank steps left out), as
+    ``k.groupby("step", observed=True)["dur_ns"].sum() / 1000`` with its index as str gives it:
+    one bincount over the step codes when the durations are integer ns whose total is exact in
+    float64 (the kernel table's), else that group-by."""
+    step, dur = k["step"], k["dur_ns"].to_numpy()
+    if isinstance(step.dtype, pd.CategoricalDtype) and dur.dtype.kind in "iu" and len(dur) \
+            and int(np.abs(dur).sum()) < 2 ** 53:
+        codes = step.array.codes
+        ok = codes >= 0
+        cats = step.array.categories
+        n = len(cats)
+        tot = np.bincount(codes[ok], weights=dur[ok], minlength=n).astype(np.int64)
+        used = np.bincount(codes[ok], minlength=n) > 0
+        idx = cats[used].astype(str)
+        idx.name = "step"
+        return pd.Series(tot[used] / 1000.0, index=idx, name="dur_ns")
+    out = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
+    out.index = out.index.astype(str)
+    return out
+
+
 def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     """Structure metrics and the layer / block class tables of one rank
     (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
@@ -613,8 +635,7 @@ def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     from perfgate.metrics.segments import class_table, outline, segment_metrics, segment_rank
     k = rank.kernels.df
     seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
-    step_sum = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
-    step_sum.index = step_sum.index.astype(str)
+    step_sum = _step_sum_us(k)
     kfile = _rel(rank.kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {
         "rank": rank.rank, "steps": km.records(seg.steps), "classes": km.records(class_table(seg)),

@@ -466,8 +466,11 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     step_key = df["step"].cat.codes.to_numpy() if isinstance(df["step"].dtype, pd.CategoricalDtype) else \
         pd.factorize(df["step"], sort=True)[0]
     pos = keep[np.lexsort((df["row"].to_numpy()[keep], df["start_ns"].to_numpy()[keep], step_key[keep]))]
-    cols = [df.columns.get_loc(c) for c in used]
-    k = df.iloc[pos, cols] if len(pos) < len(df) or (np.diff(pos) != 1).any() else df.iloc[:, cols]
+    if len(pos) < len(df) or (np.diff(pos) != 1).any():
+        cols = [df.columns.get_loc(c) for c in used]
+        k = df.iloc[pos, cols]
+    else:   # rows already in (step, start, row) order: the table itself (columns read by name only)
+        k = df
     k = k.assign(family=km.family_of(k["name"], family_suffix))
     N = len(k)
     if not N:
