@@ -280,10 +280,17 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     out = {"family": np.array([str(x) for x in fam.cat.categories], dtype=object), "calls": calls,
            "sum_dur_us": w_fam / 1000.0}
     out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
-    per_step = km.per_step_counts(k, "family")
-    srt = np.sort(per_step.to_numpy(), axis=0)
-    low = dict(zip(per_step.columns, srt[(len(srt) - 1) // 2])) if len(srt) else {}   # lower median
-    out["calls_per_step"] = np.array([float(low.get(f, 0.0)) for f in fam.cat.categories], dtype=float)
+    # lower median over the steps of the (step x family) call counts, as
+    # ``km.per_step_counts(k, "family")`` sorted per column (0 for a family without step rows)
+    sc = km.as_category(k["step"]).cat.codes.to_numpy().astype(np.int64)
+    keep = (sc >= 0) & (codes >= 0)
+    out["calls_per_step"] = np.zeros(nf, dtype=float)
+    if keep.any():
+        ns = int(sc.max()) + 1
+        per_step = np.bincount(sc[keep] * nf + codes[keep], minlength=ns * nf).reshape(ns, nf)
+        per_step = per_step[np.bincount(sc[keep], minlength=ns) > 0]
+        srt = np.sort(per_step, axis=0)
+        out["calls_per_step"] = srt[(len(srt) - 1) // 2].astype(float)
     for col in ("category", "phase", "core_type", "op_class"):
         out[col] = _dominant(codes, nf, k[col], w)
     # per-stage sums straight from the columns' arrays (no frame of stage times); where every
