@@ -128,8 +128,12 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     def compute(texts):
         try:   # keyed on the rules' value (a compiled regex or frozen FamilyRules), never on id()
             memo = _memo_for(("family", suffix))
+            whole = _memo_for(("family-all", suffix), 64)
         except TypeError:
-            memo = {}
+            memo, whole = {}, {}
+        tkey = tuple(texts)   # the same sorted names on every rank of a job: one answer for all
+        if tkey in whole:
+            return whole[tkey]
         fam = []
         for v in texts:   # each distinct name once per process (see _search_all)
             f = memo.get(v)
@@ -139,7 +143,10 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
         if not fam:
             return np.array([-1], dtype=np.int64), pd.Index(np.array([], dtype=object), dtype=object)
         uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True)
-        return np.append(np.asarray(inv, dtype=np.int64).ravel(), -1), pd.Index(uniq, dtype=object)
+        table = np.append(np.asarray(inv, dtype=np.int64).ravel(), -1)
+        table.flags.writeable = False
+        res = whole[tkey] = (table, pd.Index(uniq, dtype=object))
+        return res
     key = ("family", getattr(suffix, "pattern", None), getattr(suffix, "flags", None), id(suffix))
     table, cats = _per_category(arr.categories, key, compute)
     new = np.take(table, arr.codes)  # -1 stays -1
@@ -215,12 +222,12 @@ def matches(col: pd.Series, rx) -> np.ndarray:
 
 
 _TEXT_MEMO: dict = {}      # (what, pattern, flags) -> {text: result}, shared by every rank of the process
-_TEXT_MEMO_MAX = 200_000   # texts remembered per regex before its memo is started afresh
+_TEXT_MEMO_MAX = 200_000   # entries remembered per regex before its memo is started afresh
 
 
-def _memo_for(key) -> dict:
+def _memo_for(key, limit: int = _TEXT_MEMO_MAX) -> dict:
     memo = _TEXT_MEMO.get(key)
-    if memo is None or len(memo) > _TEXT_MEMO_MAX:
+    if memo is None or len(memo) > limit:
         memo = _TEXT_MEMO[key] = {}
     return memo
 
@@ -231,6 +238,11 @@ def _search_all(rx, texts) -> np.ndarray:
     core types, and each rank's categories are new objects (the per-Index memo of
     :func:`_per_category` cannot see across ranks), so without this every rank would rerun every
     policy regex over the same texts (~3 ms per rank)."""
+    whole = _memo_for(("search-all", rx.pattern, rx.flags), 64)
+    tkey = tuple(texts)   # ranks of one job usually share the whole sorted list of texts
+    got = whole.get(tkey)
+    if got is not None:
+        return got
     memo = _memo_for(("search", rx.pattern, rx.flags))
     out = []
     for v in texts:
@@ -239,7 +251,9 @@ def _search_all(rx, texts) -> np.ndarray:
             h = memo[v] = bool(rx.search(v))
         out.append(h)
     out.append(False)
-    return np.array(out, dtype=bool)
+    res = whole[tkey] = np.array(out, dtype=bool)
+    res.flags.writeable = False   # shared by every rank with these texts
+    return res
 
 
 def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:
