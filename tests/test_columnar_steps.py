@@ -315,6 +315,10 @@ def test_share_tables_equal_the_group_by_form(captures, name, policy):
         kk = km.rows_where(kk, kk["step"].notna().to_numpy())
         for keys in (["category"], ["phase", "category"], ["family"], ["op_class", "core_type"]):
             pd.testing.assert_frame_equal(opv.share_table(kk, keys), old_fp.share_table(kk, keys))
+            # the family view's detail records, built without the frame
+            assert opv.share_records(kk, keys) == km.records(opv.share_table(kk, keys))
+            for frame in (kk.iloc[:0], kk.assign(dur_ns=0), kk.assign(dur_ns=kk["dur_ns"] % 3)):   # ties
+                assert opv.share_records(frame, keys) == km.records(opv.share_table(frame, keys))
         steps_ = sorted(map(str, pd.unique(kk["step"].dropna())))
         for st_list in (steps_, steps_[1:], steps_ + ["999"], []):
             for key in ("family", "category", "phase"):
