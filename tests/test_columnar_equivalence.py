@@ -112,6 +112,7 @@ def _mixed_frame(seed, n):
         # text columns: records passes str / int / bool / None through without the cleaning loop
         "text": pd.Series([None if i % 5 == 1 else f"t{i}" for i in range(n)], dtype="str"),
         "plain": pd.Series([None if i % 3 == 0 else (f"p{i}" if i % 2 else i) for i in range(n)], dtype=object),
+        "allnan": np.full(n, np.nan),   # a pipe-stage column without pipe data
         "npstr": pd.Series([np.str_(f"s{i}") if i % 2 else True for i in range(n)], dtype=object),
     })
 

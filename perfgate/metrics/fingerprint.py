@@ -503,9 +503,10 @@ def summarize_rank(rank, policy, root) -> RankSummary:
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap)
     kk = k.assign(family=family)
     in_step = kk["step"].notna().to_numpy()
+    steps = sorted(map(str, pd.unique(k["step"].dropna())))   # the family view's steps too (the same rows)
     op_metrics, op_detail = opv.rank_family_view(
         km.rows_where(kk, in_step), policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
-        kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
+        kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant, steps=steps)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
     return RankSummary(**{
@@ -528,7 +529,7 @@ def summarize_rank(rank, policy, root) -> RankSummary:
         "type_available": rank.kernels.type_available,
         "core_available": rank.kernels.core_available,
         "variant": rank.kernels.variant,
-        "steps": sorted(map(str, pd.unique(k["step"].dropna()))),
+        "steps": steps,
         "rank_dir": _rel(rank.location.rank_dir, root),
         "output_dir": _rel(rank.location.output_dir, root),
         "rank_source": rank.location.rank_source,

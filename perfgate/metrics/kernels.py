@@ -41,7 +41,10 @@ def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
         kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
         values = col.tolist()
         if kind == "f":  # numpy float column: tolist gives Python floats
-            cols.append([round(v, 6) if _isfinite(v) else None for v in values])
+            if len(values) and not np.isfinite(col.to_numpy()).any():   # e.g. pipe stages without pipe data
+                cols.append([None] * len(values))
+            else:
+                cols.append([round(v, 6) if _isfinite(v) else None for v in values])
             continue
         if kind in ("i", "u", "b"):  # Python ints / bools already
             cols.append(values)
