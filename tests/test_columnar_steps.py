@@ -585,3 +585,34 @@ def test_step_sum_equals_the_group_by(captures, name):
         blank = k.assign(step=k["step"].cat.add_categories(["999"]).where(k.index % 7 != 3))
         for frame in (k, blank, k.iloc[:0], k.assign(dur_ns=k["dur_ns"].astype(float))):
             pd.testing.assert_series_equal(fpm._step_sum_us(frame), old(frame))
+
+
+def _with_rank(t, rk):
+    return t.assign(rank=rk)
+
+
+def test_warmup_findings_equal_the_group_by(captures):
+    """steps.warmup_findings (columns read once, each rank a slice of one stable sort) gives the
+    findings of its former group-by form (tests/_steps_oracle.py), texts and order, on the step
+    tables of every capture concatenated as many ranks (in shuffled rank order, host windows
+    blanked on some, single-step ranks, a tight ratio that fires on most)."""
+    tables = []
+    for name in NAMES:
+        for r in _ranks(captures[name]):
+            tables.append(steps.step_table(r))
+    rng = np.random.default_rng(11)
+    parts = []
+    for i, t in enumerate(tables * 3):
+        t = t.copy()
+        if i % 3 == 1:
+            t["step_us"] = np.where(rng.random(len(t)) < 0.5, np.nan, t["step_us"])
+        if i % 5 == 4:
+            t = t.iloc[:1]
+        parts.append(_with_rank(t, int(rng.permutation(1000)[0]) * 1000 + i))
+    order = rng.permutation(len(parts))
+    big = pd.concat([parts[j] for j in order], ignore_index=True)
+    for th in (None, {"warmup_ratio": 1.01}, {"warmup_ratio": 0.5}):
+        got = steps.warmup_findings(big, th, "kd.csv")
+        assert _findings(got) == _findings(old.warmup_findings(big, th, "kd.csv"))
+    assert len(steps.warmup_findings(big, {"warmup_ratio": 0.5}, "kd.csv")) > 10
+    assert steps.warmup_findings(big.iloc[:0]) == old.warmup_findings(big.iloc[:0]) == []
