@@ -67,7 +67,8 @@ def test_wheel_carries_the_policies_and_runs_from_an_empty_folder(wheel, tmp_pat
     assert not any(n.startswith("policies/") for n in names)
     venv = _venv(tmp_path / "venv")
     r = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env=_clean_env(venv))  # a PYTHONPATH
+    # naming a checkout would make pip take that checkout's metadata for the installed package
     assert r.returncode == 0, r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()

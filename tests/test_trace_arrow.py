@@ -23,6 +23,13 @@ EVENT = st.fixed_dictionaries({"ph": st.sampled_from(["X", "X", "X", "i"]), "nam
                                                                               st.sampled_from([1, "x", "}, {"]))})
 
 
+@pytest.fixture(autouse=True)
+def _arrow_path(monkeypatch):
+    """These tests are about the Arrow line scan: the byte-level extractor tried before it
+    (tests/test_trace_bytes.py) is switched off."""
+    monkeypatch.setattr(tr, "BYTE_SCAN", False)
+
+
 def _same(a, b):
     assert a.n_events == b.n_events and a.processes == b.processes and a.dropped_negative == b.dropped_negative
     assert a.overlap.equals(b.overlap) and a.steps.equals(b.steps)

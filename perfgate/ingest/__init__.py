@@ -303,7 +303,7 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
             raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
                                       path=tv_path, hint="re-export the profiling data, or use --trace auto")
         missing.append(what)
-    lost = validity.lost_launches(tv_path, trace.steps) if trace is not None else {}
+    lost = validity.lost_launches(tv_path, trace.steps, getattr(trace, "flows", None)) if trace is not None else {}
     clock = validity.host_clock_mismatch(trace, kernels)
     if clock:
         warnings.append(clock)

@@ -27,11 +27,13 @@ import pyarrow.compute as pc
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import OVERLAP_KINDS, OVERLAP_PROCESS
 from perfgate.ingest.csvread import exact_scaled_arrow
+from perfgate.ingest import tracebytes
 from perfgate.ingest.jsonscan import ScanError, iter_selected
 
 _STEP_PREFIX = "ProfilerStep#"
 _BUF = 1 << 16
 _ARROW_MIN_BYTES = 0  # files this small or smaller go straight to the exact scan
+BYTE_SCAN = True      # False: skip the byte-level extractor (benchmarks time the Arrow path alone)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class TraceSummary:
     ``start_ns``, ``dur_ns``, ``end_ns`` (int64 ns). ``steps``: DataFrame ``step`` (str),
     ``start_ns``, ``end_ns`` from the host ProfilerStep#N events. ``n_events`` counts every
     event in the file; ``dropped_negative`` the X events dropped for a negative duration.
+    ``flows``: ``(starts, ended)`` of the host -> device flows when the byte-level extractor
+    read the file (see :func:`perfgate.ingest.validity.lost_launches`), else None.
     """
     path: Path
     n_events: int
@@ -49,6 +53,7 @@ class TraceSummary:
     overlap: pd.DataFrame
     steps: pd.DataFrame
     dropped_negative: int
+    flows: tuple | None = None   # (starts, ended) host -> device flows, see validity.lost_launches
 
     @property
     def has_overlap(self) -> bool:
@@ -309,11 +314,84 @@ def _dur_ns(t, path: Path) -> np.ndarray:
     return out
 
 
+def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
+    """The TraceSummary from :func:`perfgate.ingest.tracebytes.scan` (byte-level extractor):
+    the fast Overlap-named X events as arrays, the few events it parsed (metadata, steps,
+    unusual layouts) through the same rules as the exact scan. Raises _NoFastPath when the
+    extractor refuses the file or a value is not exactly convertible (the caller falls back)."""
+    try:
+        ex = tracebytes.scan(path, start, size)
+    except tracebytes.NoFastPath as e:
+        raise _NoFastPath(str(e)) from None
+    if ex.n == 0:
+        raise _NoFastPath("no events")
+    processes: dict = {}
+    c_idx, c_pid, c_kind, c_ts, c_dur = [], [], [], [], []
+    s_name, s_ts, s_dur = [], [], []
+    codes = {k: i for i, k in enumerate(tracebytes.KIND_NAMES)}
+    for idx, ev in ex.parsed:          # the same rules as read_trace's take()
+        if not isinstance(ev, dict):
+            continue
+        ph, name = ev.get("ph"), ev.get("name")
+        if ph == "M":
+            if name == "process_name":
+                processes[ev.get("pid")] = (ev.get("args") or {}).get("name")
+            continue
+        if ph != "X" or not isinstance(name, str):
+            continue
+        if name in codes:
+            c_idx.append(idx)
+            c_pid.append(ev.get("pid"))
+            c_kind.append(codes[name])
+            c_ts.append(ev.get("ts"))
+            c_dur.append(ev.get("dur", 0))
+        elif name.startswith(_STEP_PREFIX):
+            s_name.append(name[len(_STEP_PREFIX):].strip())
+            s_ts.append(ev.get("ts"))
+            s_dur.append(ev.get("dur", 0))
+    overlap_pids = {pid for pid, pname in processes.items() if pname == OVERLAP_PROCESS}
+    if any(type(p) is not int or not -2 ** 63 <= p < 2 ** 63 for p in overlap_pids):
+        raise _NoFastPath("an Overlap Analysis pid that is not an int64 integer")
+    keep_fast = np.isin(ex.pid, np.array(sorted(overlap_pids), dtype=np.int64))
+    keep_slow = np.array([p in overlap_pids for p in c_pid], dtype=bool)
+    try:
+        sl_ts = _to_ns([v for v, k in zip(c_ts, keep_slow) if k], path, "ts")
+        sl_dur = _to_ns([v for v, k in zip(c_dur, keep_slow) if k], path, "dur")
+        sts = _to_ns(s_ts, path, "ts")
+        sdur = _to_ns(s_dur, path, "dur")
+    except InvalidCaptureError:
+        raise _NoFastPath("a value the exact scan names") from None
+    idx = np.concatenate([ex.idx[keep_fast], np.array(c_idx, dtype=np.int64)[keep_slow]])
+    order = np.argsort(idx, kind="stable")
+    kind = np.concatenate([ex.kind[keep_fast], np.array(c_kind, dtype=np.int64)[keep_slow]])[order]
+    ts = np.concatenate([ex.ts_ns[keep_fast], sl_ts])[order]
+    dur = np.concatenate([ex.dur_ns[keep_fast], sl_dur])[order]
+    kind_of = np.array([OVERLAP_KINDS[k] for k in tracebytes.KIND_NAMES], dtype=object)
+    neg = dur < 0
+    dropped = int(neg.sum())
+    overlap = pd.DataFrame({"kind": pd.Series(kind_of[kind[~neg]], dtype=object),
+                            "start_ns": ts[~neg], "dur_ns": dur[~neg]})
+    overlap["end_ns"] = overlap["start_ns"] + overlap["dur_ns"]
+    ok = sdur >= 0
+    dropped += int((~ok).sum())
+    step_df = pd.DataFrame({"step": [x for x, good in zip(s_name, ok) if good], "start_ns": sts[ok],
+                            "end_ns": sts[ok] + sdur[ok]})
+    return TraceSummary(path=path, n_events=ex.n, processes=processes, overlap=overlap,
+                        steps=step_df, dropped_negative=dropped, flows=ex.flows)
+
+
 def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
 
+    A bare event array is read first by the byte-level extractor
+    (:mod:`perfgate.ingest.tracebytes`: numpy over 2 MiB blocks, every event's structure
+    checked, the kept events' bytes verified against a template and their ts / dur converted
+    to exact ns from their digits; no Python object per event; it also gathers the host ->
+    device flows for :func:`perfgate.ingest.validity.lost_launches` in the same pass, as
+    ``flows``). Whatever it cannot read exactly goes on to the paths below, unchanged.
+
     A bare event array in torch_npu's one-line layout (events separated by ``}, {`` or
-    ``},{``) is read first by Arrow's JSON reader (C++, one event per line after the separators
+    ``},{``) is then read by Arrow's JSON reader (C++, one event per line after the separators
     become newlines, 64 MiB blocks, only name/ph/pid/ts/dur kept: no Python object per event;
     every event's syntax is checked by Arrow). Anything it cannot read exactly (another layout,
     a pid or ts of another type, a dur on a half nanosecond, invalid JSON) falls back to the
@@ -365,6 +443,13 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
         raw_f = open(path, "rb")
     except OSError as e:
         raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
+    if prefix == "item" and not full_parse and size > _ARROW_MIN_BYTES and BYTE_SCAN:
+        try:
+            return _bytes_summary(path, _root_start(path), size)
+        except _NoFastPath:
+            pass  # the Arrow line scan below, then the exact scan
+        except OSError as e:
+            raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     if prefix == "item" and not full_parse and size > _ARROW_MIN_BYTES:
         try:
             raw_f.close()

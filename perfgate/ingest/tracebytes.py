@@ -1,0 +1,688 @@
+"""Byte-level extractor for trace_view.json (numpy; no Python object per event).
+
+The gate keeps, of a trace's millions of events, the ``Overlap Analysis`` X events
+(name, pid, ts, dur), the ``ProfilerStep#N`` windows and the ``process_name`` metadata. This
+module reads them straight from the bytes with vectorised numpy operations over blocks of
+:data:`CHUNK` bytes cut at event boundaries:
+
+1. *Structure* (every event): the unescaped quotes (a quote preceded by an odd run of
+   backslashes is escaped), the braces and brackets outside strings, their depth; no raw
+   control character inside a string. The root
+   must be one array whose items are all objects, separated by exactly one comma and
+   whitespace, closed by ``]`` with only whitespace after it; brackets pair by kind. This is
+   the structure the exact scan (:mod:`perfgate.ingest.jsonscan`) checks.
+2. *Candidates*: events holding a string whose raw bytes equal a kept name (``Computing``,
+   ``Communication``, ``Communication(Not Overlapped)``, ``Free``, ``process_name``) or begin
+   with ``ProfilerStep#``, or holding a ``\\u`` escape (the only way to spell those names
+   otherwise). No other event can be kept.
+3. *Fast events*: a candidate with no nested value and no backslash is matched against a
+   layout (its keys, in order, learned from one member by ``json.loads``) and every one of its
+   bytes is verified: key strings equal the layout's, only whitespace, one ``:`` and one
+   ``,`` between members, ``name`` / ``ph`` / ``ts`` are strings of the expected form, every
+   other value is a plain JSON number (``-?(0|[1-9]d*)(.d+)?``). ``ts`` and ``dur`` are
+   converted to exact int64 ns from their decimal digits (round half up at 1 ns, as
+   :func:`perfgate.ingest.csvread.exact_scaled_arrow`), never through float64.
+4. *Other candidates* (ProfilerStep and metadata events, nested args, escapes, another
+   layout): each parsed by ``json.loads`` (non-integer numbers kept as their text), as the
+   exact scan does; there are a few per step.
+
+5. *Flows*: strings ``async_npu`` / ``HostToDevice`` are handed with their object to
+   :func:`perfgate.ingest.validity.flow_event` (the rule lost_launches' own pass applies), so
+   that the file is not read a second time for lost device tasks.
+
+Cost (paired CPU, same run, loaded 2-core machine): ~100 MiB/s on a replicated trace where
+nearly every event is kept (Arrow line scan ~57), ~200 MiB/s on real-shaped events with few
+kept (Arrow ~85). Blocks that would need more than :data:`_MAX_PARSED` one-by-one parses go
+to the Arrow line scan instead.
+
+Anything it cannot prove it read exactly raises :class:`NoFastPath`; the caller then reads
+the file with the older paths (Arrow line scan, exact scan), which give the same summary or
+name the error.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfgate.ingest.aliases import OVERLAP_KINDS
+from perfgate.ingest.jsonscan import ScanError, _check_pairs
+from perfgate.ingest.validity import _FLOW_CATS, flow_event
+
+CHUNK = 2 << 20                             # in cache: 2x faster than 32 MiB blocks
+STEP_PREFIX = b"ProfilerStep#"
+KIND_NAMES = tuple(OVERLAP_KINDS)           # kind code i -> the event name KIND_NAMES[i]
+_KEPT = tuple(k.encode() for k in KIND_NAMES) + (b"process_name",)
+_MAX_LAYOUTS = 16
+_MAX_PARSED = 2000                          # events of one block parsed by json.loads, at most
+_MAX_INT_DIGITS = 16                        # ts in µs: 16 integer digits (+ range check)
+_WS = np.zeros(256, dtype=bool)
+_WS[[32, 9, 10, 13]] = True
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[48:58] = True
+
+
+_PAD = 64                                   # zero bytes after each buffer: fixed-width windows
+
+
+def _win(b: np.ndarray, w: int) -> np.ndarray:
+    """Row i = b[i:i+w] (a strided view; indexing it copies only the rows asked for)."""
+    return np.lib.stride_tricks.sliding_window_view(b, w)
+
+
+class NoFastPath(Exception):
+    """The byte-level extractor cannot prove it reads this file exactly."""
+
+
+@dataclass
+class Extract:
+    """What :func:`scan` read. ``n``: every top-level event. Fast Overlap-named X events in file
+    order: ``idx`` (event index), ``pid``, ``kind`` (code into :data:`KIND_NAMES`), ``ts_ns``,
+    ``dur_ns`` (int64). ``parsed``: ``(idx, event)`` for the candidates parsed by json.loads."""
+    n: int
+    idx: np.ndarray
+    pid: np.ndarray
+    kind: np.ndarray
+    ts_ns: np.ndarray
+    dur_ns: np.ndarray
+    parsed: list
+    flows: tuple = None
+
+
+def _i64(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.int64)
+
+
+def _real_quotes(b: np.ndarray, q: np.ndarray, bs: np.ndarray) -> np.ndarray:
+    """Drop the escaped quotes (preceded by an odd run of backslashes) from ``q``."""
+    if not len(bs) or not len(q):
+        return q
+    after = bs[b[bs + 1] == 34] + 1                 # quotes right after a backslash (b is padded)
+    if not len(after):
+        return q
+    new_run = np.ones(len(bs), dtype=bool)
+    new_run[1:] = np.diff(bs) != 1
+    run_first = np.maximum.accumulate(np.where(new_run, np.arange(len(bs)), 0))
+    k = np.searchsorted(bs, after - 1)
+    runlen = bs[k] - bs[run_first[k]] + 1
+    escaped = after[(runlen & 1) == 1]
+    if not len(escaped):
+        return q
+    keep = np.ones(len(q), dtype=bool)
+    keep[np.searchsorted(q, escaped)] = False
+    return q[keep]
+
+
+def _all_ws(b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per span [lo, hi): every byte is JSON whitespace (vectorised over span length)."""
+    ok = np.ones(len(lo), dtype=bool)
+    n = hi - lo
+    if not len(n):
+        return ok
+    for k in range(int(n.max(initial=0))):
+        live = np.flatnonzero(n > k)
+        if not len(live):
+            break
+        ok[live] &= _WS[b[lo[live] + k]]
+    return ok
+
+
+def _skip_ws(b: np.ndarray, pos: np.ndarray, stop: np.ndarray, step: int) -> np.ndarray:
+    pos = pos.copy()
+    todo = np.flatnonzero((pos != stop) & _WS[b[np.clip(pos, 0, len(b) - 1)]])
+    while len(todo):
+        pos[todo] += step
+        todo = todo[(pos[todo] != stop[todo]) & _WS[b[pos[todo]]]]
+    return pos
+
+
+def _number(b: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, json_number: bool):
+    """Plain decimals ``b[lo:hi]`` -> (ok, has a point, ns) vectorised. ``json_number``: the
+    JSON grammar ``-?(0|[1-9]d*)(.d+)?``; else ``-?d+(.d+)?`` (text exact_scaled_arrow reads
+    as a plain decimal). ``ns`` = value × 1000, the 4th decimal rounding half up (exact, as
+    exact_scaled_arrow). ok is False where the text is not of that form or out of int64 range
+    (the caller then parses the event exactly). Tokens are grouped by (length, point
+    position, sign) so that each group is one fixed-column digit matrix."""
+    n = len(lo)
+    L = hi - lo
+    ok = (L > 0) & (L <= 40)
+    dotted = np.zeros(n, dtype=bool)
+    ns = np.zeros(n, dtype=np.int64)
+    if not n:
+        return ok, dotted, ns
+    width = int(L[ok].max(initial=1)) if ok.any() else 1
+    cols = np.arange(width)
+    m = _win(b, width)[np.clip(lo, 0, len(b) - width)]
+    isdot = (m == 46) & (cols[None, :] < L[:, None])
+    dotted = isdot.any(axis=1)
+    dot = np.where(dotted, np.argmax(isdot, axis=1), L)
+    neg = m[:, 0] == 45
+    key = (np.minimum(L, 41) * 64 + np.minimum(dot, 63)) * 2 + neg
+    order = np.argsort(key.astype(np.int32), kind="stable")
+    ks = key[order]
+    bounds = np.flatnonzero(np.diff(ks)) + 1
+    starts = np.concatenate([[0], bounds])
+    ends = np.concatenate([bounds, [n]])
+    limit = (2 ** 63 - 1 - 999) // 1000
+    allcols = np.arange(41)
+    for a, z in zip(starts.tolist(), ends.tolist()):
+        rows = order[a:z]
+        ln, dp, ng = int(L[rows[0]]), int(dot[rows[0]]), bool(neg[rows[0]])
+        s = int(ng)
+        nint = dp - s
+        if not (0 < ln <= 40) or nint < 1 or nint > _MAX_INT_DIGITS or dp == ln - 1:
+            ok[rows] = False
+            continue
+        d = m[rows, :ln] - np.uint8(48)             # digits 0..9; '.' wraps to 254
+        good = ((d <= 9) | (allcols[:ln] == dp) | (allcols[:ln] < s)).all(axis=1)
+        if json_number and nint > 1:
+            good &= d[:, s] != 0
+        pad = np.zeros((len(rows), 16), dtype=np.uint8)
+        pad[:, 16 - nint:] = d[:, s:dp]
+        w = pad.view("<u8")
+        ip = (_eight(w[:, 0]) * np.uint64(10 ** 8) + _eight(w[:, 1])).astype(np.int64)
+        good &= ip <= limit
+        frac = np.zeros(len(rows), dtype=np.int64)
+        for j, wt in ((1, 100), (2, 10), (3, 1)):
+            if dp + j < ln:
+                frac += d[:, dp + j].astype(np.int64) * wt
+        if dp + 4 < ln:
+            frac += d[:, dp + 4] >= 5
+        v = np.where(good, ip, 0) * 1000 + frac
+        ok[rows] &= good
+        ns[rows] = -v if ng else v
+    ns[~ok] = 0
+    return ok, dotted, ns
+
+
+def _eight(x: np.ndarray) -> np.ndarray:
+    """Eight digit values 0..9 packed in a little-endian uint64 (first = most significant)
+    -> their decimal value (SWAR, as simdjson's parse_eight_digits_unrolled)."""
+    u = np.uint64
+    x = (x * u(10)) + (x >> u(8))
+    x = (((x & u(0x000000FF000000FF)) * u(100 + (1000000 << 32)))
+         + (((x >> u(16)) & u(0x000000FF000000FF)) * u(1 + (10000 << 32)))) >> u(32)
+    return x & u(0xFFFFFFFF)
+
+
+_U = np.uint64
+_LOW = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2 ** 64 - 1], dtype=np.uint64)   # low k bytes
+_ZEROS = np.array([int.from_bytes(b"0" * k, "little") for k in range(9)], dtype=np.uint64)  # '0' x k
+_ZEROS_HI = np.array([int.from_bytes(b"0" * (8 - k), "little") << (8 * k) if k < 8 else 0
+                      for k in range(9)], dtype=np.uint64)                                   # '0' above k
+
+
+def _digits8(x: np.ndarray, value: bool = True):
+    """Eight ASCII characters in a little-endian uint64 -> (all are digits, their value)."""
+    ok = ((x & _U(0xF0F0F0F0F0F0F0F0)) | (((x + _U(0x0606060606060606)) & _U(0xF0F0F0F0F0F0F0F0)) >> _U(4))) \
+        == _U(0x3333333333333333)
+    if not value:
+        return ok
+    return ok, _eight(x - _U(0x3030303030303030)).astype(np.int64)
+
+
+def _short_numbers(b, w64, lo, hi, json_number: bool):
+    """Unsigned decimals of at most 8 characters (``ddd``, ``ddd.ddd``) -> (ok, dotted, ns),
+    SWAR on one unaligned 8-byte load per token; ok False for anything else (the caller
+    parses those with :func:`_number`). Same values and grammar as _number."""
+    L = hi - lo
+    ok = (L >= 1) & (L <= 8)
+    Lc = np.where(ok, L, 1)
+    x = w64[lo] & _LOW[Lc]
+    dx = x ^ _U(0x2E2E2E2E2E2E2E2E)
+    zb = (dx - _U(0x0101010101010101)) & ~dx & _U(0x8080808080808080) & _LOW[Lc]
+    dotted = zb != 0
+    low = zb & (~zb + _U(1))                              # lowest '.' byte's high bit
+    dp = np.where(dotted, np.bitwise_count(low - _U(1)).astype(np.int64) >> 3, Lc)
+    nf = Lc - dp - 1                                      # decimals (when dotted)
+    ok &= (dp >= 1) & (~dotted | (nf >= 1))
+    ip_bytes = x & _LOW[dp]
+    ipw = (ip_bytes << (_U(8) * (_U(8) - dp.astype(np.uint64)))) | _ZEROS[8 - dp]
+    iok, ip = _digits8(np.where(dp == 0, _ZEROS[8], ipw))
+    ok &= iok
+    if json_number:
+        ok &= ~(((x & _U(0xFF)) == _U(48)) & (dp > 1))
+    fr = np.where(dotted, x >> (_U(8) * (dp.astype(np.uint64) + _U(1))), _U(0))
+    nfc = np.clip(nf, 0, 8)
+    frw = (fr & _LOW[nfc]) | _ZEROS_HI[nfc]
+    fok, fv = _digits8(frw)                               # d1..d8 (padded with 0)
+    ok &= fok | ~dotted
+    fv = np.where(dotted, fv, 0)
+    ns = ip * 1000 + fv // 100000 + ((fv // 10000) % 10 >= 5)
+    return ok, dotted, np.where(ok, ns, 0)
+
+
+def _json_ints(w64, lo, hi) -> np.ndarray:
+    """Tokens that are JSON integers of 1 to 8 digits (no sign): ``0`` or ``[1-9][0-9]*``."""
+    L = hi - lo
+    ok = (L >= 1) & (L <= 8)
+    Lc = np.where(ok, L, 1)
+    x = w64[lo]
+    ok &= _digits8((x & _LOW[Lc]) | _ZEROS_HI[Lc], value=False)
+    ok &= ((x & _U(0xFF)) != _U(48)) | (Lc == 1)
+    return ok
+
+
+def _numbers(b, w64, lo, hi, json_number: bool, common: bool = False):
+    """_number, with the short unsigned tokens parsed by SWAR first. ``common``: most tokens
+    repeat the first one's bytes (a pid, a tid): those take its value after one comparison."""
+    if common and len(lo):
+        first = bytes(b[int(lo[0]):int(hi[0])])
+        same = ((hi - lo) == len(first)) & _equals(w64, lo, first) if 0 < len(first) <= 40 else lo < 0
+        if same.any():
+            f_ok, f_dot, f_ns = _number(b, lo[:1], hi[:1], json_number=json_number)
+            ok = same & f_ok[0]
+            dotted = np.full(len(lo), bool(f_dot[0]))
+            ns = np.where(ok, f_ns[0], 0)
+            rest = np.flatnonzero(~same)
+            if len(rest):
+                r_ok, r_dot, r_ns = _numbers(b, w64, lo[rest], hi[rest], json_number)
+                ok[rest], dotted[rest], ns[rest] = r_ok, r_dot, r_ns
+            return ok, dotted, ns
+    ok, dotted, ns = _short_numbers(b, w64, lo, hi, json_number)
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        rok, rdot, rns = _number(b, lo[rest], hi[rest], json_number=json_number)
+        ok[rest], dotted[rest], ns[rest] = rok, rdot, rns
+    return ok, dotted, ns
+
+
+def _fixed_ts(b, w64, lo, hi, rep_len: int, rep_dot: int):
+    """Timestamps written like the layout's representative: 16 integer digits, a point,
+    at most 8 decimals (``1736408883704643.212``) -> (ok, ns); the others ok False."""
+    ok = (hi - lo) == rep_len
+    if rep_dot != 16 or not 1 <= rep_len - 17 <= 8:
+        return ok & False, np.zeros(len(lo), dtype=np.int64)
+    ok &= b[lo + 16] == 46
+    a_ok, a = _digits8(w64[lo])
+    b_ok, bv = _digits8(w64[lo + 8])
+    nf = rep_len - 17
+    f_ok, fv = _digits8((w64[lo + 17] & _LOW[nf]) | _ZEROS_HI[nf])
+    ok &= a_ok & b_ok & f_ok
+    ip = a * 100_000_000 + bv
+    ok &= ip <= (2 ** 63 - 1 - 999) // 1000
+    ns = np.where(ok, ip, 0) * 1000 + fv // 100000 + ((fv // 10000) % 10 >= 5)
+    return ok, ns
+
+
+class _Float(str):
+    """A JSON number that is not an integer (its text)."""
+
+
+def _layout(b: np.ndarray, e_open: int, e_close: int):
+    """The layout of one flat event: [(key bytes, is_string_value)], or None when the fast
+    path does not take events of this form."""
+    try:
+        pairs = json.loads(b[e_open:e_close + 1].tobytes(), object_pairs_hook=list, parse_float=_Float)
+    except ValueError:
+        return None
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys) or not {"name", "ph", "ts", "pid"} <= set(keys):
+        return None
+    out = []
+    for k, v in pairs:
+        if not k.isascii() or '"' in k or "\\" in k:
+            return None
+        if k in ("name", "ph"):
+            if not isinstance(v, str):
+                return None
+            out.append((k.encode(), True))
+        elif k == "ts":
+            out.append((k.encode(), isinstance(v, str)))
+        elif isinstance(v, (int, _Float)) and not isinstance(v, bool):
+            out.append((k.encode(), False))
+        else:
+            return None
+    return out
+
+
+def _template(b: np.ndarray, e_open: int, e_close: int, layout):
+    """A byte template of one flat event: its fixed spans (literal bytes between values) and
+    its value holes, each bound given as (reference, offset) with reference a quote index
+    within the event (or "eo" / "ec", its braces). Every other event of the same layout and
+    spacing has the same fixed spans byte for byte."""
+    ev = b[e_open:e_close + 1].tobytes()
+    qs = [i for i, c in enumerate(ev) if c == 34]
+    pos = {"eo": 0, "ec": len(ev) - 1}
+    holes = []                          # (key, (ref, off) start, (ref, off) end)
+    c = 0                               # string counter
+    for key, is_str in layout:
+        kclose = 2 * c + 1
+        c += 1
+        if is_str:
+            holes.append((key, (2 * c, 1), (2 * c + 1, 0)))
+            c += 1
+            continue
+        i = qs[kclose] + 1
+        while ev[i] in b" \t\r\n:":
+            i += 1
+        j = i
+        while ev[j] not in b" \t\r\n,}":
+            j += 1
+        nxt = (2 * c, qs[2 * c]) if 2 * c < len(qs) else ("ec", pos["ec"])
+        holes.append((key, (kclose, i - qs[kclose]), (nxt[0], j - nxt[1])))
+
+    def at(ref):
+        r, off = ref
+        return (pos[r] if isinstance(r, str) else qs[r]) + off
+
+    spans, prev = [], ("eo", 0)
+    for key, lo, hi in holes:
+        spans.append((prev, lo, ev[at(prev):at(lo)]))
+        prev = hi
+    spans.append((prev, ("ec", 1), ev[at(prev):]))
+    return spans, holes
+
+
+def _fast_events(b, w64, q, kq, eo, ec, layout, template):
+    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``.
+    Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
+    n = len(eo)
+    spans, holes = template
+    cache = {"eo": eo, "ec": ec}
+
+    def at(ref):
+        r, off = ref
+        if r not in cache:
+            cache[r] = q[kq + r]
+        return cache[r] + off if off else cache[r]
+
+    ok = np.ones(n, dtype=bool)
+    for lo_ref, hi_ref, lit in spans:
+        lo, hi = at(lo_ref), at(hi_ref)
+        ok &= (hi - lo) == len(lit)
+        ok &= _equals(w64, lo, lit)
+    vals = {key: (at(lo_ref), at(hi_ref)) for key, lo_ref, hi_ref in holes}
+    rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
+    rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
+    lo, hi = vals[b"name"]
+    kind = np.full(n, -1, dtype=np.int64)
+    ln = hi - lo
+    for code, kname in enumerate(KIND_NAMES):
+        kb = kname.encode()
+        m = np.flatnonzero(ln == len(kb))
+        kind[m[_equals(w64, lo[m], kb)]] = code
+    ok &= kind >= 0                                   # other names: parsed exactly (rare)
+    lo, hi = vals[b"ph"]
+    ok &= ((hi - lo) == 1) & (b[lo] == 88)            # ph other than "X": parsed exactly
+    lo, hi = vals[b"pid"]
+    pok, pdot, pid = _numbers(b, w64, lo, hi, json_number=True, common=True)
+    ok &= pok & ~pdot
+    pid = pid // 1000
+    ts_string = dict(layout)[b"ts"]
+    lo, hi = vals[b"ts"]
+    tok, ts = _fixed_ts(b, w64, lo, hi, *rep_ts)
+    rest = np.flatnonzero(~tok)
+    if len(rest):
+        rok, _, rts = _number(b, lo[rest], hi[rest], json_number=not ts_string)
+        tok[rest], ts[rest] = rok, rts
+    ok &= tok
+    dur = np.zeros(n, dtype=np.int64)
+    for key, (lo, hi) in vals.items():
+        if key in (b"name", b"ph", b"pid", b"ts"):
+            continue
+        if key == b"dur":
+            vok, _, dur = _numbers(b, w64, lo, hi, json_number=True)
+        else:                                         # a value perfgate does not use: validated only
+            vok = _json_ints(w64, lo, hi)
+            rest = np.flatnonzero(~vok)
+            if len(rest):
+                vok[rest] = _numbers(b, w64, lo[rest], hi[rest], json_number=True)[0]
+        ok &= vok
+    return ok, kind, pid, ts, dur
+
+
+def _equals(w64: np.ndarray, lo: np.ndarray, lit: bytes) -> np.ndarray:
+    """b[lo:lo+len(lit)] == lit for every lo (8 bytes per unaligned uint64 load)."""
+    ok = np.ones(len(lo), dtype=bool)
+    for j in range(0, len(lit), 8):
+        part = lit[j:j + 8]
+        word = np.uint64(int.from_bytes(part.ljust(8, b"\0"), "little"))
+        if len(part) == 8:
+            ok &= w64[lo + j] == word
+        else:
+            ok &= (w64[lo + j] & np.uint64((1 << (8 * len(part))) - 1)) == word
+    return ok
+
+
+_FIRST_LEN = np.zeros(256 * 64, dtype=bool)     # (first byte, length) of a string that may be kept
+for _k in _KEPT:
+    _FIRST_LEN[_k[0] * 64 + len(_k)] = True
+for _n in range(len(STEP_PREFIX), 64):
+    _FIRST_LEN[STEP_PREFIX[0] * 64 + _n] = True
+
+
+def _candidates(b, w64, qo, qc):
+    """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
+    with ProfilerStep#; and every string's (first byte, length) code."""
+    ln = np.minimum(qc - qo - 1, 63)
+    code = b[qo + 1].astype(np.int64) * 64 + ln
+    sel = np.flatnonzero(_FIRST_LEN[code])
+    ln, start = ln[sel], qo[sel] + 1
+    hit = np.zeros(len(sel), dtype=bool)
+    for kb in _KEPT:
+        m = np.flatnonzero(ln == len(kb))
+        hit[m[_equals(w64, start[m], kb)]] = True
+    m = np.flatnonzero(ln >= len(STEP_PREFIX))
+    hit[m[_equals(w64, start[m], STEP_PREFIX)]] = True
+    return sel[hit], code
+
+
+def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
+    """Host -> device flow hits (strings ``async_npu`` / ``HostToDevice``) handed, each with its
+    own object (the raw ``{`` before it to the ``}`` after it, as lost_launches' own pass
+    takes it), to :func:`perfgate.ingest.validity.flow_event`, in file order per category."""
+    raw_open = raw_close = None
+    for cat in _FLOW_CATS:
+        m = np.flatnonzero(code == cat[0] * 64 + len(cat))
+        m = m[_equals(w64, qo[m] + 1, cat)]
+        pos = qo[m]
+        pos = pos[pos < cut]
+        if not len(pos):
+            continue
+        if raw_open is None:
+            ch = b[raw_br]
+            raw_open, raw_close = raw_br[ch == 123], raw_br[ch == 125]
+        i = np.searchsorted(raw_open, pos) - 1
+        j = np.searchsorted(raw_close, pos)
+        good = (i >= 0) & (j < len(raw_close))
+        starts, ended = flows
+        for lo, hi in zip((raw_open[i[good]] + start).tolist(), (raw_close[j[good]] + start + 1).tolist()):
+            flow_event(buf[lo:hi], cat, starts, ended)
+
+
+def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
+    """Analyse one buffer that starts at an item start (or right after the root ``[``).
+    Returns (bytes consumed, items completed, root closed)."""
+    bp = np.frombuffer(buf, dtype=np.uint8, offset=start)      # buf ends with _PAD zero bytes
+    b = bp[:len(bp) - _PAD]
+    q = np.flatnonzero(b == 34)
+    bs = np.flatnonzero(b == 92)
+    q = _real_quotes(bp, q, bs)
+    ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
+    if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
+        raise NoFastPath("a control character inside a string")
+    x = b | 32
+    br = np.flatnonzero((x == 123) | (x == 125))
+    nq_before = np.searchsorted(q, br)              # quotes before each bracket
+    outside = (nq_before & 1) == 0
+    raw_br = br
+    br, nq_before = br[outside], nq_before[outside]
+    ch = b[br]
+    opener = (ch == 123) | (ch == 91)
+    depth = 1 + np.cumsum(np.where(opener, 1, -1), dtype=np.int64)
+    if len(depth) and depth.min() < 0:
+        raise NoFastPath("unbalanced")
+    zero = np.flatnonzero(depth == 0)
+    closed = bool(len(zero))
+    if closed:
+        z = int(zero[0])
+        if ch[z] != 93:
+            raise NoFastPath("root not closed by ]")
+        root_end = int(br[z])
+        if not _all_ws(b, _i64([root_end + 1]), _i64([len(b)]))[0]:
+            raise NoFastPath("data after the array")
+        br, ch, depth, opener = br[:z], ch[:z], depth[:z], opener[:z]
+    top_open = np.flatnonzero(opener & (depth == 2))
+    top_close = np.flatnonzero(~opener & (depth == 1))
+    ne = len(top_close)
+    if not closed and ne == 0:
+        return 0, 0, False
+    top_open = top_open[:ne] if len(top_open) > ne else top_open
+    if len(top_open) != ne:
+        raise NoFastPath("item structure")
+    if ne and (ch[top_open] != 123).any():
+        raise NoFastPath("an item is not an object")
+    if ne and (ch[top_close] != 125).any():
+        raise NoFastPath("brackets do not pair")
+    eo, ec = br[top_open], br[top_close]
+    cut = int(ec[-1]) + 1 if ne else 0
+    nested = np.flatnonzero((top_close - top_open) != 1) if ne else top_open[:0]
+    if len(nested):                                  # nested values: pair their brackets by kind
+        if len(nested) * 4 < ne:                     # a few such events: their brackets only
+            lens = top_close[nested] - top_open[nested] + 1
+            inside = np.repeat(top_open[nested] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        else:
+            inside = np.flatnonzero(br < cut)
+        try:
+            _check_pairs(br[inside], ch[inside], depth[inside], opener[inside], 0)
+        except ScanError:
+            raise NoFastPath("brackets do not pair") from None
+    # separators: ws before the first item; exactly one comma and ws between items; ws at the end
+    if ne:
+        if not _all_ws(b, _i64([0]), eo[:1])[0]:
+            raise NoFastPath("before the first item")
+        lo, hi = ec[:-1] + 1, eo[1:]
+        p = _skip_ws(b, lo, hi, 1)
+        if ((p >= hi) | (b[np.minimum(p, len(b) - 1)] != 44)).any() or not _all_ws(b, p + 1, hi).all():
+            raise NoFastPath("item separator")
+    if closed:
+        tail_lo = cut if ne else 0
+        if not _all_ws(b, _i64([tail_lo]), _i64([root_end]))[0]:
+            raise NoFastPath("before the closing ]")
+        if ne == 0 and not first:
+            raise NoFastPath("trailing comma")
+    # candidates
+    qo, qc = q[0::2], q[1::2]
+    if len(qc) < len(qo):
+        qo = qo[:len(qc)]
+    w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
+    cs, code = _candidates(bp, w64, qo, qc)
+    cs = cs[qo[cs] < cut]
+    cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
+    if len(bs):
+        esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
+        cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
+    cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
+    _flows(buf, start, bp, w64, qo, code, cut, raw_br, out["flows"])
+    mark = np.zeros(ne, dtype=bool)
+    mark[cand_ev] = True
+    cand_ev = np.flatnonzero(mark)
+    # flat events (no nested value) without any backslash: fast layouts
+    flat = (top_close[cand_ev] - top_open[cand_ev]) == 1
+    if len(bs):
+        nb = np.searchsorted(bs, ec[cand_ev]) - np.searchsorted(bs, eo[cand_ev])
+        flat &= nb == 0
+    fast = cand_ev[flat]
+    slow = list(cand_ev[~flat])
+    if len(fast):
+        kq = nq_before[top_open[fast]]
+        nq = nq_before[top_close[fast]] - kq
+        todo = np.arange(len(fast))
+        for _ in range(_MAX_LAYOUTS):
+            if not len(todo):
+                break
+            r = todo[0]
+            e0, e1 = int(eo[fast[r]]), int(ec[fast[r]])
+            lay = _layout(b, e0, e1)
+            grp = todo[nq[todo] == 2 * sum(2 if s else 1 for _, s in lay)] if lay is not None else todo[:0]
+            if not len(grp) or grp[0] != r:
+                slow.append(fast[r])
+                todo = todo[1:]
+                continue
+            okm, kind, pid, ts, dur = _fast_events(bp, w64, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
+                                                   _template(b, e0, e1, lay))
+            if not okm[0]:
+                slow.append(fast[r])
+            good = grp[okm]
+            out["idx"].append(base_idx + fast[good])
+            out["pid"].append(pid[okm])
+            out["kind"].append(kind[okm])
+            out["ts"].append(ts[okm])
+            out["dur"].append(dur[okm])
+            done = np.zeros(len(fast), dtype=bool)
+            done[good] = True
+            done[r] = True
+            todo = todo[~done[todo]]
+        slow.extend(fast[todo].tolist())
+    if len(slow) > max(_MAX_PARSED, ne // 4):
+        raise NoFastPath("too many events to parse one by one")   # the Arrow line scan is faster here
+    for e in sorted(int(i) for i in slow):
+        try:
+            ev = json.loads(buf[start + int(eo[e]):start + int(ec[e]) + 1], parse_float=str)
+        except ValueError:
+            raise NoFastPath("invalid event") from None
+        out["parsed"].append((base_idx + e, ev))
+    return cut, ne, closed
+
+
+def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
+    """Read the bare event array whose ``[`` is at byte ``start`` (see module doc).
+
+    Raises:
+        NoFastPath: anything this extractor does not read exactly (the caller falls back).
+    """
+    chunk = chunk or CHUNK
+    out = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": [], "flows": ({}, set())}
+    n = 0
+    ws = b" \t\r\n"
+    with open(path, "rb") as f:
+        f.seek(start)
+        if f.read(1) != b"[":
+            raise NoFastPath("no array")
+        pending = b""
+        first = True
+        need_sep = False        # the last block ended with an event: a comma or the "]" comes next
+        eof = False
+        pad = bytes(_PAD)
+        want = chunk
+        while True:
+            data = b"" if eof else f.read(want)
+            eof = eof or len(data) < want
+            buf = b"".join((pending, data, pad))
+            end = len(buf) - _PAD
+            start = 0
+            if need_sep:
+                while start < end and buf[start] in ws:
+                    start += 1
+                if start == end:
+                    if eof:
+                        raise NoFastPath("truncated")
+                    pending = b""
+                    continue
+                if buf[start] == 93:                   # "]"
+                    if buf[start + 1:end].strip(ws) or any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
+                        raise NoFastPath("data after the array")
+                    break
+                if buf[start] != 44:
+                    raise NoFastPath("item separator")
+                start += 1
+                need_sep = False
+            used, ne, closed = _block(buf, start, first, n, out)
+            n += ne
+            first = first and ne == 0
+            if closed:
+                if any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
+                    raise NoFastPath("data after the array")
+                break
+            if ne == 0 and eof:
+                raise NoFastPath("truncated")
+            want = want * 2 if ne == 0 else chunk     # an event larger than a block: read on, doubling
+            pending = buf[start + used:end]
+            need_sep = need_sep or ne > 0
+    cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
+            for k in ("idx", "pid", "kind", "ts", "dur")}
+    order = np.argsort(cols["idx"], kind="stable")
+    return Extract(n=n, idx=cols["idx"][order], pid=cols["pid"][order], kind=cols["kind"][order],
+                   ts_ns=cols["ts"][order], dur_ns=cols["dur"][order], parsed=out["parsed"], flows=out["flows"])
