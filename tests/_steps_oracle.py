@@ -272,3 +272,27 @@ def comm_rows_of_kind(k: pd.DataFrame, kind: str) -> list:
     from perfgate.metrics.comm import kind_of as comm_kind
     comm_rows = k.loc[k["is_comm"]]
     return comm_rows.loc[comm_rows["name"].astype(str).map(comm_kind) == kind, "row"].tolist()
+
+
+# --- metrics.steps.warmup_findings before issue 21 round 2 (one group-by and pandas where per rank)
+def warmup_findings(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:
+    """WARMUP_NOT_STRIPPED per rank: several steps, and the first one longer than
+    ``warmup_ratio`` x the median of the others (host window, or device wall without one)."""
+    from perfgate.metrics.steps import DEFAULT_THRESHOLDS
+    from perfgate.model import Finding
+    th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
+    out = []
+    for rk, t in table.groupby("rank"):
+        if len(t) < 2:
+            continue
+        dur = t["step_us"].where(t["step_us"].notna(), t["wall_us"]).to_numpy()
+        rest = float(np.median(dur[1:]))
+        if rest > 0 and dur[0] > th["warmup_ratio"] * rest:
+            first = t.iloc[0]
+            out.append(Finding(
+                "WARMUP_NOT_STRIPPED", "fail", int(rk), str(first["step"]),
+                f"rank {rk}: first step {first['step']} takes {dur[0]:,.1f} us, {dur[0] / rest:.2f}x the median "
+                f"of the other {len(t) - 1} step(s) ({rest:,.1f} us): warm-up was not stripped (use the "
+                f"profiler schedule's warmup/skip_first)", f"{evidence} rows {first['first_row']}-{first['last_row']}",
+                float(dur[0] / rest), float(th["warmup_ratio"])))
+    return out

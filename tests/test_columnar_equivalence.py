@@ -109,6 +109,11 @@ def _mixed_frame(seed, n):
         "flag": rng.random(n) < 0.5,
         "obj": pd.Series([np.int64(i) if i % 3 else np.float64(i / 7) for i in range(n)], dtype=object),
         "nullable": pd.array([None if i % 4 == 0 else i for i in range(n)], dtype="Int64"),
+        # text columns: records passes str / int / bool / None through without the cleaning loop
+        "text": pd.Series([None if i % 5 == 1 else f"t{i}" for i in range(n)], dtype="str"),
+        "plain": pd.Series([None if i % 3 == 0 else (f"p{i}" if i % 2 else i) for i in range(n)], dtype=object),
+        "allnan": np.full(n, np.nan),   # a pipe-stage column without pipe data
+        "npstr": pd.Series([np.str_(f"s{i}") if i % 2 else True for i in range(n)], dtype=object),
     })
 
 

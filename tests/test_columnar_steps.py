@@ -315,6 +315,10 @@ def test_share_tables_equal_the_group_by_form(captures, name, policy):
         kk = km.rows_where(kk, kk["step"].notna().to_numpy())
         for keys in (["category"], ["phase", "category"], ["family"], ["op_class", "core_type"]):
             pd.testing.assert_frame_equal(opv.share_table(kk, keys), old_fp.share_table(kk, keys))
+            # the family view's detail records, built without the frame
+            assert opv.share_records(kk, keys) == km.records(opv.share_table(kk, keys))
+            for frame in (kk.iloc[:0], kk.assign(dur_ns=0), kk.assign(dur_ns=kk["dur_ns"] % 3)):   # ties
+                assert opv.share_records(frame, keys) == km.records(opv.share_table(frame, keys))
         steps_ = sorted(map(str, pd.unique(kk["step"].dropna())))
         for st_list in (steps_, steps_[1:], steps_ + ["999"], []):
             for key in ("family", "category", "phase"):
@@ -368,6 +372,46 @@ def test_remembered_category_matches_equal_a_fresh_scan(values, p1, p2):
     fam = km.family_of(col, suffix)
     assert fam.astype(object).where(fam.notna(), None).tolist() == \
         [None if v is None else (suffix.sub("", v) or v) for v in values]
+
+
+class _CountingRegex:
+    """A regex stand-in counting its searches / substitutions (compiled patterns are immutable)."""
+    def __init__(self, pattern):
+        import re
+        self.rx, self.pattern, self.flags, self.calls = re.compile(pattern), pattern, 0, 0
+
+    def search(self, v):
+        self.calls += 1
+        return self.rx.search(v)
+
+    def sub(self, repl, v):
+        self.calls += 1
+        return self.rx.sub(repl, v)
+
+
+def test_policy_regexes_run_once_per_distinct_text_across_ranks():
+    """Each rank's categories are new objects, yet a policy regex runs once per distinct text per
+    process (kernels._search_all / family_of memo), not once per rank; results equal a fresh scan,
+    and another regex (or other family rules) with the same text gets its own answers."""
+    import re
+    from perfgate.metrics import kernels as km
+    from perfgate.policy.families import FamilyRules
+    names = ["aclnnMatmul_12", "hcom_allReduce__5_0", "Compile", "zz_issue21_unique_3"]
+    rx = _CountingRegex(r"(?i)zz_issue21_\w+")
+    for rank in range(6):   # six "ranks": same texts, fresh categorical objects, shuffled order
+        col = pd.Series(pd.Categorical(names[rank % 4:] + names[:rank % 4] + [None]))
+        want = [v is not None and bool(re.search(r"(?i)zz_issue21_\w+", v)) for v in col.astype(object)
+                .where(col.notna(), None)]
+        assert km.matches(col, rx).tolist() == want
+    assert rx.calls == len(names)
+    suffix = _CountingRegex(r"(?:_+\d+)+$")
+    rules = FamilyRules((("num", re.compile(r"_\d+_")),), re.compile(r"(?:_+\d+)+$"))
+    for rank in range(4):
+        col = pd.Series(pd.Categorical(list(reversed(names)) if rank % 2 else names))
+        assert km.family_of(col, suffix).astype(str).tolist() == \
+            [re.sub(r"(?:_+\d+)+$", "", v) or v for v in col.astype(str)]
+        assert km.family_of(col, rules).astype(str).tolist() == [rules.sub("", v) or v for v in col.astype(str)]
+    assert suffix.calls == len(names)
 
 
 class _CommOps:
@@ -478,3 +522,97 @@ def test_step_trace_sums_on_captures(captures, name):
         if r.step_trace is not None:
             pd.testing.assert_frame_equal(step_trace_sums(r.step_trace),
                                           r.step_trace.groupby("step")[STEP_TRACE_SUMS].sum())
+
+
+def _drop_some(per_rank: dict, seed: int) -> dict:
+    """A copy of per-rank metrics with about a third of each rank's metrics removed at random
+    (absent-is-zero counts, partial coverage, a metric held by one rank only)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for r, m in per_rank.items():
+        keys = list(m)
+        keep = rng.random(len(keys)) > 0.33
+        out[r] = {k: m[k] for k, ok in zip(keys, keep) if ok or k[0] == "kernel.topn"}
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_views_equal_the_per_rank_lookup(captures, name, policy):
+    """fingerprint._views (per-rank dicts transposed in one pass) gives exactly the views of its
+    former form (one lookup per metric and rank, tests/_fingerprint_oracle.py), with every rank
+    holding the kernel table, with only some of them (kernel_ranks) and with metrics missing
+    on some ranks."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import fingerprint as fpm
+    cap = captures[name]
+    per_rank = {r.rank: fpm.summarize_rank(r, policy, cap.path).metrics for r in _ranks(cap)}
+    per_rank.update({r + 100: m for r, m in per_rank.items()})   # more ranks: 2 or 4
+    ranks = sorted(per_rank)
+    for pr in (per_rank, _drop_some(per_rank, 1), _drop_some(per_rank, 2)):
+        for kr in (None, ranks[:1], ranks[1:]):
+            want = old_fp._views(pr, policy, kernel_ranks=kr)
+            got = fpm._views(pr, policy, kernel_ranks=kr)
+            assert list(got) == list(want)
+            assert _canon(got) == _canon(want)
+
+
+def test_views_equal_the_per_rank_lookup_many_ranks(tmp_path, policy):
+    """The same on a 24-rank synthetic capture (perfgate.synth.scale), metrics dropped at random."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.synth.scale import write_scaled
+    cap = load_capture(write_scaled(tmp_path / "c", ranks=24, steps=3, kernels_per_step=60), with_trace=False)
+    per_rank = {r.rank: fpm.summarize_rank(r, policy, cap.path).metrics for r in _ranks(cap)}
+    assert len(per_rank) == 24
+    for pr in (per_rank, _drop_some(per_rank, 3)):
+        for kr in (None, sorted(pr)[::2]):
+            got, want = fpm._views(pr, policy, kernel_ranks=kr), old_fp._views(pr, policy, kernel_ranks=kr)
+            assert list(got) == list(want) and _canon(got) == _canon(want)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_step_sum_equals_the_group_by(captures, name):
+    """fingerprint._step_sum_us (one bincount over the step codes) equals the group-by it
+    replaced (values, index text and dtype, names), also with blank steps and unused categories."""
+    from perfgate.metrics import fingerprint as fpm
+
+    def old(k):
+        out = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0
+        out.index = out.index.astype(str)
+        return out
+    for r in _ranks(captures[name]):
+        k = r.kernels.df
+        blank = k.assign(step=k["step"].cat.add_categories(["999"]).where(k.index % 7 != 3))
+        for frame in (k, blank, k.iloc[:0], k.assign(dur_ns=k["dur_ns"].astype(float))):
+            pd.testing.assert_series_equal(fpm._step_sum_us(frame), old(frame))
+
+
+def _with_rank(t, rk):
+    return t.assign(rank=rk)
+
+
+def test_warmup_findings_equal_the_group_by(captures):
+    """steps.warmup_findings (columns read once, each rank a slice of one stable sort) gives the
+    findings of its former group-by form (tests/_steps_oracle.py), texts and order, on the step
+    tables of every capture concatenated as many ranks (in shuffled rank order, host windows
+    blanked on some, single-step ranks, a tight ratio that fires on most)."""
+    tables = []
+    for name in NAMES:
+        for r in _ranks(captures[name]):
+            tables.append(steps.step_table(r))
+    rng = np.random.default_rng(11)
+    parts = []
+    for i, t in enumerate(tables * 3):
+        t = t.copy()
+        if i % 3 == 1:
+            t["step_us"] = np.where(rng.random(len(t)) < 0.5, np.nan, t["step_us"])
+        if i % 5 == 4:
+            t = t.iloc[:1]
+        parts.append(_with_rank(t, int(rng.permutation(1000)[0]) * 1000 + i))
+    order = rng.permutation(len(parts))
+    big = pd.concat([parts[j] for j in order], ignore_index=True)
+    for th in (None, {"warmup_ratio": 1.01}, {"warmup_ratio": 0.5}):
+        got = steps.warmup_findings(big, th, "kd.csv")
+        assert _findings(got) == _findings(old.warmup_findings(big, th, "kd.csv"))
+    assert len(steps.warmup_findings(big, {"warmup_ratio": 0.5}, "kd.csv")) > 10
+    assert steps.warmup_findings(big.iloc[:0]) == old.warmup_findings(big.iloc[:0]) == []

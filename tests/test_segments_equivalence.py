@@ -50,7 +50,19 @@ def assert_same(df, policy, cats=None) -> new.RankSegments:
         return None
     for name in ("segments", "layers", "blocks", "steps", "classes"):
         pd.testing.assert_frame_equal(getattr(got, name), getattr(want, name), check_dtype=True, obj=name)
+    assert_same_outline(got)
     return got
+
+
+def assert_same_outline(seg) -> None:
+    """:func:`segments.outline` (columns pulled once, one dict per run) equals the former
+    group-by per run (``segments_oracle.outline``) on every step, values and Python types."""
+    assert new.outline(seg) == oracle.outline(seg)
+    for step in list(dict.fromkeys(seg.steps["step"].tolist())) + ["no such step"]:
+        got, want = new.outline(seg, step), oracle.outline(seg, step)
+        assert got == want, step
+        assert [{k: type(v) for k, v in r.items()} for r in got] == \
+            [{k: type(v) for k, v in r.items()} for r in want], step
 
 
 def _cats(rank, policy):

@@ -365,28 +365,35 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
     """Cross-rank views of every metric. A metric is computed over the ranks that hold its
     table: absent-is-zero metrics (kernel table counts) are filled with 0 only on ranks in
     ``kernel_ranks`` (None = every rank); when fewer ranks than the capture's contribute, the
-    views' context names them (``over_ranks``), so a comparison can tell coverage apart."""
+    views' context names them (``over_ranks``), so a comparison can tell coverage apart.
+
+    Cost: the per-rank dicts are transposed in one pass over their items (ranks in id order),
+    so the rest is one step per metric, not one lookup per (metric, rank)."""
     ranks = sorted(per_rank)
     r0 = ranks[0]
     holders = set(ranks if kernel_ranks is None else kernel_ranks)
-    keys = set()
-    for m in per_rank.values():
-        keys.update(m)
+    by_key: dict = {}   # (name, labels) -> [(rank, value, samples)] in rank order
+    for r in ranks:
+        for key, ent in per_rank[r].items():
+            got = by_key.get(key)
+            if got is None:
+                by_key[key] = got = []
+            got.append((r, ent[0], ent[2].get("samples")))
     out: dict[str, MetricValue] = {}
-    for name, labels in sorted(keys):
+    for name, labels in sorted(by_key):
         d = registry.get(name)
         labels_d = dict(labels)
         if name == "kernel.topn":
             held = {r: m for r, m in per_rank.items() if (name, labels) in m}
             out.update(_topn_views(held, policy, min(held)))
             continue
-        vals, samp = {}, {}
-        for r in ranks:
-            if (name, labels) in per_rank[r]:
-                vals[r] = per_rank[r][(name, labels)][0]
-                samp[r] = per_rank[r][(name, labels)][2].get("samples")
-            elif d.absent_is_zero and r in holders:
-                vals[r] = 0.0
+        have = by_key[(name, labels)]
+        samp = {r: sm for r, _, sm in have}
+        if d.absent_is_zero and len(have) < len(ranks) and any(r not in samp for r in holders):
+            held = {r: v for r, v, _ in have}
+            vals = {r: held.get(r, 0.0) for r in ranks if r in held or r in holders}
+        else:
+            vals = {r: v for r, v, _ in have}
         if not vals:
             continue
         partial = {"over_ranks": sorted(vals)} if len(vals) < len(ranks) else {}
@@ -496,9 +503,10 @@ def summarize_rank(rank, policy, root) -> RankSummary:
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap)
     kk = k.assign(family=family)
     in_step = kk["step"].notna().to_numpy()
+    steps = sorted(map(str, pd.unique(k["step"].dropna())))   # the family view's steps too (the same rows)
     op_metrics, op_detail = opv.rank_family_view(
         km.rows_where(kk, in_step), policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
-        kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant)
+        kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant, steps=steps)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
     return RankSummary(**{
@@ -521,7 +529,7 @@ def summarize_rank(rank, policy, root) -> RankSummary:
         "type_available": rank.kernels.type_available,
         "core_available": rank.kernels.core_available,
         "variant": rank.kernels.variant,
-        "steps": sorted(map(str, pd.unique(k["step"].dropna()))),
+        "steps": steps,
         "rank_dir": _rel(rank.location.rank_dir, root),
         "output_dir": _rel(rank.location.output_dir, root),
         "rank_source": rank.location.rank_source,
@@ -598,6 +606,28 @@ def _partial_summary(rank, policy, root) -> RankSummary:
     })
 
 
+def _step_sum_us(k: pd.DataFrame) -> pd.Series:
+    """ΣDuration per step (us; index: the step text, name ``step``; blank steps left out), as
+    ``k.groupby("step", observed=True)["dur_ns"].sum() / 1000`` with its index as str gives it:
+    one bincount over the step codes when the durations are integer ns whose total is exact in
+    float64 (the kernel table's), else that group-by."""
+    step, dur = k["step"], k["dur_ns"].to_numpy()
+    if isinstance(step.dtype, pd.CategoricalDtype) and dur.dtype.kind in "iu" and len(dur) \
+            and int(np.abs(dur).sum()) < 2 ** 53:
+        codes = step.array.codes
+        ok = codes >= 0
+        cats = step.array.categories
+        n = len(cats)
+        tot = np.bincount(codes[ok], weights=dur[ok], minlength=n).astype(np.int64)
+        used = np.bincount(codes[ok], minlength=n) > 0
+        idx = cats[used].astype(str)
+        idx.name = "step"
+        return pd.Series(tot[used] / 1000.0, index=idx, name="dur_ns")
+    out = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
+    out.index = out.index.astype(str)
+    return out
+
+
 def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     """Structure metrics and the layer / block class tables of one rank
     (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
@@ -606,8 +636,7 @@ def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     from perfgate.metrics.segments import class_table, outline, segment_metrics, segment_rank
     k = rank.kernels.df
     seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
-    step_sum = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
-    step_sum.index = step_sum.index.astype(str)
+    step_sum = _step_sum_us(k)
     kfile = _rel(rank.kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {
         "rank": rank.rank, "steps": km.records(seg.steps), "classes": km.records(class_table(seg)),

@@ -25,6 +25,9 @@ def as_category(s: pd.Series) -> pd.Series:
     return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
 
 
+_PLAIN = {str, int, bool, type(None)}   # values :func:`records` passes through unchanged
+
+
 def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
     """A table as JSON-safe records, the first ``limit`` rows (all when None): numpy integers ->
     int, floats rounded to 6 decimals (NaN / ±inf -> None), ``pd.NA`` / None -> None; column
@@ -38,9 +41,15 @@ def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
         kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
         values = col.tolist()
         if kind == "f":  # numpy float column: tolist gives Python floats
-            cols.append([round(v, 6) if _isfinite(v) else None for v in values])
+            if len(values) and not np.isfinite(col.to_numpy()).any():   # e.g. pipe stages without pipe data
+                cols.append([None] * len(values))
+            else:
+                cols.append([round(v, 6) if _isfinite(v) else None for v in values])
             continue
         if kind in ("i", "u", "b"):  # Python ints / bools already
+            cols.append(values)
+            continue
+        if set(map(type, values)) <= _PLAIN:   # str / int / bool / None only: nothing to clean
             cols.append(values)
             continue
         clean = []
@@ -120,11 +129,27 @@ def family_of(names: pd.Series, suffix: re.Pattern) -> pd.Series:
     arr = as_category(names).array
 
     def compute(texts):
-        fam = [suffix.sub("", v) or v for v in texts]
+        try:   # keyed on the rules' value (a compiled regex or frozen FamilyRules), never on id()
+            memo = _memo_for(("family", suffix))
+            whole = _memo_for(("family-all", suffix), 64)
+        except TypeError:
+            memo, whole = {}, {}
+        tkey = tuple(texts)   # the same sorted names on every rank of a job: one answer for all
+        if tkey in whole:
+            return whole[tkey]
+        fam = []
+        for v in texts:   # each distinct name once per process (see _search_all)
+            f = memo.get(v)
+            if f is None:
+                f = memo[v] = suffix.sub("", v) or v
+            fam.append(f)
         if not fam:
             return np.array([-1], dtype=np.int64), pd.Index(np.array([], dtype=object), dtype=object)
         uniq, inv = np.unique(np.asarray(fam, dtype=object), return_inverse=True)
-        return np.append(np.asarray(inv, dtype=np.int64).ravel(), -1), pd.Index(uniq, dtype=object)
+        table = np.append(np.asarray(inv, dtype=np.int64).ravel(), -1)
+        table.flags.writeable = False
+        res = whole[tkey] = (table, pd.Index(uniq, dtype=object))
+        return res
     key = ("family", getattr(suffix, "pattern", None), getattr(suffix, "flags", None), id(suffix))
     table, cats = _per_category(arr.categories, key, compute)
     new = np.take(table, arr.codes)  # -1 stays -1
@@ -195,9 +220,43 @@ def matches(col: pd.Series, rx) -> np.ndarray:
     The regex runs once per distinct value (remembered per categories object and regex);
     rows are mapped from the codes by :func:`code_lookup`."""
     arr = as_category(col).array
-    hit = _per_category(arr.categories, ("match", rx.pattern, rx.flags),
-                        lambda texts: np.array([bool(rx.search(v)) for v in texts] + [False], dtype=bool))
+    hit = _per_category(arr.categories, ("match", rx.pattern, rx.flags), lambda texts: _search_all(rx, texts))
     return code_lookup(hit, arr.codes)  # code -1 (missing) indexes the trailing False
+
+
+_TEXT_MEMO: dict = {}      # (what, pattern, flags) -> {text: result}, shared by every rank of the process
+_TEXT_MEMO_MAX = 200_000   # entries remembered per regex before its memo is started afresh
+
+
+def _memo_for(key, limit: int = _TEXT_MEMO_MAX) -> dict:
+    memo = _TEXT_MEMO.get(key)
+    if memo is None or len(memo) > limit:
+        memo = _TEXT_MEMO[key] = {}
+    return memo
+
+
+def _search_all(rx, texts) -> np.ndarray:
+    """``[bool(rx.search(v)) for v in texts] + [False]`` as a boolean array, each distinct text
+    searched once per process: the ranks of a capture carry the same kernel names, types and
+    core types, and each rank's categories are new objects (the per-Index memo of
+    :func:`_per_category` cannot see across ranks), so without this every rank would rerun every
+    policy regex over the same texts (~3 ms per rank)."""
+    whole = _memo_for(("search-all", rx.pattern, rx.flags), 64)
+    tkey = tuple(texts)   # ranks of one job usually share the whole sorted list of texts
+    got = whole.get(tkey)
+    if got is not None:
+        return got
+    memo = _memo_for(("search", rx.pattern, rx.flags))
+    out = []
+    for v in texts:
+        h = memo.get(v)
+        if h is None:
+            h = memo[v] = bool(rx.search(v))
+        out.append(h)
+    out.append(False)
+    res = whole[tkey] = np.array(out, dtype=bool)
+    res.flags.writeable = False   # shared by every rank with these texts
+    return res
 
 
 def assign_labels(df: pd.DataFrame, rules, default: str, what: str = "category") -> pd.Series:

@@ -27,6 +27,7 @@ else aiv_mte2); NaN when both are 0.
 """
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -280,10 +281,17 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     out = {"family": np.array([str(x) for x in fam.cat.categories], dtype=object), "calls": calls,
            "sum_dur_us": w_fam / 1000.0}
     out["share"] = out["sum_dur_us"] * 1000.0 / total if total else np.zeros(nf)
-    per_step = km.per_step_counts(k, "family")
-    srt = np.sort(per_step.to_numpy(), axis=0)
-    low = dict(zip(per_step.columns, srt[(len(srt) - 1) // 2])) if len(srt) else {}   # lower median
-    out["calls_per_step"] = np.array([float(low.get(f, 0.0)) for f in fam.cat.categories], dtype=float)
+    # lower median over the steps of the (step x family) call counts, as
+    # ``km.per_step_counts(k, "family")`` sorted per column (0 for a family without step rows)
+    sc = km.as_category(k["step"]).cat.codes.to_numpy().astype(np.int64)
+    keep = (sc >= 0) & (codes >= 0)
+    out["calls_per_step"] = np.zeros(nf, dtype=float)
+    if keep.any():
+        ns = int(sc.max()) + 1
+        per_step = np.bincount(sc[keep] * nf + codes[keep], minlength=ns * nf).reshape(ns, nf)
+        per_step = per_step[np.bincount(sc[keep], minlength=ns) > 0]
+        srt = np.sort(per_step, axis=0)
+        out["calls_per_step"] = srt[(len(srt) - 1) // 2].astype(float)
     for col in ("category", "phase", "core_type", "op_class"):
         out[col] = _dominant(codes, nf, k[col], w)
     # per-stage sums straight from the columns' arrays (no frame of stage times); where every
@@ -370,6 +378,44 @@ def share_table(k: pd.DataFrame, keys: list) -> pd.DataFrame:
     g["sum_dur_us"] = sums / 1000.0
     g["share"] = sums / total if total else 0.0
     return g.sort_values("sum_dur_us", ascending=False).reset_index(drop=True)
+
+
+def share_records(k: pd.DataFrame, keys: list) -> list[dict]:
+    """``km.records(share_table(k, keys))`` without the intermediate frame: the same JSON-safe
+    records (key values as text, ``sum_dur_us`` in us and ``share`` as a ratio, rounded to 6
+    decimals) in the same order (ΣDuration descending, ties as ``sort_values`` orders them,
+    pandas' own ``nargsort``). The family view's detail tables are a few dozen rows per rank;
+    the frame, its str conversion and its sort cost ~1 ms per rank."""
+    try:
+        from pandas.core.sorting import nargsort
+    except ImportError:  # pragma: no cover - another pandas layout: the frame form
+        return km.records(share_table(k, keys))
+    dur = k["dur_ns"].to_numpy()
+    total = float(dur.sum())
+    comb, cats = _group_codes(k, keys)
+    ok = comb >= 0
+    sizes = [len(c) for c in cats]
+    ncomb = int(np.prod(sizes)) if sizes else 0
+    if not (ncomb and ok.any()):
+        return []
+    sums = np.bincount(comb[ok], weights=dur[ok].astype(np.float64), minlength=ncomb)
+    present = np.flatnonzero(np.bincount(comb[ok], minlength=ncomb) > 0)
+    sums = sums[present]
+    if dur.dtype.kind in "iu":
+        sums = sums.astype(np.int64)
+    cols = {}
+    rest = present
+    for key, c, n in reversed(list(zip(keys, cats, sizes))):
+        cols[key] = [str(v) for v in np.asarray(c, dtype=object)[rest % n].tolist()]
+        rest = rest // n
+    sum_us = sums / 1000.0
+    share = sums / total if total else np.zeros(len(sums))
+    order = nargsort(sum_us, kind="quicksort", ascending=False, na_position="last").tolist()
+
+    def r6(v):
+        return round(v, 6) if math.isfinite(v) else None
+    su, sh = sum_us.tolist(), share.tolist()
+    return [dict({key: cols[key][i] for key in keys}, sum_dur_us=r6(su[i]), share=r6(sh[i])) for i in order]
 
 
 def per_step_shares(k: pd.DataFrame, key: str, steps) -> dict:
@@ -523,8 +569,8 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         "pipe_available": has_pipe,
         "pipe_note": None if has_pipe else f"no PipeUtilization data in {kfile}: pipe-bound metrics absent ({PIPE_HINT})",
         "families": km.records(fam, 500),
-        "categories": km.records(share_table(kk, ["category"])),
-        "phases": km.records(share_table(kk, ["phase", "category"])) if policy.phases.rules else [],
+        "categories": share_records(kk, ["category"]),
+        "phases": share_records(kk, ["phase", "category"]) if policy.phases.rules else [],
         "unknown": km.records(_unknown_table(unknown, float(kk["dur_ns"].sum())), 50),
         "bound_shares": bound_shares,
         "mfu_classes": mfu_classes,

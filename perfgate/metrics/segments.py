@@ -466,8 +466,11 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     step_key = df["step"].cat.codes.to_numpy() if isinstance(df["step"].dtype, pd.CategoricalDtype) else \
         pd.factorize(df["step"], sort=True)[0]
     pos = keep[np.lexsort((df["row"].to_numpy()[keep], df["start_ns"].to_numpy()[keep], step_key[keep]))]
-    cols = [df.columns.get_loc(c) for c in used]
-    k = df.iloc[pos, cols] if len(pos) < len(df) or (np.diff(pos) != 1).any() else df.iloc[:, cols]
+    if len(pos) < len(df) or (np.diff(pos) != 1).any():
+        cols = [df.columns.get_loc(c) for c in used]
+        k = df.iloc[pos, cols]
+    else:   # rows already in (step, start, row) order: the table itself (columns read by name only)
+        k = df
     k = k.assign(family=km.family_of(k["name"], family_suffix))
     N = len(k)
     if not N:
@@ -1162,24 +1165,45 @@ def outline(seg: RankSegments, step: str | None = None) -> list:
     if t is None or not len(t):
         return []
     step = str(seg.steps["step"].iloc[0]) if step is None else str(step)
-    t = t[t["step"] == step]
-    if not len(t):
+    at = np.flatnonzero(t["step"].to_numpy(dtype=object) == step)
+    if not len(at):
         return []
-    key = t["kind"].astype(str) + "|" + t["pass"].astype(str) + "|" + t["microbatch"].astype(str)
-    run = (key != key.shift()).cumsum().to_numpy()
-    lay = seg.layers[seg.layers["step"] == step].set_index("first_row")
+    # columns pulled once (Python values, as .iloc gives them), runs cut where kind / pass /
+    # micro-batch change (as comparing their "kind|pass|microbatch" text); one dict per run
+    col = {c: t[c].to_numpy()[at] for c in ("kind", "pass", "microbatch", "model_layer", "first_row",
+                                           "last_row", "rows", "class_id", "wall_us", "sum_dur_us")}
+    kind, pas, mb = (col[c].tolist() for c in ("kind", "pass", "microbatch"))
+    key = [f"{a}|{b}|{c}" for a, b, c in zip(kind, pas, mb)]
+    cut = [0] + [i for i in range(1, len(key)) if key[i] != key[i - 1]] + [len(key)]
+    fr, lr, cls, ml = (col[c].tolist() for c in ("first_row", "last_row", "class_id", "model_layer"))
+    lay = seg.layers
+    lay_step = np.flatnonzero(lay["step"].to_numpy(dtype=object) == step)
+    lay_first = lay["first_row"].to_numpy()[lay_step].tolist()
+    lay_kinds = lay["kinds"].to_numpy(dtype=object)[lay_step].tolist()
+    kinds_at = {}
+    dup = len(set(lay_first)) < len(lay_first)   # a repeated first row: .loc would give a Series
+    for f, kd in zip(lay_first, lay_kinds):
+        kinds_at.setdefault(f, kd)
     out = []
-    for _, g in t.groupby(run, sort=True):
-        r = {"kind": g["kind"].iloc[0], "pass": g["pass"].iloc[0] or None,
-             "microbatch": int(g["microbatch"].iloc[0]) or None, "segments": int(len(g)),
-             "rows": int(g["rows"].sum()), "first_row": int(g["first_row"].iloc[0]),
-             "last_row": int(g["last_row"].iloc[-1]), "wall_us": round(float(g["wall_us"].sum()), 3),
-             "sum_dur_us": round(float(g["sum_dur_us"].sum()), 3)}
+    for a, b in zip(cut[:-1], cut[1:]):
+        r = {"kind": kind[a], "pass": pas[a] or None,
+             "microbatch": int(mb[a]) or None, "segments": b - a,
+             "rows": int(col["rows"][a:b].sum()), "first_row": int(fr[a]),
+             "last_row": int(lr[b - 1]), "wall_us": round(float(col["wall_us"][a:b].sum()), 3),
+             "sum_dur_us": round(float(col["sum_dur_us"][a:b].sum()), 3)}
         if r["kind"] == LAYER:
-            ml = g["model_layer"].to_numpy()
-            r["model_layers"] = f"{int(ml[0])}-{int(ml[-1])}" if len(ml) > 1 else str(int(ml[0]))
-            r["classes"] = {str(c): int(n) for c, n in g["class_id"].value_counts(sort=False).items()}
-            r["kinds"] = str(lay.loc[g["first_row"].iloc[0], "kinds"]) if g["first_row"].iloc[0] in lay.index else ""
+            r["model_layers"] = f"{int(ml[a])}-{int(ml[b - 1])}" if b - a > 1 else str(int(ml[a]))
+            counts: dict = {}
+            for c in cls[a:b]:   # value_counts(sort=False): first-seen order, missing values dropped
+                if c is None or c is pd.NA or (isinstance(c, float) and c != c):
+                    continue
+                counts[str(c)] = counts.get(str(c), 0) + 1
+            r["classes"] = counts
+            if dup:
+                lay_i = lay.iloc[lay_step].set_index("first_row")
+                r["kinds"] = str(lay_i.loc[fr[a], "kinds"]) if fr[a] in lay_i.index else ""
+            else:
+                r["kinds"] = str(kinds_at[fr[a]]) if fr[a] in kinds_at else ""
         out.append(r)
     return out
 
