@@ -152,3 +152,22 @@ def test_per_step_table_equals_the_loc_selection(seed, n, weighted):
                         columns=pd.Index(df["family"].cat.categories, name="family"))
     want = full.loc[np.bincount(sc, minlength=4) > 0, np.bincount(kc, minlength=4) > 0].astype(np.int64)
     pd.testing.assert_frame_equal(got, want)
+
+
+def test_flat_to_dict_equals_asdict(text_captures):
+    """SelfCheck / Finding.to_dict copy their fields shallowly (issue 21: ~31k self-checks in
+    a 5,236-step result): the same dict, keys in field order, as dataclasses.asdict."""
+    from dataclasses import asdict
+
+    from perfgate.model import Finding, SelfCheck
+    from perfgate.policy import load_policy
+    from perfgate.run import fingerprint_path
+    fp = fingerprint_path(text_captures / "level1", load_policy(), workers=1)
+    objs = list(fp.self_checks) + list(fp.findings) + [
+        SelfCheck("x", None, None, "pass", "m"), Finding("C", "info", 0, "1", "m", value=float("nan"))]
+    assert len(fp.self_checks) > 5
+    for o in objs:
+        d = o.to_dict()
+        assert repr(d) == repr(asdict(o))  # same keys in the same order, same values (NaN by repr)
+        assert repr(type(o).from_dict(d)) == repr(o)
+        assert d is not o.__dict__  # a copy: the caller may change it
