@@ -348,25 +348,33 @@ def _group_codes(k: pd.DataFrame, keys: list) -> tuple[np.ndarray, list]:
     return comb, cats
 
 
-def share_table(k: pd.DataFrame, keys: list) -> pd.DataFrame:
-    """ΣDuration and share (ratio of the rank's ΣDuration) per combination of ``keys``
-    (e.g. ``["phase", "category"]``) over all rows of ``k``; columns ``*keys, sum_dur_us, share``.
-    One bincount over the combination codes (the rows of ``k.groupby(keys, observed=True)``,
-    in its order), then one sort by ΣDuration."""
+def _share_sums(k: pd.DataFrame, keys: list):
+    """``(present, sums, total, cats, sizes)``: the combination codes of ``keys`` that occur
+    (ascending), their ΣDuration (ns; int64 when durations are integers) by one bincount, the
+    rank's ΣDuration, and each key's categories and their counts (shared by share_table and
+    share_records)."""
     dur = k["dur_ns"].to_numpy()
     total = float(dur.sum())
     comb, cats = _group_codes(k, keys)
     ok = comb >= 0
     sizes = [len(c) for c in cats]
     ncomb = int(np.prod(sizes)) if sizes else 0
-    if ncomb and ok.any():
-        sums = np.bincount(comb[ok], weights=dur[ok].astype(np.float64), minlength=ncomb)
-        present = np.flatnonzero(np.bincount(comb[ok], minlength=ncomb) > 0)
-        sums = sums[present]
-        if dur.dtype.kind in "iu":
-            sums = sums.astype(np.int64)
-    else:
-        present, sums = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if not (ncomb and ok.any()):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), total, cats, sizes
+    sums = np.bincount(comb[ok], weights=dur[ok].astype(np.float64), minlength=ncomb)
+    present = np.flatnonzero(np.bincount(comb[ok], minlength=ncomb) > 0)
+    sums = sums[present]
+    if dur.dtype.kind in "iu":
+        sums = sums.astype(np.int64)
+    return present, sums, total, cats, sizes
+
+
+def share_table(k: pd.DataFrame, keys: list) -> pd.DataFrame:
+    """ΣDuration and share (ratio of the rank's ΣDuration) per combination of ``keys``
+    (e.g. ``["phase", "category"]``) over all rows of ``k``; columns ``*keys, sum_dur_us, share``.
+    One bincount over the combination codes (the rows of ``k.groupby(keys, observed=True)``,
+    in its order), then one sort by ΣDuration."""
+    present, sums, total, cats, sizes = _share_sums(k, keys)
     cols = {}
     rest = present
     for key, c, n in reversed(list(zip(keys, cats, sizes))):
@@ -390,19 +398,9 @@ def share_records(k: pd.DataFrame, keys: list) -> list[dict]:
         from pandas.core.sorting import nargsort
     except ImportError:  # pragma: no cover - another pandas layout: the frame form
         return km.records(share_table(k, keys))
-    dur = k["dur_ns"].to_numpy()
-    total = float(dur.sum())
-    comb, cats = _group_codes(k, keys)
-    ok = comb >= 0
-    sizes = [len(c) for c in cats]
-    ncomb = int(np.prod(sizes)) if sizes else 0
-    if not (ncomb and ok.any()):
+    present, sums, total, cats, sizes = _share_sums(k, keys)
+    if not len(present):
         return []
-    sums = np.bincount(comb[ok], weights=dur[ok].astype(np.float64), minlength=ncomb)
-    present = np.flatnonzero(np.bincount(comb[ok], minlength=ncomb) > 0)
-    sums = sums[present]
-    if dur.dtype.kind in "iu":
-        sums = sums.astype(np.int64)
     cols = {}
     rest = present
     for key, c, n in reversed(list(zip(keys, cats, sizes))):
