@@ -314,6 +314,51 @@ def _dur_ns(t, path: Path) -> np.ndarray:
     return out
 
 
+class _Kept:
+    """The events a TraceSummary keeps, collected one parsed event at a time (every event of
+    the exact scan, the few the byte extractor parses one by one): ``process_name`` metadata
+    (pid -> name), X events named like an Overlap Analysis track (raw pid, name, ts, dur: the
+    pid is filtered once every process name is known) and ``ProfilerStep#N`` windows."""
+
+    def __init__(self) -> None:
+        self.processes: dict = {}
+        self.c_idx, self.c_pid, self.c_name, self.c_ts, self.c_dur = [], [], [], [], []
+        self.s_name, self.s_ts, self.s_dur = [], [], []
+
+    def take(self, ev, idx: int = -1) -> None:
+        if not isinstance(ev, dict):
+            return
+        ph, name = ev.get("ph"), ev.get("name")
+        if ph == "M":
+            if name == "process_name":
+                self.processes[ev.get("pid")] = (ev.get("args") or {}).get("name")
+            return
+        if ph != "X" or not isinstance(name, str):
+            return
+        if name in OVERLAP_KINDS:
+            self.c_idx.append(idx)
+            self.c_pid.append(ev.get("pid"))
+            self.c_name.append(name)
+            self.c_ts.append(ev.get("ts"))
+            self.c_dur.append(ev.get("dur", 0))
+        elif name.startswith(_STEP_PREFIX):
+            self.s_name.append(name[len(_STEP_PREFIX):].strip())
+            self.s_ts.append(ev.get("ts"))
+            self.s_dur.append(ev.get("dur", 0))
+
+    def overlap_pids(self) -> set:
+        return {pid for pid, pname in self.processes.items() if pname == OVERLAP_PROCESS}
+
+    def steps(self, path: Path) -> tuple[pd.DataFrame, int]:
+        """``(steps frame [step, start_ns, end_ns], windows dropped for a negative dur)``;
+        InvalidCaptureError (from _to_ns) names a ts / dur that is not an exact number."""
+        sts = _to_ns(self.s_ts, path, "ts")
+        sdur = _to_ns(self.s_dur, path, "dur")
+        ok = sdur >= 0
+        return (pd.DataFrame({"step": [x for x, good in zip(self.s_name, ok) if good], "start_ns": sts[ok],
+                              "end_ns": sts[ok] + sdur[ok]}), int((~ok).sum()))
+
+
 def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     """The TraceSummary from :func:`perfgate.ingest.tracebytes.scan` (byte-level extractor):
     the fast Overlap-named X events as arrays, the few events it parsed (metadata, steps,
@@ -325,45 +370,26 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
         raise _NoFastPath(str(e)) from None
     if ex.n == 0:
         raise _NoFastPath("no events")
-    processes: dict = {}
-    c_idx, c_pid, c_kind, c_ts, c_dur = [], [], [], [], []
-    s_name, s_ts, s_dur = [], [], []
-    codes = {k: i for i, k in enumerate(tracebytes.KIND_NAMES)}
-    for idx, ev in ex.parsed:          # the same rules as read_trace's take()
-        if not isinstance(ev, dict):
-            continue
-        ph, name = ev.get("ph"), ev.get("name")
-        if ph == "M":
-            if name == "process_name":
-                processes[ev.get("pid")] = (ev.get("args") or {}).get("name")
-            continue
-        if ph != "X" or not isinstance(name, str):
-            continue
-        if name in codes:
-            c_idx.append(idx)
-            c_pid.append(ev.get("pid"))
-            c_kind.append(codes[name])
-            c_ts.append(ev.get("ts"))
-            c_dur.append(ev.get("dur", 0))
-        elif name.startswith(_STEP_PREFIX):
-            s_name.append(name[len(_STEP_PREFIX):].strip())
-            s_ts.append(ev.get("ts"))
-            s_dur.append(ev.get("dur", 0))
-    overlap_pids = {pid for pid, pname in processes.items() if pname == OVERLAP_PROCESS}
+    kept = _Kept()
+    for idx, ev in ex.parsed:
+        kept.take(ev, idx)
+    processes = kept.processes
+    overlap_pids = kept.overlap_pids()
     if any(type(p) is not int or not -2 ** 63 <= p < 2 ** 63 for p in overlap_pids):
         raise _NoFastPath("an Overlap Analysis pid that is not an int64 integer")
     keep_fast = np.isin(ex.pid, np.array(sorted(overlap_pids), dtype=np.int64))
-    keep_slow = np.array([p in overlap_pids for p in c_pid], dtype=bool)
+    keep_slow = np.array([p in overlap_pids for p in kept.c_pid], dtype=bool)
     try:
-        sl_ts = _to_ns([v for v, k in zip(c_ts, keep_slow) if k], path, "ts")
-        sl_dur = _to_ns([v for v, k in zip(c_dur, keep_slow) if k], path, "dur")
-        sts = _to_ns(s_ts, path, "ts")
-        sdur = _to_ns(s_dur, path, "dur")
+        sl_ts = _to_ns([v for v, k in zip(kept.c_ts, keep_slow) if k], path, "ts")
+        sl_dur = _to_ns([v for v, k in zip(kept.c_dur, keep_slow) if k], path, "dur")
+        step_df, dropped_steps = kept.steps(path)
     except InvalidCaptureError:
         raise _NoFastPath("a value the exact scan names") from None
-    idx = np.concatenate([ex.idx[keep_fast], np.array(c_idx, dtype=np.int64)[keep_slow]])
+    codes = {k: i for i, k in enumerate(tracebytes.KIND_NAMES)}
+    c_kind = np.array([codes[nm] for nm in kept.c_name], dtype=np.int64)
+    idx = np.concatenate([ex.idx[keep_fast], np.array(kept.c_idx, dtype=np.int64)[keep_slow]])
     order = np.argsort(idx, kind="stable")
-    kind = np.concatenate([ex.kind[keep_fast], np.array(c_kind, dtype=np.int64)[keep_slow]])[order]
+    kind = np.concatenate([ex.kind[keep_fast], c_kind[keep_slow]])[order]
     ts = np.concatenate([ex.ts_ns[keep_fast], sl_ts])[order]
     dur = np.concatenate([ex.dur_ns[keep_fast], sl_dur])[order]
     kind_of = np.array([OVERLAP_KINDS[k] for k in tracebytes.KIND_NAMES], dtype=object)
@@ -372,12 +398,8 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     overlap = pd.DataFrame({"kind": pd.Series(kind_of[kind[~neg]], dtype=object),
                             "start_ns": ts[~neg], "dur_ns": dur[~neg]})
     overlap["end_ns"] = overlap["start_ns"] + overlap["dur_ns"]
-    ok = sdur >= 0
-    dropped += int((~ok).sum())
-    step_df = pd.DataFrame({"step": [x for x, good in zip(s_name, ok) if good], "start_ns": sts[ok],
-                            "end_ns": sts[ok] + sdur[ok]})
     return TraceSummary(path=path, n_events=ex.n, processes=processes, overlap=overlap,
-                        steps=step_df, dropped_negative=dropped, flows=ex.flows)
+                        steps=step_df, dropped_negative=dropped + dropped_steps, flows=ex.flows)
 
 
 def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
@@ -412,31 +434,8 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     path = Path(path)
     prefix = _root_prefix(path)
     size = os.path.getsize(path)
-    processes: dict = {}
-    c_pid, c_kind, c_ts, c_dur = [], [], [], []   # candidate Overlap Analysis events (raw values)
-    s_name, s_ts, s_dur = [], [], []              # ProfilerStep#N windows
-
-    def take(ev) -> None:
-        if not isinstance(ev, dict):
-            return
-        ph = ev.get("ph")
-        name = ev.get("name")
-        if ph == "M":
-            if name == "process_name":
-                processes[ev.get("pid")] = (ev.get("args") or {}).get("name")
-            return
-        if ph != "X" or not isinstance(name, str):
-            return
-        kind = OVERLAP_KINDS.get(name)
-        if kind is not None:
-            c_pid.append(ev.get("pid"))
-            c_kind.append(kind)
-            c_ts.append(ev.get("ts"))
-            c_dur.append(ev.get("dur", 0))
-        elif name.startswith(_STEP_PREFIX):
-            s_name.append(name[len(_STEP_PREFIX):].strip())
-            s_ts.append(ev.get("ts"))
-            s_dur.append(ev.get("dur", 0))
+    kept = _Kept()
+    take = kept.take
 
     n = 0
     try:
@@ -481,24 +480,20 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
                 raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
         else:
             n = _ijson_events(raw, prefix, size, take)
+    processes = kept.processes
     if n == 0:
         raise InvalidCaptureError("trace has no events (an empty event list is not a capture)"
                                   if prefix == "item" or processes == {} else "trace has no events", path=path)
-    overlap_pids = {pid for pid, pname in processes.items() if pname == OVERLAP_PROCESS}
-    keep = np.array([p in overlap_pids for p in c_pid], dtype=bool)
-    ts = _to_ns([v for v, k in zip(c_ts, keep) if k], path, "ts")
-    dur = _to_ns([v for v, k in zip(c_dur, keep) if k], path, "dur")
-    kinds = [v for v, k in zip(c_kind, keep) if k]
+    overlap_pids = kept.overlap_pids()
+    keep = np.array([p in overlap_pids for p in kept.c_pid], dtype=bool)
+    ts = _to_ns([v for v, k in zip(kept.c_ts, keep) if k], path, "ts")
+    dur = _to_ns([v for v, k in zip(kept.c_dur, keep) if k], path, "dur")
+    kinds = [OVERLAP_KINDS[v] for v, k in zip(kept.c_name, keep) if k]
     neg = dur < 0
     dropped = int(neg.sum())
     overlap = pd.DataFrame({"kind": pd.Series([k for k, bad in zip(kinds, neg) if not bad], dtype=object),
                             "start_ns": ts[~neg], "dur_ns": dur[~neg]})
     overlap["end_ns"] = overlap["start_ns"] + overlap["dur_ns"]
-    sts = _to_ns(s_ts, path, "ts")
-    sdur = _to_ns(s_dur, path, "dur")
-    ok = sdur >= 0
-    dropped += int((~ok).sum())
-    step_df = pd.DataFrame({"step": [x for x, good in zip(s_name, ok) if good], "start_ns": sts[ok],
-                            "end_ns": sts[ok] + sdur[ok]})
+    step_df, dropped_steps = kept.steps(path)
     return TraceSummary(path=path, n_events=n, processes=processes, overlap=overlap,
-                        steps=step_df, dropped_negative=dropped)
+                        steps=step_df, dropped_negative=dropped + dropped_steps)
