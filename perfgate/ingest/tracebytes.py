@@ -375,34 +375,73 @@ def _template(b: np.ndarray, e_open: int, e_close: int, layout):
     return spans, holes
 
 
-def _fast_events(b, w64, q, kq, eo, ec, layout, template):
-    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``.
-    Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
-    n = len(eo)
+def _plan(template, nq: int):
+    """The template as column plans over the anchor matrix (columns: ``{``, the event's
+    ``nq`` quotes, ``}``): span lengths as anchor differences, span bytes as 8-byte words
+    at (column, offset) with a mask, holes as (column, offset) bounds."""
     spans, holes = template
-    cache = {"eo": eo, "ec": ec}
 
-    def at(ref):
+    def col(ref):
         r, off = ref
-        if r not in cache:
-            cache[r] = q[kq + r]
-        return cache[r] + off if off else cache[r]
+        return (0 if r == "eo" else nq + 1 if r == "ec" else r + 1), off
 
-    ok = np.ones(n, dtype=bool)
+    lo_c, hi_c, lens, w_c, w_o, w_v, w_m = [], [], [], [], [], [], []
     for lo_ref, hi_ref, lit in spans:
-        lo, hi = at(lo_ref), at(hi_ref)
-        ok &= (hi - lo) == len(lit)
-        ok &= _equals(w64, lo, lit)
-    vals = {key: (at(lo_ref), at(hi_ref)) for key, lo_ref, hi_ref in holes}
+        (c0, o0), (c1, o1) = col(lo_ref), col(hi_ref)
+        lo_c.append(c0)
+        hi_c.append(c1)
+        lens.append(len(lit) + o0 - o1)
+        for j in range(0, len(lit), 8):
+            part = lit[j:j + 8]
+            w_c.append(c0)
+            w_o.append(o0 + j)
+            w_v.append(int.from_bytes(part.ljust(8, b"\0"), "little"))
+            w_m.append((1 << (8 * len(part))) - 1)
+    u = np.uint64
+    return (np.array(lo_c), np.array(hi_c), np.array(lens, dtype=np.int64), np.array(w_c),
+            np.array(w_o, dtype=np.int64), np.array(w_v, dtype=u), np.array(w_m, dtype=u),
+            {key: (col(lo), col(hi)) for key, lo, hi in holes})
+
+
+_KIND_LEN = np.full(65, len(KIND_NAMES), dtype=np.int64)   # name length -> kind code (lengths differ)
+_KIND_W = np.zeros((len(KIND_NAMES) + 1, 4), dtype=np.uint64)
+_KIND_M = np.zeros((len(KIND_NAMES) + 1, 4), dtype=np.uint64)
+_KIND_W[-1, 0] = 1                                          # the "no kind" row never matches
+for _c, _k in enumerate(KIND_NAMES):
+    assert len(_k) <= 32 and _KIND_LEN[len(_k)] == len(KIND_NAMES), "kind names of distinct lengths"
+    _KIND_LEN[len(_k)] = _c
+    for _j in range(0, len(_k), 8):
+        _p = _k[_j:_j + 8].encode()
+        _KIND_W[_c, _j // 8] = int.from_bytes(_p.ljust(8, b"\0"), "little")
+        _KIND_M[_c, _j // 8] = (1 << (8 * len(_p))) - 1
+_WORDS4 = np.arange(0, 32, 8)
+
+
+def _fast_events(b, w64, q, kq, eo, ec, layout, template):
+    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``: one
+    anchor matrix (n x quotes + 2), one gather of every fixed span's 8-byte words, one
+    comparison. Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
+    n = len(eo)
+    nq = 2 * sum(2 if s else 1 for _, s in layout)
+    lo_c, hi_c, lens, w_c, w_o, w_v, w_m, hole = _plan(template, nq)
+    A = np.empty((n, nq + 2), dtype=np.int64)
+    A[:, 0] = eo
+    A[:, 1:nq + 1] = q[kq[:, None] + np.arange(nq)]
+    A[:, nq + 1] = ec
+    ok = ((A[:, hi_c] - A[:, lo_c]) == lens).all(axis=1)
+    P = A[:, w_c]
+    P += w_o
+    G = w64[P]
+    G &= w_m
+    ok &= (G == w_v).all(axis=1)
+    vals = {key: (A[:, c0] + o0, A[:, c1] + o1) for key, ((c0, o0), (c1, o1)) in hole.items()}
     rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
     rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
     lo, hi = vals[b"name"]
-    kind = np.full(n, -1, dtype=np.int64)
-    ln = hi - lo
-    for code, kname in enumerate(KIND_NAMES):
-        kb = kname.encode()
-        m = np.flatnonzero(ln == len(kb))
-        kind[m[_equals(w64, lo[m], kb)]] = code
+    kind = _KIND_LEN[np.clip(hi - lo, 0, 64)]
+    K = w64[lo[:, None] + _WORDS4]
+    K &= _KIND_M[kind]
+    kind[~(K == _KIND_W[kind]).all(axis=1)] = -1
     ok &= kind >= 0                                   # other names: parsed exactly (rare)
     lo, hi = vals[b"ph"]
     ok &= ((hi - lo) == 1) & (b[lo] == 88)            # ph other than "X": parsed exactly
@@ -539,7 +578,8 @@ def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
     eo, ec = br[top_open], br[top_close]
     cut = int(ec[-1]) + 1 if ne else 0
     nested = np.flatnonzero((top_close - top_open) != 1) if ne else top_open[:0]
-    if len(nested):                                  # nested values: pair their brackets by kind
+    if len(nested) and (ch < 100).any():             # nested values: pair their brackets by kind
+        # (braces only: the depth count alone proves the pairing, so no '[' / ']' -> no check)
         if len(nested) * 4 < ne:                     # a few such events: their brackets only
             lens = top_close[nested] - top_open[nested] + 1
             inside = np.repeat(top_open[nested] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
