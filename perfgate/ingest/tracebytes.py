@@ -414,7 +414,6 @@ for _c, _k in enumerate(KIND_NAMES):
         _p = _k[_j:_j + 8].encode()
         _KIND_W[_c, _j // 8] = int.from_bytes(_p.ljust(8, b"\0"), "little")
         _KIND_M[_c, _j // 8] = (1 << (8 * len(_p))) - 1
-_WORDS4 = np.arange(0, 32, 8)
 
 
 def _fast_events(b, w64, q, kq, eo, ec, layout, template):
@@ -426,7 +425,7 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
     lo_c, hi_c, lens, w_c, w_o, w_v, w_m, hole = _plan(template, nq)
     A = np.empty((n, nq + 2), dtype=np.int64)
     A[:, 0] = eo
-    A[:, 1:nq + 1] = q[kq[:, None] + np.arange(nq)]
+    A[:, 1:nq + 1] = _win(q, nq)[kq]                  # each event's quotes: one row gather
     A[:, nq + 1] = ec
     ok = ((A[:, hi_c] - A[:, lo_c]) == lens).all(axis=1)
     P = A[:, w_c]
@@ -439,7 +438,7 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
     rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
     lo, hi = vals[b"name"]
     kind = _KIND_LEN[np.clip(hi - lo, 0, 64)]
-    K = w64[lo[:, None] + _WORDS4]
+    K = np.lib.stride_tricks.as_strided(w64, (len(w64) - 24, 4), (1, 8))[lo]   # 4 words at each name
     K &= _KIND_M[kind]
     kind[~(K == _KIND_W[kind]).all(axis=1)] = -1
     ok &= kind >= 0                                   # other names: parsed exactly (rare)
@@ -528,13 +527,14 @@ def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
         good = (i >= 0) & (j < len(raw_close))
         starts, ended = flows
         for lo, hi in zip((raw_open[i[good]] + start).tolist(), (raw_close[j[good]] + start + 1).tolist()):
-            flow_event(buf[lo:hi], cat, starts, ended)
+            flow_event(bytes(buf[lo:hi]), cat, starts, ended)
 
 
-def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
-    """Analyse one buffer that starts at an item start (or right after the root ``[``).
-    Returns (bytes consumed, items completed, root closed)."""
-    bp = np.frombuffer(buf, dtype=np.uint8, offset=start)      # buf ends with _PAD zero bytes
+def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
+    """Analyse ``buf[start:end]``, which starts at an item start (or right after the root
+    ``[``) and is followed by _PAD zero bytes. Returns (bytes consumed, items completed, root
+    closed)."""
+    bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
     q = np.flatnonzero(b == 34)
     bs = np.flatnonzero(b == 92)
@@ -681,17 +681,26 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         f.seek(start)
         if f.read(1) != b"[":
             raise NoFastPath("no array")
-        pending = b""
+        arr = bytearray(chunk + _PAD)   # reused block buffer (read into, no copy per block)
+        plen = 0                        # bytes carried over at its head (an unfinished event)
         first = True
         need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
         pad = bytes(_PAD)
         want = chunk
         while True:
-            data = b"" if eof else f.read(want)
-            eof = eof or len(data) < want
-            buf = b"".join((pending, data, pad))
-            end = len(buf) - _PAD
+            if len(arr) < plen + want + _PAD:
+                grown = bytearray(plen + want + _PAD)
+                grown[:plen] = arr[:plen]
+                arr = grown
+            got = 0
+            if not eof:
+                with memoryview(arr) as mv:
+                    got = f.readinto(mv[plen:plen + want])
+            eof = eof or got < want
+            end = plen + got
+            arr[end:end + _PAD] = pad
+            buf = arr
             start = 0
             if need_sep:
                 while start < end and buf[start] in ws:
@@ -699,7 +708,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                 if start == end:
                     if eof:
                         raise NoFastPath("truncated")
-                    pending = b""
+                    plen = 0
                     continue
                 if buf[start] == 93:                   # "]"
                     if buf[start + 1:end].strip(ws) or any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
@@ -709,7 +718,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                     raise NoFastPath("item separator")
                 start += 1
                 need_sep = False
-            used, ne, closed = _block(buf, start, first, n, out)
+            used, ne, closed = _block(buf, start, end, first, n, out)
             n += ne
             first = first and ne == 0
             if closed:
@@ -719,7 +728,9 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             if ne == 0 and eof:
                 raise NoFastPath("truncated")
             want = want * 2 if ne == 0 else chunk     # an event larger than a block: read on, doubling
-            pending = buf[start + used:end]
+            rest = buf[start + used:end]
+            plen = len(rest)
+            arr[:plen] = rest
             need_sep = need_sep or ne > 0
     cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
             for k in ("idx", "pid", "kind", "ts", "dur")}
