@@ -403,23 +403,11 @@ def _plan(template, nq: int):
             {key: (col(lo), col(hi)) for key, lo, hi in holes})
 
 
-_KIND_LEN = np.full(65, len(KIND_NAMES), dtype=np.int64)   # name length -> kind code (lengths differ)
-_KIND_W = np.zeros((len(KIND_NAMES) + 1, 4), dtype=np.uint64)
-_KIND_M = np.zeros((len(KIND_NAMES) + 1, 4), dtype=np.uint64)
-_KIND_W[-1, 0] = 1                                          # the "no kind" row never matches
-for _c, _k in enumerate(KIND_NAMES):
-    assert len(_k) <= 32 and _KIND_LEN[len(_k)] == len(KIND_NAMES), "kind names of distinct lengths"
-    _KIND_LEN[len(_k)] = _c
-    for _j in range(0, len(_k), 8):
-        _p = _k[_j:_j + 8].encode()
-        _KIND_W[_c, _j // 8] = int.from_bytes(_p.ljust(8, b"\0"), "little")
-        _KIND_M[_c, _j // 8] = (1 << (8 * len(_p))) - 1
-
-
-def _fast_events(b, w64, q, kq, eo, ec, layout, template):
+def _fast_events(b, w64, q, skind, kq, eo, ec, layout, template):
     """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``: one
     anchor matrix (n x quotes + 2), one gather of every fixed span's 8-byte words, one
-    comparison. Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
+    comparison; the name's kind is its string's kind from :func:`_candidates` (``skind``).
+    Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
     n = len(eo)
     nq = 2 * sum(2 if s else 1 for _, s in layout)
     lo_c, hi_c, lens, w_c, w_o, w_v, w_m, hole = _plan(template, nq)
@@ -436,11 +424,8 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
     vals = {key: (A[:, c0] + o0, A[:, c1] + o1) for key, ((c0, o0), (c1, o1)) in hole.items()}
     rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
     rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
-    lo, hi = vals[b"name"]
-    kind = _KIND_LEN[np.clip(hi - lo, 0, 64)]
-    K = np.lib.stride_tricks.as_strided(w64, (len(w64) - 24, 4), (1, 8))[lo]   # 4 words at each name
-    K &= _KIND_M[kind]
-    kind[~(K == _KIND_W[kind]).all(axis=1)] = -1
+    (name_col, _), _ = hole[b"name"]                  # the name value is string (col - 1) / 2
+    kind = skind[kq // 2 + (name_col - 1) // 2].astype(np.int64)
     ok &= kind >= 0                                   # other names: parsed exactly (rare)
     lo, hi = vals[b"ph"]
     ok &= ((hi - lo) == 1) & (b[lo] == 88)            # ph other than "X": parsed exactly
@@ -463,7 +448,7 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
         if key == b"dur":
             vok, _, dur = _numbers(b, w64, lo, hi, json_number=True)
         else:                                         # a value perfgate does not use: validated only
-            vok = _json_ints(w64, lo, hi)
+            vok = _DIGIT[b[lo]] if ((hi - lo) == 1).all() else _json_ints(w64, lo, hi)
             rest = np.flatnonzero(~vok)
             if len(rest):
                 vok[rest] = _numbers(b, w64, lo[rest], hi[rest], json_number=True)[0]
@@ -493,18 +478,23 @@ for _n in range(len(STEP_PREFIX), 64):
 
 def _candidates(b, w64, qo, qc):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
-    with ProfilerStep#; and every string's (first byte, length) code."""
+    with ProfilerStep#; every string's (first byte, length) code; every string's kind code
+    (into :data:`KIND_NAMES`, -1 for any other string)."""
     ln = np.minimum(qc - qo - 1, 63)
     code = b[qo + 1].astype(np.int64) * 64 + ln
     sel = np.flatnonzero(_FIRST_LEN[code])
     ln, start = ln[sel], qo[sel] + 1
     hit = np.zeros(len(sel), dtype=bool)
-    for kb in _KEPT:
+    skind = np.full(len(qo), -1, dtype=np.int8)
+    for i, kb in enumerate(_KEPT):
         m = np.flatnonzero(ln == len(kb))
-        hit[m[_equals(w64, start[m], kb)]] = True
+        m = m[_equals(w64, start[m], kb)]
+        hit[m] = True
+        if i < len(KIND_NAMES):
+            skind[sel[m]] = i
     m = np.flatnonzero(ln >= len(STEP_PREFIX))
     hit[m[_equals(w64, start[m], STEP_PREFIX)]] = True
-    return sel[hit], code
+    return sel[hit], code, skind
 
 
 def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
@@ -608,7 +598,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if len(qc) < len(qo):
         qo = qo[:len(qc)]
     w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
-    cs, code = _candidates(bp, w64, qo, qc)
+    cs, code, skind = _candidates(bp, w64, qo, qc)
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
@@ -641,7 +631,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
                 slow.append(fast[r])
                 todo = todo[1:]
                 continue
-            okm, kind, pid, ts, dur = _fast_events(bp, w64, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
+            okm, kind, pid, ts, dur = _fast_events(bp, w64, q, skind, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
                                                    _template(b, e0, e1, lay))
             if not okm[0]:
                 slow.append(fast[r])
