@@ -280,3 +280,64 @@ def test_brackets_of_another_kind_in_a_nested_value(tmp_path, bad):
     _, err = _outcome(tr.read_trace, p)
     _, older = _outcome(_older, p)
     assert err is not None and err == older
+
+
+FLOWS = [
+    '{"ph": "s", "bp": "e", "name": "torch_to_npu", "id": 17, "pid": 4, "tid": 4, "ts": "1.5", "cat": "async_npu"}',
+    '{"ph": "f", "bp": "e", "name": "torch_to_npu", "id": 17, "pid": 4, "tid": 4, "ts": "2.5", "cat": "async_npu"}',
+    '{"name": "HostToDevice1", "ph": "s", "cat": "HostToDevice", "id": "81", "pid": 4, "tid": 4, "ts": "3.25"}',
+    '{"name": "HostToDevice1", "ph": "f", "id": "81", "ts": "4.5", "cat": "HostToDevice", "pid": 4, "tid": 4}',
+    '{"ph":"s","id":"x,y","ts":"7","cat":"async_npu"}',                   # compact, id cut at the comma
+    '{"ph" : "s" , "id" :  "a b", "cat": "async_npu"}',                   # spaces, no ts: b"0"
+    '{"name": "ph", "ph": "s", "id": 5, "ts": "", "cat": "async_npu"}',   # "ph" as a value first; empty ts
+    '{"ph": "s", "id": 6, "ts": "9.5", "name": "async_npu"}',             # no "cat" key: nothing
+    '{"ph": "t", "id": 7, "ts": "9.5", "cat": "async_npu"}',              # another ph: nothing
+    '{"ph": "s", "ts": "9.5", "cat": "async_npu"}',                       # no id: nothing
+    '{"ph": "s", "id": 8, "ts": "9.5", "cat": "async_npu", "args": {"a": 1}}',   # nested: per object
+    '{"ph": "s", "id": 9, "ts": "9.5", "cat": "async_npu", "s": "{x}"}',  # braces in a string
+    '{"ph": "s", "id": 10, "ts": "9.5", "cat": "async_npu", "s": "a\\"b"}',   # a backslash
+    '{"ph": "s", "id": "' + "1" * 60 + '", "ts": "9.5", "cat": "async_npu"}',   # beyond the window
+    '{"ph": "s", "id": 11, "ts": "' + "9" * 20 + '.5", "cat": "HostToDevice"}',
+    '{"ph": "s", "id": 12,\n "ts":\n"9.5", "cat": "async_npu"}',            # newlines kept by _field
+]
+
+
+@pytest.mark.parametrize("style", ["flat", "mixed"])
+def test_flows_in_bulk_equal_the_per_object_rule(tmp_path, monkeypatch, style):
+    """Flow hits read at once (_flow_bulk, when every hit object of a block is a flat event)
+    give the same starts / ends as flow_event per object and as lost_launches' own pass, on
+    odd spellings too; blocks holding any other hit object take the per-object rule."""
+    from perfgate.ingest import validity as v
+    flows = [f for f in FLOWS if style == "mixed" or ("args" not in f and "{x}" not in f and "\\" not in f
+                                                      and "1" * 60 not in f)]
+    events = [EV] * 3 + flows * 3 + [EV] + flows[::-1]
+    p = tmp_path / "trace_view.json"
+    p.write_text("[" + M9 + ", " + ", ".join(events) + "]")
+    calls = []
+    real = tb.flow_event
+    monkeypatch.setattr(tb, "flow_event", lambda *a: calls.append(1) or real(*a))
+    bulk = _bytes(p).flows
+    assert (len(calls) == 0) == (style == "flat")
+    monkeypatch.setattr(tb, "FLOW_BULK", False)
+    one_by_one = _bytes(p).flows
+    starts, ended = {}, set()
+    v._flows_in(p.read_bytes(), starts, ended)
+    assert bulk == one_by_one == (starts, ended)
+    assert len(bulk[0]) >= 5 and len(bulk[1]) >= 2
+
+
+def test_flows_of_real_traces_in_bulk(monkeypatch, ascend):
+    """Real traces: every flow hit is read in bulk, same starts / ends as per object."""
+    calls = []
+    real = tb.flow_event
+    monkeypatch.setattr(tb, "flow_event", lambda *a: calls.append(1) or real(*a))
+    n = 0
+    for p in _real_traces(ascend):
+        monkeypatch.setattr(tb, "FLOW_BULK", True)
+        bulk = _bytes(p).flows
+        assert not calls, p
+        monkeypatch.setattr(tb, "FLOW_BULK", False)
+        assert bulk == _bytes(p).flows
+        calls.clear()
+        n += len(bulk[0])
+    assert n > 1000
