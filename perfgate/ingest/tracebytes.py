@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
 
@@ -56,7 +55,6 @@ STEP_PREFIX = b"ProfilerStep#"
 KIND_NAMES = tuple(OVERLAP_KINDS)           # kind code i -> the event name KIND_NAMES[i]
 _KEPT = tuple(k.encode() for k in KIND_NAMES) + (b"process_name",)
 _MAX_LAYOUTS = 16
-FLOW_BULK = True                            # False: every flow hit through flow_event (test oracle)
 _MAX_PARSED = 2000                          # events of one block parsed by json.loads, at most
 _MAX_INT_DIGITS = 16                        # ts in µs: 16 integer digits (+ range check)
 _WS = np.zeros(256, dtype=bool)
@@ -499,80 +497,10 @@ def _candidates(b, w64, qo, qc):
     return sel[hit], code, skind
 
 
-_DELIM = np.zeros(256, dtype=bool)             # where validity._field's value ends: " , } space
-_DELIM[[34, 44, 125, 32]] = True
-_SKIP = np.zeros(256, dtype=bool)              # what it skips before the value: space and "
-_SKIP[[32, 34]] = True
-
-
-def _flow_field(bp, w64, hi, Qm, qmask, key: bytes, win: int):
-    """:func:`perfgate.ingest.validity._field` (``key`` then the first ``:`` after it, spaces
-    and quotes skipped, up to a quote, comma, brace or space) in each hit object ending at
-    ``hi``, whose quotes are the rows of ``Qm`` (``qmask``: the real ones). The object has no
-    backslash, so its first raw ``key`` starts at one of its quotes. Returns (key found, read
-    here, value bytes); "read here" is False where the value is not within a ``win`` window
-    (the caller then runs the per-object code)."""
-    u = np.uint64
-    at = ((w64[Qm] & u((1 << 8 * len(key)) - 1)) == u(int.from_bytes(key, "little"))) & qmask
-    found = at.any(axis=1)
-    kp = Qm[np.arange(len(Qm)), at.argmax(axis=1)] + len(key)
-    w = _win(bp, 16)[kp] == 58                                    # the first ':' after the key
-    p1 = kp + w.argmax(axis=1)
-    ok = w.any(axis=1) & (p1 < hi)
-    w = ~_SKIP[_win(bp, 16)[p1 + 1]]
-    p2 = p1 + 1 + w.argmax(axis=1)
-    ok &= w.any(axis=1)
-    W = _win(bp, win)[p2]
-    d = _DELIM[W]
-    n = d.argmax(axis=1)
-    ok &= d.any(axis=1)
-    inval = np.arange(win)[None, :] < n[:, None]
-    ok &= ~((W == 0) & inval).any(axis=1)                          # a NUL would be lost as padding
-    val = np.where(inval, W, 0).astype(np.uint8).view(f"S{win}").ravel()
-    return found, ok | ~found, val
-
-
-def _flow_bulk(bp, w64, q, bs, eo, ec, top_open, top_close, nq_before, lo, hi, cat, flows) -> bool:
-    """The hits' :func:`flow_event` effects at once, where every hit object (raw ``{`` at
-    ``lo`` to ``}`` at ``hi``) is one flat top-level event without a backslash and every
-    field is found within a small window; False (nothing done) otherwise."""
-    e = np.searchsorted(eo, lo)
-    if not len(e) or (e >= len(eo)).any():
-        return False
-    if not ((eo[e] == lo) & (ec[e] == hi) & (top_close[e] - top_open[e] == 1)).all():
-        return False
-    if len(bs) and (np.searchsorted(bs, hi) != np.searchsorted(bs, lo)).any():
-        return False
-    kq = nq_before[top_open[e]]
-    nqe = nq_before[top_close[e]] - kq
-    k = int(nqe.max())
-    if k > 64 or not len(q):
-        return False
-    Qm = q[np.minimum(kq[:, None] + np.arange(k), len(q) - 1)]
-    qmask = np.arange(k)[None, :] < nqe[:, None]
-    u = np.uint64
-    has_cat = (((w64[Qm] & u((1 << 40) - 1)) == u(int.from_bytes(b'"cat"', "little"))) & qmask).any(axis=1)
-    ph_f, ph_ok, ph = _flow_field(bp, w64, hi, Qm, qmask, b'"ph"', 16)
-    id_f, id_ok, fid = _flow_field(bp, w64, hi, Qm, qmask, b'"id"', 48)
-    ts_f, ts_ok, ts = _flow_field(bp, w64, hi, Qm, qmask, b'"ts"', 48)
-    if not (ph_ok & id_ok & ts_ok).all():
-        return False
-    live = has_cat & ph_f & id_f
-    s_rows = np.flatnonzero(live & (ph == b"s"))
-    f_rows = np.flatnonzero(live & (ph == b"f"))
-    ts = np.where(ts_f & (ts != b""), ts, b"0")                    # _field(...) or b"0"
-    starts, ended = flows
-    starts.update(zip(zip(repeat(cat), fid[s_rows].tolist()), ts[s_rows].tolist()))
-    ended.update(zip(repeat(cat), fid[f_rows].tolist()))
-    return True
-
-
-def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows, ev=None) -> None:
+def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
     """Host -> device flow hits (strings ``async_npu`` / ``HostToDevice``) handed, each with its
     own object (the raw ``{`` before it to the ``}`` after it, as lost_launches' own pass
-    takes it), to :func:`perfgate.ingest.validity.flow_event`, in file order per category.
-    ``ev`` (q, bs, eo, ec, top_open, top_close, nq_before): where every hit object of a
-    category is a flat event, :func:`_flow_bulk` applies them at once."""
+    takes it), to :func:`perfgate.ingest.validity.flow_event`, in file order per category."""
     raw_open = raw_close = None
     for cat in _FLOW_CATS:
         m = np.flatnonzero(code == cat[0] * 64 + len(cat))
@@ -587,12 +515,9 @@ def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows, ev=None) -> None:
         i = np.searchsorted(raw_open, pos) - 1
         j = np.searchsorted(raw_close, pos)
         good = (i >= 0) & (j < len(raw_close))
-        lo, hi = raw_open[i[good]], raw_close[j[good]]
-        if ev is not None and _flow_bulk(b, w64, ev[0], ev[1], *ev[2:], lo, hi, cat, flows):
-            continue
         starts, ended = flows
-        for a, z in zip((lo + start).tolist(), (hi + start + 1).tolist()):
-            flow_event(bytes(buf[a:z]), cat, starts, ended)
+        for lo, hi in zip((raw_open[i[good]] + start).tolist(), (raw_close[j[good]] + start + 1).tolist()):
+            flow_event(bytes(buf[lo:hi]), cat, starts, ended)
 
 
 def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
@@ -690,8 +615,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
-    _flows(buf, start, bp, w64, qo, code, cut, raw_br, out["flows"],
-           (q, bs, eo, ec, top_open, top_close, nq_before) if FLOW_BULK else None)
+    _flows(buf, start, bp, w64, qo, code, cut, raw_br, out["flows"])
     mark = np.zeros(ne, dtype=bool)
     mark[cand_ev] = True
     cand_ev = np.flatnonzero(mark)
