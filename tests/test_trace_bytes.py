@@ -280,3 +280,25 @@ def test_brackets_of_another_kind_in_a_nested_value(tmp_path, bad):
     _, err = _outcome(tr.read_trace, p)
     _, older = _outcome(_older, p)
     assert err is not None and err == older
+
+
+def test_memory_is_bounded_by_the_block_not_the_file(tmp_path, monkeypatch, text_captures):
+    """The extractor streams: one reused block buffer (plus the unfinished event carried over)
+    and per-block index arrays; its peak allocation stays far below the file size."""
+    import tracemalloc
+    src = (text_captures / "level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").read_bytes().strip()
+    body = src[1:-1].strip()
+    p = tmp_path / "trace_view.json"
+    reps = max(2, (48 << 20) // len(body))
+    with open(p, "wb") as f:
+        f.write(b"[" + body + b"".join(b", " + body for _ in range(reps - 1)) + b"]")
+    size = p.stat().st_size
+    monkeypatch.setattr(tb, "CHUNK", 1 << 20)
+    tracemalloc.start()
+    try:
+        ex = tb.scan(p, 0, size)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert ex.n > 100_000
+    assert peak < size / 3, (peak, size)
