@@ -6,18 +6,22 @@ module reads them straight from the bytes with vectorised numpy operations over 
 :data:`CHUNK` bytes cut at event boundaries:
 
 1. *Structure* (every event): the unescaped quotes (a quote preceded by an odd run of
-   backslashes is escaped), the braces and brackets outside strings, their depth; no raw
-   control character inside a string. The root
+   backslashes is escaped), the braces and brackets outside strings (quotes and brackets
+   found by one pass, the quote count before each bracket by a cumulative sum), their depth;
+   no raw control character inside a string. The root
    must be one array whose items are all objects, separated by exactly one comma and
-   whitespace, closed by ``]`` with only whitespace after it; brackets pair by kind. This is
-   the structure the exact scan (:mod:`perfgate.ingest.jsonscan`) checks.
+   whitespace, closed by ``]`` with only whitespace after it; brackets pair by kind (a block
+   with no ``[`` / ``]`` outside strings needs no pairing check: the depth count proves it).
+   This is the structure the exact scan (:mod:`perfgate.ingest.jsonscan`) checks.
 2. *Candidates*: events holding a string whose raw bytes equal a kept name (``Computing``,
    ``Communication``, ``Communication(Not Overlapped)``, ``Free``, ``process_name``) or begin
    with ``ProfilerStep#``, or holding a ``\\u`` escape (the only way to spell those names
    otherwise). No other event can be kept.
 3. *Fast events*: a candidate with no nested value and no backslash is matched against a
    layout (its keys, in order, learned from one member by ``json.loads``) and every one of its
-   bytes is verified: key strings equal the layout's, only whitespace, one ``:`` and one
+   bytes is verified (one anchor matrix of the events' braces and quotes, one gather of the
+   fixed spans' 8-byte words, one comparison; the name's kind is its string's, found in
+   step 2): key strings equal the layout's, only whitespace, one ``:`` and one
    ``,`` between members, ``name`` / ``ph`` / ``ts`` are strings of the expected form, every
    other value is a plain JSON number (``-?(0|[1-9]d*)(.d+)?``). ``ts`` and ``dur`` are
    converted to exact int64 ns from their decimal digits (round half up at 1 ns, as
@@ -30,10 +34,15 @@ module reads them straight from the bytes with vectorised numpy operations over 
    :func:`perfgate.ingest.validity.flow_event` (the rule lost_launches' own pass applies), so
    that the file is not read a second time for lost device tasks.
 
-Cost (paired CPU, same run, loaded 2-core machine): ~100 MiB/s on a replicated trace where
-nearly every event is kept (Arrow line scan ~57), ~200 MiB/s on real-shaped events with few
-kept (Arrow ~85). Blocks that would need more than :data:`_MAX_PARSED` one-by-one parses go
-to the Arrow line scan instead.
+Cost (``read_trace`` CPU, paired child processes, loaded 2-core machine, issue 21 round 3):
+~85-92 MiB/s on a 192 MiB replicated trace where nearly every event is kept (2 M events; the
+previous extractor 73-82 in the same runs), ~140-190 MiB/s on the real level1 trace's events
+repeated to 191 MiB, few kept (previous 123-153). Per event kept, the costs are the quote
+scan, the layout's anchor matrix and word gather, and the ts / dur digit conversion; per flow
+hit, one :func:`flow_event` call (~2.5 µs). Blocks that would need more than
+:data:`_MAX_PARSED` one-by-one parses go to the Arrow line scan instead. Memory: one reused
+block buffer (:data:`CHUNK` plus the unfinished event carried over) and per-block index
+arrays, plus the kept events' columns.
 
 Anything it cannot prove it read exactly raises :class:`NoFastPath`; the caller then reads
 the file with the older paths (Arrow line scan, exact scan), which give the same summary or
@@ -533,7 +542,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     sc = np.flatnonzero(m)
     isq = b[sc] == 34
     raw_br = sc[~isq]                               # every bracket, in strings too (flows)
-    bs = np.flatnonzero(b == 92)
+    bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else sc[:0]   # memchr first
     q = sc[isq]
     real = _real_quotes(bp, q, bs)
     if len(real) != len(q):                         # escaped quotes: neither quotes nor brackets
