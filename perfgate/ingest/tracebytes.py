@@ -16,7 +16,9 @@ module reads them straight from the bytes with vectorised numpy operations over 
 2. *Candidates*: events holding a string whose raw bytes equal a kept name (``Computing``,
    ``Communication``, ``Communication(Not Overlapped)``, ``Free``, ``process_name``) or begin
    with ``ProfilerStep#``, or holding a ``\\u`` escape (the only way to spell those names
-   otherwise). No other event can be kept.
+   otherwise). No other event can be kept. Events where a string is followed by a byte JSON
+   does not allow there are parsed too (``json.loads`` names them invalid): the exact scan
+   parses, and so refuses, such an event when a kept name in quotes appears in it (``"x"Free"``).
 3. *Fast events*: a candidate with no nested value and no backslash is matched against a
    layout (its keys, in order, learned from one member by ``json.loads``) and every one of its
    bytes is verified (one anchor matrix of the events' braces and quotes, one gather of the
@@ -478,6 +480,8 @@ def _equals(w64: np.ndarray, lo: np.ndarray, lit: bytes) -> np.ndarray:
     return ok
 
 
+_NOT_AFTER_STRING = np.ones(256, dtype=bool)    # bytes JSON does not allow right after a string
+_NOT_AFTER_STRING[[32, 9, 10, 13, 44, 58, 125, 93]] = False
 _FIRST_LEN = np.zeros(256 * 64, dtype=bool)     # (first byte, length) of a string that may be kept
 for _k in _KEPT:
     _FIRST_LEN[_k[0] * 64 + len(_k)] = True
@@ -623,6 +627,9 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if len(bs):
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
+    odd = np.flatnonzero(_NOT_AFTER_STRING[bp[1:][qc]])
+    if len(odd):                                    # invalid JSON after a string (e.g. "x"Free"): the
+        cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, qc[odd], side="right") - 1])  # parse names it
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
     _flows(buf, start, bp, w64, qo, code, cut, raw_br, out["flows"])
     mark = np.zeros(ne, dtype=bool)
