@@ -489,12 +489,13 @@ for _n in range(len(STEP_PREFIX), 64):
     _FIRST_LEN[STEP_PREFIX[0] * 64 + _n] = True
 
 
-def _candidates(b, w64, qo, qc):
+def _candidates(b, w64, qo, qc, first=None):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
     with ProfilerStep#; every string's (first byte, length) code; every string's kind code
-    (into :data:`KIND_NAMES`, -1 for any other string)."""
+    (into :data:`KIND_NAMES`, -1 for any other string). ``first``: each string's first byte
+    (b[qo + 1]) when the caller has it."""
     ln = np.minimum(qc - qo - 1, 63)
-    code = b[qo + 1].astype(np.int64) * 64 + ln
+    code = (b[qo + 1] if first is None else first).astype(np.int64) * 64 + ln
     sel = np.flatnonzero(_FIRST_LEN[code])
     ln, start = ln[sel], qo[sel] + 1
     hit = np.zeros(len(sel), dtype=bool)
@@ -618,16 +619,18 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
             raise NoFastPath("trailing comma")
     # candidates
     qo, qc = q[0::2], q[1::2]
+    after = bp[1:][q]                               # the byte after each quote (one gather)
+    first_b, after_s = after[0::2], after[1::2]
     if len(qc) < len(qo):
-        qo = qo[:len(qc)]
+        qo, first_b = qo[:len(qc)], first_b[:len(qc)]
     w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
-    cs, code, skind = _candidates(bp, w64, qo, qc)
+    cs, code, skind = _candidates(bp, w64, qo, qc, first_b)
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
-    odd = np.flatnonzero(_NOT_AFTER_STRING[bp[1:][qc]])
+    odd = np.flatnonzero(_NOT_AFTER_STRING[after_s])
     if len(odd):                                    # invalid JSON after a string (e.g. "x"Free"): the
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, qc[odd], side="right") - 1])  # parse names it
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
