@@ -4,6 +4,7 @@ per comparison (equal to the per-metric scan it replaced, kept here as the oracl
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from junitparser import Error, JUnitXml
@@ -13,11 +14,11 @@ from perfgate.compare import rules
 from perfgate.gate import check, save_baseline
 from perfgate.ingest import load_capture
 from perfgate.metrics.fingerprint import fingerprint_capture
-from perfgate.model import Finding
+from perfgate.model import Finding, Fingerprint, SelfCheck
 from perfgate.report import render_junit, render_markdown
 from perfgate.report.markdown import LIMIT
 from perfgate.report.selfchecks import MAX_STEPS_NAMED
-from perfgate.store.baselines import BaselineStore
+from perfgate.store.baselines import BaselineStore, _parse
 from perfgate.synth.replicate import replicate_rank
 
 pytestmark = pytest.mark.real
@@ -26,7 +27,7 @@ STEPS, RANKS = 40, 2
 
 
 @pytest.fixture(scope="module")
-def many_steps(text_captures, tmp_path_factory):
+def many(text_captures, tmp_path_factory):
     """A real-shaped pair: level1 rank 0 replicated over 40 steps on 2 ranks (with its trace),
     baseline saved from run 0, the check result of run 1."""
     d = tmp_path_factory.mktemp("many")
@@ -37,7 +38,12 @@ def many_steps(text_captures, tmp_path_factory):
     pol = load_policy()
     store = BaselineStore(d / "bl")
     save_baseline(base, "main", policy=pol, store=store, env={})
-    return check(cand, "main", policy=pol, store=store, env={})
+    return check(cand, "main", policy=pol, store=store, env={}), store
+
+
+@pytest.fixture
+def many_steps(many):
+    return many[0]
 
 
 def _self_check_cases(text, tmp_path):
@@ -165,3 +171,45 @@ def test_lost_tasks_reason_once_equals_the_per_metric_scan(text_captures, policy
                  if side in ("baseline", "both") else "candidate lost device tasks (rank 1 step 7)")
         assert len(lost) == len(counts) and all(x.verdict == terms.INCOMPARABLE and where in x.reason for x in lost)
         assert not [x for x in new[0] if x.unit != "calls" and "lost device tasks" in x.reason]
+
+
+# -- baseline load: orjson, the standard library's documents and errors --------------------------
+def test_baseline_load_equals_the_stdlib_reading(many):
+    store = many[1]
+    path = store.path_for("main")
+    fp, meta = store.load("main")
+    ref = Fingerprint.from_dict(json.loads(path.read_text("utf-8"))["fingerprint"])
+    assert fp == ref and len(fp.self_checks) >= STEPS * RANKS * 5 and meta["name"] == "main"
+    assert type(fp.self_checks[0]) is SelfCheck and fp.self_checks[0] == SelfCheck(**fp.self_checks[0].to_dict())
+    assert {c.to_dict()["step"] for c in fp.self_checks} >= {str(k) for k in range(1, STEPS + 1)}
+
+
+def test_baseline_parse_falls_back_to_the_stdlib_with_its_errors():
+    # NaN / Infinity literals and integers beyond 64 bits: orjson refuses, the standard library reads
+    odd = b'{"a": NaN, "b": -Infinity, "c": 123456789012345678901234567890, "d": [1.5, "\xc3\xa9"]}'
+    got = _parse(odd)
+    assert got["c"] == 123456789012345678901234567890 and got["d"] == [1.5, "\u00e9"]
+    assert got["a"] != got["a"] and got["b"] == float("-inf")
+    for bad in (b'{"a": 1,, }', b'\xef\xbb\xbf{"a": 1}', b'[1, 2', b""):
+        with pytest.raises(json.JSONDecodeError) as mine:
+            _parse(bad)
+        with pytest.raises(json.JSONDecodeError) as std:
+            json.loads(bad.decode("utf-8"))
+        assert type(mine.value) is json.JSONDecodeError and (mine.value.msg, mine.value.pos) == (std.value.msg, std.value.pos)
+    with pytest.raises(UnicodeDecodeError) as e:
+        _parse(b'{"a": "\xff"}')
+    assert e.value.start == 7
+
+
+def test_selfcheck_and_finding_from_dict_fast_path_equals_init():
+    d = SelfCheck("comm_equality", 0, "3", "pass", "m", 1.0, 1.0, 0.1, "ev").to_dict()
+    assert SelfCheck.from_dict(d) == SelfCheck(**d) and hash(SelfCheck.from_dict(d)) == hash(SelfCheck(**d))
+    f = Finding("DEVICE_TASKS_LOST", "fail", 1, "7", "lost")
+    assert Finding.from_dict(f.to_dict()) == f
+    assert Finding.from_dict({k: v for k, v in f.to_dict().items() if k not in ("value", "threshold")}) == f
+    with pytest.raises(TypeError):
+        SelfCheck.from_dict({**d, "extra": 1})
+    with pytest.raises(TypeError):
+        SelfCheck.from_dict({k: v for k, v in d.items() if k != "status"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SelfCheck.from_dict(d).status = "fail"
