@@ -213,3 +213,40 @@ def test_selfcheck_and_finding_from_dict_fast_path_equals_init():
         SelfCheck.from_dict({k: v for k, v in d.items() if k != "status"})
     with pytest.raises(dataclasses.FrozenInstanceError):
         SelfCheck.from_dict(d).status = "fail"
+
+
+# -- JSON result: orjson over the dataclasses, byte-equal to orjson over result.to_dict() -------
+def _old_render_json(result) -> str:
+    """The renderer before (oracle): orjson over ``result.to_dict()`` (asdict per comparison)."""
+    import orjson
+    return orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+                        | orjson.OPT_SERIALIZE_NUMPY).decode("utf-8") + "\n"
+
+
+def test_json_result_equals_the_to_dict_rendering(many_steps, tmp_path):
+    import math
+    from perfgate.model import Comparison
+    from perfgate.report import render_json
+    from perfgate.report.json_report import render_json_bytes
+    from perfgate.store.atomic import write_atomic
+    r = many_steps
+    odd = Comparison(key="x{view=p50}", name="x", labels={"view": "p50"}, verdict=terms.UNSURE, gated=True,
+                     fails=False, baseline=float("nan"), candidate=math.inf, unit="us", caliber=None, tier=2,
+                     delta=None, delta_rel=float("-inf"), tolerance="±5%", reason="r",
+                     stats={"p": 0.04, "ci": (1.0, 2.0), "runs": [3, 4]},
+                     attribution=[{"family": "MatMul", "delta_us": 1.5}])
+    cases = [r, dataclasses.replace(r, comparisons=r.comparisons + (odd,), findings=(_lost(0, "3"),))]
+    for res in cases:
+        assert render_json(res) == _old_render_json(res)
+        assert render_json_bytes(res) == _old_render_json(res).encode("utf-8")
+    doc = json.loads(render_json(cases[1]))
+    assert doc["comparisons"][-1]["baseline"] is None and doc["comparisons"][-1]["stats"]["ci"] == [1.0, 2.0]
+    assert len(doc["self_checks"]) == len(r.self_checks) and doc["counts"] == cases[1].counts()
+    # a value orjson refuses: the standard library renders result.to_dict()
+    big = dataclasses.replace(odd, baseline=2 ** 70, delta_rel=None, candidate=1.0)
+    res = dataclasses.replace(r, comparisons=(big,), self_checks=r.self_checks[:2])
+    assert json.loads(render_json(res))["comparisons"][0]["baseline"] == 2 ** 70
+    # the bytes are written as they are; text as UTF-8
+    p = write_atomic(tmp_path / "r.json", render_json_bytes(res))
+    assert p.read_bytes() == render_json(res).encode("utf-8")
+    assert write_atomic(tmp_path / "t.txt", "ΣDuration").read_bytes() == "ΣDuration".encode("utf-8")

@@ -148,14 +148,15 @@ def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, j
     Raises:
         StoreError: a write failed (exit 5).
     """
-    from perfgate.report import render_json, render_junit, render_markdown
+    from perfgate.report import render_junit, render_markdown
+    from perfgate.report.json_report import render_json_bytes
     paths = check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path)
     write_atomic(paths["junit"], render_junit(result, key=junit_key))
     write_atomic(paths["markdown"], render_markdown(result, key=key))
     if json_path == "-":   # JSON to stdout (by the caller), the human summary to stderr
         paths["json"] = "<stdout>"
     else:
-        write_atomic(paths["json"], render_json(result))
+        write_atomic(paths["json"], render_json_bytes(result))
     return paths
 
 
