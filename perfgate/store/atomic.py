@@ -17,8 +17,9 @@ def _umask() -> int:
 
 def write_atomic(path: Path, text: str | bytes) -> Path:
     """Write ``text`` (str, written as UTF-8; or bytes, written as they are) to ``path``
-    atomically: readers see the old file or the new one, never a half-written one; on failure the old file is untouched. The new file gets
-    the usual permissions (0666 minus the umask), not the temp file's 0600.
+    atomically: readers see the old file or the new one, never a half-written one; on failure
+    the old file is untouched. The new file gets the usual permissions (0666 minus the umask),
+    not the temp file's 0600.
 
     A target that exists and is not a regular file (``/dev/null``, a FIFO, ``/dev/stdout``)
     is written in place, never replaced.
