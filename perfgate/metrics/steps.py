@@ -96,6 +96,32 @@ def _step_key(x):
     return (0, int(x)) if str(x).isdigit() else (1, 0)
 
 
+def numeric_first_order(labels, by_text: bool) -> list:
+    """Positions of ``labels`` in the order ``sorted(range(n), key=...)`` gives with the key
+    ``(0, int(x))`` for a label whose text is all digits, else ``(1, str(x))`` (``by_text``) or
+    ``(1, 0)`` (other labels keep their order): the step orders of the step table and the
+    self-checks. The keys are built by C-level passes and compared by ``sorted`` itself, not by a
+    Python key function called once per label (issue 21)."""
+    labels = list(labels)
+    n = len(labels)
+    strs = list(map(str, labels))
+    dig = np.fromiter(map(str.isdigit, strs), dtype=bool, count=n)
+    vals = np.empty(n, dtype=object)
+    if by_text:
+        vals[:] = strs
+    else:
+        vals[:] = 0
+    di = np.flatnonzero(dig)
+    if len(di):
+        obj = np.empty(n, dtype=object)
+        obj[:] = labels
+        ints = np.empty(len(di), dtype=object)
+        ints[:] = list(map(int, obj[di].tolist()))
+        vals[di] = ints
+    keys = list(zip((~dig).astype(np.int64).tolist(), vals.tolist()))
+    return sorted(range(n), key=keys.__getitem__)
+
+
 def _group_sum(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sum of ``values`` per group id ``0..n-1`` (0 for an empty group)."""
     out = np.zeros(n, dtype=np.int64)
@@ -246,8 +272,7 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     }
     # steps in order of their first kernel row (file order), then numeric steps by number
     appear = np.argsort(_first_position(codes, sc[gstart]), kind="stable")
-    keys = [_step_key(x) for x in labels[appear].tolist()]
-    perm = appear[sorted(range(ng), key=keys.__getitem__)]
+    perm = appear[numeric_first_order(labels[appear].tolist(), by_text=False)]
     out = {c: ([v[i] for i in perm] if isinstance(v, list) else v[perm]) for c, v in cols.items()}
     return pd.DataFrame({c: pd.Series(v) if isinstance(v, list) else v for c, v in out.items()},
                         columns=STEP_COLUMNS)
