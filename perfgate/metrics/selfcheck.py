@@ -114,6 +114,12 @@ def _window_codes(starts: np.ndarray, windows: pd.DataFrame) -> tuple[np.ndarray
     return np.where(ok, idx, len(ws)).astype(np.int64), labels
 
 
+def _pylist(values) -> list:
+    """The values as a list of Python objects by one C-level conversion (iterating an Arrow-backed
+    array or index runs a Python generator step per element)."""
+    return np.asarray(values, dtype=object).tolist()
+
+
 def _tol_params(policy) -> tuple:
     """(µs per row, µs floor) of the kernel-vs-trace tolerance, read from the policy once."""
     sc = policy.self_checks
@@ -130,7 +136,6 @@ def _align(kernel_steps, ref_index) -> tuple[tuple | None, list]:
     steps cannot be paired (an implicit step, or no label in common), else ``(None, labels)``:
     the labels both sides hold, numeric ones first in number order, then the others by text."""
     ks = list(filter(partial(is_not, None), kernel_steps))
-    ref_index = list(ref_index)
     ref = list(compress(ref_index, map(ne, ref_index, repeat(UNASSIGNED))))
     common = set(ks) & set(ref)
     if IMPLICIT_STEP in ks or IMPLICIT_STEP in ref or not common:
@@ -192,7 +197,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
     else:
         ref, ref_name = None, None
 
-    kernel_steps = list(pd.unique(k["step"].dropna()))
+    kernel_steps = _pylist(pd.unique(k["step"].dropna()))
     if not kernel_steps:
         out.append(SelfCheck(
             "steps_present", rank.rank, None, FAIL,
@@ -210,7 +215,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
         arrays = {c: k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns", "is_comm")}
         # row positions of each step code in file order: one stable sort instead of a boolean
         # mask over the whole table per step
-        every, labels = _align(kernel_steps, list(ref.index))
+        every, labels = _align(kernel_steps, _pylist(ref.index))
         tolp = _tol_params(policy)
         if every is not None:
             label, ksteps, rsteps = every
@@ -395,9 +400,9 @@ def _trace_vs_step_trace(rank_id, ov: pd.DataFrame, st_by_step: pd.DataFrame, to
     four Overlap Analysis kinds (the first largest |difference|, as ``max`` over the kinds in
     order gives it) within ``tol`` µs; a step without trace events fails. Whole columns."""
     kinds = ("computing", "comm", "comm_not_overlapped", "free")
-    labels = st_by_step.index.tolist()
+    labels = _pylist(st_by_step.index)
     n = len(labels)
-    in_ov = np.asarray(st_by_step.index.isin(ov.index), dtype=bool)
+    in_ov = np.asarray(pd.Index(labels, dtype=object).isin(_pylist(ov.index)), dtype=bool)  # hash look-ups in C
     implicit = np.fromiter(map(eq, labels, repeat(IMPLICIT_STEP)), dtype=bool, count=n)
     ov_at = ov.reindex(st_by_step.index)  # columns once, not one .loc per step
     ov_all = ov.sum()
