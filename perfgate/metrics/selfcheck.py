@@ -25,6 +25,13 @@ Tolerance: kernel_details writes start and duration with 3 decimals (1 ns), so e
 differ from the trace's float timestamps by up to ~0.001 µs; the tolerance is
 ``abs_us_per_row * rows + abs_us_floor`` (policy ``self_checks``). On the real level1 rank0
 capture the observed differences are 0.002 µs (4 comm rows) and 0.019 µs (187 compute rows).
+
+Cost (issue 21): columnar, the Python work independent of the number of steps. Every step's
+figures come from one segmented pass over the step codes (:meth:`_Stats.per_code`); statuses are
+conditions on whole columns; messages are formatted by one ``str.format`` map per message form and
+the :class:`perfgate.model.SelfCheck` objects built by :func:`perfgate.model.from_columns`. The
+trace's Overlap Analysis events are summed per (step window, kind) code before the group-by. The
+per-step loops this replaced are the oracle ``tests/_selfcheck_oracle.py``.
 """
 from __future__ import annotations
 
