@@ -182,6 +182,26 @@ def test_the_irregular_captures_fail_what_they_were_built_for(captures, policy):
     assert list(sc.overlap_per_step(captures["no_windows"].ranks[0]).index) == ["implicit"]
 
 
+def test_overlap_per_step_equals_the_group_by_on_odd_tables(captures):
+    """overlap_per_step equals the group-by over every event also when the sums exceed 2**52 ns
+    (integer add.at instead of float bincount), with unknown and missing kinds, with duplicated
+    window labels, and for a categorical kind column (the group-by form itself)."""
+    r = captures["rep_40"].ranks[0]
+    ov = r.trace.overlap
+    kind = ov["kind"].to_numpy().copy()
+    kind[::7] = "other_kind"
+    kind[3::11] = None
+    w = r.trace.steps.copy()
+    w.loc[w.index[::5], "step"] = "5"
+    variants = [ov.assign(dur_ns=ov["dur_ns"] * 10**7), ov.assign(kind=kind),
+                ov.assign(kind=pd.Categorical(ov["kind"]))]
+    for o in variants:
+        rr = _with(r, trace=dataclasses.replace(r.trace, overlap=o))
+        pd.testing.assert_frame_equal(sc.overlap_per_step(rr), old_sc.overlap_per_step(rr))
+    rr = _with(r, trace=dataclasses.replace(r.trace, overlap=variants[1], steps=w))
+    pd.testing.assert_frame_equal(sc.overlap_per_step(rr), old_sc.overlap_per_step(rr))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_step_labels_equal_the_per_finding_loops(captures, name):
     """step_table, label_steps (fields and messages as columns) and confirm_recompile (only the

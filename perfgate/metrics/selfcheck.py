@@ -83,7 +83,7 @@ def overlap_per_step(rank) -> pd.DataFrame | None:
         lo, hi = int(k["start_ns"].min()), int(k["end_ns"].max())
         s_, e_ = np.maximum(ov["start_ns"].to_numpy(), lo), np.minimum(ov["end_ns"].to_numpy(), hi)
         ov = ov.assign(start_ns=s_, dur_ns=np.maximum(e_ - s_, 0))
-    if ov["kind"].dtype != object:   # an unusual table: the group-by over every event
+    if ov["kind"].dtype != object or ov["dur_ns"].dtype.kind not in "iu":   # unusual: the group-by over every event
         steps = assign_steps(ov["start_ns"].to_numpy(), tr.steps)
         t = ov.assign(step=steps).groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
     else:
@@ -95,9 +95,15 @@ def overlap_per_step(rank) -> pd.DataFrame | None:
         nk = max(len(kinds), 1)
         key = code[keep].astype(np.int64) * nk + kcode[keep]
         dur = ov["dur_ns"].to_numpy()[keep]
-        uk, inv = np.unique(key, return_inverse=True)
-        sums = np.zeros(len(uk), dtype=dur.dtype)
-        np.add.at(sums, inv, dur)
+        nkey = len(labels) * nk
+        uk = np.flatnonzero(np.bincount(key, minlength=nkey))   # the (window, kind) pairs with events
+        if len(dur) and (dur >= 0).all() and float(dur.sum(dtype=np.float64)) < 2.0 ** 52:
+            # every partial sum is an integer below 2**53: float64 bincount sums are exact
+            sums = np.bincount(key, weights=dur, minlength=nkey)[uk].astype(dur.dtype)
+        else:
+            sums = np.zeros(nkey, dtype=dur.dtype)
+            np.add.at(sums, key, dur)
+            sums = sums[uk]
         small = pd.DataFrame({"step": labels[uk // nk], "kind": np.asarray(kinds, dtype=object)[uk % nk],
                               "dur_ns": sums})
         t = small.groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
