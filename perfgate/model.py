@@ -137,14 +137,21 @@ def from_columns(cls, *columns) -> list:
     C-level passes (``object.__new__`` and one ``__dict__`` per instance, as ``__init__`` would
     fill it), so a table of N checks or findings costs no Python-level call per row (issue 21)."""
     import dataclasses
+    import gc
     from collections import deque
     from itertools import repeat
     names = tuple(f.name for f in dataclasses.fields(cls))
     if len(columns) != len(names):
         raise TypeError(f"{cls.__name__} has {len(names)} fields, got {len(columns)} columns")
-    rows = list(zip(*columns))
-    objs = list(map(object.__new__, repeat(cls, len(rows))))
-    deque(map(object.__setattr__, objs, repeat("__dict__"), map(dict, map(zip, repeat(names), rows))), maxlen=0)
+    enabled = gc.isenabled()
+    gc.disable()   # two new containers per row: the cyclic collector's passes would cost more than the build
+    try:
+        rows = list(zip(*columns))
+        objs = list(map(object.__new__, repeat(cls, len(rows))))
+        deque(map(object.__setattr__, objs, repeat("__dict__"), map(dict, map(zip, repeat(names), rows))), maxlen=0)
+    finally:
+        if enabled:
+            gc.enable()
     return objs
 
 
