@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfgate.errors import NoBaselineError, StoreError
+from perfgate.errors import CorruptBaselineError, NoBaselineError, StoreError
 from perfgate.model import Fingerprint, GateResult
 from perfgate.store.atomic import write_atomic
 from perfgate.store.baselines import BaselineStore
@@ -40,7 +40,7 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     if store is not None and name and not name.startswith("history:") and result.baseline_provenance:
         try:
             base, _ = store.load(name)
-        except NoBaselineError:
+        except (NoBaselineError, CorruptBaselineError):
             base = None
     keys = sparkline_keys(result)
     text = render_html(result, baseline=base, history=_history(history_path, keys, base.config if base else None),

@@ -15,12 +15,14 @@ import os
 import re
 from pathlib import Path
 
-from perfgate.errors import NoBaselineError, StoreError, UsageError
+from perfgate.errors import CorruptBaselineError, NoBaselineError, StoreError, UsageError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint
 from perfgate.store.atomic import write_atomic
 
 BASELINE_FORMAT = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_REPAIR = ("restore the file from where the store is kept (cache, artifact) or re-record it: "
+           "perfgate baseline save --force --name NAME CAPTURE")
 DEFAULT_DIR = "baselines"
 
 
@@ -89,8 +91,11 @@ class BaselineStore:
         """Read baseline ``name``: ``(fingerprint, document metadata)``.
 
         Raises:
-            NoBaselineError: no such baseline, unreadable / invalid JSON, or a format or
-                fingerprint schema this perfgate does not read.
+            NoBaselineError: no such baseline, or a fingerprint schema this perfgate does not
+                read (exit 4; re-record it).
+            CorruptBaselineError: the file exists but is damaged: unreadable, not UTF-8, not
+                JSON, no format marker, malformed fingerprint (a StoreError, exit 5: a damaged
+                store is never "no baseline", so ``--no-baseline-ok`` cannot pass over it).
         """
         path = self.path_for(name)
         if not path.is_file():
@@ -101,15 +106,15 @@ class BaselineStore:
         try:
             doc = _parse(path.read_bytes())
         except UnicodeDecodeError as e:
-            raise NoBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start) from None
+            raise CorruptBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start) from None
         except OSError as e:
-            raise NoBaselineError(f"cannot read baseline: {e.strerror}", path=path) from None
+            raise CorruptBaselineError(f"cannot read baseline: {e.strerror}", path=path) from None
         except json.JSONDecodeError as e:
-            raise NoBaselineError(f"baseline is not valid JSON: {e.msg}", path=path,
-                                  byte_offset=e.pos) from None
+            raise CorruptBaselineError(f"baseline is not valid JSON: {e.msg}", path=path,
+                                       byte_offset=e.pos, hint=_REPAIR) from None
         if not isinstance(doc, dict) or doc.get("perfgate_baseline") != BASELINE_FORMAT:
-            raise NoBaselineError("not a perfgate baseline file (format marker missing or unknown)",
-                                  path=path)
+            raise CorruptBaselineError("not a perfgate baseline file (format marker missing or unknown)",
+                                       path=path, hint=_REPAIR)
         fpd = doc.get("fingerprint") or {}
         if fpd.get("schema") != FINGERPRINT_SCHEMA:
             raise NoBaselineError(
@@ -122,8 +127,8 @@ class BaselineStore:
                         isinstance(m.value, list) and all(isinstance(x, str) for x in m.value)):
                     raise ValueError(f"metric {key!r} has value {m.value!r}")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise NoBaselineError(f"baseline fingerprint is malformed: {e}", path=path,
-                                  hint="re-record it with perfgate baseline save") from None
+            raise CorruptBaselineError(f"baseline fingerprint is malformed: {e}", path=path,
+                                       hint=_REPAIR) from None
         meta = {k: v for k, v in doc.items() if k != "fingerprint"}
         meta["path"] = str(path)
         return fp, meta
