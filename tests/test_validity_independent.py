@@ -226,12 +226,6 @@ def test_rank_read_from_profiler_info_file_name_not_folder_name(st_level2):
     assert fp["provenance"]["rank_dirs"]["1"] == "rank_5_ascend_pt"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "profiler_info_1.json whose rank_id field says \"3\": perfgate takes the file name's rank (1) "
-    "silently (exit 0, rank_sources 'file name profiler_info_1.json', no warning). A one-line refusal "
-    "in discover.py works but breaks tests/test_ingest_other.py::test_rank_from_profiler_info_not_device, "
-    "which renames profiler_info_0.json to profiler_info_5.json (rank_id 0 inside) and expects rank 5: "
-    "refuse vs warn is the lead's call"))
 def test_profiler_info_name_and_rank_id_disagreeing_is_refused(st_level2):
     """st/level2 rank 1's profiler_info_1.json with its rank_id field set to "3" (a renamed or
     edited file: the profiler writes profiler_info_<N>.json with rank_id N) -> exit 3 naming the
