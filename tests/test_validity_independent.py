@@ -333,16 +333,17 @@ def test_communication_op_longer_than_the_capture_is_refused(level1):
 
 
 # ---------------------------------------------------------------- raw msprof
-@pytest.mark.xfail(strict=True, reason=(
-    "raw msprof op_summary with every Task Start Time(us) divided by 1000 (ms magnitudes): the 3 "
-    "tasks on stream 46 then overlap (row 2 starts 0.77 us after row 1, which lasts 4.6 us) and "
-    "the starts contradict Task Wait Time(us) (765.149, 13221.44 us); perfgate exits 0 with "
-    "step.wall_us 40.66 us instead of 14,025.881 us"))
 def test_raw_msprof_starts_in_ms_are_refused(msprof):
     cap, f = msprof
+    """Raw msprof op_summary with every Task Start Time(us) divided by 1000 (ms magnitudes): the 3
+    tasks on stream 46 then overlap (row 2 starts 0.77 us after row 1, which lasts 4.6 us). Before
+    the fix: exit 0 with step.wall_us 40.66 us instead of 14,025.881 us. A stream runs its tasks in
+    order -> exit 3 naming the file, row 2 and the column."""
     _edit_column(f, "Task Start Time(us)", lambda s: _us(float(s) / 1000))
     rc, _, err = _fingerprint(cap)
     assert rc == 3, err
+    assert f.name in err and "row 2" in err and "Task Start Time(us)" in err
+    assert "starts before its stream's previous task ends" in err
     assert f.name in err and "Task Start Time(us)" in err
 
 
