@@ -157,8 +157,9 @@ class _Group(click.Group):
                 handler(e)
             _fail(e)
         except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
-            if os.environ.get("PERFGATE_DEBUG"):
-                raise
+            if os.environ.get("PERFGATE_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+                import traceback
+                traceback.print_exc()  # the traceback, and still exit 70 (never 1, the regression code)
             click.echo(f"perfgate: internal error: {type(e).__name__}: {e} (a bug in perfgate; rerun with "
                        f"PERFGATE_DEBUG=1 for the traceback)", err=True)
             sys.exit(EXIT_INTERNAL)
@@ -216,20 +217,29 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
 @baseline.command("list")
 @common_dir
 def baseline_list(baseline_dir):
-    """List stored baselines."""
-    from perfgate.errors import CorruptBaselineError, NoBaselineError
+    """List stored baselines. Exits 5 (store error) when a stored file is damaged, after listing
+    every baseline; a baseline of another fingerprint schema is listed, not an error."""
+    from perfgate.errors import EXIT_STORE, CorruptBaselineError, NoBaselineError
     store = _store(baseline_dir)
     names = store.names()
     if not names:
         click.echo(f"no baselines in {store.dir}")
+    damaged = []
     for n in names:
         try:
             fp, meta = store.load(n)
             p = fp.provenance
             click.echo(f"{n}\tsaved {meta.get('saved_at', '?')}\tranks {p.get('ranks')}\t"
                        f"commit {str(p.get('commit') or '-')[:12]}\tbranch {p.get('branch') or '-'}")
-        except (NoBaselineError, CorruptBaselineError) as e:
+        except NoBaselineError as e:
             click.echo(f"{n}\tUNREADABLE: {e.message}")
+        except CorruptBaselineError as e:
+            damaged.append(n)
+            click.echo(f"{n}\tUNREADABLE: {e.message}")
+    if damaged:
+        click.echo(f"perfgate: store error (exit 5): {len(damaged)} damaged baseline file(s): {', '.join(damaged)}; "
+                   f"restore or re-record them (perfgate baseline save --name NAME CAPTURE)", err=True)
+        sys.exit(EXIT_STORE)
 
 
 @baseline.command("show")

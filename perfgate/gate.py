@@ -98,7 +98,12 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     """``history:BRANCH`` -> (fingerprint, noise, note) from the history database.
 
     Raises NoBaselineError (missing database, too few runs in the candidate's series), or
-    StoreError when ``history_path`` is a directory (a misconfigured store, exit 5)."""
+    StoreError when ``history_path`` is a directory (a misconfigured store) or the database is
+    damaged (not SQLite, truncated): exit 5."""
+    import sqlite3
+
+    from pandas import errors as pd_errors
+
     from perfgate.errors import StoreError
     from perfgate.history.store import NO_COMMIT, HistoryStore, require_db_path
     branch = baseline_name.split(":", 1)[1]
@@ -106,13 +111,16 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
         raise UsageError("history baseline needs a branch: --baseline history:main")
     require_db_path(history_path)
     h = policy.history
-    try:
-        hs = HistoryStore(history_path, readonly=True)
-    except StoreError as e:
-        raise NoBaselineError(e.message, path=e.path, hint=e.hint) from None
+    if not Path(history_path).is_file():  # no database yet: no baseline (a damaged one is a StoreError)
+        raise NoBaselineError("no history database here", path=history_path,
+                              hint="record runs first: perfgate history record CAPTURE --branch main")
+    hs = HistoryStore(history_path, readonly=True)
     try:
         base, noise = hs.rolling_baseline(branch, cand.config, window=int(h["window"]),
                                           min_runs=int(h["min_runs"]), band_k=float(h["band_k"]))
+    except (sqlite3.DatabaseError, pd_errors.DatabaseError) as e:
+        raise StoreError(f"history database is damaged: {e}", path=history_path,
+                         hint="restore it from where it is kept (cache, artifact) or start a new one") from None
     finally:
         hs.close()
     runs = base.provenance["runs"]

@@ -86,9 +86,9 @@ def test_corrupt_baseline_is_a_store_error_even_with_no_baseline_ok(tmp_path, pa
         code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out",
                         tmp_path / "o", *extra)
         assert code == 5 and "not valid JSON" in out and "main.json" in out and "NO_BASELINE" not in out, out
-        assert "baseline save --force" in out
+        assert "perfgate baseline save --name NAME CAPTURE" in out
     code, out = run(tmp_path, "baseline", "list", "--baseline-dir", bl)
-    assert code == 0 and "main\tUNREADABLE: baseline is not valid JSON" in out
+    assert code == 5 and "main\tUNREADABLE: baseline is not valid JSON" in out and "1 damaged baseline file(s): main" in out
     code, out = run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
     assert code == 0 and "saved baseline 'main'" in out
     code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out", tmp_path / "o")
@@ -162,3 +162,72 @@ def test_readme_verdict_sample_is_what_the_demo_prints(tmp_path, monkeypatch):
     assert len(tail) == len(sample)
     for want, got in zip(sample, tail):
         assert got.startswith(want), f"README sample line {want!r} is not how the demo prints {got!r}"
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda d: d["fingerprint"]["metrics"][next(iter(d["fingerprint"]["metrics"]))].update(value=float("nan")),
+     "not a finite number"),
+    (lambda d: [m.update(value=float("inf")) for k, m in d["fingerprint"]["metrics"].items() if k.startswith("step.")],
+     "not a finite number"),
+    (lambda d: d["fingerprint"].pop("metrics"), "it has no metrics"),
+    (lambda d: d.update(fingerprint={}), "holds no fingerprint"),
+    (lambda d: d.update(fingerprint=[1]), "holds no fingerprint"),
+])
+def test_damaged_baseline_content_is_exit_5_never_a_verdict(tmp_path, pair, damage, needle):
+    """Values no perfgate writes (NaN / Infinity, which are not JSON; no metrics; no fingerprint):
+    a damaged store, exit 5, not a PASS over infinite tolerances, a REGRESSION of "new" metrics
+    or an internal error."""
+    bl = tmp_path / "bl"
+    code, _ = run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
+    assert code == 0
+    doc = json.loads((bl / "main.json").read_text())
+    damage(doc)
+    (bl / "main.json").write_text(json.dumps(doc))
+    for extra in ([], ["--no-baseline-ok"]):
+        code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl,
+                        "--out", tmp_path / "o", *extra)
+        assert code == 5 and needle in out and "main.json" in out, out
+
+
+def test_another_fingerprint_schema_is_still_no_baseline(tmp_path, pair):
+    bl = tmp_path / "bl"
+    run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
+    doc = json.loads((bl / "main.json").read_text())
+    doc["fingerprint"]["schema"] = 0
+    (bl / "main.json").write_text(json.dumps(doc))
+    code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out", tmp_path / "o")
+    assert code == 4 and "re-record it" in out
+    code, out = run(tmp_path, "baseline", "list", "--baseline-dir", bl)
+    assert code == 0 and "UNREADABLE" in out  # listed, not a damaged store
+
+
+def test_damaged_history_database_is_a_store_error(tmp_path, pair):
+    """A history database cut in half, or bytes that are not SQLite: exit 5 naming the file,
+    never an internal error (70) or NO_BASELINE; a missing one stays NO_BASELINE (4)."""
+    db = tmp_path / "h.sqlite"
+    for i, cap in enumerate(pair):
+        code, out = run(tmp_path, "history", "record", cap, "--branch", "main", "--commit", f"c{i}", "--db", db)
+        assert code == 0, out
+    data = db.read_bytes()
+    for name, body in (("cut.sqlite", data[: len(data) // 2]), ("junk.sqlite", b"not a database" * 100)):
+        bad = tmp_path / name
+        bad.write_bytes(body)
+        code, out = run(tmp_path, "check", "--baseline", "history:main", pair[1], "--db", bad, "--out", tmp_path / "o")
+        assert code == 5 and name in out and "internal error" not in out, out
+    code, out = run(tmp_path, "check", "--baseline", "history:main", pair[1], "--db", tmp_path / "none.sqlite",
+                    "--out", tmp_path / "o")
+    assert code == 4 and "no history database" in out
+
+
+def test_debug_traceback_keeps_the_internal_error_exit_code(tmp_path, monkeypatch):
+    """PERFGATE_DEBUG=1 adds the traceback; the exit code stays 70 (1 would read as REGRESSION)."""
+    import perfgate.gate as gate
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(gate, "check_and_report", boom)
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1, ranks=1, steps=1))
+    for env, tb in (({}, False), ({"PERFGATE_DEBUG": "1"}, True), ({"PERFGATE_DEBUG": "0"}, False)):
+        r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cap), "--out", str(tmp_path / "o")], env=env)
+        assert r.exit_code == 70 and "internal error: RuntimeError: boom" in r.output, (env, r.output)
+        assert ("Traceback" in r.output) is tb, env

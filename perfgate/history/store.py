@@ -171,10 +171,15 @@ class HistoryStore:
         self.conn = conn
         import sqlite_utils   # here, not at module level: check imports this module for metrics_digest
         self.db = sqlite_utils.Database(conn)
-        if not readonly:
-            self._migrate()
-        else:
-            self._check_version()
+        try:
+            if not readonly:
+                self._migrate()
+            else:
+                self._check_version()
+        except sqlite3.DatabaseError as e:  # a file that is not (or no longer) a SQLite database
+            conn.close()
+            raise StoreError(f"history database is damaged: {e}", path=self.path,
+                             hint="restore it from where it is kept (cache, artifact) or start a new one") from None
 
     # -- schema ---------------------------------------------------------------------------
     def _version(self) -> int:

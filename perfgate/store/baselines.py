@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -22,7 +23,7 @@ from perfgate.store.atomic import write_atomic
 BASELINE_FORMAT = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _REPAIR = ("restore the file from where the store is kept (cache, artifact) or re-record it: "
-           "perfgate baseline save --force --name NAME CAPTURE")
+           "perfgate baseline save --name NAME CAPTURE")
 DEFAULT_DIR = "baselines"
 
 
@@ -78,6 +79,10 @@ class BaselineStore:
             UsageError: bad name. StoreError: the write failed (old file kept).
         """
         path = self.path_for(name)
+        bad = sorted(k for k, m in fp.metrics.items() if isinstance(m.value, float) and not math.isfinite(m.value))
+        if bad:
+            raise StoreError(f"fingerprint metric(s) {', '.join(bad[:5])} are not finite numbers: nothing saved",
+                             path=path, hint="a metric perfgate could not compute; report it with the capture")
         doc = {"perfgate_baseline": BASELINE_FORMAT, "name": name,
                "saved_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                "fingerprint": fp.to_dict()}
@@ -110,22 +115,29 @@ class BaselineStore:
         except OSError as e:
             raise CorruptBaselineError(f"cannot read baseline: {e.strerror}", path=path) from None
         except json.JSONDecodeError as e:
-            raise CorruptBaselineError(f"baseline is not valid JSON: {e.msg}", path=path,
-                                       byte_offset=e.pos, hint=_REPAIR) from None
+            raise CorruptBaselineError(f"baseline is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})",
+                                       path=path, byte_offset=e.pos, hint=_REPAIR) from None
         if not isinstance(doc, dict) or doc.get("perfgate_baseline") != BASELINE_FORMAT:
             raise CorruptBaselineError("not a perfgate baseline file (format marker missing or unknown)",
                                        path=path, hint=_REPAIR)
-        fpd = doc.get("fingerprint") or {}
+        fpd = doc.get("fingerprint")
+        if not isinstance(fpd, dict) or "schema" not in fpd:
+            raise CorruptBaselineError("baseline holds no fingerprint (or one without its schema)", path=path,
+                                       hint=_REPAIR)
         if fpd.get("schema") != FINGERPRINT_SCHEMA:
             raise NoBaselineError(
                 f"baseline fingerprint schema {fpd.get('schema')!r} is not {FINGERPRINT_SCHEMA}; "
                 f"re-record it with this perfgate version", path=path)
         try:
+            if not isinstance(fpd.get("metrics"), dict) or not fpd["metrics"]:
+                raise ValueError("it has no metrics")
             fp = Fingerprint.from_dict(fpd)
             for key, m in fp.metrics.items():
                 if not (isinstance(m.value, (int, float)) and not isinstance(m.value, bool)) and not (
                         isinstance(m.value, list) and all(isinstance(x, str) for x in m.value)):
                     raise ValueError(f"metric {key!r} has value {m.value!r}")
+                if isinstance(m.value, float) and not math.isfinite(m.value):  # NaN / Infinity: not JSON
+                    raise ValueError(f"metric {key!r} has value {m.value!r} (not a finite number)")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CorruptBaselineError(f"baseline fingerprint is malformed: {e}", path=path,
                                        hint=_REPAIR) from None
