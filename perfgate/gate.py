@@ -326,6 +326,23 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     return proposals, out
 
 
+_REPORT_OPTIONS = {"out": "--out", "junit": "--junit", "markdown": "--markdown", "json_path": "--json",
+                   "html_path": "--html"}
+
+
+def _require_report_destinations(**paths) -> None:
+    """Refuse, before any work, a report destination that cannot be written (a parent that is a
+    regular file, a folder where a file is wanted, a read-only folder): UsageError (exit 2) naming
+    the option, so a long check never ends without its verdict written."""
+    from perfgate.store.atomic import unwritable_reason
+    for kw, path in paths.items():
+        if path is None or str(path) == "-":
+            continue
+        why = unwritable_reason(path, folder=kw == "out")
+        if why:
+            raise UsageError(f"{_REPORT_OPTIONS[kw]} {path}: cannot write the report there: {why}")
+
+
 def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStore, out, junit=None, markdown=None,
                      json_path=None, html_path=None, history_path=None, no_baseline_ok: bool = False,
                      key: str | None = None, junit_key: str | None = None, **check_kw) -> tuple[GateResult, dict]:
@@ -337,12 +354,15 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     result exits 0, and every report says so. Returns ``(result, {kind: path})``.
 
     Raises:
-        as :func:`check`; StoreError when a report cannot be written (exit 5).
+        as :func:`check`; UsageError (exit 2, before any work) when a report destination cannot
+        be written (a parent is a regular file, a read-only folder); StoreError when a report
+        write fails all the same (exit 5).
     """
     import dataclasses
     from perfgate.report.writers import remove_stale_check_reports, write_check_html, write_check_reports
     if html_path:  # an optional part: refused before any work, not after the verdict
         errors.require_extra("html", "--html")
+    _require_report_destinations(out=out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path)
     result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does

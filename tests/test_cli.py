@@ -231,3 +231,29 @@ def test_debug_traceback_keeps_the_internal_error_exit_code(tmp_path, monkeypatc
         r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cap), "--out", str(tmp_path / "o")], env=env)
         assert r.exit_code == 70 and "internal error: RuntimeError: boom" in r.output, (env, r.output)
         assert ("Traceback" in r.output) is tb, env
+
+
+@pytest.mark.parametrize("opt,dest", [("--out", "afile/sub"), ("--junit", "afile/x.xml"),
+                                      ("--markdown", "afile/r.md"), ("--json", "afile/r.json")])
+def test_unwritable_report_destination_is_refused_before_any_work(tmp_path, pair, monkeypatch, opt, dest):
+    """A report path under a regular file (or a folder where a file is wanted): exit 2 naming the
+    option and the blocking path, before the capture is read (no verdict lost after the work)."""
+    import perfgate.gate as gate
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("a file where a folder should be")
+    (tmp_path / "adir").mkdir()
+    monkeypatch.setattr(gate, "check", lambda *a, **k: pytest.fail("the check ran before the refusal"))
+    code, out = run(tmp_path, "check", "--baseline", "main", pair[1], opt, dest)
+    assert code == 2 and f"{opt} {dest}" in out, out
+    assert "afile is a file, not a folder" in out, out
+
+
+def test_unwritable_reason_names_what_blocks(tmp_path):
+    from perfgate.store.atomic import unwritable_reason
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "d").mkdir()
+    assert unwritable_reason(tmp_path / "f" / "a" / "b.xml") == f"{tmp_path / 'f'} is a file, not a folder"
+    assert unwritable_reason(tmp_path / "d", folder=False) == f"{tmp_path / 'd'} is a folder, not a file"
+    assert unwritable_reason(tmp_path / "f", folder=True) == f"{tmp_path / 'f'} is a file, not a folder"
+    assert unwritable_reason(tmp_path / "new" / "deeper" / "r.json") is None
+    assert unwritable_reason(tmp_path / "d", folder=True) is None

@@ -15,6 +15,26 @@ def _umask() -> int:
     return mask
 
 
+def unwritable_reason(path, *, folder: bool = False) -> str | None:
+    """Why a file (``folder=False``) or folder could not be written at ``path``, judged before any
+    work: the path is a folder where a file is wanted (or the reverse), the nearest existing
+    parent is a regular file, or that parent folder is not writable. ``None`` when it can be."""
+    path = Path(path)
+    if path.exists():
+        if folder and not path.is_dir():
+            return f"{path} is a file, not a folder"
+        if not folder and path.is_dir():
+            return f"{path} is a folder, not a file"
+    anc = path.parent if not path.exists() or not folder else path
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        return f"{anc} is a file, not a folder"
+    if not os.access(anc, os.W_OK | os.X_OK):
+        return f"folder {anc} is not writable"
+    return None
+
+
 def write_atomic(path: Path, text: str | bytes) -> Path:
     """Write ``text`` (str, written as UTF-8; or bytes, written as they are) to ``path``
     atomically: readers see the old file or the new one, never a half-written one; on failure
