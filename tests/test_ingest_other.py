@@ -143,3 +143,17 @@ def test_missing_optional_files_reported(tmp_path):
     (root / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").unlink()
     cap = load_capture(root)
     assert set(cap.ranks[0].missing) == {"communication.json", "trace_view.json"}
+
+
+def test_empty_communication_json_beside_communication_rows_is_said(tmp_path):
+    """communication.json `{}` while the kernel table has communication rows: a warning naming
+    both files and the row count (its comm.* metrics are left out), never a silent gap."""
+    root = write_capture(tmp_path / "cap", SynthSpec(ranks=1, steps=2))
+    out = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    (out / "communication.json").write_text("{}")
+    cap = load_capture(root)
+    rank = cap.ranks[0]
+    n = int(rank.kernels.df["is_comm"].sum())
+    assert n > 0
+    assert any(w.startswith("communication.json holds no communication op") and f"{n:,} communication row(s)" in w
+               for w in rank.warnings), rank.warnings

@@ -271,6 +271,12 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes) -> RankCapture:
     comm = read_communication(cm_path) if cm_path.is_file() else None
     if comm is None:
         missing.append("communication.json")
+    elif comm.ops.empty and bool(kernels.df["is_comm"].any()):
+        # a file with no op while the kernel table has communication rows proves nothing about
+        # communication: said, never silently missing metrics
+        warnings.append(f"{cm_path.name} holds no communication op, while {kernels.path.name} has "
+                        f"{int(kernels.df['is_comm'].sum()):,} communication row(s): the communication.json "
+                        f"metrics (comm.*) are left out")
     elif loc.layout == "torch_npu":
         cwin = validity.collection_window(loc.info_path)
         validity.check_comm_values(comm, cwin, f"{loc.info_path.name} start_info / end_info" if cwin else "")
