@@ -168,14 +168,26 @@ def _overlap_and_comm_metrics(rank, root, out: dict, overlap=None):
             out[("step.exposed_comm_ratio", ())] = (_median(ratio), src, _samples(ratio))
     if rank.comm is not None and len(rank.comm.ops):
         cfile = _rel(rank.comm_path, root)
-        per = rank.comm.ops.groupby("step")["elapse_us"].sum()
-        out[("comm.elapse_us", ())] = (float(per.median()), cfile, {})
+        out[("comm.elapse_us", ())] = (_comm_elapse_median(rank.comm.ops), cfile, {})
         wr = wait_ratio(rank.comm)
         if not np.isnan(wr):
             out[("comm.wait_ratio", ())] = (wr, f"{cfile} Wait/Transit Time(ms)", {})
         for link, bw in bandwidth(rank.comm).items():
             out[("comm.bandwidth_gbps", (("link", link),))] = (bw, f"{cfile} {link} Transit Size/Time", {})
     return time
+
+
+def _comm_elapse_median(ops: pd.DataFrame) -> float:
+    """Median over steps of the communication operations' summed Elapse Time (us), as
+    ``float(ops.groupby("step")["elapse_us"].sum().median())``: a rank's few operations are
+    summed per step by :func:`perfgate.metrics.kernels.group_sums` (the same compensated sums),
+    a large or categorical table by that group-by."""
+    if len(ops) > km.SMALL_GROUP_ROWS or isinstance(ops["step"].dtype, pd.CategoricalDtype):
+        return float(ops.groupby("step")["elapse_us"].sum().median())
+    sums = km.group_sums(ops["step"].tolist(), ops["elapse_us"].to_numpy(dtype=float).tolist())
+    if sums is None:
+        return float(ops.groupby("step")["elapse_us"].sum().median())
+    return _median(np.array(list(sums.values()), dtype=float))
 
 
 def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,

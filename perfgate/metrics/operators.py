@@ -529,15 +529,7 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
                     v, f"{kfile} (phase and category rules)", {})
     bound_shares = {}
     if has_pipe:
-        bs = fam.groupby("bound")["share"].sum()
-        bound_shares = {str(b): float(v) for b, v in bs.items()}
-        for b, v in bound_shares.items():
-            metrics[("pipe.bound_share", (("bound", b),))] = (
-                v, f"{kfile} PipeUtilization columns, families bound by {b}", {})
-        for r in fam[fam["share"] > spec.family_min_share].to_dict("records"):
-            if np.isfinite(r["memory_bound"]):
-                metrics[("pipe.memory_bound", (("family", r["family"]),))] = (
-                    float(r["memory_bound"]), f"{kfile} {r['family']}: mte2 / max(mac, vec) ratios", {})
+        bound_shares = pipe_metrics(fam, spec.family_min_share, kfile, metrics)
     mfu_classes = []
     mfu_note = None
     if policy.mfu is not None and "input_shapes" not in k:
@@ -577,6 +569,38 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
     }
     return metrics, detail
 
+
+
+def pipe_metrics(fam: pd.DataFrame, min_share: float, kfile: str, metrics: dict) -> dict:
+    """Add the pipe metrics of a rank's :func:`family_table` ``fam`` to ``metrics``
+    (``pipe.bound_share`` per bound: Σ share of its families; ``pipe.memory_bound`` per family
+    above ``min_share`` with a finite memory_bound, in table order) and return the bound
+    shares ({bound: ratio}, bounds sorted). Column arrays, not one record dict per family."""
+    bound_shares = _bound_shares(fam)
+    for b, v in bound_shares.items():
+        metrics[("pipe.bound_share", (("bound", b),))] = (
+            v, f"{kfile} PipeUtilization columns, families bound by {b}", {})
+    share = fam["share"].to_numpy(dtype=float)
+    mem = fam["memory_bound"].to_numpy(dtype=float)
+    names = fam["family"].tolist()
+    for i in np.flatnonzero((share > min_share) & np.isfinite(mem)).tolist():
+        metrics[("pipe.memory_bound", (("family", names[i]),))] = (
+            float(mem[i]), f"{kfile} {names[i]}: mte2 / max(mac, vec) ratios", {})
+    return bound_shares
+
+
+def _bound_shares(fam: pd.DataFrame) -> dict:
+    """{bound: Σ share of its families} (ratio; bounds sorted), as
+    ``{str(b): float(v) for b, v in fam.groupby("bound")["share"].sum().items()}`` gives it
+    (:func:`perfgate.metrics.kernels.group_sums`: the same compensated sums) without the
+    group-by's set-up on a table of a few dozen families."""
+    if len(fam) > km.SMALL_GROUP_ROWS or isinstance(fam["bound"].dtype, pd.CategoricalDtype):
+        bs = fam.groupby("bound")["share"].sum()
+        return {str(b): float(v) for b, v in bs.items()}
+    sums = km.group_sums(fam["bound"].tolist(), fam["share"].to_numpy(dtype=float).tolist())
+    if sums is None:
+        return {str(b): float(v) for b, v in fam.groupby("bound")["share"].sum().items()}
+    return {str(b): float(v) for b, v in sums.items()}
 
 
 def _unknown_table(unknown: pd.DataFrame, total_ns: float) -> pd.DataFrame:

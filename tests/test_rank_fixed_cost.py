@@ -1,0 +1,159 @@
+"""Issue 21, per-rank fixed cost: the small-table forms that replaced per-rank pandas group-bys
+and record dicts (metrics.kernels.group_sums, operators.pipe_metrics,
+fingerprint._comm_elapse_median) equal the pandas forms they replaced (kept in
+tests/_rank_oracle.py) on every real text capture, on the real st/level2 capture, on a
+replicated many-step capture (30 steps, 2 ranks) and on random tables."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _rank_oracle as old  # noqa: E402
+
+from perfgate.ingest import load_capture  # noqa: E402
+from perfgate.metrics import kernels as km  # noqa: E402
+from perfgate.metrics import operators as opv  # noqa: E402
+from perfgate.metrics.fingerprint import _comm_elapse_median  # noqa: E402
+from perfgate.synth.replicate import replicate_rank  # noqa: E402
+
+FAST = settings(max_examples=120, deadline=None)
+
+
+def _same(a, b) -> bool:
+    """Equal values, NaN equal to NaN (a median of nothing), same type."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+@pytest.fixture(scope="module")
+def captures(text_captures, tmp_path_factory):
+    st2 = text_captures.parents[2] / "st" / "level2"
+    tmp = tmp_path_factory.mktemp("rankcost")
+    out = {f"real_{lvl}": load_capture(text_captures / lvl, with_trace=False, pmu=True)
+           for lvl in ("level0", "level1", "level2")}
+    out["real_st_level2"] = load_capture(st2, with_trace=False, pmu=True)
+    out["rep_level1_30"] = load_capture(replicate_rank(text_captures / "level1" / "rank0_ascend_pt",
+                                                       tmp / "r1", steps=30, ranks=2), with_trace=False, pmu=True)
+    out["rep_st_level2_30"] = load_capture(replicate_rank(st2 / "rank_0_ascend_pt", tmp / "r2", steps=30),
+                                           with_trace=False, pmu=True)
+    return out
+
+
+def _family_tables(cap, policy):
+    """Each kernel rank's family table, its columns built as operators.rank_family_view does."""
+    for r in cap.ranks:
+        if r.kernels is None:
+            continue
+        k = r.kernels.df
+        k = k.assign(family=km.family_of(k["name"], policy.family_suffix))
+        k = km.rows_where(k, k["step"].notna().to_numpy())
+        cat = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available \
+            else pd.Series(pd.Categorical(["n/a"] * len(k)), index=k.index)
+        kk = k.assign(category=cat, phase=opv.assign_phases(k, policy.phases), op_class=opv.op_type_class(k))
+        yield r, opv.family_table(kk, policy.operators.mixed_within)
+
+
+def test_pipe_metrics_equal_the_group_by_and_records(captures, policy):
+    """pipe.bound_share / pipe.memory_bound from column arrays and the compensated small-table
+    sums: the same keys, values (bit for bit), evidence and order as the group-by and
+    to_dict("records") form, on real and replicated captures (with PipeUtilization columns)."""
+    seen_pipe = 0
+    for name, cap in captures.items():
+        for r, fam in _family_tables(cap, policy):
+            for floor in (policy.operators.family_min_share, 0.0, 0.2):
+                want_m, got_m = {}, {}
+                want = old.pipe_metrics(fam, floor, "k.csv", want_m)
+                got = opv.pipe_metrics(fam, floor, "k.csv", got_m)
+                assert list(got.items()) == list(want.items()), (name, r.rank)
+                assert list(got_m.items()) == list(want_m.items()), (name, r.rank)
+            seen_pipe += opv.pipe_available(r.kernels.df)
+    assert seen_pipe, "no capture with PipeUtilization data: the memory_bound branch was not compared"
+
+
+def test_comm_elapse_median_equals_the_group_by(captures):
+    n = 0
+    for name, cap in captures.items():
+        for r in cap.ranks:
+            if r.comm is not None and len(r.comm.ops):
+                assert _same(_comm_elapse_median(r.comm.ops), old.comm_elapse_median(r.comm.ops)), (name, r.rank)
+                n += 1
+    assert n
+
+
+_KEYS = ["cube", "vector", "aic_mte", "mixed", "unknown", "10", "2", None]
+
+
+def _values(rng, n):
+    kind = rng.integers(0, 4)
+    v = rng.random(n)
+    if kind == 1:
+        v = v * 10.0 ** rng.integers(-12, 12, n)   # wide magnitudes: compensation matters
+    elif kind == 2:
+        v = rng.standard_normal(n) * 1e6
+        v[rng.random(n) < 0.15] = np.nan
+    elif kind == 3:
+        v[rng.random(n) < 0.05] = np.inf
+    return v
+
+
+def test_sum_mode_probe_discriminates():
+    """The probe of km._pandas_sum_mode tells the algorithms apart: on its values the
+    compensated sum and np.add.reduceat differ in both groups, and the installed pandas is
+    recognised (else group_sums would always fall back to the group-by)."""
+    vals = np.random.default_rng(1).random(64) / 10
+    mono = np.array([0] * 32 + [1] * 32)
+    k, r = km._kahan(mono.tolist(), vals.tolist(), 2), km._reduceat(mono, vals, 2)
+    assert k[0] != r[0] and k[1] != r[1]
+    assert km._pandas_sum_mode() in ("kahan", "reduceat")
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(0, 120), st.integers(0, 2))
+def test_group_sums_equal_pandas_group_by_sum(seed, n, order):
+    """Sums per key (pandas' algorithm: compensated, or reduceat on rows already in key order
+    without NaN), NaN skipped, NaN-only groups 0.0, missing keys dropped, keys sorted: bit for
+    bit pandas' ``groupby(keys).sum()``; rows in random order, in key order with missing keys
+    first (pandas' sorted-ids path) and with missing keys last."""
+    rng = np.random.default_rng(seed)
+    keys = [_KEYS[i] for i in rng.integers(0, len(_KEYS), n)]
+    if order:
+        present = sorted(k for k in keys if k is not None)
+        missing = [None] * (len(keys) - len(present))
+        keys = missing + present if order == 1 else present + missing
+    v = _values(rng, n)
+    want = pd.Series(v, dtype=float).groupby(pd.Series(keys, dtype=object)).sum()
+    got = km.group_sums(keys, v.tolist())
+    assert list(got) == [str(x) for x in want.index]
+    assert all(_same(a, float(b)) for a, b in zip(got.values(), want.tolist()))
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(0, 80))
+def test_pipe_metrics_equal_on_random_family_tables(seed, n):
+    rng = np.random.default_rng(seed)
+    share = rng.random(n) / max(n, 1)
+    mem = rng.random(n) * 3
+    mem[rng.random(n) < 0.3] = np.nan
+    fam = pd.DataFrame({"family": [f"f{i}" for i in range(n)], "share": share,
+                        "bound": rng.choice(["cube", "vector", "aic_mte", "mixed", "communication"], n),
+                        "memory_bound": mem})
+    want_m, got_m = {}, {}
+    assert list(opv.pipe_metrics(fam, 0.01, "k", got_m).items()) == list(old.pipe_metrics(fam, 0.01, "k", want_m).items())
+    assert list(got_m.items()) == list(want_m.items())
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(1, 60))
+def test_comm_elapse_median_equals_on_random_operations(seed, n):
+    rng = np.random.default_rng(seed)
+    steps = pd.Series([None if x == 0 else str(x) for x in rng.integers(0, 6, n)], dtype="str")
+    ops = pd.DataFrame({"step": steps, "elapse_us": _values(rng, n)})
+    assert _same(_comm_elapse_median(ops), old.comm_elapse_median(ops))
