@@ -157,3 +157,42 @@ def test_comm_elapse_median_equals_on_random_operations(seed, n):
     steps = pd.Series([None if x == 0 else str(x) for x in rng.integers(0, 6, n)], dtype="str")
     ops = pd.DataFrame({"step": steps, "elapse_us": _values(rng, n)})
     assert _same(_comm_elapse_median(ops), old.comm_elapse_median(ops))
+
+
+def _canon(x):
+    """Metrics dict as comparable text (NaN-safe, type-exact for floats vs ints)."""
+    return {repr(k): repr(v) for k, v in x.items()}
+
+
+def test_rank_metrics_on_the_shared_frame_equal_the_pandas_form(captures, policy):
+    """rank_metrics given summarize_rank's step-assigned frame (``in_step``: one frame with the
+    family column for it and the family view; the category column read without a frame of its
+    own) gives exactly the metrics of its former pandas form (tests/_fingerprint_oracle.py)."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import fingerprint as fpm
+    for name, cap in captures.items():
+        for r in cap.ranks:
+            if r.kernels is None:
+                continue
+            k = r.kernels.df
+            cat = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available \
+                else None
+            fam = km.family_of(k["name"], policy.family_suffix)
+            kk = km.rows_where(k.assign(family=fam), k["step"].notna().to_numpy())
+            want = old_fp.rank_metrics(r, policy, cap.path, None, None, cat)
+            got = fpm.rank_metrics(r, policy, cap.path, None, None, cat, family=fam,
+                                   overlap=fpm._overlap_steps(r), in_step=kk)
+            assert _canon(got) == _canon(want), (name, r.rank)
+
+
+def test_kinds_with_rank_equal_the_assign_form(captures):
+    from perfgate.metrics.comm import kind_table
+    from perfgate.metrics.fingerprint import _with_rank
+    for cap in captures.values():
+        for r in cap.ranks:
+            if r.kernels is None:
+                continue
+            kinds = kind_table(r.kernels.df)
+            want = kinds.assign(rank=r.rank)[["rank", *kinds.columns]]
+            pd.testing.assert_frame_equal(_with_rank(kinds, r.rank), want, check_exact=True)
+            assert list(kinds.columns) == [c for c in want.columns if c != "rank"]   # the input is untouched
