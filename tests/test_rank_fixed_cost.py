@@ -196,3 +196,41 @@ def test_kinds_with_rank_equal_the_assign_form(captures):
             want = kinds.assign(rank=r.rank)[["rank", *kinds.columns]]
             pd.testing.assert_frame_equal(_with_rank(kinds, r.rank), want, check_exact=True)
             assert list(kinds.columns) == [c for c in want.columns if c != "rank"]   # the input is untouched
+
+
+def test_family_records_from_arrays_equal_the_frame_records(captures, policy):
+    """The family view's ``families`` detail, built from the family table's arrays
+    (km.column_records), equals km.records of the family table frame, on every capture (limit
+    500 and a limit below the table's length) and with no limit."""
+    n = 0
+    for name, cap in captures.items():
+        for r, fam in _family_tables(cap, policy):
+            k = r.kernels.df
+            k = k.assign(family=km.family_of(k["name"], policy.family_suffix))
+            k = km.rows_where(k, k["step"].notna().to_numpy())
+            cat = km.categorize(k, policy.categories) if r.kernels.type_available and r.kernels.core_available \
+                else pd.Series(pd.Categorical(["n/a"] * len(k)), index=k.index)
+            kk = k.assign(category=cat, phase=opv.assign_phases(k, policy.phases), op_class=opv.op_type_class(k))
+            cols = opv._family_columns(kk, policy.operators.mixed_within)
+            pd.testing.assert_frame_equal(pd.DataFrame(cols), fam, check_exact=True)
+            for limit in (500, 3, None):
+                assert km.column_records(cols, limit) == km.records(fam, limit), (name, r.rank, limit)
+            n += 1
+    assert n
+
+
+@FAST
+@given(st.integers(0, 10**6), st.integers(0, 30))
+def test_column_records_equal_frame_records_on_random_columns(seed, n):
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=n) * 1e3
+    f[rng.random(n) < 0.2] = np.nan
+    if n and seed % 2:
+        f[0] = np.inf
+    cols = {"family": np.array([f"fam{i % 5}" for i in range(n)], dtype=object),
+            "calls": rng.integers(0, 1000, n), "share": f, "flag": rng.random(n) < 0.5,
+            "stage": np.array([None if i % 3 == 0 else f"s{i}" for i in range(n)], dtype=object),
+            "allnan": np.full(n, np.nan), "f32": rng.random(n).astype(np.float32)}
+    df = pd.DataFrame(cols)
+    assert km.column_records(cols) == km.records(df)
+    assert km.column_records(cols, 4) == km.records(df, 4)

@@ -266,10 +266,19 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     ``<stage>_us`` column per pipe stage (NaN without pipe data). Sorted by ΣDuration, then name.
     Aggregation is one bincount per column over the family codes.
     """
-    cols = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "category", "phase", "core_type",
-            "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
+    cols = _family_columns(k, mixed_within)
+    return pd.DataFrame(cols) if cols is not None else pd.DataFrame(columns=FAMILY_COLUMNS)
+
+
+FAMILY_COLUMNS = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "category", "phase", "core_type",
+                  "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
+
+
+def _family_columns(k: pd.DataFrame, mixed_within: float) -> dict | None:
+    """The columns of :func:`family_table` as numpy arrays in table order (None for no rows)."""
+    cols = FAMILY_COLUMNS
     if k.empty:
-        return pd.DataFrame(columns=cols)
+        return None
     fam = km.as_category(k["family"])
     codes = fam.cat.codes.to_numpy().astype(np.int64)
     nf = len(fam.cat.categories)
@@ -327,7 +336,7 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     name_rank = np.empty(len(idx), dtype=np.int64)
     name_rank[np.argsort(fam_names.astype(str), kind="stable")] = np.arange(len(idx))
     order = idx[np.lexsort((name_rank, -out["sum_dur_us"][idx]))]
-    return pd.DataFrame({c: np.asarray(out[c])[order] for c in cols})
+    return {c: np.asarray(out[c])[order] for c in cols}
 
 
 def _group_codes(k: pd.DataFrame, keys: list) -> tuple[np.ndarray, list]:
@@ -512,7 +521,8 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         pd.Categorical(["n/a"] * len(k)), index=k.index)
     kk = k.assign(category=km.aligned(cat, k) if categories is not None else cat,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
-    fam = family_table(kk, spec.mixed_within)
+    fam_cols = _family_columns(kk, spec.mixed_within)
+    fam = pd.DataFrame(fam_cols) if fam_cols is not None else pd.DataFrame(columns=FAMILY_COLUMNS)
     metrics: dict = {}
     ev_fam = {f: f"{kfile}: {c} call(s), ΣDuration {d:,.3f} us"
               for f, c, d in zip(fam["family"].tolist(), fam["calls"].tolist(), fam["sum_dur_us"].tolist())}
@@ -558,7 +568,10 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         "categories_available": categories is not None,
         "pipe_available": has_pipe,
         "pipe_note": None if has_pipe else f"no PipeUtilization data in {kfile}: pipe-bound metrics absent ({PIPE_HINT})",
-        "families": km.records(fam, 500),
+        # the family table's records from its arrays (the same records as through the frame),
+        # unless MFU columns were added to the frame
+        "families": km.column_records(fam_cols, 500) if fam_cols is not None and policy.mfu is None
+        else km.records(fam, 500),
         "categories": share_records(kk, ["category"]),
         "phases": share_records(kk, ["phase", "category"]) if policy.phases.rules else [],
         "unknown": km.records(_unknown_table(unknown, float(kk["dur_ns"].sum())), 50),
