@@ -234,3 +234,44 @@ def test_column_records_equal_frame_records_on_random_columns(seed, n):
     df = pd.DataFrame(cols)
     assert km.column_records(cols) == km.records(df)
     assert km.column_records(cols, 4) == km.records(df, 4)
+
+
+def test_gc_paused_restores_the_collector():
+    """summarize_rank's GC pause: off inside for a small rank, back on after (also when the
+    rank raises), untouched for a rank above GC_PAUSE_ROWS and when the collector was off."""
+    import gc
+    from perfgate.metrics import fingerprint as fpm
+    assert gc.isenabled()
+    with fpm._gc_paused(1000):
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError):
+        with fpm._gc_paused(1000):
+            1 / 0
+    assert gc.isenabled()
+    with fpm._gc_paused(fpm.GC_PAUSE_ROWS + 1):
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with fpm._gc_paused(10):
+            assert not gc.isenabled()
+        assert not gc.isenabled()   # was off: stays off
+    finally:
+        gc.enable()
+
+
+def test_summarize_rank_with_the_collector_paused_is_unchanged(captures, policy):
+    """The same summary with the GC paused (small ranks: all of these) as with it forced on."""
+    import pickle
+    from perfgate.metrics import fingerprint as fpm
+    cap = captures["rep_level1_30"]
+    r = cap.ranks[0]
+    paused = fpm.summarize_rank(r, policy, cap.path)
+    old_rows = fpm.GC_PAUSE_ROWS
+    fpm.GC_PAUSE_ROWS = -1
+    try:
+        running = fpm.summarize_rank(r, policy, cap.path)
+    finally:
+        fpm.GC_PAUSE_ROWS = old_rows
+    assert _canon(paused["metrics"]) == _canon(running["metrics"])
+    assert pickle.dumps(paused["operators"]) == pickle.dumps(running["operators"])
