@@ -74,6 +74,10 @@ def test_pipe_metrics_equal_the_group_by_and_records(captures, policy):
                 got = opv.pipe_metrics(fam, floor, "k.csv", got_m)
                 assert list(got.items()) == list(want.items()), (name, r.rank)
                 assert list(got_m.items()) == list(want_m.items()), (name, r.rank)
+                arrays_m = {}   # the family view passes the table's arrays (no MFU spec)
+                got = opv.pipe_metrics({c: fam[c].to_numpy() for c in fam.columns}, floor, "k.csv", arrays_m)
+                assert list(got.items()) == list(want.items()), (name, r.rank)
+                assert list(arrays_m.items()) == list(want_m.items()), (name, r.rank)
             seen_pipe += opv.pipe_available(r.kernels.df)
     assert seen_pipe, "no capture with PipeUtilization data: the memory_bound branch was not compared"
 

@@ -522,7 +522,11 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
     kk = k.assign(category=km.aligned(cat, k) if categories is not None else cat,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
     fam_cols = _family_columns(kk, spec.mixed_within)
-    fam = pd.DataFrame(fam_cols) if fam_cols is not None else pd.DataFrame(columns=FAMILY_COLUMNS)
+    # the family table as its arrays; a frame only where one is needed (MFU adds columns to it)
+    if fam_cols is None:
+        fam = pd.DataFrame(columns=FAMILY_COLUMNS)
+    else:
+        fam = fam_cols if policy.mfu is None else pd.DataFrame(fam_cols)
     metrics: dict = {}
     ev_fam = {f: f"{kfile}: {c} call(s), ΣDuration {d:,.3f} us"
               for f, c, d in zip(fam["family"].tolist(), fam["calls"].tolist(), fam["sum_dur_us"].tolist())}
@@ -585,16 +589,17 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
 
 
 def pipe_metrics(fam: pd.DataFrame, min_share: float, kfile: str, metrics: dict) -> dict:
-    """Add the pipe metrics of a rank's :func:`family_table` ``fam`` to ``metrics``
-    (``pipe.bound_share`` per bound: Σ share of its families; ``pipe.memory_bound`` per family
-    above ``min_share`` with a finite memory_bound, in table order) and return the bound
-    shares ({bound: ratio}, bounds sorted). Column arrays, not one record dict per family."""
+    """Add the pipe metrics of a rank's :func:`family_table` ``fam`` (the frame, or its columns
+    as a dict of numpy arrays) to ``metrics`` (``pipe.bound_share`` per bound: Σ share of its
+    families; ``pipe.memory_bound`` per family above ``min_share`` with a finite memory_bound,
+    in table order) and return the bound shares ({bound: ratio}, bounds sorted). Column
+    arrays, not one record dict per family."""
     bound_shares = _bound_shares(fam)
     for b, v in bound_shares.items():
         metrics[("pipe.bound_share", (("bound", b),))] = (
             v, f"{kfile} PipeUtilization columns, families bound by {b}", {})
-    share = fam["share"].to_numpy(dtype=float)
-    mem = fam["memory_bound"].to_numpy(dtype=float)
+    share = np.asarray(fam["share"], dtype=float)
+    mem = np.asarray(fam["memory_bound"], dtype=float)
     names = fam["family"].tolist()
     for i in np.flatnonzero((share > min_share) & np.isfinite(mem)).tolist():
         metrics[("pipe.memory_bound", (("family", names[i]),))] = (
@@ -607,13 +612,15 @@ def _bound_shares(fam: pd.DataFrame) -> dict:
     ``{str(b): float(v) for b, v in fam.groupby("bound")["share"].sum().items()}`` gives it
     (:func:`perfgate.metrics.kernels.group_sums`: the same compensated sums) without the
     group-by's set-up on a table of a few dozen families."""
-    if len(fam) > km.SMALL_GROUP_ROWS or isinstance(fam["bound"].dtype, pd.CategoricalDtype):
-        bs = fam.groupby("bound")["share"].sum()
-        return {str(b): float(v) for b, v in bs.items()}
-    sums = km.group_sums(fam["bound"].tolist(), fam["share"].to_numpy(dtype=float).tolist())
+    sums = None
+    if len(fam["share"]) <= km.SMALL_GROUP_ROWS and not isinstance(fam["bound"].dtype, pd.CategoricalDtype):
+        sums = km.group_sums(fam["bound"].tolist(), np.asarray(fam["share"], dtype=float).tolist())
     if sums is None:
-        return {str(b): float(v) for b, v in fam.groupby("bound")["share"].sum().items()}
-    return {str(b): float(v) for b, v in sums.items()}
+        frame = fam if isinstance(fam, pd.DataFrame) else pd.DataFrame(fam)
+        sums = frame.groupby("bound")["share"].sum().items()
+    else:
+        sums = sums.items()
+    return {str(b): float(v) for b, v in sums}
 
 
 def _unknown_table(unknown: pd.DataFrame, total_ns: float) -> pd.DataFrame:
