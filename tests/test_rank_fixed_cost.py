@@ -279,3 +279,26 @@ def test_summarize_rank_with_the_collector_paused_is_unchanged(captures, policy)
         fpm.GC_PAUSE_ROWS = old_rows
     assert _canon(paused["metrics"]) == _canon(running["metrics"])
     assert pickle.dumps(paused["operators"]) == pickle.dumps(running["operators"])
+
+
+def test_match_masks_through_the_matcher_equal_the_frame_masks(captures, policy):
+    """segments.match_mask through a _Matcher (columns read once, each Match's mask remembered
+    per rank) equals match_mask over the frame, for every Match of the policy's segment rules
+    (anchors, companions' leads, tail, regions, block cuts and kinds), asked twice."""
+    from perfgate.metrics import segments as sg
+    rules = policy.segments
+    groups = [rules.tail, rules.pipeline, rules.blocks.cut_before]
+    for a in rules.anchors:
+        groups += [a.match, a.backward or (), a.lead, a.unless_after or ()]
+    groups += [ms for _, ms in rules.regions] + [m for _, m in rules.blocks.kinds]
+    for cap in captures.values():
+        for r in cap.ranks:
+            if r.kernels is None:
+                continue
+            k = r.kernels.df.assign(family=km.family_of(r.kernels.df["name"], policy.family_suffix))
+            mk = sg._Matcher(k)
+            for _ in range(2):
+                for ms in groups:
+                    got = sg.match_mask(mk, ms)
+                    assert got.flags.writeable   # callers may change the result in place
+                    assert np.array_equal(got, sg.match_mask(k, ms))
