@@ -217,7 +217,7 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
 @common_dir
 def baseline_list(baseline_dir):
     """List stored baselines."""
-    from perfgate.errors import NoBaselineError
+    from perfgate.errors import CorruptBaselineError, NoBaselineError
     store = _store(baseline_dir)
     names = store.names()
     if not names:
@@ -228,7 +228,7 @@ def baseline_list(baseline_dir):
             p = fp.provenance
             click.echo(f"{n}\tsaved {meta.get('saved_at', '?')}\tranks {p.get('ranks')}\t"
                        f"commit {str(p.get('commit') or '-')[:12]}\tbranch {p.get('branch') or '-'}")
-        except NoBaselineError as e:
+        except (NoBaselineError, CorruptBaselineError) as e:
             click.echo(f"{n}\tUNREADABLE: {e.message}")
 
 

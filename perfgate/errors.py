@@ -134,3 +134,10 @@ class StoreError(PerfgateError):
     """A write to the baseline store or history failed; nothing was half-written (exit 5)."""
     exit_code = EXIT_STORE
     kind = "store_error"
+
+
+class CorruptBaselineError(StoreError):
+    """A stored baseline file exists but is damaged: unreadable, not UTF-8, not JSON, without the
+    perfgate format marker, or with a malformed fingerprint (exit 5). Never NO_BASELINE: a damaged
+    store must not pass a check under ``--no-baseline-ok``. ``baseline save`` replaces it."""
+    kind = "corrupt_baseline"

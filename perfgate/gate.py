@@ -16,7 +16,7 @@ from perfgate import errors, terms
 from perfgate.ci_env import commit_facts, gather_provenance, refuse_untrusted_write
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
 from perfgate.terms import TraceMode
-from perfgate.errors import InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
+from perfgate.errors import CorruptBaselineError, InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
 from perfgate.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
@@ -89,8 +89,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
                                  f"this capture has {fp.config.get('world_size')}: refusing to replace it "
                                  f"(use --force if the job's topology changed on purpose)")
             _refuse_other_rank_ids(name, old, fp)
-        except NoBaselineError:
-            pass  # an unreadable old baseline is replaced
+        except (NoBaselineError, CorruptBaselineError):
+            pass  # an unreadable or damaged old baseline is replaced
     return store.save(name, fp), fp
 
 
@@ -135,7 +135,8 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
 
     Raises:
         UsageError / PolicyError: bad arguments (exit 2).
-        StoreError: the history database path of ``history:BRANCH`` is a directory (exit 5).
+        StoreError: the history database path of ``history:BRANCH`` is a directory (exit 5);
+            CorruptBaselineError (a StoreError, exit 5): the stored baseline file is damaged.
     """
     t0 = time.perf_counter()
     prov = dict(gather_provenance(env))

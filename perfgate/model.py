@@ -7,7 +7,7 @@ what is computed from them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from perfgate import terms
@@ -82,6 +82,24 @@ class MetricValue:
         return cls(**d)
 
 
+def _fast_from_dict(cls, d: dict):
+    """``cls(**d)`` for a frozen dataclass whose fields are plain values: when ``d`` holds
+    exactly the field names the instance's ``__dict__`` is filled directly (a 5,236-step baseline
+    holds ~31k self-checks and ~16k findings: half the time of the generated ``__init__``); any
+    other key set goes through ``cls(**d)`` (a missing or unknown key raises its TypeError)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    if d.keys() == names:
+        obj = object.__new__(cls)
+        obj.__dict__.update(d)
+        return obj
+    return cls(**d)
+
+
+_FIELD_NAMES: dict = {}
+
+
 @dataclass(frozen=True)
 class SelfCheck:
     """Result of one capture self-check: status is ``pass``, ``fail``, ``warn`` or ``skipped``."""
@@ -102,7 +120,7 @@ class SelfCheck:
 
     @classmethod
     def from_dict(cls, d: dict) -> "SelfCheck":
-        return cls(**d)
+        return _fast_from_dict(cls, d)
 
 
 @dataclass(frozen=True)
@@ -126,7 +144,33 @@ class Finding:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Finding":
-        return cls(**d)
+        return _fast_from_dict(cls, d)
+
+
+def from_columns(cls, *columns) -> list:
+    """Instances of the frozen dataclass ``cls`` (e.g. :class:`SelfCheck`, :class:`Finding`), one
+    per position of ``columns``: one iterable per field, every field in declaration order
+    (``itertools.repeat(x)`` for a constant; at least one column finite). Equal to
+    ``[cls(*row) for row in zip(*columns)]`` (same fields, values and ``to_dict``), but built by
+    C-level passes (``object.__new__`` and one ``__dict__`` per instance, as ``__init__`` would
+    fill it), so a table of N checks or findings costs no Python-level call per row (issue 21)."""
+    import dataclasses
+    import gc
+    from collections import deque
+    from itertools import repeat
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    if len(columns) != len(names):
+        raise TypeError(f"{cls.__name__} has {len(names)} fields, got {len(columns)} columns")
+    enabled = gc.isenabled()
+    gc.disable()   # two new containers per row: the cyclic collector's passes would cost more than the build
+    try:
+        rows = list(zip(*columns))
+        objs = list(map(object.__new__, repeat(cls, len(rows))))
+        deque(map(object.__setattr__, objs, repeat("__dict__"), map(dict, map(zip, repeat(names), rows))), maxlen=0)
+    finally:
+        if enabled:
+            gc.enable()
+    return objs
 
 
 @dataclass(frozen=True)

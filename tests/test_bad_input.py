@@ -189,7 +189,7 @@ def test_malformed_baseline_metrics(env):
     doc["fingerprint"]["metrics"] = "oops"
     (bl / "main.json").write_text(json.dumps(doc))
     code, out = check(cand())
-    assert code == 4 and "malformed" in out
+    assert code == 5 and "malformed" in out  # a damaged store: exit 5, not NO_BASELINE
 
 
 @pytest.mark.parametrize("text,needle", [

@@ -76,12 +76,23 @@ def test_no_baseline_exit_4_and_opt_out(tmp_path, pair):
     assert code == 0 and "NO_BASELINE" in out
 
 
-def test_corrupt_baseline_is_exit_4(tmp_path, pair):
+def test_corrupt_baseline_is_a_store_error_even_with_no_baseline_ok(tmp_path, pair):
+    """A damaged baseline file is exit 5 (store error), never NO_BASELINE: --no-baseline-ok must
+    not pass a check over it. `baseline list` shows it UNREADABLE; `baseline save` replaces it."""
     bl = tmp_path / "bl"
     bl.mkdir()
     (bl / "main.json").write_text("{not json")
+    for extra in ([], ["--no-baseline-ok"]):
+        code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out",
+                        tmp_path / "o", *extra)
+        assert code == 5 and "not valid JSON" in out and "main.json" in out and "NO_BASELINE" not in out, out
+        assert "baseline save --force" in out
+    code, out = run(tmp_path, "baseline", "list", "--baseline-dir", bl)
+    assert code == 0 and "main\tUNREADABLE: baseline is not valid JSON" in out
+    code, out = run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
+    assert code == 0 and "saved baseline 'main'" in out
     code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out", tmp_path / "o")
-    assert code == 4 and "not valid JSON" in out
+    assert code == 0 and "PASS" in out
 
 
 def test_store_error_exit_5_path_is_a_file(tmp_path, pair):
@@ -133,3 +144,21 @@ def test_fingerprint_command(tmp_path, pair):
     code, out = run(tmp_path, "fingerprint", pair[0])
     doc = json.loads(out)
     assert code == 0 and doc["metrics"]["step.count{view=rank0}"]["value"] == 3.0
+
+
+def test_readme_verdict_sample_is_what_the_demo_prints(tmp_path, monkeypatch):
+    """README's "Reading a verdict" shows how `perfgate demo` ends, lines cut at the right (" …"):
+    every sample line must be the start of the demo's own line, in order, through the report paths."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"`perfgate demo` ends like this[^\n]*\n\n((?:    [^\n]*\n)+)", readme)
+    assert block, "README lost its demo sample"
+    sample = [ln[4:].removesuffix(" …") for ln in block.group(1).splitlines()]
+    monkeypatch.chdir(tmp_path)
+    code, out = run(tmp_path, "demo")
+    assert code == 1
+    tail = out.rstrip("\n").splitlines()[-len(sample):]
+    assert len(tail) == len(sample)
+    for want, got in zip(sample, tail):
+        assert got.startswith(want), f"README sample line {want!r} is not how the demo prints {got!r}"

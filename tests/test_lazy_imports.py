@@ -28,7 +28,8 @@ for args in (["baseline", "save", "--name", "b", "--baseline-dir", sys.argv[1] +
     except SystemExit as e:
         codes.append(e.code)
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"scipy", "matplotlib", "ruptures", "github3", "openpyxl"})
-print(json.dumps({"codes": codes, "heavy": heavy, "synth_loaded_scipy": "scipy" in before}))
+unused = sorted(set(sys.modules) & {"sqlite_utils", "perfgate.report.html"})
+print(json.dumps({"codes": codes, "heavy": heavy, "unused": unused, "synth_loaded_scipy": "scipy" in before}))
 """
 
 
@@ -42,3 +43,5 @@ def test_single_capture_check_does_not_import_scipy_or_matplotlib(tmp_path):
     assert (tmp_path / "out" / "perfgate-result.json").is_file()
     assert not out["synth_loaded_scipy"]
     assert out["heavy"] == [], f"a single-capture check imported {out['heavy']}"
+    # without --html and without a history database: no HTML renderer, no sqlite-utils (~70 ms)
+    assert out["unused"] == [], f"a check without --html / history imported {out['unused']}"

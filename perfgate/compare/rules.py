@@ -116,17 +116,22 @@ def _toolchain_changed(base, cand) -> bool:
     return False
 
 
-def _incomplete_counts(ref, base: Fingerprint, cand: Fingerprint) -> str | None:
-    """Counts (unit ``calls``) are not compared when either side lost device tasks
-    (finding DEVICE_TASKS_LOST: host launches without a device task make the step incomplete)."""
-    if ref.unit != "calls":
-        return None
+def _lost_tasks_reason(base: Fingerprint, cand: Fingerprint) -> str | None:
+    """Why counts are incomplete, or None: the first side (baseline, then candidate) holding a
+    DEVICE_TASKS_LOST finding (host launches without a device task make the step incomplete),
+    naming its first four (rank, step). One pass over each side's findings per comparison."""
     for side, fp in (("baseline", base), ("candidate", cand)):
         lost = [f for f in fp.findings if f.code == "DEVICE_TASKS_LOST"]
         if lost:
             where = ", ".join(f"rank {f.rank} step {f.step}" for f in lost[:4])
             return f"the {side} lost device tasks ({where}): its counts are incomplete"
     return None
+
+
+def _incomplete_counts(ref, lost_reason: str | None) -> str | None:
+    """Counts (unit ``calls``) are not compared when either side lost device tasks
+    (``lost_reason`` from :func:`_lost_tasks_reason`, computed once per comparison)."""
+    return lost_reason if ref.unit == "calls" else None
 
 
 def _coverage_differs(b, c, base: Fingerprint, cand: Fingerprint) -> str | None:
@@ -255,6 +260,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     toolchain = _toolchain_changed(base, cand)
     out: list[Comparison] = []
     rules: dict = {}
+    lost_reason = _lost_tasks_reason(base, cand)     # one scan of the findings, not one per count
     for key in sorted(set(base.metrics) | set(cand.metrics)):
         b = base.metrics.get(key)
         c = cand.metrics.get(key)
@@ -274,7 +280,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
             tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
         why = (_incomparable_reason(name, base, cand, view) or _coverage_differs(b, c, base, cand)
-               or _incomplete_counts(ref, base, cand))
+               or _incomplete_counts(ref, lost_reason))
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
                                   baseline=b.value if b else None, candidate=c.value if c else None,

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import sqlite_utils
 
 from perfgate.compare.stats import robust_sigma
 from perfgate.history.order import commit_keys, in_commit_order
@@ -44,7 +43,7 @@ SERIES_FACETS = ("world_size", "cann_version", "torch_npu_version", "aic_metrics
 STATUSES = ("kept", "reverted", "invalid")
 
 
-def _v1(db: sqlite_utils.Database) -> None:
+def _v1(db: "sqlite_utils.Database") -> None:
     db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
     db["runs"].create({
         "id": int, "branch": str, "commit_sha": str, "recorded_at": str, "ci_run_id": str, "note": str,
@@ -170,6 +169,7 @@ class HistoryStore:
             raise StoreError(f"cannot create the history database's folder: {e.strerror or e}",
                              path=self.path) from None
         self.conn = conn
+        import sqlite_utils   # here, not at module level: check imports this module for metrics_digest
         self.db = sqlite_utils.Database(conn)
         if not readonly:
             self._migrate()

@@ -18,8 +18,8 @@ import gc
 import json
 import math
 import re
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import eq, getitem, is_, itemgetter, methodcaller, not_
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,11 +127,12 @@ def _numbers(objs: list, fields: tuple, absent: tuple) -> np.ndarray | None:
     """``fields`` of every dict in ``objs`` as a float64 array (rows x fields; a missing key
     reads as its ``absent`` value), or None when a value is not a finite non-negative JSON
     number (a missing ``Start Timestamp(us)``, ``_ABSENT``, is allowed): the reference reader
-    then names it. One C-level pass (``itemgetter``) when every key is present."""
+    then names it. C-level passes only (``itemgetter`` when every key is present, else one
+    ``dict.get`` map per field): no Python call per object."""
     try:
-        rows = list(map(itemgetter(*fields), objs)) if len(fields) > 1 else [(o[fields[0]],) for o in objs]
+        rows = list(map(itemgetter(*fields), objs)) if len(fields) > 1 else list(zip(map(itemgetter(fields[0]), objs)))
     except KeyError:
-        rows = [tuple(o.get(f, d) for f, d in zip(fields, absent)) for o in objs]
+        rows = list(zip(*[list(map(dict.get, objs, repeat(f), repeat(d))) for f, d in zip(fields, absent)]))
     if not rows:
         return np.zeros((0, len(fields)))
     if not set(map(type, chain.from_iterable(rows))) <= {int, float}:  # bool, None, str, list, dict
@@ -144,50 +145,78 @@ def _numbers(objs: list, fields: tuple, absent: tuple) -> np.ndarray | None:
     ok = np.isfinite(arr)
     if not ok.all():
         bad = np.argwhere(~ok)
-        if not all(rows[i][j] is _ABSENT for i, j in bad):
+        picked = map(getitem, map(rows.__getitem__, bad[:, 0].tolist()), bad[:, 1].tolist())
+        if not all(map(is_, picked, repeat(_ABSENT))):
             return None
     return arr if not (arr < 0).any() else None
 
 
+def _step_labels(keys: list) -> np.ndarray | None:
+    """The step label of every top-level key (``step<N>`` -> N without leading zeros, ``step0...``
+    -> ``"0"``, ``step`` -> implicit) as an object array, or None when a key is not ``step<N>``.
+    C-level passes over the keys (regex match, group, lstrip), the two special cases by mask."""
+    matches = list(map(_STEP_RE.match, keys))
+    if None in matches:
+        return None
+    digits = list(map(methodcaller("group", 1), matches))
+    stripped = list(map(str.lstrip, digits, repeat("0")))
+    out = np.empty(len(keys), dtype=object)
+    out[:] = stripped
+    empty = np.fromiter(map(not_, stripped), dtype=bool, count=len(keys))
+    had = np.fromiter(map(bool, digits), dtype=bool, count=len(keys))
+    out[empty & had] = "0"
+    out[empty & ~had] = IMPLICIT_STEP
+    return out
+
+
 def _gather(doc: dict):
     """``(ops, links)`` DataFrames from a parsed communication.json, gathered column by column
-    (C-level passes over the parsed dicts; no row dict per op or link), or ``(None, None)``
-    when anything differs from what the reference reader (:func:`read_communication_loop`)
-    accepts without error."""
-    steps, kinds_col, names, groups, infos = [], [], [], [], []
-    for step_key, kinds in doc.items():
-        m = _STEP_RE.match(step_key)
-        if not m or type(kinds) is not dict:
-            return None, None
-        step = m.group(1).lstrip("0") or ("0" if m.group(1) else IMPLICIT_STEP)
-        for kind, ops in kinds.items():
-            if type(ops) is not dict:
-                return None, None
-            keys = [k for k in ops if k != TOTAL_KEY]
-            n = len(keys)
-            steps += [step] * n
-            kinds_col += [kind] * n
-            parts = [k.partition("@") for k in keys]
-            names += [p[0] for p in parts]
-            groups += [p[2] for p in parts]
-            infos += [ops[k] for k in keys]
-    if not steps:
+    (C-level passes over the parsed dicts: no Python call per step, kind, op or link), or
+    ``(None, None)`` when anything differs from what the reference reader
+    (:func:`read_communication_loop`) accepts without error."""
+    kinds_list = list(doc.values())
+    if not set(map(type, kinds_list)) <= {dict}:
+        return None, None
+    step_lab = _step_labels(list(doc))
+    if step_lab is None:
+        return None, None
+    kind_names = np.empty(sum(map(len, kinds_list)), dtype=object)
+    kind_names[:] = list(chain.from_iterable(kinds_list))
+    ops_list = list(chain.from_iterable(map(dict.values, kinds_list)))
+    if not set(map(type, ops_list)) <= {dict}:
+        return None, None
+    nops = list(map(len, ops_list))
+    keys = list(chain.from_iterable(ops_list))
+    infos = list(chain.from_iterable(map(dict.values, ops_list)))
+    step_of = np.repeat(np.repeat(step_lab, list(map(len, kinds_list))), nops)
+    kind_of = np.repeat(kind_names, nops)
+    total = np.fromiter(map(eq, keys, repeat(TOTAL_KEY)), dtype=bool, count=len(keys))
+    if total.any():   # the per-kind aggregate is not an op
+        keep = ~total
+        keys, infos = list(compress(keys, keep.tolist())), list(compress(infos, keep.tolist()))
+        step_of, kind_of = step_of[keep], kind_of[keep]
+    if not keys:
         return pd.DataFrame([], columns=OP_COLUMNS), pd.DataFrame([], columns=LINK_COLUMNS)
+    steps, kinds_col = step_of.tolist(), kind_of.tolist()
+    parts = list(map(str.partition, keys, repeat("@")))
+    names = list(map(itemgetter(0), parts))
+    groups = list(map(itemgetter(2), parts))
     if set(map(type, infos)) != {dict}:
         return None, None
-    times = [i.get(_TIME_INFO) for i in infos]
-    if set(map(type, times)) != {dict} or not all("Elapse Time(ms)" in t for t in times):
+    times = list(map(dict.get, infos, repeat(_TIME_INFO)))
+    if set(map(type, times)) != {dict} or not all(map(dict.__contains__, times, repeat("Elapse Time(ms)"))):
         return None, None
     op_num = _numbers(times, _OP_FIELDS, (_ABSENT, 0.0, 0.0, 0.0, 0.0, 0.0))
     if op_num is None:
         return None, None
-    bws = [i.get(_BANDWIDTH_INFO) for i in infos]
-    if not set(map(type, bws)) <= {dict, type(None)} and not all(type(b) is dict or not b for b in bws):
+    bws = list(map(dict.get, infos, repeat(_BANDWIDTH_INFO)))
+    bw_types = set(map(type, bws))
+    if not bw_types <= {dict, type(None)} and not all(type(b) is dict or not b for b in bws):
         return None, None
-    per_op = [b.values() if b else () for b in bws]
+    per_op = list(map(dict.values, bws)) if bw_types <= {dict} else [b.values() if b else () for b in bws]
     if set(map(type, chain.from_iterable(per_op))) <= {dict}:  # the usual file: every link an object
-        l_idx = np.repeat(np.arange(len(bws), dtype=np.int64), [len(v) for v in per_op])
-        l_name = [link for b in bws if b for link in b]
+        l_idx = np.repeat(np.arange(len(bws), dtype=np.int64), list(map(len, per_op)))
+        l_name = list(chain.from_iterable(bws)) if bw_types <= {dict} else [link for b in bws if b for link in b]
         l_info = list(chain.from_iterable(per_op))
     else:  # a link that is not an object is skipped, as by the reference reader
         l_idx, l_name, l_info = [], [], []

@@ -8,14 +8,16 @@ bandwidth per link type = Σ Transit Size (MB) / Σ Transit Time (ms) = GB/s.
 """
 from __future__ import annotations
 
+import functools
 import re
+from itertools import repeat
 
 import numpy as np
 import pandas as pd
 
 from perfgate.metrics.intervals import merge
 from perfgate.metrics.steps import covered_ns
-from perfgate.model import SelfCheck
+from perfgate.model import SelfCheck, from_columns
 
 _KINDS = (
     ("alltoall", re.compile(r"alltoall")),
@@ -39,6 +41,12 @@ def kind_of(name: str) -> str:
     return "other"
 
 
+@functools.lru_cache(maxsize=65536)
+def _kind_of_text(name: str) -> str:
+    """:func:`kind_of` remembered per name text (the same HCCL op names recur in every rank)."""
+    return kind_of(name)
+
+
 def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per (step, kind): ``calls``, ``sum_us`` (ΣDuration) and ``exposed_us`` = *uncovered
     communication* (per row, its Duration minus the part the step's compute busy union covers,
@@ -55,8 +63,12 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     names = kernels["name"] if isinstance(kernels["name"].dtype, pd.CategoricalDtype) \
         else kernels["name"].astype("category")
-    name_kind = np.array([kind_of(str(n)) for n in names.cat.categories] + ["other"], dtype=object)
     name_codes = names.cat.codes.to_numpy()
+    # the kind of each distinct name that communication rows use (not of every kernel name), once
+    used = np.unique(name_codes[is_comm])
+    used = used[used >= 0]
+    name_kind = np.full(len(names.cat.categories) + 1, "other", dtype=object)
+    name_kind[used] = list(map(_kind_of_text, map(str, names.cat.categories[used].tolist())))
     start, end, dur = (kernels[c].to_numpy() for c in ("start_ns", "end_ns", "dur_ns"))
     comm_idx = np.flatnonzero(is_comm)
     comp_idx = np.flatnonzero(~kernels["is_comm"].to_numpy() & (codes >= 0))
@@ -77,7 +89,8 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     exp = np.zeros(len(groups), dtype=np.int64)
     np.add.at(exp, inv, uncovered.astype(np.int64))
     code_at_rank = step_order[np.argsort(rank_of[step_order], kind="stable")]
-    cats = np.asarray([str(c) for c in step_cat.cat.categories.tolist()], dtype=object)
+    cats = np.empty(len(step_cat.cat.categories), dtype=object)
+    cats[:] = list(map(str, step_cat.cat.categories.tolist()))
     nk = len(kind_names)
     # one frame from columns (was one dict per (step, kind) group)
     return pd.DataFrame({"step": cats[code_at_rank[groups // nk]],
@@ -152,21 +165,33 @@ def op_identity_checks(comm, rank_id, rel_path: str, tol_us: float = 1.0) -> lis
         first = np.unique(c[hit], return_index=True)
         worst[first[0]] = pos[hit[first[1]]]
     op_names, kinds = ops["op"].to_numpy(dtype=object), ops["kind"].to_numpy(dtype=object)
-    for j, (step, cnt, m, bad) in enumerate(zip(steps.tolist(), n.tolist(), mx.tolist(), nbad.tolist())):
-        if not bad:
-            out.append(SelfCheck("comm_op_identity", rank_id, str(step), "pass",
-                                 f"{cnt} op(s): Elapse = Transit + Wait + Idle (largest difference "
-                                 f"{m:.6f} us)", evidence=rel_path))
-        else:
-            i = int(worst[j])
-            e, t = float(el[i]), float(parts[i])
-            out.append(SelfCheck(
-                "comm_op_identity", rank_id, str(step), "fail",
-                f"{op_names[i]}: Elapse {e / 1000:.6f} ms ≠ Transit + Wait + Idle "
-                f"{t / 1000:.6f} ms "
-                f"({int(bad)} op(s) off by more than {tol_us} us, self_checks.comm_op_identity_abs_us)",
-                expected=e, observed=t, tolerance=tol_us,
-                evidence=f"{rel_path} step{step}.{kinds[i]}.{op_names[i]}"))
+    # one check per step as columns: one format map per status, SelfChecks by model.from_columns
+    labels = np.empty(ns, dtype=object)
+    labels[:] = list(map(str, steps.tolist()))
+    fail = nbad > 0
+    msg = np.empty(ns, dtype=object)
+    ev = np.full(ns, rel_path, dtype=object)
+    exp = np.full(ns, None, dtype=object)
+    obs = np.full(ns, None, dtype=object)
+    tol = np.full(ns, None, dtype=object)
+    p = np.flatnonzero(~fail)
+    if len(p):
+        msg[p] = list(map("{} op(s): Elapse = Transit + Wait + Idle (largest difference {:.6f} us)".format,
+                          n[p].tolist(), mx[p].tolist()))
+    f = np.flatnonzero(fail)
+    if len(f):
+        i = worst[f]
+        e, t = el[i], parts[i]
+        names_f, kinds_f = op_names[i].tolist(), kinds[i].tolist()
+        msg[f] = list(map("{}: Elapse {:.6f} ms ≠ Transit + Wait + Idle {:.6f} ms ({} op(s) off by more than {} us, "
+                          "self_checks.comm_op_identity_abs_us)".format, names_f, (e / 1000).tolist(),
+                          (t / 1000).tolist(), nbad[f].tolist(), repeat(tol_us)))
+        exp[f], obs[f] = e.tolist(), t.tolist()
+        tol[f] = tol_us
+        ev[f] = list(map("{} step{}.{}.{}".format, repeat(rel_path), labels[f].tolist(), kinds_f, names_f))
+    out.extend(from_columns(SelfCheck, repeat("comm_op_identity"), repeat(rank_id), labels.tolist(),
+                            np.where(fail, "fail", "pass").tolist(), msg.tolist(), exp.tolist(), obs.tolist(),
+                            tol.tolist(), ev.tolist()))
     return out
 
 

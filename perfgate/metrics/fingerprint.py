@@ -32,7 +32,7 @@ from perfgate.metrics.intervals import segmented_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks, step_trace_sums
 from perfgate.metrics.summary import RankSummary
 from perfgate.metrics.steps import (confirm_recompile, cross_rank_findings, label_steps, step_table,
-                                   warmup_findings)
+                                   step_time_records, table_records, warmup_findings)
 from perfgate.model import FINGERPRINT_SCHEMA, Finding, Fingerprint, MetricValue, metric_key
 
 _ANATOMY = {
@@ -758,11 +758,12 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
                 f"rank {x.rank} has no communication.json while rank(s) {have[:6]} do: communication.json "
                 f"figures are not comparable for this capture", x.output_dir))
     kinds = pd.concat([x.kinds for x in sums if len(x.kinds)] or [pd.DataFrame()], ignore_index=True)
-    detail = {"steps": km.records(tables), "comm_kinds": km.records(kinds)}
+    # per-step records by columns (h21steps: steps.table_records / step_time_records equal km.records
+    # and the former per-step comprehension)
+    detail = {"steps": table_records(tables), "comm_kinds": table_records(kinds)}
     # per rank and step: the gated step time (Computing + Communication(Not Overlapped) + Free, or the
     # device wall when no step_trace / Overlap Analysis exists), for per-rank plots
-    detail["step_time"] = [{"rank": int(r), "step": str(s), "time_us": round(float(v), 6)}
-                           for (r, s), v in sorted(step_time.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))]
+    detail["step_time"] = step_time_records(step_time)
     if any(x.get("segments") for x in sums):
         detail["segments"] = [x["segments"] for x in sums if x.get("segments")]
     detail.update(_operator_detail(full, metrics, policy))

@@ -25,17 +25,28 @@ Tolerance: kernel_details writes start and duration with 3 decimals (1 ns), so e
 differ from the trace's float timestamps by up to ~0.001 µs; the tolerance is
 ``abs_us_per_row * rows + abs_us_floor`` (policy ``self_checks``). On the real level1 rank0
 capture the observed differences are 0.002 µs (4 comm rows) and 0.019 µs (187 compute rows).
+
+Cost (issue 21): columnar, the Python work independent of the number of steps. Every step's
+figures come from one segmented pass over the step codes (:meth:`_Stats.per_code`); statuses are
+conditions on whole columns; messages are formatted by one ``str.format`` map per message form and
+the :class:`perfgate.model.SelfCheck` objects built by :func:`perfgate.model.from_columns`. The
+trace's Overlap Analysis events are summed per (step window, kind) code before the group-by. The
+per-step loops this replaced are the oracle ``tests/_selfcheck_oracle.py``.
 """
 from __future__ import annotations
 
 from collections import namedtuple
+from itertools import chain, compress, repeat
+from operator import eq, is_not, ne
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from perfgate.ingest.kernels import IMPLICIT_STEP
 from perfgate.metrics.intervals import busy_union_ns, segmented_union_ns
-from perfgate.model import SelfCheck
+from perfgate.metrics.steps import numeric_first_order
+from perfgate.model import SelfCheck, from_columns
 
 PASS, FAIL, WARN, SKIPPED = "pass", "fail", "warn", "skipped"
 UNASSIGNED = "unassigned"
@@ -72,12 +83,54 @@ def overlap_per_step(rank) -> pd.DataFrame | None:
         lo, hi = int(k["start_ns"].min()), int(k["end_ns"].max())
         s_, e_ = np.maximum(ov["start_ns"].to_numpy(), lo), np.minimum(ov["end_ns"].to_numpy(), hi)
         ov = ov.assign(start_ns=s_, dur_ns=np.maximum(e_ - s_, 0))
-    steps = assign_steps(ov["start_ns"].to_numpy(), tr.steps)
-    t = ov.assign(step=steps).groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
+    if ov["kind"].dtype != object or ov["dur_ns"].dtype.kind not in "iu":   # unusual: the group-by over every event
+        steps = assign_steps(ov["start_ns"].to_numpy(), tr.steps)
+        t = ov.assign(step=steps).groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
+    else:
+        # columnar: a window code per event, the durations summed per (window, kind) code pair, then
+        # the same group-by over those few sums (labels, NaN keys and sort order as over the events)
+        code, labels = _window_codes(ov["start_ns"].to_numpy(), tr.steps)
+        kcode, kinds = pd.factorize(ov["kind"], sort=False)
+        keep = kcode >= 0
+        nk = max(len(kinds), 1)
+        key = code[keep].astype(np.int64) * nk + kcode[keep]
+        dur = ov["dur_ns"].to_numpy()[keep]
+        nkey = len(labels) * nk
+        uk = np.flatnonzero(np.bincount(key, minlength=nkey))   # the (window, kind) pairs with events
+        if len(dur) and (dur >= 0).all() and float(dur.sum(dtype=np.float64)) < 2.0 ** 52:
+            # every partial sum is an integer below 2**53: float64 bincount sums are exact
+            sums = np.bincount(key, weights=dur, minlength=nkey)[uk].astype(dur.dtype)
+        else:
+            sums = np.zeros(nkey, dtype=dur.dtype)
+            np.add.at(sums, key, dur)
+            sums = sums[uk]
+        small = pd.DataFrame({"step": labels[uk // nk], "kind": np.asarray(kinds, dtype=object)[uk % nk],
+                              "dur_ns": sums})
+        t = small.groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
     for c in ("computing", "comm", "comm_not_overlapped", "free"):
         if c not in t:
             t[c] = 0
     return t / 1000.0
+
+
+def _window_codes(starts: np.ndarray, windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`assign_steps` as codes: ``(code per start, labels)`` with ``labels[code]`` the
+    label :func:`assign_steps` gives (windows sorted the same way; the last code is
+    ``"unassigned"``, or the only one ``"implicit"`` without windows)."""
+    if windows is None or windows.empty:
+        return np.zeros(len(starts), dtype=np.int64), np.array([IMPLICIT_STEP], dtype=object)
+    w = windows.sort_values("start_ns")
+    ws, we = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+    idx = np.searchsorted(ws, starts, side="right") - 1
+    ok = (idx >= 0) & (starts < we[np.clip(idx, 0, None)])
+    labels = np.append(w["step"].to_numpy(dtype=object), np.array([UNASSIGNED], dtype=object))
+    return np.where(ok, idx, len(ws)).astype(np.int64), labels
+
+
+def _pylist(values) -> list:
+    """The values as a list of Python objects by one C-level conversion (iterating an Arrow-backed
+    array or index runs a Python generator step per element)."""
+    return np.asarray(values, dtype=object).tolist()
 
 
 def _tol_params(policy) -> tuple:
@@ -91,17 +144,17 @@ def _tol(params: tuple, rows: int) -> float:
     return per_row * rows + floor
 
 
-def _align(kernel_steps, ref_index) -> list[tuple[str, list, list]]:
-    """Pairs (label, kernel step labels, reference step labels) to compare."""
-    ks = [s for s in kernel_steps if s is not None]
-    ref = [s for s in ref_index if s != UNASSIGNED]
-    if IMPLICIT_STEP in ks or IMPLICIT_STEP in ref or not set(ks) & set(ref):
-        return [("all", ks, ref)]
-    return [(s, [s], [s]) for s in sorted(set(ks) & set(ref), key=_step_sort)]
-
-
-def _step_sort(s):
-    return (0, int(s)) if str(s).isdigit() else (1, str(s))
+def _align(kernel_steps, ref_index) -> tuple[tuple | None, list]:
+    """What to compare: ``(("all", kernel step labels, reference step labels), [])`` when the
+    steps cannot be paired (an implicit step, or no label in common), else ``(None, labels)``:
+    the labels both sides hold, numeric ones first in number order, then the others by text."""
+    ks = list(filter(partial(is_not, None), kernel_steps))
+    ref = list(compress(ref_index, map(ne, ref_index, repeat(UNASSIGNED))))
+    common = set(ks) & set(ref)
+    if IMPLICIT_STEP in ks or IMPLICIT_STEP in ref or not common:
+        return ("all", ks, ref), []
+    common = list(common)
+    return None, list(map(common.__getitem__, numeric_first_order(common, by_text=True)))
 
 
 STEP_TRACE_SUMS = ["computing_us", "comm_us", "comm_not_overlapped_us", "overlapped_us", "free_us"]
@@ -157,7 +210,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
     else:
         ref, ref_name = None, None
 
-    kernel_steps = list(pd.unique(k["step"].dropna()))
+    kernel_steps = _pylist(pd.unique(k["step"].dropna()))
     if not kernel_steps:
         out.append(SelfCheck(
             "steps_present", rank.rank, None, FAIL,
@@ -175,59 +228,34 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
         arrays = {c: k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns", "is_comm")}
         # row positions of each step code in file order: one stable sort instead of a boolean
         # mask over the whole table per step
-        pairs = _align(kernel_steps, list(ref.index))
-        if len(pairs) == 1 and pairs[0][0] == "all":
-            label, ksteps, rsteps = pairs[0]
+        every, labels = _align(kernel_steps, _pylist(ref.index))
+        tolp = _tol_params(policy)
+        if every is not None:
+            label, ksteps, rsteps = every
             sel = np.flatnonzero(cat.cat.categories.isin(ksteps))
             idx = np.flatnonzero(np.isin(codes, sel))
-            rows = _Rows({c: a[idx] for c, a in arrays.items()})
+            one = _Stats.of(_Rows({c: a[idx] for c, a in arrays.items()}))
             r = ref.loc[[s for s in rsteps if s in ref.index]].sum()
-            out.extend(_kernel_vs_reference(rank.rank, label, _Stats.of(rows), r, ref_name, kfile,
-                                            _tol_params(policy)))
+            stats = {f: np.array([v]) for f, v in zip(_Stats._fields, one)}
+            refs = {c: np.array([float(r[c])]) for c in ("comm_us", "computing_us", "overlapped_us")}
+            out.extend(_kernel_vs_reference(rank.rank, [label], stats, refs, ref_name, kfile, tolp))
         else:
-            # one step per pair: every per-step figure from one columnar pass (segmented sums and
-            # busy unions over the step codes), then one SelfCheck per step and check
-            stats = _Stats.per_code(codes, arrays, len(cat.cat.categories)).all()
-            code_of = {c: i for i, c in enumerate(cat.cat.categories)}
-            labels = [p[0] for p in pairs]
+            # one step per label: every per-step figure from one columnar pass (segmented sums and
+            # busy unions over the step codes), then the three checks of every step as columns
+            per = _Stats.per_code(codes, arrays, len(cat.cat.categories))
+            at = cat.cat.categories.get_indexer(pd.Index(labels, dtype=object))
+            stats = {f: np.asarray(col)[at] for f, col in zip(_Stats._fields, per)}
             refv = ref.reindex(labels)
-            cols = [refv[c].to_numpy(dtype=float) for c in ("comm_us", "computing_us", "overlapped_us")]
-            tolp = _tol_params(policy)
-            for label, cm, cp, ov_ in zip(labels, *cols):
-                r = {"comm_us": cm, "computing_us": cp, "overlapped_us": ov_}
-                out.extend(_kernel_vs_reference(rank.rank, label, stats[code_of[label]], r, ref_name, kfile,
-                                                tolp))
+            refs = {c: refv[c].to_numpy(dtype=float) for c in ("comm_us", "computing_us", "overlapped_us")}
+            out.extend(_kernel_vs_reference(rank.rank, labels, stats, refs, ref_name, kfile, tolp))
 
     if st_by_step is not None and ov is None:
         out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, SKIPPED,
                              f"no trace Overlap Analysis events to compare {st_name} with ({tfile} "
                              f"or the OVERLAP_ANALYSIS table absent or not read)"))
     if ov is not None and st_by_step is not None:
-        tol = policy.self_checks["step_trace_abs_us"]
-        kinds = ("computing", "comm", "comm_not_overlapped", "free")
-        in_ov = st_by_step.index.isin(ov.index)
-        ov_at = ov.reindex(st_by_step.index)  # columns once, not one .loc per step
-        ov_cols = {c: ov_at[c].to_numpy(dtype=float) for c in kinds}
-        ov_all = ov.sum()
-        st_cols = {c: st_by_step[f"{c}_us"].to_numpy(dtype=float) for c in kinds}
-        for i, s in enumerate(st_by_step.index):
-            if not in_ov[i] and not (s == IMPLICIT_STEP):
-                out.append(SelfCheck("trace_vs_step_trace", rank.rank, s, FAIL,
-                                     f"step {s} is in step_trace_time.csv but no trace event falls in "
-                                     f"it", evidence=f"{st_name}, {tfile}"))
-                continue
-            diffs = {c: (float(st_cols[c][i]), float(ov_all[c] if s == IMPLICIT_STEP else ov_cols[c][i]))
-                     for c in kinds}
-            worst = max(diffs, key=lambda c: abs(diffs[c][0] - diffs[c][1]))
-            a, b = diffs[worst]
-            ok = abs(a - b) <= tol
-            out.append(SelfCheck(
-                "trace_vs_step_trace", rank.rank, s, PASS if ok else FAIL,
-                f"{st_name} and {trace_name} agree (largest difference "
-                f"{worst}: {a:.3f} vs {b:.3f} us)" if ok else
-                f"{st_name} {worst} = {a:.3f} us but the {trace_name} events "
-                f"sum to {b:.3f} us: the files are not from one capture",
-                expected=a, observed=b, tolerance=tol, evidence=f"{st_name}, {tfile}"))
+        out.extend(_trace_vs_step_trace(rank.rank, ov, st_by_step, policy.self_checks["step_trace_abs_us"],
+                                        st_name, trace_name, tfile))
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
     return out
@@ -300,98 +328,184 @@ class _PerCode(tuple):
         return [_Stats._make(v) for v in zip(*(col.tolist() for col in self))]
 
 
-def _kernel_vs_reference(rank_id, label, rows: _Stats, ref, ref_name, kfile, tolp: tuple) -> list[SelfCheck]:
-    out = []
-    rng = f"{kfile} rows {rows.row_min}-{rows.row_max}" if rows.n else kfile
+def _texts(n: int, *cases) -> list:
+    """``n`` strings built column-wise: each case ``(mask, template, args)`` formats the rows of
+    ``mask`` with ``template.format`` (args: numpy columns, taken at those rows as Python values,
+    or constants), one C-level ``map`` per case instead of an f-string per row."""
+    out = np.empty(n, dtype=object)
+    for mask, template, args in cases:
+        idx = np.flatnonzero(mask)
+        if len(idx):
+            cols = [a[idx].tolist() if isinstance(a, np.ndarray) else repeat(a) for a in args]
+            out[idx] = list(map(template.format, *cols))
+    return out.tolist()
+
+
+def _status(fail: np.ndarray, bad: str = FAIL) -> list:
+    return np.where(fail, bad, PASS).tolist()
+
+
+def _kernel_vs_reference(rank_id, labels: list, st: dict, ref: dict, ref_name, kfile, tolp: tuple) -> list[SelfCheck]:
+    """comm_equality, compute_union and overlap_gap of every compared step, in that order per
+    step. ``st``: :class:`_Stats` fields as int64 columns (one value per label); ``ref``: the
+    reference's ``comm_us``, ``computing_us``, ``overlapped_us`` columns (µs). Each check's
+    figures, statuses and messages are whole-column operations (formerly one call per step,
+    kept as the oracle in tests/_selfcheck_oracle.py)."""
+    n = len(labels)
+    per_row, floor = tolp
+
+    def tol(rows):
+        return per_row * rows + floor
+    nn, nc, ncp = st["n"], st["n_comm"], st["n_comp"]
+    rng = _texts(n, (nn != 0, "{} rows {}-{}", (kfile, st["row_min"], st["row_max"])), (nn == 0, "{}", (kfile,)))
     # comm equality
-    sum_comm = rows.sum_comm / 1000.0
-    ref_comm = float(ref["comm_us"])
-    tol = _tol(tolp, rows.n_comm)
-    if abs(sum_comm - ref_comm) <= tol:
-        status, msg = PASS, (f"Σ Duration of {rows.n_comm} communication row(s) = {sum_comm:.3f} us "
-                             f"equals {ref_name} Communication {ref_comm:.3f} us")
-    else:
-        u = rows.u_comm / 1000.0
-        if abs(u - ref_comm) <= tol and rows.n_comm:
-            status, msg = PASS, (f"communication ops overlap each other: their busy union "
-                                 f"{u:.3f} us (ΣDuration {sum_comm:.3f} us) equals {ref_name} "
-                                 f"Communication {ref_comm:.3f} us")
-        else:
-            status, msg = FAIL, (f"Σ Duration of {rows.n_comm} communication row(s) in {kfile} is "
-                                 f"{sum_comm:.3f} us but {ref_name} Communication is "
-                                 f"{ref_comm:.3f} us (difference {sum_comm - ref_comm:+.3f} us, "
-                                 f"tolerance {tol:.3f} us): the files are not from one capture or "
-                                 f"a row was altered")
-    out.append(SelfCheck("comm_equality", rank_id, label, status, msg, expected=ref_comm,
-                         observed=sum_comm, tolerance=tol, evidence=rng))
+    sum_comm = st["sum_comm"] / 1000.0
+    ref_comm = ref["comm_us"]
+    tol_c = tol(nc)
+    u_comm = st["u_comm"] / 1000.0
+    ok1 = np.abs(sum_comm - ref_comm) <= tol_c
+    ok2 = ~ok1 & (np.abs(u_comm - ref_comm) <= tol_c) & (nc != 0)
+    fail = ~(ok1 | ok2)
+    msg = _texts(n, (ok1, "Σ Duration of {} communication row(s) = {:.3f} us equals {} Communication {:.3f} us",
+                     (nc, sum_comm, ref_name, ref_comm)),
+                 (ok2, "communication ops overlap each other: their busy union {:.3f} us (ΣDuration {:.3f} us) "
+                       "equals {} Communication {:.3f} us", (u_comm, sum_comm, ref_name, ref_comm)),
+                 (fail, "Σ Duration of {} communication row(s) in {} is {:.3f} us but {} Communication is {:.3f} us "
+                        "(difference {:+.3f} us, tolerance {:.3f} us): the files are not from one capture or a row "
+                        "was altered", (nc, kfile, sum_comm, ref_name, ref_comm, sum_comm - ref_comm, tol_c)))
+    ce = from_columns(SelfCheck, repeat("comm_equality"), repeat(rank_id), labels, _status(fail), msg,
+                      ref_comm.tolist(), sum_comm.tolist(), np.asarray(tol_c).tolist(), rng)
     # compute union
-    u_comp = rows.u_comp / 1000.0
-    ref_comp = float(ref["computing_us"])
-    tol = _tol(tolp, rows.n_comp)
-    ok = abs(u_comp - ref_comp) <= tol
-    out.append(SelfCheck(
-        "compute_union", rank_id, label, PASS if ok else FAIL,
-        (f"busy union of {rows.n_comp} compute row(s) {u_comp:.3f} us equals {ref_name} Computing "
-         f"{ref_comp:.3f} us") if ok else
-        (f"busy union of {rows.n_comp} compute row(s) in {kfile} is {u_comp:.3f} us but {ref_name} "
-         f"Computing is {ref_comp:.3f} us (difference {u_comp - ref_comp:+.3f} us, tolerance "
-         f"{tol:.3f} us)"),
-        expected=ref_comp, observed=u_comp, tolerance=tol, evidence=rng))
+    u_comp = st["u_comp"] / 1000.0
+    ref_comp = ref["computing_us"]
+    tol_p = tol(ncp)
+    ok = np.abs(u_comp - ref_comp) <= tol_p
+    msg = _texts(n, (ok, "busy union of {} compute row(s) {:.3f} us equals {} Computing {:.3f} us",
+                     (ncp, u_comp, ref_name, ref_comp)),
+                 (~ok, "busy union of {} compute row(s) in {} is {:.3f} us but {} Computing is {:.3f} us "
+                       "(difference {:+.3f} us, tolerance {:.3f} us)",
+                  (ncp, kfile, u_comp, ref_name, ref_comp, u_comp - ref_comp, tol_p)))
+    cu = from_columns(SelfCheck, repeat("compute_union"), repeat(rank_id), labels, _status(~ok), msg,
+                      ref_comp.tolist(), u_comp.tolist(), np.asarray(tol_p).tolist(), rng)
     # overlap gap: ΣDuration − busy union decomposed; its compute∩comm part is "Overlapped"
-    sum_all = rows.sum_all / 1000.0
-    u_all = rows.u_all / 1000.0
-    u_comm = rows.u_comm / 1000.0
+    sum_all = st["sum_all"] / 1000.0
+    u_all = st["u_all"] / 1000.0
     inter = u_comp + u_comm - u_all
-    self_comp = rows.sum_comp / 1000.0 - u_comp
+    self_comp = st["sum_comp"] / 1000.0 - u_comp
     self_comm = sum_comm - u_comm
-    ref_ov = float(ref["overlapped_us"])
-    tol = _tol(tolp, rows.n)
-    ok = abs(inter - ref_ov) <= tol and sum_all + 1e-9 >= u_all
-    detail = (f"ΣDuration {sum_all:.3f} us − busy union {u_all:.3f} us = {sum_all - u_all:.3f} us "
-              f"= compute∩comm {inter:.3f} us + compute-compute {self_comp:.3f} us + comm-comm "
-              f"{self_comm:.3f} us")
-    out.append(SelfCheck(
-        "overlap_gap", rank_id, label, PASS if ok else FAIL,
-        f"{detail}; {ref_name} Overlapped {ref_ov:.3f} us" + ("" if ok else
-        f" differs from compute∩comm by {inter - ref_ov:+.3f} us (tolerance {tol:.3f} us)"),
-        expected=ref_ov, observed=inter, tolerance=tol, evidence=rng))
-    return out
+    ref_ov = ref["overlapped_us"]
+    tol_a = tol(nn)
+    ok = (np.abs(inter - ref_ov) <= tol_a) & (sum_all + 1e-9 >= u_all)
+    detail = ("ΣDuration {:.3f} us − busy union {:.3f} us = {:.3f} us = compute∩comm {:.3f} us + compute-compute "
+              "{:.3f} us + comm-comm {:.3f} us; {} Overlapped {:.3f} us")
+    args = (sum_all, u_all, sum_all - u_all, inter, self_comp, self_comm, ref_name, ref_ov)
+    msg = _texts(n, (ok, detail, args),
+                 (~ok, detail + " differs from compute∩comm by {:+.3f} us (tolerance {:.3f} us)",
+                  args + (inter - ref_ov, tol_a)))
+    og = from_columns(SelfCheck, repeat("overlap_gap"), repeat(rank_id), labels, _status(~ok), msg,
+                      ref_ov.tolist(), inter.tolist(), np.asarray(tol_a).tolist(), rng)
+    return list(chain.from_iterable(zip(ce, cu, og)))
+
+
+def _trace_vs_step_trace(rank_id, ov: pd.DataFrame, st_by_step: pd.DataFrame, tol, st_name, trace_name,
+                         tfile) -> list[SelfCheck]:
+    """trace_vs_step_trace per step of ``st_by_step`` (:func:`step_trace_sums`): the worst of the
+    four Overlap Analysis kinds (the first largest |difference|, as ``max`` over the kinds in
+    order gives it) within ``tol`` µs; a step without trace events fails. Whole columns."""
+    kinds = ("computing", "comm", "comm_not_overlapped", "free")
+    labels = _pylist(st_by_step.index)
+    n = len(labels)
+    in_ov = np.asarray(pd.Index(labels, dtype=object).isin(_pylist(ov.index)), dtype=bool)  # hash look-ups in C
+    implicit = np.fromiter(map(eq, labels, repeat(IMPLICIT_STEP)), dtype=bool, count=n)
+    ov_at = ov.reindex(st_by_step.index)  # columns once, not one .loc per step
+    ov_all = ov.sum()
+    a = np.column_stack([st_by_step[f"{c}_us"].to_numpy(dtype=float) for c in kinds]) if n else np.zeros((0, 4))
+    b = np.column_stack([np.where(implicit, float(ov_all[c]), ov_at[c].to_numpy(dtype=float)) for c in kinds]) \
+        if n else np.zeros((0, 4))
+    d = np.abs(a - b)
+    worst = np.zeros(n, dtype=np.int64)
+    best = d[:, 0].copy()
+    for j in range(1, 4):   # max() keeps the first largest and never replaces by or with a NaN
+        up = d[:, j] > best
+        best = np.where(up, d[:, j], best)
+        worst = np.where(up, j, worst)
+    rows = np.arange(n)
+    aw, bw = a[rows, worst], b[rows, worst]
+    wname = np.array(kinds, dtype=object)[worst]
+    ok = np.abs(aw - bw) <= tol
+    missing = ~in_ov & ~implicit
+    ev = f"{st_name}, {tfile}"
+    cmp_ = ~missing
+    msg = _texts(n, (cmp_ & ok, "{} and {} agree (largest difference {}: {:.3f} vs {:.3f} us)",
+                     (st_name, trace_name, wname, aw, bw)),
+                 (cmp_ & ~ok, "{} {} = {:.3f} us but the {} events sum to {:.3f} us: the files are not from one "
+                              "capture", (st_name, wname, aw, trace_name, bw)),
+                 (missing, "step {} is in step_trace_time.csv but no trace event falls in it",
+                  (np.array(labels + [None], dtype=object)[:-1],)))
+    exp = np.array(aw.tolist() + [None], dtype=object)[:-1]
+    obs = np.array(bw.tolist() + [None], dtype=object)[:-1]
+    tl = np.full(n + 1, tol, dtype=object)[:-1]
+    exp[missing] = obs[missing] = tl[missing] = None
+    return from_columns(SelfCheck, repeat("trace_vs_step_trace"), repeat(rank_id), labels,
+                        _status(~ok | missing), msg, exp.tolist(), obs.tolist(), tl.tolist(), repeat(ev))
+
+
+_ID_NAMES = ("step", "row", "comm_us", "comm_not_overlapped_us", "overlapped_us", "stage_us", "bubble_us",
+             "computing_us", "free_us", "comm_not_overlapped_excl_recv_us")
 
 
 def _step_trace_identities(rank_id, st: pd.DataFrame, policy) -> list[SelfCheck]:
-    out = []
+    """step_trace_identities per step_trace_time.csv row (P16): Overlapped = Communication −
+    Comm(Not Overlapped) (pass / fail), then, when they do not hold, the Stage and Exclude Receive
+    identities (warn). Whole columns; the former per-row loop is the oracle in
+    tests/_selfcheck_oracle.py."""
     tol = policy.self_checks["step_trace_abs_us"]
-    names = ("step", "row", "comm_us", "comm_not_overlapped_us", "overlapped_us", "stage_us", "bubble_us",
-             "computing_us", "free_us", "comm_not_overlapped_excl_recv_us")
-    cols = [st[c].to_numpy() if c in st else np.full(len(st), np.nan) for c in names]
-    for vals in zip(*cols):  # one tuple per row (iterrows builds a Series per row)
-        r = dict(zip(names, vals))
-        s = r["step"]
-        ov_calc = r["comm_us"] - r["comm_not_overlapped_us"]
-        ok = abs(ov_calc - r["overlapped_us"]) <= tol
-        out.append(SelfCheck(
-            "step_trace_identities", rank_id, s, PASS if ok else FAIL,
-            f"Overlapped {r['overlapped_us']:.3f} us = Communication − Comm(Not Overlapped) "
-            f"{ov_calc:.3f} us" if ok else
-            f"step_trace_time.csv row {r['row']}: Overlapped {r['overlapped_us']:.3f} us but "
-            f"Communication − Communication(Not Overlapped) = {ov_calc:.3f} us",
-            expected=ov_calc, observed=float(r["overlapped_us"]), tolerance=tol,
-            evidence=f"step_trace_time.csv row {r['row']}"))
-        if not np.isnan(r["stage_us"]):
-            bubble = 0.0 if np.isnan(r["bubble_us"]) else r["bubble_us"]
-            expect = r["computing_us"] + r["comm_not_overlapped_us"] + r["free_us"] - bubble
-            if abs(expect - r["stage_us"]) > max(tol, 1e-3 * expect):
-                out.append(SelfCheck(
-                    "step_trace_identities", rank_id, s, WARN,
-                    f"step_trace_time.csv row {r['row']}: Stage {r['stage_us']:.3f} us differs from "
-                    f"Computing + Comm(Not Overlapped) + Free − Bubble = {expect:.3f} us",
-                    evidence=f"step_trace_time.csv row {r['row']}"))
-        if not np.isnan(r["comm_not_overlapped_excl_recv_us"]) and not np.isnan(r["bubble_us"]):
-            calc = r["comm_not_overlapped_us"] - r["bubble_us"]
-            if abs(calc - r["comm_not_overlapped_excl_recv_us"]) > tol:
-                out.append(SelfCheck(
-                    "step_trace_identities", rank_id, s, WARN,
-                    f"step_trace_time.csv row {r['row']}: Comm(Not Overlapped and Exclude Receive) "
-                    f"{r['comm_not_overlapped_excl_recv_us']:.3f} us ≠ Comm(Not Overlapped) − Bubble "
-                    f"{calc:.3f} us", evidence=f"step_trace_time.csv row {r['row']}"))
-    return out
+    n = len(st)
+    c = {name: st[name].to_numpy() if name in st else np.full(n, np.nan) for name in _ID_NAMES}
+    if not n:
+        return []
+    for name in _ID_NAMES[2:]:   # the readers give float64; an object column is read as floats
+        if c[name].dtype.kind not in "fiu":
+            c[name] = c[name].astype(float)
+    step = c["step"].tolist()
+    row = c["row"]
+    ov_calc = c["comm_us"] - c["comm_not_overlapped_us"]
+    ovl = c["overlapped_us"]
+    ok = np.abs(ov_calc - ovl) <= tol
+    ev = _texts(n, (np.ones(n, dtype=bool), "step_trace_time.csv row {}", (row,)))
+    msg = _texts(n, (ok, "Overlapped {:.3f} us = Communication − Comm(Not Overlapped) {:.3f} us", (ovl, ov_calc)),
+                 (~ok, "step_trace_time.csv row {}: Overlapped {:.3f} us but Communication − "
+                       "Communication(Not Overlapped) = {:.3f} us", (row, ovl, ov_calc)))
+    objs = [from_columns(SelfCheck, repeat("step_trace_identities"), repeat(rank_id), step, _status(~ok), msg,
+                         list(ov_calc), ovl.astype(float).tolist(), repeat(tol), ev)]
+    at = [np.arange(n)]
+    slot = [np.zeros(n, dtype=np.int64)]
+    stage, bubble_raw = c["stage_us"], c["bubble_us"]
+    bubble = np.where(np.isnan(bubble_raw), 0.0, bubble_raw)
+    with np.errstate(invalid="ignore"):
+        expect = c["computing_us"] + c["comm_not_overlapped_us"] + c["free_us"] - bubble
+        lim = np.where(1e-3 * expect > tol, 1e-3 * expect, tol)   # max(tol, 1e-3 * expect)
+        w1 = ~np.isnan(stage) & (np.abs(expect - stage) > lim)
+        excl = c["comm_not_overlapped_excl_recv_us"]
+        calc = c["comm_not_overlapped_us"] - bubble_raw
+        w2 = ~np.isnan(excl) & ~np.isnan(bubble_raw) & (np.abs(calc - excl) > tol)
+    for slot_no, w, template, args in (
+            (1, w1, "step_trace_time.csv row {}: Stage {:.3f} us differs from Computing + Comm(Not Overlapped) "
+                    "+ Free − Bubble = {:.3f} us", (row, stage, expect)),
+            (2, w2, "step_trace_time.csv row {}: Comm(Not Overlapped and Exclude Receive) {:.3f} us ≠ "
+                    "Comm(Not Overlapped) − Bubble {:.3f} us", (row, excl, calc))):
+        idx = np.flatnonzero(w)
+        if not len(idx):
+            continue
+        m = len(idx)
+        objs.append(from_columns(SelfCheck, repeat("step_trace_identities"), repeat(rank_id),
+                                 list(map(step.__getitem__, idx.tolist())), repeat(WARN, m),
+                                 _texts(m, (np.ones(m, dtype=bool), template, tuple(x[idx] for x in args))),
+                                 repeat(None), repeat(None), repeat(None), list(map(ev.__getitem__, idx.tolist()))))
+        at.append(idx)
+        slot.append(np.full(m, slot_no, dtype=np.int64))
+    if len(objs) == 1:
+        return objs[0]
+    allobj = list(chain.from_iterable(objs))
+    order = np.lexsort((np.concatenate(slot), np.concatenate(at)))
+    return list(map(allobj.__getitem__, order.tolist()))

@@ -33,11 +33,14 @@ per-step loops these replaced are kept as test oracles (``tests/_steps_oracle.py
 """
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter, eq, itemgetter
+
 import numpy as np
 import pandas as pd
 
 from perfgate.metrics.intervals import merge, segmented_merge
-from perfgate.model import Finding
+from perfgate.model import Finding, from_columns
 from perfgate.policy.sections import FindingThresholds
 
 STEP_COLUMNS = ["rank", "step", "first_row", "last_row", "kernels", "step_us", "wall_us", "busy_us",
@@ -94,6 +97,32 @@ def step_slices(kernels: pd.DataFrame) -> tuple[list, dict]:
 
 def _step_key(x):
     return (0, int(x)) if str(x).isdigit() else (1, 0)
+
+
+def numeric_first_order(labels, by_text: bool) -> list:
+    """Positions of ``labels`` in the order ``sorted(range(n), key=...)`` gives with the key
+    ``(0, int(x))`` for a label whose text is all digits, else ``(1, str(x))`` (``by_text``) or
+    ``(1, 0)`` (other labels keep their order): the step orders of the step table and the
+    self-checks. The keys are built by C-level passes and compared by ``sorted`` itself, not by a
+    Python key function called once per label (issue 21)."""
+    labels = list(labels)
+    n = len(labels)
+    strs = list(map(str, labels))
+    dig = np.fromiter(map(str.isdigit, strs), dtype=bool, count=n)
+    vals = np.empty(n, dtype=object)
+    if by_text:
+        vals[:] = strs
+    else:
+        vals[:] = 0
+    di = np.flatnonzero(dig)
+    if len(di):
+        obj = np.empty(n, dtype=object)
+        obj[:] = labels
+        ints = np.empty(len(di), dtype=object)
+        ints[:] = list(map(int, obj[di].tolist()))
+        vals[di] = ints
+    keys = list(zip((~dig).astype(np.int64).tolist(), vals.tolist()))
+    return sorted(range(n), key=keys.__getitem__)
 
 
 def _group_sum(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
@@ -193,8 +222,10 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
         pos = heads[inner[cand[fi]] + 1]  # the first task (start order, then file order) after it
         wait = k["wait_us"].to_numpy()[order]
         wait_after[gsel] = wait[pos].astype(float)
-        for g, r in zip(gsel.tolist(), row[pos].tolist()):
-            after_row[g] = int(r)
+        ar = np.empty(ng, dtype=object)
+        ar[:] = after_row
+        ar[gsel] = list(map(int, row[pos].tolist()))
+        after_row = ar.tolist()
     # host step windows (the trace's ProfilerStep#N; the last window of a label wins) or Preparing
     step_us = np.full(ng, np.nan)
     pre = np.full(ng, np.nan)
@@ -246,11 +277,80 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     }
     # steps in order of their first kernel row (file order), then numeric steps by number
     appear = np.argsort(_first_position(codes, sc[gstart]), kind="stable")
-    keys = [_step_key(x) for x in labels[appear].tolist()]
-    perm = appear[sorted(range(ng), key=keys.__getitem__)]
-    out = {c: ([v[i] for i in perm] if isinstance(v, list) else v[perm]) for c, v in cols.items()}
+    perm = appear[numeric_first_order(labels[appear].tolist(), by_text=False)]
+    out = {c: (list(map(v.__getitem__, perm.tolist())) if isinstance(v, list) else v[perm]) for c, v in cols.items()}
     return pd.DataFrame({c: pd.Series(v) if isinstance(v, list) else v for c, v in out.items()},
                         columns=STEP_COLUMNS)
+
+
+def round6(values, nonfinite: str = "none") -> list:
+    """``[round(float(v), 6) for v in values]`` as Python floats, non-finite values as None
+    (``nonfinite="none"``, the records' rule) or kept (``"keep"``, as ``round`` keeps them).
+
+    Exact, not ``np.round``: where ``p = v * 1e6`` (one rounding) is farther than one ulp from a
+    half-integer and ``|p| < 2**52``, ``rint(p)`` is the integer ``round`` picks and ``rint(p) / 1e6``
+    (one correctly rounded division) is the double nearest that decimal, which is ``round``'s
+    result; the few other values (ties, huge values) go through ``round`` itself. One numpy pass
+    and one ``tolist`` instead of one ``round`` call per value (issue 21)."""
+    a = np.asarray(values, dtype=np.float64)
+    fin = np.isfinite(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = a * 1e6
+        r = np.rint(p)
+        y = r / 1e6
+        safe = fin & (np.abs(p) < 2.0 ** 52) & (np.abs(np.abs(p - r) - 0.5) > np.spacing(np.abs(p)))
+    out = np.empty(len(a), dtype=object)
+    out[:] = y.tolist()
+    slow = np.flatnonzero(fin & ~safe)
+    if len(slow):
+        out[slow] = list(map(round, a[slow].tolist(), repeat(6)))
+    if not fin.all():
+        bad = np.flatnonzero(~fin)
+        if nonfinite == "none":
+            out[bad] = None
+        else:
+            out[bad] = a[bad].tolist()
+    return out.tolist()
+
+
+def table_records(df: pd.DataFrame) -> list[dict]:
+    """:func:`perfgate.metrics.kernels.records` of ``df`` (same keys, values and types: numpy
+    integers -> int, floats rounded to 6 decimals, NaN / ±inf / ``pd.NA`` -> None), built by
+    columns: float columns rounded by :func:`round6`, and the row dicts made by one C-level
+    ``map``, so a table of one row per step costs no Python-level call per row (issue 21). Used
+    for the fingerprint's ``detail.steps`` and ``detail.comm_kinds``."""
+    from perfgate.metrics import kernels as km
+    names = list(df.columns)
+    cols = []
+    for j, (_, col) in enumerate(df.items()):   # positional: duplicate names are kept
+        kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
+        if kind == "f":
+            cols.append(round6(col.to_numpy()))
+            continue
+        values = col.tolist()
+        if kind in ("i", "u", "b") or set(map(type, values)) <= km._PLAIN:
+            cols.append(values)
+            continue
+        cols.append(list(map(itemgetter(names[j]), km.records(df.iloc[:, [j]]))))   # odd objects: as records cleans them
+    if not names:
+        return [{} for _ in range(len(df))]
+    return list(map(dict, map(zip, repeat(names), zip(*cols))))
+
+
+def step_time_records(step_time: dict) -> list[dict]:
+    """The fingerprint's ``detail.step_time``: ``{"rank": int, "step": str, "time_us":
+    round(v, 6)}`` per ``(rank, step)`` key of ``step_time``, sorted by (rank, step text) (stable),
+    built by columns (no Python call per step)."""
+    keys = list(step_time)
+    if not keys:
+        return []
+    rk = list(map(itemgetter(0), keys))
+    st_ = list(map(str, map(itemgetter(1), keys)))
+    sort_keys = list(zip(rk, st_))
+    order = sorted(range(len(keys)), key=sort_keys.__getitem__)
+    vals = round6(np.array(list(step_time.values()), dtype=float), nonfinite="keep")
+    rows = zip(map(int, map(rk.__getitem__, order)), map(st_.__getitem__, order), map(vals.__getitem__, order))
+    return list(map(dict, map(zip, repeat(("rank", "step", "time_us")), rows)))
 
 
 def _first_position(codes: np.ndarray, which: np.ndarray) -> np.ndarray:
@@ -295,50 +395,72 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
     hits.append((np.flatnonzero(~np.isnan(x) & ~sig & (x < th["exposed_hidden"])), 6))
     rows = np.concatenate([h for h, _ in hits])
     slot = np.concatenate([np.full(len(h), s) for h, s in hits])
-    out: list[Finding] = []
     ev_pre = f"{evidence} rows "
     order = np.lexsort((slot, rows))
     rows, slot = rows[order], slot[order]
-    # the firing rows' values as Python objects (as a row of iterrows gives them), one column
-    # conversion each instead of one element access per finding and column
+    nf = len(rows)
+    if not nf:
+        return []
+    # the firing rows' values as Python objects (as a row of iterrows gives them): one column
+    # conversion each, then every finding's fields and message as columns, one format map per label
     at = np.unique(rows)
-    pos = np.searchsorted(at, rows).tolist()
-    vals = {c: table[c].to_numpy()[at].tolist() for c in _LABEL_COLUMNS if c in table}
-    for i, p_, s in zip(rows.tolist(), pos, slot.tolist()):
-        r = {c: v[p_] for c, v in vals.items()}
-        ev = f"{ev_pre}{r['first_row']}-{r['last_row']}".strip()
-        rk, st = int(r["rank"]), str(r["step"])
-        if s == 0:
-            out.append(Finding(
-                "DEVICE_IDLE_GAP_HEAVY", "warn", rk, st,
-                f"rank {rk} step {st}: device idle {r['underfeed_ratio']:.1%} of its "
-                f"span ({r['bubble_us']:,.1f} of {r['wall_us']:,.1f} us) ≥ {th['underfeed_ratio']:.0%}: the host "
-                f"does not feed the device fast enough", ev, float(r["underfeed_ratio"]), float(th["underfeed_ratio"])))
-        elif s <= 3:
-            code, c, what = _GAP_LABELS[s - 1]
-            v, li = r[c], float(lim[i])
-            out.append(Finding(code, "warn", rk, st, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {li:,.1f} us "
-                               f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", ev,
-                               float(v), float(li)))
-        elif s == 4:
-            out.append(Finding(
-                "RECOMPILE_SUSPECTED", "warn", rk, st, f"rank {rk} step {st}: wall {r['wall_us']:,.1f} us is "
-                f"{r['wall_us'] / r['kernel_sum_us']:.1f}x ΣDuration; one idle gap of {r['largest_bubble_us']:,.1f} us "
-                f"ends at row {r['largest_bubble_row']} whose Wait Time is {r['wait_after_gap_us']:,.1f} us "
-                f"(graph recompilation or host stall suspected)", ev, float(r["wall_us"] / r["kernel_sum_us"]),
-                float(th["recompile_wall_ratio"])))
-        elif s == 5:
-            xv = r["exposed_comm_ratio"]
-            out.append(Finding("EXPOSED_COMM_SIGNIFICANT", "info", rk, st,
-                               f"rank {rk} step {st}: {xv:.1%} of communication time is not "
-                               f"hidden by compute (> {th['exposed_significant']:.0%})", ev, float(xv),
-                               float(th["exposed_significant"])))
-        else:
-            xv = r["exposed_comm_ratio"]
-            out.append(Finding("COMM_WELL_HIDDEN", "info", rk, st,
-                               f"rank {rk} step {st}: only {xv:.1%} of communication time is exposed "
-                               f"(< {th['exposed_hidden']:.0%})", ev, float(xv), float(th["exposed_hidden"])))
-    return out
+    pos = np.searchsorted(at, rows)
+    col = {}
+    for c in _LABEL_COLUMNS:
+        if c in table:
+            v = np.empty(len(at), dtype=object)
+            v[:] = table[c].to_numpy()[at].tolist()
+            col[c] = v[pos]
+    rk = np.empty(nf, dtype=object)
+    rk[:] = list(map(int, col["rank"].tolist()))
+    st_ = np.empty(nf, dtype=object)
+    st_[:] = list(map(str, col["step"].tolist()))
+    ev = list(map(str.strip, map("{}{}-{}".format, repeat(ev_pre), col["first_row"].tolist(),
+                                 col["last_row"].tolist())))
+    code = np.empty(nf, dtype=object)
+    sev = np.empty(nf, dtype=object)
+    msg = np.empty(nf, dtype=object)
+    value = np.empty(nf, dtype=object)
+    thr = np.empty(nf, dtype=object)
+
+    def fill(s_, code_, sev_, template, args, val, th_val):
+        sel = np.flatnonzero(slot == s_)
+        if not len(sel):
+            return
+        code[sel] = code_
+        sev[sel] = sev_
+        cols = [a[sel].tolist() if isinstance(a, np.ndarray) else repeat(a) for a in (rk, st_) + args]
+        msg[sel] = list(map(template.format, *cols))
+        value[sel] = list(map(float, val[sel].tolist()))
+        thr[sel] = list(map(float, th_val[sel].tolist())) if isinstance(th_val, np.ndarray) else float(th_val)
+
+    fill(0, "DEVICE_IDLE_GAP_HEAVY", "warn",
+         "rank {} step {}: device idle {:.1%} of its span ({:,.1f} of {:,.1f} us) ≥ {:.0%}: the host does not "
+         "feed the device fast enough", (col["underfeed_ratio"], col["bubble_us"], col["wall_us"],
+                                         th["underfeed_ratio"]), col["underfeed_ratio"], th["underfeed_ratio"])
+    lim_at = np.asarray(lim[rows], dtype=float)
+    for j, (code_, c, what) in enumerate(_GAP_LABELS):
+        li = np.empty(nf, dtype=object)
+        li[:] = lim_at.tolist()
+        fill(1 + j, code_, "warn", "rank {} step {}: {:,.1f} us {} ≥ {:,.1f} us (max({:g} us, {:.0%} of the step))",
+             (col[c], what, li, th["gap_min_us"], th["gap_step_ratio"]), col[c], li)
+    if (slot == 4).any():
+        ratio = np.empty(nf, dtype=object)
+        sel = slot == 4
+        ratio[sel] = (np.asarray(col["wall_us"][sel].tolist()) / np.asarray(col["kernel_sum_us"][sel].tolist())).tolist()
+        fill(4, "RECOMPILE_SUSPECTED", "warn",
+             "rank {} step {}: wall {:,.1f} us is {:.1f}x ΣDuration; one idle gap of {:,.1f} us ends at row {} whose "
+             "Wait Time is {:,.1f} us (graph recompilation or host stall suspected)",
+             (col["wall_us"], ratio, col["largest_bubble_us"], col["largest_bubble_row"], col["wait_after_gap_us"]),
+             ratio, th["recompile_wall_ratio"])
+    x = col["exposed_comm_ratio"]
+    fill(5, "EXPOSED_COMM_SIGNIFICANT", "info",
+         "rank {} step {}: {:.1%} of communication time is not hidden by compute (> {:.0%})",
+         (x, th["exposed_significant"]), x, th["exposed_significant"])
+    fill(6, "COMM_WELL_HIDDEN", "info", "rank {} step {}: only {:.1%} of communication time is exposed (< {:.0%})",
+         (x, th["exposed_hidden"]), x, th["exposed_hidden"])
+    return from_columns(Finding, code.tolist(), sev.tolist(), rk.tolist(), st_.tolist(), msg.tolist(), ev,
+                        value.tolist(), thr.tolist())
 
 
 _LABEL_COLUMNS = ("rank", "step", "first_row", "last_row", "underfeed_ratio", "bubble_us", "wall_us",
@@ -455,11 +577,11 @@ def _slow_ranks(step_time: dict, th: dict) -> list[Finding]:
     if not step_time:
         return []
     keys = list(step_time)
-    labels = [str(s) for _, s in keys]
+    labels = list(map(str, map(itemgetter(1), keys)))
     uniq, first = np.unique(np.asarray(labels, dtype=object), return_index=True)  # steps sorted by text
     sid = np.searchsorted(uniq, np.asarray(labels, dtype=object))
-    rk = np.array([r for r, _ in keys])
-    val = np.array([step_time[k] for k in keys], dtype=float)
+    rk = np.array(list(map(itemgetter(0), keys)))
+    val = np.array(list(step_time.values()), dtype=float)
     n = np.bincount(sid, minlength=len(uniq))
     order = np.lexsort((val, sid))  # NaN sorts last within its step
     sv = val[order]
@@ -504,23 +626,24 @@ def confirm_recompile(findings: list, kernels: pd.DataFrame) -> list:
     (columns ``row``, ``step``, ``name``, ``op_type``, ``core_type``). The table is grouped by
     step once and the compile regex runs once per distinct name / type, however many steps
     carry the finding."""
-    out = []
+    out = list(findings)
     ctx = None
-    for f in findings:
-        if f.code != "RECOMPILE_SUSPECTED":
-            out.append(f)
-            continue
+    # only RECOMPILE_SUSPECTED findings are looked at (one C-level scan finds them)
+    hit = np.flatnonzero(np.fromiter(map(eq, map(attrgetter("code"), out), repeat("RECOMPILE_SUSPECTED")),
+                                     dtype=bool, count=len(out))).tolist()
+    for i in hit:
+        f = out[i]
         if ctx is None:
             ctx = _EvidenceIndex(kernels)
         ev = ctx.evidence(f)
         if ev:
-            out.append(Finding(f.code, f.severity, f.rank, f.step, f"{f.message}; evidence: {ev}", f.evidence,
-                               f.value, f.threshold))
+            out[i] = Finding(f.code, f.severity, f.rank, f.step, f"{f.message}; evidence: {ev}", f.evidence,
+                             f.value, f.threshold)
         else:
             msg = f.message.replace("(graph recompilation or host stall suspected)",
                                     "(no AI CPU or compile task in the step tells recompilation apart from input "
                                     "setup or a host stall)")
-            out.append(Finding("IDLE_GAP_UNEXPLAINED", "info", f.rank, f.step, msg, f.evidence, f.value, f.threshold))
+            out[i] = Finding("IDLE_GAP_UNEXPLAINED", "info", f.rank, f.step, msg, f.evidence, f.value, f.threshold)
     return out
 
 

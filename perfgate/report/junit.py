@@ -1,9 +1,12 @@
 """JUnit XML for CI test reporters (case C03).
 
 Root ``<testsuites>`` with counts and ``time``; suites ``perfgate.self_checks`` (one testcase per
-self-check and rank/step) and ``perfgate.metrics`` (one testcase per gated metric). A gated
-regression is a ``<failure>`` whose text names its cause (:mod:`perfgate.compare.causes`), an invalid capture an ``<error>``, a missing baseline
-``<skipped>``; an ``unsure`` metric (repeated captures, too few runs) is ``<skipped>`` with its
+self-check and rank, :mod:`perfgate.report.selfchecks`: an ``<error>`` when any step failed, whose
+message names the failing steps (the first ten and how many more) and whose text gives each named
+step's message, values and evidence; ``<skipped>`` when every step was skipped; ``<system-out>``
+counts the steps by status and lists warned / skipped steps) and ``perfgate.metrics`` (one testcase
+per gated metric). A gated regression is a ``<failure>`` whose text names its cause
+(:mod:`perfgate.compare.causes`), an invalid capture an ``<error>``, a missing baseline ``<skipped>``; an ``unsure`` metric (repeated captures, too few runs) is ``<skipped>`` with its
 reason, never a failure. There is always at least one testcase; names are XML-escaped by junit-xml.
 
 Matrix builds (case Q06): with a ``key`` (the leg's key, as ``--comment-key``) every suite name
@@ -19,6 +22,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from perfgate import terms
 from perfgate.compare.attribution import ATTRIBUTION_LEAD
+from perfgate.report.selfchecks import group_self_checks
 
 
 def _case(name, classname, elapsed=0.0):
@@ -29,14 +33,18 @@ def render_junit(result, key: str | None = None) -> str:
     """``GateResult`` -> JUnit XML text; ``key`` (a matrix leg's key) suffixes suite and class
     names as ``[KEY]``."""
     checks = []
-    for c in result.self_checks:
-        tc = _case(f"{c.name} rank {c.rank} step {c.step}", f"perfgate.self_check.{c.name}")
-        if c.status == "fail":
-            tc.add_error_info(c.message, f"evidence: {c.evidence}")
-        elif c.status == "skipped":
-            tc.add_skipped_info(c.message)
-        elif c.status == "warn":
-            tc.stdout = "warning: " + c.message
+    for g in group_self_checks(result.self_checks):
+        tc = _case(g.name if g.rank is None else f"{g.name} rank {g.rank}", f"perfgate.self_check.{g.name}")
+        status = g.status
+        if status == "fail":
+            tc.add_error_info(g.headline("fail"), "\n".join(g.details("fail")))
+        elif status == "skipped":
+            tc.add_skipped_info(g.headline("skipped"))
+        out = [("capture-wide check: " if g.capture_wide else f"{g.steps} step(s) checked: ") + g.tally()]
+        for s in ("warn", "skipped") if status != "skipped" else ():
+            if g.by_status.get(s):
+                out += [f"{'warning' if s == 'warn' else 'skipped'}: {g.headline(s)}"] + g.details(s)
+        tc.stdout = "\n".join(out)
         checks.append(tc)
     metrics = []
     if result.status == terms.INVALID:
@@ -85,8 +93,7 @@ def render_junit(result, key: str | None = None) -> str:
             s.name = f"{s.name}[{key}]"
             for tc in s.test_cases:
                 tc.classname = f"{tc.classname}[{key}]"
-    # junit-xml's pretty printing goes through minidom (1.3 s for the 31k per-step self-check
-    # cases of a 5,236-step capture); ElementTree indents the same tree in a fraction of that
+    # junit-xml's pretty printing goes through minidom; ElementTree indents the same tree faster
     xml = to_xml_report_string(suites, prettyprint=False, encoding="utf-8")
     root = ET.fromstring(xml)
     root.set("name", "perfgate")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from perfgate import terms
 from perfgate.report.families import operator_section
+from perfgate.report.selfchecks import group_self_checks
 from perfgate.report.summary import (config_changes, explains_text, group_views, short_change, step_share_text,
                                      verdict_detail, verdict_line, view_columns)
 
@@ -167,7 +168,8 @@ def render_markdown(result, key: str | None = None) -> str:
         details += [f"- `{_cell(c.key)}`: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")
                     for c in main]
         details += ["", "</details>", ""]
-    shown = [f for f in result.findings if f.severity in ("warn", "fail")]
+    # failing findings first (stable): the list is cut at 30 and a capture can hold one warning per step
+    shown = sorted((f for f in result.findings if f.severity in ("warn", "fail")), key=lambda f: f.severity != "fail")
     if shown:
         details.append(f"<details><summary>Findings in the candidate capture ({len(shown)})</summary>")
         details.append("")
@@ -223,10 +225,16 @@ def render_markdown(result, key: str | None = None) -> str:
         for c in result.self_checks:
             counts[c.status] = counts.get(c.status, 0) + 1
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        # one row per (check, rank), failing / warned / skipped steps named (a 5,236-step capture
+        # holds ~31k per-step rows: listed one by one, the comment limit cut off any late failure)
         details += [f"<details><summary>Self-checks ({summary})</summary>", "",
-                    "| check | rank | step | status | detail |", "|---|---|---|---|---|"]
-        details += [f"| {c.name} | {c.rank} | {c.step} | {c.status} | {_cell(c.message)} |"
-                    for c in result.self_checks] + ["", "</details>", ""]
+                    "| check | rank | steps | status | detail |", "|---|---|---|---|---|"]
+        for g in group_self_checks(result.self_checks):
+            bad = [s for s in ("fail", "warn", "skipped") if g.by_status.get(s)]
+            detail = "<br>".join(_cell(g.headline(s)) for s in bad) or _cell(
+                ("" if g.steps == 1 else f"e.g. step {g.checks[0].step}: ") + g.checks[0].message)
+            details.append(f"| {g.name} | {g.rank} | {'-' if g.capture_wide else g.steps} | {g.tally()} | {detail} |")
+        details += ["", "</details>", ""]
     prov = []
     for side, p in (("baseline", result.baseline_provenance), ("candidate", result.candidate_provenance)):
         if p:

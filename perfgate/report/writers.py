@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfgate.errors import NoBaselineError, StoreError
+from perfgate.errors import CorruptBaselineError, NoBaselineError, StoreError
 from perfgate.model import Fingerprint, GateResult
-from perfgate.report.html import render_capture_error_html, render_capture_html, render_html, sparkline_keys
 from perfgate.store.atomic import write_atomic
 from perfgate.store.baselines import BaselineStore
-from perfgate.history.store import trend_series
 
 
 def _history(history_path, keys, config=None):
     """Recorded series for ``keys``, or None when there is no history database (no trend section)."""
     if history_path is None or not Path(history_path).is_file():
         return None
+    from perfgate.history.store import trend_series
     return trend_series(history_path, keys, config=config)
 
 
@@ -35,12 +34,13 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     Raises:
         StoreError: the history database is unreadable, or the write failed (exit 5).
     """
+    from perfgate.report.html import render_html, sparkline_keys   # HTML only: not imported by check's files
     base = None
     name = result.baseline_name
     if store is not None and name and not name.startswith("history:") and result.baseline_provenance:
         try:
             base, _ = store.load(name)
-        except NoBaselineError:
+        except (NoBaselineError, CorruptBaselineError):
             base = None
     keys = sparkline_keys(result)
     text = render_html(result, baseline=base, history=_history(history_path, keys, base.config if base else None),
@@ -53,6 +53,7 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
 def write_capture_html(fp: Fingerprint, path, *, policy=None, history_path=None) -> Path:
     """Render one capture's fingerprint as HTML (``perfgate report CAPTURE``) and write it to
     ``path`` (atomic). Raises StoreError as :func:`write_check_html`."""
+    from perfgate.report.html import render_capture_html, sparkline_keys
     keys = sparkline_keys(fingerprint=fp, policy=policy)
     text = render_capture_html(fp, history=_history(history_path, keys, fp.config), trend_keys=keys, policy=policy,
                                fail_closed=tuple(policy.fail_closed) if policy is not None else ())
@@ -72,6 +73,7 @@ def write_capture_error_html(error, path, *, source=None) -> Path:
     Raises:
         StoreError: the write failed (exit 5 elsewhere; ``perfgate report`` keeps exit 3).
     """
+    from perfgate.report.html import render_capture_error_html
     doc = error.to_dict() if hasattr(error, "to_dict") else dict(error)
     path = Path(path)
     write_atomic(path, render_capture_error_html(doc, source=source))
@@ -146,14 +148,15 @@ def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, j
     Raises:
         StoreError: a write failed (exit 5).
     """
-    from perfgate.report import render_json, render_junit, render_markdown
+    from perfgate.report import render_junit, render_markdown
+    from perfgate.report.json_report import render_json_bytes
     paths = check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path)
     write_atomic(paths["junit"], render_junit(result, key=junit_key))
     write_atomic(paths["markdown"], render_markdown(result, key=key))
     if json_path == "-":   # JSON to stdout (by the caller), the human summary to stderr
         paths["json"] = "<stdout>"
     else:
-        write_atomic(paths["json"], render_json(result))
+        write_atomic(paths["json"], render_json_bytes(result))
     return paths
 
 

@@ -15,10 +15,11 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically: readers see the old file or the new
-    one, never a half-written one; on failure the old file is untouched. The new file gets
-    the usual permissions (0666 minus the umask), not the temp file's 0600.
+def write_atomic(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` (str, written as UTF-8; or bytes, written as they are) to ``path``
+    atomically: readers see the old file or the new one, never a half-written one; on failure
+    the old file is untouched. The new file gets the usual permissions (0666 minus the umask),
+    not the temp file's 0600.
 
     A target that exists and is not a regular file (``/dev/null``, a FIFO, ``/dev/stdout``)
     is written in place, never replaced.
@@ -34,7 +35,7 @@ def write_atomic(path: Path, text: str) -> Path:
         special = False
     if special:
         try:
-            with open(path, "w", encoding="utf-8") as f:
+            with (open(path, "wb") if isinstance(text, bytes) else open(path, "w", encoding="utf-8")) as f:
                 f.write(text)
             return path
         except OSError as e:
@@ -47,7 +48,7 @@ def write_atomic(path: Path, text: str) -> Path:
     except OSError as e:
         raise StoreError(f"cannot write here: {e.strerror}", path=path.parent) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
