@@ -125,7 +125,11 @@ def test_missing_rank_is_incompatible_not_pass(env):
 def test_renumbered_rank_is_incompatible(env):
     cand, check, tmp, _ = env
     c = cand()
-    (c / "rank0_ascend_pt/profiler_info_0.json").rename(c / "rank0_ascend_pt/profiler_info_7.json")
+    info = c / "rank0_ascend_pt/profiler_info_0.json"
+    doc = json.loads(info.read_text())
+    doc["rank_id"] = 7  # renumbered as the profiler would write rank 7: name and rank_id agree
+    (c / "rank0_ascend_pt/profiler_info_7.json").write_text(json.dumps(doc))
+    info.unlink()
     code, out = check(c)
     doc = json.loads((tmp / "out" / "perfgate-result.json").read_text())
     assert code == 4 and "INCOMPATIBLE_BASELINE" in out and "missing or extra rank" in out

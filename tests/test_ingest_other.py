@@ -98,7 +98,10 @@ def test_rank_from_profiler_info_not_device(tmp_path):
     root = write_capture(tmp_path / "cap", SynthSpec(ranks=1, steps=1, header="g83"))
     (root / "rank0_ascend_pt").rename(root / "worker_7_ascend_pt")
     info = root / "worker_7_ascend_pt" / "profiler_info_0.json"
-    info.rename(info.with_name("profiler_info_5.json"))
+    doc = json.loads(info.read_text())
+    doc["rank_id"] = 5  # as the profiler writes rank 5's file: name and rank_id agree
+    info.with_name("profiler_info_5.json").write_text(json.dumps(doc))
+    info.unlink()
     assert [loc.rank for loc in discover(root)] == [5]
 
 

@@ -162,6 +162,7 @@ M9 = '{"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "
     (f"[{M9}, {EV.replace('Computing', 'Free' + chr(9))}]", False),                # raw control character
     (f"[{M9.replace('9', str(2 ** 70), 1)}, {EV}]", True),                         # a pid beyond int64
     (f'[{M9.replace("9", chr(34) + "9" + chr(34), 1)}, {EV}]', True),              # a pid spelt as text
+    (f'[{M9}, {EV}, {{"name": "aclnnAdd", "tid": "a"Free"", "ph": "X"}}]', False),    # "Free" after a string
 ])
 def test_adversarial_traces_give_the_older_result(tmp_path, text, reads):
     """Same summary or same error as the older paths (Arrow line scan, exact scan)."""
@@ -280,3 +281,163 @@ def test_brackets_of_another_kind_in_a_nested_value(tmp_path, bad):
     _, err = _outcome(tr.read_trace, p)
     _, older = _outcome(_older, p)
     assert err is not None and err == older
+
+
+def test_memory_is_bounded_by_the_block_not_the_file(tmp_path, monkeypatch, text_captures):
+    """The extractor streams: one reused block buffer (plus the unfinished event carried over)
+    and per-block index arrays; its peak allocation stays far below the file size."""
+    import tracemalloc
+    src = (text_captures / "level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").read_bytes().strip()
+    body = src[1:-1].strip()
+    p = tmp_path / "trace_view.json"
+    reps = max(2, (48 << 20) // len(body))
+    with open(p, "wb") as f:
+        f.write(b"[" + body + b"".join(b", " + body for _ in range(reps - 1)) + b"]")
+    size = p.stat().st_size
+    monkeypatch.setattr(tb, "CHUNK", 1 << 20)
+    tracemalloc.start()
+    try:
+        ex = tb.scan(p, 0, size)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert ex.n > 100_000
+    assert peak < size / 3, (peak, size)
+
+
+def _fast_events_oracle(b, w64, q, kq, eo, ec, layout, template):
+    """The per-field verification _fast_events replaced (one span, one field at a time; the
+    kind by comparing the name's bytes with each kind name): kept as the test oracle."""
+    n = len(eo)
+    spans, holes = template
+    cache = {"eo": eo, "ec": ec}
+
+    def at(ref):
+        r, off = ref
+        if r not in cache:
+            cache[r] = q[kq + r]
+        return cache[r] + off if off else cache[r]
+
+    ok = np.ones(n, dtype=bool)
+    for lo_ref, hi_ref, lit in spans:
+        lo, hi = at(lo_ref), at(hi_ref)
+        ok &= (hi - lo) == len(lit)
+        ok &= tb._equals(w64, lo, lit)
+    vals = {key: (at(lo_ref), at(hi_ref)) for key, lo_ref, hi_ref in holes}
+    rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
+    rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
+    lo, hi = vals[b"name"]
+    kind = np.full(n, -1, dtype=np.int64)
+    ln = hi - lo
+    for code, kname in enumerate(tb.KIND_NAMES):
+        kb = kname.encode()
+        m = np.flatnonzero(ln == len(kb))
+        kind[m[tb._equals(w64, lo[m], kb)]] = code
+    ok &= kind >= 0
+    lo, hi = vals[b"ph"]
+    ok &= ((hi - lo) == 1) & (b[lo] == 88)
+    lo, hi = vals[b"pid"]
+    pok, pdot, pid = tb._numbers(b, w64, lo, hi, json_number=True, common=True)
+    ok &= pok & ~pdot
+    pid = pid // 1000
+    ts_string = dict(layout)[b"ts"]
+    lo, hi = vals[b"ts"]
+    tok, ts = tb._fixed_ts(b, w64, lo, hi, *rep_ts)
+    rest = np.flatnonzero(~tok)
+    if len(rest):
+        rok, _, rts = tb._number(b, lo[rest], hi[rest], json_number=not ts_string)
+        tok[rest], ts[rest] = rok, rts
+    ok &= tok
+    dur = np.zeros(n, dtype=np.int64)
+    for key, (lo, hi) in vals.items():
+        if key in (b"name", b"ph", b"pid", b"ts"):
+            continue
+        if key == b"dur":
+            vok, _, dur = tb._numbers(b, w64, lo, hi, json_number=True)
+        else:
+            vok = tb._json_ints(w64, lo, hi)
+            rest = np.flatnonzero(~vok)
+            if len(rest):
+                vok[rest] = tb._numbers(b, w64, lo[rest], hi[rest], json_number=True)[0]
+        ok &= vok
+    return ok, kind, pid, ts, dur
+
+
+def _checked_fast_events(seen):
+    """tb._fast_events, asserting on every call that it takes (and reads) exactly the events
+    the oracle takes; ``seen`` counts (events checked, events taken)."""
+    real = tb._fast_events
+
+    def both(b, w64, q, skind, kq, eo, ec, layout, template):
+        got = real(b, w64, q, skind, kq, eo, ec, layout, template)
+        want = _fast_events_oracle(b, w64, q, kq, eo, ec, layout, template)
+        ok = want[0]
+        assert (got[0] == ok).all()
+        for g, w in zip(got[1:], want[1:]):
+            assert (g[ok] == w[ok]).all()
+        seen[0] += len(ok)
+        seen[1] += int(ok.sum())
+        return got
+    return both
+
+
+MUTANTS = "0123456789.-eE \"X:,ab\\u"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 200), st.sampled_from(MUTANTS)), max_size=3), min_size=1,
+                max_size=25),
+       st.sampled_from(["compact", "torch"]))
+def test_fast_event_decisions_equal_the_per_field_oracle(tmp_path_factory, monkeypatch_module, mutations, style):
+    """Overlap events with up to 3 bytes replaced (digits, points, signs, exponents, quotes,
+    spaces, separators, letters, escapes): the anchor-matrix verification takes exactly the
+    events the per-field oracle takes, with the same kind / pid / ts / dur; the summary (or
+    the error) equals the older paths'."""
+    base = json.loads(EV)
+    sep = (",", ":") if style == "compact" else (", ", ": ")
+    events = []
+    for i, muts in enumerate(mutations):
+        ev = dict(base, name=tb.KIND_NAMES[i % 4], ts=f"17364088837{i:05d}.212",
+                  dur=[53.742, 7, 0.5, 1234.56789][i % 4], tid=i % 3)
+        text = json.dumps(ev, separators=sep)
+        for pos, c in muts:
+            pos = pos % len(text)
+            if text[pos] not in "{}":
+                text = text[:pos] + c + text[pos + 1:]
+        events.append(text)
+    p = tmp_path_factory.mktemp("m") / "trace_view.json"
+    p.write_text("[" + M9 + ", " + ", ".join([EV] + events) + "]")
+    seen = [0, 0]
+    monkeypatch_module.setattr(tb, "_fast_events", _checked_fast_events(seen))
+    got, err = _outcome(tr.read_trace, p)
+    assert seen[0] >= 1
+    older, older_err = _outcome(_older, p)      # Arrow line scan, then the exact scan
+    try:
+        json.loads(p.read_bytes())
+    except ValueError:
+        # token syntax inside an event holding no kept name in quotes is checked by neither
+        # scan (the exact scan parses a whole block when a third of its events hold one)
+        if got is not None and older is not None:
+            _same(got, older)
+        return
+    assert err == older_err
+    if older is not None:
+        _same(got, older)
+        _same(got, _exact(p))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_fast_event_decisions_on_real_and_replicated_traces(tmp_path, monkeypatch, ascend, text_captures):
+    """Real traces and a replicated many-step trace: the oracle agrees on every fast event."""
+    seen = [0, 0]
+    monkeypatch.setattr(tb, "_fast_events", _checked_fast_events(seen))
+    cap = replicate_rank(text_captures / "level1/rank0_ascend_pt", tmp_path / "rep", steps=20, trace=True)
+    for p in _real_traces(ascend) + [next(cap.rglob("trace_view.json"))]:
+        _same(_bytes(p), _exact(p))
+    assert seen[1] > 10_000 and seen[1] <= seen[0]

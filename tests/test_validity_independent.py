@@ -226,12 +226,6 @@ def test_rank_read_from_profiler_info_file_name_not_folder_name(st_level2):
     assert fp["provenance"]["rank_dirs"]["1"] == "rank_5_ascend_pt"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "profiler_info_1.json whose rank_id field says \"3\": perfgate takes the file name's rank (1) "
-    "silently (exit 0, rank_sources 'file name profiler_info_1.json', no warning). A one-line refusal "
-    "in discover.py works but breaks tests/test_ingest_other.py::test_rank_from_profiler_info_not_device, "
-    "which renames profiler_info_0.json to profiler_info_5.json (rank_id 0 inside) and expects rank 5: "
-    "refuse vs warn is the lead's call"))
 def test_profiler_info_name_and_rank_id_disagreeing_is_refused(st_level2):
     """st/level2 rank 1's profiler_info_1.json with its rank_id field set to "3" (a renamed or
     edited file: the profiler writes profiler_info_<N>.json with rank_id N) -> exit 3 naming the
@@ -339,16 +333,17 @@ def test_communication_op_longer_than_the_capture_is_refused(level1):
 
 
 # ---------------------------------------------------------------- raw msprof
-@pytest.mark.xfail(strict=True, reason=(
-    "raw msprof op_summary with every Task Start Time(us) divided by 1000 (ms magnitudes): the 3 "
-    "tasks on stream 46 then overlap (row 2 starts 0.77 us after row 1, which lasts 4.6 us) and "
-    "the starts contradict Task Wait Time(us) (765.149, 13221.44 us); perfgate exits 0 with "
-    "step.wall_us 40.66 us instead of 14,025.881 us"))
 def test_raw_msprof_starts_in_ms_are_refused(msprof):
     cap, f = msprof
+    """Raw msprof op_summary with every Task Start Time(us) divided by 1000 (ms magnitudes): the 3
+    tasks on stream 46 then overlap (row 2 starts 0.77 us after row 1, which lasts 4.6 us). Before
+    the fix: exit 0 with step.wall_us 40.66 us instead of 14,025.881 us. A stream runs its tasks in
+    order -> exit 3 naming the file, row 2 and the column."""
     _edit_column(f, "Task Start Time(us)", lambda s: _us(float(s) / 1000))
     rc, _, err = _fingerprint(cap)
     assert rc == 3, err
+    assert f.name in err and "row 2" in err and "Task Start Time(us)" in err
+    assert "starts before its stream's previous task ends" in err
     assert f.name in err and "Task Start Time(us)" in err
 
 

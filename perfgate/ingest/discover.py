@@ -7,7 +7,8 @@ no torch_npu output exists beside it.
 
 The rank id comes from the file name ``profiler_info_<N>.json`` (as msprof-analyze
 ``DataPreprocessor.get_rank_id`` does), else from its ``rank_id`` key (int or string), else
-from a ``rank<N>`` folder name (with a warning). ``Device_id`` is never used as the rank.
+from a ``rank<N>`` folder name (with a warning). ``Device_id`` is never used as the rank. A
+file name and a ``rank_id`` (>= 0) that disagree are refused (InvalidCaptureError, exit 3).
 """
 from __future__ import annotations
 
@@ -329,7 +330,15 @@ def discover(path) -> list[RankLocation]:
             info_path = infos[0]
         if info_path is not None:
             info = read_profiler_info(info_path)
-            if rank is None and info.get("rank_id") is not None and info["rank_id"] >= 0:
+            rid = info.get("rank_id")
+            if rank is not None and rid is not None and rid >= 0 and rid != rank:
+                # the profiler writes profiler_info_<N>.json with rank_id N: a file renamed or
+                # edited by hand; neither can be preferred on the files' word
+                raise InvalidCaptureError(
+                    f"{info_path.name}: the file name says rank {rank}, its rank_id says {rid}",
+                    path=info_path, hint="the profiler writes profiler_info_<N>.json with rank_id N; "
+                                         "restore the file as the profiler wrote it")
+            if rank is None and rid is not None and rid >= 0:
                 rank, source = info["rank_id"], f"rank_id in {info_path.name}"
         if rank is None and layout == "msprof":
             rank, source = msprof_rank(rank_dir)

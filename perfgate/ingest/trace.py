@@ -406,7 +406,7 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
 
     A bare event array is read first by the byte-level extractor
-    (:mod:`perfgate.ingest.tracebytes`: numpy over 2 MiB blocks, every event's structure
+    (:mod:`perfgate.ingest.tracebytes`: numpy over 4 MiB blocks, every event's structure
     checked, the kept events' bytes verified against a template and their ts / dur converted
     to exact ns from their digits; no Python object per event; it also gathers the host ->
     device flows for :func:`perfgate.ingest.validity.lost_launches` in the same pass, as

@@ -6,18 +6,24 @@ module reads them straight from the bytes with vectorised numpy operations over 
 :data:`CHUNK` bytes cut at event boundaries:
 
 1. *Structure* (every event): the unescaped quotes (a quote preceded by an odd run of
-   backslashes is escaped), the braces and brackets outside strings, their depth; no raw
-   control character inside a string. The root
+   backslashes is escaped), the braces and brackets outside strings (quotes and brackets
+   found by one pass, the quote count before each bracket by a cumulative sum), their depth;
+   no raw control character inside a string. The root
    must be one array whose items are all objects, separated by exactly one comma and
-   whitespace, closed by ``]`` with only whitespace after it; brackets pair by kind. This is
-   the structure the exact scan (:mod:`perfgate.ingest.jsonscan`) checks.
+   whitespace, closed by ``]`` with only whitespace after it; brackets pair by kind (a block
+   with no ``[`` / ``]`` outside strings needs no pairing check: the depth count proves it).
+   This is the structure the exact scan (:mod:`perfgate.ingest.jsonscan`) checks.
 2. *Candidates*: events holding a string whose raw bytes equal a kept name (``Computing``,
    ``Communication``, ``Communication(Not Overlapped)``, ``Free``, ``process_name``) or begin
    with ``ProfilerStep#``, or holding a ``\\u`` escape (the only way to spell those names
-   otherwise). No other event can be kept.
+   otherwise). No other event can be kept. Events where a string is followed by a byte JSON
+   does not allow there are parsed too (``json.loads`` names them invalid): the exact scan
+   parses, and so refuses, such an event when a kept name in quotes appears in it (``"x"Free"``).
 3. *Fast events*: a candidate with no nested value and no backslash is matched against a
    layout (its keys, in order, learned from one member by ``json.loads``) and every one of its
-   bytes is verified: key strings equal the layout's, only whitespace, one ``:`` and one
+   bytes is verified (one anchor matrix of the events' braces and quotes, one gather of the
+   fixed spans' 8-byte words, one comparison; the name's kind is its string's, found in
+   step 2): key strings equal the layout's, only whitespace, one ``:`` and one
    ``,`` between members, ``name`` / ``ph`` / ``ts`` are strings of the expected form, every
    other value is a plain JSON number (``-?(0|[1-9]d*)(.d+)?``). ``ts`` and ``dur`` are
    converted to exact int64 ns from their decimal digits (round half up at 1 ns, as
@@ -30,10 +36,15 @@ module reads them straight from the bytes with vectorised numpy operations over 
    :func:`perfgate.ingest.validity.flow_event` (the rule lost_launches' own pass applies), so
    that the file is not read a second time for lost device tasks.
 
-Cost (paired CPU, same run, loaded 2-core machine): ~100 MiB/s on a replicated trace where
-nearly every event is kept (Arrow line scan ~57), ~200 MiB/s on real-shaped events with few
-kept (Arrow ~85). Blocks that would need more than :data:`_MAX_PARSED` one-by-one parses go
-to the Arrow line scan instead.
+Cost (``read_trace`` CPU, paired child processes, loaded 2-core machine, issue 21 round 3):
+~85-92 MiB/s on a 192 MiB replicated trace where nearly every event is kept (2 M events; the
+previous extractor 73-82 in the same runs), ~140-190 MiB/s on the real level1 trace's events
+repeated to 191 MiB, few kept (previous 123-153). Per event kept, the costs are the quote
+scan, the layout's anchor matrix and word gather, and the ts / dur digit conversion; per flow
+hit, one :func:`flow_event` call (~2.5 µs). Blocks that would need more than
+:data:`_MAX_PARSED` one-by-one parses go to the Arrow line scan instead. Memory: one reused
+block buffer (:data:`CHUNK` plus the unfinished event carried over) and per-block index
+arrays, plus the kept events' columns.
 
 Anything it cannot prove it read exactly raises :class:`NoFastPath`; the caller then reads
 the file with the older paths (Arrow line scan, exact scan), which give the same summary or
@@ -50,7 +61,7 @@ from perfgate.ingest.aliases import OVERLAP_KINDS
 from perfgate.ingest.jsonscan import ScanError, _check_pairs
 from perfgate.ingest.validity import _FLOW_CATS, flow_event
 
-CHUNK = 2 << 20                             # in cache: 2x faster than 32 MiB blocks
+CHUNK = 4 << 20                             # fits L2+L3 working set: ~10% faster than 2 or 8 MiB blocks
 STEP_PREFIX = b"ProfilerStep#"
 KIND_NAMES = tuple(OVERLAP_KINDS)           # kind code i -> the event name KIND_NAMES[i]
 _KEPT = tuple(k.encode() for k in KIND_NAMES) + (b"process_name",)
@@ -375,34 +386,57 @@ def _template(b: np.ndarray, e_open: int, e_close: int, layout):
     return spans, holes
 
 
-def _fast_events(b, w64, q, kq, eo, ec, layout, template):
-    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``.
+def _plan(template, nq: int):
+    """The template as column plans over the anchor matrix (columns: ``{``, the event's
+    ``nq`` quotes, ``}``): span lengths as anchor differences, span bytes as 8-byte words
+    at (column, offset) with a mask, holes as (column, offset) bounds."""
+    spans, holes = template
+
+    def col(ref):
+        r, off = ref
+        return (0 if r == "eo" else nq + 1 if r == "ec" else r + 1), off
+
+    lo_c, hi_c, lens, w_c, w_o, w_v, w_m = [], [], [], [], [], [], []
+    for lo_ref, hi_ref, lit in spans:
+        (c0, o0), (c1, o1) = col(lo_ref), col(hi_ref)
+        lo_c.append(c0)
+        hi_c.append(c1)
+        lens.append(len(lit) + o0 - o1)
+        for j in range(0, len(lit), 8):
+            part = lit[j:j + 8]
+            w_c.append(c0)
+            w_o.append(o0 + j)
+            w_v.append(int.from_bytes(part.ljust(8, b"\0"), "little"))
+            w_m.append((1 << (8 * len(part))) - 1)
+    u = np.uint64
+    return (np.array(lo_c), np.array(hi_c), np.array(lens, dtype=np.int64), np.array(w_c),
+            np.array(w_o, dtype=np.int64), np.array(w_v, dtype=u), np.array(w_m, dtype=u),
+            {key: (col(lo), col(hi)) for key, lo, hi in holes})
+
+
+def _fast_events(b, w64, q, skind, kq, eo, ec, layout, template):
+    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``: one
+    anchor matrix (n x quotes + 2), one gather of every fixed span's 8-byte words, one
+    comparison; the name's kind is its string's kind from :func:`_candidates` (``skind``).
     Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
     n = len(eo)
-    spans, holes = template
-    cache = {"eo": eo, "ec": ec}
-
-    def at(ref):
-        r, off = ref
-        if r not in cache:
-            cache[r] = q[kq + r]
-        return cache[r] + off if off else cache[r]
-
-    ok = np.ones(n, dtype=bool)
-    for lo_ref, hi_ref, lit in spans:
-        lo, hi = at(lo_ref), at(hi_ref)
-        ok &= (hi - lo) == len(lit)
-        ok &= _equals(w64, lo, lit)
-    vals = {key: (at(lo_ref), at(hi_ref)) for key, lo_ref, hi_ref in holes}
+    nq = 2 * sum(2 if s else 1 for _, s in layout)
+    lo_c, hi_c, lens, w_c, w_o, w_v, w_m, hole = _plan(template, nq)
+    A = np.empty((n, nq + 2), dtype=np.int64)
+    A[:, 0] = eo
+    A[:, 1:nq + 1] = _win(q, nq)[kq]                  # each event's quotes: one row gather
+    A[:, nq + 1] = ec
+    ok = ((A[:, hi_c] - A[:, lo_c]) == lens).all(axis=1)
+    P = A[:, w_c]
+    P += w_o
+    G = w64[P]
+    G &= w_m
+    ok &= (G == w_v).all(axis=1)
+    vals = {key: (A[:, c0] + o0, A[:, c1] + o1) for key, ((c0, o0), (c1, o1)) in hole.items()}
     rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
     rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
-    lo, hi = vals[b"name"]
-    kind = np.full(n, -1, dtype=np.int64)
-    ln = hi - lo
-    for code, kname in enumerate(KIND_NAMES):
-        kb = kname.encode()
-        m = np.flatnonzero(ln == len(kb))
-        kind[m[_equals(w64, lo[m], kb)]] = code
+    (name_col, _), _ = hole[b"name"]                  # the name value is string (col - 1) / 2
+    kind = skind[kq // 2 + (name_col - 1) // 2].astype(np.int64)
     ok &= kind >= 0                                   # other names: parsed exactly (rare)
     lo, hi = vals[b"ph"]
     ok &= ((hi - lo) == 1) & (b[lo] == 88)            # ph other than "X": parsed exactly
@@ -425,7 +459,7 @@ def _fast_events(b, w64, q, kq, eo, ec, layout, template):
         if key == b"dur":
             vok, _, dur = _numbers(b, w64, lo, hi, json_number=True)
         else:                                         # a value perfgate does not use: validated only
-            vok = _json_ints(w64, lo, hi)
+            vok = _DIGIT[b[lo]] if ((hi - lo) == 1).all() else _json_ints(w64, lo, hi)
             rest = np.flatnonzero(~vok)
             if len(rest):
                 vok[rest] = _numbers(b, w64, lo[rest], hi[rest], json_number=True)[0]
@@ -446,6 +480,8 @@ def _equals(w64: np.ndarray, lo: np.ndarray, lit: bytes) -> np.ndarray:
     return ok
 
 
+_NOT_AFTER_STRING = np.ones(256, dtype=bool)    # bytes JSON does not allow right after a string
+_NOT_AFTER_STRING[[32, 9, 10, 13, 44, 58, 125, 93]] = False
 _FIRST_LEN = np.zeros(256 * 64, dtype=bool)     # (first byte, length) of a string that may be kept
 for _k in _KEPT:
     _FIRST_LEN[_k[0] * 64 + len(_k)] = True
@@ -453,20 +489,26 @@ for _n in range(len(STEP_PREFIX), 64):
     _FIRST_LEN[STEP_PREFIX[0] * 64 + _n] = True
 
 
-def _candidates(b, w64, qo, qc):
+def _candidates(b, w64, qo, qc, first=None):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
-    with ProfilerStep#; and every string's (first byte, length) code."""
+    with ProfilerStep#; every string's (first byte, length) code; every string's kind code
+    (into :data:`KIND_NAMES`, -1 for any other string). ``first``: each string's first byte
+    (b[qo + 1]) when the caller has it."""
     ln = np.minimum(qc - qo - 1, 63)
-    code = b[qo + 1].astype(np.int64) * 64 + ln
+    code = (b[qo + 1] if first is None else first).astype(np.int64) * 64 + ln
     sel = np.flatnonzero(_FIRST_LEN[code])
     ln, start = ln[sel], qo[sel] + 1
     hit = np.zeros(len(sel), dtype=bool)
-    for kb in _KEPT:
+    skind = np.full(len(qo), -1, dtype=np.int8)
+    for i, kb in enumerate(_KEPT):
         m = np.flatnonzero(ln == len(kb))
-        hit[m[_equals(w64, start[m], kb)]] = True
+        m = m[_equals(w64, start[m], kb)]
+        hit[m] = True
+        if i < len(KIND_NAMES):
+            skind[sel[m]] = i
     m = np.flatnonzero(ln >= len(STEP_PREFIX))
     hit[m[_equals(w64, start[m], STEP_PREFIX)]] = True
-    return sel[hit], code
+    return sel[hit], code, skind
 
 
 def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
@@ -489,25 +531,36 @@ def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
         good = (i >= 0) & (j < len(raw_close))
         starts, ended = flows
         for lo, hi in zip((raw_open[i[good]] + start).tolist(), (raw_close[j[good]] + start + 1).tolist()):
-            flow_event(buf[lo:hi], cat, starts, ended)
+            flow_event(bytes(buf[lo:hi]), cat, starts, ended)
 
 
-def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
-    """Analyse one buffer that starts at an item start (or right after the root ``[``).
-    Returns (bytes consumed, items completed, root closed)."""
-    bp = np.frombuffer(buf, dtype=np.uint8, offset=start)      # buf ends with _PAD zero bytes
+def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
+    """Analyse ``buf[start:end]``, which starts at an item start (or right after the root
+    ``[``) and is followed by _PAD zero bytes. Returns (bytes consumed, items completed, root
+    closed)."""
+    bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
-    q = np.flatnonzero(b == 34)
-    bs = np.flatnonzero(b == 92)
-    q = _real_quotes(bp, q, bs)
+    x = b | 32                                      # one pass finds quotes and brackets together
+    m = x == 123
+    m |= x == 125
+    m |= b == 34
+    sc = np.flatnonzero(m)
+    isq = b[sc] == 34
+    raw_br = sc[~isq]                               # every bracket, in strings too (flows)
+    bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else sc[:0]   # memchr first
+    q = sc[isq]
+    real = _real_quotes(bp, q, bs)
+    if len(real) != len(q):                         # escaped quotes: neither quotes nor brackets
+        keep = np.ones(len(sc), dtype=bool)
+        keep[np.searchsorted(sc, np.setdiff1d(q, real, assume_unique=True))] = False
+        sc, isq, q = sc[keep], isq[keep], real
     ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
     if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
         raise NoFastPath("a control character inside a string")
-    x = b | 32
-    br = np.flatnonzero((x == 123) | (x == 125))
-    nq_before = np.searchsorted(q, br)              # quotes before each bracket
+    notq = ~isq
+    br = sc[notq]
+    nq_before = np.cumsum(isq, dtype=np.int32 if len(sc) < 2 ** 31 else np.int64)[notq].astype(np.int64)
     outside = (nq_before & 1) == 0
-    raw_br = br
     br, nq_before = br[outside], nq_before[outside]
     ch = b[br]
     opener = (ch == 123) | (ch == 91)
@@ -539,7 +592,8 @@ def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
     eo, ec = br[top_open], br[top_close]
     cut = int(ec[-1]) + 1 if ne else 0
     nested = np.flatnonzero((top_close - top_open) != 1) if ne else top_open[:0]
-    if len(nested):                                  # nested values: pair their brackets by kind
+    if len(nested) and (ch < 100).any():             # nested values: pair their brackets by kind
+        # (braces only: the depth count alone proves the pairing, so no '[' / ']' -> no check)
         if len(nested) * 4 < ne:                     # a few such events: their brackets only
             lens = top_close[nested] - top_open[nested] + 1
             inside = np.repeat(top_open[nested] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
@@ -565,15 +619,20 @@ def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
             raise NoFastPath("trailing comma")
     # candidates
     qo, qc = q[0::2], q[1::2]
+    after = bp[1:][q]                               # the byte after each quote (one gather)
+    first_b, after_s = after[0::2], after[1::2]
     if len(qc) < len(qo):
-        qo = qo[:len(qc)]
+        qo, first_b = qo[:len(qc)], first_b[:len(qc)]
     w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
-    cs, code = _candidates(bp, w64, qo, qc)
+    cs, code, skind = _candidates(bp, w64, qo, qc, first_b)
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
+    odd = np.flatnonzero(_NOT_AFTER_STRING[after_s])
+    if len(odd):                                    # invalid JSON after a string (e.g. "x"Free"): the
+        cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, qc[odd], side="right") - 1])  # parse names it
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
     _flows(buf, start, bp, w64, qo, code, cut, raw_br, out["flows"])
     mark = np.zeros(ne, dtype=bool)
@@ -601,7 +660,7 @@ def _block(buf: bytes, start: int, first: bool, base_idx: int, out: dict):
                 slow.append(fast[r])
                 todo = todo[1:]
                 continue
-            okm, kind, pid, ts, dur = _fast_events(bp, w64, q, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
+            okm, kind, pid, ts, dur = _fast_events(bp, w64, q, skind, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
                                                    _template(b, e0, e1, lay))
             if not okm[0]:
                 slow.append(fast[r])
@@ -641,17 +700,26 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         f.seek(start)
         if f.read(1) != b"[":
             raise NoFastPath("no array")
-        pending = b""
+        arr = bytearray(chunk + _PAD)   # reused block buffer (read into, no copy per block)
+        plen = 0                        # bytes carried over at its head (an unfinished event)
         first = True
         need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
         pad = bytes(_PAD)
         want = chunk
         while True:
-            data = b"" if eof else f.read(want)
-            eof = eof or len(data) < want
-            buf = b"".join((pending, data, pad))
-            end = len(buf) - _PAD
+            if len(arr) < plen + want + _PAD:
+                grown = bytearray(plen + want + _PAD)
+                grown[:plen] = arr[:plen]
+                arr = grown
+            got = 0
+            if not eof:
+                with memoryview(arr) as mv:
+                    got = f.readinto(mv[plen:plen + want])
+            eof = eof or got < want
+            end = plen + got
+            arr[end:end + _PAD] = pad
+            buf = arr
             start = 0
             if need_sep:
                 while start < end and buf[start] in ws:
@@ -659,7 +727,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                 if start == end:
                     if eof:
                         raise NoFastPath("truncated")
-                    pending = b""
+                    plen = 0
                     continue
                 if buf[start] == 93:                   # "]"
                     if buf[start + 1:end].strip(ws) or any(more.strip(ws) for more in iter(lambda: f.read(chunk), b"")):
@@ -669,7 +737,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                     raise NoFastPath("item separator")
                 start += 1
                 need_sep = False
-            used, ne, closed = _block(buf, start, first, n, out)
+            used, ne, closed = _block(buf, start, end, first, n, out)
             n += ne
             first = first and ne == 0
             if closed:
@@ -679,7 +747,9 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             if ne == 0 and eof:
                 raise NoFastPath("truncated")
             want = want * 2 if ne == 0 else chunk     # an event larger than a block: read on, doubling
-            pending = buf[start + used:end]
+            rest = buf[start + used:end]
+            plen = len(rest)
+            arr[:plen] = rest
             need_sep = need_sep or ne > 0
     cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
             for k in ("idx", "pid", "kind", "ts", "dur")}

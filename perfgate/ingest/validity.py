@@ -11,7 +11,13 @@ Each check is one KIND of fault (issue 16), not one case:
   duration may exceed that span by at most :data:`MAX_TASK_NS` (HCCL's default execution
   timeout is 1,836 s) and the starts may spread over at most :data:`MAX_SPAN_NS`. A start whose
   ns value is a whole multiple of 10^12 ns (1,000 s) has visibly lost its precision (a
-  spreadsheet's ``1.69512E+15``). Each refusal names file, row and column (exit 3).
+  spreadsheet's ``1.69512E+15``). Without a recorded window (raw msprof output) the starts must
+  also keep each stream's order (:data:`STREAM_OVERLAP_NS`): a stream runs its tasks one after
+  another, so when at least half of the consecutive task pairs of the streams start more than
+  1 us before the previous task ends, the Start column is not in us (ms written as us) or the rows
+  come from different captures. Measured on every fixture table with a Stream ID column: no
+  profiler-written table has such a pair; a hand-made unit-test table of msprof-analyze has 4 of
+  28. Each refusal names file, row and column (exit 3).
 * **Time bases** (:func:`host_clock_mismatch`): the host ``ProfilerStep#N`` windows of the
   timeline and the device tasks of the kernel table must share a clock before a host − device
   figure (pre-launch, tail) is formed: each step's host window and device span must overlap or
@@ -41,6 +47,7 @@ MAX_TASK_NS = 3_600 * 1_000_000_000        # 1 h beyond the start span, without 
 MAX_SPAN_NS = 86_400 * 1_000_000_000       # 1 day of starts, without a recorded window
 LOST_PRECISION_NS = 10 ** 12               # a start on a whole 1,000 s: digits went missing
 CLOCK_SLACK_NS = 1_000_000_000             # host window vs device span of one step
+STREAM_OVERLAP_NS = 1_000                  # a task starting > 1 us before its stream's previous task ends
 
 
 def collection_window(info_path: Path | None) -> tuple[int, int] | None:
@@ -99,6 +106,7 @@ def check_time_values(kernels, window: tuple[int, int] | None, window_source: st
                                           f"({length / 1000:,.0f} us, {window_source})",
                    "a task cannot outlast the profiling run that recorded it")
         return
+    _check_stream_order(kernels, start, dur, rows, refuse, c_start)
     s0, s1 = int(start.min()), int(start.max())
     if s1 - s0 > MAX_SPAN_NS:
         med = int(np.median(start))
@@ -112,6 +120,35 @@ def check_time_values(kernels, window: tuple[int, int] | None, window_source: st
                                       f"longer than the table's own span ({(s1 - s0) / 1000:,.3f} us of starts) "
                                       f"plus 1 h",
                "a corrupted clock or an altered row (HolisticTraceAnalysis#325)")
+
+
+def _check_stream_order(kernels, start, dur, rows, refuse, c_start) -> None:
+    """Refuse a table where at least half of the consecutive same-stream task pairs (at least
+    two pairs) overlap by more than :data:`STREAM_OVERLAP_NS`. Rows without a stream (``Stream
+    ID`` absent or N/A) are not judged."""
+    col = kernels.df["stream_id"]
+    codes = np.asarray(col.array.codes) if hasattr(col.array, "codes") else None
+    if codes is None:
+        return
+    keep = codes >= 0
+    if int(keep.sum()) < 3:
+        return
+    c, s0, e0, r0 = codes[keep], start[keep], start[keep] + dur[keep], rows[keep]
+    order = np.lexsort((s0, c))
+    c, s0, e0, r0 = c[order], s0[order], e0[order], r0[order]
+    same = c[1:] == c[:-1]
+    early = same & (s0[1:] < e0[:-1] - STREAM_OVERLAP_NS)
+    pairs, n_early = int(same.sum()), int(early.sum())
+    if pairs >= 2 and 2 * n_early >= pairs:
+        mask = np.zeros(len(rows), dtype=bool)
+        first = int(r0[1:][early][0])
+        mask[np.flatnonzero(rows == first)[:1]] = True
+        i = int(np.argmax(mask))
+        refuse(mask, c_start,
+               lambda _i: (f"{start[i] / 1000:.3f} us starts before its stream's previous task ends, as do "
+                           f"{n_early} of {pairs} consecutive tasks on one stream (a stream runs its tasks in "
+                           f"order)"),
+               "the starts are not in us (ms written as us?) or the rows come from different captures")
 
 
 def host_clock_mismatch(trace, kernels) -> str | None:
