@@ -36,33 +36,135 @@ def records(df: pd.DataFrame, limit: int | None = None) -> list[dict]:
     values at a fraction of the per-rank fixed cost."""
     d = df if limit is None else df.head(limit)
     names = list(d.columns)
-    cols = []
-    for _, col in d.items():  # one Series per column (positional: duplicate names are kept)
-        kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
-        values = col.tolist()
-        if kind == "f":  # numpy float column: tolist gives Python floats
-            if len(values) and not np.isfinite(col.to_numpy()).any():   # e.g. pipe stages without pipe data
-                cols.append([None] * len(values))
-            else:
-                cols.append([round(v, 6) if _isfinite(v) else None for v in values])
-            continue
-        if kind in ("i", "u", "b"):  # Python ints / bools already
-            cols.append(values)
-            continue
-        if set(map(type, values)) <= _PLAIN:   # str / int / bool / None only: nothing to clean
-            cols.append(values)
-            continue
-        clean = []
-        for v in values:
-            if isinstance(v, np.integer):
-                v = int(v)
-            elif isinstance(v, (float, np.floating)):
-                v = None if not np.isfinite(v) else round(float(v), 6)
-            elif v is pd.NA:
-                v = None
-            clean.append(v)
-        cols.append(clean)
+    cols = [_json_column(col.to_numpy() if _numpy_kind(col.dtype) else None, col) for _, col in d.items()]
+    # one Series per column above (positional: duplicate names are kept)
     return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(len(d))]
+
+
+def column_records(columns: dict, limit: int | None = None) -> list[dict]:
+    """:func:`records` of ``pd.DataFrame(columns)`` (numpy arrays of equal length; object arrays
+    of str / None) from the arrays themselves, without building the frame and one Series per
+    column: the same records (a str column's None is None either way). Used for the family
+    view's family table (~140 families x 21 columns per rank: ~2 ms through the frame)."""
+    names = list(columns)
+    arrays = [np.asarray(a) if limit is None else np.asarray(a)[:limit] for a in columns.values()]
+    cols = [_json_column(a if a.dtype.kind in "fiub" else None, a) for a in arrays]
+    n = len(arrays[0]) if arrays else 0
+    return [dict(zip(names, row)) for row in zip(*cols)] if names else [{} for _ in range(n)]
+
+
+def _numpy_kind(dtype) -> bool:
+    return isinstance(dtype, np.dtype) and dtype.kind in "fiub"
+
+
+def _json_column(arr, col) -> list:
+    """The JSON-safe values of one column (see :func:`records`): ``arr`` its numpy array when
+    the column is numpy float / int / bool, else None and ``col`` (a Series or object array)
+    is read through ``tolist``."""
+    if arr is not None:   # numpy column: its array's tolist gives Python floats / ints / bools
+        values = arr.tolist()
+        if arr.dtype.kind != "f":
+            return values
+        fin = np.isfinite(arr)
+        if fin.all():
+            return [round(v, 6) for v in values]
+        if not fin.any():   # e.g. pipe stages without pipe data
+            return [None] * len(values)
+        return [round(v, 6) if _isfinite(v) else None for v in values]
+    values = col.tolist()
+    if set(map(type, values)) <= _PLAIN:   # str / int / bool / None only: nothing to clean
+        return values
+    clean = []
+    for v in values:
+        if isinstance(v, np.integer):
+            v = int(v)
+        elif isinstance(v, (float, np.floating)):
+            v = None if not np.isfinite(v) else round(float(v), 6)
+        elif v is pd.NA:
+            v = None
+        clean.append(v)
+    return clean
+
+
+SMALL_GROUP_ROWS = 4096   # below this many rows :func:`group_sums` sums in Python (no group-by set-up)
+_SUM_MODE: list = []      # how this pandas sums a float group-by (see _pandas_sum_mode)
+
+
+def _kahan(keys_ids, values, ngroups: int) -> list:
+    """Per group: the Kahan-compensated sum of its non-NaN values in row order, as pandas'
+    Cython ``group_sum`` computes it (an inf sum resets the compensation, GH#53606)."""
+    sums = [0.0] * ngroups
+    comp = [0.0] * ngroups
+    for g, v in zip(keys_ids, values):
+        if g < 0 or v != v:
+            continue
+        s = sums[g]
+        y = v - comp[g]
+        t = s + y
+        c = t - s - y
+        comp[g] = 0.0 if c != c else c
+        sums[g] = t
+    return sums
+
+
+def _reduceat(ids: np.ndarray, values: np.ndarray, ngroups: int) -> list:
+    """Per group: ``np.add.reduceat`` over the rows of each (contiguous) group, as pandas >= 3.1
+    sums a float column when the group ids are sorted and no value is NaN."""
+    na = int((ids < 0).sum())   # missing keys sort first
+    ids, values = ids[na:], values[na:]
+    out = np.zeros(ngroups)
+    if len(ids):
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        out[ids[starts]] = np.add.reduceat(values, starts)
+    return out.tolist()
+
+
+def _pandas_sum_mode() -> str | None:
+    """How the installed pandas sums float64 values in a group-by, probed once per process on
+    values where the algorithms differ: ``"reduceat"`` (sorted group ids and no NaN value:
+    ``np.add.reduceat``, else the compensated sum; pandas >= 3.1), ``"kahan"`` (always the
+    compensated sum), None (neither: :func:`group_sums` then always calls the group-by)."""
+    if not _SUM_MODE:
+        # 64 values on which the compensated sum and reduceat's unrolled pairwise sum differ
+        # in the last bit in both groups (checked by tests/test_rank_fixed_cost.py)
+        vals = np.random.default_rng(1).random(64) / 10
+        mono = np.array([0] * 32 + [1] * 32)
+        mixed = np.array([0, 1] * 32)
+        got_mono = pd.Series(vals).groupby(mono).sum().tolist()
+        got_mixed = pd.Series(vals).groupby(mixed).sum().tolist()
+        mode = None
+        if got_mixed == _kahan(mixed.tolist(), vals.tolist(), 2):
+            if got_mono == _kahan(mono.tolist(), vals.tolist(), 2):
+                mode = "kahan"
+            elif got_mono == _reduceat(mono, vals, 2):
+                mode = "reduceat"
+        _SUM_MODE.append(mode)
+    return _SUM_MODE[0]
+
+
+def group_sums(keys, values) -> dict | None:
+    """``{key: sum}`` of the float ``values`` per key, keys in sorted order, bit for bit as
+    ``pd.Series(values, dtype=float).groupby(keys).sum()`` (missing keys (None / NaN) left out,
+    NaN values skipped, a group of NaN only sums to 0.0), for the small tables of one rank (a
+    few dozen families or communication operations), where the pandas group-by's set-up costs
+    ~0.5 ms per call. The algorithm is pandas' own, chosen as pandas chooses it
+    (:func:`_pandas_sum_mode`): ``np.add.reduceat`` when the rows are already grouped in key
+    order and no value is NaN (pandas >= 3.1), else the Kahan-compensated group sum. Returns
+    None when the installed pandas sums some other way (callers then use the group-by).
+    ``keys``: a list of str (or None / NaN); ``values``: a list of float."""
+    mode = _pandas_sum_mode()
+    if mode is None:
+        return None
+    uniq = sorted({k for k in keys if k is not None and k == k})
+    code = {k: i for i, k in enumerate(uniq)}
+    ids = [code.get(k, -1) if k is not None and k == k else -1 for k in keys]
+    arr = np.asarray(values, dtype=np.float64)
+    ida = np.asarray(ids, dtype=np.int64)
+    if mode == "reduceat" and len(ida) and not np.isnan(arr).any() and (np.diff(ida) >= 0).all():
+        sums = _reduceat(ida, arr, len(uniq))
+    else:
+        sums = _kahan(ids, arr.tolist(), len(uniq))
+    return dict(zip(uniq, sums))
 
 
 def str_values(s: pd.Series) -> np.ndarray:

@@ -266,10 +266,19 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     ``<stage>_us`` column per pipe stage (NaN without pipe data). Sorted by ΣDuration, then name.
     Aggregation is one bincount per column over the family codes.
     """
-    cols = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "category", "phase", "core_type",
-            "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
+    cols = _family_columns(k, mixed_within)
+    return pd.DataFrame(cols) if cols is not None else pd.DataFrame(columns=FAMILY_COLUMNS)
+
+
+FAMILY_COLUMNS = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "category", "phase", "core_type",
+                  "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
+
+
+def _family_columns(k: pd.DataFrame, mixed_within: float) -> dict | None:
+    """The columns of :func:`family_table` as numpy arrays in table order (None for no rows)."""
+    cols = FAMILY_COLUMNS
     if k.empty:
-        return pd.DataFrame(columns=cols)
+        return None
     fam = km.as_category(k["family"])
     codes = fam.cat.codes.to_numpy().astype(np.int64)
     nf = len(fam.cat.categories)
@@ -327,7 +336,7 @@ def family_table(k: pd.DataFrame, mixed_within: float = 0.10) -> pd.DataFrame:
     name_rank = np.empty(len(idx), dtype=np.int64)
     name_rank[np.argsort(fam_names.astype(str), kind="stable")] = np.arange(len(idx))
     order = idx[np.lexsort((name_rank, -out["sum_dur_us"][idx]))]
-    return pd.DataFrame({c: np.asarray(out[c])[order] for c in cols})
+    return {c: np.asarray(out[c])[order] for c in cols}
 
 
 def _group_codes(k: pd.DataFrame, keys: list) -> tuple[np.ndarray, list]:
@@ -512,7 +521,12 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         pd.Categorical(["n/a"] * len(k)), index=k.index)
     kk = k.assign(category=km.aligned(cat, k) if categories is not None else cat,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
-    fam = family_table(kk, spec.mixed_within)
+    fam_cols = _family_columns(kk, spec.mixed_within)
+    # the family table as its arrays; a frame only where one is needed (MFU adds columns to it)
+    if fam_cols is None:
+        fam = pd.DataFrame(columns=FAMILY_COLUMNS)
+    else:
+        fam = fam_cols if policy.mfu is None else pd.DataFrame(fam_cols)
     metrics: dict = {}
     ev_fam = {f: f"{kfile}: {c} call(s), ΣDuration {d:,.3f} us"
               for f, c, d in zip(fam["family"].tolist(), fam["calls"].tolist(), fam["sum_dur_us"].tolist())}
@@ -529,15 +543,7 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
                     v, f"{kfile} (phase and category rules)", {})
     bound_shares = {}
     if has_pipe:
-        bs = fam.groupby("bound")["share"].sum()
-        bound_shares = {str(b): float(v) for b, v in bs.items()}
-        for b, v in bound_shares.items():
-            metrics[("pipe.bound_share", (("bound", b),))] = (
-                v, f"{kfile} PipeUtilization columns, families bound by {b}", {})
-        for r in fam[fam["share"] > spec.family_min_share].to_dict("records"):
-            if np.isfinite(r["memory_bound"]):
-                metrics[("pipe.memory_bound", (("family", r["family"]),))] = (
-                    float(r["memory_bound"]), f"{kfile} {r['family']}: mte2 / max(mac, vec) ratios", {})
+        bound_shares = pipe_metrics(fam, spec.family_min_share, kfile, metrics)
     mfu_classes = []
     mfu_note = None
     if policy.mfu is not None and "input_shapes" not in k:
@@ -566,7 +572,10 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         "categories_available": categories is not None,
         "pipe_available": has_pipe,
         "pipe_note": None if has_pipe else f"no PipeUtilization data in {kfile}: pipe-bound metrics absent ({PIPE_HINT})",
-        "families": km.records(fam, 500),
+        # the family table's records from its arrays (the same records as through the frame),
+        # unless MFU columns were added to the frame
+        "families": km.column_records(fam_cols, 500) if fam_cols is not None and policy.mfu is None
+        else km.records(fam, 500),
         "categories": share_records(kk, ["category"]),
         "phases": share_records(kk, ["phase", "category"]) if policy.phases.rules else [],
         "unknown": km.records(_unknown_table(unknown, float(kk["dur_ns"].sum())), 50),
@@ -577,6 +586,41 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
     }
     return metrics, detail
 
+
+
+def pipe_metrics(fam: pd.DataFrame, min_share: float, kfile: str, metrics: dict) -> dict:
+    """Add the pipe metrics of a rank's :func:`family_table` ``fam`` (the frame, or its columns
+    as a dict of numpy arrays) to ``metrics`` (``pipe.bound_share`` per bound: Σ share of its
+    families; ``pipe.memory_bound`` per family above ``min_share`` with a finite memory_bound,
+    in table order) and return the bound shares ({bound: ratio}, bounds sorted). Column
+    arrays, not one record dict per family."""
+    bound_shares = _bound_shares(fam)
+    for b, v in bound_shares.items():
+        metrics[("pipe.bound_share", (("bound", b),))] = (
+            v, f"{kfile} PipeUtilization columns, families bound by {b}", {})
+    share = np.asarray(fam["share"], dtype=float)
+    mem = np.asarray(fam["memory_bound"], dtype=float)
+    names = fam["family"].tolist()
+    for i in np.flatnonzero((share > min_share) & np.isfinite(mem)).tolist():
+        metrics[("pipe.memory_bound", (("family", names[i]),))] = (
+            float(mem[i]), f"{kfile} {names[i]}: mte2 / max(mac, vec) ratios", {})
+    return bound_shares
+
+
+def _bound_shares(fam: pd.DataFrame) -> dict:
+    """{bound: Σ share of its families} (ratio; bounds sorted), as
+    ``{str(b): float(v) for b, v in fam.groupby("bound")["share"].sum().items()}`` gives it
+    (:func:`perfgate.metrics.kernels.group_sums`: the same compensated sums) without the
+    group-by's set-up on a table of a few dozen families."""
+    sums = None
+    if len(fam["share"]) <= km.SMALL_GROUP_ROWS and not isinstance(fam["bound"].dtype, pd.CategoricalDtype):
+        sums = km.group_sums(fam["bound"].tolist(), np.asarray(fam["share"], dtype=float).tolist())
+    if sums is None:
+        frame = fam if isinstance(fam, pd.DataFrame) else pd.DataFrame(fam)
+        sums = frame.groupby("bound")["share"].sum().items()
+    else:
+        sums = sums.items()
+    return {str(b): float(v) for b, v in sums}
 
 
 def _unknown_table(unknown: pd.DataFrame, total_ns: float) -> pd.DataFrame:

@@ -90,19 +90,55 @@ class RankSegments:
     classes: pd.DataFrame = None
 
 
+_MATCH_COLUMNS = {"name": "name", "family": "family", "type": "op_type", "core": "core_type"}
+
+
+def _one_match(df, m) -> np.ndarray:
+    hit = np.ones(len(df), dtype=bool)
+    for f, col in _MATCH_COLUMNS.items():
+        rx = getattr(m, f)
+        if rx is not None:
+            hit &= km.matches(df[col], rx)
+    return hit
+
+
+class _Matcher:
+    """The match columns of one rank's (sorted) kernel frame, each read once, and each
+    :class:`perfgate.policy.knowledge.Match`'s row mask computed once per rank: segmentation
+    asks ~20 masks of the same frame, several for the same Match (anchors, companions, regions,
+    block kinds), and in pandas 3 every ``df[col]`` builds a new Series."""
+
+    def __init__(self, df: pd.DataFrame):
+        self.n = len(df)
+        self._df = df
+        self._cols: dict = {}
+        self._hits: dict = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, col):
+        got = self._cols.get(col)
+        if got is None:
+            got = self._cols[col] = self._df[col]
+        return got
+
+    def hit(self, m) -> np.ndarray:
+        """Rows matching ``m`` (read-only: shared by every caller on this rank)."""
+        got = self._hits.get(id(m))
+        if got is None or got[0] is not m:
+            got = self._hits[id(m)] = (m, _one_match(self, m))
+            got[1].flags.writeable = False
+        return got[1]
+
+
 def match_mask(df: pd.DataFrame, matches) -> np.ndarray:
     """Rows matching any of ``matches`` (:class:`perfgate.policy.knowledge.Match`; all regexes of one
     match must hit). Columns: ``name``, ``family``, ``op_type``, ``core_type``. Regexes run once
-    per distinct value."""
+    per distinct value. ``df``: a frame, or a :class:`_Matcher` of one (masks remembered)."""
     out = np.zeros(len(df), dtype=bool)
-    cols = {"name": "name", "family": "family", "type": "op_type", "core": "core_type"}
     for m in matches:
-        hit = np.ones(len(df), dtype=bool)
-        for f, col in cols.items():
-            rx = getattr(m, f)
-            if rx is not None:
-                hit &= km.matches(df[col], rx)
-        out |= hit
+        out |= df.hit(m) if isinstance(df, _Matcher) else _one_match(df, m)
     return out
 
 
@@ -475,8 +511,9 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     N = len(k)
     if not N:
         return _empty()
-    fam = k["family"].cat.codes.to_numpy().astype(np.int64)
-    h = _hashes(k["family"])
+    mk = _Matcher(k)   # the match columns read once, each rule's mask computed once
+    fam = mk["family"].cat.codes.to_numpy().astype(np.int64)
+    h = _hashes(mk["family"])
     if getattr(rules, "shapes", False) and "input_shapes" in k:
         h = h ^ (_hashes(k["input_shapes"]) * _M)
     comm = k["is_comm"].to_numpy().astype(bool)
@@ -506,22 +543,22 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     masks = []
     for a in rules.anchors:
         comp = [by_name[c] for c in a.companions]
-        bwd = match_mask(k, a.backward) if a.backward else np.zeros(N, dtype=bool)
-        fwd = match_mask(k, a.match) & ~bwd
+        bwd = match_mask(mk, a.backward) if a.backward else np.zeros(N, dtype=bool)
+        fwd = match_mask(mk, a.match) & ~bwd
         hit = fwd | bwd
         if a.unless_after:
-            ua = match_mask(k, a.unless_after)
+            ua = match_mask(mk, a.unless_after)
             pu = _prev_true(np.concatenate([[False], ua[:-1]]))    # last unless row strictly before
             near = (pu >= 0) & (np.arange(N) - pu <= a.within)
             near &= sidx[np.clip(pu, 0, None)] == sidx
             hit &= ~near
-        lead = match_mask(k, a.lead + tuple(m for c in comp for m in c.lead))
-        cmask = match_mask(k, tuple(m for c in comp for m in c.match)) & ~hit if comp else None
+        lead = match_mask(mk, a.lead + tuple(m for c in comp for m in c.lead))
+        cmask = match_mask(mk, tuple(m for c in comp for m in c.match)) & ~hit if comp else None
         masks.append((a, hit, bwd, lead, cmask))
     choice = _select_anchor(rules, masks, sidx, nsteps) if nsteps else np.zeros(0, dtype=int)
-    tail = match_mask(k, rules.tail)
-    pipe = match_mask(k, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
-    region, rnames = _region_labels(k, rules, N)          # int codes; rnames[0] == ""
+    tail = match_mask(mk, rules.tail)
+    pipe = match_mask(mk, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
+    region, rnames = _region_labels(mk, rules, N)          # int codes; rnames[0] == ""
     attach = side & (region == 0)           # side rows in no named region may join the next layer
     region_stop = np.isin(region, [i for i, x in enumerate(rnames) if x in ("embedding", LM_HEAD_LOSS)])
 
@@ -600,7 +637,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         kind[1:-1][between] = LM_HEAD_LOSS
     _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path)
     return _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc,
-                   compn, mbs, model, step_names, step_lo, step_hi, categories, df, pos)
+                   compn, mbs, model, step_names, step_lo, step_hi, categories, df, pos, mk=mk)
 
 
 LAYER_COLS = ["step", "layer", "pass", "microbatch", "model_layer", "anchor", "first_row", "last_row", "rows",
@@ -808,7 +845,7 @@ def _top_by(owner: np.ndarray, key: np.ndarray, dur_ns: np.ndarray, labels, top:
 
 
 def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc, compn,
-            mbs, model, step_names, step_lo, step_hi, categories, df, pos) -> RankSegments:
+            mbs, model, step_names, step_lo, step_hi, categories, df, pos, mk=None) -> RankSegments:
     N = len(rows_all)
     sig = _Sig(h, side, comm)
     nseg = len(a_lo)
@@ -829,8 +866,9 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     layer_no = lcum - lbase
     # blocks: cut at norms and AI_CPU runs inside layers, adjacent blocks of one kind merged
     in_layer = is_layer[seg_of_row] if N else np.zeros(0, bool)
-    cut = match_mask(k, rules.blocks.cut_before)
-    aicpu = km.matches(k["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else np.zeros(N, bool)
+    mk = mk if mk is not None else _Matcher(k)
+    cut = match_mask(mk, rules.blocks.cut_before)
+    aicpu = km.matches(mk["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else np.zeros(N, bool)
     seg_start = np.zeros(N, dtype=bool)
     seg_start[a_lo] = True
     edge = np.concatenate([[True], aicpu[1:] != aicpu[:-1]]) if N else np.zeros(0, bool)
@@ -838,7 +876,7 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     bmask = (seg_start | cut | edge)[lp]
     bs = np.flatnonzero(bmask)                                    # block starts, index into lp
     kinds_list = [kd for kd, _ in rules.blocks.kinds]
-    kmask = [match_mask(k, m)[lp] for _, m in rules.blocks.kinds]
+    kmask = [match_mask(mk, m)[lp] for _, m in rules.blocks.kinds]
 
     def block_kinds(bs_):
         if not len(bs_):

@@ -1,0 +1,28 @@
+"""Oracles: the per-rank pandas forms that issue 21's per-rank fixed-cost work replaced, kept
+verbatim so tests/test_rank_fixed_cost.py can compare old and new on real and replicated
+captures and on random tables."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def pipe_metrics(fam: pd.DataFrame, min_share: float, kfile: str, metrics: dict) -> dict:
+    """The pipe block of ``operators.rank_family_view`` before issue 21 (a pandas group-by over
+    the bound column, one record dict per family)."""
+    bs = fam.groupby("bound")["share"].sum()
+    bound_shares = {str(b): float(v) for b, v in bs.items()}
+    for b, v in bound_shares.items():
+        metrics[("pipe.bound_share", (("bound", b),))] = (
+            v, f"{kfile} PipeUtilization columns, families bound by {b}", {})
+    for r in fam[fam["share"] > min_share].to_dict("records"):
+        if np.isfinite(r["memory_bound"]):
+            metrics[("pipe.memory_bound", (("family", r["family"]),))] = (
+                float(r["memory_bound"]), f"{kfile} {r['family']}: mte2 / max(mac, vec) ratios", {})
+    return bound_shares
+
+
+def comm_elapse_median(ops: pd.DataFrame) -> float:
+    """``comm.elapse_us`` of ``fingerprint._overlap_and_comm_metrics`` before issue 21."""
+    per = ops.groupby("step")["elapse_us"].sum()
+    return float(per.median())
