@@ -146,6 +146,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
         StoreError: the history database path of ``history:BRANCH`` is a directory (exit 5);
             CorruptBaselineError (a StoreError, exit 5): the stored baseline file is damaged.
     """
+    policy.require_gating()  # PolicyError before any work: a gate that can never fail is no gate
     t0 = time.perf_counter()
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})

@@ -203,13 +203,20 @@ def test_malformed_baseline_metrics(env):
     (b"self_checks:\n  require_trace: maybe\n", "self_checks.require_trace"),
     (b"self_checks:\n  comm_op_identity_abs_us: lots\n", "self_checks.comm_op_identity_abs_us"),
     (b"metrics:\n  step.tiem_us: {direction: lower_is_better, tolerance: {rel: 0.1}}\n", "did you mean 'step.time_us'"),
+    (b"gate_views: [rank0]\n", "this policy gates no metric"),
+    (b"metrics:\n  step.time_us: {gated: false, direction: lower_is_better, tolerance: {rel: 0.1}}\n",
+     "this policy gates no metric"),
+    (b"metrics:\n  step.time_us: {direction: lower_better}\n",
+     "unknown direction 'lower_better'; use one of lower_is_better, higher_is_better, exact"),
+    (b"metrics:\n  step.time_us: {direction: lower_is_better\n  x: [1\n", "invalid YAML at line 3, column 4"),
 ])
 def test_policy_mistakes_are_usage_errors(env, text, needle):
     cand, check, tmp, _ = env
     p = tmp / "p.yaml"
     p.write_bytes(text)
     code, out = check(cand(), "--policy", p)
-    assert code == 2 and needle in out, out
+    assert code == 2 and needle in out and "p.yaml" in out, out
+    assert "<unicode string>" not in out and "<Direction." not in out, out
 
 
 def test_dropped_row_cannot_pose_as_improvement(env):

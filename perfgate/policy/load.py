@@ -171,6 +171,17 @@ class Policy:
             merged.update(ov)
         return Rule(**merged)
 
+    def require_gating(self) -> None:
+        """Raise PolicyError when no metric rule and no override is gated: a gate built from
+        such a policy could never fail (a ``--policy`` file replaces the built-in policy, it is
+        not merged over it, so a file holding e.g. only ``gate_views`` gates nothing)."""
+        if any(r.gated for r in self.rules.values()) or any(o.fields.get("gated") for o in self.overrides):
+            return
+        raise _err(self.path, "metrics", "this policy gates no metric, so the gate could never fail: a --policy "
+                                         "file replaces the built-in policy (it is not merged over it); start "
+                                         "from a copy of the built-in perfgate/policies/default.yaml "
+                                         "(docs/policy.md)")
+
     def check_names(self, known: set) -> None:
         """Raise PolicyError for a metric name under ``metrics:`` / ``overrides:`` that no
         metric has (a typo would otherwise silently un-gate a metric)."""
@@ -289,7 +300,8 @@ def _rule_fields(path, key, d, partial=False) -> dict:
     if "direction" in d:
         if d["direction"] not in terms.DIRECTIONS:
             raise _err(path, f"{key}.direction",
-                       f"unknown direction {d['direction']!r}; use one of {list(terms.DIRECTIONS)}")
+                       f"unknown direction {d['direction']!r}; use one of "
+                       f"{', '.join(str(x.value) for x in terms.DIRECTIONS)}")
         out["direction"] = d["direction"]
     if "tolerance" in d:
         out["tolerance"] = _tolerance(path, f"{key}.tolerance", d["tolerance"])

@@ -25,7 +25,11 @@ def read_mapping(path: Path, what: str) -> dict:
     except OSError as e:
         raise PolicyError(f"cannot read {what}: {e.strerror}", path=path) from None
     except yaml.YAMLError as e:
-        raise PolicyError(f"invalid YAML: {e}", path=path) from None
+        # the text was parsed, not the file: PyYAML names it "<unicode string>"; name the line
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = " ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x) or str(e)
+        raise PolicyError(f"invalid YAML{where}: {what}", path=path) from None
     if not isinstance(doc, dict):
         raise PolicyError(f"{what} must be a YAML mapping", path=path)
     return doc
