@@ -85,9 +85,10 @@ common_history = click.option(
     "--history", "--db", "history_path", default=None, type=click.Path(),
     help="History database (default: $PERFGATE_HISTORY or ./perfgate-history.sqlite): the trend history of "
          "`perfgate history`, --baseline history:BRANCH of `check`, trend sparklines of the HTML reports "
-         "(used there when it exists); --db is the same option.")
+         "(used there when it exists); `check` and `report` only read it; --db is the same option.")
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
-                              help="Processes for per-rank work (default: all cores for large captures).")
+                              help="Processes for per-rank work (default: all cores when the kernel tables of several ranks "
+                                   "exceed 64 MiB together, else 1).")
 
 
 class _Progress:
@@ -261,7 +262,8 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
 
 
 @main.command()
-@click.option("--baseline", "baseline_name", required=True, help="Stored baseline to compare against.")
+@click.option("--baseline", "baseline_name", required=True,
+              help="Stored baseline to compare against: a NAME saved by `baseline save`, or history:BRANCH.")
 @click.argument("capture", nargs=-1, required=True, type=click.Path())
 @common_policy
 @common_dir
@@ -269,20 +271,24 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
 @no_trace_opt
 @click.option("--out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
               help="Folder for the report files.")
-@click.option("--junit", default=None, type=click.Path(dir_okay=False), help="JUnit XML path.")
-@click.option("--markdown", default=None, type=click.Path(dir_okay=False), help="Markdown report path.")
+@click.option("--junit", default=None, type=click.Path(dir_okay=False),
+              help="JUnit XML path (default: perfgate-junit.xml in --out).")
+@click.option("--markdown", default=None, type=click.Path(dir_okay=False),
+              help="Markdown report path (default: perfgate-report.md in --out).")
 @click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
-              help="JSON result path; '-' writes the JSON to stdout and the human summary to stderr.")
+              help="JSON result path (default: perfgate-result.json in --out); '-' writes the JSON to stdout "
+                   "and the human summary to stderr.")
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet.")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
 @click.option("-v", "--verbose", is_flag=True, help="Every gated change, note and failed self-check in full.")
 @common_history
 @common_workers
-@click.option("--scheduler", default=None, help="dask.distributed scheduler address for per-rank work.")
+@click.option("--scheduler", default=None,
+              help="dask.distributed scheduler address for per-rank work (needs pip install 'perfgate[dask]').")
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
               help="Also write a self-contained HTML report with plots here (trend sparklines when the "
-                   "--history database exists).")
+                   "--history database exists; needs pip install 'perfgate[html]').")
 @click.option("--comment", is_flag=True,
               help="GitHub Actions: post the report as the pull request's sticky comment (created once, then "
                    "updated in place). A failure is a warning and never changes the exit code.")

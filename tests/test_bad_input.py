@@ -597,3 +597,20 @@ def test_kernel_table_without_step_id_against_a_stepped_step_trace_fails_closed(
     assert r.exit_code == 3, r.output
     assert "kernel_details.csv" in r.output and "has no Step Id column, while step_trace_time.csv lists 3 step(s)" \
         in r.output and not bl.exists()
+
+
+def test_non_utf8_byte_in_a_data_row_names_that_row_not_the_header(env):
+    """An invalid byte in data row 12's Name (inside the first 8 KiB, where a buffered text read
+    decoded it with the header): the message names row 12, never "row 0: header is not UTF-8"."""
+    cand, check, tmp, _ = env
+    c = cand()
+    p = c / OUT0 / "kernel_details.csv"
+    lines = p.read_bytes().split(b"\n")
+    assert len(b"\n".join(lines[:13])) < 8192
+    cells = lines[12].split(b",")
+    name_col = lines[0].decode().split(",").index("Name")
+    cells[name_col] = cells[name_col][:3] + b"\xe9" + cells[name_col][3:]
+    lines[12] = b",".join(cells)
+    p.write_bytes(b"\n".join(lines))
+    code, out = check(c)
+    assert code == 3 and "kernel_details.csv" in out and "row 12" in out and "header" not in out, out

@@ -257,3 +257,10 @@ def test_unwritable_reason_names_what_blocks(tmp_path):
     assert unwritable_reason(tmp_path / "f", folder=True) == f"{tmp_path / 'f'} is a file, not a folder"
     assert unwritable_reason(tmp_path / "new" / "deeper" / "r.json") is None
     assert unwritable_reason(tmp_path / "d", folder=True) is None
+
+
+def test_verbose_pass_says_no_gated_change(tmp_path, pair):
+    bl = tmp_path / "bl"
+    run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
+    code, out = run(tmp_path, "check", "--baseline", "main", pair[0], "--baseline-dir", bl, "--out", tmp_path / "o", "-v")
+    assert code == 0 and "  every gated change: none" in out, out

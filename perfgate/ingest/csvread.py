@@ -50,13 +50,15 @@ def read_header(path: Path) -> list[str]:
         raise InvalidCaptureError("file is empty (0 bytes)", path=path,
                                   hint="the profiler export did not finish; re-export the capture")
     try:
-        with open(path, "r", encoding="utf-8-sig", newline="") as f:
-            first = f.readline()
+        with open(path, "rb") as f:  # bytes: a text reader decodes a whole buffer, so a bad byte in a
+            raw = f.readline()       # later data row would be blamed on the header
+    except OSError as e:
+        raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
+    try:
+        first = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InvalidCaptureError(f"header is not UTF-8 text (byte {e.start} of the first line)",
                                   path=path, row=0) from None
-    except OSError as e:
-        raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     fields = next(csv.reader([first]), [])
     fields = [h.strip() for h in fields]
     if not any(fields):

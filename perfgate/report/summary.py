@@ -204,9 +204,9 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         out.append(_clip(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}",
                          10_000 if verbose else width))
     if verbose:
-        out.append("  every gated change:")
-        for c in result.comparisons:
-            if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT):
-                tag = "REGRESSION " if c.fails else f"{c.verdict:<11}"
-                out.append(f"  {tag} {c.reason}  [{c.evidence}]")
+        changed = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
+        out.append("  every gated change:" if changed else "  every gated change: none")
+        for c in changed:
+            tag = "REGRESSION " if c.fails else f"{c.verdict:<11}"
+            out.append(f"  {tag} {c.reason}  [{c.evidence}]")
     return out
