@@ -33,7 +33,7 @@ def test_most_pairs_overlapping_is_refused_naming_row_and_column():
         check_time_values(t, None)
     err = e.value
     assert err.row == 2 and "Task Start Time(us)" in err.message
-    assert "1 of 2 consecutive tasks on one stream" in err.message
+    assert "ends, as in 1 of 2 consecutive same-stream task pairs" in err.message
 
 
 def test_a_few_overlaps_and_streamless_rows_pass():

@@ -133,21 +133,19 @@ def _check_stream_order(kernels, start, dur, rows, refuse, c_start) -> None:
     keep = codes >= 0
     if int(keep.sum()) < 3:
         return
-    c, s0, e0, r0 = codes[keep], start[keep], start[keep] + dur[keep], rows[keep]
-    order = np.lexsort((s0, c))
-    c, s0, e0, r0 = c[order], s0[order], e0[order], r0[order]
+    idx = np.flatnonzero(keep)
+    idx = idx[np.lexsort((start[idx], codes[idx]))]
+    c, s0, e0 = codes[idx], start[idx], start[idx] + dur[idx]
     same = c[1:] == c[:-1]
     early = same & (s0[1:] < e0[:-1] - STREAM_OVERLAP_NS)
     pairs, n_early = int(same.sum()), int(early.sum())
     if pairs >= 2 and 2 * n_early >= pairs:
         mask = np.zeros(len(rows), dtype=bool)
-        first = int(r0[1:][early][0])
-        mask[np.flatnonzero(rows == first)[:1]] = True
-        i = int(np.argmax(mask))
+        mask[idx[1:][early][0]] = True
         refuse(mask, c_start,
-               lambda _i: (f"{start[i] / 1000:.3f} us starts before its stream's previous task ends, as do "
-                           f"{n_early} of {pairs} consecutive tasks on one stream (a stream runs its tasks in "
-                           f"order)"),
+               lambda i: (f"{start[i] / 1000:.3f} us starts before its stream's previous task ends, as in "
+                          f"{n_early} of {pairs} consecutive same-stream task pairs (a stream runs its tasks in "
+                          f"order)"),
                "the starts are not in us (ms written as us?) or the rows come from different captures")
 
 
