@@ -100,11 +100,6 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     Raises NoBaselineError (missing database, too few runs in the candidate's series), or
     StoreError when ``history_path`` is a directory (a misconfigured store) or the database is
     damaged (not SQLite, truncated): exit 5."""
-    import sqlite3
-
-    from pandas import errors as pd_errors
-
-    from perfgate.errors import StoreError
     from perfgate.history.store import NO_COMMIT, HistoryStore, require_db_path
     branch = baseline_name.split(":", 1)[1]
     if not branch:
@@ -118,9 +113,6 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     try:
         base, noise = hs.rolling_baseline(branch, cand.config, window=int(h["window"]),
                                           min_runs=int(h["min_runs"]), band_k=float(h["band_k"]))
-    except (sqlite3.DatabaseError, pd_errors.DatabaseError) as e:
-        raise StoreError(f"history database is damaged: {e}", path=history_path,
-                         hint="restore it from where it is kept (cache, artifact) or start a new one") from None
     finally:
         hs.close()
     runs = base.provenance["runs"]

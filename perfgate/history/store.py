@@ -178,8 +178,12 @@ class HistoryStore:
                 self._check_version()
         except sqlite3.DatabaseError as e:  # a file that is not (or no longer) a SQLite database
             conn.close()
-            raise StoreError(f"history database is damaged: {e}", path=self.path,
-                             hint="restore it from where it is kept (cache, artifact) or start a new one") from None
+            raise self._damaged(e) from None
+
+    def _damaged(self, e: Exception) -> StoreError:
+        """The error for a database file that is not (or no longer) SQLite: a store error (exit 5)."""
+        return StoreError(f"history database is damaged: {e}", path=self.path,
+                          hint="restore it from where it is kept (cache, artifact) or start a new one")
 
     # -- schema ---------------------------------------------------------------------------
     def _version(self) -> int:
@@ -358,8 +362,17 @@ class HistoryStore:
         sigma) of those runs, in the metric's unit.
 
         Returns ``(fingerprint, noise)``. Raises :class:`NoBaselineError` when fewer than
-        ``min_runs`` runs qualify (the message says how many and why).
+        ``min_runs`` runs qualify (the message says how many and why), StoreError when the
+        database file is damaged (truncated, not SQLite).
         """
+        from pandas import errors as pd_errors
+        try:
+            return self._rolling_baseline(branch, cand_config, window=window, min_runs=min_runs, band_k=band_k)
+        except (sqlite3.DatabaseError, pd_errors.DatabaseError) as e:
+            raise self._damaged(e) from None
+
+    def _rolling_baseline(self, branch: str, cand_config: dict, *, window: int, min_runs: int,
+                          band_k: float) -> tuple[Fingerprint, dict]:
         sk = series_key(cand_config)
         runs = pd.read_sql_query(
             "select id, commit_sha as \"commit\", recorded_at, series_key, config, provenance from runs where branch = ? and "
