@@ -161,7 +161,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
             base, noise, hnote = load_history_baseline(baseline_name, cand, policy, history_path)
             extra.append(hnote)
         else:
-            base, _meta = store.load(baseline_name)
+            base, _meta = store.load(baseline_name, self_checks=False)  # never compared
     except NoBaselineError as e:
         return GateResult(status=terms.NO_BASELINE, exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,

@@ -38,7 +38,7 @@ def many(text_captures, tmp_path_factory):
     pol = load_policy()
     store = BaselineStore(d / "bl")
     save_baseline(base, "main", policy=pol, store=store, env={})
-    return check(cand, "main", policy=pol, store=store, env={}), store
+    return check(cand, "main", policy=pol, store=store, env={}), store, cand
 
 
 @pytest.fixture
@@ -250,3 +250,27 @@ def test_json_result_equals_the_to_dict_rendering(many_steps, tmp_path):
     p = write_atomic(tmp_path / "r.json", render_json_bytes(res))
     assert p.read_bytes() == render_json(res).encode("utf-8")
     assert write_atomic(tmp_path / "t.txt", "ΣDuration").read_bytes() == "ΣDuration".encode("utf-8")
+
+
+def test_check_reads_the_baseline_without_its_self_checks(many, policy, monkeypatch):
+    """``load(self_checks=False)`` (what ``check`` asks for) differs from the full read only by
+    the empty self-checks, and the check's comparisons equal those against the full baseline."""
+    r, store, cand = many
+    full, meta = store.load("main")
+    lean, meta2 = store.load("main", self_checks=False)
+    assert full.self_checks and lean.self_checks == () and meta == meta2
+    assert dataclasses.replace(full, self_checks=()) == lean
+    asked = []
+    real = BaselineStore.load
+
+    def spy(self, name, **kw):
+        asked.append(kw)
+        return real(self, name, **{**kw, "self_checks": force} if force else kw)
+    monkeypatch.setattr(BaselineStore, "load", spy)
+    force = False
+    lean_r = check(cand, "main", policy=policy, store=store, env={})
+    force = True
+    full_r = check(cand, "main", policy=policy, store=store, env={})
+    assert asked == [{"self_checks": False}] * 2
+    assert [c.to_dict() for c in lean_r.comparisons] == [c.to_dict() for c in full_r.comparisons]
+    assert lean_r.self_checks == full_r.self_checks == r.self_checks and lean_r.status == r.status

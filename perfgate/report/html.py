@@ -46,7 +46,7 @@ from collections import Counter
 from perfgate import terms
 from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
-from perfgate.report.summary import (config_changes, explains_text, group_views, short_change, step_share_text,
+from perfgate.report.summary import (config_changes, informational_text, explains_text, group_views, short_change, step_share_text,
                                      verdict_detail, verdict_line, view_columns)
 
 VIEWS = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
@@ -733,7 +733,7 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
         lines.append(f"<div>Gated metrics: {g['total']} — <b>{n['gated_regressions']} failing</b>, "
                      f"{g['improvement']} improved, {g['unchanged']} unchanged, "
                      f"{g['incomparable']} incomparable, {g['missing']} missing. Informational "
-                     f"metrics: {n['informational']['total']}.</div>")
+                     f"metrics: {_e(informational_text(n))}.</div>")
     if result.error:
         e = result.error
         where = (e.get("path") or "") + (f" row {e['row']}" if e.get("row") is not None else "")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from perfgate import terms
 from perfgate.report.families import operator_section
 from perfgate.report.selfchecks import group_self_checks
-from perfgate.report.summary import (config_changes, explains_text, group_views, short_change, step_share_text,
+from perfgate.report.summary import (config_changes, informational_text, explains_text, group_views, short_change, step_share_text,
                                      verdict_detail, verdict_line, view_columns)
 
 LIMIT = 60_000
@@ -134,7 +134,7 @@ def render_markdown(result, key: str | None = None) -> str:
         g = n["gated"]
         lines.append(f"Gated metrics: {g['total']} — {n['gated_regressions']} failing, {g['improvement']} improved, "
                      f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, "
-                     f"{g['missing']} missing. Informational metrics: {n['informational']['total']}."
+                     f"{g['missing']} missing. Informational metrics: {informational_text(n)}."
                      + (f" Unsure: {g['unsure']}." if g["unsure"] else ""))
     lines.append("")
     lines += _unsure_section(result)

@@ -14,6 +14,14 @@ _CONFIG_WORDS = ("partial comparison:", "profiler level changed", "export type c
                  "kernel_details header changed")
 
 
+def informational_text(counts: dict) -> str:
+    """The informational metrics of ``result.counts()`` in words: their total and how many moved
+    beyond their tolerance either way, e.g. ``"517 (10 worse, 8 better; not gated)"``."""
+    i = counts["informational"]
+    moved = [f"{i[str(v)]} {w}" for v, w in ((terms.REGRESSION, "worse"), (terms.IMPROVEMENT, "better")) if i[str(v)]]
+    return f"{i['total']}" + (f" ({', '.join(moved)}; not gated)" if moved else "")
+
+
 def incomparable_gated(result) -> int:
     """Gated metrics judged ``incomparable`` (a config facet differs)."""
     return sum(1 for c in result.comparisons if c.gated and c.verdict == terms.INCOMPARABLE)
@@ -172,7 +180,7 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         out.append(f"  gated metrics: {g['total']} — {n['gated_regressions']} failing, {g['improvement']} improved, "
                    f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, {g['missing']} missing"
                    + (f", {g['unsure']} unsure" if g["unsure"] else "")
-                   + f"; informational: {n['informational']['total']}")
+                   + f"; informational: {informational_text(n)}")
     causes = list(result.causes)
     for x in causes[:5]:
         icon = "REGRESSION " if x["fails"] else ("improved   " if x["verdict"] == terms.IMPROVEMENT else "changed    ")
