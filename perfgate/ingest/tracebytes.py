@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -511,27 +512,194 @@ def _candidates(b, w64, qo, qc, first=None):
     return sel[hit], code, skind
 
 
-def _flows(buf, start, b, w64, qo, code, cut, raw_br, flows) -> None:
-    """Host -> device flow hits (strings ``async_npu`` / ``HostToDevice``) handed, each with its
-    own object (the raw ``{`` before it to the ``}`` after it, as lost_launches' own pass
-    takes it), to :func:`perfgate.ingest.validity.flow_event`, in file order per category."""
-    raw_open = raw_close = None
+_FLOW_KEYS = (b"cat", b"ph", b"id", b"ts")
+_FLOW_STATS = None                          # {"hits": 0, "slow": 0}: counts flow_event fallbacks (tests, bench)
+_FS = 16                                    # strings of a flow's object searched for its keys
+_FW = 32                                    # a flow value's end is looked for in its first _FW bytes
+_SKIP = np.zeros(256, dtype=bool)           # bytes the value rule skips after the ':' (``[ "]*``)
+_SKIP[[32, 34]] = True
+_STOP = np.zeros(256, dtype=bool)           # bytes that end a value (``[^",} ]*``)
+_STOP[[34, 44, 125, 32]] = True
+
+
+_H = _U(0x8080808080808080)
+_L7 = _U(0x7F7F7F7F7F7F7F7F)
+_BYTES = {c: _U(int.from_bytes(bytes([c]) * 8, "little")) for c in (0x3A, 0x20, 0x22, 0x2D, 0x7D)}
+
+
+def _zero_bytes(x):
+    """High bit of every byte of ``x`` (uint64) that is zero, exactly (no borrow between bytes)."""
+    return ~(((x & _L7) + _L7) | x | _L7)
+
+
+def _first_byte(m):
+    """Index (0..7) of the lowest byte whose high bit is set in ``m``; 8 where none is."""
+    return np.bitwise_count((m & (~m + _U(1))) - _U(1)).astype(np.int64) >> 3
+
+
+def _flow_value(w64, kc, hi):
+    """The value :func:`perfgate.ingest.validity._field` reads after the key whose closing
+    quote is at ``kc`` in the object ending at ``hi``: the first ``:`` after the key, then
+    spaces and quotes skipped, up to a quote, comma, brace or space (raw bytes, as its regular
+    expression), by SWAR over 8-byte loads. Returns (ok, length, value start); ok False where
+    the ':' is not within 8 bytes of the key or lies beyond the object, the skipped run is 8
+    bytes or more, the value's end is not within :data:`_FW` bytes, or the first byte below
+    ``-`` (or a non-ASCII byte below 0xAD) in the value is not one of its four ends (the
+    caller hands those hits to flow_event)."""
+    kc = np.minimum(kc, len(w64) - 9 - _FW)          # rows of absent keys stay in the buffer (+ _PAD)
+    ci = _first_byte(_zero_bytes(w64[kc + 1] ^ _BYTES[0x3A]))
+    ok = (ci < 8) & (kc + 1 + ci < hi)
+    p = kc + 2 + ci
+    x = w64[p]
+    k0 = _first_byte(~(_zero_bytes(x ^ _BYTES[0x20]) | _zero_bytes(x ^ _BYTES[0x22])) & _H)
+    ok &= k0 < 8
+    v = p + k0
+    n = np.full(len(kc), -1, dtype=np.int64)
+    todo = np.arange(len(kc))
+    for t in range(0, _FW, 8):
+        x = w64[v[todo] + t]
+        low = ~((x | _H) - _BYTES[0x2D]) & _H                # bytes < '-' (or 0x80..0xAC)
+        j = _first_byte(low | _zero_bytes(x ^ _BYTES[0x7D]))
+        hit = j < 8
+        end = todo[hit]
+        n[end] = t + j[hit]
+        ok[end] &= _STOP[((x[hit] >> (j[hit].astype(np.uint64) << _U(3))) & _U(0xFF)).astype(np.intp)]
+        todo = todo[~hit]
+        if not len(todo):
+            break
+    ok[todo] = False
+    return ok, np.maximum(n, 0), v
+
+
+def _flow_texts(bp, lo, n, empty: bytes = b"") -> list:
+    """``bytes(bp[lo:lo+n])`` for every row (``empty`` where n is 0), made in C: a zero-padded
+    fixed-width bytes array's tolist (the values hold no zero byte, see _flow_value)."""
+    if not len(lo):
+        return []
+    w = max(int(n.max()), len(empty), 1)
+    m = _win(bp, w)[lo]
+    m[np.arange(w)[None, :] >= n[:, None]] = 0
+    if empty and not n.all():
+        m[n == 0, :len(empty)] = np.frombuffer(empty, dtype=np.uint8)
+    return m.view(f"S{w}").ravel().tolist()
+
+
+_KEY_OF_CODE = np.full(256 * 64, -1, dtype=np.int8)     # string code (see _candidates) -> flow key
+for _i, _k in enumerate(_FLOW_KEYS):
+    _KEY_OF_CODE[_k[0] * 64 + len(_k)] = _i
+_KEY_MASK = np.array([(1 << (8 * len(k))) - 1 for k in _FLOW_KEYS], dtype=np.uint64)
+_KEY_WORD = np.array([int.from_bytes(k, "little") for k in _FLOW_KEYS], dtype=np.uint64)
+_KEY_LEN = np.array([len(k) for k in _FLOW_KEYS], dtype=np.int64)
+
+
+def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> None:
+    """Host -> device flow hits (strings ``async_npu`` / ``HostToDevice``), each read from its
+    own object (the raw ``{`` before it to the raw ``}`` after it, as lost_launches' own pass
+    takes it) with the rule of :func:`perfgate.ingest.validity.flow_event`, vectorised over the
+    block's hits; ``flows`` = (starts, ended) gets them in file order per category.
+
+    The rule's raw-byte searches for ``"cat"``, ``"ph"``, ``"id"``, ``"ts"`` find exactly the
+    object's strings with that content (the first one of the object's first :data:`_FS`
+    strings) when the object holds no backslash, its two braces lie outside strings and are
+    the nearest brackets of the hit, and no string in it is followed by a byte JSON does not
+    allow there; each value is then read by SWAR after its key (:func:`_flow_value`). Hits
+    outside that shape, or whose key or value lies beyond those windows, are handed to
+    :func:`flow_event` one by one (none on the real captures and replicated traces measured,
+    issue 21 round 4), in their place in file order, so ``starts`` gets the same insertion
+    order and last-write-wins values. The dict and set entries are made by C loops (a bytes
+    array's tolist, zip, update): no Python statement runs per flow event."""
+    m = np.flatnonzero((code == _FLOW_CATS[0][0] * 64 + len(_FLOW_CATS[0]))
+                       | (code == _FLOW_CATS[1][0] * 64 + len(_FLOW_CATS[1])))
+    if not len(m):
+        return
+    hits = []
     for cat in _FLOW_CATS:
-        m = np.flatnonzero(code == cat[0] * 64 + len(cat))
-        m = m[_equals(w64, qo[m] + 1, cat)]
-        pos = qo[m]
-        pos = pos[pos < cut]
-        if not len(pos):
+        h = m[_equals(w64, qo[m] + 1, cat)]
+        hits.append(qo[h[qo[h] < cut]])
+    pos = np.concatenate(hits)
+    if not len(pos):
+        return
+    size = len(b) - _PAD
+    x = np.searchsorted(raw_br, pos)                    # the brackets either side of the hit
+    nb = len(raw_br)
+    lo = raw_br[np.maximum(x - 1, 0)] if nb else pos
+    hi = raw_br[np.minimum(x, nb - 1)] if nb else pos
+    near = (x > 0) & (x < nb) & (b[lo] == 123) & (b[hi] == 125)
+    slow = ~near
+    keep = np.ones(len(pos), dtype=bool)
+    for r in np.flatnonzero(~near).tolist():            # another bracket between: the raw braces
+        p = int(pos[r])
+        o, c = buf.rfind(b"{", start, start + p), buf.find(b"}", start + p, start + size)
+        if o < 0 or c < 0:
+            keep[r] = False                             # no object around it: skipped, as before
+        else:
+            lo[r], hi[r] = o - start, c - start
+    n_cat0 = len(hits[0])
+    if not keep.all():
+        n_cat0 = int(keep[:n_cat0].sum())
+        lo, hi, slow = lo[keep], hi[keep], slow[keep]
+    n = len(lo)
+    # the shape the string list reads exactly; everything else goes to flow_event
+    f = np.searchsorted(qo, lo)                         # the object's strings: f .. f + nstr - 1
+    nstr = np.searchsorted(qo, hi) - f
+    slow |= (f > 0) & (qc[np.maximum(f - 1, 0)] > lo)  # its '{' inside a string
+    slow |= (nstr > 0) & (qc[np.maximum(f + nstr - 1, 0)] > hi)   # its '}' inside a string
+    if len(bs):
+        slow |= np.searchsorted(bs, lo) != np.searchsorted(bs, hi)
+    if len(odd_qc):
+        slow |= np.searchsorted(odd_qc, lo) != np.searchsorted(odd_qc, hi)
+    cols = np.arange(_FS)
+    idx = np.minimum(f[:, None] + cols, len(qo) - 1)
+    key = _KEY_OF_CODE[code[idx]]                       # which flow key each string may be
+    key[cols >= nstr[:, None]] = -1
+    cells = np.flatnonzero(key >= 0)
+    kc = key.ravel()[cells]
+    at = qo[idx.ravel()[cells]]
+    key.ravel()[cells[(w64[at + 1] & _KEY_MASK[kc]) != _KEY_WORD[kc]]] = -1
+    rows = np.arange(n)
+    found = []
+    for k in range(len(_FLOW_KEYS)):                    # each key's first string in the object
+        mk = key == k
+        j = np.argmax(mk, axis=1)
+        has = mk[rows, j]
+        slow |= ~has & (nstr > _FS)                     # not among the first _FS strings: unknown
+        found.append((has, qo[idx[rows, j]] + _KEY_LEN[k] + 1))
+    (has_cat, _), (has_ph, ph_kc), (has_id, id_kc), (has_ts, ts_kc) = found
+    v_ok, v_n, v_lo = _flow_value(w64, np.concatenate([ph_kc, id_kc, ts_kc]), np.tile(hi, 3))
+    ph_ok, id_ok, ts_ok = v_ok[:n], v_ok[n:2 * n], v_ok[2 * n:]
+    live = has_cat & has_ph                             # no "cat" or no "ph": the hit adds nothing
+    slow |= live & ~ph_ok
+    ph_b = np.where(v_n[:n] == 1, b[v_lo[:n]], 0)
+    ph_s = live & ph_ok & (ph_b == 115)
+    ph_f = live & ph_ok & (ph_b == 102)
+    slow |= (ph_s | ph_f) & has_id & ~id_ok
+    slow |= ph_s & has_id & has_ts & ~ts_ok
+    is_st = ph_s & has_id & ~slow
+    is_en = ph_f & has_id & ~slow
+    if _FLOW_STATS is not None:
+        _FLOW_STATS["hits"] += n
+        _FLOW_STATS["slow"] += int(slow.sum())
+    en = np.flatnonzero(is_en)
+    st = np.flatnonzero(is_st)
+    e_ids = _flow_texts(b, v_lo[n + en], v_n[n + en])
+    s_ids = _flow_texts(b, v_lo[n + st], v_n[n + st])
+    t_ok = has_ts[st]                                   # no "ts" or an empty value: b"0", as flow_event
+    s_ts = _flow_texts(b, np.where(t_ok, v_lo[2 * n + st], 0), np.where(t_ok, v_n[2 * n + st], 0), empty=b"0")
+    starts, ended = flows
+    for c, cat in enumerate(_FLOW_CATS):
+        a, z = (0, n_cat0) if c == 0 else (n_cat0, n)
+        if a == z:
             continue
-        if raw_open is None:
-            ch = b[raw_br]
-            raw_open, raw_close = raw_br[ch == 123], raw_br[ch == 125]
-        i = np.searchsorted(raw_open, pos) - 1
-        j = np.searchsorted(raw_close, pos)
-        good = (i >= 0) & (j < len(raw_close))
-        starts, ended = flows
-        for lo, hi in zip((raw_open[i[good]] + start).tolist(), (raw_close[j[good]] + start + 1).tolist()):
-            flow_event(bytes(buf[lo:hi]), cat, starts, ended)
+        e0, e1 = np.searchsorted(en, [a, z]).tolist()
+        ended.update(zip(repeat(cat), e_ids[e0:e1]))
+        s0, s1 = np.searchsorted(st, [a, z]).tolist()
+        done = s0
+        for h in (np.flatnonzero(slow[a:z]) + a).tolist():   # a rare hit outside the shape, in its place
+            k = int(np.searchsorted(st, h))
+            starts.update(zip(zip(repeat(cat), s_ids[done:k]), s_ts[done:k]))
+            done = k
+            flow_event(bytes(buf[start + int(lo[h]):start + int(hi[h]) + 1]), cat, starts, ended)
+        starts.update(zip(zip(repeat(cat), s_ids[done:s1]), s_ts[done:s1]))
 
 
 def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
@@ -634,7 +802,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if len(odd):                                    # invalid JSON after a string (e.g. "x"Free"): the
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, qc[odd], side="right") - 1])  # parse names it
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
-    _flows(buf, start, bp, w64, qo, code, cut, raw_br, out["flows"])
+    _flows(buf, start, bp, w64, qo, qc, code, qc[odd], bs, cut, raw_br, out["flows"])
     mark = np.zeros(ne, dtype=bool)
     mark[cand_ev] = True
     cand_ev = np.flatnonzero(mark)
