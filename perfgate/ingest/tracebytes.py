@@ -622,8 +622,8 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
     size = len(b) - _PAD
     x = np.searchsorted(raw_br, pos)                    # the brackets either side of the hit
     nb = len(raw_br)
-    lo = raw_br[np.maximum(x - 1, 0)] if nb else pos
-    hi = raw_br[np.minimum(x, nb - 1)] if nb else pos
+    lo = raw_br[np.maximum(x - 1, 0)] if nb else pos.copy()
+    hi = raw_br[np.minimum(x, nb - 1)] if nb else pos.copy()
     near = (x > 0) & (x < nb) & (b[lo] == 123) & (b[hi] == 125)
     slow = ~near
     keep = np.ones(len(pos), dtype=bool)
