@@ -714,7 +714,6 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     m |= b == 34
     sc = np.flatnonzero(m)
     isq = b[sc] == 34
-    raw_br = sc[~isq]                               # every bracket, in strings too (flows)
     bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else sc[:0]   # memchr first
     q = sc[isq]
     real = _real_quotes(bp, q, bs)
@@ -727,6 +726,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         raise NoFastPath("a control character inside a string")
     notq = ~isq
     br = sc[notq]
+    raw_br = br                                     # every bracket, in strings too (flows)
     nq_before = np.cumsum(isq, dtype=np.int32 if len(sc) < 2 ** 31 else np.int64)[notq].astype(np.int64)
     outside = (nq_before & 1) == 0
     br, nq_before = br[outside], nq_before[outside]
