@@ -32,17 +32,22 @@ module reads them straight from the bytes with vectorised numpy operations over 
    layout): each parsed by ``json.loads`` (non-integer numbers kept as their text), as the
    exact scan does; there are a few per step.
 
-5. *Flows*: strings ``async_npu`` / ``HostToDevice`` are handed with their object to
+5. *Flows*: strings ``async_npu`` / ``HostToDevice`` are read with their object by the rule of
    :func:`perfgate.ingest.validity.flow_event` (the rule lost_launches' own pass applies), so
-   that the file is not read a second time for lost device tasks.
+   that the file is not read a second time for lost device tasks: vectorised over the block's
+   hits (the object's ``cat`` / ``ph`` / ``id`` / ``ts`` keys from the string list, their values
+   by SWAR on 8-byte loads, the ``(cat, id) -> ts`` entries made by C loops); a hit outside the
+   common shape (a backslash or a brace inside a string in its object, a value beyond 32 bytes,
+   ...) is handed to flow_event itself, in its place (none on the real captures).
 
 Cost (``read_trace`` CPU, paired child processes, loaded 2-core machine, issue 21 round 3):
 ~85-92 MiB/s on a 192 MiB replicated trace where nearly every event is kept (2 M events; the
 previous extractor 73-82 in the same runs), ~140-190 MiB/s on the real level1 trace's events
 repeated to 191 MiB, few kept (previous 123-153). Per event kept, the costs are the quote
 scan, the layout's anchor matrix and word gather, and the ts / dur digit conversion; per flow
-hit, one :func:`flow_event` call (~2.5 µs). Blocks that would need more than
-:data:`_MAX_PARSED` one-by-one parses go to the Arrow line scan instead. Memory: one reused
+hit, a few numpy element operations and its dict / set entry (round 4; was one
+:func:`flow_event` call, ~2.5 µs). Blocks that would need more than :data:`_MAX_PARSED`
+one-by-one parses go to the Arrow line scan instead. Memory: one reused
 block buffer (:data:`CHUNK` plus the unfinished event carried over) and per-block index
 arrays, plus the kept events' columns.
 

@@ -210,7 +210,9 @@ def _field(ev: bytes, key: bytes) -> bytes | None:
 def flow_event(ev: bytes, cat: bytes, starts: dict, ended: set) -> None:
     """One hit of the category literal ``cat``: ``ev`` is the hit's own object (from the ``{``
     before it to the ``}`` after it). A flow start (``ph: s``) records its ts text under
-    (cat, id), a flow end (``ph: f``) marks (cat, id) as reached."""
+    (cat, id), a flow end (``ph: f``) marks (cat, id) as reached. The trace scan applies the same
+    rule vectorised (:func:`perfgate.ingest.tracebytes._flows`) and calls this function only for
+    hits outside the common shape; this per-hit form is the reference."""
     if b'"cat"' in ev:
         ph, fid = _field(ev, b'"ph"'), _field(ev, b'"id"')
         if ph == b"s" and fid is not None:
