@@ -576,16 +576,17 @@ def _flow_value(w64, kc, hi):
     return ok, np.maximum(n, 0), v
 
 
-def _flow_texts(bp, lo, n, empty: bytes = b"") -> list:
-    """``bytes(bp[lo:lo+n])`` for every row (``empty`` where n is 0), made in C: a zero-padded
-    fixed-width bytes array's tolist (the values hold no zero byte, see _flow_value)."""
+def _flow_texts(bp, lo, n, empty_from: int) -> list:
+    """``bytes(bp[lo:lo+n])`` for every row, ``b"0"`` for the rows from ``empty_from`` on where
+    n is 0 (a start without ts), made in C: a zero-padded fixed-width bytes array's tolist (the
+    values hold no zero byte, see _flow_value)."""
     if not len(lo):
         return []
-    w = max(int(n.max()), len(empty), 1)
+    w = max(int(n.max()), 1)
     m = _win(bp, w)[lo]
     m[np.arange(w)[None, :] >= n[:, None]] = 0
-    if empty and not n.all():
-        m[n == 0, :len(empty)] = np.frombuffer(empty, dtype=np.uint8)
+    if not n[empty_from:].all():
+        m[empty_from + np.flatnonzero(n[empty_from:] == 0), 0] = 48
     return m.view(f"S{w}").ravel().tolist()
 
 
@@ -686,10 +687,11 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
         _FLOW_STATS["slow"] += int(slow.sum())
     en = np.flatnonzero(is_en)
     st = np.flatnonzero(is_st)
-    e_ids = _flow_texts(b, v_lo[n + en], v_n[n + en])
-    s_ids = _flow_texts(b, v_lo[n + st], v_n[n + st])
     t_ok = has_ts[st]                                   # no "ts" or an empty value: b"0", as flow_event
-    s_ts = _flow_texts(b, np.where(t_ok, v_lo[2 * n + st], 0), np.where(t_ok, v_n[2 * n + st], 0), empty=b"0")
+    texts = _flow_texts(b, np.concatenate([v_lo[n + en], v_lo[n + st], np.where(t_ok, v_lo[2 * n + st], 0)]),
+                        np.concatenate([v_n[n + en], v_n[n + st], np.where(t_ok, v_n[2 * n + st], 0)]),
+                        empty_from=len(en) + len(st))
+    e_ids, s_ids, s_ts = texts[:len(en)], texts[len(en):len(en) + len(st)], texts[len(en) + len(st):]
     starts, ended = flows
     for c, cat in enumerate(_FLOW_CATS):
         a, z = (0, n_cat0) if c == 0 else (n_cat0, n)
