@@ -559,21 +559,16 @@ def _flow_value(w64, kc, hi):
     k0 = _first_byte(~(_zero_bytes(x ^ _BYTES[0x20]) | _zero_bytes(x ^ _BYTES[0x22])) & _H)
     ok &= k0 < 8
     v = p + k0
-    n = np.full(len(kc), -1, dtype=np.int64)
-    todo = np.arange(len(kc))
-    for t in range(0, _FW, 8):
-        x = w64[v[todo] + t]
-        low = ~((x | _H) - _BYTES[0x2D]) & _H                # bytes < '-' (or 0x80..0xAC)
-        j = _first_byte(low | _zero_bytes(x ^ _BYTES[0x7D]))
-        hit = j < 8
-        end = todo[hit]
-        n[end] = t + j[hit]
-        ok[end] &= _STOP[((x[hit] >> (j[hit].astype(np.uint64) << _U(3))) & _U(0xFF)).astype(np.intp)]
-        todo = todo[~hit]
-        if not len(todo):
-            break
-    ok[todo] = False
-    return ok, np.maximum(n, 0), v
+    x = w64[v[:, None] + np.arange(0, _FW, 8)]          # the value's first _FW bytes, 8 per word
+    low = ~((x | _H) - _BYTES[0x2D]) & _H               # bytes < '-' (or 0x80..0xAC)
+    j = _first_byte(low | _zero_bytes(x ^ _BYTES[0x7D]))
+    hit = j < 8
+    rows = np.arange(len(kc))
+    word = np.argmax(hit, axis=1)                       # the first word with such a byte
+    j = j[rows, word]
+    ok &= hit[rows, word]
+    ok &= _STOP[((x[rows, word] >> (j.astype(np.uint64) << _U(3))) & _U(0xFF)).astype(np.intp)]
+    return ok, np.where(ok, word * 8 + j, 0), v
 
 
 def _flow_texts(bp, lo, n, empty_from: int) -> list:
