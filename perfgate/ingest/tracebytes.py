@@ -521,12 +521,8 @@ _FLOW_KEYS = (b"cat", b"ph", b"id", b"ts")
 _FLOW_STATS = None                          # {"hits": 0, "slow": 0}: counts flow_event fallbacks (tests, bench)
 _FS = 16                                    # strings of a flow's object searched for its keys
 _FW = 32                                    # a flow value's end is looked for in its first _FW bytes
-_SKIP = np.zeros(256, dtype=bool)           # bytes the value rule skips after the ':' (``[ "]*``)
-_SKIP[[32, 34]] = True
 _STOP = np.zeros(256, dtype=bool)           # bytes that end a value (``[^",} ]*``)
 _STOP[[34, 44, 125, 32]] = True
-
-
 _H = _U(0x8080808080808080)
 _L7 = _U(0x7F7F7F7F7F7F7F7F)
 _BYTES = {c: _U(int.from_bytes(bytes([c]) * 8, "little")) for c in (0x3A, 0x20, 0x22, 0x2D, 0x7D)}
