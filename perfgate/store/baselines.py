@@ -115,9 +115,10 @@ class BaselineStore:
         try:
             doc = _parse(path.read_bytes())
         except UnicodeDecodeError as e:
-            raise CorruptBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start) from None
+            raise CorruptBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start,
+                                       hint=_REPAIR) from None
         except OSError as e:
-            raise CorruptBaselineError(f"cannot read baseline: {e.strerror}", path=path) from None
+            raise CorruptBaselineError(f"cannot read baseline: {e.strerror}", path=path, hint=_REPAIR) from None
         except json.JSONDecodeError as e:
             raise CorruptBaselineError(f"baseline is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})",
                                        path=path, byte_offset=e.pos, hint=_REPAIR) from None
