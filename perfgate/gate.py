@@ -33,6 +33,11 @@ def load_checked_policy(path=None):
     return policy
 
 
+def _as_given(capture_path):
+    """The capture path as the user gave it (for error locations), or None for several captures."""
+    return capture_path if isinstance(capture_path, (str, os.PathLike)) else None
+
+
 def _refuse_partial(fp: Fingerprint) -> None:
     steps = fp.provenance.get("steps", {})
     empty = [r for r, s in steps.items() if not s]
@@ -80,7 +85,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
                                          workers=workers, progress=progress),
-                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
+                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"},
+                       path=_as_given(capture_path))
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
         try:
@@ -151,7 +157,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, baseline_name=baseline_name,
                           error=e.to_dict(), elapsed_s=time.perf_counter() - t0)
     try:
-        require_valid(cand, fail_closed=policy.fail_closed)
+        require_valid(cand, fail_closed=policy.fail_closed, path=_as_given(capture_path))
     except InvalidCaptureError as e:
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
@@ -268,7 +274,8 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         prov.update(commit_facts(prov["commit"], cwd=cwd))
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
-                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
+                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"},
+                           path=capture_path)
     except InvalidCaptureError as e:
         if note:
             hs = HistoryStore(history_path)
@@ -313,7 +320,7 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     paths = list(capture_paths)
     refuse_same_path(paths)
     fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
-                         fail_closed=policy.fail_closed) for p in paths]
+                         fail_closed=policy.fail_closed, path=p) for p in paths]
     refuse_same_content(paths, fps)
     proposals = propose_tolerances(fps, policy, k=k)
     text = calibrated_policy_text(policy, proposals, source_note=f"{len(paths)} captures")
