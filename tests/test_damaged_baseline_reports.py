@@ -185,3 +185,21 @@ def test_missing_baseline_behaves_as_before(tmp_path, store):
         md = (out / "perfgate-report.md").read_text()
         assert "No usable baseline" in md and "damaged" not in md
     assert not (tmp_path / "empty").exists()
+
+
+def test_damaged_store_reaches_the_job_summary_and_step_outputs(tmp_path, store):
+    """In GitHub Actions the Markdown goes to the job summary and the verdict to the step outputs
+    (the PR comment takes the same path), so a damaged store is visible there, exit 5."""
+    _, cand = store
+    bl = tmp_path / "bl"
+    bl.mkdir()
+    (bl / "main.json").write_text("{not json")
+    summary, outputs = tmp_path / "summary.md", tmp_path / "outputs.txt"
+    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cand), "--baseline-dir", str(bl), "--out",
+                                  str(tmp_path / "o")],
+                           env={"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)},
+                           catch_exceptions=False)
+    assert r.exit_code == 5, r.output
+    assert "**DAMAGED_BASELINE**" in summary.read_text() and "main.json" in summary.read_text()
+    lines = outputs.read_text().splitlines()
+    assert "verdict=DAMAGED_BASELINE" in lines and "exit-code=5" in lines
