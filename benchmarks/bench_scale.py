@@ -80,11 +80,17 @@ def machine():
             f"pyarrow {pa.__version__}, load average {load:.1f} at start")
 
 
+_FAULTS = [0]   # minor page faults of this process during the last _timed call
+
+
 def _timed(fn):
-    """(wall s, CPU s of this process and its finished children) of one call."""
+    """(wall s, CPU s of this process and its finished children) of one call; the call's minor
+    page faults (this process) are left in ``_FAULTS[0]``."""
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     w, c = time.perf_counter(), time.process_time()
     fn()
+    _FAULTS[0] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
     ch2 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (time.perf_counter() - w,
             time.process_time() - c + (ch2.ru_utime - ch.ru_utime) + (ch2.ru_stime - ch.ru_stime))
@@ -142,7 +148,7 @@ def paired(cap: Path, policy, repeats: int, label: str, rows: int):
     def ours():
         fingerprint_path(cap, policy, workers=1, with_trace=False)
     floor(), ours()  # page cache and imports warm
-    fw, fc, ow, oc = [], [], [], []
+    fw, fc, ow, oc, of = [], [], [], [], []
     for _ in range(repeats):
         w, c = _timed(floor)
         fw.append(w)
@@ -150,7 +156,8 @@ def paired(cap: Path, policy, repeats: int, label: str, rows: int):
         w, c = _timed(ours)
         ow.append(w)
         oc.append(c)
-    r = {"shape": label, "rows": rows, "perfgate_wall": med(ow), "perfgate_cpu": med(oc), "floor_wall": med(fw),
+        of.append(_FAULTS[0])
+    r = {"shape": label, "rows": rows, "perfgate_faults": med(of), "perfgate_wall": med(ow), "perfgate_cpu": med(oc), "floor_wall": med(fw),
          "floor_cpu": med(fc), "ratio_wall": med([o / f for o, f in zip(ow, fw)]),
          "ratio_cpu": med([o / f for o, f in zip(oc, fc)])}
     print(f"   {label:44s} {rows:>10,} rows  perfgate {r['perfgate_wall']:7.2f} s wall {r['perfgate_cpu']:7.2f} s CPU"
@@ -183,7 +190,10 @@ def bench_growth(tmp: Path, shape: str, sizes, policy):
         r = paired(cap, policy, 1, f"  growth {shape}", rows)
         per = r["perfgate_cpu"] / rows * 1e6
         grow = "" if prev is None else f", x{r['perfgate_cpu'] / prev[0]:.2f} CPU for x{rows / prev[1]:.2f} rows"
-        print(f"      {per:6.2f} us CPU per row{grow}", flush=True)
+        # minor page faults: on a VM each costs tens of us; a count growing faster than the rows
+        # (the allocator handing memory back and faulting it in again) shows up here
+        print(f"      {per:6.2f} us CPU per row{grow}; {r['perfgate_faults'] / rows:.3f} minor page faults per row",
+              flush=True)
         prev = (r["perfgate_cpu"], rows)
         res.append(r)
         shutil.rmtree(cap)

@@ -417,3 +417,23 @@ def test_decimal_to_scaled_int_equals_the_buffer_loop(values, chunks, offset):
     else:
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
         assert got[0].dtype == np.int64 and got[0].flags.writeable
+
+
+def test_chunks_to_numpy_equals_arrow_to_numpy():
+    """:func:`chunks_to_numpy` (one numpy array filled chunk by chunk) equals
+    ``ChunkedArray.to_numpy(zero_copy_only=False).astype(dtype)``: floats with nulls (-> NaN),
+    int64, booleans, empty chunks, no chunk at all."""
+    import numpy as np
+    import pyarrow as pa
+    from perfgate.ingest.csvread import chunks_to_numpy
+    cases = [
+        (pa.chunked_array([[1.5, None, 3.0], [], [None], [4.25]], pa.float64()), np.float64),
+        (pa.chunked_array([[1, 2], [3, -4, 2 ** 62]], pa.int64()), np.int64),
+        (pa.chunked_array([[True, False], [], [False]], pa.bool_()), bool),
+        (pa.chunked_array([], pa.float64()), np.float64),
+    ]
+    for arr, dtype in cases:
+        got = chunks_to_numpy(arr, dtype)
+        ref = arr.to_numpy(zero_copy_only=False).astype(dtype)
+        assert got.dtype == ref.dtype and len(got) == len(arr)
+        assert np.array_equal(got, ref, equal_nan=dtype is np.float64)

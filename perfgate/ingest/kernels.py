@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQUIRED,
                                      KNOWN_CORE_TYPES, MISSING_TOKENS)
-from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, decimal_to_scaled_int, exact_scaled_arrow,
+from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, chunks_to_numpy, decimal_to_scaled_int, exact_scaled_arrow,
                                      read_arrow_columns, read_header, read_typed_columns, resolve_columns,
                                      to_float_arrow)
 from perfgate.policy.opspec import PIPE_STAGES
@@ -263,8 +263,7 @@ def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
         start = decimal_to_scaled_int(raw["start_us"])
         dur = decimal_to_scaled_int(raw["dur_us"])
         if start is not None and dur is not None and not start[1].any():
-            floats = {c: raw[c].to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-                      for c in ("wait_us", *ratio_cols) if c in raw}
+            floats = {c: chunks_to_numpy(raw[c], np.float64) for c in ("wait_us", *ratio_cols) if c in raw}
             # pyarrow parses "nan" / "inf" into float64: the string path names such a cell
             w = floats.get("wait_us")
             if w is None or int((~np.isfinite(w)).sum()) == raw["wait_us"].null_count:
