@@ -9,7 +9,8 @@ Exit codes (documented in README.md, mapped only by :mod:`perfgate.cli`):
  3    invalid capture: missing / empty / truncated file, unknown header,
       failed self-check. Nothing is compared, nothing is written.
  4    no baseline, or a baseline that cannot be read / is incompatible
- 5    store error (baseline or history write failed; nothing half-written)
+ 5    store error (baseline or history write failed; nothing half-written),
+      or a damaged baseline store (``check`` reports DAMAGED_BASELINE)
 ====  =====================================================================
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The two jobs of perfgate as library calls: record a baseline, check a capture.
 
-``check`` never raises for a bad capture or a missing baseline: it returns a
-:class:`~perfgate.model.GateResult` whose status (INVALID_CAPTURE / NO_BASELINE) and exit code
-say so, so that reports can still be written. ``save_baseline`` raises, and writes nothing,
+``check`` never raises for a bad capture, a missing baseline or a damaged baseline store: it
+returns a :class:`~perfgate.model.GateResult` whose status (INVALID_CAPTURE / NO_BASELINE /
+DAMAGED_BASELINE) and exit code say so, so that reports can still be written. ``save_baseline`` raises, and writes nothing,
 when the capture is not fit to be a baseline.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from perfgate import errors, terms
 from perfgate.ci_env import commit_facts, gather_provenance, refuse_untrusted_write
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
 from perfgate.terms import TraceMode
-from perfgate.errors import CorruptBaselineError, InvalidCaptureError, NoBaselineError, PerfgateError, UsageError
+from perfgate.errors import (CorruptBaselineError, InvalidCaptureError, NoBaselineError, PerfgateError, StoreError,
+                             UsageError)
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
 from perfgate.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
@@ -30,6 +31,11 @@ def load_checked_policy(path=None):
     policy.check_names(set(REGISTRY))
     policy.check_labels(all_label_keys())  # label keys of overrides / suggestions (typos would silently not match)
     return policy
+
+
+def _as_given(capture_path):
+    """The capture path as the user gave it (for error locations), or None for several captures."""
+    return capture_path if isinstance(capture_path, (str, os.PathLike)) else None
 
 
 def _refuse_partial(fp: Fingerprint) -> None:
@@ -79,7 +85,8 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
                                          workers=workers, progress=progress),
-                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
+                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"},
+                       path=_as_given(capture_path))
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
         try:
@@ -130,13 +137,14 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     and nothing regressed; exit 1 if the policy sets ``statistics.unsure_fails``).
 
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
-    INVALID_CAPTURE (3: unreadable capture or failed self-check; nothing compared) or
-    NO_BASELINE (4).
+    INVALID_CAPTURE (3: unreadable capture or failed self-check; nothing compared),
+    NO_BASELINE (4) or DAMAGED_BASELINE (5: the baseline store cannot be read — a damaged
+    baseline file (:class:`~perfgate.errors.CorruptBaselineError`), a damaged history database
+    of ``history:BRANCH``, a history path that is a directory; nothing compared, ``error`` names
+    the file, byte offset / line where known, and the hint; the candidate's self-checks are kept).
 
     Raises:
         UsageError / PolicyError: bad arguments (exit 2).
-        StoreError: the history database path of ``history:BRANCH`` is a directory (exit 5);
-            CorruptBaselineError (a StoreError, exit 5): the stored baseline file is damaged.
     """
     policy.require_gating()  # PolicyError before any work: a gate that can never fail is no gate
     t0 = time.perf_counter()
@@ -149,7 +157,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, baseline_name=baseline_name,
                           error=e.to_dict(), elapsed_s=time.perf_counter() - t0)
     try:
-        require_valid(cand, fail_closed=policy.fail_closed)
+        require_valid(cand, fail_closed=policy.fail_closed, path=_as_given(capture_path))
     except InvalidCaptureError as e:
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
@@ -162,8 +170,9 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
             extra.append(hnote)
         else:
             base, _meta = store.load(baseline_name, self_checks=False)  # never compared
-    except NoBaselineError as e:
-        return GateResult(status=terms.NO_BASELINE, exit_code=e.exit_code, self_checks=cand.self_checks,
+    except (NoBaselineError, StoreError) as e:  # a damaged store is its own status: never "no baseline"
+        return GateResult(status=terms.NO_BASELINE if isinstance(e, NoBaselineError) else terms.DAMAGED,
+                          exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
                           candidate_provenance=cand.provenance, error=e.to_dict(),
                           elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
@@ -265,7 +274,8 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         prov.update(commit_facts(prov["commit"], cwd=cwd))
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
-                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
+                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"},
+                           path=capture_path)
     except InvalidCaptureError as e:
         if note:
             hs = HistoryStore(history_path)
@@ -310,7 +320,7 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     paths = list(capture_paths)
     refuse_same_path(paths)
     fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
-                         fail_closed=policy.fail_closed) for p in paths]
+                         fail_closed=policy.fail_closed, path=p) for p in paths]
     refuse_same_content(paths, fps)
     proposals = propose_tolerances(fps, policy, k=k)
     text = calibrated_policy_text(policy, proposals, source_note=f"{len(paths)} captures")
@@ -346,7 +356,8 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     ``html_path`` (needs the ``html`` extra, refused before any work), the HTML report. ``no_baseline_ok``: a NO_BASELINE
     result exits 0, and every report says so. Returns ``(result, {kind: path})``.
 
-    Raises:
+    A DAMAGED_BASELINE result (exit 5) is not forgiven by ``no_baseline_ok`` (only a missing
+    baseline is). Raises:
         as :func:`check`; UsageError (exit 2, before any work) when a report destination cannot
         be written (a parent is a regular file, a read-only folder); StoreError when a report
         write fails all the same (exit 5).

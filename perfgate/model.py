@@ -258,7 +258,7 @@ class Comparison:
 @dataclass(frozen=True)
 class GateResult:
     """Outcome of ``perfgate check``: status is PASS / REGRESSION / UNSURE / NO_BASELINE /
-    INVALID_CAPTURE / INCOMPATIBLE_BASELINE."""
+    INVALID_CAPTURE / INCOMPATIBLE_BASELINE / DAMAGED_BASELINE (the baseline store is damaged)."""
     status: str
     exit_code: int
     comparisons: tuple = ()

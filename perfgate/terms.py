@@ -111,6 +111,8 @@ class Status(_StrEnum):
     NO_BASELINE = "NO_BASELINE"
     INCOMPATIBLE = "INCOMPATIBLE_BASELINE"   # a baseline exists but nothing gated could be compared
     INVALID = "INVALID_CAPTURE"
+    DAMAGED = "DAMAGED_BASELINE"   # the baseline store (a baseline file, the history database) is damaged:
+                                   # nothing judged, exit 5; never NO_BASELINE, so --no-baseline-ok cannot pass it
     UNSURE = "UNSURE"   # no gated regression, but at least one gated metric is unsure (exit 0 by default)
 
 
@@ -119,6 +121,7 @@ FAIL = Status.REGRESSION     # kept for callers; the status word is "REGRESSION"
 NO_BASELINE = Status.NO_BASELINE
 INCOMPATIBLE = Status.INCOMPATIBLE
 INVALID = Status.INVALID
+DAMAGED = Status.DAMAGED
 UNSURE_STATUS = Status.UNSURE
 
 # cross-rank views

@@ -86,7 +86,7 @@ def test_corrupt_baseline_is_a_store_error_even_with_no_baseline_ok(tmp_path, pa
         code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out",
                         tmp_path / "o", *extra)
         assert code == 5 and "not valid JSON" in out and "main.json" in out and "NO_BASELINE" not in out, out
-        assert "perfgate baseline save --name NAME CAPTURE" in out
+        assert "perfgate baseline save --name main CAPTURE" in out
     code, out = run(tmp_path, "baseline", "list", "--baseline-dir", bl)
     assert code == 5 and "main\tUNREADABLE: baseline is not valid JSON" in out and "1 damaged baseline file(s): main" in out
     code, out = run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)

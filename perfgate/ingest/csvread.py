@@ -28,12 +28,17 @@ from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import MISSING_TOKENS, NA_MARKERS
 
 
+def csv_row_note(row: int) -> str:
+    """``(CSV row <row + 1> counting the header as row 1)``: the line a spreadsheet or editor shows
+    for 1-based data row ``row`` (the first line after the header is data row 1)."""
+    return f"(CSV row {row + 1} counting the header as row 1)"
+
+
 def cell_error(path: Path, row: int, column: str, text, why: str) -> InvalidCaptureError:
     """The error for one bad numeric cell: ``<file> row <data row>: <column> <why>: <text>
     (CSV row <data row + 1>, header = row 1)``. ``row`` is the 1-based data row (the first
     line after the header is row 1, as everywhere in perfgate's messages)."""
-    return InvalidCaptureError(f"{column} {why}: {text!r} (CSV row {row + 1} counting the header as row 1)",
-                               path=path, row=row)
+    return InvalidCaptureError(f"{column} {why}: {text!r} {csv_row_note(row)}", path=path, row=row)
 
 
 def read_header(path: Path) -> list[str]:
@@ -92,22 +97,34 @@ def resolve_columns(header: list[str], aliases: dict[str, tuple[str, ...]],
     return found
 
 
-def _locate_bad_row(path: Path, ncols: int) -> tuple[int | None, str]:
-    """Slow path, only after pyarrow failed: find the first malformed data row."""
+_CUT_HINT = ("the file ends or breaks inside a row: the profiler export did not finish or the file was cut "
+             "when copied; re-export or copy the capture again")
+
+
+def _locate_bad_row(path: Path, ncols: int) -> tuple[int | None, str, str | None]:
+    """Slow path, only after pyarrow failed: find the first malformed data row. Returns
+    ``(data row or None, message, hint or None)``; a row with another field count than the
+    header is named as the NaN-cell messages name theirs (data row, and the CSV row counting
+    the header, :func:`csv_row_note`)."""
     try:
         with open(path, "r", encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f, strict=True)
             next(reader, None)
             for i, rec in enumerate(reader, start=1):
-                if rec and len(rec) != ncols:
-                    return i, f"expected {ncols} fields, found {len(rec)} (truncated or malformed row)"
+                if rec and len(rec) < ncols:
+                    return i, (f"expected {ncols} fields, found {len(rec)}: a truncated row (fewer fields than "
+                               f"the header) {csv_row_note(i)}"), _CUT_HINT
+                if rec and len(rec) > ncols:
+                    return i, (f"expected {ncols} fields, found {len(rec)}: a malformed row (more fields than "
+                               f"the header; an unquoted comma in a value?) {csv_row_note(i)}"), None
     except csv.Error as e:
-        return (reader.line_num - 1 if reader.line_num else None), f"malformed CSV: {e}"
+        row = reader.line_num - 1 if reader.line_num else None
+        return row, f"malformed CSV: {e}" + (f" {csv_row_note(row)}" if row else ""), None
     except UnicodeDecodeError as e:
-        return _non_utf8_row(path, e), "not UTF-8 text (invalid byte sequence)"
+        return _non_utf8_row(path, e), "not UTF-8 text (invalid byte sequence)", None
     except OSError as e:
-        return None, f"cannot read file: {e.strerror}"
-    return None, "malformed CSV or invalid UTF-8"
+        return None, f"cannot read file: {e.strerror}", None
+    return None, "malformed CSV or invalid UTF-8", None
 
 
 def _non_utf8_row(path: Path, err: UnicodeDecodeError) -> int | None:
@@ -163,8 +180,9 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
         except (pa.ArrowInvalid, UnicodeDecodeError) as e:
             if not newlines and "UTF8" not in str(e) and not isinstance(e, UnicodeDecodeError):
                 continue
-            row, why = _locate_bad_row(path, ncols)
-            raise InvalidCaptureError(f"{why} [{str(e).splitlines()[0][:160]}]", path=path, row=row) from None
+            row, why, hint = _locate_bad_row(path, ncols)
+            raise InvalidCaptureError(f"{why} [{str(e).splitlines()[0][:160]}]", path=path, row=row,
+                                      hint=hint) from None
         except OSError as e:
             raise InvalidCaptureError(f"cannot read file: {e.strerror or e}", path=path) from None
     if table.num_rows == 0:

@@ -898,26 +898,31 @@ def blocking_findings(fp: Fingerprint, fail_closed=()) -> list:
     return [f for f in fp.findings if f.code in set(fail_closed)]
 
 
-def require_valid(fp: Fingerprint, fail_closed=()) -> Fingerprint:
+def require_valid(fp: Fingerprint, fail_closed=(), path=None) -> Fingerprint:
     """Fail closed: raise if any self-check failed or a finding in ``fail_closed`` is present.
+
+    ``path``: where the error says the problem is — the capture as the user gave it (relative
+    stays relative, as every ingest error and the self-checks' evidence are relative to it);
+    default the fingerprint's ``provenance.source`` (the resolved, absolute capture folder).
 
     Raises:
         InvalidCaptureError: naming the first failed check or blocking finding (all of them
             are in ``problems``).
     """
+    where = fp.provenance.get("source") if path is None else str(path)
     bad = failed_checks(fp)
     if bad:
         first = bad[0]
         more = f" (and {len(bad) - 1} more failed self-check(s))" if len(bad) > 1 else ""
         raise InvalidCaptureError(
             f"self-check {first.name} failed on rank {first.rank} step {first.step}: {first.message}{more}",
-            path=fp.provenance.get("source"),
+            path=where,
             problems=[c.to_dict() for c in bad])
     block = blocking_findings(fp, fail_closed)
     if block:
         first = block[0]
         more = f" (and {len(block) - 1} more)" if len(block) > 1 else ""
-        raise InvalidCaptureError(f"{first.code}: {first.message}{more}", path=fp.provenance.get("source"),
+        raise InvalidCaptureError(f"{first.code}: {first.message}{more}", path=where,
                                   hint="the policy's findings.fail_closed lists this finding",
                                   problems=[f.to_dict() for f in block])
     return fp

@@ -46,8 +46,8 @@ from collections import Counter
 from perfgate import terms
 from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
-from perfgate.report.summary import (config_changes, informational_text, explains_text, group_views, short_change, step_share_text,
-                                     verdict_detail, verdict_line, view_columns)
+from perfgate.report.summary import (DAMAGED_NOTE, config_changes, error_where, informational_text, explains_text, group_views,
+                                     short_change, step_share_text, verdict_detail, verdict_line, view_columns)
 
 VIEWS = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
 BASE_COLOR, CAND_COLOR = "#8c8c8c", "#1f77b4"
@@ -61,7 +61,8 @@ MAX_TRENDS = 30
 MAX_ROWS = 400
 
 _STATUS_CLASS = {terms.PASS: "pass", terms.FAIL: "fail", terms.NO_BASELINE: "none",
-                 terms.INCOMPATIBLE: "none", terms.INVALID: "invalid", "VALID_CAPTURE": "pass"}
+                 terms.INCOMPATIBLE: "none", terms.INVALID: "invalid", terms.DAMAGED: "invalid",
+                 "VALID_CAPTURE": "pass"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
@@ -736,11 +737,14 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
                      f"metrics: {_e(informational_text(n))}.</div>")
     if result.error:
         e = result.error
-        where = (e.get("path") or "") + (f" row {e['row']}" if e.get("row") is not None else "")
-        lines.append(f"<div><b>{_e(e.get('message'))}</b>" + (f" <code>{_e(where)}</code>" if where else "")
+        where = error_where(e)
+        lines.append(f"<div>{'the baseline store is damaged: ' if result.status == terms.DAMAGED else ''}"
+                     f"<b>{_e(e.get('message'))}</b>" + (f" <code>{_e(where)}</code>" if where else "")
                      + (f"<br>hint: {_e(e['hint'])}" if e.get("hint") else "") + "</div>")
         if result.status == terms.INVALID:
             lines.append("<div>The capture failed closed: nothing was compared, nothing was written.</div>")
+        elif result.status == terms.DAMAGED:
+            lines.append(f"<div>{_e(DAMAGED_NOTE)}</div>")
         else:
             lines.append("<div>Nothing was judged: this is not a pass.</div>")
     verdict = (f'<section id="verdict" class="{_STATUS_CLASS.get(result.status, "none")}">' + "".join(lines)

@@ -6,8 +6,10 @@ message names the failing steps (the first ten and how many more) and whose text
 step's message, values and evidence; ``<skipped>`` when every step was skipped; ``<system-out>``
 counts the steps by status and lists warned / skipped steps) and ``perfgate.metrics`` (one testcase
 per gated metric). A gated regression is a ``<failure>`` whose text names its cause
-(:mod:`perfgate.compare.causes`), an invalid capture an ``<error>``, a missing baseline ``<skipped>``; an ``unsure`` metric (repeated captures, too few runs) is ``<skipped>`` with its
-reason, never a failure. There is always at least one testcase; names are XML-escaped by junit-xml.
+(:mod:`perfgate.compare.causes`), an invalid capture an ``<error>``, a damaged baseline store (a
+damaged baseline file or history database, DAMAGED_BASELINE) an ``<error>`` naming the file and
+the hint, a missing baseline ``<skipped>``; an ``unsure`` metric (repeated captures, too few runs)
+is ``<skipped>`` with its reason, never a failure. There is always at least one testcase; names are XML-escaped by junit-xml.
 
 Matrix builds (case Q06): with a ``key`` (the leg's key, as ``--comment-key``) every suite name
 and testcase class name carries it as a ``[KEY]`` suffix (``perfgate.metrics[main/llama-7b]``,
@@ -23,6 +25,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from perfgate import terms
 from perfgate.compare.attribution import ATTRIBUTION_LEAD
 from perfgate.report.selfchecks import group_self_checks
+from perfgate.report.summary import DAMAGED_NOTE, error_where
 
 
 def _case(name, classname, elapsed=0.0):
@@ -56,6 +59,13 @@ def render_junit(result, key: str | None = None) -> str:
         if err.get("byte_offset") is not None:
             where += f" byte {err['byte_offset']}"
         tc.add_error_info(err.get("message", "invalid capture"), where)
+        metrics.append(tc)
+    elif result.status == terms.DAMAGED:  # an <error>: CI marks it red, never skipped like a missing baseline
+        err = result.error or {}
+        tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")
+        text = [error_where(err), f"hint: {err['hint']}" if err.get("hint") else "", DAMAGED_NOTE]
+        tc.add_error_info(f"baseline store is damaged: {err.get('message', '')}", "\n".join(t for t in text if t),
+                          error_type="damaged_baseline")
         metrics.append(tc)
     elif result.status in (terms.NO_BASELINE, terms.INCOMPATIBLE):
         tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")

@@ -22,6 +22,23 @@ def informational_text(counts: dict) -> str:
     return f"{i['total']}" + (f" ({', '.join(moved)}; not gated)" if moved else "")
 
 
+def error_where(err: dict | None) -> str:
+    """Where an error of ``GateResult.error`` lies: ``"PATH row N byte B"`` (the parts known;
+    ``row`` a 1-based data row, header excluded; ``byte_offset`` a byte offset into the file)."""
+    err = err or {}
+    where = err.get("path") or ""
+    if err.get("row") is not None:
+        where += f" row {err['row']}"
+    if err.get("byte_offset") is not None:
+        where += f" byte {err['byte_offset']}"
+    return where
+
+
+#: what every report says of a DAMAGED_BASELINE check, after "the baseline store is damaged" and the error
+DAMAGED_NOTE = ("Nothing was judged (this is not a pass; --no-baseline-ok does not apply) and nothing was "
+                "written to baselines or history.")
+
+
 def incomparable_gated(result) -> int:
     """Gated metrics judged ``incomparable`` (a config facet differs)."""
     return sum(1 for c in result.comparisons if c.gated and c.verdict == terms.INCOMPARABLE)
@@ -162,14 +179,12 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
            + (f": {detail}" if detail else "")]
     if result.error:
         e = result.error
-        where = e.get("path") or ""
-        if e.get("row") is not None:
-            where += f" row {e['row']}"
-        if e.get("byte_offset") is not None:
-            where += f" byte {e['byte_offset']}"
+        where = error_where(e)
         out.append(f"  {where}: {e.get('message')}" if where else f"  {e.get('message')}")
         if e.get("hint"):
             out.append(f"  hint: {e['hint']}")
+        if result.status == terms.DAMAGED:
+            out.append(f"  the baseline store is damaged. {DAMAGED_NOTE}")
     if quiet:
         return out
     for n in config_changes(result):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfgate import terms
 from perfgate.errors import CorruptBaselineError, NoBaselineError, StoreError
 from perfgate.model import Fingerprint, GateResult
 from perfgate.store.atomic import write_atomic
@@ -32,7 +33,8 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     Trend sparklines are drawn when ``history_path`` is an existing history database.
 
     Raises:
-        StoreError: the history database is unreadable, or the write failed (exit 5).
+        StoreError: the history database is unreadable (except for a DAMAGED_BASELINE result,
+            whose page reports the damage and draws no trends), or the write failed (exit 5).
     """
     from perfgate.report.html import render_html, sparkline_keys   # HTML only: not imported by check's files
     base = None
@@ -43,8 +45,13 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
         except (NoBaselineError, CorruptBaselineError):
             base = None
     keys = sparkline_keys(result)
-    text = render_html(result, baseline=base, history=_history(history_path, keys, base.config if base else None),
-                       trend_keys=keys)
+    try:
+        history = _history(history_path, keys, base.config if base else None)
+    except StoreError:
+        if result.status != terms.DAMAGED:
+            raise
+        history = None   # the damaged history database is what this page reports: no trends from it
+    text = render_html(result, baseline=base, history=history, trend_keys=keys)
     path = Path(path)
     write_atomic(path, text)
     return path

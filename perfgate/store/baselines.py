@@ -23,7 +23,7 @@ from perfgate.store.atomic import write_atomic
 BASELINE_FORMAT = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _REPAIR = ("restore the file from where the store is kept (cache, artifact) or re-record it: "
-           "perfgate baseline save --name NAME CAPTURE")
+           "perfgate baseline save --name {name} CAPTURE")
 DEFAULT_DIR = "baselines"
 
 
@@ -107,6 +107,7 @@ class BaselineStore:
                 store is never "no baseline", so ``--no-baseline-ok`` cannot pass over it).
         """
         path = self.path_for(name)
+        repair = _REPAIR.format(name=name)
         if not path.is_file():
             have = ", ".join(self.names()) or "none"
             raise NoBaselineError(f"no baseline named {name!r} in {self.dir} (stored: {have})",
@@ -115,19 +116,20 @@ class BaselineStore:
         try:
             doc = _parse(path.read_bytes())
         except UnicodeDecodeError as e:
-            raise CorruptBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start) from None
+            raise CorruptBaselineError("baseline is not UTF-8 text", path=path, byte_offset=e.start,
+                                       hint=repair) from None
         except OSError as e:
-            raise CorruptBaselineError(f"cannot read baseline: {e.strerror}", path=path) from None
+            raise CorruptBaselineError(f"cannot read baseline: {e.strerror}", path=path, hint=repair) from None
         except json.JSONDecodeError as e:
             raise CorruptBaselineError(f"baseline is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})",
-                                       path=path, byte_offset=e.pos, hint=_REPAIR) from None
+                                       path=path, byte_offset=e.pos, hint=repair) from None
         if not isinstance(doc, dict) or doc.get("perfgate_baseline") != BASELINE_FORMAT:
             raise CorruptBaselineError("not a perfgate baseline file (format marker missing or unknown)",
-                                       path=path, hint=_REPAIR)
+                                       path=path, hint=repair)
         fpd = doc.get("fingerprint")
         if not isinstance(fpd, dict) or "schema" not in fpd:
             raise CorruptBaselineError("baseline holds no fingerprint (or one without its schema)", path=path,
-                                       hint=_REPAIR)
+                                       hint=repair)
         if fpd.get("schema") != FINGERPRINT_SCHEMA:
             raise NoBaselineError(
                 f"baseline fingerprint schema {fpd.get('schema')!r} is not {FINGERPRINT_SCHEMA}; "
@@ -144,7 +146,7 @@ class BaselineStore:
                     raise ValueError(f"metric {key!r} has value {m.value!r} (not a finite number)")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CorruptBaselineError(f"baseline fingerprint is malformed: {e}", path=path,
-                                       hint=_REPAIR) from None
+                                       hint=repair) from None
         meta = {k: v for k, v in doc.items() if k != "fingerprint"}
         meta["path"] = str(path)
         return fp, meta
