@@ -538,7 +538,7 @@ def _first_byte(m):
     return np.bitwise_count((m & (~m + _U(1))) - _U(1)).astype(np.int64) >> 3
 
 
-def _flow_value(w64, kc, hi):
+def _flow_value(bp, w64, kc, hi):
     """The value :func:`perfgate.ingest.validity._field` reads after the key whose closing
     quote is at ``kc`` in the object ending at ``hi``: the first ``:`` after the key, then
     spaces and quotes skipped, up to a quote, comma, brace or space (raw bytes, as its regular
@@ -555,7 +555,7 @@ def _flow_value(w64, kc, hi):
     k0 = _first_byte(~(_zero_bytes(x ^ _BYTES[0x20]) | _zero_bytes(x ^ _BYTES[0x22])) & _H)
     ok &= k0 < 8
     v = p + k0
-    x = w64[v[:, None] + np.arange(0, _FW, 8)]          # the value's first _FW bytes, 8 per word
+    x = _win(bp, _FW)[v].view("<u8")                    # the value's first _FW bytes, 8 per word
     low = ~((x | _H) - _BYTES[0x2D]) & _H               # bytes < '-' (or 0x80..0xAC)
     j = _first_byte(low | _zero_bytes(x ^ _BYTES[0x7D]))
     hit = j < 8
@@ -662,7 +662,7 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
         slow |= ~has & (nstr > _FS)                     # not among the first _FS strings: unknown
         found.append((has, qo[idx[rows, j]] + _KEY_LEN[k] + 1))
     (has_cat, _), (has_ph, ph_kc), (has_id, id_kc), (has_ts, ts_kc) = found
-    v_ok, v_n, v_lo = _flow_value(w64, np.concatenate([ph_kc, id_kc, ts_kc]), np.tile(hi, 3))
+    v_ok, v_n, v_lo = _flow_value(b, w64, np.concatenate([ph_kc, id_kc, ts_kc]), np.tile(hi, 3))
     ph_ok, id_ok, ts_ok = v_ok[:n], v_ok[n:2 * n], v_ok[2 * n:]
     live = has_cat & has_ph                             # no "cat" or no "ph": the hit adds nothing
     slow |= live & ~ph_ok
