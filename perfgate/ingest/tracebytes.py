@@ -43,7 +43,8 @@ module reads them straight from the bytes with vectorised numpy operations over 
 Cost (``read_trace`` CPU, paired child processes, loaded 2-core machine, issue 21 round 3):
 ~85-92 MiB/s on a 192 MiB replicated trace where nearly every event is kept (2 M events; the
 previous extractor 73-82 in the same runs), ~140-190 MiB/s on the real level1 trace's events
-repeated to 191 MiB, few kept (previous 123-153). Per event kept, the costs are the quote
+repeated to 191 MiB, few kept (previous 123-153); round 4, flows vectorised: 177-202 MiB/s
+median (main 164-175) on that trace, in the same kind of runs. Per event kept, the costs are the quote
 scan, the layout's anchor matrix and word gather, and the ts / dur digit conversion; per flow
 hit, a few numpy element operations and its dict / set entry (round 4; was one
 :func:`flow_event` call, ~2.5 µs). Blocks that would need more than :data:`_MAX_PARSED`
