@@ -640,7 +640,10 @@ def github_context():
     set, also writes the step outputs pr-number, head-sha, base-sha, merge-base, is-fork."""
     import os
     from perfgate.publish.github import context_from_env, write_outputs
-    d = context_from_env().to_dict()
+    problems: list[str] = []
+    d = context_from_env(problems=problems).to_dict()
+    for w in problems:
+        click.echo(f"perfgate: warning: {w}", err=True)
     if os.environ.get("GITHUB_OUTPUT"):
         write_outputs(os.environ["GITHUB_OUTPUT"], {
             "pr-number": d["pr_number"], "head-sha": d["head_sha"], "base-sha": d["base_sha"],

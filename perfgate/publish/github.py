@@ -109,8 +109,9 @@ class ActionsContext:
         """The merge-base commit of the PR's base and head SHAs (``git merge-base``, run in
         ``cwd``), or None when git, the SHAs or the history (shallow clone) are not there.
         This is the commit whose baseline the PR should be judged against."""
-        if not (self.base_sha and self.head_sha):
-            return None
+        if not (self.base_sha and self.head_sha) or any(
+                not re.fullmatch(r"[0-9A-Za-z]{4,64}", s) for s in (self.base_sha, self.head_sha)):
+            return None  # a SHA from a malformed payload is never passed to git (no "-..." options)
         try:
             r = subprocess.run(["git", "merge-base", self.base_sha, self.head_sha], cwd=cwd,
                                capture_output=True, text=True, timeout=10)
@@ -142,7 +143,53 @@ SHALLOW_WARNING = ("the merge-base of this pull request's base {base} and head {
                    "history with actions/checkout `fetch-depth: 0`")
 
 
-def context_from_env(env=None) -> ActionsContext:
+def _obj(value, where: str, problems: list) -> dict:
+    """``value`` when it is a JSON object, else ``{}`` (a non-null value of another type is
+    noted in ``problems`` as ``where`` and its JSON type)."""
+    if isinstance(value, dict):
+        return value
+    if value is not None:
+        problems.append(f"{where} is {_json_type(value)}, not an object")
+    return {}
+
+
+def _text(value, where: str, problems: list) -> str | None:
+    """``value`` when it is a non-empty string, else None (another type is noted)."""
+    if isinstance(value, str):
+        return value or None
+    if value is not None:
+        problems.append(f"{where} is {_json_type(value)}, not a string")
+    return None
+
+
+def _sha(value, where: str, problems: list) -> str | None:
+    """A commit SHA (4-64 letters / digits), else None (another type or text is noted)."""
+    sha = _text(value, where, problems)
+    if sha is not None and not re.fullmatch(r"[0-9A-Za-z]{4,64}", sha):
+        problems.append(f"{where} {json.dumps(sha)[:50]} is not a commit SHA")
+        return None
+    return sha
+
+
+def _pr_number(value, where: str, problems: list) -> int | None:
+    """A pull-request number: a positive JSON integer (or a string of digits), else None
+    (a float, a boolean, text or a number < 1 is noted)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) > 0:
+        return int(value)
+    problems.append(f"{where} is {_json_type(value)} {json.dumps(value)[:40]}, not a positive integer")
+    return None
+
+
+def _json_type(value) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def context_from_env(env=None, *, problems: list | None = None) -> ActionsContext:
     """Read :class:`ActionsContext` from ``env`` (default ``os.environ``).
 
     The PR number and SHAs come from the event payload at ``GITHUB_EVENT_PATH``
@@ -150,38 +197,57 @@ def context_from_env(env=None) -> ActionsContext:
     ``issue.number`` for issue-comment events; ``merge_group.head_sha / base_sha`` for merge-queue
     events); the repository from ``GITHUB_REPOSITORY`` or the payload. Without ``GITHUB_EVENT_PATH`` every PR field is None.
 
+    Any JSON shape is tolerated below the top level: a field of the wrong type (``pull_request``
+    a string, ``number`` ``"abc"`` or ``5.5``, ``base`` a string, ``repo`` a list, ...) is read as
+    unknown (None) and one sentence per such field, naming it, is appended to ``problems`` when
+    a list is given (callers report them as warnings; the verdict never depends on them).
+
     Raises:
-        UsageError: ``GITHUB_EVENT_PATH`` is set but the file cannot be read or is not a JSON
-            object (the message names the file).
+        UsageError: ``GITHUB_EVENT_PATH`` is set but the file cannot be read, is not UTF-8 JSON or
+            is not a JSON object (the message names the file).
     """
     env = os.environ if env is None else env
     payload = {}
+    found: list[str] = []
     path = env.get("GITHUB_EVENT_PATH")
     if path:
         try:
             payload = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
             raise UsageError(f"cannot read the event payload: {e.strerror}", path=path) from None
-        except ValueError as e:
+        except ValueError as e:  # also UnicodeDecodeError
             raise UsageError(f"the event payload is not valid JSON: {e}", path=path) from None
         if not isinstance(payload, dict):
-            raise UsageError("the event payload is not a JSON object", path=path)
-    pr = payload.get("pull_request") or {}
-    head, base = pr.get("head") or {}, pr.get("base") or {}
-    mg = payload.get("merge_group") or {}
+            raise UsageError(f"the event payload is {_json_type(payload)}, not a JSON object", path=path)
+    pr = _obj(payload.get("pull_request"), "pull_request", found)
+    head = _obj(pr.get("head"), "pull_request.head", found)
+    base = _obj(pr.get("base"), "pull_request.base", found)
+    head_sha = _sha(head.get("sha"), "pull_request.head.sha", found)
+    base_sha = _sha(base.get("sha"), "pull_request.base.sha", found)
+    mg = _obj(payload.get("merge_group"), "merge_group", found)
     if mg and not pr:  # merge queue: merge_group.head_sha / base_sha (no pull_request object)
-        head, base = {"sha": mg.get("head_sha")}, {"sha": mg.get("base_sha")}
-    number = pr.get("number") or (payload.get("issue") or {}).get("number")
-    repo = env.get("GITHUB_REPOSITORY") or (payload.get("repository") or {}).get("full_name")
+        head_sha = _sha(mg.get("head_sha"), "merge_group.head_sha", found)
+        base_sha = _sha(mg.get("base_sha"), "merge_group.base_sha", found)
+    number = _pr_number(pr.get("number"), "pull_request.number", found)
+    if number is None and "number" not in pr:
+        number = _pr_number(_obj(payload.get("issue"), "issue", found).get("number"), "issue.number", found)
+    repo = env.get("GITHUB_REPOSITORY") or _text(_obj(payload.get("repository"), "repository", found)
+                                                 .get("full_name"), "repository.full_name", found)
     server = env.get("GITHUB_SERVER_URL")
     run_url = f"{server}/{repo}/actions/runs/{env['GITHUB_RUN_ID']}" if server and repo and env.get(
         "GITHUB_RUN_ID") else None
-    return ActionsContext(
-        repository=repo, event_name=env.get("GITHUB_EVENT_NAME"),
-        pr_number=int(number) if number is not None else None,
-        head_sha=head.get("sha"), base_sha=base.get("sha"),
-        head_repo=(head.get("repo") or {}).get("full_name"), base_repo=(base.get("repo") or {}).get("full_name"),
+    ctx = ActionsContext(
+        repository=repo, event_name=env.get("GITHUB_EVENT_NAME"), pr_number=number,
+        head_sha=head_sha, base_sha=base_sha,
+        head_repo=_text(_obj(head.get("repo"), "pull_request.head.repo", found).get("full_name"),
+                        "pull_request.head.repo.full_name", found),
+        base_repo=_text(_obj(base.get("repo"), "pull_request.base.repo", found).get("full_name"),
+                        "pull_request.base.repo.full_name", found),
         api_url=(env.get("GITHUB_API_URL") or GITHUB_COM_API).rstrip("/"), run_url=run_url)
+    if problems is not None and found:
+        problems.append(f"the event payload {path} is malformed ({'; '.join(found[:5])}"
+                        f"{'; ...' if len(found) > 5 else ''}): those pull-request facts are treated as unknown")
+    return ctx
 
 
 def _utf16_len(s: str) -> int:
@@ -516,9 +582,13 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
     ctx = None
     if comment or env.get("GITHUB_OUTPUT") or (summary and env.get("GITHUB_STEP_SUMMARY")):
         try:
-            ctx = context_from_env(env)
+            ctx = context_from_env(env, problems=warnings)
         except UsageError as e:
-            warnings.append(e.render())
+            warnings.append(e.render() + "; the pull-request facts are treated as unknown")
+            ctx = context_from_env({k: v for k, v in env.items() if k != "GITHUB_EVENT_PATH"})
+        except Exception as e:  # noqa: BLE001 - the payload never decides the verdict or its exit code
+            warnings.append(f"the event payload could not be read ({type(e).__name__}: {e}); "
+                            f"the pull-request facts are treated as unknown")
     merge_base = ctx.merge_base(cwd) if ctx is not None and ctx.is_pull_request else None
     shallow = bool(ctx is not None and ctx.is_pull_request and ctx.base_sha and ctx.head_sha and not merge_base
                    and is_shallow(cwd))
