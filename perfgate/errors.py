@@ -131,6 +131,14 @@ class NoBaselineError(PerfgateError):
     kind = "no_baseline"
 
 
+class IncompatibleBaselineError(NoBaselineError):
+    """A stored baseline exists and is intact but holds a fingerprint schema this perfgate does
+    not read (exit 4, INCOMPATIBLE_BASELINE): re-record it with this perfgate version. Never
+    forgiven by ``--no-baseline-ok`` (the baseline is there; it cannot judge). A NoBaselineError
+    subclass so ``baseline list`` lists it and ``baseline save`` replaces it."""
+    kind = "incompatible_baseline"
+
+
 class StoreError(PerfgateError):
     """A write to the baseline store or history failed; nothing was half-written (exit 5)."""
     exit_code = EXIT_STORE

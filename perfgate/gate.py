@@ -138,7 +138,8 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
 
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
     INVALID_CAPTURE (3: unreadable capture or failed self-check; nothing compared),
-    NO_BASELINE (4) or DAMAGED_BASELINE (5: the baseline store cannot be read — a damaged
+    NO_BASELINE (4), INCOMPATIBLE_BASELINE (4: the baseline cannot judge this capture, e.g. it
+    holds another fingerprint schema; not forgiven by ``no_baseline_ok``) or DAMAGED_BASELINE (5: the baseline store cannot be read — a damaged
     baseline file (:class:`~perfgate.errors.CorruptBaselineError`), a damaged history database
     of ``history:BRANCH``, a history path that is a directory; nothing compared, ``error`` names
     the file, byte offset / line where known, and the hint; the candidate's self-checks are kept).
@@ -171,7 +172,9 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
         else:
             base, _meta = store.load(baseline_name, self_checks=False)  # never compared
     except (NoBaselineError, StoreError) as e:  # a damaged store is its own status: never "no baseline"
-        return GateResult(status=terms.NO_BASELINE if isinstance(e, NoBaselineError) else terms.DAMAGED,
+        status = (terms.INCOMPATIBLE if isinstance(e, errors.IncompatibleBaselineError)  # another schema
+                  else terms.NO_BASELINE if isinstance(e, NoBaselineError) else terms.DAMAGED)
+        return GateResult(status=status,
                           exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
                           candidate_provenance=cand.provenance, error=e.to_dict(),

@@ -189,16 +189,39 @@ def test_damaged_baseline_content_is_exit_5_never_a_verdict(tmp_path, pair, dama
         assert code == 5 and needle in out and "main.json" in out, out
 
 
-def test_another_fingerprint_schema_is_still_no_baseline(tmp_path, pair):
+def test_another_fingerprint_schema_is_incompatible_not_missing(tmp_path, pair):
+    """A baseline of another fingerprint schema exists but cannot judge: INCOMPATIBLE_BASELINE,
+    exit 4 also under --no-baseline-ok (only a missing baseline is forgiven), the reports are
+    written and say to re-record it; a missing baseline stays NO_BASELINE (exit 4, or 0 with
+    --no-baseline-ok)."""
     bl = tmp_path / "bl"
     run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
     doc = json.loads((bl / "main.json").read_text())
-    doc["fingerprint"]["schema"] = 0
-    (bl / "main.json").write_text(json.dumps(doc))
-    code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out", tmp_path / "o")
-    assert code == 4 and "re-record it" in out
+    for schema in (0, 2, "x"):
+        doc["fingerprint"]["schema"] = schema
+        (bl / "main.json").write_text(json.dumps(doc))
+        for extra in ([], ["--no-baseline-ok"]):
+            out_dir = tmp_path / f"o{schema}{len(extra)}"
+            code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl,
+                            "--out", out_dir, *extra)
+            assert code == 4 and "INCOMPATIBLE_BASELINE (exit 4)" in out, out
+            assert "re-record it with this perfgate version" in out and "main.json" in out
+            res = json.loads((out_dir / "perfgate-result.json").read_text())
+            assert (res["status"], res["exit_code"], res["error"]["kind"]) == (
+                "INCOMPATIBLE_BASELINE", 4, "incompatible_baseline")
+            assert "re-record it" in (out_dir / "perfgate-report.md").read_text()
+            assert (out_dir / "perfgate-junit.xml").is_file()
     code, out = run(tmp_path, "baseline", "list", "--baseline-dir", bl)
     assert code == 0 and "UNREADABLE" in out  # listed, not a damaged store
+    for extra, want in (([], 4), (["--no-baseline-ok"], 0)):  # missing: unchanged
+        code, out = run(tmp_path, "check", "--baseline", "nothere", pair[1], "--baseline-dir", bl,
+                        "--out", tmp_path / "om", *extra)
+        res = json.loads((tmp_path / "om" / "perfgate-result.json").read_text())
+        assert code == want and res["status"] == "NO_BASELINE" and f"NO_BASELINE (exit {want})" in out, out
+    code, out = run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
+    assert code == 0, out  # re-recording replaces it
+    code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out", tmp_path / "o")
+    assert code == 0, out
 
 
 def test_damaged_history_database_is_a_store_error(tmp_path, pair):

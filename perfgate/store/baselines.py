@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from perfgate.errors import CorruptBaselineError, NoBaselineError, StoreError, UsageError
+from perfgate.errors import CorruptBaselineError, IncompatibleBaselineError, NoBaselineError, StoreError, UsageError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint
 from perfgate.store.atomic import write_atomic
 
@@ -100,8 +100,9 @@ class BaselineStore:
         baseline holds ~31k of them (0.15 s of objects per check).
 
         Raises:
-            NoBaselineError: no such baseline, or a fingerprint schema this perfgate does not
-                read (exit 4; re-record it).
+            NoBaselineError: no such baseline (exit 4, NO_BASELINE).
+            IncompatibleBaselineError: a fingerprint schema this perfgate does not read (a
+                NoBaselineError, exit 4, INCOMPATIBLE_BASELINE; re-record it).
             CorruptBaselineError: the file exists but is damaged: unreadable, not UTF-8, not
                 JSON, no format marker, malformed fingerprint (a StoreError, exit 5: a damaged
                 store is never "no baseline", so ``--no-baseline-ok`` cannot pass over it).
@@ -131,9 +132,10 @@ class BaselineStore:
             raise CorruptBaselineError("baseline holds no fingerprint (or one without its schema)", path=path,
                                        hint=repair)
         if fpd.get("schema") != FINGERPRINT_SCHEMA:
-            raise NoBaselineError(
-                f"baseline fingerprint schema {fpd.get('schema')!r} is not {FINGERPRINT_SCHEMA}; "
-                f"re-record it with this perfgate version", path=path)
+            raise IncompatibleBaselineError(
+                f"baseline {name!r} holds fingerprint schema {fpd.get('schema')!r}; this perfgate version "
+                f"reads schema {FINGERPRINT_SCHEMA}: re-record it with this perfgate version", path=path,
+                hint=f"perfgate baseline save --name {name} CAPTURE")
         try:
             if not isinstance(fpd.get("metrics"), dict) or not fpd["metrics"]:
                 raise ValueError("it has no metrics")
