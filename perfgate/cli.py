@@ -7,7 +7,8 @@ its message (path, row, hint) and exits with its code; a command that must write
 first (``perfgate report``'s error page) registers that with :func:`_on_error`.
 
 Exit codes: 0 pass, 1 regression, 2 usage / policy error, 3 invalid capture,
-4 no baseline, 5 store error, 70 internal error (see :mod:`perfgate.errors`).
+4 no baseline, 5 store error, 70 internal error (see :mod:`perfgate.errors`),
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 from __future__ import annotations
 
@@ -137,18 +138,53 @@ def _on_error(handler) -> None:
     click.get_current_context().meta["perfgate.on_error"] = handler
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C, as a shell reports it (never 1, the regression code)
+EXIT_TERMINATED = 143  # 128 + SIGTERM: the CI runner cancelled the job
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler :func:`_Group.invoke` installs, so the
+    running command unwinds (a local process pool stops its workers, :func:`perfgate.run.local_pool`)
+    and the process exits 143. A BaseException: no ``except Exception`` swallows it."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 class _Group(click.Group):
     """The one place errors are caught: a PerfgateError becomes its message and its exit code
     (:func:`_fail`, after the command's :func:`_on_error` handler); an unexpected exception one
-    clear line and exit 70 (traceback with PERFGATE_DEBUG=1). A closed stdout pipe is not an
+    clear line and exit 70 (traceback with PERFGATE_DEBUG=1); Ctrl-C (KeyboardInterrupt) one line
+    and exit 130; SIGTERM (handler installed for the top-level command) one line and exit 143. A closed stdout pipe is not an
     error: the command's decided exit code stands (else 0)."""
 
     def invoke(self, ctx):
+        import os
+        import signal
+        import threading
+        previous = None
+        if ctx.parent is None and threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)  # restored below (CliRunner, embedding)
+        try:
+            return self._invoke(ctx)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _invoke(self, ctx):
         import os
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
+        except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, 130 (click would say "Aborted!", exit 1)
+            click.echo("\nperfgate: interrupted (Ctrl-C); nothing judged (exit 130)", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except Terminated:
+            click.echo("perfgate: terminated (SIGTERM); worker processes stopped, nothing judged (exit 143)",
+                       err=True)
+            sys.exit(EXIT_TERMINATED)
         except BrokenPipeError:
             _stdout_to_devnull()
             sys.exit(_OUTCOME.get("code", 0))

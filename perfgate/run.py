@@ -6,6 +6,7 @@ Layer: above ingest / metrics / history (it reads and fingerprints), below :mod:
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from perfgate.terms import TraceMode
@@ -39,6 +40,50 @@ def _kernel_bytes(locs) -> int:
             except OSError:
                 pass
     return total
+
+
+def _pool_worker_init() -> None:
+    """In each pool process: ignore SIGINT. A Ctrl-C reaches the whole process group; the parent
+    alone handles it (it stops the pool, :func:`local_pool`), so workers print no traceback."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def stop_pool(pool, join_s: float = 5.0) -> None:
+    """Stop a ProcessPoolExecutor now: pending work cancelled, every worker process terminated
+    (SIGTERM, then SIGKILL after ``join_s`` seconds) and reaped, so none outlives its parent."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        try:
+            p.terminate()
+        except (OSError, ValueError, AttributeError):
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.join(join_s)
+            if p.is_alive():
+                p.kill()
+                p.join(join_s)
+        except (OSError, ValueError, AttributeError, AssertionError):
+            pass
+
+
+@contextmanager
+def local_pool(n: int):
+    """A ProcessPoolExecutor of ``n`` spawned processes (``spawn``: no fork of a process holding
+    threads). Any exception leaving the block — also KeyboardInterrupt (Ctrl-C) and the CLI's
+    SIGTERM exception — stops the workers at once (:func:`stop_pool`) instead of waiting for
+    their running tasks; a normal exit waits for them as ``with ProcessPoolExecutor`` does."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_pool_worker_init)
+    try:
+        yield pool
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 SCHEDULER_TIMEOUT_S = 10.0
@@ -117,9 +162,8 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
             # its share of the work (--workers 2 on 64 x 200-row ranks: same wall, ~1.5-2x CPU)
             n = 1
         if n > 1 and total > 1:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-            with ProcessPoolExecutor(max_workers=min(n, total), mp_context=mp.get_context("spawn")) as pool:
+            from concurrent.futures import as_completed
+            with local_pool(min(n, total)) as pool:
                 futs = [pool.submit(_summarize_location, loc, config) for loc in locs]
                 for fut in as_completed(futs):
                     results.append(fut.result())

@@ -201,9 +201,9 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
             progress(len(rows), len(caps), cap)
 
     if n > 1 and len(todo) > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+        from concurrent.futures import as_completed
+        from perfgate.run import local_pool
+        with local_pool(n) as pool:  # Ctrl-C / SIGTERM stop the workers
             futs = {pool.submit(sweep_one, cap, policy): cap for cap in todo}
             for fut in as_completed(futs):
                 done(futs[fut], fut.result())

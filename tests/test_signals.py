@@ -1,0 +1,109 @@
+"""Ctrl-C exits 130 with one line (not click's "Aborted!" and exit 1, the regression code); SIGTERM
+(a cancelled CI job) exits 143 and stops the local process pool's workers: no orphan survives."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate import run as run_mod
+from perfgate.cli import main
+from perfgate.ingest import discover
+from perfgate.synth import SynthSpec, write_capture
+from perfgate.synth.scale import write_scaled
+
+
+def test_keyboard_interrupt_exits_130_without_traceback(tmp_path, monkeypatch):
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("perfgate.gate.check_and_report", interrupted)
+    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cap), "--baseline-dir", str(tmp_path / "bl"),
+                                  "--out", str(tmp_path / "o")])
+    assert r.exit_code == 130, r.output
+    assert "interrupted" in r.output and "Aborted!" not in r.output and "Traceback" not in r.output
+    monkeypatch.setattr("perfgate.gate.save_baseline", interrupted)
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "m", str(cap), "--baseline-dir", str(tmp_path / "bl")])
+    assert r.exit_code == 130 and "interrupted" in r.output, r.output
+
+
+def test_sigterm_handler_is_restored_after_an_in_process_run(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    CliRunner().invoke(main, ["baseline", "list", "--baseline-dir", str(tmp_path)])
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def _children(pid: int) -> set[int]:
+    """Every descendant process id of ``pid`` (Linux /proc)."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for k in map(int, kids):
+                if k not in out:
+                    out.add(k)
+                    todo.append(k)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(scope="module")
+def big_capture(tmp_path_factory):
+    """4 ranks whose kernel tables + traces (4 x ~17 MiB) exceed AUTO_PARALLEL_BYTES, so
+    ``--workers 2`` really starts the spawned pool."""
+    d = write_scaled(tmp_path_factory.mktemp("big") / "cap", ranks=4, steps=10, kernels_per_step=500, trace_mb=17)
+    assert run_mod._kernel_bytes(discover(d)) > run_mod.AUTO_PARALLEL_BYTES
+    return d
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find child processes")
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_during_multi_worker_check_stops_every_worker(tmp_path, big_capture, sig, code):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    p = subprocess.Popen([sys.executable, "-m", "perfgate", "check", "--baseline", "x", str(big_capture),
+                          "--baseline-dir", str(tmp_path / "bl"), "--out", str(tmp_path / "o"), "--workers", "2",
+                          "--trace", "always", "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        seen |= _children(p.pid)
+        if len(seen) >= 2:  # the pool's workers are up (plus, with spawn, the resource tracker)
+            break
+        time.sleep(0.05)
+    assert p.poll() is None and len(seen) >= 2, f"pool never started: {seen}"
+    time.sleep(0.5)  # workers importing / reading their ranks
+    seen |= _children(p.pid)
+    p.send_signal(sig)
+    try:  # an orphaned worker keeps stderr open: communicate() would wait for it
+        out, err = p.communicate(timeout=60)
+        time.sleep(1.0)
+        survivors = [c for c in seen if _alive(c)]
+    finally:
+        for c in seen:  # never leave a process behind, even when the test fails
+            if _alive(c):
+                os.kill(c, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == code, (out, err)
+    assert "Traceback" not in err and "Aborted!" not in err, err
+    assert ("terminated (SIGTERM)" if sig == signal.SIGTERM else "interrupted") in err
+    assert survivors == [], f"orphaned worker processes: {survivors}"
+    assert not (tmp_path / "o" / "perfgate-result.json").exists()  # nothing judged, nothing reported
