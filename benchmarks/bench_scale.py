@@ -62,7 +62,10 @@ from perfgate.synth.scale import write_scaled  # noqa: E402
 
 NEEDED = ["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Stream ID",
           "Wait Time(us)"]
-FIXTURES = HERE.parent / "shared/fixtures/ascend/msinsight/test"
+#: the shared data folder, resolved as tests/conftest.py does: $PERFGATE_SHARED, else the
+#: repository's sibling folder ../shared (a clone elsewhere sets the variable)
+SHARED = Path(os.environ.get("PERFGATE_SHARED") or HERE.parent / "shared")
+FIXTURES = SHARED / "fixtures/ascend/msinsight/test"
 SOURCES = {"a": FIXTURES / "data/pytorch/text/level1/rank0_ascend_pt",
            "b": FIXTURES / "st/level2/rank_0_ascend_pt"}
 SHAPE_NAMES = {"a": "a many short steps (real level1 rows)", "b": "b LLM-like (real st/level2 rows)",
@@ -107,7 +110,8 @@ def build(shape: str, out: Path, rows: int, *, run: int = 0, trace: bool = False
     if shape in SOURCES:
         src = SOURCES[shape]
         if not src.is_dir():
-            raise SystemExit(f"shape {shape}: real rows not found at {src}")
+            raise SystemExit(f"shape {shape}: real rows not found at {src} (set PERFGATE_SHARED to the "
+                             f"folder holding fixtures/ascend)")
         per = _rows_per_step(src)
         return replicate_rank(src, out, steps=max(1, round(rows / per)), run=run, trace=trace)
     if shape == "c":

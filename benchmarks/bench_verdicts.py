@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -52,6 +53,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the shared data folder, resolved as tests/conftest.py does: $PERFGATE_SHARED, else ../shared
+SHARED = Path(os.environ.get("PERFGATE_SHARED") or ROOT.parent / "shared")
 sys.path.insert(0, str(ROOT))
 
 from perfgate import terms  # noqa: E402
@@ -193,7 +196,7 @@ def _inject_real(fp, scenario: str):
 
 
 def real_pools(args, policy, rng) -> dict | None:
-    text = ROOT.parent / "shared" / "fixtures" / "ascend" / "msinsight" / "test" / "data" / "pytorch" / "text"
+    text = SHARED / "fixtures" / "ascend" / "msinsight" / "test" / "data" / "pytorch" / "text"
     if not (text / "level1").is_dir():
         print(f"  real captures not found at {text}: skipped", file=sys.stderr)
         return None
