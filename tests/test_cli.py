@@ -45,8 +45,6 @@ def test_pass_and_regression_exit_codes(tmp_path, pair):
 def test_usage_error_exit_2(tmp_path, pair):
     code, out = run(tmp_path, "check", pair[0])  # --baseline missing
     assert code == 2
-    code, out = run(tmp_path, "check", "--baseline", "main", tmp_path / "does-not-exist")
-    assert code == 2 and "does not exist" in out
     bad = tmp_path / "p.yaml"
     bad.write_text("metrics:\n  step.time_us: {direction: up, tolerance: {rel: 1}}\n")
     code, out = run(tmp_path, "check", "--baseline", "main", pair[0], "--policy", bad)
@@ -187,6 +185,36 @@ def test_damaged_baseline_content_is_exit_5_never_a_verdict(tmp_path, pair, dama
         code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl,
                         "--out", tmp_path / "o", *extra)
         assert code == 5 and needle in out and "main.json" in out, out
+
+
+@pytest.mark.parametrize("kind", ["missing", "file", "missing_second_run"])
+def test_missing_capture_path_is_an_invalid_capture_with_reports(tmp_path, pair, kind):
+    """The profiling step failed: the capture folder does not exist (or is a file). As for an
+    empty folder: INVALID_CAPTURE, exit 3, the reports written (JUnit <error> naming the path);
+    baseline save and fingerprint exit 3 and write nothing."""
+    bl = tmp_path / "bl"
+    assert run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)[0] == 0
+    bad = tmp_path / "does-not-exist"
+    if kind == "file":
+        bad = tmp_path / "a-file.csv"
+        bad.write_text("Name,Duration(us)\n")
+    caps = [pair[1], bad] if kind == "missing_second_run" else [bad]
+    for out_dir, extra in ((tmp_path / "o", []), (tmp_path / "o_ok", ["--no-baseline-ok"])):
+        code, out = run(tmp_path, "check", "--baseline", "main", *caps, "--baseline-dir", bl, "--out", out_dir, *extra)
+        assert code == 3 and "INVALID_CAPTURE (exit 3)" in out and str(bad) in out, out
+        res = json.loads((out_dir / "perfgate-result.json").read_text())
+        assert res["status"] == "INVALID_CAPTURE" and res["exit_code"] == 3 and res["error"]["path"] == str(bad)
+        junit = (out_dir / "perfgate-junit.xml").read_text()
+        assert "<error" in junit and str(bad) in junit
+        assert str(bad) in (out_dir / "perfgate-report.md").read_text()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out = run(tmp_path, "check", "--baseline", "main", empty, "--baseline-dir", bl, "--out", tmp_path / "oe")
+    assert code == 3 and (tmp_path / "oe" / "perfgate-junit.xml").is_file()  # the behaviour it now matches
+    code, out = run(tmp_path, "baseline", "save", "--name", "other", *caps, "--baseline-dir", bl)
+    assert code == 3 and str(bad) in out and not (bl / "other.json").exists()
+    code, out = run(tmp_path, "fingerprint", bad, "--output", tmp_path / "fp.json")
+    assert code == 3 and str(bad) in out and not (tmp_path / "fp.json").exists()
 
 
 def test_another_fingerprint_schema_is_incompatible_not_missing(tmp_path, pair):

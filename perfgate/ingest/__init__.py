@@ -408,8 +408,8 @@ def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool | str = False, sh
         shapes: also read Input Shapes and Input Data Types (for MFU).
 
     Raises:
-        UsageError: the path does not exist / is not a directory.
-        InvalidCaptureError: any rank is incomplete or unreadable. Every rank is read first;
+        UsageError: the path is empty.
+        InvalidCaptureError: the path does not exist / is not a directory; any rank is incomplete or unreadable. Every rank is read first;
             the error lists all problems found (``problems``), the message names the first.
     """
     locs = discover(path)

@@ -284,8 +284,9 @@ def discover(path) -> list[RankLocation]:
     """List the ranks of a capture, sorted by rank id.
 
     Raises:
-        UsageError: the path is empty, does not exist or is not a directory.
-        InvalidCaptureError: no rank output folder under it; a rank folder (``*_ascend_pt`` or
+        UsageError: the path is empty.
+        InvalidCaptureError: the path does not exist or is not a directory (exit 3, as an empty
+            folder: the profiling step left no capture); no rank output folder under it; a rank folder (``*_ascend_pt`` or
             one holding profiler_info*.json) without its ``ASCEND_PROFILER_OUTPUT/`` (every such
             folder is listed in ``problems``); two folders claim the same rank; several folders
             whose rank cannot be determined; ranks that disagree on the recorded world size or
@@ -294,11 +295,13 @@ def discover(path) -> list[RankLocation]:
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
     root = Path(path)
-    if not root.exists():
-        raise UsageError(f"capture directory does not exist: {root}")
+    if not root.exists():  # the profiling step failed or wrote elsewhere: an invalid capture, as an empty folder
+        raise InvalidCaptureError(f"capture directory does not exist: {root}", path=root,
+                                  hint="the profiling step wrote no capture here; check its log and the path")
     if not root.is_dir():
-        raise UsageError(f"capture must be a directory (a run folder, a *_ascend_pt folder or an "
-                         f"ASCEND_PROFILER_OUTPUT folder), got a file: {root}")
+        raise InvalidCaptureError(f"capture must be a directory (a run folder, a *_ascend_pt folder or an "
+                                  f"ASCEND_PROFILER_OUTPUT folder), got a file: {root}", path=root,
+                                  hint="point perfgate at the folder that holds the *_ascend_pt rank folders")
     exportless: list[Path] = []
     outs = _find_output_dirs(root, exportless)
     if exportless:
