@@ -56,16 +56,17 @@ def verdict_line(result) -> str:
 
 
 def verdict_detail(result) -> str:
-    """What a failing verdict consists of: ``2 causes, 16 failing gated metrics`` ("" unless
-    the check failed)."""
+    """What a failing verdict consists of: ``2 causes, 16 failing gated metrics``, or
+    ``52 causes (13 failing), ...`` when some listed causes do not fail ("" unless the check failed)."""
     if str(result.status) != terms.FAIL:
         return ""
     failing = sum(1 for c in result.comparisons if c.fails)
     nc = sum(1 for x in result.causes if x.get("fails"))
+    n_all = len(result.causes)
     un = sum(1 for k in result.unexplained if _fails(result, k))
     what = []
-    if nc:
-        what.append(f"{nc} cause{'s' if nc != 1 else ''}")
+    if nc:   # the count is of every cause the reports list, the failing ones named
+        what.append(f"{n_all} cause{'s' if n_all != 1 else ''}" + (f" ({nc} failing)" if nc != n_all else ""))
     if un:
         what.append(f"{un} unexplained")
     return (" + ".join(what) + ", " if what else "") + f"{failing} failing gated metric{'s' if failing != 1 else ''}"
@@ -198,7 +199,7 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
                    + f"; informational: {informational_text(n)}")
     causes = list(result.causes)
     for x in causes[:5]:
-        icon = "REGRESSION " if x["fails"] else ("improved   " if x["verdict"] == terms.IMPROVEMENT else "changed    ")
+        icon = "REGRESSION " if x["fails"] else ("improved   " if x["verdict"] == terms.IMPROVEMENT else "worse      ")
         out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
         out.append(_clip(f"              step time: {step_share_text(x)}; explains {len(x['explains'])} gated "
                          f"metric(s): {explains_text(x)}", width))
