@@ -39,6 +39,18 @@ DAMAGED_NOTE = ("Nothing was judged (this is not a pass; --no-baseline-ok does n
                 "written to baselines or history.")
 
 
+def missing_lines(result, limit: int = 4) -> list[str]:
+    """Gated metrics the baseline measured and the candidate does not (verdict MISSING, failing):
+    named as their own reason for the verdict, since no slowdown explains them. Two lines (what,
+    then the first ``limit`` keys); ``[]`` when none."""
+    lost = [c for c in result.comparisons if c.gated and c.fails and c.verdict == terms.MISSING]
+    if not lost:
+        return []
+    keys = ", ".join(c.key for c in lost[:limit]) + (f" and {len(lost) - limit} more" if len(lost) > limit else "")
+    return [f"MISSING     {len(lost)} gated metric(s) the baseline measured are absent from the candidate "
+            f"(a file or column gone, not a slowdown):", f"            {keys}"]
+
+
 def incomparable_gated(result) -> int:
     """Gated metrics judged ``incomparable`` (a config facet differs)."""
     return sum(1 for c in result.comparisons if c.gated and c.verdict == terms.INCOMPARABLE)
@@ -215,6 +227,8 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
             out.append(_clip(f"  {tag} {c.reason}", width))
     if len(result.unexplained) > 3:
         out.append(f"  … and {len(result.unexplained) - 3} more unexplained change(s)")
+    for line in missing_lines(result):
+        out.append(_clip("  " + line, width))
     uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
     if uns:
         out.append(_clip(f"  unsure: {len(uns)} gated metric(s), e.g. {uns[0].reason}", width))
