@@ -10,8 +10,15 @@ A *cause* is one of
 - a **part of the step anatomy** (device idle / underfeed, free time, exposed communication)
   that moved while no kernel family explains it.
 
+One family, communication kind or anatomy part is one cause whatever the signs of its symptoms
+(issue: a family with fewer calls but more ΣDuration was listed as an improvement, and as two
+causes). Its ``verdict`` is what it did to the step: the sign of its ΣDuration change per step in
+the first gated view (below max(1 us, 5 %) = none), else of its calls-per-step change; a cause
+explaining a failing metric is a regression.
+
 A *symptom* is a gated comparison judged ``regression`` or ``improvement``. It is explained by
-the causes of the same sign that it follows from:
+exactly one cause among those it follows from (of the symptom's sign when there is one, then the
+one that changed most: calls for call counts, ΣDuration per step otherwise):
 
 ============================================  =========================================
 symptom                                        explained by
@@ -21,7 +28,7 @@ symptom                                        explained by
 ``share.category`` / ``share.core_type`` / ``share.phase*`` / ``block.share``  families of the scope (Comm parts: communication families; others: compute families)
 ``step.computing_us``                          compute families
 ``step.exposed_comm_ratio``, ``comm.*``        communication families and kinds
-``step.time_us``, ``device.time_us``           every cause of that sign
+``step.time_us``, ``device.time_us``           the largest cause of that sign
 ``kernel.topn``                                families that entered or left
 ``step.underfeed_ratio``, ``step.free_us``     the step-anatomy cause
 ============================================  =========================================
@@ -126,9 +133,10 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
     views = [v for v in gate_views if any(c.labels.get("view") == v for c in symptoms)] or [None]
     first = views[0]
     causes: dict[tuple, dict] = {}
+    owner: dict[str, dict] = {}   # symptom key -> the one cause that explains it
 
     def cause(kind, subject, verdict) -> dict:
-        k = (kind, subject, str(verdict))
+        k = (kind, subject)   # one cause per thing that changed, whatever the signs of its symptoms
         if k not in causes:
             causes[k] = {"kind": kind, "subject": subject, "verdict": str(verdict), "fails": False, "what": "",
                          "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
@@ -148,16 +156,27 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             for fam in set(c.candidate or []) ^ set(c.baseline or []):
                 cause("communication" if COMM_FAMILY.match(fam) else "kernel family", fam, c.verdict)
     fam_causes = [v for v in causes.values() if v["kind"] in ("kernel family", "communication")]
+    for x in fam_causes:   # the verdict follows what the change did to the step (module doc)
+        x["_d_us"], x["_d_calls"] = _own_change(base, cand, x, first)
+        own = [c.verdict for c in symptoms if c.labels.get("family") == x["subject"]
+               or (c.name == "comm.calls_per_step" and c.labels.get("kind") == x["subject"])]
+        x["verdict"] = str(_verdict_of(x, own or [x["verdict"]]))
 
     def explain(cs: list[dict], c: Comparison) -> bool:
+        """``c`` is explained by one cause of ``cs``: of the same verdict if any, then the one that
+        changed most (calls for a call-count symptom, ΣDuration per step otherwise); a later call
+        re-assigns it."""
         if not cs:
             return False
-        for x in cs:
-            if c.key not in x["explains"]:
-                x["explains"].append(c.key)
-            x["fails"] = x["fails"] or c.fails
-            if c.evidence and len(x["evidence"]) < 4 and c.evidence not in x["evidence"]:
-                x["evidence"].append(c.evidence)
+        calls = c.name in _COUNT_SYMPTOMS
+        best = max(cs, key=lambda x: (x["verdict"] == str(c.verdict), abs(x.get("_d_calls") or 0.0) if calls else 0.0,
+                                      abs(x.get("_d_us") or 0.0)))
+        prev = owner.get(c.key)
+        if prev is not None and prev is not best:
+            prev["explains"].remove(c.key)
+        if c.key not in best["explains"]:
+            best["explains"].append(c.key)
+        owner[c.key] = best
         return True
 
     parts = _family_parts(base, cand)
@@ -170,7 +189,6 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             return (x["kind"] == "communication") == _is_comm_part(c)
         return all(known.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in known)
 
-    unexplained = []
     for c in symptoms:
         same = [x for x in fam_causes if x["verdict"] == str(c.verdict)]
         comm = [x for x in same if x["kind"] == "communication"]
@@ -184,7 +202,11 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             moved = set(c.candidate or []) ^ set(c.baseline or [])
             hit = explain([x for x in fam_causes if x["subject"] in moved], c)
         elif c.name in _CALL_SYMPTOMS:
-            callers = [x for x in same if _calls_changed(base, cand, x, c.labels.get("view"))]
+            # families whose calls moved the way the count did (whatever their time did)
+            sign = (c.delta or 0.0) > 0
+            callers = [x for x in fam_causes if _calls_changed(base, cand, x, c.labels.get("view"))
+                       and (_family_change(base, cand, x["subject"], c.labels.get("view"))["calls_cand"]
+                            > _family_change(base, cand, x["subject"], c.labels.get("view"))["calls_base"]) == sign]
             hit = explain(callers, c)
         elif c.name in _PART_SYMPTOMS:
             hit = explain([x for x in same if in_part(x, c)], c)
@@ -198,12 +220,21 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             hit = False
         if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us",):
             hit = explain([cause("step anatomy", _anatomy_subject(c, by_key), c.verdict)], c)
-        if not hit:
-            unexplained.append(c.key)
 
     _fold_into_structure(causes, symptoms, explain, base, cand, first)
     explained = {k for x in causes.values() for k in x["explains"]}
     unexplained = [c.key for c in symptoms if c.key not in explained]
+    for x in causes.values():   # fails / evidence from the symptoms it explains; a failing cause is a regression
+        mine = [by_key[k] for k in x["explains"]]
+        x["fails"] = any(c.fails for c in mine)
+        x["evidence"] = []
+        for c in mine:
+            if c.evidence and len(x["evidence"]) < 4 and c.evidence not in x["evidence"]:
+                x["evidence"].append(c.evidence)
+        if x["kind"] not in ("kernel family", "communication", "model structure") and mine:
+            x["verdict"] = str(_verdict_of({"_d_us": None, "_d_calls": None}, [c.verdict for c in mine]))
+        if x["fails"]:
+            x["verdict"] = terms.REGRESSION
 
     # 2. what changed, per view; step-time accounting
     for x in causes.values():
@@ -244,6 +275,37 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
 
 
 _PART_LABELS = ("category", "core_type", "phase", "bound")
+MATERIAL = 0.05   # a ΣDuration change within ±5 % of the larger side is no change of time (ratio)
+
+
+def _own_change(base, cand, x: dict, view) -> tuple[float | None, float | None]:
+    """(ΣDuration change per step in us, calls-per-step change) of family or communication-kind
+    cause ``x`` in ``view``; None where unknown. A ΣDuration change below max(1 us, 5 %) is 0."""
+    if x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
+        tb = _num(base, metric_key("comm.time_us", kind=x["subject"], view=view))
+        tc = _num(cand, metric_key("comm.time_us", kind=x["subject"], view=view))
+        cb = _num(base, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
+        cc = _num(cand, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
+    else:
+        ch = _family_change(base, cand, x["subject"], view)
+        tb, tc, cb, cc = ch["sum_dur_base_us"], ch["sum_dur_cand_us"], ch["calls_base"], ch["calls_cand"]
+    d = None
+    if tb is not None and tc is not None:
+        d = tc - tb
+        if abs(d) < max(MIN_STEP_DELTA_US, MATERIAL * max(abs(tb), abs(tc))):
+            d = 0.0
+    return d, ((cc - cb) if cb is not None and cc is not None else None)
+
+
+def _verdict_of(x: dict, symptom_verdicts) -> str:
+    """A cause's verdict: the sign of its ΣDuration change per step (what it did to the step);
+    when that did not move, the sign of its calls-per-step change; else its symptoms' (a regression
+    among them wins)."""
+    if x.get("_d_us"):
+        return terms.REGRESSION if x["_d_us"] > 0 else terms.IMPROVEMENT
+    if x.get("_d_calls"):
+        return terms.REGRESSION if x["_d_calls"] > 0 else terms.IMPROVEMENT
+    return terms.REGRESSION if terms.REGRESSION in [str(v) for v in symptom_verdicts] else terms.IMPROVEMENT
 
 
 def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
@@ -316,7 +378,7 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
             if not y["_own_time"] or _per_call_unchanged(base, cand, y["subject"], view, scale()):
                 # its calls changed and its time per call did not: the structure change explains it
                 folded.append(y["subject"])
-                for key in y["explains"]:
+                for key in list(y["explains"]):
                     c = next(c for c in symptoms if c.key == key)
                     explain([x], c)
                 del causes[k]

@@ -83,6 +83,11 @@ def render_junit(result, key: str | None = None) -> str:
             # the message stays one readable line; the culprit families go to the failure text
             head, _, culprits = cmp.reason.partition(ATTRIBUTION_LEAD)
             causes = cause_of.get(cmp.key)
+            if cmp.verdict == terms.MISSING:   # not slower: no longer measured (a file or column gone)
+                tc.add_failure_info(head, f"the baseline measured this gated metric; the candidate does not\n"
+                                          f"evidence: {cmp.evidence}", failure_type="missing")
+                metrics.append(tc)
+                continue
             text = ((f"cause: {'; '.join(causes)}\n" if causes else "no cause found among kernel families, "
                      "communication kinds and the step anatomy\n")
                     + (f"kernel families that grew most: {culprits}\n" if culprits else "") + f"evidence: {cmp.evidence}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from perfgate import terms
 from perfgate.report.families import operator_section
 from perfgate.report.selfchecks import group_self_checks
-from perfgate.report.summary import (DAMAGED_NOTE, config_changes, error_where, informational_text, explains_text, group_views,
+from perfgate.report.summary import (DAMAGED_NOTE, config_changes, error_where, informational_text, missing_lines, explains_text, group_views,
                                      short_change, step_share_text, verdict_detail, verdict_line, view_columns)
 
 LIMIT = 60_000
@@ -146,6 +146,9 @@ def render_markdown(result, key: str | None = None) -> str:
                      f"{g['missing']} missing. Informational metrics: {informational_text(n)}."
                      + (f" Unsure: {g['unsure']}." if g["unsure"] else ""))
     lines.append("")
+    lost = missing_lines(result, limit=12)
+    if lost:
+        lines += [f"**{_cell(lost[0].split(None, 1)[1])}** {_cell(lost[1].strip())}", ""]
     lines += _unsure_section(result)
     table = _causes_table(result)
     if table:

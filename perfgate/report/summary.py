@@ -39,6 +39,18 @@ DAMAGED_NOTE = ("Nothing was judged (this is not a pass; --no-baseline-ok does n
                 "written to baselines or history.")
 
 
+def missing_lines(result, limit: int = 4) -> list[str]:
+    """Gated metrics the baseline measured and the candidate does not (verdict MISSING, failing):
+    named as their own reason for the verdict, since no slowdown explains them. Two lines (what,
+    then the first ``limit`` keys); ``[]`` when none."""
+    lost = [c for c in result.comparisons if c.gated and c.fails and c.verdict == terms.MISSING]
+    if not lost:
+        return []
+    keys = ", ".join(c.key for c in lost[:limit]) + (f" and {len(lost) - limit} more" if len(lost) > limit else "")
+    return [f"MISSING     {len(lost)} gated metric(s) the baseline measured are absent from the candidate "
+            f"(a file or column gone, not a slowdown):", f"            {keys}"]
+
+
 def incomparable_gated(result) -> int:
     """Gated metrics judged ``incomparable`` (a config facet differs)."""
     return sum(1 for c in result.comparisons if c.gated and c.verdict == terms.INCOMPARABLE)
@@ -56,16 +68,17 @@ def verdict_line(result) -> str:
 
 
 def verdict_detail(result) -> str:
-    """What a failing verdict consists of: ``2 causes, 16 failing gated metrics`` ("" unless
-    the check failed)."""
+    """What a failing verdict consists of: ``2 causes, 16 failing gated metrics``, or
+    ``52 causes (13 failing), ...`` when some listed causes do not fail ("" unless the check failed)."""
     if str(result.status) != terms.FAIL:
         return ""
     failing = sum(1 for c in result.comparisons if c.fails)
     nc = sum(1 for x in result.causes if x.get("fails"))
+    n_all = len(result.causes)
     un = sum(1 for k in result.unexplained if _fails(result, k))
     what = []
-    if nc:
-        what.append(f"{nc} cause{'s' if nc != 1 else ''}")
+    if nc:   # the count is of every cause the reports list, the failing ones named
+        what.append(f"{n_all} cause{'s' if n_all != 1 else ''}" + (f" ({nc} failing)" if nc != n_all else ""))
     if un:
         what.append(f"{un} unexplained")
     return (" + ".join(what) + ", " if what else "") + f"{failing} failing gated metric{'s' if failing != 1 else ''}"
@@ -198,7 +211,7 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
                    + f"; informational: {informational_text(n)}")
     causes = list(result.causes)
     for x in causes[:5]:
-        icon = "REGRESSION " if x["fails"] else ("improved   " if x["verdict"] == terms.IMPROVEMENT else "changed    ")
+        icon = "REGRESSION " if x["fails"] else ("improved   " if x["verdict"] == terms.IMPROVEMENT else "worse      ")
         out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
         out.append(_clip(f"              step time: {step_share_text(x)}; explains {len(x['explains'])} gated "
                          f"metric(s): {explains_text(x)}", width))
@@ -214,6 +227,8 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
             out.append(_clip(f"  {tag} {c.reason}", width))
     if len(result.unexplained) > 3:
         out.append(f"  … and {len(result.unexplained) - 3} more unexplained change(s)")
+    for line in missing_lines(result):
+        out.append(_clip("  " + line, width))
     uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
     if uns:
         out.append(_clip(f"  unsure: {len(uns)} gated metric(s), e.g. {uns[0].reason}", width))

@@ -1,0 +1,96 @@
+"""A cause is one thing that changed (fresh-user report, round 5): its verdict follows what it did
+to the step (ΣDuration per step), not its call count; one family is at most one cause; every gated
+metric is explained by at most one cause; ``fails`` only with a regression verdict; the headline
+counts the causes the reports list."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate import terms
+from perfgate.cli import main
+from perfgate.synth.writer import SynthSpec, write_capture
+
+CAST = "aclnnCast_CastAiCore_Cast"
+
+
+def _check(base, cand, tmp_path):
+    """Save ``base`` as baseline, check ``cand`` against it; (exit code, console lines, JSON doc, markdown)."""
+    bl, out = tmp_path / "bl", tmp_path / "out"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "b", str(base), "--baseline-dir", str(bl)], env={})
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["check", "--baseline", "b", str(cand), "--baseline-dir", str(bl), "--out", str(out)],
+                           env={})
+    doc = json.loads((out / "perfgate-result.json").read_text())
+    return r.exit_code, r.output.splitlines(), doc, (out / "perfgate-report.md").read_text()
+
+
+def _assert_consistent(doc, console):
+    causes = doc["causes"]
+    families = [(c["kind"], c["subject"]) for c in causes]
+    assert len(families) == len(set(families)), families                       # one thing, one cause
+    assert not [c for c in causes if c["fails"] and c["verdict"] != terms.REGRESSION]
+    keys = [k for c in causes for k in c["explains"]]
+    assert len(keys) == len(set(keys)), sorted(k for k in set(keys) if keys.count(k) > 1)
+    failing = {c["key"] for c in doc["comparisons"] if c["fails"]}
+    assert failing <= set(keys) | set(doc["unexplained"])
+    head = console[next(i for i, x in enumerate(console) if x.startswith("perfgate: "))]
+    n_fail = sum(1 for c in causes if c["fails"])
+    want = f"{len(causes)} cause{'s' if len(causes) != 1 else ''}" + (f" ({n_fail} failing)" if n_fail != len(causes) else "")
+    assert f": {want}, " in head, head                                        # counts what the reports list
+    return head
+
+
+@pytest.fixture(scope="module")
+def cast_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cast")
+    base = write_capture(root / "B", SynthSpec())
+    slow6 = write_capture(root / "C6", SynthSpec(extra_calls={CAST: 0.5}, slowdown={CAST: 6}))
+    slow40 = write_capture(root / "C40", SynthSpec(extra_calls={CAST: 0.5}, slowdown={CAST: 40}))
+    return base, slow6, slow40
+
+
+def test_fewer_but_slower_calls_is_a_regression_cause(cast_pair, tmp_path):
+    base, slow6, _ = cast_pair
+    code, console, doc, md = _check(base, slow6, tmp_path)
+    assert code == 1
+    _assert_consistent(doc, console)
+    cast = [c for c in doc["causes"] if c["subject"] == CAST]
+    assert len(cast) == 1
+    cast = cast[0]
+    # calls halved, each call 6x slower: ΣDuration per step about 3x, a regression of the step
+    assert cast["verdict"] == terms.REGRESSION and "calls 10 -> 5/step" in cast["what"]
+    assert cast["step_delta_us"] > 0 and cast["step_fraction"] > 0.2
+    assert f"kernel.calls_per_step{{family={CAST},view=rank0}}" in cast["explains"]   # fewer calls: its detail
+    line = next(x for x in console if CAST in x and "ΣDuration" in x)
+    assert not line.lstrip().startswith("improved") and line.lstrip().startswith(("REGRESSION", "worse"))
+    row = next(x for x in md.splitlines() if x.startswith("| ") and f"kernel family `{CAST}`" in x)   # causes table
+    assert row.startswith(("| 🔴 |", "| 🟡 |")), row
+    regressions = [c for c in doc["causes"] if c["verdict"] == terms.REGRESSION and c["step_delta_us"]]
+    # it is the family cause that grew the step most: no regression family cause ranks above it
+    assert [c for c in regressions if c["kind"] != "step anatomy"][0]["subject"] == CAST
+
+
+def test_much_slower_family_is_one_cause(cast_pair, tmp_path):
+    base, _, slow40 = cast_pair
+    code, console, doc, _ = _check(base, slow40, tmp_path)
+    assert code == 1
+    head = _assert_consistent(doc, console)
+    first = doc["causes"][0]
+    assert first["subject"] == CAST and first["verdict"] == terms.REGRESSION and first["fails"]
+    assert [c["subject"] for c in doc["causes"]].count(CAST) == 1 and "1 cause, " in head
+    calls = {k for k in first["explains"] if "calls_per_step" in k}
+    assert f"kernel.calls_per_step{{family={CAST},view=rank0}}" in calls and f"share.family{{family={CAST},view=rank0}}" \
+        in first["explains"]
+
+
+def test_real_st_level2_vs_level1_causes_are_consistent(ascend, tmp_path):
+    t = ascend / "msinsight" / "test"
+    code, console, doc, _ = _check(t / "st" / "level2", t / "data" / "pytorch" / "text" / "level1", tmp_path)
+    assert code == 1
+    _assert_consistent(doc, console)
+    allreduce = [c for c in doc["causes"] if c["subject"] == "hcom_allReduce"]
+    assert len(allreduce) == 1 and allreduce[0]["verdict"] == terms.REGRESSION   # 7 -> 4 calls but ΣDuration +163 %
+    for c in doc["causes"]:   # a family gone (ΣDuration -100 %) is never a non-failing regression
+        if c["kind"] in ("kernel family", "communication") and c["step_delta_us"] and not c["fails"]:
+            assert (c["verdict"] == terms.REGRESSION) == (c["step_delta_us"] > 0), c
