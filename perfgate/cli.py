@@ -156,8 +156,9 @@ class _Group(click.Group):
     """The one place errors are caught: a PerfgateError becomes its message and its exit code
     (:func:`_fail`, after the command's :func:`_on_error` handler); an unexpected exception one
     clear line and exit 70 (traceback with PERFGATE_DEBUG=1); Ctrl-C (KeyboardInterrupt) one line
-    and exit 130; SIGTERM (handler installed for the top-level command) one line and exit 143. A closed stdout pipe is not an
-    error: the command's decided exit code stands (else 0)."""
+    and exit 130; SIGTERM (handler installed while the top-level command runs, then restored) one
+    line and exit 143. A closed stdout pipe is not an error: the command's decided exit code
+    stands (else 0)."""
 
     def invoke(self, ctx):
         import os
@@ -167,14 +168,6 @@ class _Group(click.Group):
         if ctx.parent is None and threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, _on_sigterm)  # restored below (CliRunner, embedding)
         try:
-            return self._invoke(ctx)
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-
-    def _invoke(self, ctx):
-        import os
-        try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
@@ -182,7 +175,7 @@ class _Group(click.Group):
             click.echo("\nperfgate: interrupted (Ctrl-C); nothing judged (exit 130)", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except Terminated:
-            click.echo("perfgate: terminated (SIGTERM); worker processes stopped, nothing judged (exit 143)",
+            click.echo("perfgate: terminated (SIGTERM); any worker processes stopped; nothing judged (exit 143)",
                        err=True)
             sys.exit(EXIT_TERMINATED)
         except BrokenPipeError:
@@ -200,6 +193,9 @@ class _Group(click.Group):
             click.echo(f"perfgate: internal error: {type(e).__name__}: {e} (a bug in perfgate; rerun with "
                        f"PERFGATE_DEBUG=1 for the traceback)", err=True)
             sys.exit(EXIT_INTERNAL)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
 
 @click.group(cls=_Group)
