@@ -112,13 +112,18 @@ def test_duplicate_rank_is_invalid(tmp_path):
         discover(root)
 
 
-def test_missing_dir_and_file_are_usage_errors(tmp_path):
-    with pytest.raises(UsageError):
+def test_missing_dir_and_file_are_invalid_captures(tmp_path):
+    """A capture path that does not exist or is a file: the profiling step left no capture, an
+    invalid capture (exit 3) naming the path, as an empty folder; an empty path is a usage error."""
+    with pytest.raises(InvalidCaptureError, match="does not exist") as e:
         discover(tmp_path / "nope")
+    assert e.value.exit_code == 3 and e.value.path == str(tmp_path / "nope")
     f = tmp_path / "f.txt"
     f.write_text("x")
-    with pytest.raises(UsageError):
+    with pytest.raises(InvalidCaptureError, match="got a file"):
         discover(f)
+    with pytest.raises(UsageError):
+        discover("")
     with pytest.raises(InvalidCaptureError, match="no ASCEND_PROFILER_OUTPUT"):
         discover(tmp_path)
 
