@@ -631,8 +631,9 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
 def _report_read_error(e, capture, html_path):
     """``perfgate report`` on a capture that failed while reading (an InvalidCaptureError):
     write the page saying why (atomic); the error is then reported and exits 3 as for any
-    invalid capture (also when the page cannot be written)."""
-    if not isinstance(e, errors.InvalidCaptureError):
+    invalid capture (also when the page cannot be written). A CAPTURE path that does not exist
+    (a typo, or no capture at all) gets no page: exit 3 and the message only."""
+    if not isinstance(e, errors.InvalidCaptureError) or not Path(capture).exists():
         return
     from perfgate.report.writers import write_capture_error_html
     try:

@@ -240,5 +240,6 @@ def test_report_html_read_error_keeps_exit_3_when_page_cannot_be_written(tmp_pat
 
 
 def test_report_for_a_missing_path_writes_no_page(tmp_path):
+    """A missing capture path is an invalid capture (exit 3, as for `check`), but no page is written."""
     code, out = _run("report", tmp_path / "nope", "--html", tmp_path / "r.html")
-    assert code == 2 and not (tmp_path / "r.html").exists()
+    assert code == 3 and "does not exist" in out and not (tmp_path / "r.html").exists()
