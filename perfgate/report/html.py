@@ -805,16 +805,8 @@ def render_capture_error_html(error: dict, *, source=None, title: str | None = N
             problems, exit_code).
         source: the capture path, for the title.
     """
-    def where(p: dict) -> str:
-        w = p.get("path") or ""
-        if p.get("row") is not None:
-            w += f" row {p['row']}"
-        if p.get("byte_offset") is not None:
-            w += f" byte {p['byte_offset']}"
-        return w
-
     def item(p: dict) -> str:
-        w = where(p)
+        w = error_where(p)
         return (f"<b>{_e(p.get('message'))}</b>" + (f" <code>{_e(w)}</code>" if w else "")
                 + (f"<br>hint: {_e(p['hint'])}" if p.get("hint") else ""))
 
