@@ -290,6 +290,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         raise
     hs = HistoryStore(history_path)
     try:
+        hs.require_intact()   # a damaged file is exit 5 here, never "already recorded" from an intact page
         dup = None if allow_duplicate else hs.same_capture(fp, branch)
         if dup is not None:
             return Recorded(dup, fp, True)

@@ -185,6 +185,26 @@ class HistoryStore:
         return StoreError(f"history database is damaged: {e}", path=self.path,
                           hint="restore it from where it is kept (cache, artifact) or start a new one")
 
+    def require_intact(self) -> None:
+        """Before a write: SQLite's ``pragma quick_check`` over the whole file (linear in its size,
+        ~0.1 s per 50 MB), once per store object. A database damaged where the next write or the
+        duplicate lookup would not look (e.g. bytes overwritten in another table's pages) still
+        opens and answers some queries; writing on would bury the damage under new runs.
+
+        Raises:
+            StoreError: the database is damaged (exit 5), naming SQLite's first complaint."""
+        if getattr(self, "_intact", False):
+            return
+        try:
+            rows = self.conn.execute("pragma quick_check").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self._damaged(Exception(f"SQLite quick_check: {e}")) from None
+        if [tuple(r) for r in rows] != [("ok",)]:
+            said = [x.strip() for r in rows for x in str(r[0]).splitlines() if x.strip() and not x.startswith("***")]
+            raise self._damaged(Exception(f"SQLite quick_check: {said[0] if said else rows[0][0]}"
+                                          + (f" (+{len(said) - 1} more)" if len(said) > 1 else "")))
+        self._intact = True
+
     # -- schema ---------------------------------------------------------------------------
     def _version(self) -> int:
         if "meta" not in self.db.table_names():
@@ -242,6 +262,7 @@ class HistoryStore:
         """
         if self.readonly:
             raise StoreError("history opened read-only", path=self.path)
+        self.require_intact()
         if status not in STATUSES:
             raise StoreError(f"status must be one of {STATUSES}, got {status!r}")
         if fp is None and status != "invalid":
