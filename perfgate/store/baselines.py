@@ -109,6 +109,10 @@ class BaselineStore:
         """
         path = self.path_for(name)
         repair = _REPAIR.format(name=name)
+        if self.dir.exists() and not self.dir.is_dir():   # not "no baseline": the store is not a folder
+            raise StoreError("the baseline store is not a folder (a regular file is in its place)", path=self.dir,
+                             hint="point --baseline-dir / PERFGATE_BASELINE_DIR at the folder holding NAME.json "
+                                  "files, or restore the folder from where the store is kept")
         if not path.is_file():
             have = ", ".join(self.names()) or "none"
             raise NoBaselineError(f"no baseline named {name!r} in {self.dir} (stored: {have})",
