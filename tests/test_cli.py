@@ -315,3 +315,15 @@ def test_verbose_pass_says_no_gated_change(tmp_path, pair):
     run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
     code, out = run(tmp_path, "check", "--baseline", "main", pair[0], "--baseline-dir", bl, "--out", tmp_path / "o", "-v")
     assert code == 0 and "  every gated change: none" in out, out
+
+
+def test_fingerprint_and_report_outputs_under_a_file_are_refused_before_work(tmp_path, pair):
+    """`fingerprint --output` and `report --html` under a regular file: exit 2 naming the option
+    before the capture is read (was exit 5 "File exists" after the work), as `check` does."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    for args, option in ((("fingerprint", "--output", blocker / "fp.json"), "--output"),
+                         (("report", "--html", blocker / "r.html"), "--html")):
+        code, out = run(tmp_path, *args, pair[0])
+        assert code == 2 and f"{option} {blocker / 'x'}"[:-1] in out and "is a file, not a folder" in out, out
+    assert blocker.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "base", "same", "worse"]
