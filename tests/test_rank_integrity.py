@@ -230,13 +230,17 @@ def test_report_html_for_a_missing_export_lists_every_problem(tmp_path):
     assert code == 3 and "rank0_ascend_pt" in text and "rank2_ascend_pt" in text
 
 
-def test_report_html_read_error_keeps_exit_3_when_page_cannot_be_written(tmp_path):
+def test_report_html_unwritable_page_is_refused_before_reading(tmp_path):
     cap = write_capture(tmp_path / "c", SynthSpec(ranks=1, steps=2, seed=1))
     set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 2, "Duration(us)", "nan")
     (tmp_path / "file").write_text("x")
     code, out = _run("report", cap, "--html", tmp_path / "file" / "r.html")
-    assert code == 3 and "Duration(us) is not a finite number" in out, out
+    # the page's destination is refused before the capture is read (exit 2 naming --html, as
+    # `check` does for its reports): the capture's own error shows once the destination is fixed
+    assert code == 2 and "--html" in out and "is a file, not a folder" in out, out
     assert (tmp_path / "file").read_text() == "x"
+    code, out = _run("report", cap, "--html", tmp_path / "r.html")
+    assert code == 3 and "Duration(us) is not a finite number" in out, out
 
 
 def test_report_for_a_missing_path_writes_no_page(tmp_path):
