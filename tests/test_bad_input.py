@@ -483,18 +483,12 @@ def test_kernel_fast_and_string_path_give_the_same_error(clean_rank, tmp_path, m
 def test_op_summary_numeric_cell(clean_rank, tmp_path):
     """msprof's op_summary_*.csv (Task Duration(us) ...) goes through the same reader."""
     import csv
-    import io
     from perfgate.errors import InvalidCaptureError
     from perfgate.ingest.kernels import read_kernels
+    from perfgate.synth.mutate import to_op_summary
     with open(clean_rank / "kernel_details.csv", newline="") as f:
         rows = list(csv.reader(f))
-    ren = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type", "Start Time(us)": "Task Start Time(us)",
-           "Duration(us)": "Task Duration(us)", "Wait Time(us)": "Task Wait Time(us)"}
-    drop = rows[0].index("Step Id")  # msprof has no Step Id column
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows([ren.get(h, h) for h in r[:drop] + r[drop + 1:]] for r in rows)
-    ops = tmp_path / "op_summary_20260101000000.csv"
-    ops.write_text(out.getvalue())
+    ops = to_op_summary(clean_rank / "kernel_details.csv", tmp_path / "op_summary_20260101000000.csv")  # msprof: no Step Id column
     assert len(read_kernels(ops).df) == len(rows) - 1
     set_cell(ops, 7, "Task Duration(us)", "NaN")
     with pytest.raises(InvalidCaptureError) as e:

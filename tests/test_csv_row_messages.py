@@ -2,7 +2,6 @@
 unquoted comma) is named as a bad numeric cell is: the file, the 1-based data row and the CSV
 row counting the header as row 1. Synthetic captures from the project's writer."""
 import csv
-import io
 import json
 
 import pytest
@@ -12,6 +11,7 @@ from perfgate.cli import main
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest import kernels as kmod
 from perfgate.synth import SynthSpec, write_capture
+from perfgate.synth.mutate import to_op_summary
 
 KD = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
 
@@ -85,13 +85,7 @@ def test_op_summary_cut_mid_row_same_words(tmp_path, capture):
     """msprof's op_summary_*.csv goes through the same reader and gets the same message."""
     with open(capture / KD, newline="", encoding="utf-8-sig") as f:
         rows = list(csv.reader(f))
-    ren = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type", "Start Time(us)": "Task Start Time(us)",
-           "Duration(us)": "Task Duration(us)", "Wait Time(us)": "Task Wait Time(us)"}
-    drop = rows[0].index("Step Id")  # msprof has no Step Id column
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows([ren.get(h, h) for h in r[:drop] + r[drop + 1:]] for r in rows)
-    ops = tmp_path / "op_summary_20260101000000.csv"
-    ops.write_text(out.getvalue())
+    ops = to_op_summary(capture / KD, tmp_path / "op_summary_20260101000000.csv")  # msprof: no Step Id column
     assert len(kmod.read_kernels(ops).df) == len(rows) - 1
     row, found = _cut_last_row(ops)
     with pytest.raises(InvalidCaptureError) as e:

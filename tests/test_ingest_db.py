@@ -142,21 +142,12 @@ def test_bom_and_non_ascii_names_under_c_locale(tmp_path):
 def test_msprof_layout_reads_its_timeline(tmp_path, policy):
     """Raw msprof output: op_summary_*.csv (msprof header names) plus msprof_*.json as the
     timeline; the self-checks run against the timeline's Overlap Analysis events."""
-    import csv
     from perfgate.synth import SynthSpec, write_capture
+    from perfgate.synth.mutate import to_op_summary
     src = write_capture(tmp_path / "src", SynthSpec(ranks=1, steps=1)) / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
-    rename = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
-              "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
-              "Wait Time(us)": "Task Wait Time(us)", "Block Dim": "Block Num", "Mix Block Dim": "Mix Block Num"}
-    with open(src / "kernel_details.csv", newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    keep = [i for i, h in enumerate(rows[0]) if h != "Step Id"]
     out = tmp_path / "cap" / "PROF_000001_X" / "mindstudio_profiler_output"
     out.mkdir(parents=True)
-    with open(out / "op_summary_20260101000000.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow([rename.get(rows[0][i], rows[0][i]) for i in keep])
-        w.writerows([[r[i] for i in keep] for r in rows[1:]])
+    to_op_summary(src / "kernel_details.csv", out / "op_summary_20260101000000.csv")
     shutil.copy(src / "trace_view.json", out / "msprof_20260101000000.json")
     cap = load_capture(tmp_path / "cap")
     r = cap.ranks[0]

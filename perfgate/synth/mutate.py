@@ -122,6 +122,24 @@ def add_calls(output_dir, family: str, factor: int = 2, *, suffix: re.Pattern = 
     return added
 
 
+#: torch_npu kernel_details.csv header -> raw msprof op_summary_*.csv header (SCHEMAS.md: the same
+#: rows under two headers; msprof has no Step Id column)
+MSPROF_HEADER = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
+                 "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
+                 "Wait Time(us)": "Task Wait Time(us)", "Block Dim": "Block Num", "Mix Block Dim": "Mix Block Num"}
+
+
+def to_op_summary(kernel_details, dst) -> Path:
+    """Write ``kernel_details`` (a torch_npu kernel_details.csv) as raw msprof's op_summary file
+    ``dst``: the same rows, headers renamed by :data:`MSPROF_HEADER`, the Step Id column
+    dropped, cells and line ends unchanged. Returns ``dst``."""
+    header, rows, crlf = _read_csv(Path(kernel_details))
+    keep = [i for i, h in enumerate(header) if h != "Step Id"]
+    dst = Path(dst)
+    _write_csv(dst, [MSPROF_HEADER.get(header[i], header[i]) for i in keep], [[r[i] for i in keep] for r in rows], crlf)
+    return dst
+
+
 def set_duration(output_dir, row: int, dur_us: float) -> None:
     """Set ``Duration(us)`` of data row ``row`` (1-based) in kernel_details.csv only."""
     kd = Path(output_dir) / "kernel_details.csv"
