@@ -533,16 +533,6 @@ def history_journal(branch, metric, history_path, policy_path):
     click.echo(render_journal(branch_journal(_open_history(history_path), branch, key), key), nl=False)
 
 
-def _require_destination(option: str, path) -> None:
-    """Refuse before any work an output file that cannot be written (a parent that is a regular
-    file, a read-only folder, a folder in its place): UsageError (exit 2) naming the option, as
-    ``check`` does for its reports (:func:`perfgate.store.atomic.unwritable_reason`)."""
-    from perfgate.store.atomic import unwritable_reason
-    why = unwritable_reason(path) if path is not None and str(path) != "-" else None
-    if why:
-        raise errors.UsageError(f"{option} {path}: cannot write there: {why}")
-
-
 @main.command()
 @click.argument("capture", type=click.Path())
 @common_policy
@@ -558,7 +548,8 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
     Exits 3 when a self-check fails."""
     from perfgate.run import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
-    _require_destination("--output", output)
+    from perfgate.gate import require_writable
+    require_writable("--output", output)
     fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                           scheduler=scheduler, progress=_Progress(output is None))
     text = json.dumps(fp.to_dict(), indent=1, ensure_ascii=False) + "\n"
@@ -627,9 +618,9 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     """Write a self-contained HTML report (plots, self-checks, provenance) for one CAPTURE.
     Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
     when the capture cannot be read (a page stating the error is still written)."""
-    from perfgate.gate import capture_report
+    from perfgate.gate import capture_report, require_writable
     policy = _policy(policy_path)
-    _require_destination("--html", html_path)
+    require_writable("--html", html_path)
     _on_error(lambda e: _report_read_error(e, capture, html_path))
     rep = capture_report(capture, html_path, policy=policy, history_path=_history_path(history_path, only_if_given=True),
                          with_trace=_with_trace(trace_mode, no_trace), workers=workers, progress=_Progress(False))

@@ -337,17 +337,25 @@ _REPORT_OPTIONS = {"out": "--out", "junit": "--junit", "markdown": "--markdown",
                    "html_path": "--html"}
 
 
-def _require_report_destinations(**paths) -> None:
-    """Refuse, before any work, a report destination that cannot be written (a parent that is a
-    regular file, a folder where a file is wanted, a read-only folder): UsageError (exit 2) naming
-    the option, so a long check never ends without its verdict written."""
+def require_writable(option: str, path, *, folder: bool = False) -> None:
+    """Refuse, before any work, an output that cannot be written (a parent that is a regular
+    file, a folder where a file is wanted, a read-only folder; ``None`` and ``-`` pass), so a long
+    run never ends without its result written (:func:`perfgate.store.atomic.unwritable_reason`).
+
+    Raises:
+        UsageError (exit 2): naming ``option`` (e.g. ``--html``), the path and why."""
     from perfgate.store.atomic import unwritable_reason
+    if path is None or str(path) == "-":
+        return
+    why = unwritable_reason(path, folder=folder)
+    if why:
+        raise UsageError(f"{option} {path}: cannot write there: {why}")
+
+
+def _require_report_destinations(**paths) -> None:
+    """:func:`require_writable` for each of check's report destinations (``out`` a folder)."""
     for kw, path in paths.items():
-        if path is None or str(path) == "-":
-            continue
-        why = unwritable_reason(path, folder=kw == "out")
-        if why:
-            raise UsageError(f"{_REPORT_OPTIONS[kw]} {path}: cannot write the report there: {why}")
+        require_writable(_REPORT_OPTIONS[kw], path, folder=kw == "out")
 
 
 def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStore, out, junit=None, markdown=None,
