@@ -413,7 +413,14 @@ def main():
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     skip = {s.strip().lower() for s in a.skip.split(",") if s.strip()}
     policy = load_policy()
-    print(f"perfgate scale benchmarks on {machine()}", flush=True)
+    from perfgate.hostmem import defrag_mode, small_pages
+    with small_pages() as off:  # as the CLI runs every command (the in-process timings are library calls)
+        print(f"perfgate scale benchmarks on {machine()}; THP defrag {defrag_mode()}, numpy huge-page hint "
+              f"{'off (perfgate.hostmem)' if off else 'as numpy set it'}", flush=True)
+        _main(a, shapes, skip, policy)
+
+
+def _main(a, shapes, skip, policy):
     rows, trace, ref = [], None, None
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

@@ -158,17 +158,21 @@ class _Group(click.Group):
     clear line and exit 70 (traceback with PERFGATE_DEBUG=1); Ctrl-C (KeyboardInterrupt) one line
     and exit 130; SIGTERM (handler installed while the top-level command runs, then restored) one
     line and exit 143. A closed stdout pipe is not an error: the command's decided exit code
-    stands (else 0)."""
+    stands (else 0). The top-level command runs under :func:`perfgate.hostmem.small_pages` (numpy's
+    huge-page hint off where the kernel would stall on it)."""
 
     def invoke(self, ctx):
+        import contextlib
         import os
         import signal
         import threading
+        from perfgate.hostmem import small_pages
         previous = None
         if ctx.parent is None and threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, _on_sigterm)  # restored below (CliRunner, embedding)
         try:
-            return super().invoke(ctx)
+            with small_pages() if ctx.parent is None else contextlib.nullcontext():
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
         except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, 130 (click would say "Aborted!", exit 1)

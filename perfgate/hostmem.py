@@ -1,0 +1,72 @@
+"""Host memory settings for one perfgate run: numpy's transparent-huge-page hint.
+
+numpy marks every allocation of 4 MiB or more with ``madvise(MADV_HUGEPAGE)`` on Linux. When the
+kernel's ``/sys/kernel/mm/transparent_hugepage/defrag`` is ``madvise`` or ``defer+madvise`` (the
+Ubuntu default), the first touch of such a region may stall in synchronous reclaim / compaction
+instead of falling back to 4 KiB pages (numpy issue #31590; Go hit the same, golang/go#61718).
+A 1M-row check allocates several hundred MB of such arrays once each, so it pays that stall rather
+than gaining from fewer TLB misses. Measured on the 2-core CI VM (kernel 6.18, defrag ``madvise``):
+``perfgate check`` of a 1M-row pair took 7.6-8.7 s wall with the hint and 5.7-6.3 s without it
+(3 alternating pairs; system time 2.3-3.2 s → 0.9-1.3 s), see ``docs/performance.md``.
+
+:func:`small_pages` turns the hint off for the duration of a command when, and only when, the
+kernel says madvised regions are compacted synchronously; an explicit ``NUMPY_MADVISE_HUGEPAGE``
+in the environment is the user's choice and is never overridden. Results do not depend on it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+DEFRAG = Path("/sys/kernel/mm/transparent_hugepage/defrag")
+ENV = "NUMPY_MADVISE_HUGEPAGE"  # read by numpy once, at import (numpy/__init__.py hugepage_setup)
+_STALLING = ("madvise", "defer+madvise")  # modes that compact synchronously on a madvised fault
+
+
+def defrag_mode(path: Path = DEFRAG) -> str | None:
+    """The selected THP defrag mode (the bracketed word of ``path``), or None where the file is
+    absent or unreadable (not Linux, a container without /sys)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else None
+
+
+def hint_stalls(path: Path = DEFRAG) -> bool:
+    """True when numpy's MADV_HUGEPAGE hint can stall a first touch on this kernel."""
+    return defrag_mode(path) in _STALLING
+
+
+def _numpy_flag():
+    try:
+        from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
+    return _get_madvise_hugepage, _set_madvise_hugepage
+
+
+@contextlib.contextmanager
+def small_pages(path: Path = DEFRAG):
+    """Run the block with numpy's huge-page hint off where :func:`hint_stalls`, then restore it.
+
+    Sets ``NUMPY_MADVISE_HUGEPAGE=0`` (inherited by spawned worker processes) unless the user set
+    it; if numpy is already imported (an embedding process, CliRunner) its flag is switched too and
+    switched back on exit (a numpy first imported inside the block keeps the hint off: a CLI process
+    ends with the command). Does nothing where the kernel does not stall or the user chose. Yields
+    whether the hint was turned off.
+    """
+    if ENV in os.environ or not hint_stalls(path):
+        yield False
+        return
+    os.environ[ENV] = "0"
+    restore = _numpy_flag()[1](False) if "numpy" in sys.modules else None  # the setter returns the old value
+    try:
+        yield True
+    finally:
+        os.environ.pop(ENV, None)
+        if restore is not None:
+            _numpy_flag()[1](bool(restore))
