@@ -349,7 +349,7 @@ def _step_trace_identities(rank_id, st: pd.DataFrame, policy) -> list[SelfCheck]
             f"{ov_calc:.3f} us" if ok else
             f"step_trace_time.csv row {r['row']}: Overlapped {r['overlapped_us']:.3f} us but "
             f"Communication − Communication(Not Overlapped) = {ov_calc:.3f} us",
-            expected=ov_calc, observed=float(r["overlapped_us"]), tolerance=tol,
+            expected=float(ov_calc), observed=float(r["overlapped_us"]), tolerance=tol,  # float (was numpy.float64): a plain JSON value (perfgate.jsonout)
             evidence=f"step_trace_time.csv row {r['row']}"))
         if not np.isnan(r["stage_us"]):
             bubble = 0.0 if np.isnan(r["bubble_us"]) else r["bubble_us"]

@@ -1,6 +1,7 @@
 """The package's one layer map (whole-number layers; imports point down only).
 
-    0  errors, terms, version, ci_env      no perfgate imports beyond layer 0
+    0  errors, terms, version, ci_env,     no perfgate imports beyond layer 0
+       hostmem, jsonout
     1  model                               data model: Fingerprint, MetricValue, Comparison, ...
     2  policy/                             policy load, operator spec, segment knowledge, YAML
     3  ingest/                             files -> typed tables
@@ -24,7 +25,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "perfgate"
 LAYERS = {
-    "errors": 0, "terms": 0, "version": 0, "ci_env": 0,
+    "errors": 0, "terms": 0, "version": 0, "ci_env": 0, "hostmem": 0, "jsonout": 0,
     "model": 1, "policy": 2, "ingest": 3, "metrics": 4, "synth": 5, "compare": 6, "history": 7,
     "store": 8, "report": 9, "run": 10, "gate": 11, "publish": 12, "sweep": 12, "cli": 13,
     "__init__": 14, "__main__": 14,

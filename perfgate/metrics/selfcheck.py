@@ -477,7 +477,7 @@ def _step_trace_identities(rank_id, st: pd.DataFrame, policy) -> list[SelfCheck]
                  (~ok, "step_trace_time.csv row {}: Overlapped {:.3f} us but Communication − "
                        "Communication(Not Overlapped) = {:.3f} us", (row, ovl, ov_calc)))
     objs = [from_columns(SelfCheck, repeat("step_trace_identities"), repeat(rank_id), step, _status(~ok), msg,
-                         list(ov_calc), ovl.astype(float).tolist(), repeat(tol), ev)]
+                         ov_calc.astype(float).tolist(), ovl.astype(float).tolist(), repeat(tol), ev)]
     at = [np.arange(n)]
     slot = [np.zeros(n, dtype=np.int64)]
     stage, bubble_raw = c["stage_us"], c["bubble_us"]
