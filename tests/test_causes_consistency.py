@@ -94,3 +94,52 @@ def test_real_st_level2_vs_level1_causes_are_consistent(ascend, tmp_path):
     for c in doc["causes"]:   # a family gone (ΣDuration -100 %) is never a non-failing regression
         if c["kind"] in ("kernel family", "communication") and c["step_delta_us"] and not c["fails"]:
             assert (c["verdict"] == terms.REGRESSION) == (c["step_delta_us"] > 0), c
+
+
+FOO = ("aclnnFoo_FooAiCore_Foo", "Foo", "AI_VECTOR_CORE", 3, 15.0)
+
+
+def test_gone_family_is_gone_not_improved(tmp_path):
+    """A family the candidate no longer runs (ΣDuration -100 %, 0 calls) is a ``gone`` cause, not a gain."""
+    from perfgate.synth.writer import DEFAULT_FAMILIES
+    base = write_capture(tmp_path / "B", SynthSpec())
+    cand = write_capture(tmp_path / "C", SynthSpec(families=tuple(f for f in DEFAULT_FAMILIES if f[0] != CAST)))
+    code, console, doc, md = _check(base, cand, tmp_path)
+    _assert_consistent(doc, console)
+    cast = [c for c in doc["causes"] if c["subject"] == CAST]
+    assert len(cast) == 1 and cast[0]["verdict"] == "gone" and not cast[0]["fails"]
+    assert cast[0]["what"].startswith("gone: no longer runs in the candidate (10 calls/step, ΣDuration ")
+    assert "in the baseline)" in cast[0]["what"] and "-100%" not in cast[0]["what"] and "×" not in cast[0]["what"]
+    assert cast[0]["step_delta_us"] < -50   # 10 calls of ~8 us per step no longer run
+    line = next(x for x in console if CAST in x and "no longer runs" in x)
+    assert line.split()[0] == "gone", line
+    assert not [x for x in console if CAST in x and x.lstrip().startswith("improved")]
+    row = next(x for x in md.splitlines() if x.startswith("| ") and f"kernel family `{CAST}`" in x)
+    assert row.startswith("| ⚪ |"), row
+
+
+def test_new_family_is_new_unless_a_gated_metric_fails(tmp_path):
+    from perfgate.synth.writer import DEFAULT_FAMILIES
+    base = write_capture(tmp_path / "B", SynthSpec())
+    cand = write_capture(tmp_path / "C", SynthSpec(families=DEFAULT_FAMILIES + (FOO,)))
+    code, console, doc, _ = _check(base, cand, tmp_path)
+    _assert_consistent(doc, console)
+    foo = [c for c in doc["causes"] if c["subject"] == FOO[0]]
+    assert len(foo) == 1 and foo[0]["what"].startswith("new: runs only in the candidate (3 calls/step, ΣDuration ")
+    # its calls per step are gated (exact): they fail, so here it is a regression cause
+    assert code == 1 and foo[0]["fails"] and foo[0]["verdict"] == terms.REGRESSION
+    # the same change judged with nothing failing (a policy that does not fail on it) is "new", not a regression
+    import dataclasses
+    from perfgate.compare import compare_fingerprints
+    from perfgate.compare.causes import find_causes
+    from perfgate.gate import load_checked_policy
+    from perfgate.run import fingerprint_path
+    policy = load_checked_policy()
+    fb, fc = fingerprint_path(base, policy, workers=1), fingerprint_path(cand, policy, workers=1)
+    comparisons, _ = compare_fingerprints(fb, fc, policy)
+    assert any(c.fails for c in comparisons)
+    quiet = [dataclasses.replace(c, fails=False) for c in comparisons]
+    causes, _ = find_causes(quiet, fb, fc, policy.gate_views)
+    foo = [c for c in causes if c["subject"] == FOO[0]]
+    assert len(foo) == 1 and foo[0]["verdict"] == "new" and not foo[0]["fails"]
+    assert foo[0]["step_delta_us"] > 30   # 3 calls of ~15 us per step more

@@ -14,7 +14,10 @@ One family, communication kind or anatomy part is one cause whatever the signs o
 (issue: a family with fewer calls but more ΣDuration was listed as an improvement, and as two
 causes). Its ``verdict`` is what it did to the step: the sign of its ΣDuration change per step in
 the first gated view (below max(1 us, 5 %) = none), else of its calls-per-step change; a cause
-explaining a failing metric is a regression.
+explaining a failing metric is a regression. A family with calls per step in the baseline and none
+in the candidate (first gated view) has verdict ``gone`` ("no longer runs", never an improvement:
+its ΣDuration did not shrink, it is absent), one only the candidate runs has verdict ``new``; either
+is a regression only when it explains a failing gated metric.
 
 A *symptom* is a gated comparison judged ``regression`` or ``improvement``. It is explained by
 exactly one cause among those it follows from (of the symptom's sign when there is one, then the
@@ -48,6 +51,8 @@ from perfgate.compare.attribution import COMM_FAMILY
 from perfgate.model import Comparison, Fingerprint, metric_key
 
 MOVED = (terms.REGRESSION, terms.IMPROVEMENT)
+GONE = "gone"   # cause verdict: a family of the baseline that no longer runs in the candidate (not a gain)
+NEW = "new"     # cause verdict: a family only the candidate runs (a regression only when a gated metric fails)
 _FAMILY_SYMPTOMS = ("kernel.calls_per_step", "share.family", "mfu.ratio", "pipe.memory_bound")
 _CALL_SYMPTOMS = ("kernel.total_calls_per_step", "optype.calls_per_step")
 _PART_SYMPTOMS = ("share.category", "share.core_type", "share.phase", "share.phase_category", "block.share",
@@ -97,13 +102,27 @@ def _family_change(base, cand, fam: str, view) -> dict:
             "delta_us": (tc - tb) if tb is not None and tc is not None else None}
 
 
-def _family_text(ch: dict, rel: float | None) -> str:
-    bits = []
+def _presence(ch: dict) -> str | None:
+    """``gone`` (calls per step > 0 in the baseline, 0 in the candidate), ``new`` (the reverse), else None."""
+    if ch["calls_base"] > 0 and ch["calls_cand"] == 0:
+        return GONE
     if ch["calls_base"] == 0 and ch["calls_cand"] > 0:
-        bits.append(f"new: {ch['calls_cand']:g} calls per step")
-    elif ch["calls_cand"] == 0 and ch["calls_base"] > 0:
-        bits.append(f"gone: was {ch['calls_base']:g} calls per step")
-    elif ch["calls_base"] != ch["calls_cand"]:
+        return NEW
+    return None
+
+
+def _family_text(ch: dict, rel: float | None) -> str:
+    presence = _presence(ch)
+    if presence == GONE:   # no ratio, no percentage: it did not get faster, it no longer runs
+        tb = ch["sum_dur_base_us"]
+        return (f"gone: no longer runs in the candidate ({ch['calls_base']:g} calls/step"
+                + (f", ΣDuration {_us0(tb)} us/step" if tb else "") + " in the baseline)")
+    if presence == NEW:
+        tc = ch["sum_dur_cand_us"]
+        return (f"new: runs only in the candidate ({ch['calls_cand']:g} calls/step"
+                + (f", ΣDuration {_us0(tc)} us/step" if tc else "") + "; absent from the baseline)")
+    bits = []
+    if ch["calls_base"] != ch["calls_cand"]:
         bits.append(f"calls {ch['calls_base']:g} -> {ch['calls_cand']:g}/step")
     tb, tc = ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
     if tb is not None and tc is not None and (tb or tc):
@@ -120,7 +139,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
 
     Returns:
         ``(causes, unexplained)``: causes as dicts — ``kind`` (kernel family | communication |
-        step anatomy), ``subject``, ``verdict`` (regression | improvement), ``fails`` (explains
+        step anatomy), ``subject``, ``verdict`` (regression | improvement | gone | new), ``fails`` (explains
         a failing metric), ``what`` (text, first gated view), ``views`` ({view: short text}),
         ``evidence`` (list of evidence strings), ``explains`` (gated metric keys),
         ``step_delta_us`` (ΣDuration change per step, us, or None), ``step_time_delta_us``
@@ -233,6 +252,10 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 x["evidence"].append(c.evidence)
         if x["kind"] not in ("kernel family", "communication", "model structure") and mine:
             x["verdict"] = str(_verdict_of({"_d_us": None, "_d_calls": None}, [c.verdict for c in mine]))
+        if x["kind"] == "kernel family" or (x["kind"] == "communication" and COMM_FAMILY.match(x["subject"])):
+            presence = _presence(_family_change(base, cand, x["subject"], first))
+            if presence is not None:   # gone / new is what it did, whatever its time did to the step
+                x["verdict"] = presence
         if x["fails"]:
             x["verdict"] = terms.REGRESSION
 

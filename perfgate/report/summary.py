@@ -211,7 +211,8 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
                    + f"; informational: {informational_text(n)}")
     causes = list(result.causes)
     for x in causes[:5]:
-        icon = "REGRESSION " if x["fails"] else ("improved   " if x["verdict"] == terms.IMPROVEMENT else "worse      ")
+        icon = "REGRESSION " if x["fails"] else {terms.IMPROVEMENT: "improved   ", "gone": "gone       ",
+                                                  "new": "new        "}.get(x["verdict"], "worse      ")
         out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
         out.append(_clip(f"              step time: {step_share_text(x)}; explains {len(x['explains'])} gated "
                          f"metric(s): {explains_text(x)}", width))
