@@ -350,6 +350,9 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     policy sets statistics.unsure_fails.
     """
     from perfgate.gate import check_and_report
+    if comment_key is not None:   # before anything is read or written: the marker must round-trip
+        from perfgate.publish.github import require_comment_key
+        require_comment_key(comment_key, "--comment-key")
     result, paths = check_and_report(
         _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir), out=out,
         junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
@@ -667,7 +670,9 @@ def comment_cmd(body_file, key, repo, pr_number, meta, api_url, token_env):
     comment with the same key is updated in place, else one is created. For a follow-up
     workflow_run job after a fork PR. Exit 0 posted, 2 usage error, 5 posting failed."""
     import os
-    from perfgate.publish.github import post_comment_file
+    from perfgate.publish.github import post_comment_file, require_comment_key
+    if key is not None:
+        require_comment_key(key, "--key")
     out = post_comment_file(body_file, key=key, repository=repo, pr_number=pr_number, meta=meta, api_url=api_url,
                             token=os.environ.get(token_env), token_name=token_env)
     click.echo(f"comment {out.action}: {out.url}" + (" (truncated to GitHub's limit)" if out.truncated else ""))

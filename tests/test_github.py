@@ -436,3 +436,31 @@ def test_shallow_clone_warns_and_the_note_says_unknown(tmp_path, captures, monke
                                   "--out", str(tmp_path / "out2")], env={**env, "GITHUB_STEP_SUMMARY": str(tmp_path / "s2.md")})
     assert r.exit_code == 0 and "fetch-depth" not in r.output and "::warning" not in r.output, r.output
     assert "relation between the baseline and this pull request is unknown" not in (tmp_path / "s2.md").read_text()
+
+
+def test_comment_key_that_breaks_the_marker_is_refused_before_the_check(server, tmp_path, captures):
+    """``--comment-key`` with ``-->`` (or another '--' run, or a character outside the key set) is exit 2
+    naming the option and the text, before anything is read or written; a good key's marker is found
+    again on the next run, which updates the same comment."""
+    base, worse, bl = captures
+    env = actions_env(server, tmp_path, WRITE)
+    for bad, shown in (("leg-->x", "'-->'"), ("a--b", "'--'"), ("leg x", "' '"), ("k>", "'>'")):
+        out = tmp_path / "bad"
+        r = CliRunner().invoke(main, ["check", "--baseline", "main", str(worse), "--baseline-dir", str(bl),
+                                      "--out", str(out), "--comment", "--comment-key", bad], env=env)
+        assert r.exit_code == 2, r.output
+        assert f"--comment-key {bad!r} cannot be a sticky-comment key: it contains {shown}" in r.output, r.output
+        assert not out.exists() and not comments(server) and not (tmp_path / "summary.md").exists()
+    r = CliRunner().invoke(main, ["comment", str(tmp_path / "event.json"), "--key", "x-->y", "--repo", REPO,
+                                  "--pr", str(PR)], env={"GITHUB_TOKEN": WRITE})
+    assert r.exit_code == 2 and "--key 'x-->y' cannot be a sticky-comment key: it contains '-->'" in r.output
+    ids = []
+    for cap, code in ((worse, 1), (base, 0)):   # the same good key twice: one comment, updated in place
+        out = tmp_path / f"ok{code}"
+        r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cap), "--baseline-dir", str(bl),
+                                      "--out", str(out), "--comment", "--comment-key", "main/leg-1:a=b"], env=env)
+        assert r.exit_code == code, r.output
+        assert marker_key((out / "perfgate-report.md").read_text()) == "main/leg-1:a=b"
+        assert len(comments(server)) == 1
+        ids.append(comments(server)[0]["id"])
+    assert ids[0] == ids[1] and "**PASS**" in comments(server)[0]["body"]

@@ -354,6 +354,40 @@ def token_login(gh, author: str | None = None) -> str:
     return getattr(me, "login", None) or ACTIONS_BOT
 
 
+_KEY_CHARS = re.compile(r"[\w.@:+/=-]")
+
+
+def require_comment_key(key, option: str = "comment key") -> str:
+    """``key`` as given when it can sit in the hidden marker ``<!-- perfgate:report key=KEY -->``
+    and be found again by :func:`marker_key` on the next run: 1-200 of letters, digits and
+    ``. _ @ : + / = -``, no ``--`` (``-->`` would end the HTML comment early; ``--`` inside a
+    comment is not valid HTML).
+
+    Raises:
+        UsageError (exit 2): naming ``option`` and the offending text (the ``--`` run, or the first
+        character outside the set, or the length).
+    """
+    key = "" if key is None else str(key)
+    what = None
+    if not key:
+        what = "it is empty"
+    elif len(key) > 200:
+        what = f"it is {len(key)} characters long (at most 200)"
+    elif "--" in key:
+        run = re.search(r"-{2,}>?", key).group(0)
+        what = f"it contains {run!r}, which would end or break the HTML comment marker"
+    else:
+        bad = next((ch for ch in key if not _KEY_CHARS.fullmatch(ch)), None)
+        if bad is not None:
+            what = f"it contains {bad!r}"
+    if what:
+        raise UsageError(f"{option} {key!r} cannot be a sticky-comment key: {what}; use 1-200 of letters, "
+                         f"digits and . _ @ : + / = - (no '--')")
+    if marker_key(marker(key)) != key:   # the marker must round-trip to this key
+        raise UsageError(f"{option} {key!r} cannot be a sticky-comment key: its marker does not read back")
+    return key
+
+
 def upsert_comment(gh, repository: str, pr_number: int, body: str, key: str, *,
                    author: str | None = None) -> CommentOutcome:
     """Create the PR comment for ``key``, or update the newest existing one in place.
@@ -371,8 +405,7 @@ def upsert_comment(gh, repository: str, pr_number: int, body: str, key: str, *,
     owner, sep, name = repository.partition("/")
     if not (owner and sep and name) or "/" in name:
         raise UsageError(f"repository must be OWNER/NAME, got {repository!r}")
-    if not re.fullmatch(r"[\w.@:+/=-]{1,200}", key or "") or "--" in key:
-        raise UsageError(f"comment key must be 1-200 of letters, digits and . _ @ : + / = - (no '--'), got {key!r}")
+    require_comment_key(key)
     tag = marker(key)
     if not body.lstrip().startswith(tag):
         body = tag + "\n\n" + body
