@@ -24,6 +24,7 @@ import json
 import random
 import sqlite3
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -155,8 +156,12 @@ class HistoryStore:
                 if not self.path.is_file():
                     raise StoreError("no history database here", path=self.path,
                                      hint="record runs first: perfgate history record CAPTURE --branch main")
+                absent = not any(Path(f"{self.path}{x}").exists() for x in _SIDE_FILES)
                 conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
                                        timeout=busy_timeout_ms / 1000)
+                # a read leaves the folder as it was: the -wal / -shm a read-only open of a WAL
+                # database creates are removed when this store closes or is collected (_close_reader)
+                self._closer = weakref.finalize(self, _close_reader, conn, self.path, absent)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout_ms / 1000)
@@ -437,8 +442,36 @@ class HistoryStore:
         return fp, noise
 
     def close(self):
-        """Close the connection (writes are already committed)."""
-        self.conn.close()
+        """Close the connection (writes are already committed); a read-only store also removes the
+        ``-wal`` / ``-shm`` files its open created (:func:`_close_reader`)."""
+        closer = getattr(self, "_closer", None)
+        if closer is not None:
+            closer()
+        else:
+            self.conn.close()
+
+
+_SIDE_FILES = ("-wal", "-shm")
+
+
+def _close_reader(conn, path: Path, absent: bool) -> None:
+    """Close a read-only connection. When the database had no ``-wal`` / ``-shm`` beside it at open
+    (``absent``) and now has, SQLite's read-only open of a WAL database created them and cannot
+    delete them itself; a read-write connection opened and closed here is then the last connection,
+    which checkpoints an empty WAL (the database bytes do not change) and deletes both files under
+    SQLite's own locks. When another connection opened meanwhile it is not the last, and the files stay
+    for it. Any error (read-only file or folder) leaves them: never an error of the read."""
+    conn.close()
+    if not absent or not any(Path(f"{path}{x}").exists() for x in _SIDE_FILES):
+        return
+    try:
+        rw = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None, timeout=1.0)
+        try:
+            rw.execute("select count(*) from sqlite_master").fetchone()
+        finally:
+            rw.close()
+    except sqlite3.Error:
+        pass
 
 
 def trend_series(path, keys, *, branch: str | None = None, config: dict | None = None,

@@ -1,0 +1,65 @@
+"""Reading the history database leaves its folder as it was (fresh-user report, round 6): a
+read-only open of a WAL-mode database used to leave an empty ``-wal`` and a 32 KiB ``-shm`` beside it."""
+import hashlib
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate.cli import main
+from perfgate.history.store import HistoryStore
+from perfgate.synth import SynthSpec, write_capture
+
+
+@pytest.fixture(scope="module")
+def wal_db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("walread")
+    caps = [write_capture(root / f"c{i}", SynthSpec(seed=i)) for i in range(2)]
+    db = root / "h" / "history.sqlite"
+    for i, cap in enumerate(caps):
+        r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(db),
+                                      "--commit", f"{i + 1:040x}"], env={})
+        assert r.exit_code == 0, r.output
+    return db, caps
+
+
+def _state(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_reads_leave_no_side_files_and_the_database_byte_identical(wal_db, tmp_path):
+    db, caps = wal_db
+    probe = sqlite3.connect(db)
+    assert probe.execute("pragma journal_mode").fetchone()[0] == "wal"
+    probe.close()
+    before = _state(db.parent)
+    assert list(before) == ["history.sqlite"]   # the writer closed: no side files to begin with
+    runs = [
+        ["history", "runs", "--db", str(db)],
+        ["history", "query", "--metric", "step.time_us{view=p50}", "--db", str(db), "--format", "json"],
+        ["check", "--baseline", "history:main", str(caps[1]), "--history", str(db), "--out", str(tmp_path / "o1")],
+        ["check", "--baseline", "history:main", str(caps[0]), "--history", str(db), "--out", str(tmp_path / "o2"),
+         "--html", str(tmp_path / "r.html")],
+    ]
+    for args in runs:
+        r = CliRunner().invoke(main, args, env={})
+        assert r.exit_code in (0, 1), (args, r.output)
+        assert _state(db.parent) == before, args
+    assert '"value"' in CliRunner().invoke(main, runs[1], env={}).output   # the query did read values
+    hs = HistoryStore(db, readonly=True)   # the library object: closing it tidies too
+    assert len(hs.runs()) == 2
+    assert (db.parent / "history.sqlite-shm").exists()   # SQLite's read-only open made them ...
+    hs.close()
+    assert _state(db.parent) == before                  # ... and close removed them
+
+
+def test_a_writer_open_meanwhile_keeps_its_side_files(wal_db):
+    db, _ = wal_db
+    hs = HistoryStore(db, readonly=True)
+    writer = sqlite3.connect(db)                       # another process's connection opens during the read
+    writer.execute("select count(*) from runs").fetchone()
+    hs.close()
+    assert (db.parent / "history.sqlite-wal").exists() and (db.parent / "history.sqlite-shm").exists()
+    assert writer.execute("select count(*) from runs").fetchone()[0] == 2
+    writer.close()                                      # the last connection: SQLite removes them itself
+    assert sorted(p.name for p in db.parent.iterdir()) == ["history.sqlite"]
