@@ -152,6 +152,11 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+def _interrupted():
+    click.echo("\nperfgate: interrupted (Ctrl-C); nothing judged (exit 130)", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
 class _Group(click.Group):
     """The one place errors are caught: a PerfgateError becomes its message and its exit code
     (:func:`_fail`, after the command's :func:`_on_error` handler); an unexpected exception one
@@ -160,6 +165,14 @@ class _Group(click.Group):
     line and exit 143. A closed stdout pipe is not an error: the command's decided exit code
     stands (else 0). The top-level command runs under :func:`perfgate.hostmem.small_pages` (numpy's
     huge-page hint off where the kernel would stall on it)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        """The top-level group's own option parsing runs in click's standalone ``main``, outside
+        :meth:`invoke`: Ctrl-C there is the same one line and exit 130 (not "Aborted!", exit 1)."""
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except KeyboardInterrupt:
+            _interrupted()
 
     def invoke(self, ctx):
         import contextlib
@@ -176,8 +189,7 @@ class _Group(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
         except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, 130 (click would say "Aborted!", exit 1)
-            click.echo("\nperfgate: interrupted (Ctrl-C); nothing judged (exit 130)", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            _interrupted()
         except Terminated:
             click.echo("perfgate: terminated (SIGTERM); any worker processes stopped; nothing judged (exit 143)",
                        err=True)

@@ -33,6 +33,36 @@ def test_keyboard_interrupt_exits_130_without_traceback(tmp_path, monkeypatch):
     assert r.exit_code == 130 and "interrupted" in r.output, r.output
 
 
+@pytest.mark.parametrize("level", ["top", "sub"])
+def test_keyboard_interrupt_during_option_parsing_exits_130(tmp_path, monkeypatch, level):
+    """Ctrl-C while click parses the options (the top-level group's own parsing runs in click's
+    standalone main, outside _Group.invoke) is exit 130 with perfgate's line, not "Aborted!" / exit 1."""
+    import click
+    parse = click.Command.parse_args
+
+    def interrupted(self, ctx, args):
+        if (ctx.parent is None) == (level == "top"):
+            raise KeyboardInterrupt
+        return parse(self, ctx, args)
+
+    monkeypatch.setattr(click.Command, "parse_args", interrupted)
+    r = CliRunner().invoke(main, ["baseline", "list", "--baseline-dir", str(tmp_path)])
+    assert r.exit_code == 130, r.output
+    assert r.output == "\nperfgate: interrupted (Ctrl-C); nothing judged (exit 130)\n"
+
+
+def test_keyboard_interrupt_during_option_parsing_in_a_real_process(tmp_path):
+    code = ("import click, sys\n"
+            "def parse(self, ctx, args):\n    raise KeyboardInterrupt\n"
+            "click.Command.parse_args = parse\n"
+            "from perfgate.cli import main\n"
+            "main(['--version'], prog_name='perfgate')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert p.returncode == 130, (p.returncode, p.stderr)
+    assert p.stderr.strip() == "perfgate: interrupted (Ctrl-C); nothing judged (exit 130)" and "Aborted!" not in p.stderr
+
+
 def test_sigterm_handler_is_restored_after_an_in_process_run(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
     CliRunner().invoke(main, ["baseline", "list", "--baseline-dir", str(tmp_path)])
