@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -95,6 +96,28 @@ def resolve_columns(header: list[str], aliases: dict[str, tuple[str, ...]],
             f"required column(s) missing: {wanted}. Header has {len(header)} columns: "
             f"{', '.join(header[:12])}{' ...' if len(header) > 12 else ''}", path=path, row=0)
     return found
+
+
+_ARROW_COLUMN = re.compile(r"(?:In )?CSV column #(\d+)")
+
+
+def arrow_note(err, path: Path) -> str:
+    """Arrow's CSV error text (first line, at most 160 characters) with its 0-based, unnamed
+    ``CSV column #8`` re-worded as perfgate names columns: header name and 1-based number
+    (``column 'Start Time(us)' (CSV column 9)``); the header is read again only here, after
+    pyarrow failed. The rest of Arrow's text is kept as it was."""
+    text = str(err).splitlines()[0][:160] if str(err) else type(err).__name__
+    try:
+        header = read_header(path)
+    except InvalidCaptureError:
+        header = []
+
+    def name(m: re.Match) -> str:
+        i = int(m.group(1))
+        lead = "in " if m.group(0).startswith("In ") else ""
+        return (f"{lead}column {header[i]!r} (CSV column {i + 1})" if i < len(header)
+                else f"{lead}CSV column {i + 1}")
+    return _ARROW_COLUMN.sub(name, text)
 
 
 _CUT_HINT = ("the file ends or breaks inside a row: the profiler export did not finish or the file was cut "
@@ -181,7 +204,7 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
             if not newlines and "UTF8" not in str(e) and not isinstance(e, UnicodeDecodeError):
                 continue
             row, why, hint = _locate_bad_row(path, ncols)
-            raise InvalidCaptureError(f"{why} [{str(e).splitlines()[0][:160]}]", path=path, row=row,
+            raise InvalidCaptureError(f"{why} [{arrow_note(e, path)}]", path=path, row=row,
                                       hint=hint) from None
         except OSError as e:
             raise InvalidCaptureError(f"cannot read file: {e.strerror or e}", path=path) from None
