@@ -239,6 +239,31 @@ def test_profiler_info_name_and_rank_id_disagreeing_is_refused(st_level2):
     assert "profiler_info_1.json" in err and "rank 1" in err and "says 3" in err
 
 
+@pytest.mark.parametrize("value,shown", [("abc", '"abc"'), (1.5, "1.5"), (True, "true"), ([0], "[0]")])
+def test_profiler_info_rank_id_that_is_no_integer_is_refused(level1, value, shown):
+    """The real level1 rank 0's profiler_info_0.json with rank_id "abc" (or 1.5, true, [0]) used to
+    be read as "no rank_id", dropping the file-name check silently -> exit 3 naming the file and
+    the field, nothing written."""
+    p = level1 / "rank0_ascend_pt" / "profiler_info_0.json"
+    d = json.loads(p.read_text())
+    d["rank_id"] = value
+    p.write_text(json.dumps(d))
+    rc, out, err = _run("fingerprint", level1, "--output", level1.parent / "fp.json")
+    assert rc == 3, err
+    assert f"rank0_ascend_pt/profiler_info_0.json: field rank_id must be an integer (the rank), found {shown}" in err
+    assert not (level1.parent / "fp.json").exists()
+
+
+def test_profiler_info_rank_id_as_decimal_text_is_still_the_rank(level1):
+    p = level1 / "rank1_ascend_pt" / "profiler_info_1.json"
+    d = json.loads(p.read_text())
+    d["rank_id"] = " 1"
+    p.write_text(json.dumps(d))
+    rc, fp, err = _fingerprint(level1)
+    assert rc == 0, err
+    assert fp["provenance"]["ranks"] == [0, 1]
+
+
 def test_rank_folder_with_only_communication_matrix_is_refused(st_level2):
     """st/level2 rank 1 left with only communication_matrix.json: nothing usable -> exit 3
     naming that rank's folder."""

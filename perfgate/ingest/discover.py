@@ -190,6 +190,27 @@ def check_world_size(locs: list, root: Path) -> int | None:
     return w
 
 
+def _rank_id(value, path: Path) -> int | None:
+    """``rank_id`` of profiler_info_<N>.json: an integer (or its decimal text, e.g. ``"3"``; the
+    profiler writes -1 for a run without ranks); absent, null or empty = None.
+
+    Raises:
+        InvalidCaptureError: any other value (``"abc"``, ``1.5``, ``true``, a list), naming the file
+            and the field: a rank no one can tell would silently drop the file-name check."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,9}\s*", value):
+        return int(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e9:
+        return int(value)
+    shown = json.dumps(value, ensure_ascii=False)
+    raise InvalidCaptureError(
+        f"field rank_id must be an integer (the rank), found {shown[:80]}", path=path,
+        hint="the profiler writes profiler_info_<N>.json with rank_id N; restore the file as the profiler wrote it")
+
+
 def read_profiler_info(path: Path) -> dict:
     """Comparability facets from profiler_info_<N>.json.
 
@@ -198,7 +219,8 @@ def read_profiler_info(path: Path) -> dict:
     ``collection_end_ns`` (host wall clock when collection ended, ns, or None).
 
     Raises:
-        InvalidCaptureError: the file is empty or not valid JSON (names the byte offset).
+        InvalidCaptureError: the file is empty or not valid JSON (names the byte offset), or its
+            ``rank_id`` is not an integer (:func:`_rank_id`).
     """
     try:
         text = path.read_bytes()
@@ -226,11 +248,7 @@ def read_profiler_info(path: Path) -> dict:
     common = obj(cfg.get("common_config"), "config.common_config")
     sched = {str(k).lstrip("_"): v for k, v in obj(common.get("schedule"), "config.common_config.schedule").items()}
     end_info = obj(doc.get("end_info"), "end_info")
-    rid = doc.get("rank_id")
-    try:
-        rid = int(rid) if rid is not None and str(rid).strip() != "" else None
-    except ValueError:
-        rid = None
+    rid = _rank_id(doc.get("rank_id"), path)
     export = exp.get("_export_type")
     if isinstance(export, list):
         export = ",".join(str(x) for x in export)
