@@ -265,14 +265,15 @@ def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
         if start is not None and dur is not None and not start[1].any():
             floats = {c: chunks_to_numpy(raw[c], np.float64) for c in ("wait_us", *ratio_cols) if c in raw}
             # pyarrow parses "nan" / "inf" into float64: the string path names such a cell
-            w = floats.get("wait_us")
-            if w is None or int((~np.isfinite(w)).sum()) == raw["wait_us"].null_count:
+            if all(int((~np.isfinite(v)).sum()) == raw[c].null_count for c, v in floats.items()):
                 return raw, n, start[0], dur[0], dur[1], floats
     numeric = {"start_us", "dur_us", "wait_us", *ratio_cols}
     raw, n = read_arrow_columns(path, wanted, ncols, trim={"step_id", *numeric}, numeric=numeric)
     start, _ = exact_scaled_arrow(raw["start_us"], 1000, path=path, column=cols["start_us"], allow_null=False)
     dur, dur_null = exact_scaled_arrow(raw["dur_us"], 1000, path=path, column=cols["dur_us"])
-    floats = {h: to_float_arrow(raw[h], path=path, column=h, strict=False) for h in ratio_cols}
+    # a PMU cell that is neither N/A / empty nor a finite number (text, a NUL byte, nan) is an
+    # error naming file, row and column, as in the time columns: never a silent NaN in a ratio
+    floats = {h: to_float_arrow(raw[h], path=path, column=h) for h in ratio_cols}
     if "wait_us" in cols:
         floats["wait_us"] = to_float_arrow(raw["wait_us"], path=path, column=cols["wait_us"])
     return raw, n, start, dur, dur_null, floats
@@ -295,8 +296,8 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     Raises:
         InvalidCaptureError: empty or header-only file, missing required columns (Name, Type,
             Start Time(us), Duration(us) in any spelling), a truncated/malformed row, a start
-            time that is N/A or empty, a Start / Duration / Wait Time cell that is not a
-            finite number (``nan``, ``NaN``, ``inf``, ``None``, text: only ``N/A`` and empty
+            time that is N/A or empty, a Start / Duration / Wait Time cell or (with ``pmu``) a
+            PMU ratio / pipe time cell read that is not a finite number (``nan``, ``NaN``, ``inf``, ``None``, text: only ``N/A`` and empty
             mean "not applicable"), a column whose values contradict its header, or no valid
             row at all. Messages name the file and row (cells also the column, the cell text
             and the CSV row counting the header as 1).
