@@ -309,25 +309,40 @@ def test_cli_several_captures_and_calibrate(repeated, tmp_path):
     assert out.exit_code == 2 and "at least 3" in out.output and not (tmp_path / "x.yaml").exists()
 
 
-def test_real_level1_level2_as_repeated_runs(text_captures, policy, tmp_path):
-    """The two real runs of one job (one step each) as repeated captures: counts identical,
-    one sample per capture, and 2 vs 2 can only be unsure, never a regression."""
+def test_real_level1_level2_are_not_repeated_runs(text_captures, policy, tmp_path):
+    """The real Level1 and Level2 runs of one job are two job configurations (profiler level),
+    not two repeats of one side: baseline save and check refuse to pool them (exit 2) naming
+    both captures and the facet, nothing stored (fresh-user report, round 6; as calibrate)."""
     store = BaselineStore(tmp_path / "bl")
     caps = [text_captures / "level1", text_captures / "level2"]
-    _, fpb = save_baseline(caps, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
-    assert fpb.config["captures"] == 2
-    st = fpb.metrics["step.time_us{view=rank0}"]
-    assert len(st.samples) == 2 and st.context["runs"] == 2
-    stored, _ = store.load("main")
-    assert stored.metrics["step.time_us{view=rank0}"].samples == st.samples
-    res = check(list(reversed(caps)), "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
-    assert res.status == terms.UNSURE_STATUS and res.exit_code == 0
-    by = {c.key: c for c in res.comparisons}
-    assert by["step.time_us{view=rank0}"].verdict == terms.UNSURE
-    assert by["kernel.total_calls_per_step{view=rank0}"].verdict == terms.UNCHANGED
-    assert not any(c.fails for c in res.comparisons)
+    with pytest.raises(UsageError) as e:
+        save_baseline(caps, "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    assert e.value.exit_code == 2
+    assert (f"capture 2 ({caps[1].resolve()}) differs from capture 1 ({caps[0].resolve()}) in profiler_level: 'Level1' vs 'Level2'; "
+            f"repeated captures of one side must be the same job") in e.value.message
+    assert not (tmp_path / "bl").exists() or not list((tmp_path / "bl").glob("*.json"))   # nothing stored
+    save_baseline(caps[:1], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+    with pytest.raises(UsageError, match="in profiler_level: 'Level2' vs 'Level1'"):
+        check(list(reversed(caps)), "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
     with pytest.raises(UsageError, match="type_available: False vs True"):   # Level0: Type is N/A
         check([text_captures / "level0", caps[0]], "main", policy=policy, store=store, env={}, workers=1, with_trace=False)
+
+
+def test_other_aic_metrics_is_another_job_configuration(tmp_path):
+    """Two repeated synthetic captures of one side, one PipeUtilization and one Memory aic_metrics:
+    check exits 2 naming both captures and aic_metrics; a pair of one group merges."""
+    a = write_capture(tmp_path / "a", SynthSpec(seed=1))
+    b = write_capture(tmp_path / "b", SynthSpec(seed=2, aic_metrics="ACL_AICORE_MEMORY_BANDWIDTH"))
+    c = write_capture(tmp_path / "c", SynthSpec(seed=3))
+    bl = tmp_path / "bl"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "m", str(a), str(c), "--baseline-dir", str(bl)], env={})
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["check", "--baseline", "m", str(c), str(b), "--baseline-dir", str(bl),
+                                  "--out", str(tmp_path / "o")], env={})
+    assert r.exit_code == 2, r.output
+    assert (f"capture 2 ({b.resolve()}) differs from capture 1 ({c.resolve()}) in aic_metrics: 'ACL_AICORE_PIPE_UTILIZATION' vs "
+            f"'ACL_AICORE_MEMORY_BANDWIDTH'") in r.output
+    assert not (tmp_path / "o").exists()
 
 
 def test_directional_metric_reads_one_sided_bounds_exact_reads_two_sided(policy):

@@ -24,10 +24,14 @@ from perfgate.errors import UsageError
 from perfgate.metrics.kernels import median_low
 from perfgate.model import Fingerprint, MetricValue
 
-# the comparability facets of perfgate.compare (profiler level / aic_metrics only add data and
-# are notes there, so runs at Level1 and Level2 of one job may be pooled)
+# the comparability facets of perfgate.compare, and the profiler level and aic_metrics: between a
+# baseline and a candidate these are notes, but repeated runs of ONE side are one job configuration
+# (a Level2 run costs the job more profiling overhead than a Level1 run; another aic_metrics group
+# measures other PMU columns), so pooling them would read the configuration change as noise
+# (as perfgate.compare.calibrate.SAME_JOB refuses them for calibrate)
 _CONFIG_MUST_MATCH = ("world_size", "ranks", "type_available", "core_available", "has_comm_json",
-                      "family_suffix", "top_n", "categories_digest", "cann_version", "torch_npu_version")
+                      "family_suffix", "top_n", "categories_digest", "cann_version", "torch_npu_version",
+                      "profiler_level", "aic_metrics")
 
 
 def runs_of(fp: Fingerprint) -> int:
@@ -71,7 +75,8 @@ def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
     Raises:
         UsageError: no fingerprint, or captures whose configuration differs (rank count,
             rank ids, Type / Accelerator Core availability,
-            communication.json, fingerprint rules, toolchain versions): repeated runs of one
+            communication.json, fingerprint rules, toolchain versions, profiler level,
+            aic_metrics): repeated runs of one
             commit must be the same job; the message names the facet and both values.
     """
     if not fps:
