@@ -99,26 +99,74 @@ def test_real_st_level2_vs_level1_causes_are_consistent(ascend, tmp_path):
 FOO = ("aclnnFoo_FooAiCore_Foo", "Foo", "AI_VECTOR_CORE", 3, 15.0)
 
 
+def _unfailed(base, cand, tmp_path):
+    """``check`` of ``cand`` against ``base`` as a GateResult whose gated comparisons are the real
+    ones with ``fails`` cleared and causes found again: how a change reads when no gated metric fails."""
+    import dataclasses
+    from perfgate.compare.causes import find_causes
+    from perfgate.gate import check, load_checked_policy, save_baseline
+    from perfgate.run import fingerprint_path
+    from perfgate.store.baselines import BaselineStore
+    policy, store = load_checked_policy(), BaselineStore(tmp_path / "bl-unfailed")
+    save_baseline(base, "b", policy=policy, store=store, env={}, workers=1)
+    res = check(cand, "b", policy=policy, store=store, env={}, workers=1)
+    assert any(c.fails for c in res.comparisons)
+    quiet = tuple(dataclasses.replace(c, fails=False) for c in res.comparisons)
+    causes, unexplained = find_causes(quiet, store.load("b")[0], fingerprint_path(cand, policy, workers=1),
+                                      policy.gate_views)
+    return dataclasses.replace(res, comparisons=quiet, causes=tuple(causes), unexplained=tuple(unexplained))
+
+
 def test_gone_family_is_gone_not_improved(tmp_path):
-    """A family the candidate no longer runs (ΣDuration -100 %, 0 calls) is a ``gone`` cause, not a gain."""
+    """A family the candidate no longer runs (ΣDuration -100 %, 0 calls) reads as ``gone``, never as
+    a gain: with a failing gated metric it explains (the layer classes it sat in) a REGRESSION cause
+    saying "gone"; judged with nothing failing, a ``gone`` cause (console "gone", markdown ⚪)."""
+    from perfgate.report.markdown import render_markdown
+    from perfgate.report.summary import console_lines
+    from perfgate.synth.writer import DEFAULT_FAMILIES
+    small = ("aclnnFoo_FooAiCore_Foo", "Foo", "AI_VECTOR_CORE", 3, 1.0)   # outside the Top-10
+    base = write_capture(tmp_path / "B", SynthSpec(families=DEFAULT_FAMILIES + (small,)))
+    cand = write_capture(tmp_path / "C", SynthSpec())
+    code, console, doc, md = _check(base, cand, tmp_path)
+    assert code == 1
+    _assert_consistent(doc, console)
+    foo = [c for c in doc["causes"] if c["subject"] == small[0]]
+    assert len(foo) == 1 and foo[0]["fails"] and foo[0]["verdict"] == terms.REGRESSION
+    assert foo[0]["what"] == "gone: no longer runs in the candidate (3 calls/step, ΣDuration 3.0 us/step in the baseline)"
+    assert -4.0 < foo[0]["step_delta_us"] < -2.0   # 3 calls of ~1 us per step no longer run
+    assert not [x for x in console if small[0] in x and x.lstrip().startswith("improved")]
+
+    r = _unfailed(base, cand, tmp_path)
+    foo = [c for c in r.causes if c["subject"] == small[0]]
+    assert len(foo) == 1 and foo[0]["verdict"] == "gone" and not foo[0]["fails"]
+    assert foo[0]["what"].startswith("gone: no longer runs in the candidate (3 calls/step")
+    lines = console_lines(r)
+    line = next(x for x in lines if small[0] in x and "no longer runs" in x)
+    assert line.split()[0] == "gone", line
+    row = next(x for x in render_markdown(r).splitlines() if x.startswith("| ") and f"kernel family `{small[0]}`" in x)
+    assert row.startswith("| ⚪ |"), row
+
+
+def test_gone_family_that_left_the_top_n_is_the_failing_cause(tmp_path):
+    """Cast gone from the candidate: the Top-10 changes (Cast left, DSAGenBitMask entered with its
+    ΣDuration unchanged) and fails. The failing cause is Cast, read as gone — not DSAGenBitMask,
+    whose time did not move, and never an improvement."""
     from perfgate.synth.writer import DEFAULT_FAMILIES
     base = write_capture(tmp_path / "B", SynthSpec())
     cand = write_capture(tmp_path / "C", SynthSpec(families=tuple(f for f in DEFAULT_FAMILIES if f[0] != CAST)))
     code, console, doc, md = _check(base, cand, tmp_path)
+    assert code == 1
     _assert_consistent(doc, console)
     cast = [c for c in doc["causes"] if c["subject"] == CAST]
-    assert len(cast) == 1 and cast[0]["verdict"] == "gone" and not cast[0]["fails"]
+    assert len(cast) == 1 and cast[0]["fails"] and cast[0]["verdict"] == terms.REGRESSION
     assert cast[0]["what"].startswith("gone: no longer runs in the candidate (10 calls/step, ΣDuration ")
-    assert "in the baseline)" in cast[0]["what"] and "-100%" not in cast[0]["what"] and "×" not in cast[0]["what"]
-    assert cast[0]["step_delta_us"] < -50   # 10 calls of ~8 us per step no longer run
-    line = next(x for x in console if CAST in x and "no longer runs" in x)
-    assert line.split()[0] == "gone", line
+    assert "kernel.topn{view=rank0}" in cast[0]["explains"]
+    assert [c["subject"] for c in doc["causes"] if c["fails"]] == [CAST]
     assert not [x for x in console if CAST in x and x.lstrip().startswith("improved")]
-    row = next(x for x in md.splitlines() if x.startswith("| ") and f"kernel family `{CAST}`" in x)
-    assert row.startswith("| ⚪ |"), row
 
 
 def test_new_family_is_new_unless_a_gated_metric_fails(tmp_path):
+    from perfgate.report.summary import console_lines
     from perfgate.synth.writer import DEFAULT_FAMILIES
     base = write_capture(tmp_path / "B", SynthSpec())
     cand = write_capture(tmp_path / "C", SynthSpec(families=DEFAULT_FAMILIES + (FOO,)))
@@ -128,18 +176,10 @@ def test_new_family_is_new_unless_a_gated_metric_fails(tmp_path):
     assert len(foo) == 1 and foo[0]["what"].startswith("new: runs only in the candidate (3 calls/step, ΣDuration ")
     # its calls per step are gated (exact): they fail, so here it is a regression cause
     assert code == 1 and foo[0]["fails"] and foo[0]["verdict"] == terms.REGRESSION
-    # the same change judged with nothing failing (a policy that does not fail on it) is "new", not a regression
-    import dataclasses
-    from perfgate.compare import compare_fingerprints
-    from perfgate.compare.causes import find_causes
-    from perfgate.gate import load_checked_policy
-    from perfgate.run import fingerprint_path
-    policy = load_checked_policy()
-    fb, fc = fingerprint_path(base, policy, workers=1), fingerprint_path(cand, policy, workers=1)
-    comparisons, _ = compare_fingerprints(fb, fc, policy)
-    assert any(c.fails for c in comparisons)
-    quiet = [dataclasses.replace(c, fails=False) for c in comparisons]
-    causes, _ = find_causes(quiet, fb, fc, policy.gate_views)
-    foo = [c for c in causes if c["subject"] == FOO[0]]
+    # the same change judged with nothing failing is "new", not a regression
+    r = _unfailed(base, cand, tmp_path)
+    foo = [c for c in r.causes if c["subject"] == FOO[0]]
     assert len(foo) == 1 and foo[0]["verdict"] == "new" and not foo[0]["fails"]
     assert foo[0]["step_delta_us"] > 30   # 3 calls of ~15 us per step more
+    line = next(x for x in console_lines(r) if FOO[0] in x and "runs only in the candidate" in x)
+    assert line.split()[0] == "new", line

@@ -219,7 +219,11 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             hit = explain([x for x in fam_causes if x["subject"] == c.labels.get("kind")], c)
         elif c.name == "kernel.topn":
             moved = set(c.candidate or []) ^ set(c.baseline or [])
-            hit = explain([x for x in fam_causes if x["subject"] in moved], c)
+            movers = [x for x in fam_causes if x["subject"] in moved]
+            # a family that is gone or new moved the others in or out of the Top-N: it is the cause
+            present = [x for x in movers
+                       if _presence(_family_change(base, cand, x["subject"], c.labels.get("view"))) is not None]
+            hit = explain(present or movers, c)
         elif c.name in _CALL_SYMPTOMS:
             # families whose calls moved the way the count did (whatever their time did)
             sign = (c.delta or 0.0) > 0
