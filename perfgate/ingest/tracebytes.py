@@ -920,6 +920,16 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             need_sep = need_sep or ne > 0
     cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
             for k in ("idx", "pid", "kind", "ts", "dur")}
-    order = np.argsort(cols["idx"], kind="stable")
-    return Extract(n=n, idx=cols["idx"][order], pid=cols["pid"][order], kind=cols["kind"][order],
-                   ts_ns=cols["ts"][order], dur_ns=cols["dur"][order], parsed=out["parsed"], flows=out["flows"])
+    order = file_order(cols["idx"])
+    if order is not None:
+        cols = {k: v[order] for k, v in cols.items()}
+    return Extract(n=n, idx=cols["idx"], pid=cols["pid"], kind=cols["kind"], ts_ns=cols["ts"],
+                   dur_ns=cols["dur"], parsed=out["parsed"], flows=out["flows"])
+
+
+def file_order(idx: np.ndarray):
+    """The stable argsort of the event indices ``idx``, or None when they are already strictly
+    increasing (one layout per block, the usual case: a 2M-event sort saved, ~0.1 s)."""
+    if len(idx) < 2 or bool((idx[1:] > idx[:-1]).all()):
+        return None
+    return np.argsort(idx, kind="stable")
