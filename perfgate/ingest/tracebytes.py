@@ -707,26 +707,18 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     closed)."""
     bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
-    x = b | 32                                      # one pass finds quotes and brackets together
+    q = np.flatnonzero(b == 34)                     # quotes (dense) and brackets (sparse) apart:
+    x = b | 32                                      # '[' / ']' | 32 are '{' / '}'
     m = x == 123
     m |= x == 125
-    m |= b == 34
-    sc = np.flatnonzero(m)
-    isq = b[sc] == 34
-    bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else sc[:0]   # memchr first
-    q = sc[isq]
-    real = _real_quotes(bp, q, bs)
-    if len(real) != len(q):                         # escaped quotes: neither quotes nor brackets
-        keep = np.ones(len(sc), dtype=bool)
-        keep[np.searchsorted(sc, np.setdiff1d(q, real, assume_unique=True))] = False
-        sc, isq, q = sc[keep], isq[keep], real
+    br = np.flatnonzero(m)
+    bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else br[:0]   # memchr first
+    q = _real_quotes(bp, q, bs)                     # escaped quotes are no quotes
     ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
     if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
         raise NoFastPath("a control character inside a string")
-    notq = ~isq
-    br = sc[notq]
     raw_br = br                                     # every bracket, in strings too (flows)
-    nq_before = np.cumsum(isq, dtype=np.int32 if len(sc) < 2 ** 31 else np.int64)[notq].astype(np.int64)
+    nq_before = np.searchsorted(q, br)              # real quotes before each bracket (int64)
     outside = (nq_before & 1) == 0
     br, nq_before = br[outside], nq_before[outside]
     ch = b[br]
