@@ -338,13 +338,22 @@ def test_kernels_equal_reference_with_duplicates_and_invalid_rows(text_captures,
         head, *rows = list(csv.reader(f))
     dur = head.index("Duration(us)")
     rows[5][dur] = "N/A"
-    rows[7][dur] = "-1.5"
+    rows[7][dur] = ""
     body = [*rows, rows[3], rows[10], rows[10], rows[40]]
     path = tmp_path / "kernel_details.csv"
     with open(path, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([head, *body])
     a = _same_kernels(path, pmu=True)
     assert len(a.duplicate_rows) == 4 and len(a.invalid_rows) == 2
+    rows[7][dur] = "-1.5"                      # a negative duration: the same refusal on both paths
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([head, *body])
+    errs = []
+    for fn in (read_kernels, reference_kernels.read_kernels):
+        with pytest.raises(InvalidCaptureError) as e:
+            fn(path, pmu=True)
+        errs.append(str(e.value))
+    assert errs[0] == errs[1] and "row 8: Duration(us) is negative" in errs[0] and "'-1.500'" in errs[0]
 
 
 def _old_exact_duplicates(df):

@@ -441,3 +441,12 @@ def test_fast_event_decisions_on_real_and_replicated_traces(tmp_path, monkeypatc
     for p in _real_traces(ascend) + [next(cap.rglob("trace_view.json"))]:
         _same(_bytes(p), _exact(p))
     assert seen[1] > 10_000 and seen[1] <= seen[0]
+
+
+def test_file_order_skips_the_sort_only_when_already_in_file_order():
+    from perfgate.ingest.tracebytes import file_order
+    assert file_order(np.array([], dtype=np.int64)) is None
+    assert file_order(np.array([3, 5, 9], dtype=np.int64)) is None
+    for idx in ([5, 3, 9], [1, 1, 2], [2, 7, 4, 9]):     # a later layout group, a repeat: sorted stably
+        a = np.array(idx, dtype=np.int64)
+        assert np.array_equal(file_order(a), np.argsort(a, kind="stable"))

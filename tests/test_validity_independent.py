@@ -277,23 +277,21 @@ def test_rank_folder_with_only_communication_matrix_is_refused(st_level2):
 
 # ---------------------------------------------------------------- values no profiler writes
 def test_negative_kernel_duration_with_self_checks_is_refused(level1):
-    """One kernel row (data row 40) of rank 0 with a negative Duration(us): the row would be left
-    out, the compute busy union no longer equals the profiler's own Computing -> exit 3 naming
-    kernel_details.csv."""
+    """One kernel row (data row 40) of rank 0 with a negative Duration(us): a value no profiler
+    writes -> exit 3 naming kernel_details.csv of rank 0, the row and the column."""
     _edit_column(_kd(level1), "Duration(us)", lambda s: "-" + s, rows=[40])
     rc, _, err = _fingerprint(level1, "--no-trace")
     assert rc == 3, err
-    assert "kernel_details.csv" in err and "rank 0" in err
+    # refused at ingest now (before: by the compute busy-union self-check, naming "rank 0"): the
+    # rank's folder, the file, the row and the column
+    assert "rank0_ascend_pt" in err and "kernel_details.csv row 40" in err and "Duration(us) is negative" in err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "raw msprof op_summary row 2 with Task Duration(us) -8.060: perfgate exits 0, drops the row "
-    "with a warning ('N/A, empty or negative ... left out') and the figures change "
-    "(ΣDuration 31.262 us instead of 39.322 us, step.bubble_us 13,994.619 instead of 13,986.559); no self-check can bound raw msprof, and a negative "
-    "duration is a value no profiler writes (unlike N/A), so issue 16 kind 5 asks for exit 3 "
-    "naming file, row and column. Kept xfail: kernels.py documents negative rows as 'left out' "
-    "(P06), a contract the lead should decide on"))
 def test_negative_duration_in_raw_msprof_is_refused_naming_row(msprof):
+    """raw msprof op_summary row 2 with Task Duration(us) -8.060: no self-check bounds raw msprof
+    (the row used to be dropped with a warning and the figures moved: ΣDuration 31.262 us instead
+    of 39.322 us); a negative duration is a value no profiler writes (unlike N/A) -> exit 3 naming
+    file, row and column (issue 16 kind 5)."""
     cap, f = msprof
     _edit_column(f, "Task Duration(us)", lambda s: "-8.060", rows=[2])
     rc, _, err = _fingerprint(cap)

@@ -26,8 +26,9 @@ input_shapes    category  ``Input Shapes`` with ``shapes=True`` (``"8,2048;2048,
 input_dtypes    category  ``Input Data Types`` with ``shapes=True`` (``DT_BF16;DT_BF16``)
 ==============  ========  ==================================================================
 
-Rows whose Duration is N/A (or empty) or negative are invalid: they are counted, reported and
-left out (P06). ``N/A`` and empty are the only not-applicable spellings of a numeric cell
+Rows whose Duration is N/A (or empty) are invalid: they are counted, reported and left out
+(P06). A negative Duration is a value no profiler writes: an InvalidCaptureError naming file,
+row, column and value (raw msprof has no self-check that would catch the changed sums). ``N/A`` and empty are the only not-applicable spellings of a numeric cell
 (:data:`~perfgate.ingest.aliases.NA_MARKERS`): a ``Start Time(us)`` / ``Duration(us)`` /
 ``Wait Time(us)`` cell holding ``nan``, ``NaN``, ``inf``, ``None`` or any other non-number is an
 InvalidCaptureError naming file, row, column and cell, on the typed fast path and the string
@@ -47,7 +48,7 @@ import pyarrow.compute as pc
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQUIRED,
                                      KNOWN_CORE_TYPES, MISSING_TOKENS)
-from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, chunks_to_numpy, decimal_to_scaled_int, exact_scaled_arrow,
+from perfgate.ingest.csvread import (cell_error, DECIMAL_US, DICT_STRING, chunks_to_numpy, decimal_to_scaled_int, exact_scaled_arrow,
                                      read_arrow_columns, read_header, read_typed_columns, resolve_columns,
                                      to_float_arrow)
 from perfgate.policy.opspec import PIPE_STAGES
@@ -362,10 +363,16 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
         _prove_core_column(df, cols["core_type"], path)
     _prove_type_column(df, cols["op_type"], path)
 
-    invalid = dur_null | (dur < 0)
+    negative = ~dur_null & (dur < 0)
+    if negative.any():  # a value no profiler writes (N/A or empty is how a row says "no duration")
+        i = int(np.argmax(negative))
+        raise cell_error(path, int(data["row"][i]), cols["dur_us"], f"{int(dur[i]) / 1000:.3f}",
+                         "is negative (no profiler writes a negative duration; N/A or empty marks a row "
+                         "without one)")
+    invalid = dur_null
     invalid_rows = tuple(data["row"][invalid].tolist())
     if invalid_rows:
-        warnings.append(f"{path.name}: {len(invalid_rows)} row(s) with N/A, empty or negative "
+        warnings.append(f"{path.name}: {len(invalid_rows)} row(s) with N/A or empty "
                         f"{cols['dur_us']} left out (rows {_fmt_rows(invalid_rows)})")
         df = df.loc[~invalid]
     if df.empty:

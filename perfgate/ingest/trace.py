@@ -387,16 +387,20 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
         raise _NoFastPath("a value the exact scan names") from None
     codes = {k: i for i, k in enumerate(tracebytes.KIND_NAMES)}
     c_kind = np.array([codes[nm] for nm in kept.c_name], dtype=np.int64)
-    idx = np.concatenate([ex.idx[keep_fast], np.array(kept.c_idx, dtype=np.int64)[keep_slow]])
-    order = np.argsort(idx, kind="stable")
-    kind = np.concatenate([ex.kind[keep_fast], c_kind[keep_slow]])[order]
-    ts = np.concatenate([ex.ts_ns[keep_fast], sl_ts])[order]
-    dur = np.concatenate([ex.dur_ns[keep_fast], sl_dur])[order]
+    all_fast = bool(keep_fast.all()) and not keep_slow.any()   # the usual case: no copy, no sort
+    idx = ex.idx if all_fast else np.concatenate([ex.idx[keep_fast], np.array(kept.c_idx, dtype=np.int64)[keep_slow]])
+    kind = ex.kind if all_fast else np.concatenate([ex.kind[keep_fast], c_kind[keep_slow]])
+    ts = ex.ts_ns if all_fast else np.concatenate([ex.ts_ns[keep_fast], sl_ts])
+    dur = ex.dur_ns if all_fast else np.concatenate([ex.dur_ns[keep_fast], sl_dur])
+    order = tracebytes.file_order(idx)
+    if order is not None:
+        kind, ts, dur = kind[order], ts[order], dur[order]
     kind_of = np.array([OVERLAP_KINDS[k] for k in tracebytes.KIND_NAMES], dtype=object)
     neg = dur < 0
     dropped = int(neg.sum())
-    overlap = pd.DataFrame({"kind": pd.Series(kind_of[kind[~neg]], dtype=object),
-                            "start_ns": ts[~neg], "dur_ns": dur[~neg]})
+    if dropped:
+        kind, ts, dur = kind[~neg], ts[~neg], dur[~neg]
+    overlap = pd.DataFrame({"kind": pd.Series(kind_of[kind], dtype=object), "start_ns": ts, "dur_ns": dur})
     overlap["end_ns"] = overlap["start_ns"] + overlap["dur_ns"]
     return TraceSummary(path=path, n_events=ex.n, processes=processes, overlap=overlap,
                         steps=step_df, dropped_negative=dropped + dropped_steps, flows=ex.flows)

@@ -707,26 +707,18 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     closed)."""
     bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
-    x = b | 32                                      # one pass finds quotes and brackets together
+    q = np.flatnonzero(b == 34)                     # quotes (dense) and brackets (sparse) apart:
+    x = b | 32                                      # '[' / ']' | 32 are '{' / '}'
     m = x == 123
     m |= x == 125
-    m |= b == 34
-    sc = np.flatnonzero(m)
-    isq = b[sc] == 34
-    bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else sc[:0]   # memchr first
-    q = sc[isq]
-    real = _real_quotes(bp, q, bs)
-    if len(real) != len(q):                         # escaped quotes: neither quotes nor brackets
-        keep = np.ones(len(sc), dtype=bool)
-        keep[np.searchsorted(sc, np.setdiff1d(q, real, assume_unique=True))] = False
-        sc, isq, q = sc[keep], isq[keep], real
+    br = np.flatnonzero(m)
+    bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else br[:0]   # memchr first
+    q = _real_quotes(bp, q, bs)                     # escaped quotes are no quotes
     ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
     if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
         raise NoFastPath("a control character inside a string")
-    notq = ~isq
-    br = sc[notq]
     raw_br = br                                     # every bracket, in strings too (flows)
-    nq_before = np.cumsum(isq, dtype=np.int32 if len(sc) < 2 ** 31 else np.int64)[notq].astype(np.int64)
+    nq_before = np.searchsorted(q, br)              # real quotes before each bracket (int64)
     outside = (nq_before & 1) == 0
     br, nq_before = br[outside], nq_before[outside]
     ch = b[br]
@@ -920,6 +912,16 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             need_sep = need_sep or ne > 0
     cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
             for k in ("idx", "pid", "kind", "ts", "dur")}
-    order = np.argsort(cols["idx"], kind="stable")
-    return Extract(n=n, idx=cols["idx"][order], pid=cols["pid"][order], kind=cols["kind"][order],
-                   ts_ns=cols["ts"][order], dur_ns=cols["dur"][order], parsed=out["parsed"], flows=out["flows"])
+    order = file_order(cols["idx"])
+    if order is not None:
+        cols = {k: v[order] for k, v in cols.items()}
+    return Extract(n=n, idx=cols["idx"], pid=cols["pid"], kind=cols["kind"], ts_ns=cols["ts"],
+                   dur_ns=cols["dur"], parsed=out["parsed"], flows=out["flows"])
+
+
+def file_order(idx: np.ndarray):
+    """The stable argsort of the event indices ``idx``, or None when they are already strictly
+    increasing (one layout per block, the usual case: a 2M-event sort saved, ~0.1 s)."""
+    if len(idx) < 2 or bool((idx[1:] > idx[:-1]).all()):
+        return None
+    return np.argsort(idx, kind="stable")

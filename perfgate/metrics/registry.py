@@ -57,7 +57,7 @@ _DEFS = [
               requires=("type_available",), per_kernel=True, labels=('type',),
               caliber_note=_COUNT),
     MetricDef("kernel.invalid_rows", "rows", None, terms.TIER_EXACT,
-              "kernel rows left out of the rank: N/A, empty or negative Duration(us) (P06)",
+              "kernel rows left out of the rank: N/A or empty Duration(us) (P06; a negative one is refused)",
               "kernel_details.csv rows that could not be counted",
               caliber_note=_COUNT),
     MetricDef("kernel.unassigned_rows", "rows", None, terms.TIER_EXACT,
