@@ -92,6 +92,14 @@ common_workers = click.option("--workers", type=click.IntRange(1, 512), default=
                                    "exceed 64 MiB together, else 1).")
 
 
+def _branch_name(ctx, param, value):
+    """``--branch``: git refuses control characters in a ref name; here they would forge lines in
+    ``baseline list`` and the history tables (a fresh user's ``$'evil\\nmain'``)."""
+    if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise click.BadParameter(f"{value!r} holds a control character (a branch name never does)")
+    return value
+
+
 class _Progress:
     """Per-rank progress on stderr (rich), only for captures with several ranks."""
 
@@ -238,7 +246,7 @@ def baseline():
 @common_trace
 @no_trace_opt
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
-@click.option("--branch", default=None, help="Branch to record (default: from CI env or git).")
+@click.option("--branch", default=None, callback=_branch_name, help="Branch to record (default: from CI env or git).")
 @click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count; write from a "
                                            "merge-queue (merge_group) run.")
 @common_workers
@@ -298,7 +306,7 @@ def baseline_show(name, baseline_dir):
     """Print a stored baseline's provenance and config as JSON."""
     fp, meta = _store(baseline_dir).load(name)
     click.echo(json.dumps({"meta": meta, "provenance": fp.provenance, "config": fp.config,
-                           "metrics": len(fp.metrics)}, indent=1))
+                           "metrics": len(fp.metrics)}, indent=1, ensure_ascii=False))
 
 
 def _print_summary(result, paths, quiet, verbose=False, err=False):
@@ -426,7 +434,7 @@ def history():
 
 @history.command("record")
 @click.argument("capture", type=click.Path())
-@click.option("--branch", required=True, help="Branch the run belongs to, e.g. main.")
+@click.option("--branch", required=True, callback=_branch_name, help="Branch the run belongs to, e.g. main.")
 @click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
 @click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
 @click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True,
@@ -471,7 +479,7 @@ def _emit(df, fmt):
 
 
 @history.command("runs")
-@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--branch", default=None, callback=_branch_name, help="Only runs of this branch (default: every branch).")
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
@@ -486,7 +494,7 @@ def history_runs(branch, since, fmt, history_path):
 
 @history.command("query")
 @click.option("--metric", required=True, help="Metric key, e.g. 'step.time_us{view=p50}'.")
-@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--branch", default=None, callback=_branch_name, help="Only runs of this branch (default: every branch).")
 @click.option("--since", default=None, help="e.g. 30d, 12h, 2w or an ISO date")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", help="Output format.")
 @common_history
@@ -502,7 +510,7 @@ def history_query(metric, branch, since, fmt, history_path):
 
 @history.command("trend")
 @click.option("--metric", default=None, help="Metric key (default: every gated metric).")
-@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--branch", default=None, callback=_branch_name, help="Only runs of this branch (default: every branch).")
 @common_history
 @common_policy
 def history_trend(metric, branch, history_path, policy_path):
@@ -524,7 +532,7 @@ def history_trend(metric, branch, history_path, policy_path):
 
 
 @history.command("report")
-@click.option("--branch", default=None, help="Only runs of this branch (default: every branch).")
+@click.option("--branch", default=None, callback=_branch_name, help="Only runs of this branch (default: every branch).")
 @click.option("--last", "last_n", default=10, show_default=True, type=click.IntRange(1, 100000),
               help="Report metrics whose change point is among the last N runs.")
 @click.option("--out", default="perfgate-history-report", show_default=True, type=click.Path(file_okay=False),
@@ -540,7 +548,7 @@ def history_report(branch, last_n, out, history_path, policy_path):
 
 
 @history.command("journal")
-@click.option("--branch", required=True, help="Branch whose tuning rounds are listed.")
+@click.option("--branch", required=True, callback=_branch_name, help="Branch whose tuning rounds are listed.")
 @click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")
 @common_history
 @common_policy
@@ -558,7 +566,7 @@ def history_journal(branch, metric, history_path, policy_path):
 @common_trace
 @no_trace_opt
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False),
-              help="Write the fingerprint JSON here instead of stdout.")
+              help="Write the fingerprint JSON here instead of stdout ('-' is stdout).")
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address (tcp://HOST:PORT): "
                                                  "per-rank work runs on that cluster.")
@@ -570,12 +578,12 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
     from perfgate.gate import require_writable
     require_writable("--output", output)
     fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
-                          scheduler=scheduler, progress=_Progress(output is None))
+                          scheduler=scheduler, progress=_Progress(output in (None, "-")))
     from perfgate.jsonout import dumps
     text = dumps(fp.to_dict())  # orjson where exact: a 1M-row fingerprint's ~30 MB in ~0.2 s, not ~2 s
     if failed_checks(fp):
         _OUTCOME["code"] = errors.EXIT_INVALID_CAPTURE
-    if output:
+    if output and output != "-":   # "-" is stdout, as check's --json -
         from perfgate.store.atomic import write_atomic
         write_atomic(Path(output), text)
     else:

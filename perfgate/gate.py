@@ -81,6 +81,11 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     if why:
         raise UsageError(why + " (save on pushes to the main branch)")
     store.path_for(name)  # validate the name before any work
+    from perfgate.store.atomic import unwritable_reason
+    why = unwritable_reason(store.dir, folder=True)   # and the store: before the fingerprint, not after
+    if why:
+        raise StoreError(f"cannot write the baseline store: {why}", path=store.dir,
+                         hint="point --baseline-dir / PERFGATE_BASELINE_DIR at a writable folder")
     prov = dict(gather_provenance(env))
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,

@@ -54,19 +54,32 @@ def small_pages(path: Path = DEFRAG):
     """Run the block with numpy's huge-page hint off where :func:`hint_stalls`, then restore it.
 
     Sets ``NUMPY_MADVISE_HUGEPAGE=0`` (inherited by spawned worker processes) unless the user set
-    it; if numpy is already imported (an embedding process, CliRunner) its flag is switched too and
+    it (an empty value counts as unset: numpy's import would fail on it); if numpy is already imported (an embedding process, CliRunner) its flag is switched too and
     switched back on exit (a numpy first imported inside the block keeps the hint off: a CLI process
     ends with the command). Does nothing where the kernel does not stall or the user chose. Yields
     whether the hint was turned off.
     """
-    if ENV in os.environ or not hint_stalls(path):
+    given = os.environ.get(ENV)
+    if given is not None and given.strip():       # the user's choice
         yield False
         return
-    os.environ[ENV] = "0"
-    restore = _numpy_flag()[1](False) if "numpy" in sys.modules else None  # the setter returns the old value
+    stalls = hint_stalls(path)
+    if not stalls and given is None:
+        yield False
+        return
+    # an empty value (an unset CI variable passed through) would make numpy's import fail on int(''):
+    # it is replaced for the command, by "0" where the hint stalls, else by numpy's own default
+    if stalls:
+        os.environ[ENV] = "0"
+    else:
+        del os.environ[ENV]
+    restore = _numpy_flag()[1](False) if stalls and "numpy" in sys.modules else None  # setter returns the old value
     try:
-        yield True
+        yield stalls
     finally:
-        os.environ.pop(ENV, None)
+        if given is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = given
         if restore is not None:
             _numpy_flag()[1](bool(restore))

@@ -54,6 +54,9 @@ def dumps(obj, *, sort_keys: bool = False) -> bytes:
     beyond 64 bits), ``json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False)``.
     Either way ``json.loads`` of the result equals ``json.loads`` of the standard library's text.
 
+    A string holding a lone surrogate (read from a ``"\\udc80"`` escape; not encodable as UTF-8) makes
+    the whole document ASCII with ``\\u`` escapes, which reads back to the same strings.
+
     Raises:
         TypeError / ValueError: as ``json.dumps`` (a value JSON cannot hold).
     """
@@ -71,4 +74,8 @@ def dumps(obj, *, sort_keys: bool = False) -> bytes:
                 return orjson.dumps(obj, option=opt) + b"\n"
             except TypeError:  # a non-str key, an int beyond 64 bits: the standard library decides
                 pass
-    return (json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a "\\udc80" escape in a profiler file): escaped, as JSON
+        return (json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=True) + "\n").encode("ascii")

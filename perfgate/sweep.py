@@ -87,9 +87,32 @@ def _unreadable(e: OSError):
                      hint="an unreadable folder would silently drop captures from the sweep")
 
 
+_CODE_DIGEST: list = []
+
+
+def code_digest() -> str:
+    """Digest of perfgate's own installed source (every ``.py`` and policy ``.yaml`` file of the
+    package, by relative path and content; ~10 ms once per process). The version string alone
+    did not change between builds, so a sweep cache filled by an older perfgate was served to a
+    newer one with other rules (a fresh user saw captures refused today listed as "ok")."""
+    if not _CODE_DIGEST:
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for f in sorted([*root.rglob("*.py"), *root.rglob("*.yaml")]):
+            if "__pycache__" in f.parts:
+                continue
+            h.update(str(f.relative_to(root)).encode() + b"\0")
+            try:
+                h.update(f.read_bytes())
+            except OSError:
+                h.update(b"?")
+        _CODE_DIGEST.append(h.hexdigest()[:16])
+    return _CODE_DIGEST[0]
+
+
 def cache_key(capture: Path, policy) -> str:
     """Digest of (relative path, size, mtime_ns) of every file below ``capture`` plus the
-    policy's rule digests and the perfgate version."""
+    policy's rule digests, the perfgate version and the digest of its code (:func:`code_digest`)."""
     h = hashlib.sha256()
     for d, dirs, files in os.walk(capture):
         dirs.sort()
@@ -101,7 +124,7 @@ def cache_key(capture: Path, policy) -> str:
                 continue
             h.update(f"{p.relative_to(capture)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     seg = policy.segments.digest if getattr(policy, "segments", None) else "-"
-    h.update(f"{policy.fingerprint_digest()}|{seg}|{__version__}".encode())
+    h.update(f"{policy.fingerprint_digest()}|{seg}|{__version__}|{code_digest()}".encode())
     return h.hexdigest()[:32]
 
 

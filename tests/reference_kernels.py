@@ -241,9 +241,13 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     negative = ~dur_null & (dur < 0)
     if negative.any():  # a value no profiler writes (N/A or empty is how a row says "no duration")
         i = int(np.argmax(negative))
-        raise cell_error(path, int(df["row"].iloc[i]), cols["dur_us"], f"{int(dur[i]) / 1000:.3f}",
+        err = cell_error(path, int(df["row"].iloc[i]), cols["dur_us"], f"{int(dur[i]) / 1000:.3f}",
                          "is negative (no profiler writes a negative duration; N/A or empty marks a row "
                          "without one)")
+        more = int(negative.sum()) - 1
+        err.hint = ((f"{more} more row(s) are negative too; " if more else "")
+                    + "the file was edited or damaged after export: re-export the profiling data")
+        raise err
     invalid = dur_null
     invalid_rows = tuple(int(r) for r in df.loc[invalid, "row"])
     if invalid_rows:

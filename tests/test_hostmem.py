@@ -99,3 +99,23 @@ def test_cli_command_runs_under_small_pages_and_restores(tmp_path, monkeypatch):
         assert np_ma._get_madvise_hugepage() is True and hostmem.ENV not in os.environ
     finally:
         np_ma._set_madvise_hugepage(old)
+
+
+@pytest.mark.parametrize("text, expect_env", [
+    ("always defer defer+madvise [madvise] never\n", "0"),     # stalls: off for the command
+    ("always [defer] defer+madvise madvise never\n", None),    # does not stall: numpy's default
+])
+def test_an_empty_setting_is_unset_not_a_crash(tmp_path, monkeypatch, text, expect_env):
+    monkeypatch.setenv(hostmem.ENV, "")
+    with hostmem.small_pages(_defrag(tmp_path, text)):
+        assert os.environ.get(hostmem.ENV) == expect_env
+    assert os.environ[hostmem.ENV] == ""                        # restored as given
+
+
+def test_cli_survives_an_empty_numpy_madvise_hugepage(tmp_path):
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMPY_MADVISE_HUGEPAGE="")
+    r = subprocess.run([sys.executable, "-m", "perfgate", "synth", str(tmp_path / "cap")], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

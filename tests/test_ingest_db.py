@@ -69,6 +69,23 @@ def test_unknown_schema_version_is_specific(pytorch_data, tmp_path):
     assert e.value.path.endswith("ascend_pytorch_profiler_0.db")
 
 
+def test_task_ending_before_it_starts_is_refused(pytorch_data, tmp_path):
+    """A TASK with endNs < startNs is refused naming the database and the task, as a negative
+    Duration(us) in the text exports is (it used to be left out with a warning)."""
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(pytorch_data / "db/level1/rank0_ascend_pt", dst)
+    db = dst / "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    db.chmod(0o644)
+    con = sqlite3.connect(db)
+    rowid = con.execute("select rowid from TASK order by startNs limit 1 offset 10").fetchone()[0]
+    con.execute("update TASK set endNs = startNs - 5000 where rowid = ?", (rowid,))
+    con.commit()
+    con.close()
+    with pytest.raises(InvalidCaptureError, match="ends before it starts") as e:
+        load_capture(tmp_path)
+    assert e.value.path.endswith("ascend_pytorch_profiler_0.db") and "re-export" in e.value.hint
+
+
 def test_db_is_opened_read_only(pytorch_data, tmp_path):
     src = pytorch_data / "db/level1/rank0_ascend_pt"
     dst = tmp_path / "rank0_ascend_pt"

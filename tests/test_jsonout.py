@@ -137,3 +137,9 @@ def test_baseline_file_reads_back_identically(tmp_path, text_captures, policy):
     assert back.to_dict() == fp.to_dict()
     doc = json.loads(path.read_text())
     assert list(doc) == sorted(doc)  # keys still sorted
+
+
+def test_a_lone_surrogate_is_escaped_not_a_crash():
+    doc = {"config": {"_aic_metrics": "x\udc80y"}, "v": [1.0]}
+    out = jsonout.dumps(doc)
+    assert out.isascii() and json.loads(out) == doc

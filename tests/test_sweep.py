@@ -92,6 +92,22 @@ def test_changed_capture_is_recomputed(tmp_path, policy):
         run_sweep([tmp_path / "nope"], policy)
 
 
+def test_cache_made_by_other_perfgate_code_is_not_served(tmp_path, policy, monkeypatch):
+    """Same version string, other code (an upgrade between builds): every capture is recomputed."""
+    from perfgate import sweep
+    write_transformer(tmp_path / "root" / "a", 3, ranks=1, steps=1)
+    cache = tmp_path / "cache"
+    assert not run_sweep([tmp_path / "root"], policy, cache_dir=cache, workers=1)["cached"].any()
+    assert run_sweep([tmp_path / "root"], policy, cache_dir=cache, workers=1)["cached"].all()
+    monkeypatch.setattr(sweep, "_CODE_DIGEST", ["another-build"])
+    assert not run_sweep([tmp_path / "root"], policy, cache_dir=cache, workers=1)["cached"].any()
+
+
+def test_code_digest_covers_the_package_source():
+    from perfgate import sweep
+    assert len(sweep.code_digest()) == 16 and sweep.code_digest() == sweep.code_digest()
+
+
 def test_missing_or_empty_root_is_a_usage_error_saying_which(tmp_path):
     from click.testing import CliRunner
 

@@ -127,16 +127,19 @@ def read_db_kernels(path: Path, windows: list) -> tuple[KernelTable, sqlite3.Con
     out["end_ns"] = out["start_ns"] + out["dur_ns"]
     out = out[["row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "dur_ns", "wait_us",
                "input_shapes", "end_ns", "is_comm"]]
-    bad = out["dur_ns"] < 0
-    invalid = tuple(int(r) for r in out.loc[bad, "row"])
-    out = out.loc[~bad].reset_index(drop=True)
+    bad = (out["dur_ns"] < 0).to_numpy()
+    if bad.any():   # as a negative Duration(us) in the CSV exports: a value no profiler writes
+        r = out.iloc[int(np.argmax(bad))]
+        raise InvalidCaptureError(
+            f"task {r['name']!r} (stream {r['stream_id']}) ends before it starts: startNs {int(r['start_ns'])}, "
+            f"endNs {int(r['end_ns'])} ({int(bad.sum())} such task(s))", path=path,
+            hint="the database was edited or damaged after export: re-export the profiling data")
+    invalid = ()
     compute = ~out["is_comm"]
     warnings = []
     unassigned = int(out["step"].isna().sum())
     if unassigned:
         warnings.append(f"{path.name}: {unassigned} task(s) outside every STEP_TIME window (unassigned bucket)")
-    if invalid:
-        warnings.append(f"{path.name}: {len(invalid)} task(s) with endNs < startNs left out")
     kt = KernelTable(path=path, df=out, columns={"source": "TASK+COMPUTE_TASK_INFO+COMMUNICATION_OP"},
                      variant=f"db/schema {version}", ncols=0,
                      type_available=bool(out.loc[compute, "op_type"].notna().any()),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,12 +278,19 @@ def _regex(path, key, text):
         raise _err(path, key, f"invalid regular expression {text!r}: {e}") from None
 
 
+def _bad_number(v, lo: float = 0.0) -> bool:
+    """Not a finite number >= ``lo``: a bool, text, None, or YAML's ``.nan`` / ``.inf`` (a NaN
+    passes every ``v < 0`` test and then poisons every comparison: exit 70 or every self-check
+    failing instead of exit 2 naming the key)."""
+    return not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < lo
+
+
 def _tolerance(path, key, d) -> Tolerance:
     if not isinstance(d, dict) or len(d) != 1 or next(iter(d)) not in _TOL_KINDS:
         raise _err(path, key, "tolerance must be one of {abs: X}, {rel: X}, {pp: X}")
     kind, val = next(iter(d.items()))
-    if not isinstance(val, (int, float)) or isinstance(val, bool) or val < 0:
-        raise _err(path, f"{key}.{kind}", f"must be a non-negative number, got {val!r}")
+    if _bad_number(val):
+        raise _err(path, f"{key}.{kind}", f"must be a finite non-negative number, got {val!r}")
     return Tolerance(kind, float(val))
 
 
@@ -393,8 +401,8 @@ def load_policy(path=None) -> Policy:
         if k == "require_trace":
             if not isinstance(v, bool):
                 raise _err(path, "self_checks.require_trace", f"must be true or false, got {v!r}")
-        elif not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-            raise _err(path, f"self_checks.{k}", f"must be a non-negative number (YAML reads 1e9 as text: "
+        elif _bad_number(v):
+            raise _err(path, f"self_checks.{k}", f"must be a finite non-negative number (YAML reads 1e9 as text: "
                                                   f"write 1.0e+9), got {v!r}")
     checks = SelfCheckSettings().with_values(sc)
     fd = doc.get("findings") or {}
@@ -407,8 +415,8 @@ def load_policy(path=None) -> Policy:
     for k, v in fd.items():
         if k == "fail_closed":
             continue
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-            raise _err(path, f"findings.{k}", f"must be a non-negative number, got {v!r}")
+        if _bad_number(v):
+            raise _err(path, f"findings.{k}", f"must be a finite non-negative number, got {v!r}")
         thresholds[k] = float(v)
     fail_closed = fd.get("fail_closed", list(FAIL_CLOSED))
     if not isinstance(fail_closed, list) or not all(isinstance(x, str) for x in fail_closed):
@@ -423,8 +431,8 @@ def load_policy(path=None) -> Policy:
         if k == "key_metric":
             if not isinstance(v, str):
                 raise _err(path, "history.key_metric", "must be a metric key such as step.time_us{view=p50}")
-        elif not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-            raise _err(path, f"history.{k}", f"must be a non-negative number, got {v!r}")
+        elif _bad_number(v):
+            raise _err(path, f"history.{k}", f"must be a finite non-negative number, got {v!r}")
         elif k in ("window", "min_runs", "min_size", "min_after") and (int(v) != v or v < 1):
             raise _err(path, f"history.{k}", f"must be a positive integer, got {v!r}")
         hist[k] = v
@@ -479,8 +487,8 @@ def _statistics(path, doc) -> StatisticsSettings:
             if not isinstance(v, bool):
                 raise _err(path, key, f"must be true or false, got {v!r}")
             out[k] = v
-        elif not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise _err(path, key, f"must be a number, got {v!r}")
+        elif _bad_number(v, lo=-math.inf):
+            raise _err(path, key, f"must be a finite number, got {v!r}")
         elif k in ("alpha", "confidence") and not 0 < v < 1:
             raise _err(path, key, f"must be between 0 and 1 (exclusive), got {v!r}")
         elif k == "max_runs_hint" and (int(v) != v or v < 1):

@@ -19,6 +19,8 @@ dict with ``name``, ``type``, ``core_type``, ``input_shapes``, ``input_dtypes`` 
 """
 from __future__ import annotations
 
+import math
+
 import importlib.util
 import re
 from dataclasses import dataclass, field
@@ -173,7 +175,8 @@ class SuggestionRule:
 
 
 def _number(path, key, v, lo=0.0, hi=None):
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < lo \
+            or (hi is not None and v > hi):
         raise _err(path, key, f"must be a number in [{lo}, {hi if hi is not None else '∞'}], got {v!r}")
     return float(v)
 

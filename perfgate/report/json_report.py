@@ -40,4 +40,8 @@ def render_json_bytes(result) -> bytes:
     try:
         return orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
     except TypeError:
-        return (json.dumps(_clean(result.to_dict()), indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
+        doc = _clean(result.to_dict())
+        try:
+            return (json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a profiler file: \\u escapes, same strings
+            return (json.dumps(doc, indent=2, ensure_ascii=True, sort_keys=False) + "\n").encode("ascii")

@@ -15,11 +15,45 @@ def _umask() -> int:
     return mask
 
 
+_STREAM_PREFIXES = ("/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/")
+_STREAMS = ("/dev/stdout", "/dev/stderr", "/dev/stdin")
+
+
+def is_stream(path) -> bool:
+    """``path`` names one of this process's open streams (``/dev/stdout``, ``/dev/stderr``,
+    ``/dev/fd/N``, ``/proc/self/fd/N``): written in place, never replaced, whatever it is
+    redirected to (a file, a pipe, a terminal)."""
+    s = os.path.abspath(str(path))
+    return s in _STREAMS or s.startswith(_STREAM_PREFIXES)
+
+
+def _target(path: Path) -> tuple[Path, bool]:
+    """``(where to write, in place?)``: a stream or an existing non-regular file (``/dev/null``, a
+    FIFO) is written in place; a symbolic link to a regular file or to nothing yet is resolved, so
+    its target is replaced atomically and the link itself stays a link."""
+    if is_stream(path):
+        return path, True
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+            return path, True
+    except OSError:
+        pass
+    if os.path.islink(path):
+        return Path(os.path.realpath(path)), False
+    return path, False
+
+
 def unwritable_reason(path, *, folder: bool = False) -> str | None:
     """Why a file (``folder=False``) or folder could not be written at ``path``, judged before any
     work: the path is a folder where a file is wanted (or the reverse), the nearest existing
-    parent is a regular file, or that parent folder is not writable. ``None`` when it can be."""
+    parent is a regular file, or that parent folder is not writable; a stream or special file
+    (``/dev/stdout``, a FIFO) that this user cannot open for writing. ``None`` when it can be."""
     path = Path(path)
+    if not folder:
+        path, in_place = _target(path)
+        if in_place:
+            return None if os.access(path, os.W_OK) else f"{path} is not writable"
     if path.exists():
         if folder and not path.is_dir():
             return f"{path} is a file, not a folder"
@@ -41,25 +75,28 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
     the old file is untouched. The new file gets the usual permissions (0666 minus the umask),
     not the temp file's 0600.
 
-    A target that exists and is not a regular file (``/dev/null``, a FIFO, ``/dev/stdout``)
-    is written in place, never replaced.
+    A stream of this process (``/dev/stdout``, ``/dev/fd/1``, ...: :func:`is_stream`) or a target
+    that exists and is not a regular file (``/dev/null``, a FIFO) is written in place, never
+    replaced. A symbolic link is followed: its target is replaced atomically and the link stays
+    (before, the link itself was replaced by a regular file: as root, ``--output /dev/stdout``
+    turned the machine's /dev/stdout into a file).
 
     Raises:
         StoreError: the folder cannot be created or the file cannot be written.
+        BrokenPipeError: a stream whose reader went away (``| head``): the caller's exit code
+            stands, as for its own stdout.
     """
-    path = Path(path)
-    try:
-        st = os.stat(path)
-        special = not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
-    except OSError:
-        special = False
-    if special:
+    given = Path(path)
+    path, in_place = _target(given)
+    if in_place:
         try:
             with (open(path, "wb") if isinstance(text, bytes) else open(path, "w", encoding="utf-8")) as f:
                 f.write(text)
-            return path
+            return given
+        except BrokenPipeError:
+            raise
         except OSError as e:
-            raise StoreError(f"cannot write: {e.strerror}", path=path) from None
+            raise StoreError(f"cannot write: {e.strerror}", path=given) from None
     if path.is_dir():
         raise StoreError("is a directory, expected a file path", path=path)
     try:
@@ -80,4 +117,4 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
         except OSError:
             pass
         raise StoreError(f"write failed, previous content kept: {e.strerror}", path=path) from None
-    return path
+    return given

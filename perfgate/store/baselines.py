@@ -63,12 +63,32 @@ class BaselineStore:
         if (name or "").endswith(".json"):
             raise UsageError(f"baseline name {name!r}: give the name without '.json' (the file is NAME.json)")
         if not _NAME_RE.match(name or ""):
-            raise UsageError(f"invalid baseline name {name!r}: use letters, digits, '.', '_', '-' "
+            raise UsageError(f"invalid baseline name {name!r}: use ASCII letters, digits, '.', '_', '-' "
                              f"(no slashes), up to 128 characters")
         return self.dir / f"{name}.json"
 
+    def not_a_folder(self) -> Path | None:
+        """The store's folder, or its nearest existing parent, when that is a regular file (a store
+        that cannot exist, not an empty one); None otherwise."""
+        anc = self.dir
+        while not anc.exists() and anc != anc.parent:   # "file/sub" does not exist: ENOTDIR
+            anc = anc.parent
+        return None if anc.is_dir() else anc
+
+    def _require_folder(self) -> None:
+        bad = self.not_a_folder()
+        if bad is not None:
+            raise StoreError("the baseline store is not a folder (a regular file is in its place"
+                             + ("" if bad == self.dir else f": {bad}") + ")", path=self.dir,
+                             hint="point --baseline-dir / PERFGATE_BASELINE_DIR at the folder holding NAME.json "
+                                  "files, or restore the folder from where the store is kept")
+
     def names(self) -> list[str]:
-        """Names of the stored baselines (``<dir>/<name>.json``), sorted; [] when the folder is absent."""
+        """Names of the stored baselines (``<dir>/<name>.json``), sorted; [] when the folder is absent.
+
+        Raises:
+            StoreError: the folder or a parent of it is a regular file (:meth:`not_a_folder`)."""
+        self._require_folder()
         if not self.dir.is_dir():
             return []
         return sorted(p.stem for p in self.dir.glob("*.json") if _NAME_RE.match(p.stem) and not p.name.startswith("."))
@@ -110,10 +130,7 @@ class BaselineStore:
         """
         path = self.path_for(name)
         repair = _REPAIR.format(name=name)
-        if self.dir.exists() and not self.dir.is_dir():   # not "no baseline": the store is not a folder
-            raise StoreError("the baseline store is not a folder (a regular file is in its place)", path=self.dir,
-                             hint="point --baseline-dir / PERFGATE_BASELINE_DIR at the folder holding NAME.json "
-                                  "files, or restore the folder from where the store is kept")
+        self._require_folder()   # not "no baseline": the store cannot exist where a file is
         if not path.is_file():
             have = ", ".join(self.names()) or "none"
             raise NoBaselineError(f"no baseline named {name!r} in {self.dir} (stored: {have})",

@@ -1,0 +1,82 @@
+"""Store and CLI edges a fresh user found: a baseline folder under a regular file is a damaged
+store (exit 5) everywhere, `baseline save` refuses an unwritable store before fingerprinting,
+--branch refuses control characters, the negative-duration refusal carries a hint."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _run(*args, env=None, cwd=None):
+    e = dict(os.environ, **(env or {}))
+    r = subprocess.run([sys.executable, "-m", "perfgate", *args], capture_output=True, text=True, env=e, cwd=cwd)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.fixture
+def cap(tmp_path):
+    c = tmp_path / "cap"
+    subprocess.run([sys.executable, "-m", "perfgate", "synth", str(c)], check=True, capture_output=True)
+    return c
+
+
+def test_store_under_a_regular_file_is_damaged_not_absent(tmp_path, cap):
+    f = tmp_path / "regfile"
+    f.write_text("x")
+    code, out = _run("check", "--baseline", "main", str(cap), "--no-baseline-ok", "--out", str(tmp_path / "o"),
+                     env={"PERFGATE_BASELINE_DIR": str(f / "sub")})
+    assert code == 5, out   # was: 0 NO_BASELINE forgiven by --no-baseline-ok
+    code, out = _run("baseline", "list", env={"PERFGATE_BASELINE_DIR": str(f)})
+    assert code == 5 and "not a folder" in out, out   # was: "no baselines", exit 0
+
+
+def test_baseline_save_refuses_an_unwritable_store_before_the_fingerprint(tmp_path):
+    f = tmp_path / "regfile"
+    f.write_text("x")
+    # a capture that does not exist: were it read first, this would be exit 3
+    code, out = _run("baseline", "save", "--name", "main", str(tmp_path / "no-capture"), "--baseline-dir",
+                     str(f / "sub"))
+    assert code == 5 and "cannot write the baseline store" in out, out
+
+
+@pytest.mark.parametrize("branch", ["evil\nmain", "a\tb", "x\x7f"])
+def test_branch_with_a_control_character_is_a_usage_error(tmp_path, cap, branch):
+    code, out = _run("baseline", "save", "--name", "main", str(cap), "--baseline-dir", str(tmp_path / "b"),
+                     "--branch", branch)
+    assert code == 2 and "control character" in out, out
+    assert not (tmp_path / "b").exists()
+
+
+def test_negative_duration_error_has_a_hint(copy_capture):
+    import csv
+    cap = copy_capture("level1")
+    kd = cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with open(kd, newline="", encoding="utf-8-sig") as f:
+        head, *rows = list(csv.reader(f))
+    d = head.index("Duration(us)")
+    rows[3][d], rows[9][d] = "-2.5", "-1"
+    with open(kd, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([head, *rows])
+    code, out = _run("fingerprint", str(cap), "--trace", "never")
+    assert code == 3 and "row 4" in out and "1 more row(s) are negative" in out and "re-export" in out, out
+
+
+def test_a_lone_surrogate_in_profiler_info_is_written_escaped(copy_capture, tmp_path):
+    """profiler_info with a "\\udc80" escape: fingerprint, baseline save and check write their
+    JSON (\\u escapes) instead of exit 70 / "not serialisable" (fresh-user finding)."""
+    import json
+    cap = copy_capture("level1")
+    for info in cap.glob("rank*_ascend_pt/profiler_info_*.json"):
+        text = info.read_text()
+        info.write_text(text.replace('"ACL_AICORE_PIPE_UTILIZATION"', '"ACL_AICORE_PIPE_UTILIZATION\\udc80"'))
+    code, out = _run("fingerprint", str(cap), "--trace", "never", "-o", str(tmp_path / "fp.json"))
+    assert code == 0, out
+    json.loads((tmp_path / "fp.json").read_bytes())
+    code, out = _run("baseline", "save", "--name", "main", str(cap), "--baseline-dir", str(tmp_path / "b"),
+                     "--trace", "never")
+    assert code == 0, out
+    code, out = _run("check", "--baseline", "main", str(cap), "--baseline-dir", str(tmp_path / "b"),
+                     "--trace", "never", "--out", str(tmp_path / "o"))
+    assert code == 0, out
+    assert json.loads((tmp_path / "o" / "perfgate-result.json").read_bytes())["status"] == "PASS"
