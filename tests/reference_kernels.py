@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQUIRED,
                                      KNOWN_CORE_TYPES, MISSING_TOKENS)
-from perfgate.ingest.csvread import (cell_error, DECIMAL_US, DICT_STRING, decimal_to_scaled_int, exact_scaled_arrow,
+from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, decimal_to_scaled_int, exact_scaled_arrow,
                                      read_arrow_columns, read_header, read_typed_columns, resolve_columns,
                                      to_float_arrow)
 
@@ -238,16 +238,9 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
         _prove_core_column(df, cols["core_type"], path)
     _prove_type_column(df, cols["op_type"], path)
 
-    negative = ~dur_null & (dur < 0)
-    if negative.any():  # a value no profiler writes (N/A or empty is how a row says "no duration")
-        i = int(np.argmax(negative))
-        err = cell_error(path, int(df["row"].iloc[i]), cols["dur_us"], f"{int(dur[i]) / 1000:.3f}",
-                         "is negative (no profiler writes a negative duration; N/A or empty marks a row "
-                         "without one)")
-        more = int(negative.sum()) - 1
-        err.hint = ((f"{more} more row(s) are negative too; " if more else "")
-                    + "the file was edited or damaged after export: re-export the profiling data")
-        raise err
+    # the rule added after this oracle was written (no profiler writes a negative duration): shared
+    from perfgate.ingest.kernels import refuse_negative_durations
+    refuse_negative_durations(path, df["row"].to_numpy(), dur, dur_null, cols["dur_us"])
     invalid = dur_null
     invalid_rows = tuple(int(r) for r in df.loc[invalid, "row"])
     if invalid_rows:

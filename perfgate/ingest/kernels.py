@@ -280,6 +280,26 @@ def _read_values(path: Path, cols: dict, ratio_cols: list, ncols: int):
     return raw, n, start, dur, dur_null, floats
 
 
+def refuse_negative_durations(path: Path, rows: np.ndarray, dur_ns: np.ndarray, dur_null: np.ndarray,
+                              column: str) -> None:
+    """A negative duration is a value no profiler writes (N/A or empty is how a row says it has
+    none, P06): raise for the first one, naming file, data row (``rows``: 1-based, aligned with
+    ``dur_ns``), column and value, and counting the others in the hint.
+
+    Raises:
+        InvalidCaptureError: some ``dur_ns`` (int64 ns; ``dur_null`` marks N/A cells) is below 0."""
+    negative = ~dur_null & (dur_ns < 0)
+    if not negative.any():
+        return
+    i = int(np.argmax(negative))
+    err = cell_error(path, int(rows[i]), column, f"{int(dur_ns[i]) / 1000:.3f}",
+                     "is negative (no profiler writes a negative duration; N/A or empty marks a row without one)")
+    more = int(negative.sum()) - 1
+    err.hint = ((f"{more} more row(s) are negative too; " if more else "")
+                + "the file was edited or damaged after export: re-export the profiling data")
+    raise err
+
+
 def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -> KernelTable:
     """Read one kernel_details.csv / op_summary_*.csv into a :class:`KernelTable`.
 
@@ -363,16 +383,7 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
         _prove_core_column(df, cols["core_type"], path)
     _prove_type_column(df, cols["op_type"], path)
 
-    negative = ~dur_null & (dur < 0)
-    if negative.any():  # a value no profiler writes (N/A or empty is how a row says "no duration")
-        i = int(np.argmax(negative))
-        err = cell_error(path, int(data["row"][i]), cols["dur_us"], f"{int(dur[i]) / 1000:.3f}",
-                         "is negative (no profiler writes a negative duration; N/A or empty marks a row "
-                         "without one)")
-        more = int(negative.sum()) - 1
-        err.hint = ((f"{more} more row(s) are negative too; " if more else "")
-                    + "the file was edited or damaged after export: re-export the profiling data")
-        raise err
+    refuse_negative_durations(path, np.asarray(data["row"]), dur, dur_null, cols["dur_us"])
     invalid = dur_null
     invalid_rows = tuple(data["row"][invalid].tolist())
     if invalid_rows:
