@@ -5,7 +5,7 @@ kernel's ``/sys/kernel/mm/transparent_hugepage/defrag`` is ``madvise`` or ``defe
 Ubuntu default), the first touch of such a region may stall in synchronous reclaim / compaction
 instead of falling back to 4 KiB pages (numpy issue #31590; Go hit the same, golang/go#61718).
 A 1M-row check allocates several hundred MB of such arrays once each, so it pays that stall rather
-than gaining from fewer TLB misses. Measured on the 2-core CI VM (kernel 6.18, defrag ``madvise``):
+than gaining from fewer TLB misses. Measured on this project's 2-core VM (kernel 6.18, defrag ``madvise``):
 ``perfgate check`` of a 1M-row pair took 7.6-8.7 s wall with the hint and 5.7-6.3 s without it
 (3 alternating pairs; system time 2.3-3.2 s → 0.9-1.3 s), see ``docs/performance.md``.
 
@@ -54,10 +54,11 @@ def small_pages(path: Path = DEFRAG):
     """Run the block with numpy's huge-page hint off where :func:`hint_stalls`, then restore it.
 
     Sets ``NUMPY_MADVISE_HUGEPAGE=0`` (inherited by spawned worker processes) unless the user set
-    it (an empty value counts as unset: numpy's import would fail on it); if numpy is already imported (an embedding process, CliRunner) its flag is switched too and
-    switched back on exit (a numpy first imported inside the block keeps the hint off: a CLI process
-    ends with the command). Does nothing where the kernel does not stall or the user chose. Yields
-    whether the hint was turned off.
+    it (an empty value counts as unset: numpy's import would fail on it); if numpy is already
+    imported (an embedding process, CliRunner) its flag is switched too and switched back on exit
+    (a numpy first imported inside the block keeps the hint off: a CLI process ends with the
+    command). Does nothing where the kernel does not stall or the user chose. Yields whether the
+    hint was turned off.
     """
     given = os.environ.get(ENV)
     if given is not None and given.strip():       # the user's choice
