@@ -28,7 +28,8 @@ input_dtypes    category  ``Input Data Types`` with ``shapes=True`` (``DT_BF16;D
 
 Rows whose Duration is N/A (or empty) are invalid: they are counted, reported and left out
 (P06). A negative Duration is a value no profiler writes: an InvalidCaptureError naming file,
-row, column and value (raw msprof has no self-check that would catch the changed sums). ``N/A`` and empty are the only not-applicable spellings of a numeric cell
+row, column and value (raw msprof has no self-check that would catch the changed sums).
+``N/A`` and empty are the only not-applicable spellings of a numeric cell
 (:data:`~perfgate.ingest.aliases.NA_MARKERS`): a ``Start Time(us)`` / ``Duration(us)`` /
 ``Wait Time(us)`` cell holding ``nan``, ``NaN``, ``inf``, ``None`` or any other non-number is an
 InvalidCaptureError naming file, row, column and cell, on the typed fast path and the string
@@ -48,9 +49,9 @@ import pyarrow.compute as pc
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQUIRED,
                                      KNOWN_CORE_TYPES, MISSING_TOKENS)
-from perfgate.ingest.csvread import (cell_error, DECIMAL_US, DICT_STRING, chunks_to_numpy, decimal_to_scaled_int, exact_scaled_arrow,
-                                     read_arrow_columns, read_header, read_typed_columns, resolve_columns,
-                                     to_float_arrow)
+from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, cell_error, chunks_to_numpy, decimal_to_scaled_int,
+                                     exact_scaled_arrow, read_arrow_columns, read_header, read_typed_columns,
+                                     resolve_columns, to_float_arrow)
 from perfgate.policy.opspec import PIPE_STAGES
 
 IMPLICIT_STEP = "implicit"
