@@ -80,3 +80,21 @@ def test_a_lone_surrogate_in_profiler_info_is_written_escaped(copy_capture, tmp_
                      "--trace", "never", "--out", str(tmp_path / "o"))
     assert code == 0, out
     assert json.loads((tmp_path / "o" / "perfgate-result.json").read_bytes())["status"] == "PASS"
+
+
+def test_a_capture_folder_name_that_is_not_utf8_is_an_invalid_capture(text_captures, tmp_path):
+    """A byte that is not UTF-8 in a folder name: exit 3 naming the folder (escaped), with the
+    check's reports written, instead of exit 70 from Arrow's path encoding (fresh-user finding)."""
+    import json
+    import shutil
+    base = os.fsencode(str(tmp_path)) + b"/cap\xff"
+    shutil.copytree(text_captures / "level1", os.fsdecode(base))
+    r = subprocess.run([sys.executable.encode(), b"-m", b"perfgate", b"fingerprint", base, b"--trace", b"never"],
+                       capture_output=True)
+    assert r.returncode == 3 and b"not valid UTF-8" in r.stderr and b"cap\\xff" in r.stderr, r.stderr
+    out = tmp_path / "o"
+    r = subprocess.run([sys.executable.encode(), b"-m", b"perfgate", b"check", b"--baseline", b"main", base,
+                        b"--baseline-dir", os.fsencode(str(tmp_path / "b")), b"--out", os.fsencode(str(out))],
+                       capture_output=True)
+    assert r.returncode == 3, r.stderr
+    assert json.loads((out / "perfgate-result.json").read_bytes())["status"] == "INVALID_CAPTURE"

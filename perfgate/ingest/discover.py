@@ -324,6 +324,14 @@ def discover(path) -> list[RankLocation]:
     outs = _find_output_dirs(root, exportless)
     if exportless:
         raise _exportless_error(root, exportless)
+    for out in outs:
+        try:
+            str(out).encode("utf-8")
+        except UnicodeEncodeError:   # a byte that is not UTF-8 in a folder name: Arrow and SQLite cannot open it
+            shown = str(out).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise InvalidCaptureError(f"the folder name {shown} is not valid UTF-8: the CSV, JSON and SQLite "
+                                      f"readers cannot open files under it", path=shown,
+                                      hint="rename the folder (or the run folder above it) to a UTF-8 name") from None
     if not outs:
         raise InvalidCaptureError(
             f"no {OUTPUT_DIR}/ (torch_npu) or {MSPROF_DIR}/op_summary_*.csv (msprof) folder found "
