@@ -98,3 +98,14 @@ def test_a_capture_folder_name_that_is_not_utf8_is_an_invalid_capture(text_captu
                        capture_output=True)
     assert r.returncode == 3, r.stderr
     assert json.loads((out / "perfgate-result.json").read_bytes())["status"] == "INVALID_CAPTURE"
+
+
+def test_a_lone_surrogate_in_communication_json_is_an_invalid_capture(copy_capture):
+    """An op name holding a "\\ud800" escape: exit 3 naming the file and the op, not exit 70."""
+    cap = copy_capture("level1")
+    p = cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    s = p.read_text()
+    i = s.index('"hcom_')
+    p.write_text(s[:i + 1] + "\\ud800" + s[i + 1:])
+    code, out = _run("fingerprint", str(cap), "--trace", "never")
+    assert code == 3 and "communication.json" in out and "lone surrogate" in out and "\\ud800hcom_" in out, out

@@ -298,5 +298,24 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
                                           "time_us": _ms(li, "Transit Time(ms)", where)})
                 except (TypeError, ValueError) as e:
                     raise InvalidCaptureError(f"{step_key}.{kind}.{op}: {e}", path=path) from None
-    return CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
-                    links=pd.DataFrame(links, columns=LINK_COLUMNS))
+    try:
+        return CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
+                        links=pd.DataFrame(links, columns=LINK_COLUMNS))
+    except UnicodeEncodeError:   # a "\\ud800"-style escape: json.loads makes a lone surrogate, no text
+        bad = next((r for r in rows + links if any(_not_text(v) for v in r.values())), {})
+        where = ".".join(str(bad.get(k, "")).encode("utf-8", "backslashreplace").decode()
+                         for k in ("step", "kind", "op", "link") if bad.get(k) is not None)
+        raise InvalidCaptureError(f"{where}: a name holds an escaped lone surrogate (such as \\ud800), "
+                                  f"which is not text", path=path,
+                                  hint="the file was edited or damaged after export: re-export the profiling data") from None
+
+
+def _not_text(v) -> bool:
+    """A str that cannot be encoded as UTF-8 (a lone surrogate from a JSON escape)."""
+    if not isinstance(v, str):
+        return False
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
