@@ -28,7 +28,7 @@ symptom                                        explained by
 ============================================  =========================================
 ``kernel.calls_per_step{family}``, ``share.family{family}``, ``mfu.ratio{family}``  that family
 ``kernel.total_calls_per_step``, ``optype.calls_per_step``  families whose calls changed
-``share.category`` / ``share.core_type`` / ``share.phase*`` / ``block.share``  families of the scope (Comm parts: communication families; others: compute families)
+``share.category`` / ``share.core_type`` / ``share.phase*`` / ``block.share``  families of the scope that changed (Comm parts: communication families; others: compute families); when none of them changed (ΣDuration within max(1 us, 5 %), same calls), the families outside it that did: the share moved because the rest of the step did
 ``step.computing_us``                          compute families
 ``step.exposed_comm_ratio``, ``comm.*``        communication families and kinds
 ``step.time_us``, ``device.time_us``           the largest cause of that sign
@@ -232,7 +232,12 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                             > _family_change(base, cand, x["subject"], c.labels.get("view"))["calls_base"]) == sign]
             hit = explain(callers, c)
         elif c.name in _PART_SYMPTOMS:
-            hit = explain([x for x in same if in_part(x, c)], c)
+            mine = [x for x in same if in_part(x, c)]
+            moved = [x for x in mine if x.get("_d_us") or x.get("_d_calls")]
+            rest = [x for x in fam_causes if not in_part(x, c) and (x.get("_d_us") or x.get("_d_calls"))]
+            # a part whose own families did not change (ΣDuration within max(1 us, 5 %), same calls)
+            # moved its share because the rest of the step did: those families are the cause
+            hit = explain(moved or rest or mine, c)
         elif c.name == "step.computing_us":
             hit = explain(compute, c)
         elif c.name in _COMM_SYMPTOMS or c.name.startswith("comm."):
