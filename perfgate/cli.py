@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from perfgate import errors, terms
+from perfgate import errors
 from perfgate.version import __version__
 from perfgate.errors import PerfgateError
 from perfgate.terms import TraceMode

@@ -74,8 +74,18 @@ def dumps(obj, *, sort_keys: bool = False) -> bytes:
                 return orjson.dumps(obj, option=opt) + b"\n"
             except TypeError:  # a non-str key, an int beyond 64 bits: the standard library decides
                 pass
-    text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    return std_bytes(obj, sort_keys=sort_keys)
+
+
+def std_bytes(obj, *, sort_keys: bool = False) -> bytes:
+    """The standard library's text of ``obj`` (indented by two spaces, newline-terminated) as
+    UTF-8; when a string holds a lone surrogate (read from a ``"\\udc80"`` escape, not encodable
+    as UTF-8) the whole document is written ASCII with ``\\u`` escapes instead, which reads back
+    to the same strings.
+
+    Raises:
+        TypeError / ValueError: as ``json.dumps``."""
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (a "\\udc80" escape in a profiler file): escaped, as JSON
+        return (json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
         return (json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=True) + "\n").encode("ascii")

@@ -1,7 +1,6 @@
 """JSON result: the full comparison, machine-readable."""
 from __future__ import annotations
 
-import json
 import math
 
 
@@ -39,9 +38,6 @@ def render_json_bytes(result) -> bytes:
                                                          list(result.comparisons))
     try:
         return orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-    except TypeError:
-        doc = _clean(result.to_dict())
-        try:
-            return (json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate from a profiler file: \\u escapes, same strings
-            return (json.dumps(doc, indent=2, ensure_ascii=True, sort_keys=False) + "\n").encode("ascii")
+    except TypeError:   # (a lone surrogate from a profiler file: \\u escapes, same strings)
+        from perfgate.jsonout import std_bytes
+        return std_bytes(_clean(result.to_dict()))

@@ -44,6 +44,14 @@ def _target(path: Path) -> tuple[Path, bool]:
     return path, False
 
 
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest parent that exists (``file/sub`` does not exist: ENOTDIR)."""
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def unwritable_reason(path, *, folder: bool = False) -> str | None:
     """Why a file (``folder=False``) or folder could not be written at ``path``, judged before any
     work: the path is a folder where a file is wanted (or the reverse), the nearest existing
@@ -59,9 +67,7 @@ def unwritable_reason(path, *, folder: bool = False) -> str | None:
             return f"{path} is a file, not a folder"
         if not folder and path.is_dir():
             return f"{path} is a folder, not a file"
-    anc = path.parent if not path.exists() or not folder else path
-    while not anc.exists() and anc != anc.parent:
-        anc = anc.parent
+    anc = nearest_existing(path.parent if not path.exists() or not folder else path)
     if not anc.is_dir():
         return f"{anc} is a file, not a folder"
     if not os.access(anc, os.W_OK | os.X_OK):

@@ -19,7 +19,7 @@ from pathlib import Path
 from perfgate.errors import CorruptBaselineError, IncompatibleBaselineError, NoBaselineError, StoreError, UsageError
 from perfgate import jsonout
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint
-from perfgate.store.atomic import write_atomic
+from perfgate.store.atomic import nearest_existing, write_atomic
 
 BASELINE_FORMAT = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -70,9 +70,7 @@ class BaselineStore:
     def not_a_folder(self) -> Path | None:
         """The store's folder, or its nearest existing parent, when that is a regular file (a store
         that cannot exist, not an empty one); None otherwise."""
-        anc = self.dir
-        while not anc.exists() and anc != anc.parent:   # "file/sub" does not exist: ENOTDIR
-            anc = anc.parent
+        anc = nearest_existing(self.dir)
         return None if anc.is_dir() else anc
 
     def _require_folder(self) -> None:
