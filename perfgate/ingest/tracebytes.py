@@ -112,24 +112,52 @@ def _i64(a) -> np.ndarray:
     return np.asarray(a, dtype=np.int64)
 
 
-def _real_quotes(b: np.ndarray, q: np.ndarray, bs: np.ndarray) -> np.ndarray:
-    """Drop the escaped quotes (preceded by an odd run of backslashes) from ``q``."""
+def _escaped_quotes(b: np.ndarray, q: np.ndarray, bs: np.ndarray) -> np.ndarray:
+    """The quotes of ``q`` that are escaped (preceded by an odd run of backslashes ``bs``)."""
     if not len(bs) or not len(q):
-        return q
+        return bs[:0]
     after = bs[b[bs + 1] == 34] + 1                 # quotes right after a backslash (b is padded)
     if not len(after):
-        return q
+        return after
     new_run = np.ones(len(bs), dtype=bool)
     new_run[1:] = np.diff(bs) != 1
     run_first = np.maximum.accumulate(np.where(new_run, np.arange(len(bs)), 0))
     k = np.searchsorted(bs, after - 1)
     runlen = bs[k] - bs[run_first[k]] + 1
-    escaped = after[(runlen & 1) == 1]
-    if not len(escaped):
-        return q
-    keep = np.ones(len(q), dtype=bool)
-    keep[np.searchsorted(q, escaped)] = False
-    return q[keep]
+    return after[(runlen & 1) == 1]
+
+
+_BELOW = np.array([(1 << k) - 1 for k in range(64)], dtype=np.uint64)   # the k low bits
+
+
+def _count_before(words: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """For each position p of ``pos``: how many bits below p are set in the bitmap ``words``
+    (little-endian uint64 words of np.packbits(mask, bitorder="little")), int64. One popcount
+    per word, an exclusive prefix sum, one masked popcount per position (replaces a binary
+    search of every position in the set bits' index)."""
+    cnt = np.bitwise_count(words)
+    base = np.cumsum(cnt, dtype=np.int64)
+    base -= cnt
+    w = pos >> 6
+    return base[w] + np.bitwise_count(words[w] & _BELOW[pos & 63])
+
+
+class _Scratch:
+    """Reused per-byte work arrays of one scan (no fresh 4 MiB temporaries per block: their
+    first touch costs page faults). ``masks(n)``: three bool views of n bytes, the first
+    rounded up to 64 bytes with a zero tail (for packbits), and one uint8 view."""
+
+    def __init__(self):
+        self.size = 0
+
+    def masks(self, n: int):
+        n64 = (n + 63) & ~63
+        if n64 > self.size:
+            self.size = n64
+            self.m = [np.empty(n64, dtype=bool) for _ in range(3)]
+            self.u8 = np.empty(n64, dtype=np.uint8)
+        self.m[0][n:n64] = False
+        return self.m[0][:n64], self.m[1][:n], self.m[2][:n], self.u8[:n]
 
 
 def _all_ws(b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -707,18 +735,29 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     closed)."""
     bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
-    q = np.flatnonzero(b == 34)                     # quotes (dense) and brackets (sparse) apart:
-    x = b | 32                                      # '[' / ']' | 32 are '{' / '}'
-    m = x == 123
-    m |= x == 125
-    br = np.flatnonzero(m)
-    bs = np.flatnonzero(b == 92) if buf.find(b"\\", start, end) >= 0 else br[:0]   # memchr first
-    q = _real_quotes(bp, q, bs)                     # escaped quotes are no quotes
-    ctl = np.flatnonzero(b < 32)                    # a raw control character inside a string
-    if len(ctl) and ((np.searchsorted(q, ctl) & 1) == 1).any():
-        raise NoFastPath("a control character inside a string")
+    n_b = len(b)
+    scr = out.get("scratch") or _Scratch()
+    mq, m1, m2, u8 = scr.masks(n_b)
+    np.equal(b, 34, out=mq[:n_b])                   # quotes (dense) and brackets (sparse) apart
+    q = np.flatnonzero(mq)
+    bs = np.flatnonzero(np.equal(b, 92, out=m1)) if buf.find(b"\\", start, end) >= 0 else q[:0]  # memchr first
+    escaped = _escaped_quotes(bp, q, bs)            # escaped quotes are no quotes
+    if len(escaped):
+        keep = np.ones(len(q), dtype=bool)
+        keep[np.searchsorted(q, escaped)] = False
+        q = q[keep]
+        mq[escaped] = False
+    np.bitwise_or(b, 32, out=u8)                    # '[' / ']' | 32 are '{' / '}'
+    np.equal(u8, 123, out=m1)
+    m1 |= np.equal(u8, 125, out=m2)
+    br = np.flatnonzero(m1)
+    words = np.packbits(mq, bitorder="little").view("<u8")   # the real quotes as a bitmap
+    if n_b and int(b.min()) < 32:                   # a raw control character inside a string
+        ctl = np.flatnonzero(np.less(b, 32, out=m1))
+        if ((_count_before(words, ctl) & 1) == 1).any():
+            raise NoFastPath("a control character inside a string")
     raw_br = br                                     # every bracket, in strings too (flows)
-    nq_before = np.searchsorted(q, br)              # real quotes before each bracket (int64)
+    nq_before = _count_before(words, br)            # real quotes before each bracket (int64)
     outside = (nq_before & 1) == 0
     br, nq_before = br[outside], nq_before[outside]
     ch = b[br]
@@ -852,7 +891,8 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         NoFastPath: anything this extractor does not read exactly (the caller falls back).
     """
     chunk = chunk or CHUNK
-    out = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": [], "flows": ({}, set())}
+    out = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": [], "flows": ({}, set()),
+           "scratch": _Scratch()}
     n = 0
     ws = b" \t\r\n"
     with open(path, "rb") as f:
