@@ -468,11 +468,22 @@ def _fast_events(b, w64, q, skind, kq, eo, ec, layout, template):
     G &= w_m
     ok &= (G == w_v).all(axis=1)
     vals = {key: (A[:, c0] + o0, A[:, c1] + o1) for key, ((c0, o0), (c1, o1)) in hole.items()}
-    rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
-    rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
     (name_col, _), _ = hole[b"name"]                  # the name value is string (col - 1) / 2
     kind = skind[kq // 2 + (name_col - 1) // 2].astype(np.int64)
     ok &= kind >= 0                                   # other names: parsed exactly (rare)
+    ok, pid, ts, dur = _hole_values(b, w64, layout, vals, ok)
+    return ok, kind, pid, ts, dur
+
+
+def _hole_values(b, w64, layout, vals, ok):
+    """The values of flat events whose bytes outside the holes are verified: ``vals`` maps each
+    layout key to its value's (lo, hi) bounds (a string's without its quotes). ``ph`` must be
+    ``X``, ``pid`` a JSON integer, ``ts`` a plain decimal (a JSON number when not a string),
+    ``dur`` and every other value a JSON number. Returns (ok &= conforming, pid, ts_ns, dur_ns)
+    (shared by :func:`_fast_events` and :func:`_template_events`)."""
+    n = len(ok)
+    rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
+    rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
     lo, hi = vals[b"ph"]
     ok &= ((hi - lo) == 1) & (b[lo] == 88)            # ph other than "X": parsed exactly
     lo, hi = vals[b"pid"]
@@ -499,7 +510,7 @@ def _fast_events(b, w64, q, skind, kq, eo, ec, layout, template):
             if len(rest):
                 vok[rest] = _numbers(b, w64, lo[rest], hi[rest], json_number=True)[0]
         ok &= vok
-    return ok, kind, pid, ts, dur
+    return ok, pid, ts, dur
 
 
 def _equals(w64: np.ndarray, lo: np.ndarray, lit: bytes) -> np.ndarray:
@@ -729,6 +740,166 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
         starts.update(zip(zip(repeat(cat), s_ids[done:s1]), s_ts[done:s1]))
 
 
+TEMPLATE_FIRST = True                       # blocks after the first try the learned template first
+_TW = 40                                    # a template hole's end is looked for in its first _TW bytes
+_BRACKETS = frozenset(b"{}[]")
+
+
+@dataclass
+class _Tmpl:
+    """One flat layout with its spacing, learned from a block where most events take it:
+    ``lits`` the literal bytes around the holes (``lits[0]`` begins with the event's ``{``,
+    ``lits[-1]`` ends with its ``}``), ``layout`` the keys with their value kinds (see
+    :func:`_layout`), one hole per key, in order."""
+    lits: list
+    layout: list
+    lens: list
+
+
+def _compile(layout, template, ev: bytes):
+    """A :class:`_Tmpl` from a layout and its byte template (:func:`_template`), or None where
+    the literals could be read another way: a bracket other than the event's own two, a key
+    that is a flow category (the flow pass would look at it), or a literal that begins with a
+    byte a value may hold."""
+    spans, holes = template
+    lits = [bytes(lit) for _, _, lit in spans]
+    lens, at = [], len(lits[0])                     # the learned event's value lengths (first guesses)
+    for lit in lits[1:]:
+        hi = ev.find(lit[:1], at)
+        if hi < 0 or ev[hi:hi + len(lit)] != lit:
+            return None
+        lens.append(hi - at)
+        at = hi + len(lit)
+    if at != len(ev) or not ev.startswith(lits[0]):
+        return None
+    if len(lits) != len(holes) + 1 or not lits[0].startswith(b"{") or not lits[-1].endswith(b"}"):
+        return None
+    if sum(c in _BRACKETS for lit in lits for c in lit) != 2 or any(b"\\" in lit for lit in lits):
+        return None
+    if any(k in _FLOW_CATS for k, _ in layout):
+        return None
+    for (key, is_str), lit in zip(layout, lits[1:]):
+        if not lit or (lit[0] != 34 if is_str else lit[0] not in b" \t\r\n,}"):
+            return None
+    return _Tmpl(lits=lits, layout=list(layout), lens=lens)
+
+
+def _find_byte(w64, p, c: int, maxlen: int) -> np.ndarray:
+    """Offset of the first byte ``c`` at or after each ``p`` (within ``maxlen`` bytes), -1 where
+    there is none (SWAR over 8-byte loads, each word only for the rows still looking)."""
+    off = np.full(len(p), -1, dtype=np.int64)
+    todo = np.arange(len(p))
+    cc = _U(int.from_bytes(bytes([c]) * 8, "little"))
+    for k in range(0, maxlen, 8):
+        j = _first_byte(_zero_bytes(w64[p[todo] + k] ^ cc))
+        hit = j < 8
+        off[todo[hit]] = j[hit] + k
+        todo = todo[~hit]
+        if not len(todo):
+            break
+    return off
+
+
+def _template_events(b, w64, so, tm: _Tmpl):
+    """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
+    literals around conforming values: each hole ends at the first byte that begins the next
+    literal (a value holds no such byte), the literal is compared word by word, and the values
+    are checked and converted by :func:`_hole_values`, as :func:`_fast_events` does. Returns
+    (the ``{`` positions taken, their ``}`` positions, kind, pid, ts_ns, dur_ns)."""
+    lits, layout = tm.lits, tm.layout
+    n_b = len(b)
+    so = so[so + len(lits[0]) <= n_b]
+    rows = np.flatnonzero(_equals(w64, so, lits[0]))
+    p = so[rows] + len(lits[0])
+    bounds = []
+    for (key, _), lit, guess in zip(layout, lits[1:], tm.lens):
+        hi = p + guess                              # the learned event's value length first
+        good = hi + len(lit) <= n_b
+        good &= _equals(w64, np.where(good, hi, 0), lit)
+        miss = np.flatnonzero(~good)
+        if len(miss):                               # the others: the first byte that begins the literal
+            pm = p[miss]
+            off = _find_byte(w64, pm, lit[0], _TW)
+            hm = pm + off
+            gm = (off >= 0) & (hm + len(lit) <= n_b)
+            gm &= _equals(w64, np.where(gm, hm, 0), lit)
+            hi[miss] = hm
+            good[miss] = gm
+        if not good.all():
+            rows, p, hi = rows[good], p[good], hi[good]
+            bounds = [(lo[good], h[good]) for lo, h in bounds]
+        bounds.append((p, hi))
+        p = hi + len(lit)
+    vals = {key: lh for (key, _), lh in zip(layout, bounds)}
+    lo, hi = vals[b"name"]
+    kind = np.full(len(rows), -1, dtype=np.int64)
+    ln = hi - lo
+    for code, kname in enumerate(KIND_NAMES):
+        kb = kname.encode()
+        m = np.flatnonzero(ln == len(kb))
+        kind[m[_equals(w64, lo[m], kb)]] = code
+    ok = kind >= 0
+    if not len(rows):
+        return so[rows], p, kind, kind, kind, kind
+    ok, pid, ts, dur = _hole_values(b, w64, layout, vals, ok)
+    return so[rows[ok]], p[ok] - 1, kind[ok], pid[ok], ts[ok], dur[ok]
+
+
+def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
+    """:func:`_block` for a block where most events take the learned template (``out["tmpl"]``):
+    the events that match it byte for byte (:func:`_template_events`) are read from their
+    holes, and the block is then analysed by _block with each of them replaced by ``{}`` (so
+    the quote, bracket and candidate passes run over the other events' bytes only). Taken only
+    when every matched event is a whole top-level item of that compacted block; returns None
+    (the caller runs _block on the block itself) otherwise, or where the compacted block is
+    refused, or where few events match (the template is then dropped)."""
+    tm = out["tmpl"]
+    bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
+    b = bp[:len(bp) - _PAD]
+    n_b = len(b)
+    w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
+    _, m1, _, _ = out["scratch"].masks(n_b)
+    so = np.flatnonzero(np.equal(b, 123, out=m1))
+    eo, ec, kind, pid, ts, dur = _template_events(b, w64, so, tm)
+    if len(eo) * 2 < len(so):
+        out["tmpl"] = None                          # few take it: back to _block (which may learn again)
+        if not len(eo):
+            return None
+    seg_lo = np.concatenate([[0], ec])              # kept: each '}' .. the next '{' (both included)
+    seg_hi = np.concatenate([eo, [n_b - 1]])
+    lens = seg_hi - seg_lo + 1
+    ends = np.cumsum(lens)
+    total = int(ends[-1])
+    src = np.repeat(seg_lo - (ends - lens), lens) + np.arange(total)
+    cb = bytearray(total + _PAD)
+    np.frombuffer(cb, dtype=np.uint8, count=total)[:] = b[src]
+    sub = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": [], "flows": ({}, set()),
+           "scratch": out["scratch"]}
+    try:
+        used, ne, closed = _block(cb, 0, total, first, base_idx, sub)
+    except NoFastPath:
+        return None
+    at = ends[:-1] - 1                              # each matched event's '{' in the compacted block
+    s_eo, s_ec = sub.get("eo", at[:0]), sub.get("ec", at[:0])
+    k = np.searchsorted(s_eo, at)
+    if not len(s_eo) or (k >= len(s_eo)).any() or (s_eo[np.minimum(k, len(s_eo) - 1)] != at).any() \
+            or (s_ec[np.minimum(k, len(s_ec) - 1)] != at + 1).any():
+        return None                                 # not every match is a top-level item: read it as it is
+    cols = {"idx": base_idx + k, "pid": pid, "kind": kind, "ts": ts, "dur": dur}
+    if sub["idx"]:
+        cols = {c: np.concatenate([v] + sub[c]) for c, v in cols.items()}
+        order = file_order(cols["idx"])
+        if order is not None:
+            cols = {c: v[order] for c, v in cols.items()}
+    for c, v in cols.items():
+        out[c].append(v)
+    out["parsed"].extend(sub["parsed"])
+    starts, ended = out["flows"]
+    starts.update(sub["flows"][0])
+    ended.update(sub["flows"][1])
+    return (int(src[used - 1]) + 1 if used else 0), ne, closed
+
+
 def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
     """Analyse ``buf[start:end]``, which starts at an item start (or right after the root
     ``[``) and is followed by _PAD zero bytes. Returns (bytes consumed, items completed, root
@@ -788,6 +959,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if ne and (ch[top_close] != 125).any():
         raise NoFastPath("brackets do not pair")
     eo, ec = br[top_open], br[top_close]
+    out["eo"], out["ec"] = eo, ec
     cut = int(ec[-1]) + 1 if ne else 0
     nested = np.flatnonzero((top_close - top_open) != 1) if ne else top_open[:0]
     if len(nested) and (ch < 100).any():             # nested values: pair their brackets by kind
@@ -863,6 +1035,8 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
             if not okm[0]:
                 slow.append(fast[r])
             good = grp[okm]
+            if "tmpl" in out and len(good) * 2 >= ne and out["tmpl"] is None:   # most events take it: learn
+                out["tmpl"] = _compile(lay, _template(b, e0, e1, lay), b[e0:e1 + 1].tobytes()) if TEMPLATE_FIRST else None
             out["idx"].append(base_idx + fast[good])
             out["pid"].append(pid[okm])
             out["kind"].append(kind[okm])
@@ -892,7 +1066,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
     """
     chunk = chunk or CHUNK
     out = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": [], "flows": ({}, set()),
-           "scratch": _Scratch()}
+           "scratch": _Scratch(), "tmpl": None}
     n = 0
     ws = b" \t\r\n"
     with open(path, "rb") as f:
@@ -936,7 +1110,8 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
                     raise NoFastPath("item separator")
                 start += 1
                 need_sep = False
-            used, ne, closed = _block(buf, start, end, first, n, out)
+            res = _block_tmpl(buf, start, end, first, n, out) if out["tmpl"] is not None else None
+            used, ne, closed = res if res is not None else _block(buf, start, end, first, n, out)
             n += ne
             first = first and ne == 0
             if closed:
