@@ -1001,6 +1001,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
     odd = np.flatnonzero(_NOT_AFTER_STRING[after_s])
+    odd = odd[qc[odd] < cut]                        # (a string of the unfinished event: read with it next block)
     if len(odd):                                    # invalid JSON after a string (e.g. "x"Free"): the
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, qc[odd], side="right") - 1])  # parse names it
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
