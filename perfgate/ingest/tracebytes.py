@@ -340,11 +340,13 @@ def _fixed_ts(b, w64, lo, hi, rep_len: int, rep_dot: int):
     ok = (hi - lo) == rep_len
     if rep_dot != 16 or not 1 <= rep_len - 17 <= 8:
         return ok & False, np.zeros(len(lo), dtype=np.int64)
-    ok &= b[lo + 16] == 46
-    a_ok, a = _digits8(w64[lo])
-    b_ok, bv = _digits8(w64[lo + 8])
+    x = _gather(w64, lo, 4)                       # the 32 bytes from lo: one gather
+    ok &= (x[:, 2] & _U(0xFF)) == _U(46)
+    a_ok, a = _digits8(x[:, 0])
+    b_ok, bv = _digits8(x[:, 1])
     nf = rep_len - 17
-    f_ok, fv = _digits8((w64[lo + 17] & _LOW[nf]) | _ZEROS_HI[nf])
+    f17 = (x[:, 2] >> _U(8)) | (x[:, 3] << _U(56))   # the 8 bytes from lo + 17
+    f_ok, fv = _digits8((f17 & _LOW[nf]) | _ZEROS_HI[nf])
     ok &= a_ok & b_ok & f_ok
     ip = a * 100_000_000 + bv
     ok &= ip <= (2 ** 63 - 1 - 999) // 1000
@@ -513,16 +515,35 @@ def _hole_values(b, w64, layout, vals, ok):
     return ok, pid, ts, dur
 
 
+def _gather(w64: np.ndarray, lo: np.ndarray, nw: int) -> np.ndarray:
+    """Rows of ``nw`` little-endian 8-byte words from byte ``lo`` on (n x nw uint64, contiguous):
+    one gather of ``8 nw``-byte items whatever nw (a gather costs per item, and the items of an
+    unaligned uint64 view cost as much as 32-byte ones), from the buffer under ``w64`` (the
+    unaligned word view of a block: its first byte is word 0's)."""
+    base = w64.base
+    off = w64.__array_interface__["data"][0] - np.frombuffer(base, dtype=np.uint8).__array_interface__["data"][0]
+    wide = np.ndarray((len(w64) + 8 - 8 * nw,), f"S{8 * nw}", buffer=base, offset=off, strides=(1,))
+    return wide[lo].view("<u8").reshape(len(lo), nw)
+
+
 def _equals(w64: np.ndarray, lo: np.ndarray, lit: bytes) -> np.ndarray:
-    """b[lo:lo+len(lit)] == lit for every lo (8 bytes per unaligned uint64 load)."""
+    """b[lo:lo+len(lit)] == lit for every lo (8 bytes per unaligned uint64 load; one wide
+    gather for a literal of more than 8 bytes)."""
+    if len(lit) <= 8:
+        word = np.uint64(int.from_bytes(lit.ljust(8, b"\0"), "little"))
+        if len(lit) == 8:
+            return w64[lo] == word
+        return (w64[lo] & np.uint64((1 << (8 * len(lit))) - 1)) == word
+    nw = (len(lit) + 7) // 8
+    x = _gather(w64, lo, nw)
     ok = np.ones(len(lo), dtype=bool)
-    for j in range(0, len(lit), 8):
-        part = lit[j:j + 8]
+    for j in range(nw):
+        part = lit[8 * j:8 * j + 8]
         word = np.uint64(int.from_bytes(part.ljust(8, b"\0"), "little"))
         if len(part) == 8:
-            ok &= w64[lo + j] == word
+            ok &= x[:, j] == word
         else:
-            ok &= (w64[lo + j] & np.uint64((1 << (8 * len(part))) - 1)) == word
+            ok &= (x[:, j] & np.uint64((1 << (8 * len(part))) - 1)) == word
     return ok
 
 
@@ -848,9 +869,11 @@ def _template_events(b, w64, so, tm: _Tmpl):
 def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
     """:func:`_block` for a block where most events take the learned template (``out["tmpl"]``):
     the events that match it byte for byte (:func:`_template_events`) are read from their
-    holes, and the block is then analysed by _block with each of them replaced by ``{}`` (so
-    the quote, bracket and candidate passes run over the other events' bytes only). Taken only
-    when every matched event is a whole top-level item of that compacted block; returns None
+    holes, and the block is then analysed by _block with each run of them (matched events
+    separated by a comma and whitespace only) replaced by one ``{}`` (so the quote, bracket and
+    candidate passes run over the other events' bytes only; event indices are mapped back by
+    the runs' lengths). Taken only when every run is a whole top-level item of that compacted
+    block; returns None
     (the caller runs _block on the block itself) otherwise, or where the compacted block is
     refused, or where few events match (the template is then dropped)."""
     tm = out["tmpl"]
@@ -865,8 +888,19 @@ def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int
         out["tmpl"] = None                          # few take it: back to _block (which may learn again)
         if not len(eo):
             return None
-    seg_lo = np.concatenate([[0], ec])              # kept: each '}' .. the next '{' (both included)
-    seg_hi = np.concatenate([eo, [n_b - 1]])
+    # runs: matched events separated by a comma and whitespace only, each run one '{}' item
+    g_lo, g_hi = ec[:-1] + 1, eo[1:]
+    pure = (g_hi - g_lo) <= 8
+    sh = np.flatnonzero(pure)
+    if len(sh):
+        lo, hi = g_lo[sh], g_hi[sh]
+        pp = _skip_ws(b, lo, hi, 1)
+        pure[sh] = (pp < hi) & (b[np.minimum(pp, n_b - 1)] == 44) & _all_ws(b, pp + 1, hi)
+    first_of = np.flatnonzero(np.concatenate([[True], ~pure]))      # each run's first match
+    last_of = np.concatenate([first_of[1:] - 1, [len(eo) - 1]])
+    r_len = last_of - first_of + 1
+    seg_lo = np.concatenate([[0], ec[last_of]])     # kept: each run's last '}' .. the next run's '{'
+    seg_hi = np.concatenate([eo[first_of], [n_b - 1]])
     lens = seg_hi - seg_lo + 1
     ends = np.cumsum(lens)
     total = int(ends[-1])
@@ -876,28 +910,36 @@ def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int
     sub = {"idx": [], "pid": [], "kind": [], "ts": [], "dur": [], "parsed": [], "flows": ({}, set()),
            "scratch": out["scratch"]}
     try:
-        used, ne, closed = _block(cb, 0, total, first, base_idx, sub)
+        used, ne, closed = _block(cb, 0, total, first, 0, sub)
     except NoFastPath:
         return None
-    at = ends[:-1] - 1                              # each matched event's '{' in the compacted block
+    at = ends[:-1] - 1                              # each run's '{' in the compacted block
     s_eo, s_ec = sub.get("eo", at[:0]), sub.get("ec", at[:0])
     k = np.searchsorted(s_eo, at)
     if not len(s_eo) or (k >= len(s_eo)).any() or (s_eo[np.minimum(k, len(s_eo) - 1)] != at).any() \
             or (s_ec[np.minimum(k, len(s_ec) - 1)] != at + 1).any():
-        return None                                 # not every match is a top-level item: read it as it is
-    cols = {"idx": base_idx + k, "pid": pid, "kind": kind, "ts": ts, "dur": dur}
+        return None                                 # not every run is a top-level item: read it as it is
+    more = np.concatenate([[0], np.cumsum(r_len - 1)])   # events a run adds beyond its one item, before each run
+
+    def real(t):                                    # compacted item index -> event index in the block
+        return t + more[np.searchsorted(k, t)]
+    cols = {"idx": base_idx + np.repeat(k + more[:-1] - first_of, r_len) + np.arange(len(eo)),
+            "pid": pid, "kind": kind, "ts": ts, "dur": dur}
     if sub["idx"]:
+        sub["idx"] = [real(t) + base_idx for t in sub["idx"]]
         cols = {c: np.concatenate([v] + sub[c]) for c, v in cols.items()}
         order = file_order(cols["idx"])
         if order is not None:
             cols = {c: v[order] for c, v in cols.items()}
     for c, v in cols.items():
         out[c].append(v)
-    out["parsed"].extend(sub["parsed"])
+    if sub["parsed"]:
+        at_t = real(np.array([t for t, _ in sub["parsed"]], dtype=np.int64)) + base_idx
+        out["parsed"].extend(zip(at_t.tolist(), (ev for _, ev in sub["parsed"])))
     starts, ended = out["flows"]
     starts.update(sub["flows"][0])
     ended.update(sub["flows"][1])
-    return (int(src[used - 1]) + 1 if used else 0), ne, closed
+    return (int(src[used - 1]) + 1 if used else 0), ne + int(more[-1]), closed
 
 
 def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
