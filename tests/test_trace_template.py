@@ -216,3 +216,27 @@ def monkeypatch_module():
     mp = pytest.MonkeyPatch()
     yield mp
     mp.undo()
+
+
+TEXT = st.one_of(
+    st.builds(lambda neg, i, f: ("-" if neg else "") + i + ("." + f if f is not None else ""),
+              st.booleans(), st.text("0123456789", min_size=1, max_size=18),
+              st.one_of(st.none(), st.text("0123456789", min_size=0, max_size=9))),
+    st.sampled_from(["1e3", " 5.5", "5.5 ", "", "x", ".5", "5.", "+1", "1736408883704643.2125", "\u00e95",
+                     "9223372036854775.807", "9223372036854776.000"]),
+    st.integers(-10 ** 20, 10 ** 20), st.sampled_from([None, True, 2.5]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, min_size=0, max_size=20))
+def test_step_values_convert_as_the_arrow_path(values):
+    """_texts_ns (numpy, for the values the byte scan parsed: ProfilerStep windows, odd Overlap
+    events) gives _to_ns's values, or raises the same error, for every value json.loads can give."""
+    path = Path("trace_view.json")
+
+    def run(fn):
+        try:
+            return fn(list(values), path, "ts").tolist(), None
+        except InvalidCaptureError as e:
+            return None, str(e)
+    assert run(tr._texts_ns) == run(tr._to_ns)

@@ -349,14 +349,41 @@ class _Kept:
     def overlap_pids(self) -> set:
         return {pid for pid, pname in self.processes.items() if pname == OVERLAP_PROCESS}
 
-    def steps(self, path: Path) -> tuple[pd.DataFrame, int]:
+    def steps(self, path: Path, to_ns=None) -> tuple[pd.DataFrame, int]:
         """``(steps frame [step, start_ns, end_ns], windows dropped for a negative dur)``;
-        InvalidCaptureError (from _to_ns) names a ts / dur that is not an exact number."""
-        sts = _to_ns(self.s_ts, path, "ts")
-        sdur = _to_ns(self.s_dur, path, "dur")
+        InvalidCaptureError (from _to_ns) names a ts / dur that is not an exact number.
+        ``to_ns``: the converter (default :func:`_to_ns`; the byte scan passes _texts_ns)."""
+        to_ns = to_ns or _to_ns
+        sts = to_ns(self.s_ts, path, "ts")
+        sdur = to_ns(self.s_dur, path, "dur")
         ok = sdur >= 0
         return (pd.DataFrame({"step": [x for x, good in zip(self.s_name, ok) if good], "start_ns": sts[ok],
                               "end_ns": sts[ok] + sdur[ok]}), int((~ok).sum()))
+
+
+def _texts_ns(values: list, path: Path, what: str) -> np.ndarray:
+    """:func:`_to_ns` for the values json.loads gave the byte scan (``parse_float=str``: number
+    texts, strings, ints), converted by :func:`perfgate.ingest.tracebytes._numbers` (numpy, the
+    plain-decimal grammar ``-?d+(.d+)?`` and rounding of exact_scaled_arrow, no Arrow call: the
+    few thousand ProfilerStep windows of a long capture took ~0.1 s through Arrow in a fresh
+    process). Anything else (None, a float, a spaced or exponent text, beyond int64) goes to
+    _to_ns itself, which gives the same values or names the same error."""
+    if not values:
+        return np.zeros(0, dtype=np.int64)
+    texts = [v if type(v) is str else str(v) if type(v) is int else None for v in values]
+    if None in texts:
+        return _to_ns(values, path, what)
+    try:
+        raw = ",".join(texts).encode("ascii")
+    except UnicodeEncodeError:
+        return _to_ns(values, path, what)
+    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    hi = np.cumsum(lens + 1) - 1
+    buf = raw + bytes(tracebytes._PAD)
+    b = np.frombuffer(buf, dtype=np.uint8)
+    w64 = np.ndarray((len(b) - 7,), "<u8", buffer=buf, offset=0, strides=(1,))
+    ok, _, ns = tracebytes._numbers(b, w64, hi - lens, hi, json_number=False)
+    return ns if ok.all() else _to_ns(values, path, what)
 
 
 def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
@@ -380,9 +407,9 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     keep_fast = np.isin(ex.pid, np.array(sorted(overlap_pids), dtype=np.int64))
     keep_slow = np.array([p in overlap_pids for p in kept.c_pid], dtype=bool)
     try:
-        sl_ts = _to_ns([v for v, k in zip(kept.c_ts, keep_slow) if k], path, "ts")
-        sl_dur = _to_ns([v for v, k in zip(kept.c_dur, keep_slow) if k], path, "dur")
-        step_df, dropped_steps = kept.steps(path)
+        sl_ts = _texts_ns([v for v, k in zip(kept.c_ts, keep_slow) if k], path, "ts")
+        sl_dur = _texts_ns([v for v, k in zip(kept.c_dur, keep_slow) if k], path, "dur")
+        step_df, dropped_steps = kept.steps(path, to_ns=_texts_ns)
     except InvalidCaptureError:
         raise _NoFastPath("a value the exact scan names") from None
     codes = {k: i for i, k in enumerate(tracebytes.KIND_NAMES)}
@@ -400,8 +427,12 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     dropped = int(neg.sum())
     if dropped:
         kind, ts, dur = kind[~neg], ts[~neg], dur[~neg]
-    overlap = pd.DataFrame({"kind": pd.Series(kind_of[kind], dtype=object), "start_ns": ts, "dur_ns": dur})
-    overlap["end_ns"] = overlap["start_ns"] + overlap["dur_ns"]
+    # the three int64 columns written once into one block (no stacking copy, no column added later)
+    cols = np.empty((3, len(ts)), dtype=np.int64)
+    cols[0], cols[1] = ts, dur
+    np.add(ts, dur, out=cols[2])
+    overlap = pd.DataFrame(cols.T, columns=["start_ns", "dur_ns", "end_ns"], copy=False)
+    overlap.insert(0, "kind", pd.Series(kind_of[kind], dtype=object))
     return TraceSummary(path=path, n_events=ex.n, processes=processes, overlap=overlap,
                         steps=step_df, dropped_negative=dropped + dropped_steps, flows=ex.flows)
 

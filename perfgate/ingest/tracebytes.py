@@ -1168,7 +1168,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             plen = len(rest)
             arr[:plen] = rest
             need_sep = need_sep or ne > 0
-    cols = {k: np.concatenate(out[k]).astype(np.int64) if out[k] else np.zeros(0, np.int64)
+    cols = {k: np.concatenate(out[k]).astype(np.int64, copy=False) if out[k] else np.zeros(0, np.int64)
             for k in ("idx", "pid", "kind", "ts", "dur")}
     order = file_order(cols["idx"])
     if order is not None:
