@@ -404,7 +404,6 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     overlap_pids = kept.overlap_pids()
     if any(type(p) is not int or not -2 ** 63 <= p < 2 ** 63 for p in overlap_pids):
         raise _NoFastPath("an Overlap Analysis pid that is not an int64 integer")
-    keep_fast = np.isin(ex.pid, np.array(sorted(overlap_pids), dtype=np.int64))
     keep_slow = np.array([p in overlap_pids for p in kept.c_pid], dtype=bool)
     try:
         sl_ts = _texts_ns([v for v, k in zip(kept.c_ts, keep_slow) if k], path, "ts")
@@ -412,7 +411,25 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
         step_df, dropped_steps = kept.steps(path, to_ns=_texts_ns)
     except InvalidCaptureError:
         raise _NoFastPath("a value the exact scan names") from None
+    kind_of = np.array([OVERLAP_KINDS[k] for k in tracebytes.KIND_NAMES], dtype=object)
+    parts = ex.parts
+    if ex.in_order and not keep_slow.any():        # the usual case: per-block arrays straight into the frame
+        ovp = np.array(sorted(overlap_pids), dtype=np.int64)
+        if all(np.isin(p, ovp).all() for p in parts["pid"]) and not any((d < 0).any() for d in parts["dur"]):
+            total = sum(len(t) for t in parts["ts"])
+            # one int64 block for the three columns (bytearray-backed: no huge-page hint on its first touch)
+            cols = np.frombuffer(bytearray(24 * total), dtype=np.int64).reshape(3, total)
+            if total:
+                np.concatenate(parts["ts"], out=cols[0])
+                np.concatenate(parts["dur"], out=cols[1])
+                np.add(cols[0], cols[1], out=cols[2])
+            kind = np.concatenate(parts["kind"]) if parts["kind"] else np.zeros(0, np.int8)
+            overlap = pd.DataFrame(cols.T, columns=["start_ns", "dur_ns", "end_ns"], copy=False)
+            overlap.insert(0, "kind", pd.Series(kind_of[kind], dtype=object))
+            return TraceSummary(path=path, n_events=ex.n, processes=processes, overlap=overlap,
+                                steps=step_df, dropped_negative=dropped_steps, flows=ex.flows)
     codes = {k: i for i, k in enumerate(tracebytes.KIND_NAMES)}
+    keep_fast = np.isin(ex.pid, np.array(sorted(overlap_pids), dtype=np.int64))
     c_kind = np.array([codes[nm] for nm in kept.c_name], dtype=np.int64)
     all_fast = bool(keep_fast.all()) and not keep_slow.any()   # the usual case: no copy, no sort
     idx = ex.idx if all_fast else np.concatenate([ex.idx[keep_fast], np.array(kept.c_idx, dtype=np.int64)[keep_slow]])
@@ -422,13 +439,12 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     order = tracebytes.file_order(idx)
     if order is not None:
         kind, ts, dur = kind[order], ts[order], dur[order]
-    kind_of = np.array([OVERLAP_KINDS[k] for k in tracebytes.KIND_NAMES], dtype=object)
     neg = dur < 0
     dropped = int(neg.sum())
     if dropped:
         kind, ts, dur = kind[~neg], ts[~neg], dur[~neg]
     # the three int64 columns written once into one block (no stacking copy, no column added later)
-    cols = np.empty((3, len(ts)), dtype=np.int64)
+    cols = np.frombuffer(bytearray(24 * len(ts)), dtype=np.int64).reshape(3, len(ts))
     cols[0], cols[1] = ts, dur
     np.add(ts, dur, out=cols[2])
     overlap = pd.DataFrame(cols.T, columns=["start_ns", "dur_ns", "end_ns"], copy=False)
