@@ -180,6 +180,13 @@ class _Scratch:
         self.m[0][n:n64] = False
         return self.m[0][:n64], self.m[1][:n], self.m[2][:n], self.u8[:n]
 
+    def ints(self, n: int):
+        """Two reused int64 work arrays of at least n items."""
+        if n > getattr(self, "n_int", -1):
+            self.n_int = max(n, 1 << 16)
+            self.i64 = [np.frombuffer(bytearray(8 * self.n_int), dtype=np.int64) for _ in range(2)]
+        return self.i64
+
 
 def _all_ws(b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Per span [lo, hi): every byte is JSON whitespace (vectorised over span length)."""
@@ -577,13 +584,19 @@ for _n in range(len(STEP_PREFIX), 64):
     _FIRST_LEN[STEP_PREFIX[0] * 64 + _n] = True
 
 
-def _candidates(b, w64, qo, qc, first=None):
+def _candidates(b, w64, qo, qc, first=None, work=None):
     """Indices (into the string list) of strings whose raw bytes equal a kept name or begin
     with ProfilerStep#; every string's (first byte, length) code; every string's kind code
     (into :data:`KIND_NAMES`, -1 for any other string). ``first``: each string's first byte
-    (b[qo + 1]) when the caller has it."""
-    ln = np.minimum(qc - qo - 1, 63)
-    code = (b[qo + 1] if first is None else first).astype(np.int64) * 64 + ln
+    (b[qo + 1]) when the caller has it; ``work``: two reused int64 arrays of at least len(qo)
+    for the lengths and codes (valid until the next call)."""
+    k = len(qo)
+    ln = np.subtract(qc, qo, out=work[0][:k]) if work is not None else qc - qo
+    ln -= 1
+    np.minimum(ln, 63, out=ln)
+    code = np.multiply(b[qo + 1] if first is None else first, 64, dtype=np.int64,
+                       out=work[1][:k] if work is not None else None)
+    code += ln
     sel = np.flatnonzero(_FIRST_LEN[code])
     ln, start = ln[sel], qo[sel] + 1
     hit = np.zeros(len(sel), dtype=bool)
@@ -1057,7 +1070,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if len(qc) < len(qo):
         qo, first_b = qo[:len(qc)], first_b[:len(qc)]
     w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
-    cs, code, skind = _candidates(bp, w64, qo, qc, first_b)
+    cs, code, skind = _candidates(bp, w64, qo, qc, first_b, scr.ints(len(qo)))
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
