@@ -459,10 +459,14 @@ def main():
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     skip = {s.strip().lower() for s in a.skip.split(",") if s.strip()}
     policy = load_policy()
-    from perfgate.hostmem import defrag_mode, small_pages
-    with small_pages() as off:  # as the CLI runs every command (the in-process timings are library calls)
+    from perfgate.hostmem import arrow_jemalloc, defrag_mode, small_pages
+    # as the CLI runs every command (the in-process timings are library calls); the floor's
+    # pyarrow read runs in this process too, so it uses the same Arrow pool
+    with small_pages() as off, arrow_jemalloc() as jem:
+        import pyarrow as _pa
         print(f"perfgate scale benchmarks on {machine()}; THP defrag {defrag_mode()}, numpy huge-page hint "
-              f"{'off (perfgate.hostmem)' if off else 'as numpy set it'}", flush=True)
+              f"{'off (perfgate.hostmem)' if off else 'as numpy set it'}; Arrow pool "
+              f"{_pa.default_memory_pool().backend_name}{' (perfgate.hostmem)' if jem else ''}", flush=True)
         _main(a, shapes, skip, policy)
 
 

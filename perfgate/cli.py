@@ -172,7 +172,9 @@ class _Group(click.Group):
     and exit 130; SIGTERM (handler installed while the top-level command runs, then restored) one
     line and exit 143. A closed stdout pipe is not an error: the command's decided exit code
     stands (else 0). The top-level command runs under :func:`perfgate.hostmem.small_pages` (numpy's
-    huge-page hint off where the kernel would stall on it)."""
+    huge-page hint off where the kernel would stall on it), :func:`perfgate.hostmem.arrow_jemalloc`
+    (Arrow's buffers from jemalloc where pyarrow has it) and
+    :func:`perfgate.run.timelines_scanned_ahead`."""
 
     def make_context(self, info_name, args, parent=None, **extra):
         """The top-level group's own option parsing runs in click's standalone ``main``, outside
@@ -194,8 +196,10 @@ class _Group(click.Group):
         try:
             with contextlib.ExitStack() as top:
                 if ctx.parent is None:
+                    from perfgate.hostmem import arrow_jemalloc
                     from perfgate.run import timelines_scanned_ahead
                     top.enter_context(small_pages())
+                    top.enter_context(arrow_jemalloc())
                     top.enter_context(timelines_scanned_ahead())
                 return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
