@@ -89,7 +89,8 @@ common_history = click.option(
          "(used there when it exists); `check` and `report` only read it; --db is the same option.")
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
                               help="Processes for per-rank work (default: all cores when the kernel tables of several ranks "
-                                   "exceed 64 MiB together, else 1).")
+                                   "exceed 64 MiB together, else 1; a rank read in this process then has a timeline of "
+                                   "64 MiB or more scanned by a second process). 1: everything in this process.")
 
 
 def _branch_name(ctx, param, value):
