@@ -537,15 +537,17 @@ def summarize_rank(rank, policy, root, timeline_free=None) -> RankSummary:
 
 
 class _TimelineFree(dict):
-    """:func:`timeline_free_part`'s result: ``kernels`` (the table it was made from), ``cat`` and
-    ``segments``, or ``error`` with the ``stage`` (``cat`` / ``segments``) that raised it."""
+    """:func:`timeline_free_part`'s result: ``kernels`` (the table it was made from), ``cat``,
+    ``segments`` and ``view``, or ``error`` with the ``stage`` that raised it (the stages after
+    it are absent)."""
 
 
 def timeline_free_part(kernels, rank_id: int, policy, root) -> _TimelineFree:
     """The parts of :func:`summarize_rank` that read only the kernel table (no timeline, no
     step_trace_time.csv, no communication.json): the category of every row
     (:func:`perfgate.metrics.kernels.categorize`) and the structure metrics and tables
-    (:func:`_segment_summary`). Computed while another process scans the rank's timeline
+    (:func:`_segment_summary`), the kernel families and the family view (:func:`_family_view`).
+    Computed while another process scans the rank's timeline
     (:func:`perfgate.run._load_with_trace_ahead`); never raises (an error is kept)."""
     out = _TimelineFree(kernels=kernels)
     try:
@@ -554,10 +556,13 @@ def timeline_free_part(kernels, rank_id: int, policy, root) -> _TimelineFree:
     except Exception as e:  # noqa: BLE001 - re-raised by summarize_rank where it would have occurred
         out.update(error=e, stage="cat")
         return out
-    try:
-        out["segments"] = _segment_summary_of(kernels, rank_id, policy, root, out["cat"])
-    except Exception as e:  # noqa: BLE001 - as above
-        out.update(error=e, stage="segments")
+    for stage, make in (("segments", lambda: _segment_summary_of(kernels, rank_id, policy, root, out["cat"])),
+                        ("view", lambda: _family_view(kernels, policy, root, out["cat"]))):
+        try:
+            out[stage] = make()
+        except Exception as e:  # noqa: BLE001 - as above
+            out.update(error=e, stage=stage)
+            break
     return out
 
 
@@ -598,14 +603,9 @@ def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
                 f"row {int(k['row'].iloc[unknown[0]])}); add a rule to the policy")
     got = _precomputed(pre, rank, "segments")
     seg_metrics, seg_detail = got[0] if got is not None else _segment_summary(rank, policy, root, cat)
-    family = km.family_of(k["name"], policy.family_suffix)
-    in_step = k["step"].notna().to_numpy()
-    kk = km.rows_where(k.assign(family=family), in_step)   # one frame for rank_metrics and the family view
+    got = _precomputed(pre, rank, "view")
+    family, kk, steps, (op_metrics, op_detail) = got[0] if got is not None else _family_view(rank.kernels, policy, root, cat)
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap, in_step=kk)
-    steps = sorted(map(str, pd.unique(k["step"].dropna())))   # the family view's steps too (the same rows)
-    op_metrics, op_detail = opv.rank_family_view(
-        kk, policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
-        kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant, steps=steps)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
     return RankSummary(**{
@@ -734,6 +734,21 @@ def _step_sum_us(k: pd.DataFrame) -> pd.Series:
     out = k.groupby("step", observed=True)["dur_ns"].sum() / 1000.0  # blank steps dropped by groupby
     out.index = out.index.astype(str)
     return out
+
+
+def _family_view(kernels, policy, root, cat):
+    """``(family, in-step rows with their family, steps, (metrics, detail))``: every row's
+    kernel family, the rows inside a step (one frame for :func:`rank_metrics` and the family
+    view) and the rank's family view (:func:`perfgate.metrics.operators.rank_family_view`)."""
+    k = kernels.df
+    family = km.family_of(k["name"], policy.family_suffix)
+    in_step = k["step"].notna().to_numpy()
+    kk = km.rows_where(k.assign(family=family), in_step)
+    steps = sorted(map(str, pd.unique(k["step"].dropna())))   # the family view's steps too (the same rows)
+    view = opv.rank_family_view(
+        kk, policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
+        kfile=_rel(kernels.path, root), path=kernels.path, variant=kernels.variant, steps=steps)
+    return family, kk, steps, view
 
 
 def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
