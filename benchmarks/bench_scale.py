@@ -15,7 +15,8 @@ Shapes (``--shapes``):
      dask.distributed cluster of 1 and 2 worker processes (``--dask``)
 
 Sections (``--skip`` any of growth, trace, ref):
-  growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``
+  growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``: in this process
+          (paired with the floor), and ``perfgate fingerprint`` in a fresh process (what users run)
   trace   trace_view.json scan of shape a (most events kept) and of the real level1 trace's
           events repeated to the same size (few kept): MiB/s CPU of the byte-level extractor
           (default), the Arrow line scan and the exact structural scan (jsonscan), and of
@@ -188,6 +189,21 @@ def bench_shapes(tmp: Path, shapes, rows: int, policy, repeats: int):
     return out
 
 
+def _cli_fingerprint(cap: Path, out: Path) -> tuple[float, float]:
+    """``perfgate fingerprint CAP --trace never -o OUT`` in a fresh process: (wall s, CPU s of
+    the process and its children)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "perfgate", "fingerprint", str(cap), "--trace", "never", "-o", str(out)],
+                       capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"perfgate fingerprint failed (rc {r.returncode}): {r.stderr[-800:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def bench_growth(tmp: Path, shape: str, sizes, policy):
     print(f"2. cost growth, shape {SHAPE_NAMES[shape]}: one paired round per size", flush=True)
     prev = None
@@ -202,7 +218,13 @@ def bench_growth(tmp: Path, shape: str, sizes, policy):
         # (the allocator handing memory back and faulting it in again) shows up here
         print(f"      {per:6.2f} us CPU per row{grow}; {r['perfgate_faults'] / rows:.3f} minor page faults per row",
               flush=True)
-        prev = (r["perfgate_cpu"], rows)
+        # what users run: the command in a fresh process (imports, cold allocator, the JSON written)
+        w, c = _cli_fingerprint(cap, tmp / "grow.json")
+        r["cli_wall"], r["cli_cpu"] = w, c
+        cgrow = "" if prev is None else f", x{c / prev[2]:.2f} CPU for x{rows / prev[1]:.2f} rows"
+        print(f"      perfgate fingerprint --trace never (fresh process): {w:.2f} s wall, {c:.2f} s CPU "
+              f"({c / rows * 1e6:.2f} us per row{cgrow})", flush=True)
+        prev = (r["perfgate_cpu"], rows, c)
         res.append(r)
         shutil.rmtree(cap)
     return res
