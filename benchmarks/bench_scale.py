@@ -23,11 +23,12 @@ Sections (``--skip`` any of growth, trace, ref):
           validity.lost_launches' flow pass; same files, same run, child processes
   ref     msprof-analyze ``compare`` (one run) vs ``perfgate check`` (median of 3 runs, as users run
           it; and 3 runs with ``--workers 1``, everything in one process, alternating) on a
-          shape-a pair (``--ref-rows``), wall time and peak RSS; the reference counts only when it
+          shape-a pair (``--ref-rows``), wall time and peak memory; the reference counts only when it
           wrote its performance_comparison_result_*.xlsx and logged no [ERROR] (exit 0 is not a
-          result). Peak RSS is the largest sum over the command's whole process tree, sampled
-          every 20 ms with psutil (``pip install psutil``; the ``bench`` extra), so a helper
-          process is counted; without psutil, GNU time's %M (the largest single process).
+          result). Peak memory is the largest sum of PSS over the command's whole process tree,
+          sampled every 20 ms with psutil (``pip install psutil``; the ``bench`` extra): a helper
+          process is counted, a forked child's shared pages once (msprof-analyze forks one);
+          without psutil, GNU time's %M (the largest single process's RSS).
 
 Usage:
   python3 benchmarks/bench_scale.py [--shapes a,b,c,d] [--rows 1000000] [--repeats 2]
@@ -360,9 +361,11 @@ def _peak_mib(stderr: str) -> float:
 
 
 def run_measured(cmd, **kw):
-    """Run ``cmd``; returns (wall s, peak RSS MiB, CompletedProcess-like result, caliber).
-    The peak is the largest sum of RSS over the process and all its descendants (psutil,
-    sampled every 20 ms), else GNU time's %M of the largest single process."""
+    """Run ``cmd``; returns (wall s, peak memory MiB, CompletedProcess-like result, caliber).
+    The peak is the largest sum of PSS (proportional set size: a page shared by n processes
+    counts 1/n in each, so a forked child's copy-on-write pages are counted once) over the
+    process and all its descendants (psutil, sampled every 20 ms), else GNU time's %M of the
+    largest single process."""
     t = time.perf_counter()
     try:
         import psutil
@@ -380,7 +383,7 @@ def run_measured(cmd, **kw):
             total = 0
             for q in procs:
                 try:
-                    total += q.memory_info().rss
+                    total += q.memory_full_info().pss   # shared pages (a forked child's) counted once
                 except psutil.Error:
                     pass
             peak = max(peak, total)
@@ -389,7 +392,7 @@ def run_measured(cmd, **kw):
         out.seek(0)
         err.seek(0)
         r = subprocess.CompletedProcess(cmd, p.returncode, out.read(), err.read())
-    return wall, peak / 2**20, r, "process tree, summed (psutil)"
+    return wall, peak / 2**20, r, "process tree, summed PSS (psutil)"
 
 
 def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
@@ -398,7 +401,7 @@ def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
         print("5. msprof-analyze not found: install it into a separate venv and pass --msprof-analyze PATH")
         return None
     print(f"5. msprof-analyze compare vs perfgate check, shape a pair (~{rows:,} rows per side, with trace), "
-          f"msprof-analyze once, perfgate check median of 3; wall and peak RSS (goal: >= 30x faster, "
+          f"msprof-analyze once, perfgate check median of 3; wall and peak memory (goal: >= 30x faster, "
           f">= 5x leaner)", flush=True)
     from perfgate.gate import save_baseline
     from perfgate.store.baselines import BaselineStore
@@ -425,7 +428,7 @@ def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
     pg = sorted(runs, key=lambda r: r[0])[1]  # the median of 3 runs (wall)
     pg1 = sorted(serial, key=lambda r: r[0])[1]
     print(f"   perfgate check runs: {', '.join(f'{r[0]:.2f}' for r in runs)} s wall (median taken); "
-          f"with --workers 1: {', '.join(f'{r[0]:.2f}' for r in serial)} s; peak RSS: {caliber[0]}", flush=True)
+          f"with --workers 1: {', '.join(f'{r[0]:.2f}' for r in serial)} s; peak memory: {caliber[0]}", flush=True)
     pg_ok = (out / "perfgate-result.json").is_file()
     msout = tmp / "msout"
     ms = timed([exe, "compare", "-d", str(b / "rank0_ascend_pt"), "-bp", str(a / "rank0_ascend_pt"), "-o", str(msout)])
