@@ -386,13 +386,14 @@ def _texts_ns(values: list, path: Path, what: str) -> np.ndarray:
     return ns if ok.all() else _to_ns(values, path, what)
 
 
-def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
+def _bytes_summary(path: Path, start: int, size: int, prescan=None) -> TraceSummary:
     """The TraceSummary from :func:`perfgate.ingest.tracebytes.scan` (byte-level extractor):
     the fast Overlap-named X events as arrays, the few events it parsed (metadata, steps,
     unusual layouts) through the same rules as the exact scan. Raises _NoFastPath when the
-    extractor refuses the file or a value is not exactly convertible (the caller falls back)."""
+    extractor refuses the file or a value is not exactly convertible (the caller falls back).
+    ``prescan``: a callable giving that scan's result made elsewhere (see :func:`read_trace`)."""
     try:
-        ex = tracebytes.scan(path, start, size)
+        ex = prescan() if prescan is not None else tracebytes.scan(path, start, size)
     except tracebytes.NoFastPath as e:
         raise _NoFastPath(str(e)) from None
     if ex.n == 0:
@@ -412,22 +413,6 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
     except InvalidCaptureError:
         raise _NoFastPath("a value the exact scan names") from None
     kind_of = np.array([OVERLAP_KINDS[k] for k in tracebytes.KIND_NAMES], dtype=object)
-    parts = ex.parts
-    if ex.in_order and not keep_slow.any():        # the usual case: per-block arrays straight into the frame
-        ovp = np.array(sorted(overlap_pids), dtype=np.int64)
-        if all(np.isin(p, ovp).all() for p in parts["pid"]) and not any((d < 0).any() for d in parts["dur"]):
-            total = sum(len(t) for t in parts["ts"])
-            # one int64 block for the three columns (bytearray-backed: no huge-page hint on its first touch)
-            cols = np.frombuffer(bytearray(24 * total), dtype=np.int64).reshape(3, total)
-            if total:
-                np.concatenate(parts["ts"], out=cols[0])
-                np.concatenate(parts["dur"], out=cols[1])
-                np.add(cols[0], cols[1], out=cols[2])
-            kind = np.concatenate(parts["kind"]) if parts["kind"] else np.zeros(0, np.int8)
-            overlap = pd.DataFrame(cols.T, columns=["start_ns", "dur_ns", "end_ns"], copy=False)
-            overlap.insert(0, "kind", pd.Series(kind_of[kind], dtype=object))
-            return TraceSummary(path=path, n_events=ex.n, processes=processes, overlap=overlap,
-                                steps=step_df, dropped_negative=dropped_steps, flows=ex.flows)
     codes = {k: i for i, k in enumerate(tracebytes.KIND_NAMES)}
     keep_fast = np.isin(ex.pid, np.array(sorted(overlap_pids), dtype=np.int64))
     c_kind = np.array([codes[nm] for nm in kept.c_name], dtype=np.int64)
@@ -453,7 +438,7 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
                         steps=step_df, dropped_negative=dropped + dropped_steps, flows=ex.flows)
 
 
-def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
+def read_trace(path: Path, *, full_parse: bool = False, prescan=None) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
 
     A bare event array is read first by the byte-level extractor
@@ -477,6 +462,11 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     every event through ijson (each one parsed). Both keep the same events and give the same
     summary; memory is bounded by the block size and the kept events, not the file size.
 
+    ``prescan``: optional callable returning :func:`perfgate.ingest.tracebytes.scan_file` of
+    ``path`` as made elsewhere (another process, started earlier), or raising what it raised;
+    called only where the byte-level extractor would run, so the result and errors are those
+    of a read without it.
+
     Raises:
         InvalidCaptureError: empty file, a root that is neither an array nor a traceEvents
             object, invalid or truncated JSON (message names the byte offset range where the
@@ -495,7 +485,7 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
         raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     if prefix == "item" and not full_parse and size > _ARROW_MIN_BYTES and BYTE_SCAN:
         try:
-            return _bytes_summary(path, _root_start(path), size)
+            return _bytes_summary(path, _root_start(path), size, prescan)
         except _NoFastPath:
             pass  # the Arrow line scan below, then the exact scan
         except OSError as e:

@@ -93,40 +93,30 @@ class NoFastPath(Exception):
     """The byte-level extractor cannot prove it reads this file exactly."""
 
 
+@dataclass
 class Extract:
     """What :func:`scan` read. ``n``: every top-level event. Fast Overlap-named X events in file
     order: ``idx`` (event index), ``pid``, ``kind`` (code into :data:`KIND_NAMES`, int8),
-    ``ts_ns``, ``dur_ns`` (int64), concatenated on first use from ``parts`` (the per-block
-    arrays, in block order: a caller that writes them into its own columns needs no
-    intermediate copy; ``in_order``: their idx already strictly increase, no sort needed).
-    ``parsed``: ``(idx, event)`` for the candidates parsed by json.loads."""
+    ``ts_ns``, ``dur_ns`` (int64). ``parsed``: ``(idx, event)`` for the candidates parsed by
+    json.loads."""
+    n: int
+    idx: np.ndarray
+    pid: np.ndarray
+    kind: np.ndarray
+    ts_ns: np.ndarray
+    dur_ns: np.ndarray
+    parsed: list
+    flows: tuple = None
 
-    def __init__(self, n: int, parts: dict, parsed: list, flows=None):
-        self.n, self.parts, self.parsed, self.flows = n, parts, parsed, flows
-        last = -1
-        self.in_order = True
-        for a in parts["idx"]:
-            if len(a) and (a[0] <= last or (len(a) > 1 and not bool((a[1:] > a[:-1]).all()))):
-                self.in_order = False
-                break
-            last = int(a[-1]) if len(a) else last
-        self._cols = None
 
-    def _columns(self) -> dict:
-        if self._cols is None:
-            cols = {k: np.concatenate(v) if v else np.zeros(0, np.int8 if k == "kind" else np.int64)
-                    for k, v in self.parts.items()}
-            if not self.in_order:
-                order = np.argsort(cols["idx"], kind="stable")
-                cols = {k: v[order] for k, v in cols.items()}
-            self._cols = cols
-        return self._cols
-
-    idx = property(lambda self: self._columns()["idx"])
-    pid = property(lambda self: self._columns()["pid"])
-    kind = property(lambda self: self._columns()["kind"])
-    ts_ns = property(lambda self: self._columns()["ts"])
-    dur_ns = property(lambda self: self._columns()["dur"])
+def _concat(parts: list, dtype) -> np.ndarray:
+    """The per-block arrays in one array (bytearray-backed: numpy marks its own allocations of
+    4 MiB or more for huge pages, whose first touch may stall in compaction on this kind of VM)."""
+    n = sum(len(p) for p in parts)
+    out = np.frombuffer(bytearray(n * np.dtype(dtype).itemsize), dtype=dtype)
+    if n:
+        np.concatenate(parts, out=out)
+    return out
 
 
 def _i64(a) -> np.ndarray:
@@ -1202,7 +1192,12 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             plen = len(rest)
             arr[:plen] = rest
             need_sep = need_sep or ne > 0
-    return Extract(n, {k: out[k] for k in ("idx", "pid", "kind", "ts", "dur")}, out["parsed"], out["flows"])
+    cols = {k: _concat(out[k], np.int8 if k == "kind" else np.int64) for k in ("idx", "pid", "kind", "ts", "dur")}
+    order = file_order(cols["idx"])
+    if order is not None:
+        cols = {k: v[order] for k, v in cols.items()}
+    return Extract(n=n, idx=cols["idx"], pid=cols["pid"], kind=cols["kind"], ts_ns=cols["ts"],
+                   dur_ns=cols["dur"], parsed=out["parsed"], flows=out["flows"])
 
 
 def file_order(idx: np.ndarray):
