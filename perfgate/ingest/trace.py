@@ -428,9 +428,17 @@ def _bytes_summary(path: Path, start: int, size: int, prescan=None) -> TraceSumm
     dropped = int(neg.sum())
     if dropped:
         kind, ts, dur = kind[~neg], ts[~neg], dur[~neg]
-    # the three int64 columns written once into one block (no stacking copy, no column added later)
-    cols = np.frombuffer(bytearray(24 * len(ts)), dtype=np.int64).reshape(3, len(ts))
-    cols[0], cols[1] = ts, dur
+    # the three int64 columns in one block (no stacking copy, no column added later): scan's own
+    # ts / dur rows where they are taken as they are, else a new one (bytearray-backed, no huge-page hint)
+    n, cols = len(ts), None
+    base = ts.base if ts is ex.ts_ns and dur is ex.dur_ns else None
+    if isinstance(base, np.ndarray) and base.dtype == np.int64 and base.shape == (3 * n,) and base.flags.writeable \
+            and ts.strides == dur.strides == (8,) and ts.ctypes.data == base.ctypes.data \
+            and dur.ctypes.data == base.ctypes.data + 8 * n:
+        cols = base.reshape(3, n)
+    if cols is None:
+        cols = np.frombuffer(bytearray(24 * n), dtype=np.int64).reshape(3, n)
+        cols[0], cols[1] = ts, dur
     np.add(ts, dur, out=cols[2])
     overlap = pd.DataFrame(cols.T, columns=["start_ns", "dur_ns", "end_ns"], copy=False)
     overlap.insert(0, "kind", pd.Series(kind_of[kind], dtype=object))

@@ -1192,7 +1192,13 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             plen = len(rest)
             arr[:plen] = rest
             need_sep = need_sep or ne > 0
-    cols = {k: _concat(out[k], np.int8 if k == "kind" else np.int64) for k in ("idx", "pid", "kind", "ts", "dur")}
+    cols = {k: _concat(out[k], np.int8 if k == "kind" else np.int64) for k in ("idx", "pid", "kind")}
+    total = len(cols["idx"])
+    block = np.frombuffer(bytearray(24 * total), dtype=np.int64).reshape(3, total)   # ts, dur, (end)
+    if total:
+        np.concatenate(out["ts"], out=block[0])
+        np.concatenate(out["dur"], out=block[1])
+    cols["ts"], cols["dur"] = block[0], block[1]    # rows of one block: the summary's frame adds end_ns in place
     order = file_order(cols["idx"])
     if order is not None:
         cols = {k: v[order] for k, v in cols.items()}
