@@ -40,6 +40,19 @@ module reads them straight from the bytes with vectorised numpy operations over 
    common shape (a backslash or a brace inside a string in its object, a value beyond 32 bytes,
    ...) is handed to flow_event itself, in its place (none on the real captures).
 
+6. *Template-first blocks*: after a block where most events take one flat layout, each later
+   block first matches that layout's literal bytes at every ``{`` (a value ends at the learned
+   length, else at the first byte of the next literal, by SWAR), reads the matched events'
+   values with the checks of step 3 (:func:`_hole_values`), and runs steps 1-5 on the block
+   with each run of matched events replaced by one ``{}`` (event indices mapped back by the
+   runs' lengths). It is taken only when every run is a whole top-level item there; anything
+   else reads the block as above (:func:`_block_tmpl`; tests/test_trace_template.py).
+
+Issue 21 round 7 (paired child processes, 8 pairs, load ~1.5-2.3 on 2 cores, read_trace CPU):
+most-kept trace 91 -> 176-180 MiB/s median (x1.9), real-shaped 171-188 -> 214-217 (x1.18).
+Per-block temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page
+faults cost more than the numpy pass that fills it.
+
 Cost (``read_trace`` CPU, paired child processes, loaded 2-core machine, issue 21 round 3):
 ~85-92 MiB/s on a 192 MiB replicated trace where nearly every event is kept (2 M events; the
 previous extractor 73-82 in the same runs), ~140-190 MiB/s on the real level1 trace's events
