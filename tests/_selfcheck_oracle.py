@@ -204,7 +204,10 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
                 expected=a, observed=b, tolerance=tol, evidence=f"{st_name}, {tfile}"))
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
-    return out
+    # added after this oracle was written: failed checks name the rank's files by their
+    # rank-relative path; shared, so the loops above are still compared text for text
+    from perfgate.metrics.selfcheck import name_rank_files
+    return name_rank_files(out, rank)
 
 
 class _Rows(dict):

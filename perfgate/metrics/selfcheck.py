@@ -35,9 +35,10 @@ per-step loops this replaced are the oracle ``tests/_selfcheck_oracle.py``.
 """
 from __future__ import annotations
 
-from collections import namedtuple
+import re
+from collections import deque, namedtuple
 from itertools import chain, compress, repeat
-from operator import eq, is_not, ne
+from operator import attrgetter, eq, is_not, ne
 from functools import partial
 
 import numpy as np
@@ -258,6 +259,53 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
                                         st_name, trace_name, tfile))
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
+    return name_rank_files(out, rank)
+
+
+def rank_files(rank) -> dict:
+    """``{bare file name: rank-relative path}`` of the rank's kernel table, step_trace_time.csv
+    and trace: the path below the folder that holds the rank's folder
+    (``rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv``), which tells apart files that
+    every rank has under the same name. Files the rank does not have, or outside its folder, are
+    left out."""
+    loc = getattr(rank, "location", None)
+    base = loc.rank_dir.parent if loc is not None else None
+    out = {}
+    for p in (rank.kernels.path if rank.kernels is not None else None, rank.step_trace_path, rank.trace_path):
+        if p is None or base is None:
+            continue
+        try:
+            out[p.name] = p.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return out
+
+
+def name_rank_files(checks: list, rank) -> list:
+    """``checks`` with every *failed* check's message naming the rank's files by their
+    rank-relative path (:func:`rank_files`) instead of the bare name (``kernel_details.csv row 40``
+    -> ``rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv row 40``): where several ranks
+    fail, each text says which file to open. Passing, warning and skipped texts and the evidence
+    field keep the bare names: they are part of every fingerprint (the golden digests of
+    tests/test_fingerprint_stable.py), and the check's ``rank`` names the rank there. Columnar:
+    one C-level ``re.sub`` pass per file name over the failed messages, the changed checks built
+    by :func:`perfgate.model.from_columns` (no Python-level call per check)."""
+    if not checks:
+        return checks
+    failed = np.flatnonzero(np.fromiter(map(eq, map(attrgetter("status"), checks), repeat(FAIL)), dtype=bool,
+                                        count=len(checks)))
+    subs = rank_files(rank) if len(failed) else {}
+    if not subs:
+        return checks
+    idx = failed.tolist()
+    picked = list(map(checks.__getitem__, idx))
+    msgs = list(map(attrgetter("message"), picked))
+    for name, path in subs.items():
+        pat = re.compile(r"(?<![\w./-])" + re.escape(name) + r"(?![\w-])")
+        msgs = list(map(pat.sub, repeat(path.replace("\\", "\\\\")), msgs))
+    cols = [msgs if f == "message" else list(map(attrgetter(f), picked)) for f in SelfCheck.__dataclass_fields__]
+    out = list(checks)
+    deque(map(out.__setitem__, idx, from_columns(SelfCheck, *cols)), maxlen=0)
     return out
 
 
