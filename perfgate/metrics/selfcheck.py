@@ -17,6 +17,9 @@ Checks, per rank and step (status pass | fail | warn | skipped):
   (= Communication − Communication(Not Overlapped)).
 * ``trace_vs_step_trace``: per-step sums of the trace's Overlap Analysis events equal the
   step_trace_time.csv columns (torch_npu derives the latter from the former).
+* ``steps_present`` (only when failing): no kernel row has a step, or a step the reference
+  (trace Overlap Analysis / step_trace_time.csv) lists with device activity has no kernel row;
+  a kernel table cut after a complete row is named "truncated or altered" (:func:`diagnose_cut`).
 * ``step_trace_identities`` (P16): Overlapped = Communication − Comm(Not Overlapped) (fail);
   Stage ≈ Computing + Comm(Not Overlapped) + Free and Comm(Not Overlapped and Exclude
   Receive) = Comm(Not Overlapped) − Bubble (warn).
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import re
 from collections import deque, namedtuple
+from pathlib import Path
 from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_not, ne
 from functools import partial
@@ -259,7 +263,83 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
                                         st_name, trace_name, tfile))
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
+    if ref is not None and kernel_steps:
+        out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile)
     return name_rank_files(out, rank)
+
+
+CUT_CAUSE = ": the files are not from one capture or a row was altered"
+_SUMMED = ("comm_equality", "compute_union", "overlap_gap")
+
+
+def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str) -> list:
+    """What the files prove when the kernel table ends early (an export cut after a complete row:
+    no malformed line is left for the reader to find).
+
+    * A step ``ref`` lists with device activity (Computing or Communication > 0 us) that has no
+      kernel row is a ``steps_present`` failure naming the step and its figures (before, such a
+      step was left out of every comparison: a table cut at a step boundary passed).
+    * When steps of ``ref`` after the step of the table's last data row have no kernel row, or
+      the kernel figures fall short of ``ref`` in that last step alone (a comm_equality /
+      compute_union failure there with the kernel side lower, every earlier step agreeing), the
+      failed checks of those steps say ``truncated or altered: kernel_details.csv stops at step N
+      (data row R, its last) while step_trace_time.csv lists steps up to M`` / ``... falls short in
+      step N, the step of its last data row R, ...`` instead of only "not from one capture or a row
+      was altered".
+
+    ``ref``: the reference per step (index step label; ``computing_us``, ``comm_us``); ``ref_src``:
+    its name (``step_trace_time.csv``, ``trace_view.json Overlap Analysis``). Only numeric step
+    labels of a CSV kernel table are judged (an implicit step, a DB export: ``checks`` unchanged).
+    Whole columns; the checks kept in order, the new ones after the rank's step checks."""
+    k = rank.kernels.df
+    if not len(k) or Path(str(rank.kernels.path)).suffix.lower() != ".csv":
+        return checks
+    last = int(np.argmax(k["row"].to_numpy()))
+    last_row, last_step = int(k["row"].iat[last]), k["step"].iat[last]
+    labels = _pylist(ref.index)
+    if last_step is None or last_step != last_step or not str(last_step).isdigit() \
+            or not all(map(str.isdigit, map(str, labels))):
+        return checks
+    n_last = int(last_step)
+    present = set(_pylist(pd.unique(k["step"].dropna())))
+    active = (ref["computing_us"].to_numpy(dtype=float) + ref["comm_us"].to_numpy(dtype=float)) > 0
+    lacking = [lab for lab, a in zip(labels, active.tolist()) if a and lab not in present]
+    after = [lab for lab in lacking if int(lab) > n_last]
+    name = np.array(list(map(attrgetter("name"), checks)), dtype=object)
+    step = np.array(list(map(str, map(attrgetter("step"), checks))), dtype=object)
+    fail = np.array(list(map(attrgetter("status"), checks)), dtype=object) == FAIL
+    summed = fail & np.isin(name, _SUMMED)
+    at_last = summed & (step == str(last_step))
+    short = [c for c in compress(checks, at_last & np.isin(name, _SUMMED[:2]))
+             if c.observed is not None and c.expected is not None and c.observed < c.expected]
+    cut = bool(after) or (bool(short) and not (summed & ~at_last).any())
+    why = ""
+    if cut:
+        top = max(map(int, labels))
+        why = (f"truncated or altered: {kfile} stops at step {last_step} (data row {last_row}, its last) while "
+               f"{ref_src} lists steps up to {top}" if after else
+               f"truncated or altered: {kfile} falls short of {ref_src} in step {last_step}, the step of its last "
+               f"data row {last_row}" + (", while every earlier step agrees" if len(present) > 1 else ""))
+    out = list(checks)
+    if why:
+        for i in np.flatnonzero(at_last).tolist():
+            c = out[i]
+            msg = c.message[:-len(CUT_CAUSE)] if c.message.endswith(CUT_CAUSE) else c.message
+            out[i] = SelfCheck(c.name, c.rank, c.step, c.status, f"{msg}: {why}", c.expected, c.observed,
+                               c.tolerance, c.evidence)
+    if lacking:
+        at = ref.loc[lacking]
+        out.extend(from_columns(
+            SelfCheck, repeat("steps_present"), repeat(rank.rank), lacking, repeat(FAIL, len(lacking)),
+            _texts(len(lacking), (np.ones(len(lacking), dtype=bool),
+                                  "step {} is in {} (Computing {:.3f} us, Communication {:.3f} us) but {} has no "
+                                  "row in it{}", (np.array(lacking + [None], dtype=object)[:-1], ref_src,
+                                                  at["computing_us"].to_numpy(dtype=float),
+                                                  at["comm_us"].to_numpy(dtype=float), kfile,
+                                                  np.array([f": {why}" if why and lab in after else ""
+                                                            for lab in lacking] + [None], dtype=object)[:-1]))),
+            repeat(None), repeat(None), repeat(None), repeat(f"{kfile}, {ref_src}")))
+    return out
 
 
 def rank_files(rank) -> dict:
