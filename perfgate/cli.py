@@ -192,7 +192,11 @@ class _Group(click.Group):
         if ctx.parent is None and threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, _on_sigterm)  # restored below (CliRunner, embedding)
         try:
-            with small_pages() if ctx.parent is None else contextlib.nullcontext():
+            with contextlib.ExitStack() as top:
+                if ctx.parent is None:
+                    from perfgate.run import timelines_scanned_ahead
+                    top.enter_context(small_pages())
+                    top.enter_context(timelines_scanned_ahead())
                 return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise

@@ -15,17 +15,65 @@ from perfgate.metrics.summary import FingerprintConfig
 from perfgate.model import Fingerprint
 
 
-def _summarize_location(loc, config: FingerprintConfig):
+def _summarize_location(loc, config: FingerprintConfig, trace_ahead: bool = False):
     """Worker body (module level so process pools and dask can pickle it): one rank's files
     -> its :class:`~perfgate.metrics.summary.RankSummary`. Errors come back as values so every
-    rank's problem is reported."""
-    from perfgate.ingest import as_capture_error, load_rank
+    rank's problem is reported. ``trace_ahead``: scan a large timeline in one spawned process
+    while this one reads the kernel table (:func:`_load_with_trace_ahead`)."""
+    from perfgate.ingest import as_capture_error, load_rank, trace_worth_reading_ahead
     from perfgate.metrics.fingerprint import summarize_rank
     try:
-        rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
+        if trace_ahead and trace_worth_reading_ahead(loc, config.with_trace) is not None:
+            rank = _load_with_trace_ahead(loc, config)
+        else:
+            rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
         return summarize_rank(rank, config.policy, config.root)
     except (InvalidCaptureError, OSError) as e:
         return as_capture_error(e, loc)
+
+
+_SCAN_AHEAD = False
+
+
+@contextmanager
+def timelines_scanned_ahead(on: bool = True):
+    """Within this block, :func:`fingerprint_path` reading ranks in this process scans a large
+    timeline in one spawned process beside the tables (when ``workers`` is not 1 and two CPUs
+    are usable; :func:`_load_with_trace_ahead`). Off for library callers unless they ask: a
+    spawned process imports the caller's main module again, which must then be guarded by
+    ``if __name__ == "__main__":`` (Python's multiprocessing "spawn" rule; the local pool of
+    ``workers`` has the same rule). The perfgate command line turns it on."""
+    global _SCAN_AHEAD
+    previous, _SCAN_AHEAD = _SCAN_AHEAD, on
+    try:
+        yield
+    finally:
+        _SCAN_AHEAD = previous
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, else ``os.cpu_count()``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _load_with_trace_ahead(loc, config: FingerprintConfig):
+    """:func:`perfgate.ingest.load_rank` with the rank's timeline scanned in one spawned process
+    (:func:`local_pool`) while this process reads the kernel table, communication.json and
+    step_trace_time.csv: the same result and errors as a serial read. The process is stopped as
+    soon as the rank is read or refused, so a refused kernel table never waits for the scan.
+
+    Measured on a 2-core VM (1M-row rank, 192 MiB trace, ``check`` paired with the serial read):
+    see docs/performance.md "Timeline scanned beside the tables"."""
+    from perfgate.ingest import load_rank
+    with local_pool(1) as pool:
+        try:
+            return load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes,
+                             trace_pool=pool)
+        finally:
+            stop_pool(pool)
 
 
 AUTO_PARALLEL_BYTES = 64 << 20  # below this a process pool costs more than it saves
@@ -127,7 +175,11 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
         workers: at most this many processes for a local pool (None = all cores, 1 = in
             this process). A pool starts only when the ranks' kernel tables and traces exceed
             AUTO_PARALLEL_BYTES (64 MiB); below that the work runs in this process, because
-            starting the pool would cost more CPU than it saves.
+            starting the pool would cost more CPU than it saves. Within
+            :func:`timelines_scanned_ahead` (the command line), ranks read in this process (one
+            rank, or a small capture) with ``workers`` not 1 and two usable CPUs have a
+            timeline of at least 64 MiB (``perfgate.ingest.TRACE_AHEAD_BYTES``) scanned in one
+            spawned process beside the kernel table.
         scheduler: a dask.distributed scheduler address (``tcp://HOST:PORT``): per-rank work
             is mapped onto that cluster instead (the files must be readable there).
         progress: optional callable ``(done, total)`` called as ranks finish.
@@ -170,8 +222,11 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
                     if progress:
                         progress(len(results), total)
         else:
+            # one rank at a time here: with a second CPU free (and more than one process
+            # allowed), a large timeline is scanned in another process beside the tables
+            ahead = _SCAN_AHEAD and workers != 1 and usable_cpus() >= 2
             for loc in locs:
-                results.append(_summarize_location(loc, config))
+                results.append(_summarize_location(loc, config, trace_ahead=ahead))
                 if progress:
                     progress(len(results), total)
     problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))

@@ -150,7 +150,7 @@ def test_64_ranks_end_to_end_under_4gb(tmp_path):
 
 
 def test_huge_trace_is_skipped_when_step_trace_suffices(tmp_path, policy, monkeypatch):
-    import perfgate.ingest as ingest
+    import perfgate.ingest.load as ingest
     c = write_scaled(tmp_path / "c", ranks=1, steps=2, kernels_per_step=100, trace_mb=1)
     monkeypatch.setattr(ingest, "AUTO_TRACE_BYTES", 1000)
     fp = fingerprint_path(c, policy, with_trace="auto")

@@ -359,13 +359,14 @@ class _Kept:
                               "end_ns": sts[ok] + sdur[ok]}), int((~ok).sum()))
 
 
-def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
+def _bytes_summary(path: Path, start: int, size: int, prescan=None) -> TraceSummary:
     """The TraceSummary from :func:`perfgate.ingest.tracebytes.scan` (byte-level extractor):
     the fast Overlap-named X events as arrays, the few events it parsed (metadata, steps,
     unusual layouts) through the same rules as the exact scan. Raises _NoFastPath when the
-    extractor refuses the file or a value is not exactly convertible (the caller falls back)."""
+    extractor refuses the file or a value is not exactly convertible (the caller falls back).
+    ``prescan``: a callable giving that scan's result made elsewhere (see :func:`read_trace`)."""
     try:
-        ex = tracebytes.scan(path, start, size)
+        ex = prescan() if prescan is not None else tracebytes.scan(path, start, size)
     except tracebytes.NoFastPath as e:
         raise _NoFastPath(str(e)) from None
     if ex.n == 0:
@@ -406,7 +407,7 @@ def _bytes_summary(path: Path, start: int, size: int) -> TraceSummary:
                         steps=step_df, dropped_negative=dropped + dropped_steps, flows=ex.flows)
 
 
-def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
+def read_trace(path: Path, *, full_parse: bool = False, prescan=None) -> TraceSummary:
     """Stream a trace_view.json and keep the Overlap Analysis and step events.
 
     A bare event array is read first by the byte-level extractor
@@ -430,6 +431,11 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
     every event through ijson (each one parsed). Both keep the same events and give the same
     summary; memory is bounded by the block size and the kept events, not the file size.
 
+    ``prescan``: optional callable returning :func:`perfgate.ingest.tracebytes.scan_file` of
+    ``path`` as made elsewhere (another process, started earlier), or raising what it raised;
+    called only where the byte-level extractor would run, so the result and errors are those
+    of a read without it.
+
     Raises:
         InvalidCaptureError: empty file, a root that is neither an array nor a traceEvents
             object, invalid or truncated JSON (message names the byte offset range where the
@@ -448,7 +454,7 @@ def read_trace(path: Path, *, full_parse: bool = False) -> TraceSummary:
         raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     if prefix == "item" and not full_parse and size > _ARROW_MIN_BYTES and BYTE_SCAN:
         try:
-            return _bytes_summary(path, _root_start(path), size)
+            return _bytes_summary(path, _root_start(path), size, prescan)
         except _NoFastPath:
             pass  # the Arrow line scan below, then the exact scan
         except OSError as e:

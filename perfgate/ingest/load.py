@@ -1,0 +1,501 @@
+"""Loading a capture's ranks: each rank's files (kernel table, step_trace_time.csv,
+communication.json, timeline, or the DB export) read into a :class:`RankCapture`.
+Re-exported by :mod:`perfgate.ingest`; entry point :func:`load_capture`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from perfgate.errors import InvalidCaptureError, PerfgateError
+from perfgate.terms import TraceMode
+from perfgate.ingest.comm import read_communication
+from perfgate.ingest.discover import RankLocation, discover
+from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
+from perfgate.ingest.steps import read_step_trace
+from perfgate.ingest.trace import TraceSummary, read_trace
+from perfgate.ingest import tracebytes
+from perfgate.ingest import validity
+
+__all__ = ["Capture", "RankCapture", "load_capture", "load_rank", "as_capture_error", "AUTO_TRACE_BYTES",
+           "TRACE_AHEAD_BYTES", "trace_worth_reading_ahead"]
+
+# with_trace="auto": a trace_view.json larger than this is skipped when step_trace_time.csv
+# already carries what the self-checks need (streaming runs at ~15-30 MB/s).
+AUTO_TRACE_BYTES = 256 << 20
+
+# the tables a partial rank may hold without kernel_details.csv (MindSpeed --profile-ranks-style
+# subsets: SOURCES.md 1e rank 1); such a rank contributes its step and communication metrics only
+PARTIAL_TABLES = ("step_trace_time.csv", "communication.json")
+
+
+@dataclass(frozen=True)
+class RankCapture:
+    """One rank's parsed files. Optional files are None when absent (see ``missing``).
+    ``kernels`` is None for a partial rank (only :data:`PARTIAL_TABLES`); :attr:`tables`
+    lists what the rank holds (the coverage recorded in the fingerprint)."""
+    rank: int
+    location: RankLocation
+    kernels: KernelTable | None
+    step_trace: pd.DataFrame | None
+    step_trace_path: Path | None
+    comm: pd.DataFrame | None
+    comm_path: Path | None
+    trace: TraceSummary | None
+    trace_path: Path | None
+    missing: tuple = ()
+    warnings: tuple = ()
+    host_clock_ok: bool = True  # False: the timeline's host step windows are on another time base
+    lost_launches: dict = field(default_factory=dict)  # validity.lost_launches: {step: counts}
+
+    @property
+    def tables(self) -> tuple:
+        """Tables this rank holds, by role: ``kernels``, ``step_trace``, ``comm``, ``trace``."""
+        return tuple(t for t, v in (("kernels", self.kernels), ("step_trace", self.step_trace),
+                                    ("comm", self.comm), ("trace", self.trace)) if v is not None)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A whole capture: its root and ranks (sorted by rank id)."""
+    path: Path
+    ranks: tuple
+    warnings: tuple = field(default_factory=tuple)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+
+def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
+    """Which export to read for a rank: ``("text", [csv files])`` or ``("db", [db file])``.
+
+    Rule when both exist: the text export is read and the DB ignored (a warning says so), so
+    nothing is ever counted twice. ``("partial", [])``: a torch_npu rank the profiler left with
+    only its summary tables (:data:`PARTIAL_TABLES`; SOURCES.md 1e rank 1) and no timeline nor
+    ``*.done`` marker that would say the kernel export was expected.
+
+    Raises:
+        InvalidCaptureError: nothing usable (no kernel table, no summary table), or a timeline /
+            ``*.done`` marker without the kernel table (an interrupted export).
+    """
+    if layout == "torch_npu":
+        p = out / "kernel_details.csv"
+        if p.is_file():
+            return "text", [p]
+    slices = sorted(out.glob("op_summary*.csv"), key=_slice_key)
+    if slices:
+        return "text", slices
+    dbs = sorted(out.glob("ascend_pytorch_profiler*.db"))
+    if dbs:
+        return "db", dbs[:1]
+    done = [p.name for p in out.parent.glob("*.done")] + [p.name for p in out.glob("*.done")]
+    if layout == "torch_npu" and not done and not (out / "trace_view.json").is_file() \
+            and any((out / f).is_file() for f in PARTIAL_TABLES):
+        return "partial", []
+    extra = f" although {done[0]} says the analysis finished" if done else ""
+    raise InvalidCaptureError(
+        f"incomplete profile: no kernel_details.csv{extra}", path=out,
+        hint="the export did not produce the kernel table; re-run the profiler's analyse step")
+
+
+def _slice_key(p: Path):
+    """op_summary_slice_<k>_<ts>.csv sort by k numerically; unsliced files first."""
+    import re
+    m = re.search(r"slice_(\d+)", p.name)
+    return (int(m.group(1)) if m else -1, p.name)
+
+
+def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> KernelTable:
+    """One kernel table from msprof op_summary slices, in slice order. Rows keep one running
+    number; a warning maps row ranges to slice files. Exact duplicates across slices are
+    reported and counted once (same rule as within one file)."""
+    tables = [read_kernels(f, pmu=pmu, shapes=shapes) for f in files]
+    if len(tables) == 1:
+        return tables[0]
+    import pandas as _pd
+    frames, spans, offset = [], [], 0
+    for t in tables:
+        d = t.df.copy()
+        d["row"] = d["row"] + offset
+        spans.append(f"{t.path.name} rows {offset + 1}-{offset + int(t.df['row'].max())}")
+        offset += int(t.df["row"].max())
+        frames.append(d)
+    df = _pd.concat(frames, ignore_index=True)
+    dup = df.duplicated(subset=["start_ns", "dur_ns", "name", "stream_id"], keep="first")
+    warnings = [w for t in tables for w in t.warnings]
+    warnings.append(f"{len(files)} op_summary slices read in order: " + "; ".join(spans))
+    dups = tuple(int(r) for r in df.loc[dup, "row"])
+    if dups:
+        warnings.append(f"{len(dups)} row(s) repeated across slices counted once (rows {dups[:8]})")
+        df = df.loc[~dup].reset_index(drop=True)
+    first = tables[0]
+    return KernelTable(path=first.path, df=df, columns=first.columns, variant=first.variant + f"/{len(files)} slices",
+                       ncols=first.ncols, type_available=all(t.type_available for t in tables),
+                       core_available=all(t.core_available for t in tables),
+                       invalid_rows=tuple(r for t in tables for r in t.invalid_rows),
+                       duplicate_rows=tuple(r for t in tables for r in t.duplicate_rows) + dups,
+                       unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
+
+
+def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False,
+              trace_pool=None) -> RankCapture:
+    """Read one rank's files (text export, raw msprof summaries, or the DB export).
+
+    ``trace_pool``: an optional ``concurrent.futures.Executor`` of other *processes* (the
+    caller owns it; :func:`perfgate.run.local_pool`). When given, a trace_view.json of at least
+    :data:`TRACE_AHEAD_BYTES` that will be read is scanned there while this process reads the
+    kernel table and the other files: the same :func:`~perfgate.ingest.trace.read_trace`, the
+    same result and errors, raised at the same point as a serial read (a kernel-table error is
+    still reported first). A pool that breaks (its process killed) falls back to reading here.
+
+    Raises:
+        InvalidCaptureError: kernel table missing or unreadable, or any present optional file
+            (step_trace_time.csv, communication.json, trace_view.json, analysis.db) unreadable,
+            or the rank's tables do not fit in the memory available (MemoryError / Arrow out
+            of memory): a clear error naming the rank's files and sizes, never a partial or
+            empty table. trace_view.json itself is streamed in bounded memory.
+    """
+    try:
+        _check_memory(loc)
+        return _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes, trace_pool=trace_pool)
+    except MemoryError as e:
+        found = []
+        for f in loc.output_dir.glob("*"):
+            try:
+                if f.is_file():
+                    found.append((f.stat().st_size, f.name))
+            except OSError:
+                pass
+        sizes = [f"{name} {size / 2**20:,.1f} MiB" for size, name in sorted(found, reverse=True)[:3]]
+        raise InvalidCaptureError(
+            f"rank {loc.rank} does not fit in the memory available to this process "
+            f"({', '.join(sizes) or 'files'}{'; ' + str(e) if str(e) else ''}): nothing was compared or written",
+            path=loc.output_dir,
+            hint="kernel_details.csv needs about 60 bytes per row in memory; raise the memory limit, use "
+                 "fewer --workers, or fingerprint the ranks on a dask cluster (--scheduler)") from None
+
+
+def memory_budget() -> int | None:
+    """Bytes this process can still allocate: the smallest of RLIMIT_AS − VmSize, the cgroup
+    v2 ``memory.max − memory.current`` and ``MemAvailable``; None when none is known."""
+    import resource
+    out = []
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize"))
+            out.append(soft - vm)
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        mx = open("/sys/fs/cgroup/memory.max").read().strip()
+        if mx != "max":
+            out.append(int(mx) - int(open("/sys/fs/cgroup/memory.current").read()))
+    except (OSError, ValueError):
+        pass
+    try:
+        out.append(next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemAvailable")))
+    except (OSError, StopIteration, ValueError):
+        pass
+    return min(out) if out else None
+
+
+def memory_needed(csv_bytes: int) -> int:
+    """Heuristic peak memory (bytes) to parse a kernel table of ``csv_bytes``: 1.2 x the file
+    plus 160 MiB of Arrow block buffers, measured on synthetic 0.3M and 1M-row files (peak RSS
+    +225 MiB for 101 MiB, +373 MiB for 336 MiB)."""
+    return int(1.2 * csv_bytes) + (160 << 20)
+
+
+def _check_memory(loc: RankLocation) -> None:
+    """Raise MemoryError before parsing when the rank's kernel table cannot fit (see
+    :func:`memory_needed`): Arrow aborts the whole process when an allocation inside its
+    reader threads fails, so the budget is checked first."""
+    files = [loc.output_dir / "kernel_details.csv", *loc.output_dir.glob("op_summary*.csv")]
+    size = 0
+    for f in files:
+        try:
+            size += f.stat().st_size
+        except OSError:
+            pass
+    if not size:
+        return
+    budget = memory_budget()
+    if budget is not None and memory_needed(size) > budget:
+        raise MemoryError(f"needs about {memory_needed(size) / 2**20:,.0f} MiB, {max(budget, 0) / 2**20:,.0f} MiB left")
+
+
+def _refuse_unlabelled_kernels(kernels, step_trace, st_path) -> None:
+    """A kernel table without a Step Id column forms one implicit step; when the rank's
+    step_trace_time.csv lists real ProfilerStep ids the two files disagree (not one export, or
+    the table was written without steps), and per-step counts from the one block would be N
+    steps' worth: fail closed instead of judging them.
+
+    Raises:
+        InvalidCaptureError: naming the kernel file and the steps step_trace_time.csv lists.
+    """
+    step = kernels.df["step"]
+    if not hasattr(step, "cat") or len(step.cat.categories) != 1 or step.cat.categories[0] != IMPLICIT_STEP:
+        return
+    ids = [x for x in step_trace["step"].astype(str).unique() if x != IMPLICIT_STEP]
+    if ids:
+        shown = ", ".join(ids[:8]) + (" ..." if len(ids) > 8 else "")
+        raise InvalidCaptureError(
+            f"has no Step Id column, while {st_path.name} lists {len(ids)} step(s) ({shown}): the kernel rows "
+            f"cannot be split into those steps, and per-step counts from one unlabelled block would be "
+            f"{len(ids)} steps' worth", path=kernels.path,
+            hint="re-export the capture (torch_npu writes Step Id whenever the profiler ran with steps)")
+
+
+def _timeline_path(loc: RankLocation) -> tuple[Path, list]:
+    """The rank's timeline file (trace_view.json; raw msprof: its one msprof_<ts>.json, sliced
+    timelines are not read) and the msprof timeline slices found."""
+    out = loc.output_dir
+    if loc.layout != "msprof":
+        return out / "trace_view.json", []
+    timelines = sorted(out.glob("msprof_*.json"), key=_slice_key)
+    return (timelines[0] if len(timelines) == 1 else out / "msprof.json"), timelines
+
+
+def _trace_skipped(with_trace: TraceMode, size: int, has_step_trace: bool) -> bool:
+    """``--trace auto`` leaves a timeline over :data:`AUTO_TRACE_BYTES` unread when
+    step_trace_time.csv carries the Overlap Analysis sums."""
+    return with_trace is TraceMode.AUTO and has_step_trace and size > AUTO_TRACE_BYTES
+
+
+# A timeline at least this large is scanned in another process of ``trace_pool`` while the
+# kernel table is read (:func:`load_rank`). Starting that process costs ~0.9 s of CPU (imports,
+# on the other core) and ~0.2 s to pickle the summary back; scanning 64 MiB costs ~0.4 s.
+TRACE_AHEAD_BYTES = 64 << 20
+
+
+def trace_worth_reading_ahead(loc: RankLocation, with_trace) -> Path | None:
+    """The rank's timeline when it will be read and is at least :data:`TRACE_AHEAD_BYTES`
+    (worth scanning in another process, :func:`load_rank` ``trace_pool``), else None."""
+    with_trace = TraceMode.of(with_trace)
+    if not with_trace.reads:
+        return None
+    tv_path, _ = _timeline_path(loc)
+    try:
+        size = tv_path.stat().st_size if tv_path.is_file() else 0
+    except OSError:
+        return None
+    if size < TRACE_AHEAD_BYTES or _trace_skipped(with_trace, size, (loc.output_dir / "step_trace_time.csv").is_file()):
+        return None
+    return tv_path
+
+
+def _trace_ahead(pool, loc: RankLocation, with_trace: TraceMode):
+    """A future of ``read_trace`` of the rank's timeline running in ``pool``, or None (no
+    pool, or :func:`trace_worth_reading_ahead` says no)."""
+    tv_path = trace_worth_reading_ahead(loc, with_trace) if pool is not None else None
+    if tv_path is None:
+        return None
+    try:
+        return pool.submit(tracebytes.scan_file, tv_path)
+    except RuntimeError:  # a pool already shut down or broken: read here
+        return None
+
+
+def _trace_result(ahead, tv_path: Path) -> TraceSummary:
+    """:func:`read_trace` of the timeline, its byte-level scan taken from the pool when it ran
+    there (what it raised is raised where this process would have raised it); a pool whose
+    process died (killed, out of memory) is scanned here instead."""
+    if ahead is None:
+        return read_trace(tv_path)
+
+    def prescan():
+        from concurrent.futures.process import BrokenProcessPool
+        try:
+            return ahead.result()
+        except BrokenProcessPool:
+            return tracebytes.scan_file(tv_path)
+    return read_trace(tv_path, prescan=prescan)
+
+
+def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None) -> RankCapture:
+    out = loc.output_dir
+    kind, files = _kernel_source(out, loc.layout)
+    if kind == "db":
+        return _load_db_rank(loc, files[0], with_trace=with_trace)
+    if kind == "partial":
+        if with_trace is TraceMode.ALWAYS:
+            raise InvalidCaptureError("partial rank without trace_view.json, and reading the timeline was "
+                                      "required (--trace always)", path=loc.output_dir / "trace_view.json",
+                                      hint="use --trace auto to accept ranks profiled without a timeline")
+        return _load_partial_rank(loc)
+    ahead = _trace_ahead(trace_pool, loc, with_trace)
+    kernels = _read_slices(files, pmu=pmu, shapes=shapes)
+    _check_values(loc, kernels)
+    missing = []
+    warnings = list(kernels.warnings)
+    if any(out.glob("ascend_pytorch_profiler*.db")):
+        warnings.append("both the text export and a DB export are present: the text export is read, the "
+                        "DB ignored (never both)")
+    st_path = out / "step_trace_time.csv"
+    step_trace = read_step_trace(st_path) if st_path.is_file() else None
+    if step_trace is None:
+        missing.append("step_trace_time.csv")
+    else:
+        _refuse_unlabelled_kernels(kernels, step_trace, st_path)
+        window = validity.collection_window(loc.info_path) if loc.layout == "torch_npu" else None
+        validity.check_step_trace_values(step_trace, st_path, window,
+                                         f"{loc.info_path.name} start_info / end_info" if window else "")
+    cm_path = out / "communication.json"
+    comm = read_communication(cm_path) if cm_path.is_file() else None
+    if comm is None:
+        missing.append("communication.json")
+    elif comm.ops.empty and bool(kernels.df["is_comm"].any()):
+        # a file with no op while the kernel table has communication rows proves nothing about
+        # communication: said, never silently missing metrics
+        warnings.append(f"{cm_path.name} holds no communication op, while {kernels.path.name} has "
+                        f"{int(kernels.df['is_comm'].sum()):,} communication row(s): the communication.json "
+                        f"metrics (comm.*) are left out")
+    elif loc.layout == "torch_npu":
+        cwin = validity.collection_window(loc.info_path)
+        validity.check_comm_values(comm, cwin, f"{loc.info_path.name} start_info / end_info" if cwin else "")
+    tv_path, timelines = _timeline_path(loc)  # raw msprof: msprof_<ts>.json (sliced: msprof_slice_<k>_*)
+    if len(timelines) > 1:
+        warnings.append(f"{len(timelines)} msprof timeline slices: not read (trace self-checks use "
+                        f"step_trace_time.csv when present)")
+    trace = None
+    if tv_path.is_file() and _trace_skipped(with_trace, tv_path.stat().st_size, step_trace is not None):
+        warnings.append(f"{tv_path.name} ({tv_path.stat().st_size / 2**20:,.0f} MiB) not read: step_trace_time.csv "
+                        f"carries the Overlap Analysis sums the self-checks need (trace_vs_step_trace is "
+                        f"skipped, tail gaps unavailable); use --trace always to read it")
+    elif tv_path.is_file() and with_trace.reads:
+        trace = _trace_result(ahead, tv_path)
+        if not trace.has_overlap and trace.steps.empty and len(kernels.df):
+            # every torch_npu timeline holds the device Overlap Analysis process and / or host
+            # ProfilerStep#N events; one with neither is another file, not this capture's timeline
+            raise InvalidCaptureError(
+                f"holds {trace.n_events:,} event(s) but no Overlap Analysis process and no ProfilerStep#N "
+                f"event, while {kernels.path.name} has {len(kernels.df):,} kernel rows: not the timeline of "
+                f"this capture", path=tv_path,
+                hint="re-export the profiling data, or pass --trace never to gate without the timeline")
+    elif not tv_path.is_file():
+        what = "trace_view.json" if loc.layout != "msprof" else "msprof_*.json timeline"
+        if with_trace is TraceMode.ALWAYS:
+            raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
+                                      path=tv_path, hint="re-export the profiling data, or use --trace auto")
+        missing.append(what)
+    lost = validity.lost_launches(tv_path, trace.steps, getattr(trace, "flows", None)) if trace is not None else {}
+    clock = validity.host_clock_mismatch(trace, kernels)
+    if clock:
+        warnings.append(clock)
+    if trace is not None and trace.dropped_negative:
+        warnings.append(f"{tv_path.name}: {trace.dropped_negative} X event(s) with a negative "
+                        f"duration dropped")
+    return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
+                       step_trace_path=st_path if step_trace is not None else None,
+                       comm=comm, comm_path=cm_path if comm is not None else None,
+                       trace=trace, trace_path=tv_path if trace is not None else None,
+                       missing=tuple(missing), warnings=tuple(warnings), host_clock_ok=clock is None,
+                       lost_launches=lost)
+
+
+def _check_values(loc: RankLocation, kernels: KernelTable) -> None:
+    """Time values bounded by the capture's own span (:func:`perfgate.ingest.validity.check_time_values`)."""
+    window = validity.collection_window(loc.info_path) if loc.layout == "torch_npu" else None
+    validity.check_time_values(kernels, window, f"{loc.info_path.name} start_info / end_info" if window else "")
+
+
+def _load_partial_rank(loc: RankLocation) -> RankCapture:
+    """A rank holding only :data:`PARTIAL_TABLES` (no kernel table, no timeline)."""
+    out = loc.output_dir
+    st_path, cm_path = out / "step_trace_time.csv", out / "communication.json"
+    step_trace = read_step_trace(st_path) if st_path.is_file() else None
+    window = validity.collection_window(loc.info_path)
+    validity.check_step_trace_values(step_trace, st_path, window,
+                                     f"{loc.info_path.name} start_info / end_info" if window else "")
+    comm = read_communication(cm_path) if cm_path.is_file() else None
+    validity.check_comm_values(comm, window, f"{loc.info_path.name} start_info / end_info" if window else "")
+    held = [p.name for p, v in ((st_path, step_trace), (cm_path, comm)) if v is not None]
+    missing = ["kernel_details.csv", "trace_view.json"] + [p.name for p, v in ((st_path, step_trace),
+                                                                              (cm_path, comm)) if v is None]
+    return RankCapture(rank=loc.rank, location=loc, kernels=None, step_trace=step_trace,
+                       step_trace_path=st_path if step_trace is not None else None,
+                       comm=comm, comm_path=cm_path if comm is not None else None, trace=None, trace_path=None,
+                       missing=tuple(missing),
+                       warnings=(f"partial rank: holds only {', '.join(held)}; it contributes its step and "
+                                 f"communication metrics, kernel metrics are computed over the other ranks",))
+
+
+def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: TraceMode) -> RankCapture:
+    from perfgate.ingest import db as dbmod
+    con = dbmod._connect(db)
+    try:
+        windows = dbmod.step_windows(con)
+    finally:
+        con.close()
+    kernels, con = dbmod.read_db_kernels(db, windows)
+    _check_values(loc, kernels)
+    try:
+        trace = dbmod.read_db_trace(con, db, windows) if with_trace.reads else None
+    finally:
+        con.close()
+    missing = []
+    adb = loc.output_dir / "analysis.db"
+    step_trace, comm = (dbmod.read_analysis_db(adb) if adb.is_file() else (None, None))
+    if step_trace is None:
+        missing.append("analysis.db StepTraceTime")
+    if comm is None:
+        missing.append("analysis.db CommAnalyzerTime")
+    if trace is not None and not trace.has_overlap:
+        if with_trace is TraceMode.ALWAYS:
+            raise InvalidCaptureError("has no OVERLAP_ANALYSIS table, and reading the timeline was required "
+                                      "(--trace always)", path=db,
+                                      hint="export at profiler Level1 or above, or use --trace auto")
+        missing.append("OVERLAP_ANALYSIS table")
+    return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
+                       step_trace_path=adb if step_trace is not None else None, comm=comm,
+                       comm_path=adb if comm is not None else None, trace=trace,
+                       trace_path=db if trace is not None else None, missing=tuple(missing),
+                       warnings=kernels.warnings)
+
+
+def as_capture_error(e: Exception, loc: RankLocation) -> InvalidCaptureError:
+    """A rank's read failure as an InvalidCaptureError (permission denied, vanished file, ...)."""
+    if isinstance(e, InvalidCaptureError):
+        return e
+    return InvalidCaptureError(f"cannot read file: {getattr(e, 'strerror', None) or e}",
+                               path=getattr(e, "filename", None) or loc.output_dir)
+
+
+def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False) -> Capture:
+    """Discover and read every rank of a capture.
+
+    Args:
+        path: capture directory (see :mod:`perfgate.ingest.discover`).
+        with_trace: a :class:`perfgate.terms.TraceMode` (or its older spellings True / False /
+            ``"require"`` / ``"auto"``, see :meth:`TraceMode.of`): READ (read the timeline when
+            present), ALWAYS (a rank without one holding Overlap Analysis is an
+            InvalidCaptureError), NEVER, or AUTO (skip a trace above AUTO_TRACE_BYTES when
+            step_trace_time.csv is present; a warning says so).
+        pmu: also read PMU columns of kernel_details / op_summary: True = the ``*_ratio`` and pipe
+            ``*_time(us)`` columns the family view reads, ``"all"`` = every one
+            (:func:`perfgate.ingest.kernels.pmu_columns`).
+        shapes: also read Input Shapes and Input Data Types (for MFU).
+
+    Raises:
+        UsageError: the path is empty.
+        InvalidCaptureError: the path does not exist / is not a directory; any rank is incomplete or unreadable. Every rank is read first;
+            the error lists all problems found (``problems``), the message names the first.
+    """
+    locs = discover(path)
+    ranks = []
+    problems: list[PerfgateError] = []
+    for loc in locs:
+        try:
+            ranks.append(load_rank(loc, with_trace=with_trace, pmu=pmu, shapes=shapes))
+        except (InvalidCaptureError, OSError) as e:
+            problems.append(as_capture_error(e, loc))
+    if problems:
+        raise InvalidCaptureError.combine(problems)
+    warnings = []
+    levels = {r.location.info.get("profiler_level") for r in ranks}
+    if len(levels) > 1:
+        warnings.append(f"ranks were profiled at different levels: {sorted(map(str, levels))}")
+    return Capture(path=Path(path), ranks=tuple(ranks), warnings=tuple(warnings))
