@@ -209,7 +209,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
     # so the loops above are still compared text for text
     from perfgate.metrics.selfcheck import diagnose_cut, name_rank_files
     if ref is not None and kernel_steps:
-        out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile)
+        out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile, trace_name)
     return name_rank_files(out, rank)
 
 

@@ -264,15 +264,40 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
     if ref is not None and kernel_steps:
-        out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile)
+        out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile, trace_name)
     return name_rank_files(out, rank)
 
 
 CUT_CAUSE = ": the files are not from one capture or a row was altered"
 _SUMMED = ("comm_equality", "compute_union", "overlap_gap")
+CUT_SLACK_NS = 1_000   # trace activity starting > 1 us after the kernel table's last task ends in a step
 
 
-def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str) -> list:
+def _activity_after(rank, label, k: pd.DataFrame) -> tuple[float, float] | None:
+    """``(µs, count)``: how long after the end of the last kernel row of step ``label`` the trace's
+    Computing / Communication Overlap Analysis events of that step's ProfilerStep window still
+    start, and how many start then (more than :data:`CUT_SLACK_NS` after it); None without those
+    events or when none starts that late. Device work the kernel table lacks at the end of a
+    step: a duration edited shorter moves no event's start, rows cut off the end do."""
+    tr = rank.trace
+    if tr is None or not tr.has_overlap or tr.steps is None or tr.steps.empty:
+        return None
+    w = tr.steps[tr.steps["step"].astype(str).to_numpy() == str(label)]
+    in_step = (k["step"].astype(object) == label).to_numpy()
+    if w.empty or not in_step.any():
+        return None
+    lo, hi = int(w["start_ns"].min()), int(w["end_ns"].max())
+    k_end = int(k["end_ns"].to_numpy()[in_step].max())
+    ov = tr.overlap
+    st = ov["start_ns"].to_numpy()
+    late = np.isin(ov["kind"].to_numpy(dtype=object), ("computing", "comm")) & (st >= lo) & (st < hi) \
+        & (st > k_end + CUT_SLACK_NS)
+    if not late.any():
+        return None
+    return (int(ov["end_ns"].to_numpy()[late].max()) - k_end) / 1000.0, int(late.sum())
+
+
+def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str, trace_name: str = "") -> list:
     """What the files prove when the kernel table ends early (an export cut after a complete row:
     no malformed line is left for the reader to find).
 
@@ -281,11 +306,15 @@ def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str
       step was left out of every comparison: a table cut at a step boundary passed).
     * When steps of ``ref`` after the step of the table's last data row have no kernel row, or
       the kernel figures fall short of ``ref`` in that last step alone (a comm_equality /
-      compute_union failure there with the kernel side lower, every earlier step agreeing), the
-      failed checks of those steps say ``truncated or altered: kernel_details.csv stops at step N
-      (data row R, its last) while step_trace_time.csv lists steps up to M`` / ``... falls short in
-      step N, the step of its last data row R, ...`` instead of only "not from one capture or a row
-      was altered".
+      compute_union failure there with the kernel side lower, every earlier step agreeing) AND
+      the trace (``trace_name``) shows device work starting in that step after the table's last
+      task ended (:func:`_activity_after`: rows cut off the end; a duration edited shorter moves
+      no start), the failed checks of those steps say ``truncated or altered: kernel_details.csv
+      stops at step N (data row R, its last) while step_trace_time.csv lists steps up to M`` /
+      ``... ends at data row R (its last) while trace_view.json Overlap Analysis shows K device
+      event(s) of step N starting after its last task, up to X us later`` instead of only "not
+      from one capture or a row was altered". step_trace_time.csv alone holds no times: a
+      shortfall there keeps the old words.
 
     ``ref``: the reference per step (index step label; ``computing_us``, ``comm_us``); ``ref_src``:
     its name (``step_trace_time.csv``, ``trace_view.json Overlap Analysis``). Only numeric step
@@ -312,14 +341,15 @@ def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str
     at_last = summed & (step == str(last_step))
     short = [c for c in compress(checks, at_last & np.isin(name, _SUMMED[:2]))
              if c.observed is not None and c.expected is not None and c.observed < c.expected]
-    cut = bool(after) or (bool(short) and not (summed & ~at_last).any())
+    late = _activity_after(rank, last_step, k) if short and not after and not (summed & ~at_last).any() else None
     why = ""
-    if cut:
-        top = max(map(int, labels))
+    if after:
         why = (f"truncated or altered: {kfile} stops at step {last_step} (data row {last_row}, its last) while "
-               f"{ref_src} lists steps up to {top}" if after else
-               f"truncated or altered: {kfile} falls short of {ref_src} in step {last_step}, the step of its last "
-               f"data row {last_row}" + (", while every earlier step agrees" if len(present) > 1 else ""))
+               f"{ref_src} lists steps up to {max(map(int, labels))}")
+    elif late is not None:
+        why = (f"truncated or altered: {kfile} ends at data row {last_row} (its last) while {trace_name} shows "
+               f"{late[1]} device event(s) of step {last_step} starting after its last task, up to "
+               f"{late[0]:.3f} us later" + (" (every earlier step agrees)" if len(present) > 1 else ""))
     out = list(checks)
     if why:
         for i in np.flatnonzero(at_last).tolist():
