@@ -15,18 +15,20 @@ Shapes (``--shapes``):
      dask.distributed cluster of 1 and 2 worker processes (``--dask``)
 
 Sections (``--skip`` any of growth, trace, ref):
-  growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``
+  growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``: in this process
+          (paired with the floor), and ``perfgate fingerprint`` in a fresh process (what users run)
   trace   trace_view.json scan of shape a (most events kept) and of the real level1 trace's
           events repeated to the same size (few kept): MiB/s CPU of the byte-level extractor
           (default), the Arrow line scan and the exact structural scan (jsonscan), and of
           validity.lost_launches' flow pass; same files, same run, child processes
   ref     msprof-analyze ``compare`` (one run) vs ``perfgate check`` (median of 3 runs, as users run
           it; and 3 runs with ``--workers 1``, everything in one process, alternating) on a
-          shape-a pair (``--ref-rows``), wall time and peak RSS; the reference counts only when it
+          shape-a pair (``--ref-rows``), wall time and peak memory; the reference counts only when it
           wrote its performance_comparison_result_*.xlsx and logged no [ERROR] (exit 0 is not a
-          result). Peak RSS is the largest sum over the command's whole process tree, sampled
-          every 20 ms with psutil (``pip install psutil``; the ``bench`` extra), so a helper
-          process is counted; without psutil, GNU time's %M (the largest single process).
+          result). Peak memory is the largest sum of PSS over the command's whole process tree,
+          sampled every 20 ms with psutil (``pip install psutil``; the ``bench`` extra): a helper
+          process is counted, a forked child's shared pages once (msprof-analyze forks one);
+          without psutil, GNU time's %M (the largest single process's RSS).
 
 Usage:
   python3 benchmarks/bench_scale.py [--shapes a,b,c,d] [--rows 1000000] [--repeats 2]
@@ -188,6 +190,21 @@ def bench_shapes(tmp: Path, shapes, rows: int, policy, repeats: int):
     return out
 
 
+def _cli_fingerprint(cap: Path, out: Path) -> tuple[float, float]:
+    """``perfgate fingerprint CAP --trace never -o OUT`` in a fresh process: (wall s, CPU s of
+    the process and its children)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "perfgate", "fingerprint", str(cap), "--trace", "never", "-o", str(out)],
+                       capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"perfgate fingerprint failed (rc {r.returncode}): {r.stderr[-800:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def bench_growth(tmp: Path, shape: str, sizes, policy):
     print(f"2. cost growth, shape {SHAPE_NAMES[shape]}: one paired round per size", flush=True)
     prev = None
@@ -202,7 +219,13 @@ def bench_growth(tmp: Path, shape: str, sizes, policy):
         # (the allocator handing memory back and faulting it in again) shows up here
         print(f"      {per:6.2f} us CPU per row{grow}; {r['perfgate_faults'] / rows:.3f} minor page faults per row",
               flush=True)
-        prev = (r["perfgate_cpu"], rows)
+        # what users run: the command in a fresh process (imports, cold allocator, the JSON written)
+        w, c = _cli_fingerprint(cap, tmp / "grow.json")
+        r["cli_wall"], r["cli_cpu"] = w, c
+        cgrow = "" if prev is None else f", x{c / prev[2]:.2f} CPU for x{rows / prev[1]:.2f} rows"
+        print(f"      perfgate fingerprint --trace never (fresh process): {w:.2f} s wall, {c:.2f} s CPU "
+              f"({c / rows * 1e6:.2f} us per row{cgrow})", flush=True)
+        prev = (r["perfgate_cpu"], rows, c)
         res.append(r)
         shutil.rmtree(cap)
     return res
@@ -338,9 +361,11 @@ def _peak_mib(stderr: str) -> float:
 
 
 def run_measured(cmd, **kw):
-    """Run ``cmd``; returns (wall s, peak RSS MiB, CompletedProcess-like result, caliber).
-    The peak is the largest sum of RSS over the process and all its descendants (psutil,
-    sampled every 20 ms), else GNU time's %M of the largest single process."""
+    """Run ``cmd``; returns (wall s, peak memory MiB, CompletedProcess-like result, caliber).
+    The peak is the largest sum of PSS (proportional set size: a page shared by n processes
+    counts 1/n in each, so a forked child's copy-on-write pages are counted once) over the
+    process and all its descendants (psutil, sampled every 20 ms), else GNU time's %M of the
+    largest single process."""
     t = time.perf_counter()
     try:
         import psutil
@@ -358,7 +383,7 @@ def run_measured(cmd, **kw):
             total = 0
             for q in procs:
                 try:
-                    total += q.memory_info().rss
+                    total += q.memory_full_info().pss   # shared pages (a forked child's) counted once
                 except psutil.Error:
                     pass
             peak = max(peak, total)
@@ -367,7 +392,7 @@ def run_measured(cmd, **kw):
         out.seek(0)
         err.seek(0)
         r = subprocess.CompletedProcess(cmd, p.returncode, out.read(), err.read())
-    return wall, peak / 2**20, r, "process tree, summed (psutil)"
+    return wall, peak / 2**20, r, "process tree, summed PSS (psutil)"
 
 
 def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
@@ -376,7 +401,7 @@ def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
         print("5. msprof-analyze not found: install it into a separate venv and pass --msprof-analyze PATH")
         return None
     print(f"5. msprof-analyze compare vs perfgate check, shape a pair (~{rows:,} rows per side, with trace), "
-          f"msprof-analyze once, perfgate check median of 3; wall and peak RSS (goal: >= 30x faster, "
+          f"msprof-analyze once, perfgate check median of 3; wall and peak memory (goal: >= 30x faster, "
           f">= 5x leaner)", flush=True)
     from perfgate.gate import save_baseline
     from perfgate.store.baselines import BaselineStore
@@ -403,7 +428,7 @@ def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
     pg = sorted(runs, key=lambda r: r[0])[1]  # the median of 3 runs (wall)
     pg1 = sorted(serial, key=lambda r: r[0])[1]
     print(f"   perfgate check runs: {', '.join(f'{r[0]:.2f}' for r in runs)} s wall (median taken); "
-          f"with --workers 1: {', '.join(f'{r[0]:.2f}' for r in serial)} s; peak RSS: {caliber[0]}", flush=True)
+          f"with --workers 1: {', '.join(f'{r[0]:.2f}' for r in serial)} s; peak memory: {caliber[0]}", flush=True)
     pg_ok = (out / "perfgate-result.json").is_file()
     msout = tmp / "msout"
     ms = timed([exe, "compare", "-d", str(b / "rank0_ascend_pt"), "-bp", str(a / "rank0_ascend_pt"), "-o", str(msout)])
@@ -459,10 +484,14 @@ def main():
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     skip = {s.strip().lower() for s in a.skip.split(",") if s.strip()}
     policy = load_policy()
-    from perfgate.hostmem import defrag_mode, small_pages
-    with small_pages() as off:  # as the CLI runs every command (the in-process timings are library calls)
+    from perfgate.hostmem import arrow_jemalloc, defrag_mode, small_pages
+    # as the CLI runs every command (the in-process timings are library calls); the floor's
+    # pyarrow read runs in this process too, so it uses the same Arrow pool
+    with small_pages() as off, arrow_jemalloc() as jem:
+        import pyarrow as _pa
         print(f"perfgate scale benchmarks on {machine()}; THP defrag {defrag_mode()}, numpy huge-page hint "
-              f"{'off (perfgate.hostmem)' if off else 'as numpy set it'}", flush=True)
+              f"{'off (perfgate.hostmem)' if off else 'as numpy set it'}; Arrow pool "
+              f"{_pa.default_memory_pool().backend_name}{' (perfgate.hostmem)' if jem else ''}", flush=True)
         _main(a, shapes, skip, policy)
 
 

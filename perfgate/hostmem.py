@@ -1,4 +1,5 @@
-"""Host memory settings for one perfgate run: numpy's transparent-huge-page hint.
+"""Host memory settings for one perfgate run: numpy's transparent-huge-page hint, and the
+allocator behind Arrow's buffers (:func:`arrow_jemalloc`).
 
 numpy marks every allocation of 4 MiB or more with ``madvise(MADV_HUGEPAGE)`` on Linux. When the
 kernel's ``/sys/kernel/mm/transparent_hugepage/defrag`` is ``madvise`` or ``defer+madvise`` (the
@@ -84,3 +85,48 @@ def small_pages(path: Path = DEFRAG):
             os.environ[ENV] = given
         if restore is not None:
             _numpy_flag()[1](bool(restore))
+
+
+ARROW_ENV = "ARROW_DEFAULT_MEMORY_POOL"  # read by Arrow C++ once, when its default pool is first used
+
+
+@contextlib.contextmanager
+def arrow_jemalloc():
+    """Run the block with Arrow's buffers allocated by jemalloc instead of pyarrow's default on
+    Linux (mimalloc), then restore the previous pool.
+
+    Why: the kernel table is parsed by Arrow's multithreaded CSV reader, whose buffers a fresh
+    process faults in for the first time. Measured on this project's 2-core VM (pyarrow 26,
+    alternating pairs of fresh processes): ``perfgate fingerprint --trace never`` took
+    6.16 → 5.07 s at 1M rows and 15.96 → 13.12 s at 3M (3 pairs each, medians; CPU −12 to
+    −15 %, peak RSS 739 → 706 and 1,749 → 1,698 MiB); ``check`` of the 1M pair with
+    ``--workers 1`` 8.24 → 7.36 s (5 pairs). See docs/performance.md.
+
+    Does nothing when the user set ``ARROW_DEFAULT_MEMORY_POOL`` (their choice), when pyarrow
+    is not installed, or when this pyarrow build has no jemalloc (``NotImplementedError``:
+    e.g. Windows wheels). Otherwise sets ``pyarrow.set_memory_pool`` for this process and
+    ``ARROW_DEFAULT_MEMORY_POOL=jemalloc`` for processes it spawns (only once jemalloc is known
+    to exist, so Arrow never warns about an unknown backend). Yields whether it switched.
+    Results do not depend on the allocator.
+    """
+    if os.environ.get(ARROW_ENV, "").strip():
+        yield False
+        return
+    try:
+        import pyarrow as pa
+        pool = pa.jemalloc_memory_pool()
+    except (ImportError, NotImplementedError):
+        yield False
+        return
+    given = os.environ.get(ARROW_ENV)
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    os.environ[ARROW_ENV] = "jemalloc"
+    try:
+        yield True
+    finally:
+        if given is None:
+            os.environ.pop(ARROW_ENV, None)
+        else:
+            os.environ[ARROW_ENV] = given
+        pa.set_memory_pool(previous)

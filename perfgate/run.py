@@ -24,9 +24,9 @@ def _summarize_location(loc, config: FingerprintConfig, trace_ahead: bool = Fals
     from perfgate.metrics.fingerprint import summarize_rank
     try:
         if trace_ahead and trace_worth_reading_ahead(loc, config.with_trace) is not None:
-            rank = _load_with_trace_ahead(loc, config)
-        else:
-            rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
+            rank, free = _load_with_trace_ahead(loc, config)
+            return summarize_rank(rank, config.policy, config.root, free)
+        rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
         return summarize_rank(rank, config.policy, config.root)
     except (InvalidCaptureError, OSError) as e:
         return as_capture_error(e, loc)
@@ -62,18 +62,29 @@ def usable_cpus() -> int:
 def _load_with_trace_ahead(loc, config: FingerprintConfig):
     """:func:`perfgate.ingest.load_rank` with the rank's timeline scanned in one spawned process
     (:func:`local_pool`) while this process reads the kernel table, communication.json and
-    step_trace_time.csv: the same result and errors as a serial read. The process is stopped as
-    soon as the rank is read or refused, so a refused kernel table never waits for the scan.
+    step_trace_time.csv, then (while the scan finishes) the parts of the summary that read the
+    kernel table alone (:func:`perfgate.metrics.fingerprint.timeline_free_part`): the same
+    result and errors as a serial read. The process is stopped as soon as the rank is read or
+    refused, so a refused kernel table never waits for the scan.
+
+    Returns:
+        ``(RankCapture, timeline-free part or None)`` for :func:`summarize_rank`.
 
     Measured on a 2-core VM (1M-row rank, 192 MiB trace, ``check`` paired with the serial read):
     see docs/performance.md "Timeline scanned beside the tables"."""
     from perfgate.ingest import load_rank
+    from perfgate.metrics.fingerprint import timeline_free_part
+    free = []
+
+    def fill(kernels):
+        free.append(timeline_free_part(kernels, loc.rank, config.policy, config.root))
     with local_pool(1) as pool:
         try:
-            return load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes,
-                             trace_pool=pool)
+            rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes,
+                             trace_pool=pool, while_scanning=fill)
         finally:
             stop_pool(pool)
+    return rank, (free[0] if free else None)
 
 
 AUTO_PARALLEL_BYTES = 64 << 20  # below this a process pool costs more than it saves

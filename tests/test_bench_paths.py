@@ -44,8 +44,8 @@ def test_benchmark_finds_shared_from_the_variable_then_the_sibling(tmp_path, scr
 
 
 def test_reference_memory_counts_the_whole_process_tree():
-    """bench_scale.run_measured: peak RSS summed over a command and its children (a helper
-    process that holds memory is counted), never only the largest process."""
+    """bench_scale.run_measured: peak memory (PSS) summed over a command and its children (a
+    helper process that holds memory is counted), never only the largest process."""
     pytest.importorskip("psutil", reason="psutil (the bench extra) measures the process tree")
     import importlib.util
     spec = importlib.util.spec_from_file_location("bench_scale_mem", REPO / "benchmarks" / "bench_scale.py")
@@ -56,6 +56,6 @@ def test_reference_memory_counts_the_whole_process_tree():
            f"subprocess.run([sys.executable, '-c', {hold!r}], check=True)"]
     wall, mib, r, caliber = m.run_measured(cmd)
     assert r.returncode == 0, r.stderr
-    assert caliber == "process tree, summed (psutil)"
+    assert caliber == "process tree, summed PSS (psutil)"
     assert mib > 240, mib          # two processes of > 120 MiB each, at once
     assert wall >= 1.5

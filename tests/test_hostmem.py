@@ -119,3 +119,60 @@ def test_cli_survives_an_empty_numpy_madvise_hugepage(tmp_path):
     r = subprocess.run([sys.executable, "-m", "perfgate", "synth", str(tmp_path / "cap")], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_arrow_pool_is_jemalloc_inside_and_restored_after(monkeypatch):
+    import pyarrow as pa
+    from perfgate.hostmem import ARROW_ENV, arrow_jemalloc
+    monkeypatch.delenv(ARROW_ENV, raising=False)
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        with arrow_jemalloc() as switched:
+            assert switched is False and ARROW_ENV not in os.environ
+        return
+    before = pa.default_memory_pool().backend_name
+    with arrow_jemalloc() as switched:
+        assert switched is True
+        assert pa.default_memory_pool().backend_name == "jemalloc"
+        assert os.environ[ARROW_ENV] == "jemalloc"          # spawned workers inherit it
+        import pyarrow.csv as pacsv
+        import io
+        used = pa.jemalloc_memory_pool().bytes_allocated()
+        t = pacsv.read_csv(io.BytesIO(b"a,b\n" + b"1,x\n" * 1000))
+        assert pa.jemalloc_memory_pool().bytes_allocated() > used   # the CSV reader's buffers come from it
+        del t
+    assert pa.default_memory_pool().backend_name == before
+    assert ARROW_ENV not in os.environ
+
+
+def test_arrow_pool_the_user_chose_is_kept(monkeypatch):
+    import pyarrow as pa
+    from perfgate.hostmem import ARROW_ENV, arrow_jemalloc
+    monkeypatch.setenv(ARROW_ENV, "system")
+    before = pa.default_memory_pool().backend_name
+    with arrow_jemalloc() as switched:
+        assert switched is False
+        assert os.environ[ARROW_ENV] == "system"
+        assert pa.default_memory_pool().backend_name == before
+
+
+def test_the_command_line_runs_on_jemalloc_where_pyarrow_has_it(tmp_path):
+    """A perfgate command's process (and what it spawns) allocates Arrow buffers from jemalloc."""
+    import subprocess
+    import sys
+    code = ("import sys, click, pyarrow as pa\n"
+            "from perfgate.cli import main\n"
+            "@main.command('pool-probe')\n"
+            "def probe():\n"
+            "    import os\n"
+            "    click.echo(pa.default_memory_pool().backend_name + ' ' + os.environ.get('ARROW_DEFAULT_MEMORY_POOL', '-'))\n"
+            "main(['pool-probe'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+    try:
+        import pyarrow as pa
+        pa.jemalloc_memory_pool()
+        assert out == "jemalloc jemalloc"
+    except NotImplementedError:
+        assert out.endswith(" -")

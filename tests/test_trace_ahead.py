@@ -12,7 +12,7 @@ import pytest
 import perfgate.ingest.load as load
 import perfgate.run as run
 from perfgate.errors import InvalidCaptureError
-from perfgate.ingest import tracebytes
+from perfgate.ingest import traceahead, tracebytes
 from perfgate.run import fingerprint_path
 from perfgate.synth.scale import write_scaled
 
@@ -143,10 +143,10 @@ def test_a_killed_scanning_process_is_replaced_by_a_scan_here(cap, policy, monke
 
 
 def test_the_scanning_process_needs_no_pandas():
-    """The process that scans ahead imports tracebytes alone: not pandas or pyarrow (that is
-    what makes it start in ~0.3 s instead of ~0.9 s)."""
+    """The process that scans ahead imports perfgate.ingest.traceahead alone: not pandas or
+    pyarrow (that is what makes it start in ~0.3 s instead of ~0.9 s)."""
     import subprocess
-    code = ("import sys, perfgate.ingest.tracebytes; "
+    code = ("import sys, perfgate.ingest.traceahead; "
             "print(sorted(m for m in ('pandas', 'pyarrow', 'scipy', 'ijson') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -187,3 +187,88 @@ def test_the_command_line_scans_ahead(cap, tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr[-800:]
     line = next(ln for ln in r.stderr.splitlines() if ln.startswith("SCANNED-AHEAD"))
     assert line == ("SCANNED-AHEAD [True] True" if run.usable_cpus() >= 2 else "SCANNED-AHEAD [False] False")
+
+
+@pytest.mark.parametrize("capture", ["text/level1", "text/level2", "st/level2"])
+def test_the_timeline_free_part_gives_the_same_summary(capture, ascend, policy):
+    """summarize_rank with timeline_free_part made beforehand == summarize_rank alone, on real
+    captures (categories, structure metrics and class tables are taken, not recomputed)."""
+    from perfgate.ingest import discover, load_rank
+    from perfgate.metrics.fingerprint import summarize_rank, timeline_free_part
+    root = ascend / "msinsight" / "test" / ("data/pytorch/" + capture if capture.startswith("text") else capture)
+    for loc in discover(root):
+        rank = load_rank(loc, with_trace="read")
+        if rank.kernels is None:
+            continue
+        free = timeline_free_part(rank.kernels, rank.rank, policy, root)
+        assert "error" not in free and {"cat", "segments", "view"} <= set(free)
+        a, b = summarize_rank(rank, policy, root), summarize_rank(rank, policy, root, free)
+        for field in ("metrics", "segments", "operators", "steps", "warnings", "findings", "checks", "kinds",
+                      "anatomy", "step_time"):
+            assert repr(a[field]) == repr(b[field]), field
+
+
+def test_an_error_of_the_timeline_free_part_is_raised_where_the_summary_meets_it(cap, policy, monkeypatch):
+    from perfgate.ingest import discover, load_rank
+    import perfgate.metrics.fingerprint as F
+    rank = load_rank(discover(cap)[0], with_trace="read")
+    boom = InvalidCaptureError("segment rule failed", path=rank.kernels.path)
+    real = F._segment_summary_of
+    monkeypatch.setattr(F, "_segment_summary_of", lambda *a, **k: (_ for _ in ()).throw(boom))
+    free = F.timeline_free_part(rank.kernels, rank.rank, policy, cap)   # never raises: kept
+    assert free["error"] is boom and free["stage"] == "segments" and "cat" in free and "view" not in free
+    monkeypatch.setattr(F, "_segment_summary_of", real)
+    with pytest.raises(InvalidCaptureError) as e:
+        F.summarize_rank(rank, policy, cap, free)
+    assert e.value is boom
+    # made from another kernel table (not this rank's): ignored, computed afresh
+    other = load_rank(discover(cap)[0], with_trace="read")
+    assert repr(F.summarize_rank(rank, policy, cap, F.timeline_free_part(other.kernels, 0, policy, cap)).metrics) \
+        == repr(F.summarize_rank(rank, policy, cap).metrics)
+
+
+def _slow_scan(path):
+    """The timeline scan, made slow enough that the parent's wait is filled."""
+    import time
+    time.sleep(1.0)
+    return traceahead.scan_file(path)
+
+
+def test_the_wait_for_the_scan_is_filled_with_the_timeline_free_part(cap, policy, monkeypatch):
+    if run.usable_cpus() < 2:
+        pytest.skip("one usable CPU: the timeline is never scanned ahead")
+    import perfgate.metrics.fingerprint as F
+    monkeypatch.setattr(load, "TRACE_AHEAD_BYTES", 0)
+    monkeypatch.setattr(load, "_trace_ahead", lambda pool, loc, wt: pool and pool.submit(
+        _slow_scan, load._timeline_path(loc)[0]))
+    made = []
+    real = F.timeline_free_part
+    monkeypatch.setattr(F, "timeline_free_part", lambda *a: made.append(real(*a)) or made[-1])
+    sys.path.insert(0, str(Path(__file__).parent))   # the spawned process imports this module
+    try:
+        ahead = fingerprint_path(cap, policy, with_trace="always")
+    finally:
+        sys.path.remove(str(Path(__file__).parent))
+    assert len(made) == 1 and "segments" in made[0]
+    serial = fingerprint_path(cap, policy, with_trace="always", workers=1)
+    assert len(made) == 1
+    assert _strip(ahead) == _strip(serial)
+
+
+def test_compact_then_expand_is_the_scan_itself(cap):
+    """What crosses between the processes: narrower integers, the same values and dtypes after."""
+    import numpy as np
+    tv = next(Path(cap).rglob("trace_view.json"))
+    data = tv.read_bytes()
+    start = len(data) - len(data.lstrip(b"\xef\xbb\xbf \t\r\n"))
+    direct = tracebytes.scan(tv, start, len(data))
+    small = traceahead.scan_file(tv)
+    assert small.kind.dtype == np.int8 and small.idx.dtype.itemsize < 8
+    back = traceahead.expand(small)
+    for k in ("idx", "pid", "kind", "ts_ns", "dur_ns"):
+        assert getattr(back, k).dtype == np.int64
+        assert np.array_equal(getattr(back, k), getattr(direct, k))
+    assert back.n == direct.n and back.parsed == direct.parsed and back.flows == direct.flows
+    big = np.array([-2**40, 5, 2**40], dtype=np.int64)              # values beyond int32 stay int64
+    assert traceahead._narrowest(big).dtype == np.int64
+    assert traceahead._narrowest(np.array([-129, 127])).dtype == np.int16

@@ -15,7 +15,7 @@ from perfgate.ingest.discover import RankLocation, discover
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
-from perfgate.ingest import tracebytes
+from perfgate.ingest import traceahead
 from perfgate.ingest import validity
 
 __all__ = ["Capture", "RankCapture", "load_capture", "load_rank", "as_capture_error", "AUTO_TRACE_BYTES",
@@ -140,7 +140,7 @@ def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> 
 
 
 def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False,
-              trace_pool=None) -> RankCapture:
+              trace_pool=None, while_scanning=None) -> RankCapture:
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     ``trace_pool``: an optional ``concurrent.futures.Executor`` of other *processes* (the
@@ -149,6 +149,9 @@ def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str =
     kernel table and the other files: the same :func:`~perfgate.ingest.trace.read_trace`, the
     same result and errors, raised at the same point as a serial read (a kernel-table error is
     still reported first). A pool that breaks (its process killed) falls back to reading here.
+    ``while_scanning``: called with the :class:`KernelTable` once everything but the timeline
+    is read, when the timeline is being scanned in ``trace_pool`` (work that needs only the
+    kernel table fills the wait); it must not raise.
 
     Raises:
         InvalidCaptureError: kernel table missing or unreadable, or any present optional file
@@ -159,7 +162,8 @@ def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str =
     """
     try:
         _check_memory(loc)
-        return _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes, trace_pool=trace_pool)
+        return _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes, trace_pool=trace_pool,
+                          while_scanning=while_scanning)
     except MemoryError as e:
         found = []
         for f in loc.output_dir.glob("*"):
@@ -294,7 +298,7 @@ def _trace_ahead(pool, loc: RankLocation, with_trace: TraceMode):
     if tv_path is None:
         return None
     try:
-        return pool.submit(tracebytes.scan_file, tv_path)
+        return pool.submit(traceahead.scan_file, tv_path)
     except RuntimeError:  # a pool already shut down or broken: read here
         return None
 
@@ -309,13 +313,13 @@ def _trace_result(ahead, tv_path: Path) -> TraceSummary:
     def prescan():
         from concurrent.futures.process import BrokenProcessPool
         try:
-            return ahead.result()
+            return traceahead.expand(ahead.result())
         except BrokenProcessPool:
-            return tracebytes.scan_file(tv_path)
+            return traceahead.expand(traceahead.scan_file(tv_path))
     return read_trace(tv_path, prescan=prescan)
 
 
-def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None) -> RankCapture:
+def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, while_scanning=None) -> RankCapture:
     out = loc.output_dir
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
@@ -366,6 +370,8 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None) -
                         f"carries the Overlap Analysis sums the self-checks need (trace_vs_step_trace is "
                         f"skipped, tail gaps unavailable); use --trace always to read it")
     elif tv_path.is_file() and with_trace.reads:
+        if ahead is not None and while_scanning is not None and not ahead.done():
+            while_scanning(kernels)
         trace = _trace_result(ahead, tv_path)
         if not trace.has_overlap and trace.steps.empty and len(kernels.df):
             # every torch_npu timeline holds the device Overlap Analysis process and / or host

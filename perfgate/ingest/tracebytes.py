@@ -845,23 +845,6 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     return cut, ne, closed
 
 
-def scan_file(path) -> Extract:
-    """:func:`scan` of a file whose root is a bare event array (after a UTF-8 BOM and
-    whitespace), for a process of its own: this module needs numpy only, so that process does
-    not import pandas or pyarrow (``perfgate.ingest.load.load_rank`` ``trace_pool``).
-
-    Raises:
-        NoFastPath: the root is not an array, or what :func:`scan` refuses; OSError.
-    """
-    import os
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if body[:1] != b"[":
-        raise NoFastPath("not a bare event array")
-    return scan(path, len(head) - len(body), os.path.getsize(path))
-
-
 def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
     """Read the bare event array whose ``[`` is at byte ``start`` (see module doc).
 

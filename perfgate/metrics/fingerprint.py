@@ -521,19 +521,62 @@ def _gc_paused(rows: int):
         gc.enable()
 
 
-def summarize_rank(rank, policy, root) -> RankSummary:
+def summarize_rank(rank, policy, root, timeline_free=None) -> RankSummary:
     """Everything the fingerprint needs from one rank, as a picklable :class:`RankSummary`, so ranks
     can be processed in parallel (process pool or dask) and merged by
     :func:`fingerprint_from_summaries`. Pure over ``rank``'s tables. A partial rank (no kernel
     table) gives its step and communication metrics only (:func:`_partial_summary`). A small
-    rank is summarized with the cyclic garbage collector paused (:func:`_gc_paused`)."""
+    rank is summarized with the cyclic garbage collector paused (:func:`_gc_paused`).
+    ``timeline_free``: :func:`timeline_free_part` of this rank's kernel table, made earlier
+    (while its timeline was being scanned): the same summary, and any error it met is raised
+    where this function would have met it."""
     if rank.kernels is None:
         return _partial_summary(rank, policy, root)
     with _gc_paused(len(rank.kernels.df)):
-        return _summarize_kernel_rank(rank, policy, root)
+        return _summarize_kernel_rank(rank, policy, root, timeline_free)
 
 
-def _summarize_kernel_rank(rank, policy, root) -> RankSummary:
+class _TimelineFree(dict):
+    """:func:`timeline_free_part`'s result: ``kernels`` (the table it was made from), ``cat``,
+    ``segments`` and ``view``, or ``error`` with the ``stage`` that raised it (the stages after
+    it are absent)."""
+
+
+def timeline_free_part(kernels, rank_id: int, policy, root) -> _TimelineFree:
+    """The parts of :func:`summarize_rank` that read only the kernel table (no timeline, no
+    step_trace_time.csv, no communication.json): the category of every row
+    (:func:`perfgate.metrics.kernels.categorize`) and the structure metrics and tables
+    (:func:`_segment_summary`), the kernel families and the family view (:func:`_family_view`).
+    Computed while another process scans the rank's timeline
+    (:func:`perfgate.run._load_with_trace_ahead`); never raises (an error is kept)."""
+    out = _TimelineFree(kernels=kernels)
+    try:
+        out["cat"] = (km.categorize(kernels.df, policy.categories)
+                      if kernels.type_available and kernels.core_available else None)
+    except Exception as e:  # noqa: BLE001 - re-raised by summarize_rank where it would have occurred
+        out.update(error=e, stage="cat")
+        return out
+    for stage, make in (("segments", lambda: _segment_summary_of(kernels, rank_id, policy, root, out["cat"])),
+                        ("view", lambda: _family_view(kernels, policy, root, out["cat"]))):
+        try:
+            out[stage] = make()
+        except Exception as e:  # noqa: BLE001 - as above
+            out.update(error=e, stage=stage)
+            break
+    return out
+
+
+def _precomputed(pre, rank, stage: str):
+    """The ``stage`` value of a :func:`timeline_free_part` made from this rank's kernel table,
+    re-raising the error it kept for that stage; None when there is none to use."""
+    if pre is None or pre.get("kernels") is not rank.kernels:
+        return None
+    if pre.get("stage") == stage:
+        raise pre["error"]
+    return (pre[stage],) if stage in pre else None
+
+
+def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
     th = policy.findings
     anatomy = step_table(rank, th)
     st_sums = step_trace_sums(rank.step_trace) if rank.step_trace is not None else None
@@ -549,7 +592,8 @@ def _summarize_kernel_rank(rank, policy, root) -> RankSummary:
     k = rank.kernels.df
     cat = None
     if rank.kernels.type_available and rank.kernels.core_available:
-        cat = km.categorize(k, policy.categories)
+        got = _precomputed(pre, rank, "cat")
+        cat = got[0] if got is not None else km.categorize(k, policy.categories)
         unknown = np.flatnonzero(km.equals_value(cat, km.UNKNOWN))  # positions, no copy of the frame
         if len(unknown):
             cores = sorted(map(str, k["core_type"].iloc[unknown].dropna().unique()))[:5]
@@ -557,15 +601,11 @@ def _summarize_kernel_rank(rank, policy, root) -> RankSummary:
                 f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
                 f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {k['name'].iloc[unknown[0]]!r}, "
                 f"row {int(k['row'].iloc[unknown[0]])}); add a rule to the policy")
-    seg_metrics, seg_detail = _segment_summary(rank, policy, root, cat)
-    family = km.family_of(k["name"], policy.family_suffix)
-    in_step = k["step"].notna().to_numpy()
-    kk = km.rows_where(k.assign(family=family), in_step)   # one frame for rank_metrics and the family view
+    got = _precomputed(pre, rank, "segments")
+    seg_metrics, seg_detail = got[0] if got is not None else _segment_summary(rank, policy, root, cat)
+    got = _precomputed(pre, rank, "view")
+    family, kk, steps, (op_metrics, op_detail) = got[0] if got is not None else _family_view(rank.kernels, policy, root, cat)
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap, in_step=kk)
-    steps = sorted(map(str, pd.unique(k["step"].dropna())))   # the family view's steps too (the same rows)
-    op_metrics, op_detail = opv.rank_family_view(
-        kk, policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
-        kfile=_rel(rank.kernels.path, root), path=rank.kernels.path, variant=rank.kernels.variant, steps=steps)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
     return RankSummary(**{
@@ -696,18 +736,37 @@ def _step_sum_us(k: pd.DataFrame) -> pd.Series:
     return out
 
 
+def _family_view(kernels, policy, root, cat):
+    """``(family, in-step rows with their family, steps, (metrics, detail))``: every row's
+    kernel family, the rows inside a step (one frame for :func:`rank_metrics` and the family
+    view) and the rank's family view (:func:`perfgate.metrics.operators.rank_family_view`)."""
+    k = kernels.df
+    family = km.family_of(k["name"], policy.family_suffix)
+    in_step = k["step"].notna().to_numpy()
+    kk = km.rows_where(k.assign(family=family), in_step)
+    steps = sorted(map(str, pd.unique(k["step"].dropna())))   # the family view's steps too (the same rows)
+    view = opv.rank_family_view(
+        kk, policy, categories=km.rows_where(cat, in_step) if cat is not None else None,
+        kfile=_rel(kernels.path, root), path=kernels.path, variant=kernels.variant, steps=steps)
+    return family, kk, steps, view
+
+
 def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
     """Structure metrics and the layer / block class tables of one rank
     (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
+    return _segment_summary_of(rank.kernels, rank.rank, policy, root, categories)
+
+
+def _segment_summary_of(kernels, rank_id: int, policy, root, categories=None) -> tuple[dict, dict]:
     if getattr(policy, "segments", None) is None:
         return {}, {}
     from perfgate.metrics.segments import class_table, outline, segment_metrics, segment_rank
-    k = rank.kernels.df
-    seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=rank.kernels.path)
+    k = kernels.df
+    seg = segment_rank(k, policy.segments, policy.family_suffix, categories=categories, path=kernels.path)
     step_sum = _step_sum_us(k)
-    kfile = _rel(rank.kernels.path, root)
+    kfile = _rel(kernels.path, root)
     return segment_metrics(seg, kfile, step_sum), {
-        "rank": rank.rank, "steps": km.records(seg.steps), "classes": km.records(class_table(seg)),
+        "rank": rank_id, "steps": km.records(seg.steps), "classes": km.records(class_table(seg)),
         "outline": outline(seg)}   # the first step's step -> micro-batch -> pass -> layer runs
 
 
