@@ -575,7 +575,10 @@ def history_journal(branch, metric, history_path, policy_path):
 @common_trace
 @no_trace_opt
 @click.option("--output", "-o", default=None, type=click.Path(dir_okay=False),
-              help="Write the fingerprint JSON here instead of stdout ('-' is stdout).")
+              help="Write the fingerprint JSON here instead of stdout ('-' is stdout). An earlier FILE is "
+                   "removed before the capture is read (through a link: its target), so a refused capture "
+                   "(exit 3), an error or a killed run leaves no earlier fingerprint looking current; a "
+                   "failed self-check still writes this run's fingerprint (exit 3).")
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address (tcp://HOST:PORT): "
                                                  "per-rank work runs on that cluster.")
@@ -586,6 +589,9 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
     from perfgate.metrics.fingerprint import failed_checks
     from perfgate.gate import require_writable
     require_writable("--output", output)
+    if output and output != "-":
+        from perfgate.store.atomic import discard_stale
+        discard_stale(output)   # no earlier fingerprint may outlive a refused run
     fp = fingerprint_path(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace), workers=workers,
                           scheduler=scheduler, progress=_Progress(output in (None, "-")))
     from perfgate.jsonout import dumps
@@ -645,7 +651,8 @@ def demo(out):
 @main.command("report")
 @click.argument("capture", type=click.Path())
 @click.option("--html", "html_path", default="perfgate-report.html", show_default=True,
-              type=click.Path(dir_okay=False), help="HTML file to write.")
+              type=click.Path(dir_okay=False),
+              help="HTML file to write (an earlier one is removed before the capture is read).")
 @common_history
 @common_policy
 @common_trace

@@ -21,6 +21,7 @@ from perfgate.errors import (CorruptBaselineError, InvalidCaptureError, NoBaseli
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
 from perfgate.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
+from perfgate.store.atomic import discard_stale
 from perfgate.store.baselines import BaselineStore
 
 def load_checked_policy(path=None):
@@ -384,7 +385,7 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     if html_path:  # an optional part: refused before any work, not after the verdict
         errors.require_extra("html", "--html")
     _require_report_destinations(out=out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
-    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path)
+    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
     result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
         result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
@@ -407,7 +408,11 @@ class CaptureReport(NamedTuple):
 def capture_report(capture_path, html_path, *, policy, history_path=None, with_trace=TraceMode.READ, workers=None,
                    progress=None) -> CaptureReport:
     """Fingerprint one capture and write its self-contained HTML report (atomic; trend
-    sparklines from ``history_path`` when that database exists).
+    sparklines from ``history_path`` when that database exists). An earlier page at
+    ``html_path`` is removed before the capture is read
+    (:func:`perfgate.store.atomic.discard_stale`), so a capture that cannot be read (the error page
+    then replaces it only when the capture path exists), a failure or a killed job leaves no
+    earlier page looking current.
 
     Raises:
         InvalidCaptureError: the capture cannot be read (``perfgate report`` then writes the page
@@ -417,6 +422,7 @@ def capture_report(capture_path, html_path, *, policy, history_path=None, with_t
     from perfgate.metrics.fingerprint import blocking_findings, failed_checks
     from perfgate.report.writers import write_capture_html
     errors.require_extra("html", "perfgate report")  # refused before any work
+    discard_stale(html_path)
     fp = fingerprint_path(capture_path, policy, with_trace=with_trace, workers=workers, progress=progress)
     path = write_capture_html(fp, html_path, policy=policy, history_path=history_path)
     return CaptureReport(fp, path, failed_checks(fp) + blocking_findings(fp, policy.fail_closed))

@@ -204,7 +204,13 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
                 expected=a, observed=b, tolerance=tol, evidence=f"{st_name}, {tfile}"))
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
-    return out
+    # added after this oracle was written: a kernel table cut after a complete row is diagnosed
+    # (diagnose_cut) and failed checks name the rank's files by their rank-relative path; shared,
+    # so the loops above are still compared text for text
+    from perfgate.metrics.selfcheck import diagnose_cut, name_rank_files
+    if ref is not None and kernel_steps:
+        out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile, trace_name)
+    return name_rank_files(out, rank)
 
 
 class _Rows(dict):

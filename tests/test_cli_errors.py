@@ -23,12 +23,15 @@ class _Raises:
         raise self.exc
 
 
-def _commands(tmp_path):
-    """(name, argv, [(module, attribute)] patched to raise) for every command of the CLI."""
+def _commands(tmp_path, write: bool = True):
+    """(name, argv, [(module, attribute)] patched to raise) for every command of the CLI; with
+    ``write`` the capture folder and comment body they name are created in ``tmp_path`` (never
+    at collection time, where ``tmp_path`` is only a placeholder: the repository's own folder)."""
     cap = tmp_path / "cap"
-    cap.mkdir(exist_ok=True)
     body = tmp_path / "body.md"
-    body.write_text("<!-- perfgate:main -->\nbody\n")
+    if write:
+        cap.mkdir(exist_ok=True)
+        body.write_text("<!-- perfgate:main -->\nbody\n")
     hs = [("perfgate.history.store", "HistoryStore")]
     return [
         ("baseline save", ["baseline", "save", "--name", "m", cap], [("perfgate.gate", "save_baseline")]),
@@ -68,7 +71,7 @@ def test_the_table_covers_every_command(tmp_path):
     assert sorted(c[0] for c in _commands(tmp_path)) == sorted(_command_names(main))
 
 
-@pytest.mark.parametrize("command", [c[0] for c in _commands(Path("."))])
+@pytest.mark.parametrize("command", [c[0] for c in _commands(Path("."), write=False)])
 def test_every_command_maps_each_error_to_its_exit_code(command, tmp_path, monkeypatch, policy):
     import importlib
     monkeypatch.setattr(cli, "_policy", lambda path: policy)  # loaded once: the error path is under test
@@ -117,3 +120,10 @@ def test_no_command_catches_perfgate_error_itself():
                     where.setdefault("except", set()).add(fn.name)
     assert where["_fail"] == {"_Group", "invoke"}
     assert where["except"] == {"_Group", "invoke", "_report_read_error"}
+
+
+def test_collecting_these_tests_writes_nothing_in_the_working_folder(tmp_path, monkeypatch):
+    """Collection once wrote body.md and cap/ into the folder pytest ran in (the repository root)."""
+    monkeypatch.chdir(tmp_path)
+    _commands(Path("."), write=False)
+    assert list(tmp_path.iterdir()) == []

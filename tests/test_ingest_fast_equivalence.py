@@ -353,7 +353,7 @@ def test_kernels_equal_reference_with_duplicates_and_invalid_rows(text_captures,
         with pytest.raises(InvalidCaptureError) as e:
             fn(path, pmu=True)
         errs.append(str(e.value))
-    assert errs[0] == errs[1] and "row 8: Duration(us) is negative" in errs[0] and "'-1.500'" in errs[0]
+    assert errs[0] == errs[1] and "row 8: Duration(us) is negative" in errs[0] and "'-1.5'" in errs[0]
 
 
 def _old_exact_duplicates(df):

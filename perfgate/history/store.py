@@ -12,6 +12,18 @@ read-only. A record is all-or-nothing: a killed writer leaves no half-recorded r
 Invalid captures never get metric values; with a tuning-journal note they are kept as a run
 with status ``invalid`` and no values.
 
+Series: a run's series is :func:`series_id`: the stored ``series_key`` (a hash of
+:data:`SERIES_FACETS`: rank count, CANN / torch_npu versions, aic_metrics, Type / Accelerator Core
+availability) and the ``profiler_level`` column. Runs of another ``series_key`` are never
+compared. The profiler level splits trends and sparklines, and each rolling-baseline pool holds
+one level (:meth:`HistoryStore.rolling_baseline`): Level1 and Level2 write the same kernel rows,
+but a Level2 run costs the job more profiling overhead, so pooling them would read the
+configuration change as noise, which is why repeated captures of one side refuse mixed levels
+(:mod:`perfgate.metrics.repeat`) and calibrate's runs too. A candidate of another level than the
+pool is still judged, with a note, as against a stored baseline of another level. The level is
+read from its own column, recorded since schema 1, so a database recorded before this split needs
+no migration.
+
 Order: every read (runs, series, rolling baseline, trends) is in commit order
 (:mod:`perfgate.history.order`: ancestry from git in ``repo``, else the commit time stored at
 record time), not record order; runs without a commit keep their place in record order.
@@ -36,9 +48,10 @@ from perfgate.errors import NoBaselineError, StoreError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
 
 SCHEMA_VERSION = 1
-# What splits a series: anything that changes what the gate measures. The profiler level
-# itself does not (Level1 and Level2 write the same kernel rows); its effect at Level0 (Type /
-# Accelerator Core N/A) is captured by type_available / core_available.
+# What the stored series_key hashes: anything that changes what the gate measures. The profiler
+# level splits a series too, but from its own column (series_id), not in this hash: the keys of
+# runs recorded before it split a series stay valid (Level0's Type / Accelerator Core N/A is also
+# in type_available / core_available).
 SERIES_FACETS = ("world_size", "cann_version", "torch_npu_version", "aic_metrics", "type_available",
                  "core_available")
 STATUSES = ("kept", "reverted", "invalid")
@@ -63,10 +76,24 @@ MIGRATIONS = {1: _v1}
 
 
 def series_key(config: dict) -> str:
-    """Runs are comparable only within one series: same rank count, CANN / torch_npu versions,
-    aic_metrics and Type / Accelerator Core availability (see ``SERIES_FACETS``)."""
+    """The stored ``runs.series_key``: 12 hex of sha256 over rank count, CANN / torch_npu
+    versions, aic_metrics and Type / Accelerator Core availability (``SERIES_FACETS``). One part
+    of a run's series; :func:`series_id` adds the profiler level."""
     blob = json.dumps({k: config.get(k) for k in SERIES_FACETS}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def series_id(config: dict) -> str:
+    """The series a run of ``config`` belongs to: ``<series_key>/<profiler_level>``
+    (``e58e0af2769d/Level1``), or the series_key alone when the level is unknown (raw msprof,
+    a DB export). Runs are compared, pooled (rolling baseline, noise band) and trended only
+    within one series; :data:`_SERIES_SQL` computes the same from the stored columns."""
+    level = config.get("profiler_level")
+    return series_key(config) + (f"/{level}" if level is not None else "")
+
+
+# series_id of a stored run, from its columns (NULL for a tuning-journal run without values)
+_SERIES_SQL = "{p}series_key || coalesce('/' || {p}profiler_level, '')"
 
 
 def metrics_digest(fp: Fingerprint) -> str:
@@ -362,12 +389,13 @@ class HistoryStore:
     def series(self, key: str, branch: str | None = None, since: str | None = None, *,
                with_set: bool = False) -> pd.DataFrame:
         """One metric in commit order (see the module docstring): run_id, recorded_at, commit (str or None), status, note,
-        series_key, value (float; NaN for a set metric such as ``kernel.topn``), and with
+        series_key (the run's :func:`series_id`: stored key and profiler level), value (float; NaN for a set metric such as ``kernel.topn``), and with
         ``with_set`` also set_value (the JSON list of a set metric, None for numbers)."""
         where, args = self._filters(branch, since, "r.", ["v.key = ?"], [key])
         extra = ", v.set_value" if with_set else ""
         return self._ordered(_clean_commits(pd.read_sql_query(
-            "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, r.series_key, v.value"
+            "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, "
+            + _SERIES_SQL.format(p="r.") + " as series_key, v.value"
             + extra + " from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
             + " order by r.recorded_at, r.id", self.conn, params=args)))
 
@@ -383,8 +411,10 @@ class HistoryStore:
     def rolling_baseline(self, branch: str, cand_config: dict, *, window: int, min_runs: int,
                          band_k: float) -> tuple[Fingerprint, dict]:
         """Baseline = per-metric median of the last ``window`` kept runs (newest commits, see the
-        module docstring) of ``branch`` in the
-        candidate's series, plus a noise band per metric = ``band_k`` x 1.4826 x MAD (robust
+        module docstring) of ``branch`` with the candidate's ``series_key`` and one profiler level
+        (:func:`series_id`): the candidate's level when it has at least ``min_runs`` runs, else the
+        level of the newest run among the levels that have (then :func:`perfgate.compare.rules.config_notes` says the level changed, as
+        for a stored baseline), plus a noise band per metric = ``band_k`` x 1.4826 x MAD (robust
         sigma) of those runs, in the metric's unit.
 
         Returns ``(fingerprint, noise)``. Raises :class:`NoBaselineError` when fewer than
@@ -401,14 +431,24 @@ class HistoryStore:
                           band_k: float) -> tuple[Fingerprint, dict]:
         sk = series_key(cand_config)
         runs = pd.read_sql_query(
-            "select id, commit_sha as \"commit\", recorded_at, series_key, config, provenance from runs where branch = ? and "
+            "select id, commit_sha as \"commit\", recorded_at, series_key, " + _SERIES_SQL.format(p="")
+            + " as series, config, provenance from runs where branch = ? and "
             "status = 'kept' order by recorded_at, id", self.conn, params=[branch])
         runs = self._ordered(_clean_commits(runs)).iloc[::-1].reset_index(drop=True)  # newest commit first
-        same = runs[runs["series_key"] == sk].head(window)
+        in_key = runs[runs["series_key"] == sk]
+        # one profiler level per pool (its median and noise band): the candidate's when it has enough
+        # runs, else the level of the newest run among those that have enough; a level that differs from
+        # the candidate's is a note, as between a stored baseline and a candidate (config_notes)
+        counts = in_key["series"].value_counts()
+        own = series_id(cand_config)
+        enough = [x for x in pd.unique(in_key["series"]) if counts[x] >= min_runs]   # newest first
+        pick = own if own in enough or not enough else enough[0]
+        same = in_key[in_key["series"] == pick].head(window)
         if len(same) < min_runs:
-            other = len(runs) - len(runs[runs["series_key"] == sk])
-            why = (f" ({other} other run(s) of {branch!r} are from another series: profiler config, CANN / "
-                   f"torch_npu version or rank count changed)" if other else "")
+            other = len(runs) - len(same)
+            why = (f" ({other} other run(s) of {branch!r} are from another series or profiler level: "
+                   f"profiler level or aic_metrics, CANN / torch_npu version, rank count or Type / "
+                   f"Accelerator Core availability changed)" if other else "")
             raise NoBaselineError(f"history:{branch} has {len(same)} kept run(s) in this series, "
                                   f"{min_runs} needed{why}", path=self.path)
         ids = [int(i) for i in same["id"]]
@@ -435,7 +475,7 @@ class HistoryStore:
         cfg = json.loads(same.iloc[0]["config"])
         prov = {"source": f"history:{branch}", "runs": ids, "commits": list(same["commit"]),  # None = no commit
                 "ranks": cfg.get("ranks"),
-                "window": window, "series_key": sk, "db": str(self.path),
+                "window": window, "series_key": sk, "series": same.iloc[0]["series"], "db": str(self.path),
                 "steps": json.loads(same.iloc[0]["provenance"]).get("steps", {})}
         fp = Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version="history", provenance=prov, config=cfg,
                          metrics=metrics)
@@ -479,9 +519,9 @@ def trend_series(path, keys, *, branch: str | None = None, config: dict | None =
     """Recorded values of ``keys`` for trend sparklines: ``{key: DataFrame}`` with columns
     run_id, recorded_at, commit, value (oldest first, the last ``last`` kept runs).
 
-    Only one series is returned per key: the candidate's (``series_key(config)``) when
+    Only one series is returned per key: the candidate's (:func:`series_id` of ``config``) when
     ``config`` is given and recorded, else the series of the most recent run, so values
-    across a split (rank count, versions, aic_metrics) are never drawn on one line. Keys with
+    across a split (rank count, versions, aic_metrics, profiler level) are never drawn on one line. Keys with
     no recorded value are left out. A missing database gives ``{}``.
 
     Raises:
@@ -491,7 +531,7 @@ def trend_series(path, keys, *, branch: str | None = None, config: dict | None =
     if not require_db_path(path).is_file():
         return {}
     hs = HistoryStore(path, readonly=True)
-    want = series_key(config) if config else None
+    want = series_id(config) if config else None
     out = {}
     try:
         for key in keys:

@@ -35,11 +35,46 @@ def csv_row_note(row: int) -> str:
     return f"(CSV row {row + 1} counting the header as row 1)"
 
 
+# Characters of a cell shown in a message; a longer cell is cut and the rest counted.
+CELL_SHOWN = 60
+
+
+def shown_cell(text) -> str:
+    """A cell as a message quotes it: ``repr`` (control characters, quotes and spaces visible:
+    ``' -5'``, ``'\\t-5'``) of at most :data:`CELL_SHOWN` characters, then ``… (N more
+    characters)`` for a longer cell."""
+    if isinstance(text, str) and len(text) > CELL_SHOWN:
+        return f"{text[:CELL_SHOWN]!r}… ({len(text) - CELL_SHOWN} more characters)"
+    return repr(text)
+
+
 def cell_error(path: Path, row: int, column: str, text, why: str) -> InvalidCaptureError:
     """The error for one bad numeric cell: ``<file> row <data row>: <column> <why>: <text>
     (CSV row <data row + 1>, header = row 1)``. ``row`` is the 1-based data row (the first
-    line after the header is row 1, as everywhere in perfgate's messages)."""
-    return InvalidCaptureError(f"{column} {why}: {text!r} {csv_row_note(row)}", path=path, row=row)
+    line after the header is row 1, as everywhere in perfgate's messages); ``text`` is shown by
+    :func:`shown_cell` (repr, bounded length)."""
+    return InvalidCaptureError(f"{column} {why}: {shown_cell(text)} {csv_row_note(row)}", path=path, row=row)
+
+
+def raw_cell(path: Path, row: int, column: str) -> str | None:
+    """The cell of header ``column`` in 1-based data row ``row`` as written in the file (quotes
+    removed by the CSV rules, spaces, TABs and every other character kept), or None when the file
+    no longer has that row or column. Reads the file again from the start with the csv module:
+    for error messages only (a parsed value such as ``-5.000`` is not what the user will find in
+    the file, ``" -5"`` is)."""
+    try:
+        with open(path, "r", encoding="utf-8-sig", newline="", errors="replace") as f:
+            reader = csv.reader(f)
+            header = [h.strip() for h in next(reader, [])]
+            if column not in header:
+                return None
+            j = header.index(column)
+            for i, rec in enumerate(reader, start=1):
+                if i == row:
+                    return rec[j] if j < len(rec) else None
+    except (OSError, csv.Error):
+        return None
+    return None
 
 
 def read_header(path: Path) -> list[str]:

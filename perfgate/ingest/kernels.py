@@ -50,8 +50,8 @@ from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import (COMM_CORE_TYPES, KERNEL_ALIASES, KERNEL_REQUIRED,
                                      KNOWN_CORE_TYPES, MISSING_TOKENS)
 from perfgate.ingest.csvread import (DECIMAL_US, DICT_STRING, cell_error, chunks_to_numpy, decimal_to_scaled_int,
-                                     exact_scaled_arrow, read_arrow_columns, read_header, read_typed_columns,
-                                     resolve_columns, to_float_arrow)
+                                     exact_scaled_arrow, raw_cell, read_arrow_columns, read_header,
+                                     read_typed_columns, resolve_columns, to_float_arrow)
 from perfgate.policy.opspec import PIPE_STAGES
 
 IMPLICIT_STEP = "implicit"
@@ -285,7 +285,10 @@ def refuse_negative_durations(path: Path, rows: np.ndarray, dur_ns: np.ndarray, 
                               column: str) -> None:
     """A negative duration is a value no profiler writes (N/A or empty is how a row says it has
     none, P06): raise for the first one, naming file, data row (``rows``: 1-based, aligned with
-    ``dur_ns``), column and value, and counting the others in the hint.
+    ``dur_ns``), column and the cell as written in the file (:func:`~perfgate.ingest.csvread.raw_cell`,
+    e.g. ``' -5'``, repr-escaped and cut at 60 characters; the file is read again for this
+    message only; the parsed µs value when the row can no longer be read), and counting the
+    others in the hint.
 
     Raises:
         InvalidCaptureError: some ``dur_ns`` (int64 ns; ``dur_null`` marks N/A cells) is below 0."""
@@ -293,7 +296,9 @@ def refuse_negative_durations(path: Path, rows: np.ndarray, dur_ns: np.ndarray, 
     if not negative.any():
         return
     i = int(np.argmax(negative))
-    err = cell_error(path, int(rows[i]), column, f"{int(dur_ns[i]) / 1000:.3f}",
+    row = int(rows[i])
+    text = raw_cell(path, row, column)
+    err = cell_error(path, row, column, f"{int(dur_ns[i]) / 1000:.3f}" if text is None else text,
                      "is negative (no profiler writes a negative duration; N/A or empty marks a row without one)")
     more = int(negative.sum()) - 1
     err.hint = ((f"{more} more row(s) are negative too; " if more else "")

@@ -175,7 +175,7 @@ def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str =
         sizes = [f"{name} {size / 2**20:,.1f} MiB" for size, name in sorted(found, reverse=True)[:3]]
         raise InvalidCaptureError(
             f"rank {loc.rank} does not fit in the memory available to this process "
-            f"({', '.join(sizes) or 'files'}{'; ' + str(e) if str(e) else ''}): nothing was compared or written",
+            f"({', '.join(sizes) or 'files'}{'; ' + str(e) if str(e) else ''}): nothing was compared, and nothing was written to baselines or history",
             path=loc.output_dir,
             hint="kernel_details.csv needs about 60 bytes per row in memory; raise the memory limit, use "
                  "fewer --workers, or fingerprint the ranks on a dask cluster (--scheduler)") from None

@@ -17,6 +17,9 @@ Checks, per rank and step (status pass | fail | warn | skipped):
   (= Communication − Communication(Not Overlapped)).
 * ``trace_vs_step_trace``: per-step sums of the trace's Overlap Analysis events equal the
   step_trace_time.csv columns (torch_npu derives the latter from the former).
+* ``steps_present`` (only when failing): no kernel row has a step, or a step the reference
+  (trace Overlap Analysis / step_trace_time.csv) lists with device activity has no kernel row;
+  a kernel table cut after a complete row is named "truncated or altered" (:func:`diagnose_cut`).
 * ``step_trace_identities`` (P16): Overlapped = Communication − Comm(Not Overlapped) (fail);
   Stage ≈ Computing + Comm(Not Overlapped) + Free and Comm(Not Overlapped and Exclude
   Receive) = Comm(Not Overlapped) − Bubble (warn).
@@ -35,9 +38,11 @@ per-step loops this replaced are the oracle ``tests/_selfcheck_oracle.py``.
 """
 from __future__ import annotations
 
-from collections import namedtuple
+import re
+from collections import deque, namedtuple
+from pathlib import Path
 from itertools import chain, compress, repeat
-from operator import eq, is_not, ne
+from operator import attrgetter, eq, is_not, ne
 from functools import partial
 
 import numpy as np
@@ -258,6 +263,159 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
                                         st_name, trace_name, tfile))
     if st is not None:
         out.extend(_step_trace_identities(rank.rank, st, policy))
+    if ref is not None and kernel_steps:
+        out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile, trace_name)
+    return name_rank_files(out, rank)
+
+
+CUT_CAUSE = ": the files are not from one capture or a row was altered"
+_SUMMED = ("comm_equality", "compute_union", "overlap_gap")
+CUT_SLACK_NS = 1_000   # trace activity starting > 1 us after the kernel table's last task ends in a step
+
+
+def _activity_after(rank, label, k: pd.DataFrame) -> tuple[float, float] | None:
+    """``(µs, count)``: how long after the end of the last kernel row of step ``label`` the trace's
+    Computing / Communication Overlap Analysis events of that step's ProfilerStep window still
+    start, and how many start then (more than :data:`CUT_SLACK_NS` after it); None without those
+    events or when none starts that late. Device work the kernel table lacks at the end of a
+    step: a duration edited shorter moves no event's start, rows cut off the end do."""
+    tr = rank.trace
+    if tr is None or not tr.has_overlap or tr.steps is None or tr.steps.empty:
+        return None
+    w = tr.steps[tr.steps["step"].astype(str).to_numpy() == str(label)]
+    in_step = (k["step"].astype(object) == label).to_numpy()
+    if w.empty or not in_step.any():
+        return None
+    lo, hi = int(w["start_ns"].min()), int(w["end_ns"].max())
+    k_end = int(k["end_ns"].to_numpy()[in_step].max())
+    ov = tr.overlap
+    st = ov["start_ns"].to_numpy()
+    late = np.isin(ov["kind"].to_numpy(dtype=object), ("computing", "comm")) & (st >= lo) & (st < hi) \
+        & (st > k_end + CUT_SLACK_NS)
+    if not late.any():
+        return None
+    return (int(ov["end_ns"].to_numpy()[late].max()) - k_end) / 1000.0, int(late.sum())
+
+
+def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str, trace_name: str = "") -> list:
+    """What the files prove when the kernel table ends early (an export cut after a complete row:
+    no malformed line is left for the reader to find).
+
+    * A step ``ref`` lists with device activity (Computing or Communication > 0 us) that has no
+      kernel row is a ``steps_present`` failure naming the step and its figures (before, such a
+      step was left out of every comparison: a table cut at a step boundary passed).
+    * When steps of ``ref`` after the step of the table's last data row have no kernel row, or
+      the kernel figures fall short of ``ref`` in that last step alone (a comm_equality /
+      compute_union failure there with the kernel side lower, every earlier step agreeing) AND
+      the trace (``trace_name``) shows device work starting in that step after the table's last
+      task ended (:func:`_activity_after`: rows cut off the end; a duration edited shorter moves
+      no start), the failed checks of those steps say ``truncated or altered: kernel_details.csv
+      stops at step N (data row R, its last) while step_trace_time.csv lists steps up to M`` /
+      ``... ends at data row R (its last) while trace_view.json Overlap Analysis shows K device
+      event(s) of step N starting after its last task, up to X us later`` instead of only "not
+      from one capture or a row was altered". step_trace_time.csv alone holds no times: a
+      shortfall there keeps the old words.
+
+    ``ref``: the reference per step (index step label; ``computing_us``, ``comm_us``); ``ref_src``:
+    its name (``step_trace_time.csv``, ``trace_view.json Overlap Analysis``). Only numeric step
+    labels of a CSV kernel table are judged (an implicit step, a DB export: ``checks`` unchanged).
+    Whole columns; the checks kept in order, the new ones after the rank's step checks."""
+    k = rank.kernels.df
+    if not len(k) or Path(str(rank.kernels.path)).suffix.lower() != ".csv":
+        return checks
+    last = int(np.argmax(k["row"].to_numpy()))
+    last_row, last_step = int(k["row"].iat[last]), k["step"].iat[last]
+    labels = _pylist(ref.index)
+    if last_step is None or last_step != last_step or not str(last_step).isdigit() \
+            or not all(map(str.isdigit, map(str, labels))):
+        return checks
+    n_last = int(last_step)
+    present = set(_pylist(pd.unique(k["step"].dropna())))
+    active = (ref["computing_us"].to_numpy(dtype=float) + ref["comm_us"].to_numpy(dtype=float)) > 0
+    lacking = [lab for lab, a in zip(labels, active.tolist()) if a and lab not in present]
+    after = [lab for lab in lacking if int(lab) > n_last]
+    name = np.array(list(map(attrgetter("name"), checks)), dtype=object)
+    step = np.array(list(map(str, map(attrgetter("step"), checks))), dtype=object)
+    fail = np.array(list(map(attrgetter("status"), checks)), dtype=object) == FAIL
+    summed = fail & np.isin(name, _SUMMED)
+    at_last = summed & (step == str(last_step))
+    short = [c for c in compress(checks, at_last & np.isin(name, _SUMMED[:2]))
+             if c.observed is not None and c.expected is not None and c.observed < c.expected]
+    late = _activity_after(rank, last_step, k) if short and not after and not (summed & ~at_last).any() else None
+    why = ""
+    if after:
+        why = (f"truncated or altered: {kfile} stops at step {last_step} (data row {last_row}, its last) while "
+               f"{ref_src} lists steps up to {max(map(int, labels))}")
+    elif late is not None:
+        why = (f"truncated or altered: {kfile} ends at data row {last_row} (its last) while {trace_name} shows "
+               f"{late[1]} device event(s) of step {last_step} starting after its last task, up to "
+               f"{late[0]:.3f} us later" + (" (every earlier step agrees)" if len(present) > 1 else ""))
+    out = list(checks)
+    if why:
+        for i in np.flatnonzero(at_last).tolist():
+            c = out[i]
+            msg = c.message[:-len(CUT_CAUSE)] if c.message.endswith(CUT_CAUSE) else c.message
+            out[i] = SelfCheck(c.name, c.rank, c.step, c.status, f"{msg}: {why}", c.expected, c.observed,
+                               c.tolerance, c.evidence)
+    if lacking:
+        at = ref.loc[lacking]
+        out.extend(from_columns(
+            SelfCheck, repeat("steps_present"), repeat(rank.rank), lacking, repeat(FAIL, len(lacking)),
+            _texts(len(lacking), (np.ones(len(lacking), dtype=bool),
+                                  "step {} is in {} (Computing {:.3f} us, Communication {:.3f} us) but {} has no "
+                                  "row in it{}", (np.array(lacking + [None], dtype=object)[:-1], ref_src,
+                                                  at["computing_us"].to_numpy(dtype=float),
+                                                  at["comm_us"].to_numpy(dtype=float), kfile,
+                                                  np.array([f": {why}" if why and lab in after else ""
+                                                            for lab in lacking] + [None], dtype=object)[:-1]))),
+            repeat(None), repeat(None), repeat(None), repeat(f"{kfile}, {ref_src}")))
+    return out
+
+
+def rank_files(rank) -> dict:
+    """``{bare file name: rank-relative path}`` of the rank's kernel table, step_trace_time.csv
+    and trace: the path below the folder that holds the rank's folder
+    (``rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv``), which tells apart files that
+    every rank has under the same name. Files the rank does not have, or outside its folder, are
+    left out."""
+    loc = getattr(rank, "location", None)
+    base = loc.rank_dir.parent if loc is not None else None
+    out = {}
+    for p in (rank.kernels.path if rank.kernels is not None else None, rank.step_trace_path, rank.trace_path):
+        if p is None or base is None:
+            continue
+        try:
+            out[p.name] = p.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return out
+
+
+def name_rank_files(checks: list, rank) -> list:
+    """``checks`` with every *failed* check's message naming the rank's files by their
+    rank-relative path (:func:`rank_files`) instead of the bare name (``kernel_details.csv row 40``
+    -> ``rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv row 40``): where several ranks
+    fail, each text says which file to open. Passing, warning and skipped texts and the evidence
+    field keep the bare names: they are part of every fingerprint (the golden digests of
+    tests/test_fingerprint_stable.py), and the check's ``rank`` names the rank there. Columnar:
+    one C-level ``re.sub`` pass per file name over the failed messages, the changed checks built
+    by :func:`perfgate.model.from_columns` (no Python-level call per check)."""
+    if not checks:
+        return checks
+    failed = np.flatnonzero(np.fromiter(map(eq, map(attrgetter("status"), checks), repeat(FAIL)), dtype=bool,
+                                        count=len(checks)))
+    subs = rank_files(rank) if len(failed) else {}
+    if not subs:
+        return checks
+    idx = failed.tolist()
+    picked = list(map(checks.__getitem__, idx))
+    msgs = list(map(attrgetter("message"), picked))
+    for name, path in subs.items():
+        pat = re.compile(r"(?<![\w./-])" + re.escape(name) + r"(?![\w-])")
+        msgs = list(map(pat.sub, repeat(path.replace("\\", "\\\\")), msgs))
+    cols = [msgs if f == "message" else list(map(attrgetter(f), picked)) for f in SelfCheck.__dataclass_fields__]
+    out = list(checks)
+    deque(map(out.__setitem__, idx, from_columns(SelfCheck, *cols)), maxlen=0)
     return out
 
 

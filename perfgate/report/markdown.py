@@ -122,7 +122,7 @@ def render_markdown(result, key: str | None = None) -> str:
         lines.append("")
     if result.status == terms.INVALID:
         err = result.error or {}
-        lines.append(f"The capture failed closed; nothing was compared or written: "
+        lines.append(f"The capture failed closed: nothing was compared, and nothing was written to baselines or history: "
                      f"**{_cell(err.get('message', ''))}**")
         if err.get("path"):
             lines.append(f"File: `{_cell(err['path'])}`" + (f", row {err['row']}" if err.get("row") is not None else "")

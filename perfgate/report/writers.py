@@ -129,17 +129,17 @@ def check_report_paths(out, *, junit=None, markdown=None, json_path=None) -> dic
     }
 
 
-def remove_stale_check_reports(out, *, junit=None, markdown=None, json_path=None) -> None:
-    """Delete an earlier run's report files before a check starts, so that a run that ends
-    without writing its own (an internal error, a killed job) never leaves a previous verdict
-    where CI reads one (an ``if: always()`` JUnit upload would show a stale PASS). Missing files
-    and paths that are directories are left alone (the write then reports them)."""
-    for p in check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path).values():
-        try:
-            if p.is_file():
-                p.unlink()
-        except OSError:
-            pass
+def remove_stale_check_reports(out, *, junit=None, markdown=None, json_path=None, html_path=None) -> None:
+    """Delete an earlier run's report files (the three of :func:`check_report_paths` and, when
+    given, the ``--html`` page) before a check starts, so that a run that ends without writing
+    its own (an internal error, a killed job) never leaves a previous verdict where CI reads one
+    (an ``if: always()`` JUnit upload would show a stale PASS). Each goes through
+    :func:`perfgate.store.atomic.discard_stale`: a link stays a link (its target is removed);
+    missing files, folders, streams and FIFOs are left alone (the write then reports them)."""
+    from perfgate.store.atomic import discard_stale
+    paths = list(check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path).values())
+    for p in paths + ([Path(html_path)] if html_path else []):
+        discard_stale(p)
 
 
 def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, json_path=None,

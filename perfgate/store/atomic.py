@@ -124,3 +124,24 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
             pass
         raise StoreError(f"write failed, previous content kept: {e.strerror}", path=path) from None
     return given
+
+
+def discard_stale(path) -> bool:
+    """Remove the document an earlier run left at ``path``, before a run that will write one there
+    reads anything: a run that is refused (exit 3 at ingest), fails or is killed then leaves no
+    earlier document where CI would take it for this run's (an ``if: always()`` upload). Only the
+    file the path names is removed, as :func:`write_atomic` would replace it: a regular file, or
+    through a symbolic link the link's target (the link stays, and the next write recreates the
+    target). A stream (``/dev/stdout``), another non-regular file (``/dev/null``, a FIFO), a folder
+    and a missing path are left as they are; a file that cannot be removed too (the write then
+    reports it). Returns True when a file was removed."""
+    target, in_place = _target(Path(path))
+    if in_place:
+        return False
+    try:
+        if stat.S_ISREG(os.lstat(target).st_mode):
+            os.unlink(target)
+            return True
+    except OSError:
+        pass
+    return False
