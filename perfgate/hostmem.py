@@ -79,12 +79,17 @@ def small_pages(path: Path = DEFRAG):
     try:
         yield stalls
     finally:
-        if given is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = given
+        _restore_env(ENV, given)
         if restore is not None:
             _numpy_flag()[1](bool(restore))
+
+
+def _restore_env(name: str, given: str | None) -> None:
+    """Put environment variable ``name`` back as it was (``given``; None = unset)."""
+    if given is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = given
 
 
 ARROW_ENV = "ARROW_DEFAULT_MEMORY_POOL"  # read by Arrow C++ once, when its default pool is first used
@@ -125,8 +130,5 @@ def arrow_jemalloc():
     try:
         yield True
     finally:
-        if given is None:
-            os.environ.pop(ARROW_ENV, None)
-        else:
-            os.environ[ARROW_ENV] = given
+        _restore_env(ARROW_ENV, given)
         pa.set_memory_pool(previous)
