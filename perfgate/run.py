@@ -110,8 +110,16 @@ def _pool_worker_init() -> None:
 
 def stop_pool(pool, join_s: float = 5.0) -> None:
     """Stop a ProcessPoolExecutor now: pending work cancelled, every worker process terminated
-    (SIGTERM, then SIGKILL after ``join_s`` seconds) and reaped, so none outlives its parent."""
+    (SIGTERM, then SIGKILL after ``join_s`` seconds) and reaped, so none outlives its parent.
+
+    A worker killed while it was sending a result (the timeline scan's ~44 MB, a rank summary)
+    leaves the pool's manager thread reading the rest of that message from the result pipe,
+    whose one other write end is this process's own copy: that copy is closed once the workers
+    are gone, so the read ends (end of file), the thread sees a broken pool and exits, and the
+    interpreter can exit (it waits for that thread: before, the process hung after printing its
+    verdict)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    results = getattr(pool, "_result_queue", None)   # shutdown(wait=False) drops it unclosed
     for p in procs:
         try:
             p.terminate()
@@ -126,6 +134,18 @@ def stop_pool(pool, join_s: float = 5.0) -> None:
                 p.join(join_s)
         except (OSError, ValueError, AttributeError, AssertionError):
             pass
+    if procs and all(not _alive(p) for p in procs):
+        try:
+            results._writer.close()
+        except (OSError, AttributeError):
+            pass
+
+
+def _alive(p) -> bool:
+    try:
+        return p.is_alive()
+    except (ValueError, AssertionError):   # already closed / not started by us: not running
+        return False
 
 
 @contextmanager

@@ -272,3 +272,44 @@ def test_compact_then_expand_is_the_scan_itself(cap):
     big = np.array([-2**40, 5, 2**40], dtype=np.int64)              # values beyond int32 stay int64
     assert traceahead._narrowest(big).dtype == np.int64
     assert traceahead._narrowest(np.array([-129, 127])).dtype == np.int16
+
+
+def _big_result_sent_slowly(n):
+    """A worker whose result (``n`` bytes) stalls after its first MiB has been written to the
+    result pipe, as the scanning process does when it is stopped mid-send."""
+    import time
+    from multiprocessing.connection import Connection
+    send = Connection._send
+
+    def slow(self, buf, write=None):
+        if len(buf) > (1 << 20):
+            send(self, buf[: 1 << 20])
+            time.sleep(60)
+        return send(self, buf)
+    Connection._send = slow
+    return b"x" * n
+
+
+def test_a_pool_stopped_while_a_result_is_being_sent_lets_the_process_exit(tmp_path):
+    """stop_pool on a worker killed in the middle of sending its result: the process exits
+    at once (the pool's manager thread was left reading the rest of the message from a pipe
+    whose other write end the parent held, and the interpreter waited for it forever)."""
+    import subprocess
+    import time
+    script = tmp_path / "stop_mid_send.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from perfgate.run import local_pool, stop_pool\n"
+        "from test_trace_ahead import _big_result_sent_slowly\n"
+        "if __name__ == '__main__':\n"
+        "    with local_pool(1) as pool:\n"
+        "        fut = pool.submit(_big_result_sent_slowly, 8 << 20)\n"
+        "        time.sleep(3)\n"
+        "        stop_pool(pool)\n"
+        "    print('stopped', flush=True)\n")
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=40)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert r.stdout.strip() == "stopped"
+    assert time.perf_counter() - t < 25      # the worker would sleep 60 s: it was not waited for
