@@ -546,7 +546,7 @@ def timeline_free_part(kernels, rank_id: int, policy, root) -> _TimelineFree:
     """The parts of :func:`summarize_rank` that read only the kernel table (no timeline, no
     step_trace_time.csv, no communication.json): the category of every row
     (:func:`perfgate.metrics.kernels.categorize`) and the structure metrics and tables
-    (:func:`_segment_summary`), the kernel families and the family view (:func:`_family_view`).
+    (:func:`_segment_summary_of`), the kernel families and the family view (:func:`_family_view`).
     Computed while another process scans the rank's timeline
     (:func:`perfgate.run._load_with_trace_ahead`); never raises (an error is kept)."""
     out = _TimelineFree(kernels=kernels)
@@ -566,14 +566,15 @@ def timeline_free_part(kernels, rank_id: int, policy, root) -> _TimelineFree:
     return out
 
 
-def _precomputed(pre, rank, stage: str):
-    """The ``stage`` value of a :func:`timeline_free_part` made from this rank's kernel table,
-    re-raising the error it kept for that stage; None when there is none to use."""
-    if pre is None or pre.get("kernels") is not rank.kernels:
-        return None
-    if pre.get("stage") == stage:
-        raise pre["error"]
-    return (pre[stage],) if stage in pre else None
+def _take(pre, rank, stage: str, compute):
+    """The ``stage`` value of a :func:`timeline_free_part` made from this rank's kernel table
+    (re-raising the error it kept for that stage), else ``compute()``."""
+    if pre is not None and pre.get("kernels") is rank.kernels:
+        if pre.get("stage") == stage:
+            raise pre["error"]
+        if stage in pre:
+            return pre[stage]
+    return compute()
 
 
 def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
@@ -592,8 +593,7 @@ def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
     k = rank.kernels.df
     cat = None
     if rank.kernels.type_available and rank.kernels.core_available:
-        got = _precomputed(pre, rank, "cat")
-        cat = got[0] if got is not None else km.categorize(k, policy.categories)
+        cat = _take(pre, rank, "cat", lambda: km.categorize(k, policy.categories))
         unknown = np.flatnonzero(km.equals_value(cat, km.UNKNOWN))  # positions, no copy of the frame
         if len(unknown):
             cores = sorted(map(str, k["core_type"].iloc[unknown].dropna().unique()))[:5]
@@ -601,10 +601,10 @@ def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
                 f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
                 f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {k['name'].iloc[unknown[0]]!r}, "
                 f"row {int(k['row'].iloc[unknown[0]])}); add a rule to the policy")
-    got = _precomputed(pre, rank, "segments")
-    seg_metrics, seg_detail = got[0] if got is not None else _segment_summary(rank, policy, root, cat)
-    got = _precomputed(pre, rank, "view")
-    family, kk, steps, (op_metrics, op_detail) = got[0] if got is not None else _family_view(rank.kernels, policy, root, cat)
+    seg_metrics, seg_detail = _take(pre, rank, "segments",
+                                    lambda: _segment_summary_of(rank.kernels, rank.rank, policy, root, cat))
+    family, kk, steps, (op_metrics, op_detail) = _take(pre, rank, "view",
+                                                       lambda: _family_view(rank.kernels, policy, root, cat))
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap, in_step=kk)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
@@ -751,13 +751,9 @@ def _family_view(kernels, policy, root, cat):
     return family, kk, steps, view
 
 
-def _segment_summary(rank, policy, root, categories=None) -> tuple[dict, dict]:
-    """Structure metrics and the layer / block class tables of one rank
-    (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
-    return _segment_summary_of(rank.kernels, rank.rank, policy, root, categories)
-
-
 def _segment_summary_of(kernels, rank_id: int, policy, root, categories=None) -> tuple[dict, dict]:
+    """Structure metrics and the layer / block class tables of one rank's kernel table
+    (:mod:`perfgate.metrics.segments`); nothing when the policy has ``segments: null``."""
     if getattr(policy, "segments", None) is None:
         return {}, {}
     from perfgate.metrics.segments import class_table, outline, segment_metrics, segment_rank
