@@ -303,10 +303,15 @@ def _short_numbers(b, w64, lo, hi, json_number: bool):
     """Unsigned decimals of at most 8 characters (``ddd``, ``ddd.ddd``) -> (ok, dotted, ns),
     SWAR on one unaligned 8-byte load per token; ok False for anything else (the caller
     parses those with :func:`_number`). Same values and grammar as _number."""
-    L = hi - lo
+    return _short_numbers_x(w64[lo], hi - lo, json_number)
+
+
+def _short_numbers_x(x, L, json_number: bool):
+    """:func:`_short_numbers` of tokens of length ``L`` whose first 8 bytes are the
+    little-endian uint64 words ``x`` (bytes beyond L are ignored)."""
     ok = (L >= 1) & (L <= 8)
     Lc = np.where(ok, L, 1)
-    x = w64[lo] & _LOW[Lc]
+    x = x & _LOW[Lc]
     dx = x ^ _U(0x2E2E2E2E2E2E2E2E)
     zb = (dx - _U(0x0101010101010101)) & ~dx & _U(0x8080808080808080) & _LOW[Lc]
     dotted = zb != 0
@@ -332,10 +337,13 @@ def _short_numbers(b, w64, lo, hi, json_number: bool):
 
 def _json_ints(w64, lo, hi) -> np.ndarray:
     """Tokens that are JSON integers of 1 to 8 digits (no sign): ``0`` or ``[1-9][0-9]*``."""
-    L = hi - lo
+    return _json_ints_x(w64[lo], hi - lo)
+
+
+def _json_ints_x(x, L) -> np.ndarray:
+    """:func:`_json_ints` of tokens of length ``L`` whose first 8 bytes are the words ``x``."""
     ok = (L >= 1) & (L <= 8)
     Lc = np.where(ok, L, 1)
-    x = w64[lo]
     ok &= _digits8((x & _LOW[Lc]) | _ZEROS_HI[Lc], value=False)
     ok &= ((x & _U(0xFF)) != _U(48)) | (Lc == 1)
     return ok
@@ -371,8 +379,14 @@ def _fixed_ts(b, w64, lo, hi, rep_len: int, rep_dot: int):
     ok = (hi - lo) == rep_len
     if rep_dot != 16 or not 1 <= rep_len - 17 <= 8:
         return ok & False, np.zeros(len(lo), dtype=np.int64)
-    x = _gather(w64, lo, 4)                       # the 32 bytes from lo: one gather
-    ok &= (x[:, 2] & _U(0xFF)) == _U(46)
+    return _fixed_ts_x(_gather(w64, lo, 4), ok, rep_len)    # the 32 bytes from lo: one gather
+
+
+def _fixed_ts_x(x, ok, rep_len: int):
+    """:func:`_fixed_ts` of tokens whose first 32 bytes are the rows of words ``x`` (n x 4),
+    for the rows where ``ok`` (length rep_len already checked; rep_len - 17 in 1..8).
+    Returns (ok &= the form, ns)."""
+    ok = ok & ((x[:, 2] & _U(0xFF)) == _U(46))
     a_ok, a = _digits8(x[:, 0])
     b_ok, bv = _digits8(x[:, 1])
     nf = rep_len - 17
@@ -812,6 +826,64 @@ class _Tmpl:
     lits: list
     layout: list
     lens: list
+    holes: list = None                      # one :class:`_Hole` per key (see _plan_holes)
+    end_w: tuple = ()                       # the last literal as (words, masks)
+
+
+@dataclass
+class _Hole:
+    """How :func:`_template_events` reads one value of a template: a window of ``nw`` 8-byte
+    words gathered from ``8 p`` bytes before the value's first byte, so that the literal
+    before it (``o`` bytes) is right-aligned in words 0..p-1 (``lit`` words and masks) and the
+    value's bytes begin word p. ``t``: the byte that ends the value (the next literal's first);
+    ``g``: the learned event's value length. ``role``: name / ph / ts / pid / dur / other."""
+    role: str
+    is_str: bool
+    o: int
+    p: int
+    nw: int
+    lit: tuple
+    t: int
+    g: int
+    nxt: int                                # the next literal's length
+    kinds: list = None                      # name: (code, length, [(word, mask)] of name + t)
+    common: tuple = None                    # pid: ([(word, mask)] of the learned pid + t, length, value)
+    rep_dot: int = -1                       # ts: the learned ts's '.' offset
+
+
+def _words(data: bytes, width: int, right: bool = False):
+    """``data`` as little-endian 8-byte (word, mask) pairs over ``width`` words, left-aligned
+    (or right-aligned in the last words when ``right``)."""
+    pad = 8 * width - len(data)
+    raw = (bytes(pad) + data) if right else (data + bytes(pad))
+    known = (bytes(pad) + b"\xff" * len(data)) if right else (b"\xff" * len(data) + bytes(pad))
+    return [(int.from_bytes(raw[8 * j:8 * j + 8], "little"), int.from_bytes(known[8 * j:8 * j + 8], "little"))
+            for j in range(width)]
+
+
+def _plan_holes(layout, lits, lens, ev: bytes):
+    """The per-value plans (:class:`_Hole`) of a template learned from the event ``ev``."""
+    holes, at = [], len(lits[0])
+    for i, ((key, is_str), guess) in enumerate(zip(layout, lens)):
+        value = ev[at:at + guess]
+        lit, t = lits[i], lits[i + 1][0]
+        role = {b"name": "name", b"ph": "ph", b"ts": "ts", b"pid": "pid", b"dur": "dur"}.get(key, "other")
+        vw = {"name": 4, "ts": 4, "ph": 1}.get(role, 2)
+        p = (len(lit) + 7) // 8
+        h = _Hole(role=role, is_str=is_str, o=len(lit), p=p, nw=p + vw, lit=_words(lit, p, right=True), t=t,
+                  g=guess, nxt=len(lits[i + 1]))
+        if role == "name":
+            h.kinds = [(c, len(k), _words(k.encode() + bytes([t]), vw)) for c, k in enumerate(KIND_NAMES)
+                       if len(k) + 1 <= 8 * vw]
+        elif role == "pid" and 0 < guess < 8 * vw:
+            ok, dot, ns = _number(np.frombuffer(value + bytes(48), np.uint8), _i64([0]), _i64([guess]), json_number=True)
+            if ok[0] and not dot[0]:
+                h.common = (_words(value + bytes([t]), vw), guess, int(ns[0]) // 1000)
+        elif role == "ts":
+            h.rep_dot = value.find(b".")
+        holes.append(h)
+        at += guess + len(lits[i + 1])
+    return holes
 
 
 def _compile(layout, template, ev: bytes):
@@ -839,7 +911,11 @@ def _compile(layout, template, ev: bytes):
     for (key, is_str), lit in zip(layout, lits[1:]):
         if not lit or (lit[0] != 34 if is_str else lit[0] not in b" \t\r\n,}"):
             return None
-    return _Tmpl(lits=lits, layout=list(layout), lens=lens)
+    tm = _Tmpl(lits=lits, layout=list(layout), lens=lens)
+    tm.holes = _plan_holes(tm.layout, lits, lens, ev)
+    end = lits[-1]
+    tm.end_w = _words(end, (len(end) + 7) // 8)
+    return tm
 
 
 def _find_byte(w64, p, c: int, maxlen: int) -> np.ndarray:
@@ -858,7 +934,7 @@ def _find_byte(w64, p, c: int, maxlen: int) -> np.ndarray:
     return off
 
 
-def _template_events(b, w64, so, tm: _Tmpl):
+def _template_events_old(b, w64, so, tm: _Tmpl):
     """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
     literals around conforming values: each hole ends at the first byte that begins the next
     literal (a value holds no such byte), the literal is compared word by word, and the values
@@ -901,6 +977,153 @@ def _template_events(b, w64, so, tm: _Tmpl):
         return so[rows], p, kind, kind, kind, kind
     ok, pid, ts, dur = _hole_values(b, w64, layout, vals, ok)
     return so[rows[ok]], p[ok] - 1, kind[ok], pid[ok], ts[ok], dur[ok]
+
+
+_ONES = _U(0x0101010101010101)
+_FULL = 2 ** 64 - 1
+
+
+def _first_eq(x, c: int):
+    """Index (0..7) of the first byte of the words ``x`` equal to ``c``; 8 where none is (the
+    lowest flag of the has-zero test is exact: a borrow only flags bytes above a zero)."""
+    y = x ^ _U(c * 0x0101010101010101)
+    return _first_byte((y - _ONES) & ~y & _H)
+
+
+def _match_words(x, pairs) -> np.ndarray:
+    """Rows of the words ``x`` (n x k) whose first len(pairs) words equal the (word, mask) pairs."""
+    ok = None
+    for j, (w, m) in enumerate(pairs):
+        if not m:
+            continue
+        col = x[:, j] if m == _FULL else x[:, j] & _U(m)
+        e = col == _U(w)
+        ok = e if ok is None else ok & e
+    return np.ones(len(x), dtype=bool) if ok is None else ok
+
+
+def _hole_slow(b, w64, h: _Hole, v):
+    """A value read as :func:`_template_events_old` reads it (its end the first ``h.t`` byte
+    within :data:`_TW` bytes, then the checks of :func:`_hole_values`), for the rows the word
+    window does not settle. Returns (ok, length, value: kind code / pid / ts_ns / dur_ns)."""
+    off = _find_byte(w64, v, h.t, _TW)
+    ok = off >= 0
+    L = np.where(ok, off, 0)
+    lo, hi = v, v + L
+    val = np.zeros(len(v), dtype=np.int64)
+    if h.role == "name":
+        val -= 1
+        for code, kname in enumerate(KIND_NAMES):
+            kb = kname.encode()
+            m = np.flatnonzero(L == len(kb))
+            val[m[_equals(w64, lo[m], kb)]] = code
+        ok &= val >= 0
+    elif h.role == "ph":
+        ok &= (L == 1) & (b[lo] == 88)
+    elif h.role == "ts":
+        tok, val = _fixed_ts(b, w64, lo, hi, h.g, h.rep_dot)
+        rest = np.flatnonzero(~tok)
+        if len(rest):
+            tok[rest], val[rest] = _number(b, lo[rest], hi[rest], json_number=not h.is_str)[::2]
+        ok &= tok
+    elif h.role == "pid":
+        pok, pdot, ns = _numbers(b, w64, lo, hi, json_number=True)
+        ok &= pok & ~pdot
+        val = ns // 1000
+    elif h.role == "dur":
+        vok, _, val = _numbers(b, w64, lo, hi, json_number=True)
+        ok &= vok
+    else:                                           # "other": validated only
+        ok &= _numbers(b, w64, lo, hi, json_number=True)[0]
+    return ok, L, val
+
+
+def _hole_fast(b, w64, h: _Hole, V, v):
+    """The value of each row from its window's value words ``V`` (n x k, the value's first
+    byte first), with the rules of :func:`_hole_values` and the value ending at the first
+    ``h.t`` byte. Returns (ok, length, value, unsettled: rows for :func:`_hole_slow`)."""
+    n = len(V)
+    x0 = V[:, 0]
+    none = v[:0]
+    if h.role == "name":                            # the name and its closing quote equal a kept name's
+        kind = np.full(n, -1, dtype=np.int64)
+        L = np.zeros(n, dtype=np.int64)
+        for code, ln, pairs in h.kinds:
+            w, m = pairs[0]
+            r = np.flatnonzero((x0 & _U(m)) == _U(w) if m != _FULL else x0 == _U(w))
+            for j in range(1, len(pairs)):
+                w, m = pairs[j]
+                if m:
+                    r = r[(V[r, j] & _U(m)) == _U(w)]
+            kind[r] = code
+            L[r] = ln
+        return kind >= 0, L, kind, none
+    if h.role == "ph":                              # "X" and its closing quote
+        return (x0 & _U(0xFFFF)) == _U(88 | h.t << 8), np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64), none
+    if h.role == "ts":
+        g = h.g
+        if h.rep_dot != 16 or not 18 <= g <= 25:
+            return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.arange(n)
+        ok = ((V[:, g >> 3] >> _U(8 * (g & 7))) & _U(0xFF)) == _U(h.t)
+        ok, ts = _fixed_ts_x(V, ok, g)              # digits and the point: no t before byte g
+        return ok, np.full(n, g, dtype=np.int64), ts, np.flatnonzero(~ok)
+    if h.role == "pid" and h.common is not None:
+        pairs, ln, value = h.common
+        ok = _match_words(V, pairs)
+        return ok, np.full(n, ln, dtype=np.int64), np.full(n, value, dtype=np.int64), np.flatnonzero(~ok)
+    if h.role == "pid":
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.arange(n)
+    L = _first_eq(x0, h.t)                          # dur / other: the first t in the first 8 bytes
+    far = np.flatnonzero(L == 8)
+    if len(far):
+        L[far] += _first_eq(V[far, 1], h.t)
+    short = L <= 8
+    if h.role == "dur":
+        ok, _, val = _short_numbers_x(x0, L, True)
+    else:
+        ok, val = _json_ints_x(x0, L), np.zeros(n, dtype=np.int64)
+    ok &= short
+    return ok, L, val, np.flatnonzero(~ok)
+
+
+def _template_events(b, w64, so, tm: _Tmpl):
+    """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
+    literals around conforming values (each value ends at the first byte that begins the next
+    literal and passes the checks of :func:`_hole_values`): the same events and values as
+    :func:`_template_events_old`, read value by value from one gathered window of words per
+    value (the literal before it right-aligned, the value's bytes word-aligned after it;
+    :class:`_Hole`), so that the literal check, the value's end and its digits are column
+    operations on that window; rows the window does not settle (a value longer than it, or
+    not of the learned form) are read by :func:`_hole_slow`. Returns (the ``{`` positions
+    taken, their ``}`` positions, kind, pid, ts_ns, dur_ns)."""
+    n_b = len(b)
+    room = len(w64) + 7                             # the block's bytes and its zero padding
+    v = so + tm.holes[0].o                          # each row's current value start
+    rows = np.arange(len(so))
+    got = {}
+    for i, h in enumerate(tm.holes):
+        ws = v - 8 * h.p
+        W = _gather(w64, np.clip(ws, 0, room - 8 * h.nw), h.nw)
+        ok, L, val, slow = _hole_fast(b, w64, h, W[:, h.p:], v)
+        ok &= _match_words(W, h.lit)
+        edge = np.flatnonzero((ws < 0) | (ws > room - 8 * h.nw))    # a window beyond the block's bytes
+        if len(edge):                                   # (its first event): read from the block itself
+            slow = np.union1d(slow, edge)
+        if len(slow):
+            s_ok, s_L, s_val = _hole_slow(b, w64, h, v[slow])
+            s_ok &= _equals(w64, v[slow] - h.o, tm.lits[i])
+            ok[slow], L[slow], val[slow] = s_ok, s_L, s_val
+        got[h.role if h.role != "other" else i] = val
+        v = v + L + h.nxt if i + 1 < len(tm.holes) else v + L
+        ok &= v <= n_b
+        if not ok.all():
+            rows, v = rows[ok], v[ok]
+            got = {k: a[ok] for k, a in got.items()}
+    end = tm.lits[-1]
+    ok = _equals(w64, v, end) & (v + len(end) <= n_b)
+    kind = got["name"][ok]
+    return so[rows[ok]], v[ok] + len(end) - 1, kind, got["pid"][ok], got["ts"][ok], \
+        got.get("dur", np.zeros(len(kind), dtype=np.int64))[ok]
 
 
 def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
