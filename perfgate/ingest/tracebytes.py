@@ -95,6 +95,7 @@ _DIGIT[48:58] = True
 
 
 _PAD = 64                                   # zero bytes after each buffer: fixed-width windows
+_HEAD = 16                                  # bytes kept before each block in scan's buffer (word windows)
 
 
 def _win(b: np.ndarray, w: int) -> np.ndarray:
@@ -566,6 +567,8 @@ def _gather(w64: np.ndarray, lo: np.ndarray, nw: int) -> np.ndarray:
     unaligned uint64 view cost as much as 32-byte ones), from the buffer under ``w64`` (the
     unaligned word view of a block: its first byte is word 0's)."""
     base = w64.base
+    while isinstance(base, np.ndarray):             # a view of the view: its buffer's owner
+        base = base.base
     off = w64.__array_interface__["data"][0] - np.frombuffer(base, dtype=np.uint8).__array_interface__["data"][0]
     wide = np.ndarray((len(w64) + 8 - 8 * nw,), f"S{8 * nw}", buffer=base, offset=off, strides=(1,))
     return wide[lo].view("<u8").reshape(len(lo), nw)
@@ -827,7 +830,7 @@ class _Tmpl:
     layout: list
     lens: list
     holes: list = None                      # one :class:`_Hole` per key (see _plan_holes)
-    end_w: tuple = ()                       # the last literal as (words, masks)
+    rem: list = None                        # bytes an event holds at least from each value's start on
 
 
 @dataclass
@@ -913,8 +916,7 @@ def _compile(layout, template, ev: bytes):
             return None
     tm = _Tmpl(lits=lits, layout=list(layout), lens=lens)
     tm.holes = _plan_holes(tm.layout, lits, lens, ev)
-    end = lits[-1]
-    tm.end_w = _words(end, (len(end) + 7) // 8)
+    tm.rem = [sum(1 + len(lit) for lit in lits[i + 1:]) for i in range(len(tm.holes))]
     return tm
 
 
@@ -1077,16 +1079,21 @@ def _hole_fast(b, w64, h: _Hole, V, v):
     far = np.flatnonzero(L == 8)
     if len(far):
         L[far] += _first_eq(V[far, 1], h.t)
-    short = L <= 8
     if h.role == "dur":
         ok, _, val = _short_numbers_x(x0, L, True)
     else:
         ok, val = _json_ints_x(x0, L), np.zeros(n, dtype=np.int64)
-    ok &= short
-    return ok, L, val, np.flatnonzero(~ok)
+    rest = np.flatnonzero(~ok)                      # longer, signed, other forms: as _numbers does
+    if len(rest):
+        lo = v[rest]
+        r_ok, _, r_val = _number(b, lo, lo + L[rest], json_number=True)
+        ok[rest] = r_ok & (L[rest] < 16)
+        if h.role == "dur":
+            val[rest] = r_val
+    return ok, L, val, rest[L[rest] == 16]
 
 
-def _template_events(b, w64, so, tm: _Tmpl):
+def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
     """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
     literals around conforming values (each value ends at the first byte that begins the next
     literal and passes the checks of :func:`_hole_values`): the same events and values as
@@ -1094,33 +1101,41 @@ def _template_events(b, w64, so, tm: _Tmpl):
     value (the literal before it right-aligned, the value's bytes word-aligned after it;
     :class:`_Hole`), so that the literal check, the value's end and its digits are column
     operations on that window; rows the window does not settle (a value longer than it, or
-    not of the learned form) are read by :func:`_hole_slow`. Returns (the ``{`` positions
-    taken, their ``}`` positions, kind, pid, ts_ns, dur_ns)."""
+    not of the learned form) are read by :func:`_hole_slow`. ``w64``: the unaligned word
+    view of the block from ``head`` bytes before b's first byte (a window may begin there;
+    those bytes are masked). Returns (the ``{`` positions taken, their ``}`` positions, kind,
+    pid, ts_ns, dur_ns)."""
     n_b = len(b)
-    room = len(w64) + 7                             # the block's bytes and its zero padding
+    room = len(w64) + 7                             # bytes under w64 (head, the block, its zero padding)
     v = so + tm.holes[0].o                          # each row's current value start
     rows = np.arange(len(so))
     got = {}
     for i, h in enumerate(tm.holes):
-        ws = v - 8 * h.p
-        W = _gather(w64, np.clip(ws, 0, room - 8 * h.nw), h.nw)
-        ok, L, val, slow = _hole_fast(b, w64, h, W[:, h.p:], v)
-        ok &= _match_words(W, h.lit)
-        edge = np.flatnonzero((ws < 0) | (ws > room - 8 * h.nw))    # a window beyond the block's bytes
-        if len(edge):                                   # (its first event): read from the block itself
+        fit = v + tm.rem[i] <= n_b                  # the rest of the event cannot lie in the block
+        if not fit.all():
+            rows, v = rows[fit], v[fit]
+            got = {k: a[fit] for k, a in got.items()}
+        ws = v + (head - 8 * h.p)
+        edge = np.flatnonzero((ws < 0) | (ws > room - 8 * h.nw))     # a window beyond w64's bytes
+        W = _gather(w64, np.clip(ws, 0, room - 8 * h.nw) if len(edge) else ws, h.nw)
+        lit_ok = _match_words(W, h.lit)
+        ok, L, val, slow = _hole_fast(b, w64[head:], h, W[:, h.p:], v)
+        ok &= lit_ok
+        if len(slow):
+            slow = slow[lit_ok[slow]]
+        if len(edge):
             slow = np.union1d(slow, edge)
         if len(slow):
-            s_ok, s_L, s_val = _hole_slow(b, w64, h, v[slow])
-            s_ok &= _equals(w64, v[slow] - h.o, tm.lits[i])
+            s_ok, s_L, s_val = _hole_slow(b, w64[head:], h, v[slow])
+            s_ok &= _equals(w64[head:], v[slow] - h.o, tm.lits[i])
             ok[slow], L[slow], val[slow] = s_ok, s_L, s_val
         got[h.role if h.role != "other" else i] = val
         v = v + L + h.nxt if i + 1 < len(tm.holes) else v + L
-        ok &= v <= n_b
         if not ok.all():
             rows, v = rows[ok], v[ok]
             got = {k: a[ok] for k, a in got.items()}
     end = tm.lits[-1]
-    ok = _equals(w64, v, end) & (v + len(end) <= n_b)
+    ok = _equals(w64[head:], v, end) & (v + len(end) <= n_b)
     kind = got["name"][ok]
     return so[rows[ok]], v[ok] + len(end) - 1, kind, got["pid"][ok], got["ts"][ok], \
         got.get("dur", np.zeros(len(kind), dtype=np.int64))[ok]
@@ -1140,10 +1155,11 @@ def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int
     bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
     n_b = len(b)
-    w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
+    head = min(start, _HEAD)                        # bytes before the block a word window may cover
+    w64 = np.ndarray((len(bp) - 7 + head,), "<u8", buffer=buf, offset=start - head, strides=(1,))
     _, m1, _, _ = out["scratch"].masks(n_b)
     so = np.flatnonzero(np.equal(b, 123, out=m1))
-    eo, ec, kind, pid, ts, dur = _template_events(b, w64, so, tm)
+    eo, ec, kind, pid, ts, dur = _template_events(b, w64, so, tm, head)
     if len(eo) * 2 < len(so):
         out["tmpl"] = None                          # few take it: back to _block (which may learn again)
         if not len(eo):
@@ -1376,27 +1392,27 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         f.seek(start)
         if f.read(1) != b"[":
             raise NoFastPath("no array")
-        arr = bytearray(chunk + _PAD)   # reused block buffer (read into, no copy per block)
-        plen = 0                        # bytes carried over at its head (an unfinished event)
+        arr = bytearray(_HEAD + chunk + _PAD)   # reused block buffer (read into, no copy per block)
+        plen = 0                        # bytes carried over after its _HEAD bytes (an unfinished event)
         first = True
         need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
         pad = bytes(_PAD)
         want = chunk
         while True:
-            if len(arr) < plen + want + _PAD:
-                grown = bytearray(plen + want + _PAD)
-                grown[:plen] = arr[:plen]
+            if len(arr) < _HEAD + plen + want + _PAD:
+                grown = bytearray(_HEAD + plen + want + _PAD)
+                grown[_HEAD:_HEAD + plen] = arr[_HEAD:_HEAD + plen]
                 arr = grown
             got = 0
             if not eof:
                 with memoryview(arr) as mv:
-                    got = f.readinto(mv[plen:plen + want])
+                    got = f.readinto(mv[_HEAD + plen:_HEAD + plen + want])
             eof = eof or got < want
-            end = plen + got
+            end = _HEAD + plen + got
             arr[end:end + _PAD] = pad
             buf = arr
-            start = 0
+            start = _HEAD
             if need_sep:
                 while start < end and buf[start] in ws:
                     start += 1
@@ -1426,7 +1442,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             want = want * 2 if ne == 0 else chunk     # an event larger than a block: read on, doubling
             rest = buf[start + used:end]
             plen = len(rest)
-            arr[:plen] = rest
+            arr[_HEAD:_HEAD + plen] = rest
             need_sep = need_sep or ne > 0
     cols = {k: _concat(out[k], np.int8 if k == "kind" else np.int64) for k in ("idx", "pid", "kind")}
     total = len(cols["idx"])
