@@ -1141,6 +1141,27 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
         got.get("dur", np.zeros(len(kind), dtype=np.int64))[ok]
 
 
+def _set_bytes(m: np.ndarray) -> np.ndarray:
+    """np.flatnonzero(m) of a bool array whose length is a multiple of 8: the non-zero 8-byte
+    words first (an eighth of the elements), then each word's set bytes (int64, increasing)."""
+    u = m.view(np.uint64)
+    w = np.flatnonzero(u != 0)
+    x = u[w]
+    pos = (w << 3) + _first_byte(x << _U(7))
+    x &= x - _U(1)                                  # the lowest set byte cleared (each is 0x01)
+    more = np.flatnonzero(x)
+    if not len(more):
+        return pos
+    extra = []
+    while len(more):                                # words holding two or more: rare
+        w, x = w[more], x[more]
+        extra.append((w << 3) + _first_byte(x << _U(7)))
+        x &= x - _U(1)
+        more = np.flatnonzero(x)
+    extra = np.sort(np.concatenate(extra))
+    return np.insert(pos, np.searchsorted(pos, extra), extra)
+
+
 def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
     """:func:`_block` for a block where most events take the learned template (``out["tmpl"]``):
     the events that match it byte for byte (:func:`_template_events`) are read from their
@@ -1157,8 +1178,9 @@ def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int
     n_b = len(b)
     head = min(start, _HEAD)                        # bytes before the block a word window may cover
     w64 = np.ndarray((len(bp) - 7 + head,), "<u8", buffer=buf, offset=start - head, strides=(1,))
-    _, m1, _, _ = out["scratch"].masks(n_b)
-    so = np.flatnonzero(np.equal(b, 123, out=m1))
+    m0, _, _, _ = out["scratch"].masks(n_b)
+    np.equal(b, 123, out=m0[:n_b])
+    so = _set_bytes(m0)
     eo, ec, kind, pid, ts, dur = _template_events(b, w64, so, tm, head)
     if len(eo) * 2 < len(so):
         out["tmpl"] = None                          # few take it: back to _block (which may learn again)
@@ -1166,8 +1188,10 @@ def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int
             return None
     # runs: matched events separated by a comma and whitespace only, each run one '{}' item
     g_lo, g_hi = ec[:-1] + 1, eo[1:]
-    pure = (g_hi - g_lo) <= 8
-    sh = np.flatnonzero(pure)
+    gl = g_hi - g_lo
+    pure = gl <= 8
+    sep = b[g_lo] == 44                             # "," or ", " (the writers' separators) at once
+    sh = np.flatnonzero(pure & ~(sep & ((gl == 1) | ((gl == 2) & (b[g_lo + 1] == 32)))))
     if len(sh):
         lo, hi = g_lo[sh], g_hi[sh]
         pp = _skip_ws(b, lo, hi, 1)
