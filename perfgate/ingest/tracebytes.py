@@ -336,6 +336,35 @@ def _short_numbers_x(x, L, json_number: bool):
     return ok, dotted, np.where(ok, ns, 0)
 
 
+_POW3 = np.array([1000, 100, 10, 1], dtype=np.int64)
+
+
+def _short_dec3(x, L):
+    """Unsigned JSON numbers of at most 8 characters with at most 3 decimals (``ddd``,
+    ``ddd.d`` .. ``ddd.ddd``; ``0`` or no leading zero) whose first 8 bytes are the words
+    ``x`` -> (ok, ns = value x 1000, exact). The point is removed by moving the integer
+    digits up one byte, the digits right-aligned and read by one :func:`_eight`. ok False for
+    any other token (the caller reads those with :func:`_number`): the values are those of
+    :func:`_short_numbers` where ok."""
+    ok = (L >= 1) & (L <= 8)
+    Lc = np.where(ok, L, 1)
+    x = x & _LOW[Lc]
+    y = x ^ _U(0x2E2E2E2E2E2E2E2E)
+    dp = _first_byte((y - _ONES) & ~y & _H)          # the first '.' (8: none)
+    dotted = dp < 8
+    nd = np.where(dotted, dp, Lc)                    # integer digits
+    nf = np.where(dotted, Lc - dp - 1, 0)            # decimals
+    ok &= (nd >= 1) & (nf <= 3) & (dotted | (Lc < 8)) & (~dotted | (nf >= 1))
+    ok &= ((x & _U(0xFF)) != _U(48)) | (nd == 1)     # no leading zero
+    keep = _LOW[np.minimum(nd + 1, 8)]
+    y = ((x << _U(8)) & keep) | (x & ~keep)          # the integer digits moved over the point
+    e = np.minimum(Lc + 1 - dotted, 8)               # the digits at bytes 1 .. e-1
+    z = (y << (_U(8) * (_U(8) - e.astype(np.uint64)))) | _ZEROS[9 - e]
+    d_ok, d = _digits8(z)
+    ok &= d_ok
+    return ok, np.where(ok, d * _POW3[np.minimum(nf, 3)], 0)
+
+
 def _json_ints(w64, lo, hi) -> np.ndarray:
     """Tokens that are JSON integers of 1 to 8 digits (no sign): ``0`` or ``[1-9][0-9]*``."""
     return _json_ints_x(w64[lo], hi - lo)
@@ -388,7 +417,12 @@ def _fixed_ts_x(x, ok, rep_len: int):
     for the rows where ``ok`` (length rep_len already checked; rep_len - 17 in 1..8).
     Returns (ok &= the form, ns)."""
     ok = ok & ((x[:, 2] & _U(0xFF)) == _U(46))
-    a_ok, a = _digits8(x[:, 0])
+    x0 = x[:, 0]
+    if len(x0) and bool((x0 == x0[0]).all()):       # the leading 8 digits of one block's ts: one value
+        a_ok, a = _digits8(x0[:1])
+        a_ok, a = bool(a_ok[0]), int(a[0])
+    else:
+        a_ok, a = _digits8(x0)
     b_ok, bv = _digits8(x[:, 1])
     nf = rep_len - 17
     f17 = (x[:, 2] >> _U(8)) | (x[:, 3] << _U(56))   # the 8 bytes from lo + 17
@@ -1080,7 +1114,7 @@ def _hole_fast(b, w64, h: _Hole, V, v):
     if len(far):
         L[far] += _first_eq(V[far, 1], h.t)
     if h.role == "dur":
-        ok, _, val = _short_numbers_x(x0, L, True)
+        ok, val = _short_dec3(x0, L)
     else:
         ok, val = _json_ints_x(x0, L), np.zeros(n, dtype=np.int64)
     rest = np.flatnonzero(~ok)                      # longer, signed, other forms: as _numbers does
