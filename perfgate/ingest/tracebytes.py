@@ -94,8 +94,10 @@ _DIGIT = np.zeros(256, dtype=bool)
 _DIGIT[48:58] = True
 
 
+_DECODER = json.JSONDecoder(parse_float=str)
 _PAD = 64                                   # zero bytes after each buffer: fixed-width windows
 _HEAD = 16                                  # bytes kept before each block in scan's buffer (word windows)
+_FIRST = 1 << 20
 
 
 def _win(b: np.ndarray, w: int) -> np.ndarray:
@@ -1427,8 +1429,9 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if len(slow) > max(_MAX_PARSED, ne // 4):
         raise NoFastPath("too many events to parse one by one")   # the Arrow line scan is faster here
     for e in sorted(int(i) for i in slow):
-        try:
-            ev = json.loads(buf[start + int(eo[e]):start + int(ec[e]) + 1], parse_float=str)
+        try:                                        # json.loads(raw, parse_float=str) without its per-call decoder
+            raw = buf[start + int(eo[e]):start + int(ec[e]) + 1]
+            ev = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
         except ValueError:
             raise NoFastPath("invalid event") from None
         out["parsed"].append((base_idx + e, ev))
@@ -1456,7 +1459,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
         pad = bytes(_PAD)
-        want = chunk
+        want = min(chunk, _FIRST)       # a small first block: it learns the template (if any) cheaply
         while True:
             if len(arr) < _HEAD + plen + want + _PAD:
                 grown = bytearray(_HEAD + plen + want + _PAD)
