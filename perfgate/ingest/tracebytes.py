@@ -972,51 +972,6 @@ def _find_byte(w64, p, c: int, maxlen: int) -> np.ndarray:
     return off
 
 
-def _template_events_old(b, w64, so, tm: _Tmpl):
-    """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
-    literals around conforming values: each hole ends at the first byte that begins the next
-    literal (a value holds no such byte), the literal is compared word by word, and the values
-    are checked and converted by :func:`_hole_values`, as :func:`_fast_events` does. Returns
-    (the ``{`` positions taken, their ``}`` positions, kind, pid, ts_ns, dur_ns)."""
-    lits, layout = tm.lits, tm.layout
-    n_b = len(b)
-    so = so[so + len(lits[0]) <= n_b]
-    rows = np.flatnonzero(_equals(w64, so, lits[0]))
-    p = so[rows] + len(lits[0])
-    bounds = []
-    for (key, _), lit, guess in zip(layout, lits[1:], tm.lens):
-        hi = p + guess                              # the learned event's value length first
-        good = hi + len(lit) <= n_b
-        good &= _equals(w64, np.where(good, hi, 0), lit)
-        miss = np.flatnonzero(~good)
-        if len(miss):                               # the others: the first byte that begins the literal
-            pm = p[miss]
-            off = _find_byte(w64, pm, lit[0], _TW)
-            hm = pm + off
-            gm = (off >= 0) & (hm + len(lit) <= n_b)
-            gm &= _equals(w64, np.where(gm, hm, 0), lit)
-            hi[miss] = hm
-            good[miss] = gm
-        if not good.all():
-            rows, p, hi = rows[good], p[good], hi[good]
-            bounds = [(lo[good], h[good]) for lo, h in bounds]
-        bounds.append((p, hi))
-        p = hi + len(lit)
-    vals = {key: lh for (key, _), lh in zip(layout, bounds)}
-    lo, hi = vals[b"name"]
-    kind = np.full(len(rows), -1, dtype=np.int64)
-    ln = hi - lo
-    for code, kname in enumerate(KIND_NAMES):
-        kb = kname.encode()
-        m = np.flatnonzero(ln == len(kb))
-        kind[m[_equals(w64, lo[m], kb)]] = code
-    ok = kind >= 0
-    if not len(rows):
-        return so[rows], p, kind, kind, kind, kind
-    ok, pid, ts, dur = _hole_values(b, w64, layout, vals, ok)
-    return so[rows[ok]], p[ok] - 1, kind[ok], pid[ok], ts[ok], dur[ok]
-
-
 _ONES = _U(0x0101010101010101)
 _FULL = 2 ** 64 - 1
 
@@ -1041,7 +996,7 @@ def _match_words(x, pairs) -> np.ndarray:
 
 
 def _hole_slow(b, w64, h: _Hole, v):
-    """A value read as :func:`_template_events_old` reads it (its end the first ``h.t`` byte
+    """A value read as the per-value matcher it replaced (tests/test_trace_template_window.py) reads it (its end the first ``h.t`` byte
     within :data:`_TW` bytes, then the checks of :func:`_hole_values`), for the rows the word
     window does not settle. Returns (ok, length, value: kind code / pid / ts_ns / dur_ns)."""
     off = _find_byte(w64, v, h.t, _TW)
@@ -1133,7 +1088,7 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
     """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
     literals around conforming values (each value ends at the first byte that begins the next
     literal and passes the checks of :func:`_hole_values`): the same events and values as
-    :func:`_template_events_old`, read value by value from one gathered window of words per
+    the per-value matcher it replaced (tests/test_trace_template_window.py), read value by value from one gathered window of words per
     value (the literal before it right-aligned, the value's bytes word-aligned after it;
     :class:`_Hole`), so that the literal check, the value's end and its digits are column
     operations on that window; rows the window does not settle (a value longer than it, or
