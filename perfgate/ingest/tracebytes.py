@@ -342,8 +342,8 @@ _POW3 = np.array([1000, 100, 10, 1], dtype=np.int64)
 
 
 def _short_dec3(x, L):
-    """Unsigned JSON numbers of at most 8 characters with at most 3 decimals (``ddd``,
-    ``ddd.d`` .. ``ddd.ddd``; ``0`` or no leading zero) whose first 8 bytes are the words
+    """Unsigned JSON numbers of at most 8 characters with at most 3 decimals (``ddd.d`` ..
+    ``ddd.ddd``, or an integer of at most 7 digits; ``0`` or no leading zero) whose first 8 bytes are the words
     ``x`` -> (ok, ns = value x 1000, exact). The point is removed by moving the integer
     digits up one byte, the digits right-aligned and read by one :func:`_eight`. ok False for
     any other token (the caller reads those with :func:`_number`): the values are those of
@@ -1034,7 +1034,8 @@ def _hole_slow(b, w64, h: _Hole, v):
 def _hole_fast(b, w64, h: _Hole, V, v):
     """The value of each row from its window's value words ``V`` (n x k, the value's first
     byte first), with the rules of :func:`_hole_values` and the value ending at the first
-    ``h.t`` byte. Returns (ok, length, value, unsettled: rows for :func:`_hole_slow`)."""
+    ``h.t`` byte. Returns (ok, length, value, unsettled: rows for :func:`_hole_slow`); a
+    length or value the same for every row may be an int."""
     n = len(V)
     x0 = V[:, 0]
     none = v[:0]
@@ -1052,18 +1053,18 @@ def _hole_fast(b, w64, h: _Hole, V, v):
             L[r] = ln
         return kind >= 0, L, kind, none
     if h.role == "ph":                              # "X" and its closing quote
-        return (x0 & _U(0xFFFF)) == _U(88 | h.t << 8), np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int64), none
+        return (x0 & _U(0xFFFF)) == _U(88 | h.t << 8), 1, 0, none
     if h.role == "ts":
         g = h.g
         if h.rep_dot != 16 or not 18 <= g <= 25:
             return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.arange(n)
         ok = ((V[:, g >> 3] >> _U(8 * (g & 7))) & _U(0xFF)) == _U(h.t)
         ok, ts = _fixed_ts_x(V, ok, g)              # digits and the point: no t before byte g
-        return ok, np.full(n, g, dtype=np.int64), ts, np.flatnonzero(~ok)
+        return ok, g, ts, np.flatnonzero(~ok)
     if h.role == "pid" and h.common is not None:
         pairs, ln, value = h.common
         ok = _match_words(V, pairs)
-        return ok, np.full(n, ln, dtype=np.int64), np.full(n, value, dtype=np.int64), np.flatnonzero(~ok)
+        return ok, ln, value, np.flatnonzero(~ok)
     if h.role == "pid":
         return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.arange(n)
     L = _first_eq(x0, h.t)                          # dur / other: the first t in the first 8 bytes
@@ -1102,13 +1103,14 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
     rows = np.arange(len(so))
     got = {}
     for i, h in enumerate(tm.holes):
-        fit = v + tm.rem[i] <= n_b                  # the rest of the event cannot lie in the block
-        if not fit.all():
+        if len(v) and int(v.max()) + tm.rem[i] > n_b:  # the rest of an event cannot lie in the block
+            fit = v + tm.rem[i] <= n_b
             rows, v = rows[fit], v[fit]
-            got = {k: a[fit] for k, a in got.items()}
+            got = {k: a[fit] if isinstance(a, np.ndarray) else a for k, a in got.items()}
         ws = v + (head - 8 * h.p)
-        edge = np.flatnonzero((ws < 0) | (ws > room - 8 * h.nw))     # a window beyond w64's bytes
-        W = _gather(w64, np.clip(ws, 0, room - 8 * h.nw) if len(edge) else ws, h.nw)
+        lim = room - 8 * h.nw
+        edge = np.flatnonzero((ws < 0) | (ws > lim)) if len(ws) and (ws.min() < 0 or ws.max() > lim) else ws[:0]
+        W = _gather(w64, np.clip(ws, 0, lim) if len(edge) else ws, h.nw)
         lit_ok = _match_words(W, h.lit)
         ok, L, val, slow = _hole_fast(b, w64[head:], h, W[:, h.p:], v)
         ok &= lit_ok
@@ -1119,17 +1121,28 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
         if len(slow):
             s_ok, s_L, s_val = _hole_slow(b, w64[head:], h, v[slow])
             s_ok &= _equals(w64[head:], v[slow] - h.o, tm.lits[i])
-            ok[slow], L[slow], val[slow] = s_ok, s_L, s_val
-        got[h.role if h.role != "other" else i] = val
-        v = v + L + h.nxt if i + 1 < len(tm.holes) else v + L
+            if not isinstance(L, np.ndarray):
+                L = np.full(len(v), L, dtype=np.int64)
+            if h.role in ("name", "pid", "ts", "dur") and not isinstance(val, np.ndarray):
+                val = np.full(len(v), val, dtype=np.int64)
+            ok[slow], L[slow] = s_ok, s_L
+            if h.role in ("name", "pid", "ts", "dur"):
+                val[slow] = s_val
+        if h.role in ("name", "pid", "ts", "dur"):      # the values kept (an int: every row's)
+            got[h.role] = val
+        v += L
+        if i + 1 < len(tm.holes):
+            v += h.nxt
         if not ok.all():
             rows, v = rows[ok], v[ok]
-            got = {k: a[ok] for k, a in got.items()}
+            got = {k: a[ok] if isinstance(a, np.ndarray) else a for k, a in got.items()}
     end = tm.lits[-1]
     ok = _equals(w64[head:], v, end) & (v + len(end) <= n_b)
-    kind = got["name"][ok]
-    return so[rows[ok]], v[ok] + len(end) - 1, kind, got["pid"][ok], got["ts"][ok], \
-        got.get("dur", np.zeros(len(kind), dtype=np.int64))[ok]
+    out = [so[rows[ok]], v[ok] + len(end) - 1]
+    for role in ("name", "pid", "ts", "dur"):
+        a = got.get(role, 0)
+        out.append(a[ok] if isinstance(a, np.ndarray) else np.full(int(ok.sum()), a, dtype=np.int64))
+    return tuple(out)
 
 
 def _set_bytes(m: np.ndarray) -> np.ndarray:
