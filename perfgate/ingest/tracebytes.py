@@ -41,15 +41,24 @@ module reads them straight from the bytes with vectorised numpy operations over 
    ...) is handed to flow_event itself, in its place (none on the real captures).
 
 6. *Template-first blocks*: after a block where most events take one flat layout, each later
-   block first matches that layout's literal bytes at every ``{`` (a value ends at the learned
-   length, else at the first byte of the next literal, by SWAR), reads the matched events'
-   values with the checks of step 3 (:func:`_hole_values`), and runs steps 1-5 on the block
-   with each run of matched events replaced by one ``{}`` (event indices mapped back by the
-   runs' lengths). It is taken only when every run is a whole top-level item there; anything
-   else reads the block as above (:func:`_block_tmpl`; tests/test_trace_template.py).
+   block first matches that layout's literal bytes at every ``{`` (a value ends at the first
+   byte of the next literal), reads the matched events' values with the checks of step 3
+   (:func:`_hole_values`), and runs steps 1-5 on the block with each run of matched events
+   replaced by one ``{}`` (event indices mapped back by the runs' lengths). It is taken only
+   when every run is a whole top-level item there; anything else reads the block as above
+   (:func:`_block_tmpl`; tests/test_trace_template.py). Each value is read from one gathered
+   window of 8-byte words per row (:func:`_template_events`, :class:`_Hole`): the literal
+   before it right-aligned in the first words (one masked comparison), the value's bytes
+   word-aligned after it, so its end (a kept name and its quote, ``X"``, the learned pid, the
+   ts's digits and point, a number's first terminator by SWAR) and its digits are column
+   operations on the window, not gathers; rows the window does not settle are read as the
+   per-value matcher it replaced read them (:func:`_hole_slow`;
+   tests/test_trace_template_window.py keeps that matcher as the oracle). The first block is
+   :data:`_FIRST` bytes, so the per-layout read that learns the template runs on 1 MiB only.
 
 Issue 21 round 7 (paired child processes, 8 pairs, load ~1.5-2.3 on 2 cores, read_trace CPU):
 most-kept trace 91 -> 176-180 MiB/s median (x1.9), real-shaped 171-188 -> 214-217 (x1.18).
+Round 8 (word windows, the small first block; same kind of runs): ROUND8.
 Per-block temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page
 faults cost more than the numpy pass that fills it.
 
@@ -564,7 +573,8 @@ def _hole_values(b, w64, layout, vals, ok):
     layout key to its value's (lo, hi) bounds (a string's without its quotes). ``ph`` must be
     ``X``, ``pid`` a JSON integer, ``ts`` a plain decimal (a JSON number when not a string),
     ``dur`` and every other value a JSON number. Returns (ok &= conforming, pid, ts_ns, dur_ns)
-    (shared by :func:`_fast_events` and :func:`_template_events`)."""
+    (shared by :func:`_fast_events` and the template matcher's oracle, whose values
+    :func:`_template_events` reproduces)."""
     n = len(ok)
     rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
     rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
