@@ -43,6 +43,13 @@ def test_real_captures_of_two_models_are_another_workload_exit_4(real, tmp_path)
     assert out.startswith("perfgate: INCOMPATIBLE_BASELINE (exit 4)")
     assert ("not the same workload: the two sides share 7 of 94 kernel families, which hold 93% of the "
             "baseline's ΣDuration and 10% of the candidate's") in doc["error"]["message"]
+    # nothing was judged: the comparisons stay for reference, none failing, no causes
+    assert doc["comparisons"] and not any(c["fails"] for c in doc["comparisons"]) and doc["causes"] == []
+    assert doc["counts"]["gated_regressions"] == 0 and doc["counts"]["gated"]["regression"] > 100
+    assert "gated metrics (compared for reference, not judged): 588 — 218 worse" in out
+    md = (tmp_path / "out" / "perfgate-report.md").read_text()
+    assert "Compared for reference, not judged" in md and "🔴 |" not in md and "no cause found" not in md
+    assert "<failure" not in (tmp_path / "out" / "perfgate-junit.xml").read_text()
     # either way round
     why = rules._other_workload(fps["st/level2"], fps["text/level1"])
     assert why and "share 7 of 94 kernel families" in why and "10% of the baseline's" in why
