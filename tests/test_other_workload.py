@@ -6,25 +6,20 @@ exports, and real changes of one workload (a family added, a family much slower)
 before. Real captures from ../shared/fixtures/ascend; synthetic ones from perfgate.synth."""
 import dataclasses
 import itertools
-import json
 
 import pytest
-from click.testing import CliRunner
 
 from perfgate import terms
-from perfgate.cli import main
 from perfgate.compare import rules
 from perfgate.run import fingerprint_path
 from perfgate.synth.writer import DEFAULT_FAMILIES, DIFFUSION_FAMILIES, SynthSpec, write_capture
+from test_causes_consistency import _check as check_pair
 
 
 def _check(base, cand, tmp_path):
-    bl, out = tmp_path / "bl", tmp_path / "out"
-    r = CliRunner().invoke(main, ["baseline", "save", "--name", "b", str(base), "--baseline-dir", str(bl)], env={})
-    assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(main, ["check", "--baseline", "b", str(cand), "--baseline-dir", str(bl), "--out", str(out)],
-                           env={})
-    return r.exit_code, r.output, json.loads((out / "perfgate-result.json").read_text())
+    """(exit code, console text, JSON doc) of ``check`` of ``cand`` against ``base`` saved as baseline."""
+    code, console, doc, _ = check_pair(base, cand, tmp_path)
+    return code, "\n".join(console), doc
 
 
 @pytest.fixture(scope="module")
