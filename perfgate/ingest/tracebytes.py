@@ -1111,7 +1111,7 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
     room = len(w64) + 7                             # bytes under w64 (head, the block, its zero padding)
     v = so + tm.holes[0].o                          # each row's current value start
     rows = np.arange(len(so))
-    got = {}
+    got, end_done = {}, False
     for i, h in enumerate(tm.holes):
         if len(v) and int(v.max()) + tm.rem[i] > n_b:  # the rest of an event cannot lie in the block
             fit = v + tm.rem[i] <= n_b
@@ -1140,6 +1140,13 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
                 val[slow] = s_val
         if h.role in ("name", "pid", "ts", "dur"):      # the values kept (an int: every row's)
             got[h.role] = val
+        end_done = False
+        if i + 1 == len(tm.holes) and not isinstance(L, np.ndarray) and (L & 7) + len(tm.lits[-1]) <= 8 \
+                and h.p + (L >> 3) < h.nw:              # every row's value has one length: the last literal
+            end = tm.lits[-1]                           # is in this window
+            word = int.from_bytes(end, "little")
+            ok &= ((W[:, h.p + (L >> 3)] >> _U(8 * (L & 7))) & _U((1 << (8 * len(end))) - 1)) == _U(word)
+            end_done = True
         v += L
         if i + 1 < len(tm.holes):
             v += h.nxt
@@ -1147,7 +1154,9 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
             rows, v = rows[ok], v[ok]
             got = {k: a[ok] if isinstance(a, np.ndarray) else a for k, a in got.items()}
     end = tm.lits[-1]
-    ok = _equals(w64[head:], v, end) & (v + len(end) <= n_b)
+    ok = v + len(end) <= n_b
+    if not end_done:
+        ok &= _equals(w64[head:], v, end)
     out = [so[rows[ok]], v[ok] + len(end) - 1]
     for role in ("name", "pid", "ts", "dur"):
         a = got.get(role, 0)
