@@ -438,11 +438,16 @@ def _fixed_ts_x(x, ok, rep_len: int):
     b_ok, bv = _digits8(x[:, 1])
     nf = rep_len - 17
     f17 = (x[:, 2] >> _U(8)) | (x[:, 3] << _U(56))   # the 8 bytes from lo + 17
-    f_ok, fv = _digits8((f17 & _LOW[nf]) | _ZEROS_HI[nf])
+    if nf <= 3:                                      # the decimals right-aligned: no rounding, no division
+        f_ok, fv = _digits8(((f17 & _LOW[nf]) << _U(8 * (8 - nf))) | _ZEROS[8 - nf])
+        fv *= 10 ** (3 - nf)
+    else:
+        f_ok, fv = _digits8((f17 & _LOW[nf]) | _ZEROS_HI[nf])
+        fv = fv // 100000 + ((fv // 10000) % 10 >= 5)
     ok &= a_ok & b_ok & f_ok
     ip = a * 100_000_000 + bv
     ok &= ip <= (2 ** 63 - 1 - 999) // 1000
-    ns = np.where(ok, ip, 0) * 1000 + fv // 100000 + ((fv // 10000) % 10 >= 5)
+    ns = np.where(ok, ip, 0) * 1000 + fv
     return ok, ns
 
 
