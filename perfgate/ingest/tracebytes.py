@@ -59,7 +59,7 @@ module reads them straight from the bytes with vectorised numpy operations over 
 Issue 21 round 7 (paired child processes, 8 pairs, load ~1.5-2.3 on 2 cores, read_trace CPU):
 most-kept trace 91 -> 176-180 MiB/s median (x1.9), real-shaped 171-188 -> 214-217 (x1.18).
 Round 8 (word windows, the small first block; paired child processes, 7 pairs, load 2.4-2.8):
-most-kept 185-191 -> 251 MiB/s median (x1.31-1.35 per pair), real-shaped 206-219 -> 218-220 (x1.04).
+most-kept 188 -> 267 MiB/s median (x1.38 per pair), real-shaped 217 -> 230 (x1.04).
 Per-block temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page
 faults cost more than the numpy pass that fills it.
 
