@@ -401,7 +401,12 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     paths = write_check_reports(result, out, junit=junit, markdown=markdown, json_path=json_path,
                                 key=key or baseline_name, junit_key=junit_key)
     if html_path:
-        paths["html"] = write_check_html(result, html_path, store=store, history_path=history_path)
+        try:
+            paths["html"] = write_check_html(result, html_path, store=store, history_path=history_path)
+        except BaseException:
+            from perfgate.report.writers import discard_check_reports
+            discard_check_reports(paths.values())   # the run exits 5: its JUnit/Markdown/JSON go too
+            raise
     return result, paths
 
 

@@ -184,14 +184,32 @@ def write_check_reports(result: GateResult, out, *, junit=None, markdown=None, j
     from perfgate.report import render_junit, render_markdown
     from perfgate.report.json_report import render_json_bytes
     paths = check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path)
-    write_atomic(paths["junit"], render_junit(result, key=junit_key))
-    write_atomic(paths["markdown"], render_markdown(result, key=key))
-    if json_path == "-":   # JSON to stdout (by the caller), the human summary to stderr
-        paths["json"] = "<stdout>"
-    else:
-        write_atomic(paths["json"], render_json_bytes(result))
+    written: list[Path] = []
+    try:
+        write_atomic(paths["junit"], render_junit(result, key=junit_key))
+        written.append(paths["junit"])
+        write_atomic(paths["markdown"], render_markdown(result, key=key))
+        written.append(paths["markdown"])
+        if json_path == "-":   # JSON to stdout (by the caller), the human summary to stderr
+            paths["json"] = "<stdout>"
+        else:
+            write_atomic(paths["json"], render_json_bytes(result))
+    except BaseException:
+        discard_check_reports(written)   # no report of a run that exits 5 keeps its verdict (a PASS)
+        raise
     return paths
 
 
+def discard_check_reports(paths) -> None:
+    """Remove the report files this run already wrote (``paths``: files of
+    :func:`write_check_reports` / the ``--html`` page) when a later report write fails: the run
+    exits 5, and no report of it may stay behind saying PASS (an ``if: always()`` JUnit upload).
+    Goes through :func:`perfgate.store.atomic.discard_stale` (streams and special files are left)."""
+    from perfgate.store.atomic import discard_stale
+    for p in paths:
+        if isinstance(p, (str, Path)) and str(p) != "<stdout>":
+            discard_stale(p)
+
+
 __all__ = ["write_check_html", "write_capture_html", "write_capture_error_html", "write_history_report",
-           "write_check_reports", "check_report_paths", "remove_stale_check_reports", "StoreError"]
+           "write_check_reports", "discard_check_reports", "check_report_paths", "remove_stale_check_reports", "StoreError"]
