@@ -8,7 +8,13 @@ Schema (version 1, migrated forward by :data:`MIGRATIONS`; the version lives in 
 
 Concurrency (case C04): WAL journal, ``busy_timeout``, one short ``BEGIN IMMEDIATE``
 transaction per record with bounded retries on "database is locked"; readers open the file
-read-only. A record is all-or-nothing: a killed writer leaves no half-recorded run.
+read-only. A writer waiting for another process's lock says so on stderr at each retry
+("waiting for the history database lock held by another process (attempt k/N)") and gives up
+after :data:`LOCK_WAIT_S` seconds in all (default 60 s; ``$PERFGATE_HISTORY_LOCK_WAIT`` seconds
+overrides it): a store error, exit 5. A full disk (SQLite's "database or disk is full") is named
+as such, never blamed on a lock. A WAL database in a folder this process cannot write (a
+read-only mount) cannot get its ``-shm`` file; a read then opens it with ``immutable=1`` when its
+``-wal`` holds nothing, else it is a store error saying it cannot be opened (not "damaged"). A record is all-or-nothing: a killed writer leaves no half-recorded run.
 Invalid captures never get metric values; with a tuning-journal note they are kept as a run
 with status ``invalid`` and no values.
 
@@ -34,8 +40,11 @@ import datetime as _dt
 import functools
 import hashlib
 import json
+import math
+import os
 import random
 import sqlite3
+import sys
 import time
 import weakref
 from pathlib import Path
@@ -45,7 +54,7 @@ import pandas as pd
 
 from perfgate.compare.stats import robust_sigma
 from perfgate.history.order import commit_keys, in_commit_order
-from perfgate.errors import NoBaselineError, StoreError
+from perfgate.errors import NoBaselineError, StoreError, UsageError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
 
 SCHEMA_VERSION = 1
@@ -145,18 +154,85 @@ def require_db_path(path) -> Path:
     return path
 
 
+_SINCE_FORMS = "use Nh, Nd or Nw (e.g. 12h, 30d, 2w) or an ISO date (2026-01-31, 2026-01-31T12:00)"
+
+
 def parse_since(text: str | None) -> str | None:
-    """``30d`` / ``12h`` / ``2w`` / an ISO date -> ISO timestamp lower bound (UTC)."""
+    """``30d`` / ``12h`` / ``2w`` / an ISO date -> ISO timestamp lower bound (UTC).
+
+    Raises:
+        UsageError: any other text (``yesterday``) or a span reaching before year 1 (exit 2,
+            naming the accepted forms)."""
     if not text:
         return None
     units = {"h": "hours", "d": "days", "w": "weeks"}
     if text[-1:] in units and text[:-1].isdigit():
-        delta = _dt.timedelta(**{units[text[-1]]: int(text[:-1])})
-        return (_dt.datetime.now(_dt.timezone.utc) - delta).isoformat(timespec="seconds")
+        try:
+            delta = _dt.timedelta(**{units[text[-1]]: int(text[:-1])})
+            return (_dt.datetime.now(_dt.timezone.utc) - delta).isoformat(timespec="seconds")
+        except OverflowError:
+            raise UsageError(f"--since {text!r} reaches before year 1; {_SINCE_FORMS}") from None
     try:
         return _dt.datetime.fromisoformat(text).isoformat(timespec="seconds")
     except ValueError:
-        raise StoreError(f"--since {text!r}: use e.g. 30d, 12h, 2w or an ISO date") from None
+        raise UsageError(f"--since {text!r}: {_SINCE_FORMS}") from None
+
+
+def require_branch(branch, what: str = "--branch") -> str:
+    """A branch name as recorded and as ``history:BRANCH`` reads it: not empty, not blank, no
+    surrounding whitespace and no control character (git refuses all of them in a ref name; a
+    run recorded under such a name could never be a ``history:`` baseline).
+
+    Raises:
+        UsageError: the name breaks one of those rules (exit 2)."""
+    if branch is None or not str(branch).strip():
+        raise UsageError(f"{what}: the branch name is empty", hint="give a branch, e.g. main")
+    if str(branch) != str(branch).strip():
+        raise UsageError(f"{what} {branch!r}: the branch name has surrounding whitespace")
+    if any(ord(c) < 32 or ord(c) == 127 for c in str(branch)):
+        raise UsageError(f"{what} {branch!r} holds a control character (a branch name never does)")
+    return str(branch)
+
+
+LOCK_WAIT_S = 60.0   # default total wait for another process's lock, per write (seconds)
+_FULL = "database or disk is full"
+
+
+def _lock_wait_s() -> float:
+    """Total seconds a write waits for another process's lock: ``$PERFGATE_HISTORY_LOCK_WAIT``
+    (a number of seconds >= 0), else :data:`LOCK_WAIT_S`."""
+    raw = os.environ.get("PERFGATE_HISTORY_LOCK_WAIT")
+    if raw:
+        try:
+            v = float(raw)
+            if math.isfinite(v) and v >= 0:
+                return v
+        except ValueError:
+            pass
+        raise UsageError(f"PERFGATE_HISTORY_LOCK_WAIT={raw!r}: give a number of seconds >= 0")
+    return LOCK_WAIT_S
+
+
+def _is_locked(e: Exception) -> bool:
+    msg = str(e).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def _cannot_open(e: Exception) -> bool:
+    """SQLite could not open the file or its side files: not a damaged database."""
+    msg = str(e).lower()
+    return "unable to open" in msg or "readonly" in msg or "read-only" in msg
+
+
+def _stderr_wait(line: str) -> None:
+    try:
+        print(f"perfgate: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _folder_writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _reading(method):
@@ -186,11 +262,16 @@ class HistoryStore:
             times a locked write transaction is retried (with jittered backoff).
     """
 
-    def __init__(self, path, *, readonly: bool = False, busy_timeout_ms: int = 30000, retries: int = 8,
-                 repo=None):
+    def __init__(self, path, *, readonly: bool = False, busy_timeout_ms: int = 5000, retries: int = 11,
+                 repo=None, lock_wait_s: float | None = None, on_wait=None):
         self.path = require_db_path(path)
         self.readonly = readonly
         self.retries = retries
+        self.lock_wait_s = _lock_wait_s() if lock_wait_s is None else float(lock_wait_s)
+        # one attempt's SQLite busy wait: the total wait shared over the attempts (5 s by default)
+        self.busy_timeout_ms = int(min(busy_timeout_ms, self.lock_wait_s * 1000 / (retries + 1)))
+        self.on_wait = _stderr_wait if on_wait is None else on_wait
+        busy_timeout_ms = self.busy_timeout_ms
         self.repo = repo  # git checkout for commit ancestry (None = the working folder)
         self._keys = None
         try:
@@ -199,8 +280,7 @@ class HistoryStore:
                     raise StoreError("no history database here", path=self.path,
                                      hint="record runs first: perfgate history record CAPTURE --branch main")
                 absent = not any(Path(f"{self.path}{x}").exists() for x in _SIDE_FILES)
-                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None,
-                                       timeout=busy_timeout_ms / 1000)
+                conn = self._open_reader(busy_timeout_ms / 1000)
                 # a read leaves the folder as it was: the -wal / -shm a read-only open of a WAL
                 # database creates are removed when this store closes or is collected (_close_reader)
                 self._closer = weakref.finalize(self, _close_reader, conn, self.path, absent)
@@ -208,9 +288,12 @@ class HistoryStore:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout_ms / 1000)
                 conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
+                self.conn = conn
                 self._retry(lambda: conn.execute("pragma journal_mode = wal"))
                 conn.execute("pragma synchronous = normal")
         except sqlite3.DatabaseError as e:
+            if readonly or _cannot_open(e) or _FULL in str(e).lower():
+                raise self._damaged(e) from None
             raise StoreError(f"cannot open history database: {e}", path=self.path) from None
         except OSError as e:  # e.g. a parent path component is a regular file
             raise StoreError(f"cannot create the history database's folder: {e.strerror or e}",
@@ -227,9 +310,50 @@ class HistoryStore:
             conn.close()
             raise self._damaged(e) from None
 
+    def _open_reader(self, timeout: float):
+        """A read-only connection (``mode=ro``), probed with one read. When SQLite cannot open it
+        ("unable to open database file": a WAL database whose ``-shm`` cannot be created in a
+        folder this process cannot write, a read-only mount) and the folder is not writable and
+        the ``-wal`` holds nothing, the file is opened again with ``immutable=1`` (nothing can
+        change it meanwhile: nobody can write there). Other errors go to the caller."""
+        uri = f"file:{self.path}?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
+            conn.execute("select count(*) from sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as e:
+            if not _cannot_open(e):
+                raise
+            first = e
+        wal = Path(f"{self.path}-wal")
+        try:
+            wal_empty = not wal.exists() or wal.stat().st_size == 0
+        except OSError:
+            wal_empty = False
+        if not _folder_writable(self.path.parent) and wal_empty:
+            try:
+                conn = sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, timeout=timeout)
+                conn.execute("select count(*) from sqlite_master").fetchone()
+                return conn
+            except sqlite3.OperationalError:
+                pass
+        raise first
+
     def _damaged(self, e: Exception) -> StoreError:
-        """The error for a database file that is not (or no longer) SQLite: a store error (exit 5)."""
-        return StoreError(f"history database is damaged: {e}", path=self.path,
+        """The error for a database SQLite cannot use, a store error (exit 5): a file that is not
+        (or no longer) SQLite is "damaged"; a file SQLite cannot open (permissions, a read-only
+        location without the WAL's ``-shm`` / ``-wal``) or a full disk is said as such."""
+        msg = str(e)
+        if _FULL in msg.lower():
+            return StoreError(f"history database: {_FULL} (SQLITE_FULL)", path=self.path,
+                              hint="free space on the database's filesystem (and its -wal file's); "
+                                   "nothing was written")
+        if _cannot_open(e):
+            return StoreError(f"cannot open the history database: {msg}", path=self.path,
+                              hint="check the file's and folder's permissions; on a read-only location a WAL "
+                                   "database needs its -shm / -wal files present or a writable folder "
+                                   "(perfgate reads it with immutable=1 only when its -wal is empty)")
+        return StoreError(f"history database is damaged: {msg}", path=self.path,
                           hint="restore it from where it is kept (cache, artifact) or start a new one")
 
     def require_intact(self) -> None:
@@ -278,23 +402,49 @@ class HistoryStore:
                     self.db["meta"].upsert({"key": "schema_version", "value": str(target)}, pk="key")
                 self.conn.execute("commit")
             except BaseException:
-                self.conn.execute("rollback")
+                self._rollback()
                 raise
         self._retry(run)
 
     # -- writes ---------------------------------------------------------------------------
+    def _rollback(self) -> None:
+        """Roll back the open transaction, if SQLite has not already done so (it does on
+        SQLITE_FULL, for one): a failing rollback never hides the error that caused it."""
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("rollback")
+        except sqlite3.Error:
+            pass
+
     def _retry(self, fn):
-        for attempt in range(self.retries + 1):
+        """Run the write ``fn``; on "database is locked" retry (jittered backoff) up to
+        ``retries`` times and at most ``lock_wait_s`` seconds in all, saying on stderr
+        (``on_wait``) at each retry that it waits for another process's lock.
+
+        Raises:
+            StoreError: still locked after the retries / the wait (exit 5); a full disk
+                ("database or disk is full") or another SQLite failure, named as it is."""
+        n = self.retries + 1
+        deadline = time.monotonic() + self.lock_wait_s
+        t0 = time.monotonic()
+        for attempt in range(1, n + 1):
+            left = deadline - time.monotonic()
             try:
+                self.conn.execute(f"pragma busy_timeout = {int(max(0.0, min(self.busy_timeout_ms / 1000, left)) * 1000)}")
                 return fn()
             except sqlite3.OperationalError as e:
-                msg = str(e).lower()
-                if ("locked" not in msg and "busy" not in msg) or attempt == self.retries:
-                    raise StoreError(f"history write failed after {attempt + 1} attempt(s): {e} "
-                                     f"(another process holds the lock)", path=self.path,
-                                     hint="use per-job result files merged by one job, or a longer "
-                                          "busy timeout") from None
-                time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
+                if not _is_locked(e):
+                    raise   # the caller names it: a full disk, a damaged or unopenable file
+                left = deadline - time.monotonic()
+                if attempt == n or left <= 0:
+                    raise StoreError(f"history database is locked by another process: gave up after "
+                                     f"{time.monotonic() - t0:.0f} s and {attempt} attempt(s), nothing recorded",
+                                     path=self.path,
+                                     hint="use per-job result files merged by one job, or allow a longer wait with "
+                                          "PERFGATE_HISTORY_LOCK_WAIT=SECONDS") from None
+                self.on_wait(f"waiting for the history database lock held by another process "
+                             f"(attempt {attempt + 1}/{n}, at most {self.lock_wait_s:g} s in all)")
+                time.sleep(min(left, min(2.0, 0.05 * 2 ** (attempt - 1)) * (0.5 + random.random())))
 
     def record(self, fp: Fingerprint | None, *, branch: str, commit: str | None = None, note: str | None = None,
                status: str = "kept", ci_run_id: str | None = None, recorded_at: str | None = None,
@@ -348,11 +498,13 @@ class HistoryStore:
                 self.conn.execute("commit")
                 return run_id
             except BaseException:
-                self.conn.execute("rollback")
+                self._rollback()
                 raise
         try:
             return self._retry(write)
         except sqlite3.DatabaseError as e:
+            if _FULL in str(e).lower() or _cannot_open(e):
+                raise self._damaged(e) from None
             raise StoreError(f"history write failed, nothing recorded: {e}", path=self.path) from None
 
     # -- reads ----------------------------------------------------------------------------
