@@ -98,6 +98,8 @@ def _branch_name(ctx, param, value):
     ``baseline list`` and the history tables (a fresh user's ``$'evil\\nmain'``)."""
     if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise click.BadParameter(f"{value!r} holds a control character (a branch name never does)")
+    if value is not None and (not value.strip() or value != value.strip()):  # as history:BRANCH reads it
+        raise click.BadParameter(f"{value!r}: a branch name is not empty and has no surrounding whitespace")
     return value
 
 

@@ -113,10 +113,11 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     Raises NoBaselineError (missing database, too few runs in the candidate's series), or
     StoreError when ``history_path`` is a directory (a misconfigured store) or the database is
     damaged (not SQLite, truncated): exit 5."""
-    from perfgate.history.store import NO_COMMIT, HistoryStore, require_db_path
+    from perfgate.history.store import NO_COMMIT, HistoryStore, require_branch, require_db_path
     branch = baseline_name.split(":", 1)[1]
     if not branch:
         raise UsageError("history baseline needs a branch: --baseline history:main")
+    require_branch(branch, "--baseline history:BRANCH")
     require_db_path(history_path)
     h = policy.history
     if not Path(history_path).is_file():  # no database yet: no baseline (a damaged one is a StoreError)
@@ -279,7 +280,8 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
             (``merge_group``) unless ``force``.
         InvalidCaptureError / StoreError.
     """
-    from perfgate.history.store import HistoryStore
+    from perfgate.history.store import HistoryStore, require_branch
+    require_branch(branch)   # a blank branch could never be read back as history:BRANCH (exit 2)
     env = os.environ if env is None else env
     why = refuse_untrusted_write(env, f"history of branch {branch!r}", "to the history", force)
     if why:
