@@ -569,7 +569,10 @@ def history_journal(branch, metric, history_path, policy_path):
     from perfgate.report.history import branch_journal, render_journal
     policy = _policy(policy_path)  # loaded (and checked) also when --metric is given
     key = metric or policy.history["key_metric"]
-    click.echo(render_journal(branch_journal(_open_history(history_path), branch, key), key), nl=False)
+    table = branch_journal(_open_history(history_path), branch, key)
+    if table.empty:  # as `history runs --branch X` of an unknown branch: empty, exit 0
+        click.echo(f"no run recorded on branch {branch!r}", err=True)
+    click.echo(render_journal(table, key), nl=False)
 
 
 @main.command()

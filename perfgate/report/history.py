@@ -148,7 +148,8 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
                     first = v
                 prev = v
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["round", "run", "change", "status", "commit", key, "vs_previous_kept",
+                                       "vs_first"])   # the columns even with no run (an unknown branch)
 
 
 def render_journal(table: pd.DataFrame, key: str) -> str:
