@@ -467,7 +467,7 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
                                      branch=branch, commit=commit, note=note, status=status,
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
-                                     force=force)
+                                     force=force, on_wait=lambda line: click.echo(f"perfgate: {line}", err=True))
     if dup:
         click.echo(f"warning: this capture is already recorded on branch {branch!r} as run {run_id} (identical "
                    f"metric values); nothing written (--allow-duplicate records it again)", err=True)

@@ -260,8 +260,10 @@ def with_operator_compare(base, cand, policy) -> dict:
 
 
 def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",
-                   with_trace=TraceMode.READ, env=None, allow_duplicate=False, force=False, cwd=None):
-    """Fingerprint a capture and record it in the history database.
+                   with_trace=TraceMode.READ, env=None, allow_duplicate=False, force=False, cwd=None, on_wait=None):
+    """Fingerprint a capture and record it in the history database. ``on_wait`` gets one line per
+    retry while another process holds the database's lock (:class:`perfgate.history.store.HistoryStore`;
+    the wait is bounded, 60 s by default).
 
     Returns :class:`Recorded` ``(run_id, fingerprint, duplicate)``. Recording is idempotent: when
     the branch already holds a run with the same metric values (the same capture recorded again,
@@ -297,14 +299,14 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
                            path=capture_path)
     except InvalidCaptureError as e:
         if note:
-            hs = HistoryStore(history_path)
+            hs = HistoryStore(history_path, on_wait=on_wait)
             try:
                 hs.record(None, branch=branch, commit=prov.get("commit"), note=note, status="invalid",
                           error=e.message)
             finally:
                 hs.close()
         raise
-    hs = HistoryStore(history_path)
+    hs = HistoryStore(history_path, on_wait=on_wait)
     try:
         hs.require_intact()   # a damaged file is exit 5 here, never "already recorded" from an intact page
         dup = None if allow_duplicate else hs.same_capture(fp, branch)

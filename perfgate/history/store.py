@@ -8,8 +8,8 @@ Schema (version 1, migrated forward by :data:`MIGRATIONS`; the version lives in 
 
 Concurrency (case C04): WAL journal, ``busy_timeout``, one short ``BEGIN IMMEDIATE``
 transaction per record with bounded retries on "database is locked"; readers open the file
-read-only. A writer waiting for another process's lock says so on stderr at each retry
-("waiting for the history database lock held by another process (attempt k/N)") and gives up
+read-only. A writer waiting for another process's lock says so (``on_wait``; the CLI prints it
+on stderr) at each retry ("waiting for the history database lock held by another process (attempt k/N)") and gives up
 after :data:`LOCK_WAIT_S` seconds in all (default 60 s; ``$PERFGATE_HISTORY_LOCK_WAIT`` seconds
 overrides it): a store error, exit 5. A full disk (SQLite's "database or disk is full") is named
 as such, never blamed on a lock. A WAL database in a folder this process cannot write (a
@@ -44,7 +44,6 @@ import math
 import os
 import random
 import sqlite3
-import sys
 import time
 import weakref
 from pathlib import Path
@@ -224,13 +223,6 @@ def _cannot_open(e: Exception) -> bool:
     return "unable to open" in msg or "readonly" in msg or "read-only" in msg
 
 
-def _stderr_wait(line: str) -> None:
-    try:
-        print(f"perfgate: {line}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
-
-
 def _folder_writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
 
@@ -258,8 +250,13 @@ class HistoryStore:
             commits it does not hold fall back to the stored commit times).
         readonly: open with ``mode=ro`` (comparisons and queries); a missing file is then
             a :class:`StoreError`.
-        busy_timeout_ms / retries: how long one statement waits for a lock, and how many
-            times a locked write transaction is retried (with jittered backoff).
+        busy_timeout_ms / retries: how long one statement waits for a lock (at most
+            ``lock_wait_s / (retries + 1)``), and how many times a locked write transaction is
+            retried (with jittered backoff).
+        lock_wait_s: total seconds one write waits for another process's lock (default
+            ``$PERFGATE_HISTORY_LOCK_WAIT`` or :data:`LOCK_WAIT_S` = 60 s); then StoreError.
+        on_wait: called with one line ("waiting for the history database lock held by another
+            process (attempt k/N, ...)") before each retry; default: nothing.
     """
 
     def __init__(self, path, *, readonly: bool = False, busy_timeout_ms: int = 5000, retries: int = 11,
@@ -270,7 +267,7 @@ class HistoryStore:
         self.lock_wait_s = _lock_wait_s() if lock_wait_s is None else float(lock_wait_s)
         # one attempt's SQLite busy wait: the total wait shared over the attempts (5 s by default)
         self.busy_timeout_ms = int(min(busy_timeout_ms, self.lock_wait_s * 1000 / (retries + 1)))
-        self.on_wait = _stderr_wait if on_wait is None else on_wait
+        self.on_wait = on_wait or (lambda line: None)   # the CLI passes a stderr line writer
         busy_timeout_ms = self.busy_timeout_ms
         self.repo = repo  # git checkout for commit ancestry (None = the working folder)
         self._keys = None
