@@ -242,7 +242,8 @@ def _resolve(path, key, rel) -> Path:
 
 def _load_yaml(path, key, p: Path):
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        from perfgate.policy.yamlfile import load_unique
+        return load_unique(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise _err(path, key, f"cannot read {p}: {e}") from None
 

@@ -11,15 +11,45 @@ import yaml
 from perfgate.errors import PolicyError
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader that refuses a mapping holding the same key twice (plain PyYAML keeps
+    the last one silently: a policy's second ``tolerance:`` would quietly replace the first).
+    Keys brought in by a ``<<`` merge may be overridden, as YAML allows."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    hash(key)
+                except TypeError:
+                    continue   # the base constructor reports an unhashable key
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        f"while constructing a mapping (first {key!r} at line {seen[key].line + 1})",
+                        node.start_mark, f"found duplicate key {key!r}", key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_unique(text: str):
+    """``yaml.safe_load`` that refuses duplicate mapping keys (:class:`UniqueKeyLoader`)."""
+    return yaml.load(text, Loader=UniqueKeyLoader)   # noqa: S506 - a SafeLoader subclass
+
+
 def read_mapping(path: Path, what: str) -> dict:
     """Parse ``path`` as a YAML mapping.
 
     Raises:
         PolicyError: unreadable file, not UTF-8 (the byte named), invalid YAML, or a document
-            that is not a mapping (``what`` names the file kind in the message).
+            that is not a mapping, or a mapping with a duplicate key (the line and key named;
+            ``what`` names the file kind in the message).
     """
     try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        doc = load_unique(Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise PolicyError(f"not UTF-8 text (byte {e.start})", path=path) from None
     except OSError as e:
