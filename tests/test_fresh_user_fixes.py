@@ -205,3 +205,31 @@ def test_history_journal_unknown_branch_is_empty_like_runs(tmp_path, pair):
     j = _cli("history", "journal", "--branch", "nosuch", "--db", str(db))
     assert runs.returncode == 0 and j.returncode == 0, j.stderr
     assert "| round |" in j.stdout and "nosuch" in j.stderr + j.stdout
+
+
+# 6. duplicate keys in a policy file
+def test_policy_duplicate_key_is_refused_with_line_and_key(tmp_path):
+    p = tmp_path / "dup.yaml"
+    p.write_text("version: 1\nmetrics:\n  step.time_us:\n    tolerance: 5%\n    tolerance: 50%\n")
+    with pytest.raises(errors.PolicyError) as ei:
+        load_policy(p)
+    msg = str(ei.value)
+    assert str(p) in msg and "line 5" in msg and "duplicate key 'tolerance'" in msg
+    assert ei.value.exit_code == 2
+    r = _cli("fingerprint", "--policy", str(p), str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "duplicate key 'tolerance'" in r.stderr
+
+
+def test_policy_merge_key_override_still_loads(tmp_path):
+    from perfgate.policy.yamlfile import load_unique
+    doc = load_unique("base: &b {a: 1, c: 2}\nx:\n  <<: *b\n  a: 3\n")
+    assert doc["x"] == {"a": 3, "c": 2}
+
+
+# 10. a short token masks only whole words
+def test_redact_short_token_does_not_mangle_words():
+    from perfgate.publish.github import redact
+    assert redact("exception: x failed", "x") == "exception: *** failed"
+    long = "ghp_0123456789abcdef"
+    assert redact(f"url?t={long}x and {long}", long) == "url?t=***x and ***"
+    assert redact("Authorization: token abc", "zz") == "Authorization: token ***"

@@ -66,12 +66,19 @@ class PublishError(PerfgateError):
         super().__init__(message, **kw)
 
 
+_SECRET_MIN = 8   # a token this long or longer is masked wherever it occurs
+
+
 def redact(text, token: str | None) -> str:
-    """``text`` with every occurrence of ``token`` (and any ``Authorization`` header value)
-    replaced by ``***``. Used on everything this module prints, writes or raises."""
+    """``text`` with ``token`` (and any ``Authorization`` header value) replaced by ``***``.
+    Used on everything this module prints, writes or raises. A token of at least
+    :data:`_SECRET_MIN` (8) characters is masked wherever it occurs; a shorter one (``x``: no real
+    secret) only where it stands as a whole word, so ``exception`` never reads ``e***ception``."""
     s = str(text)
-    if token:
+    if token and len(token) >= _SECRET_MIN:
         s = s.replace(token, "***")
+    elif token and token.strip():
+        s = re.sub(r"(?<![A-Za-z0-9_\-])" + re.escape(token) + r"(?![A-Za-z0-9_\-])", "***", s)
     return re.sub(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(token|bearer|basic)\s+[^\s'\",}]+", r"\1\2 ***", s)
 
 
