@@ -6,6 +6,8 @@ Layer: above ingest / metrics / history (it reads and fingerprints), below :mod:
 from __future__ import annotations
 
 import os
+import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -101,11 +103,43 @@ def _kernel_bytes(locs) -> int:
     return total
 
 
-def _pool_worker_init() -> None:
-    """In each pool process: ignore SIGINT. A Ctrl-C reaches the whole process group; the parent
-    alone handles it (it stops the pool, :func:`local_pool`), so workers print no traceback."""
+PARENT_WATCH_S = 0.25   # how often a pool worker checks that its parent is still alive
+
+
+def _pool_worker_init(parent_pid: int | None = None, main_thread: bool = False) -> None:
+    """In each pool process: ignore SIGINT (a Ctrl-C reaches the whole process group; the parent
+    alone handles it, it stops the pool, :func:`local_pool`, so workers print no traceback), and
+    never outlive the parent ``parent_pid`` (a SIGKILLed ``perfgate`` left spawned workers running
+    for ever, holding the caller's stdout pipe):
+
+    - Linux, pool made in the parent's main thread (``main_thread``): ``prctl(PR_SET_PDEATHSIG,
+      SIGKILL)``, so the kernel kills the worker when the parent dies (the signal follows the
+      thread that spawned the worker, hence only for the main thread, which lives as long as the
+      process); then the parent is checked once more, in case it died before the call.
+    - everywhere: a daemon thread polls ``os.getppid()`` every :data:`PARENT_WATCH_S` seconds and
+      ends the worker (``os._exit``) once it is no longer ``parent_pid`` (re-parented: the parent
+      died), the fallback off Linux or when prctl is unavailable.
+    """
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid is None:
+        return
+    if main_thread and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:   # the parent died before the watch began
+        os._exit(1)
+
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_WATCH_S)
+        os._exit(1)
+    import threading
+    threading.Thread(target=watch, name="perfgate-parent-watch", daemon=True).start()
 
 
 def stop_pool(pool, join_s: float = 5.0) -> None:
@@ -153,10 +187,14 @@ def local_pool(n: int):
     """A ProcessPoolExecutor of ``n`` spawned processes (``spawn``: no fork of a process holding
     threads). Any exception leaving the block — also KeyboardInterrupt (Ctrl-C) and the CLI's
     SIGTERM exception — stops the workers at once (:func:`stop_pool`) instead of waiting for
-    their running tasks; a normal exit waits for them as ``with ProcessPoolExecutor`` does."""
+    their running tasks; a normal exit waits for them as ``with ProcessPoolExecutor`` does.
+    A worker never outlives this process, even SIGKILLed (:func:`_pool_worker_init`). The pool
+    is meant to be used (submitted to) from the thread that made it."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_pool_worker_init)
+    import threading
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_pool_worker_init,
+                               initargs=(os.getpid(), threading.current_thread() is threading.main_thread()))
     try:
         yield pool
     except BaseException:

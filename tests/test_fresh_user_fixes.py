@@ -233,3 +233,54 @@ def test_redact_short_token_does_not_mangle_words():
     long = "ghp_0123456789abcdef"
     assert redact(f"url?t={long}x and {long}", long) == "url?t=***x and ***"
     assert redact("Authorization: token abc", "zz") == "Authorization: token ***"
+
+
+# 5. pool workers never outlive a SIGKILLed parent
+_POOL_CHILD = r"""
+import os, sys, time
+from perfgate.run import local_pool
+with local_pool(2) as pool:
+    futs = [pool.submit(time.sleep, 0.5) for _ in range(4)]
+    for f in futs:
+        f.result()
+    print(" ".join(str(p) for p in pool._processes), flush=True)
+    time.sleep(120)
+"""
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:   # a zombie (killed, not yet reaped by init) is gone too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("main_thread", [True, False])
+def test_pool_workers_exit_when_parent_is_killed(tmp_path, main_thread):
+    import signal
+    code = _POOL_CHILD if main_thread else (
+        "import threading\n" + "def body():\n" + "".join("    " + ln + "\n" for ln in _POOL_CHILD.strip().splitlines())
+        + "t = threading.Thread(target=body); t.start(); t.join()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = []
+    try:
+        line = child.stdout.readline()
+        pids = [int(x) for x in line.split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in pids), [p for p in pids if _alive(p)]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        for p in pids:   # never leave a worker of a failed run behind
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
