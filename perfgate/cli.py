@@ -462,7 +462,9 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
 
     Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
-    existing run) unless --allow-duplicate is given."""
+    existing run) unless --allow-duplicate is given. While another process holds the database's
+    lock a line on stderr says so at each retry; after 60 s in all (PERFGATE_HISTORY_LOCK_WAIT=SECONDS
+    to change) nothing is recorded, exit 5."""
     from perfgate.gate import record_history
     run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
                                      branch=branch, commit=commit, note=note, status=status,

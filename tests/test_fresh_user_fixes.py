@@ -284,3 +284,21 @@ def test_pool_workers_exit_when_parent_is_killed(tmp_path, main_thread):
         for p in pids:   # never leave a worker of a failed run behind
             if _alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_failed_html_write_removes_the_three_reports(pair, tmp_path, monkeypatch):
+    pytest.importorskip("jinja2")
+    cap, store, policy = pair
+    out = tmp_path / "out"
+    from perfgate.report import writers
+
+    def failing(result, path, **kw):
+        raise StoreError("report.html: write failed: No space left on device", path=path)
+    monkeypatch.setattr(writers, "write_check_html", failing)
+    try:
+        errors.require_extra("html", "--html")
+    except errors.PerfgateError:
+        pytest.skip("the html extra is not installed")
+    with pytest.raises(StoreError):
+        check_and_report(cap, "l1", policy=policy, store=store, out=out, html_path=tmp_path / "r.html")
+    assert sorted(p.name for p in out.iterdir()) == []
