@@ -34,8 +34,13 @@ MATMUL = "aclnnMatmul_MatMulV3Common_MatMulV3"
 
 
 def policy_with(tmp_path, extra: str, name="p.yaml", base=DEFAULT):
+    """``base`` with the top-level sections of ``extra`` replacing its own (what appending them
+    did before duplicate keys became a policy error)."""
+    import yaml
+    doc = yaml.safe_load(base)
+    doc.update(yaml.safe_load(extra) or {})
     p = tmp_path / name
-    p.write_text(base + "\n" + extra)
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
     return load_policy(p)
 
 
@@ -174,7 +179,8 @@ def test_mstt_2023_no_pipe_columns_fail_closed_when_required_else_counts_and_sha
     out.mkdir()
     (out / "kernel_details.csv").write_bytes(path.read_bytes())
     need = tmp_path / "need.yaml"
-    need.write_text(DEFAULT + "\noperators: {require_pipe: true}\n")
+    assert "  require_pipe: false\n" in DEFAULT   # a second operators: key is a duplicate (policy error)
+    need.write_text(DEFAULT.replace("  require_pipe: false\n", "  require_pipe: true\n"))
     code, text = cli("fingerprint", "--policy", need, out)
     assert code == EXIT_INVALID_CAPTURE and "aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization" in text
     code, _ = cli("fingerprint", out)
