@@ -21,13 +21,14 @@ def _summarize_location(loc, config: FingerprintConfig, trace_ahead: bool = Fals
     rank's problem is reported. ``trace_ahead``: scan a large timeline in one spawned process
     while this one reads the kernel table (:func:`_load_with_trace_ahead`)."""
     from perfgate.ingest import as_capture_error, load_rank, trace_worth_reading_ahead
-    from perfgate.metrics.fingerprint import summarize_rank
+    from perfgate.metrics.fingerprint import small_rank_gc_paused, summarize_rank
     try:
         if trace_ahead and trace_worth_reading_ahead(loc, config.with_trace) is not None:
             rank, free = _load_with_trace_ahead(loc, config)
             return summarize_rank(rank, config.policy, config.root, free)
-        rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
-        return summarize_rank(rank, config.policy, config.root)
+        with small_rank_gc_paused(loc):   # per-rank fixed cost: no collection mid-rank
+            rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
+            return summarize_rank(rank, config.policy, config.root)
     except (InvalidCaptureError, OSError) as e:
         return as_capture_error(e, loc)
 

@@ -191,6 +191,27 @@ def aligned(s: pd.Series, df: pd.DataFrame) -> pd.Series:
     return s if s.index is df.index or s.index.equals(df.index) else s.loc[df.index]
 
 
+def present_values(col: pd.Series) -> list:
+    """The distinct non-missing values of ``col`` in order of first appearance, as Python
+    objects: ``np.asarray(pd.unique(col.dropna()), dtype=object).tolist()``. For a categorical
+    (the kernel table's step column) from its codes and categories, without the dropped copy
+    and the Categorical that ``pd.unique`` builds (~0.3 ms per call on a small rank)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.array.codes
+        u, first = np.unique(codes[codes >= 0], return_index=True)
+        cats = col.array.categories.tolist()
+        return [cats[c] for c in u[np.argsort(first)].tolist()]
+    return np.asarray(pd.unique(col.dropna()), dtype=object).tolist()
+
+
+def positions_in(values: list, index) -> np.ndarray:
+    """``pd.Index(values).get_indexer(index)`` for distinct hashable ``values`` and an ``index``
+    of distinct values (a categorical's categories): per element of ``index``, its position in
+    ``values``, else -1; by one dict (int64)."""
+    at = {v: i for i, v in enumerate(values)}
+    return np.fromiter((at.get(v, -1) for v in index.tolist()), dtype=np.int64, count=len(index))
+
+
 def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     """``df[mask]``, or ``df`` itself (no copy of its columns) when every row is kept: the
     common case of step-assigned rows, where a boolean getitem would copy every column of a

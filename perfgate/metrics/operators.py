@@ -512,7 +512,7 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
     """
     from perfgate.metrics import mfu as mfu_mod
     spec = policy.operators
-    steps = list(steps) if steps is not None else sorted(map(str, pd.unique(k["step"].dropna())))
+    steps = list(steps) if steps is not None else sorted(map(str, km.present_values(k["step"])))
     has_pipe = pipe_available(k)
     needs = spec.require_pipe or any(n.startswith("pipe.") and r.gated for n, r in policy.rules.items())
     if needs:

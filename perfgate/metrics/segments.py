@@ -480,6 +480,18 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
     return starts, ends
 
 
+def _step_names(step: pd.Series, at: np.ndarray) -> list:
+    """``[str(x) for x in step.iloc[at]]``; for a categorical (the kernel table's step column)
+    from its categories' Python values and the codes at ``at`` (no Series ``iloc``, ~0.4 ms per
+    rank). Every row at ``at`` holds a step (blank-step rows are not segmented)."""
+    if isinstance(step.dtype, pd.CategoricalDtype):
+        codes = step.array.codes[at]
+        if (codes >= 0).all():
+            cats = step.array.categories.tolist()
+            return [str(cats[c]) for c in codes.tolist()]
+    return [str(x) for x in step.iloc[at]]
+
+
 def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Series | None = None,
                  path=None) -> RankSegments:
     """Segment every step of one rank's kernel table (:mod:`perfgate.ingest.kernels` columns).
@@ -524,7 +536,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     bounds = np.flatnonzero(np.diff(scode)) + 1
     step_lo = np.concatenate([[0], bounds]).astype(np.int64) if N else np.zeros(0, dtype=np.int64)
     step_hi = np.concatenate([bounds - 1, [N - 1]]).astype(np.int64) if N else np.zeros(0, dtype=np.int64)
-    step_names = [str(x) for x in k["step"].iloc[step_lo]] if N else []
+    step_names = _step_names(k["step"], step_lo) if N else []
     nsteps = len(step_lo)
     sidx = np.repeat(np.arange(nsteps), step_hi - step_lo + 1)
 
