@@ -121,15 +121,44 @@ def _categorical(arr) -> pd.Series:
     enc = pc.dictionary_encode(arr)
     if isinstance(enc, pa.ChunkedArray) and enc.num_chunks > 1:
         enc = pa.chunked_array(pa.Table.from_arrays([enc], ["x"]).unify_dictionaries().column(0))
-    ser = enc.to_pandas()
-    if not isinstance(ser.dtype, pd.CategoricalDtype):
-        ser = ser.astype("category")
-    cats = [str(c) for c in ser.cat.categories.tolist()]
+    ser, cats = _one_chunk_categorical(enc)
+    if ser is None:
+        ser = enc.to_pandas()
+        if not isinstance(ser.dtype, pd.CategoricalDtype):
+            ser = ser.astype("category")
+        cats = [str(c) for c in ser.cat.categories.tolist()]
     trimmed = [c.strip() for c in cats]
     if trimmed != cats or any(t in MISSING_TOKENS for t in trimmed):
         ser = ser.astype(object).map(lambda v: v if not isinstance(v, str) else v.strip())
         ser = ser.where(~ser.isin(MISSING_TOKENS), None).astype("category")
     return ser
+
+
+_CAT_STR_DTYPE: list = []   # the categories' dtype of ``DictionaryArray.to_pandas()`` (probed once)
+
+
+def _one_chunk_categorical(enc) -> tuple:
+    """``(enc.to_pandas(), its categories as a list of str)`` for a dictionary array of one
+    chunk whose dictionary holds distinct non-null strings (at least one), built from its indices and
+    dictionary (``Categorical.from_codes``: ~0.15 ms instead of ~0.3 ms per column of a small
+    rank); ``(None, None)`` otherwise (several chunks, another value type), for the caller's
+    ``to_pandas``. Same codes (dtype included), categories, dtype and order."""
+    ch = enc
+    if isinstance(enc, pa.ChunkedArray):
+        if enc.num_chunks != 1:
+            return None, None
+        ch = enc.chunk(0)
+    if not isinstance(ch, pa.DictionaryArray) or not pa.types.is_string(ch.dictionary.type) \
+            or ch.dictionary.null_count:
+        return None, None
+    if not _CAT_STR_DTYPE:
+        _CAT_STR_DTYPE.append(pa.array(["x"]).dictionary_encode().to_pandas().cat.categories.dtype)
+    cats = ch.dictionary.to_pylist()
+    if not cats or len(set(cats)) != len(cats):   # no value: to_pandas types the categories object
+        return None, None
+    codes = ch.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    dtype = pd.CategoricalDtype(pd.Index(cats, dtype=_CAT_STR_DTYPE[0]), ordered=False)
+    return pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), copy=False), cats
 
 
 def _exact_duplicates(df: pd.DataFrame) -> np.ndarray:
