@@ -387,7 +387,7 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
         data["step"] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[IMPLICIT_STEP])
         warnings.append(f"{path.name}: no Step Id column; all rows form one implicit step")
     data["name"] = _categorical(raw["name"])
-    name_null = data["name"].isna().to_numpy()
+    name_null = data["name"].array.codes < 0   # a categorical's missing values are code -1
     if name_null.any():
         raise InvalidCaptureError(f"{cols['name']} is empty", path=path, row=int(np.argmax(name_null)) + 1)
     data["op_type"] = _categorical(raw["op_type"])
@@ -407,7 +407,9 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     data["is_comm"] = (_per_category(data["core_type"], lambda v: v in COMM_CORE_TYPES)
                        | _per_category(data["name"], lambda v: v.lower().startswith("hcom_"))
                        | _per_category(data["op_type"], lambda v: v.lower().startswith("hcom")))
-    df = pd.DataFrame(data, copy=False)
+    # the categoricals go in as their arrays (all of length n): no index alignment of Series
+    df = pd.DataFrame({c: v.array if isinstance(v, pd.Series) else v for c, v in data.items()},
+                      index=pd.RangeIndex(n), copy=False)
     if "device_id" in cols and "device_id" in raw:
         dev = _categorical(raw["device_id"])
         if len(dev.cat.categories) > 1:
@@ -434,11 +436,12 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
         warnings.append(f"{path.name}: {len(duplicate_rows)} exact duplicate row(s) (same start, "
                         f"stream, name, duration) counted once (rows {_fmt_rows(duplicate_rows)})")
         df = df.loc[~dup]
-    unassigned = int(df["step"].isna().sum())
+    unassigned = int((df["step"].array.codes < 0).sum())   # blank Step Id: code -1
     if unassigned:
         warnings.append(f"{path.name}: {unassigned} row(s) with a blank Step Id are outside every "
                         f"step (unassigned bucket, not step 0)")
-    df = df.reset_index(drop=True)
+    if invalid_rows or duplicate_rows:   # else the index is already 0..n-1
+        df = df.reset_index(drop=True)
     if skipped and not _pipe_seen(df):  # the skipped ratios might decide pipe_available: read them
         return read_kernels(path, pmu="all", shapes=shapes)
 
