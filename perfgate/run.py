@@ -257,10 +257,13 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
             # one rank at a time here: with a second CPU free (and more than one process
             # allowed), a large timeline is scanned in another process beside the tables
             ahead = _SCAN_AHEAD and workers != 1 and usable_cpus() >= 2
-            for loc in locs:
-                results.append(_summarize_location(loc, config, trace_ahead=ahead))
-                if progress:
-                    progress(len(results), total)
+            from perfgate.metrics.fingerprint import finished_ranks_out_of_gc
+            with finished_ranks_out_of_gc() as keep:   # per-rank fixed cost: no walks of finished ranks
+                for loc in locs:
+                    results.append(_summarize_location(loc, config, trace_ahead=ahead))
+                    keep()
+                    if progress:
+                        progress(len(results), total)
     problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))
     if problems:
         raise InvalidCaptureError.combine(problems)

@@ -5,6 +5,7 @@ st/level2 capture, a replicated many-step capture and a synthetic many-rank capt
 whole fingerprint of those captures is the same with every replaced form put back."""
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
@@ -309,6 +310,7 @@ def _put_back_old_forms(monkeypatch):
     monkeypatch.setattr(validity, "collection_window", _old_collection_window)
     monkeypatch.setattr(fpm, "GC_PAUSE_BYTES", -1)
     monkeypatch.setattr(fpm, "GC_PAUSE_ROWS", -1)
+    monkeypatch.setattr(fpm, "finished_ranks_out_of_gc", lambda: contextlib.nullcontext(lambda: None))
 
 
 def test_fingerprints_equal_with_the_replaced_forms(capture_paths, policy, monkeypatch):
@@ -327,3 +329,60 @@ def test_fingerprints_equal_with_the_replaced_forms(capture_paths, policy, monke
         old = {k: summary(fingerprint_path(p, policy, workers=1, with_trace=False)) for k, p in capture_paths.items()}
     for k in capture_paths:
         assert new[k] == old[k], k
+
+
+# --- finished ranks kept out of the collector's walks -----------------------------------------
+
+class _Node:
+    pass
+
+
+def test_finished_ranks_out_of_gc_freezes_and_restores():
+    import weakref
+    from perfgate.metrics import fingerprint as fpm
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    kept = []
+    with fpm.finished_ranks_out_of_gc() as keep:
+        for _ in range(3):
+            a, b = _Node(), _Node()
+            a.other, b.other = b, a          # a rank's cyclic garbage
+            dead = weakref.ref(a)
+            del a, b
+            kept.append({"summary": [1.5, "x"]})
+            keep()
+            assert dead() is None            # collected before freezing, not frozen
+            assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    assert kept == [{"summary": [1.5, "x"]}] * 3
+    with pytest.raises(RuntimeError):
+        with fpm.finished_ranks_out_of_gc() as keep:
+            keep()
+            raise RuntimeError("a rank failed")
+    assert gc.get_freeze_count() == 0
+
+
+def test_finished_ranks_out_of_gc_leaves_a_caller_freeze_and_a_stopped_collector():
+    from perfgate.metrics import fingerprint as fpm
+    gc.freeze()
+    try:
+        n = gc.get_freeze_count()
+        with fpm.finished_ranks_out_of_gc() as keep:
+            _ = [[i] for i in range(100)]
+            keep()
+            assert gc.get_freeze_count() == n
+        assert gc.get_freeze_count() == n   # the caller's frozen objects stay frozen
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        with fpm.finished_ranks_out_of_gc() as keep:
+            keep()
+            assert gc.get_freeze_count() == 0 and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_serial_fingerprint_path_unfreezes(capture_paths, policy):
+    from perfgate.run import fingerprint_path
+    fingerprint_path(capture_paths["synth_12_ranks"], policy, workers=1, with_trace=False)
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -544,6 +544,37 @@ def small_rank_gc_paused(loc):
     return _gc_paused(0 if size is not None and size <= GC_PAUSE_BYTES else GC_PAUSE_ROWS + 1)
 
 
+@contextlib.contextmanager
+def finished_ranks_out_of_gc():
+    """Keep the summaries of finished ranks out of the cyclic garbage collector's walks while
+    many ranks are summarized in this process. Yields ``keep``: called after each rank, it
+    collects the youngest generation (that rank's own cyclic garbage) and moves every object
+    the collector tracks into its permanent generation (``gc.freeze``); leaving the block puts
+    them back (``gc.unfreeze``: the oldest generation), so nothing is lost to later collections.
+
+    Why: a summary holds ~1,000 objects the collector tracks (its metric tuples hold a context
+    dict, so they are never untracked), and every full collection walks all of them: with
+    1,024 ranks, ranks late in the run cost ~10 ms more than the first ones (64 -> 1,024 ranks
+    50 -> 56 ms CPU per rank before). Nothing is done (``keep`` does nothing) when the collector
+    is off or objects are already frozen (the caller's own ``gc.freeze``, e.g. before forking
+    workers: unfreezing would undo it)."""
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield lambda: None
+        return
+    used = []
+
+    def keep():
+        if gc.isenabled():
+            gc.collect(0)
+            gc.freeze()
+            used[:] = [True]
+    try:
+        yield keep
+    finally:
+        if used:
+            gc.unfreeze()
+
+
 def summarize_rank(rank, policy, root, timeline_free=None) -> RankSummary:
     """Everything the fingerprint needs from one rank, as a picklable :class:`RankSummary`, so ranks
     can be processed in parallel (process pool or dask) and merged by
