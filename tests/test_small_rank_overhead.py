@@ -128,6 +128,19 @@ def test_positions_in_equals_get_indexer(values, index):
     assert got.tolist() == want.tolist() and got.dtype == np.int64
 
 
+def test_positions_in_refuses_repeated_values_as_pandas_does():
+    with pytest.raises(pd.errors.InvalidIndexError):
+        km.positions_in(["a", "a"], pd.Index(["a"]))
+    with pytest.raises(pd.errors.InvalidIndexError):
+        _old_positions_in(["a", "a"], pd.Index(["a"]))
+    assert km.positions_in(["b", "a"], ["a", "c", "b", "a"]).tolist() == \
+        _old_positions_in(["b", "a"], pd.Index(["a", "c", "b", "a"], dtype=object)).tolist()
+    labels = np.array(["3", "1"], dtype=object)
+    assert km.positions_in(np.unique(np.array(["1", "2", "3"])).astype(object).tolist(), labels).tolist() == \
+        pd.Index(np.unique(np.array(["1", "2", "3"])).astype(object), dtype=object).get_indexer(
+            pd.Index(labels, dtype=object)).tolist() == [2, 0]
+
+
 def test_rank_metrics_step_positions_equal_on_captures(captures):
     """The step positions rank_metrics derives (sorted present steps, then each category's
     place) are the same through positions_in as through Index.get_indexer."""

@@ -228,11 +228,15 @@ def present_values(col: pd.Series) -> list:
 
 
 def positions_in(values: list, index) -> np.ndarray:
-    """``pd.Index(values).get_indexer(index)`` for distinct hashable ``values`` and an ``index``
-    of distinct values (a categorical's categories): per element of ``index``, its position in
-    ``values``, else -1; by one dict (int64)."""
+    """``pd.Index(values).get_indexer(index)`` for hashable ``values`` (a list) and ``index`` (an
+    Index, array or list; e.g. a categorical's categories): per element of ``index``, its
+    position in ``values``, else -1; by one dict (int64). Repeated ``values`` go through
+    pandas, which refuses them (InvalidIndexError), as before."""
     at = {v: i for i, v in enumerate(values)}
-    return np.fromiter((at.get(v, -1) for v in index.tolist()), dtype=np.int64, count=len(index))
+    if len(at) != len(values):
+        return pd.Index(values).get_indexer(index)
+    items = index.tolist() if hasattr(index, "tolist") else list(index)
+    return np.fromiter((at.get(v, -1) for v in items), dtype=np.int64, count=len(items))
 
 
 def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

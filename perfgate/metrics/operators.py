@@ -432,8 +432,8 @@ def per_step_shares(k: pd.DataFrame, key: str, steps) -> dict:
     step axis at once."""
     steps = list(steps)
     step_cat = km.as_category(k["step"])
-    pos_of_code = pd.Index(steps, dtype=object).get_indexer(
-        pd.Index(step_cat.array.categories.astype(str), dtype=object)) if steps else np.zeros(0, np.int64)
+    pos_of_code = km.positions_in(steps, [str(c) for c in step_cat.array.categories.tolist()]) if steps \
+        else np.zeros(0, np.int64)   # was Index.get_indexer over the categories as str (~0.3 ms per rank)
     sc = step_cat.array.codes.astype(np.int64)
     col = km.as_category(k[key])
     kc = col.array.codes.astype(np.int64)

@@ -251,7 +251,8 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
         vals = st_["preparing_us"].to_numpy(dtype=float)[ok]
         nn = ~np.isnan(vals)
         uk, first_at = np.unique(keys[nn].astype(str), return_index=True)
-        at = pd.Index(uk.astype(object), dtype=object).get_indexer(pd.Index(labels, dtype=object))
+        from perfgate.metrics import kernels as km
+        at = km.positions_in(uk.astype(object).tolist(), labels)   # uk distinct (np.unique)
         pv = np.where(at >= 0, vals[nn][first_at][np.maximum(at, 0)] if len(uk) else np.nan, np.nan)
         pre[~have_win] = pv[~have_win]
     # uncovered communication: per communication row, its duration minus the part the step's
