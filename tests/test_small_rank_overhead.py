@@ -166,6 +166,18 @@ def test_step_names_equal_the_iloc_form(captures):
     assert sg._step_names(ints, np.array([0, 1, 3])) == ["3", "1", "2"]
 
 
+def test_rows_of_equals_the_iloc_form(captures):
+    used = ["row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "end_ns", "dur_ns", "is_comm"]
+    rng = np.random.default_rng(7)
+    for name, r, k in _kernel_frames(captures):
+        for df in (k, k.iloc[::2]):   # a RangeIndex and a stepped one
+            pos = rng.permutation(len(df))[: max(1, len(df) - 3)]
+            want = df.iloc[pos, [df.columns.get_loc(c) for c in used]]
+            got = sg._rows_of(df, pos, used)
+            pd.testing.assert_frame_equal(got, want, check_exact=True, check_index_type=True)
+            assert list(got.dtypes) == list(want.dtypes)
+
+
 # --- ingest: categoricals from the Arrow dictionary -------------------------------------------
 
 def _assert_same_series(got: pd.Series, want: pd.Series):

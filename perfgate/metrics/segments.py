@@ -492,6 +492,15 @@ def _step_names(step: pd.Series, at: np.ndarray) -> list:
     return [str(x) for x in step.iloc[at]]
 
 
+def _rows_of(df: pd.DataFrame, pos: np.ndarray, used: list) -> pd.DataFrame:
+    """``df.iloc[pos, [columns used]]`` (the same frame: columns, dtypes, index) built from
+    each column's array ``take`` (~0.3 ms instead of ~0.5 ms on a small rank). Columns named
+    twice keep the ``iloc`` form."""
+    if df.columns.has_duplicates:
+        return df.iloc[pos, [df.columns.get_loc(c) for c in used]]
+    return pd.DataFrame({c: df[c].array.take(pos) for c in used}, index=df.index.take(pos), copy=False)
+
+
 def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Series | None = None,
                  path=None) -> RankSegments:
     """Segment every step of one rank's kernel table (:mod:`perfgate.ingest.kernels` columns).
@@ -515,8 +524,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         pd.factorize(df["step"], sort=True)[0]
     pos = keep[np.lexsort((df["row"].to_numpy()[keep], df["start_ns"].to_numpy()[keep], step_key[keep]))]
     if len(pos) < len(df) or (np.diff(pos) != 1).any():
-        cols = [df.columns.get_loc(c) for c in used]
-        k = df.iloc[pos, cols]
+        k = _rows_of(df, pos, used)
     else:   # rows already in (step, start, row) order: the table itself (columns read by name only)
         k = df
     k = k.assign(family=km.family_of(k["name"], family_suffix))
