@@ -550,7 +550,8 @@ def history_trend(metric, branch, history_path, policy_path):
 @common_policy
 def history_report(branch, last_n, out, history_path, policy_path):
     """Nightly summary: gated metrics that changed in the last N runs, with PNG plots."""
-    from perfgate.report.writers import write_history_report
+    from perfgate.report.writers import remove_stale_history_report, write_history_report
+    remove_stale_history_report(out)   # no earlier report may outlive a refused run
     policy = _policy(policy_path)
     n, path = write_history_report(_open_history(history_path), policy, out, branch=branch, last_n=last_n)
     click.echo(f"{n} metric(s) changed in the last {last_n} run(s); report: {path}")
@@ -761,6 +762,9 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
             bar["t"] = bar["p"].add_task("sweeping captures", total=total)
         bar["p"].update(bar["t"], completed=done, description=f"{Path(cap).name}")
 
+    from perfgate.store.atomic import discard_stale
+    for name in ("sweep.csv", "sweep.xlsx"):   # no earlier rollup may outlive a refused or killed sweep
+        discard_stale(Path(out) / name)
     try:
         table = run_sweep(roots, _policy(policy_path), workers=workers, progress=progress,
                           cache_dir=None if no_cache else (cache_dir or Path(out) / ".cache"))

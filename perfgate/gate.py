@@ -194,7 +194,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     why = incompatibility(base, cand, comparisons)
     if why:
         return GateResult(status=terms.INCOMPATIBLE, exit_code=errors.EXIT_NO_BASELINE,
-                          comparisons=tuple(comparisons), self_checks=cand.self_checks, notes=tuple(notes),
+                          comparisons=_not_judged(comparisons), self_checks=cand.self_checks, notes=tuple(notes),
                           baseline_name=baseline_name, baseline_provenance=base.provenance,
                           candidate_provenance=cand.provenance,
                           error={"message": f"baseline {baseline_name!r} cannot judge this capture: {why}",
@@ -213,6 +213,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
         notes.insert(0, partial[0])
         if partial[1]:
             status, code = terms.INCOMPATIBLE, errors.EXIT_NO_BASELINE
+            comparisons, causes, unexplained = _not_judged(comparisons), [], []
             error = {"message": f"baseline {baseline_name!r} cannot judge this capture: {partial[0]}",
                      "kind": "incompatible_baseline", "path": None, "row": None, "byte_offset": None,
                      "hint": "compare like with like (same profiler level and export), or raise "
@@ -222,6 +223,13 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
                       elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail,
                       causes=tuple(causes), unexplained=tuple(unexplained), error=error)
+
+
+def _not_judged(comparisons) -> tuple:
+    """The comparisons of a check whose baseline cannot judge the capture (INCOMPATIBLE_BASELINE):
+    kept in the reports for reference, none of them failing (nothing was judged)."""
+    from dataclasses import replace
+    return tuple(replace(c, fails=False) if c.fails else c for c in comparisons)
 
 
 def _partial_note(comparisons, policy) -> tuple[str, bool] | None:

@@ -204,8 +204,8 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
     """Discover a capture and fingerprint it, ranks in parallel.
 
     Args:
-        workers: at most this many processes for a local pool (None = all cores, 1 = in
-            this process). A pool starts only when the ranks' kernel tables and traces exceed
+        workers: at most this many processes for a local pool (None = every CPU this process
+            may run on, :func:`usable_cpus`; 1 = in this process). A pool starts only when the ranks' kernel tables and traces exceed
             AUTO_PARALLEL_BYTES (64 MiB); below that the work runs in this process, because
             starting the pool would cost more CPU than it saves. Within
             :func:`timelines_scanned_ahead` (the command line), ranks read in this process (one
@@ -240,7 +240,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
         finally:
             client.close()
     else:
-        n = min(workers if workers is not None else (os.cpu_count() or 1), total)
+        n = min(workers if workers is not None else usable_cpus(), total)
         if n > 1 and _kernel_bytes(locs) <= AUTO_PARALLEL_BYTES:
             # a small capture: each pool process would spend more CPU importing perfgate than
             # its share of the work (--workers 2 on 64 x 200-row ranks: same wall, ~1.5-2x CPU)

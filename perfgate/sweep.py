@@ -214,7 +214,8 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
             except (OSError, ValueError):
                 pass
         todo.append(cap)
-    n = workers or min(os.cpu_count() or 1, max(1, len(todo)))
+    from perfgate.run import usable_cpus
+    n = workers or min(usable_cpus(), max(1, len(todo)))  # the CPUs this process may run on (taskset, cpuset)
 
     def done(cap, row):
         rows[cap] = dict(row, cached=False)

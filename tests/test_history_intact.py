@@ -52,3 +52,37 @@ def test_intact_database_records_and_finds_duplicates(tmp_path):
     first = record_history(cap, policy=pol, history_path=db, branch="main")
     again = record_history(cap, policy=pol, history_path=db, branch="main")
     assert not first.duplicate and again.duplicate and again.run_id == first.run_id
+
+
+def test_reads_of_a_damaged_database_are_store_errors_never_internal_errors(tmp_path):
+    """``history trend`` / ``report`` / ``query`` over a database whose metric-value pages are
+    damaged: exit 5 naming SQLite's complaint (not pandas' wrapper with the query), never
+    exit 70 "a bug in perfgate". Reads that do not reach the damage still answer."""
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    pol = load_policy()
+    db = tmp_path / "h.sqlite"
+    for seed in range(3):
+        record_history(write_capture(tmp_path / f"c{seed}", SynthSpec(seed=seed)), policy=pol,
+                       history_path=db, branch="main", commit=f"k{seed}")
+    HistoryStore(db).close()
+    for side in ("-wal", "-shm"):
+        (tmp_path / f"h.sqlite{side}").unlink(missing_ok=True)
+    import sqlite3
+    con = sqlite3.connect(db)
+    page = con.execute("pragma page_size").fetchone()[0]
+    root = con.execute("select rootpage from sqlite_master where name = 'metric_values'").fetchone()[0]
+    con.close()
+    data = bytearray(db.read_bytes())
+    data[(root - 1) * page:root * page] = bytes((i * 37 + 11) % 251 for i in range(page))
+    db.write_bytes(bytes(data))
+    run = lambda *a: CliRunner().invoke(main, list(map(str, a)), env={})
+    for args in (("history", "trend", "--db", db), ("history", "report", "--db", db, "--out", tmp_path / "rep"),
+                 ("history", "query", "--metric", "step.time_us{view=p50}", "--db", db)):
+        r = run(*args)
+        assert r.exit_code == EXIT_STORE, (args, r.output)
+        assert "history database is damaged" in r.output and "malformed" in r.output, r.output
+        assert "Execution failed on sql" not in r.output and "bug in perfgate" not in r.output
+    r = run("history", "runs", "--db", db, "--format", "json")   # the runs table is intact
+    assert r.exit_code == 0 and len(__import__("json").loads(r.output)) == 3, r.output

@@ -58,6 +58,29 @@ def test_small_capture_with_workers_runs_in_this_process(tmp_path, policy, monke
     assert fp.config["ranks"] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("allowed, expect", [({0}, None), ({0, 1, 2}, 3)])
+def test_default_pool_size_is_the_cpus_this_process_may_run_on(cap, policy, monkeypatch, allowed, expect):
+    """Without --workers the pool has one process per CPU of this process's affinity mask
+    (taskset, a cpuset), not per CPU of the machine: pinned to one CPU, no pool starts."""
+    import contextlib
+
+    import perfgate.run as run
+    monkeypatch.setattr(run, "AUTO_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: set(allowed), raising=False)
+    started = []
+    real = run.local_pool
+
+    @contextlib.contextmanager
+    def spy(n):
+        started.append(n)
+        with real(n) as pool:
+            yield pool
+    monkeypatch.setattr(run, "local_pool", spy)
+    fp = fingerprint_path(cap, policy)
+    assert started == ([] if expect is None else [expect])
+    assert same(fp, fingerprint_path(cap, policy, workers=1))
+
+
 def run_locs(c):
     from perfgate.ingest import discover
     return discover(c)

@@ -121,3 +121,45 @@ def test_report_html_of_an_earlier_run_is_removed_when_the_capture_cannot_be_rea
     _stale(html)   # a capture that exists but is refused: the page says why (this run's page)
     code, out = run("report", refused, "--html", html, "--trace", "never")
     assert code == 3 and OLD not in html.read_text() and "no data rows" in html.read_text(), out
+
+
+def test_history_report_of_an_earlier_run_is_removed_when_the_history_cannot_be_read(tmp_path):
+    """``history report --out DIR`` removes the earlier report.md and its metric-NNN.png plots
+    before opening the database: a run refused with exit 5 (no database) leaves neither, and a
+    good run leaves no plot of a metric it does not report. Other files in DIR are kept."""
+    out = tmp_path / "rep"
+    _stale(out / "report.md", out / "metric-001.png", out / "metric-007.png", out / "notes.txt")
+    code, text = run("history", "report", "--db", tmp_path / "missing.sqlite", "--out", out)
+    assert code == 5 and "no history database" in text, text
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    # a good run over a history where nothing changed: its own report.md, no plot left behind
+    from perfgate.history.store import HistoryStore
+    from perfgate.run import fingerprint_path
+    from perfgate.policy import load_policy
+    db = tmp_path / "h.sqlite"
+    hs = HistoryStore(db)
+    fp = fingerprint_path(write_capture(tmp_path / "c", SynthSpec(seed=1)), load_policy(None), workers=1)
+    hs.record(fp, branch="main", commit="c1")
+    hs.close()
+    _stale(out / "metric-003.png")
+    code, text = run("history", "report", "--db", db, "--out", out)
+    assert code == 0 and "0 metric(s) changed" in text, text
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "report.md"]
+    assert "No gated metric changed" in (out / "report.md").read_text()
+
+
+def test_sweep_rollup_of_an_earlier_run_is_removed_before_the_sweep(tmp_path, monkeypatch):
+    """``sweep --out DIR`` removes the earlier sweep.csv / sweep.xlsx before it starts: a sweep
+    that dies (here: the rollup write fails) leaves no earlier rollup looking current."""
+    import perfgate.sweep as sweep
+    out = tmp_path / "sw"
+    _stale(out / "sweep.csv", out / "sweep.xlsx")
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
+
+    def broken(table, out_dir):
+        from perfgate.errors import StoreError
+        raise StoreError("disk full", path=out_dir)
+    monkeypatch.setattr(sweep, "write_rollup", broken)
+    code, text = run("sweep", cap, "--out", out, "--no-cache", "--workers", "1")
+    assert code == 5 and "disk full" in text, text
+    assert not (out / "sweep.csv").exists() and not (out / "sweep.xlsx").exists()

@@ -64,16 +64,68 @@ def _rank_sets_differ(base: Fingerprint, cand: Fingerprint) -> bool:
 def incompatibility(base: Fingerprint, cand: Fingerprint, comparisons) -> str | None:
     """Why the baseline cannot judge this candidate at all (None when it can): a different
     rank count or a different set of rank ids (a renumbered rank is a missing plus an extra
-    one), or no gated metric that could be compared. Such a check is never a pass."""
+    one), another workload (:func:`_other_workload`), or no gated metric that could be
+    compared. Such a check is never a pass."""
     bw, cw = base.config.get("world_size"), cand.config.get("world_size")
     if bw != cw or _rank_sets_differ(base, cand):
         return (f"the baseline has {bw} rank(s), ranks {base.config.get('ranks')}, but the candidate has {cw}, "
                 f"ranks {cand.config.get('ranks')}: a missing or extra rank makes the captures different jobs")
+    other = _other_workload(base, cand)
+    if other:
+        return other
     judged = [c for c in comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT,
                                                                     terms.UNCHANGED, terms.UNSURE)]
     if not judged:
         return "no gated metric could be compared (all incomparable, new or missing)"
     return None
+
+
+# Another workload: the two sides' kernel family sets overlap less than this (Jaccard index,
+# shared / union) AND the shared families hold less than OTHER_WORKLOAD_MAX_SHARED_TIME of one
+# side's ΣDuration. Measured on the fixtures: one job at profiler Level0/1/2 and text/db export:
+# Jaccard 1.00, shared time 100 % on both sides; the resnet-like level1 job against the
+# transformer st/level2 job: Jaccard 0.07 (7 of 94 families), shared time 93 % / 10 %.
+OTHER_WORKLOAD_MAX_JACCARD = 0.25
+OTHER_WORKLOAD_MAX_SHARED_TIME = 0.5
+OTHER_WORKLOAD_MIN_FAMILIES = 5
+
+
+def _family_shares(fp: Fingerprint) -> tuple[str | None, dict]:
+    """``(view, {family: ΣDuration share})`` of ``share.family`` in the first view the fingerprint
+    has of p50, rank0, max (empty when it has none)."""
+    by_view: dict = {}
+    for m in fp.metrics.values():
+        if m.name == "share.family" and isinstance(m.value, (int, float)):
+            by_view.setdefault(m.labels.get("view"), {})[m.labels.get("family")] = float(m.value)
+    for view in ("p50", "rank0", "max", None):
+        if by_view.get(view):
+            return view, by_view[view]
+    return None, {}
+
+
+def _other_workload(base: Fingerprint, cand: Fingerprint) -> str | None:
+    """Why the two sides are not the same workload (a baseline of another model or job, e.g. a
+    CI matrix leg pointed at the wrong baseline name), or None: their kernel family sets
+    (``share.family``, every family) overlap less than :data:`OTHER_WORKLOAD_MAX_JACCARD` and
+    the shared families hold less than :data:`OTHER_WORKLOAD_MAX_SHARED_TIME` of the ΣDuration
+    of the baseline or of the candidate. Judging such a pair metric by metric would report every
+    family of each side as new or gone, a REGRESSION whose causes are all side effects of the
+    mix-up. Not applied when the toolchain (CANN / torch_npu) changed, since kernel names may
+    change with it, or when a side has fewer than :data:`OTHER_WORKLOAD_MIN_FAMILIES` families."""
+    if _toolchain_changed(base, cand):
+        return None
+    vb, sb = _family_shares(base)
+    vc, sc = _family_shares(cand)
+    if min(len(sb), len(sc)) < OTHER_WORKLOAD_MIN_FAMILIES:
+        return None
+    shared = set(sb) & set(sc)
+    jaccard = len(shared) / len(set(sb) | set(sc))
+    tb, tc = sum(sb[f] for f in shared) / sum(sb.values()), sum(sc[f] for f in shared) / sum(sc.values())
+    if jaccard >= OTHER_WORKLOAD_MAX_JACCARD or min(tb, tc) >= OTHER_WORKLOAD_MAX_SHARED_TIME:
+        return None
+    return (f"not the same workload: the two sides share {len(shared)} of {len(set(sb) | set(sc))} kernel "
+            f"families, which hold {tb:.0%} of the baseline's ΣDuration and {tc:.0%} of the candidate's "
+            f"(share.family, {vb} view): a baseline of another model or job")
 
 
 def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:

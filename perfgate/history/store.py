@@ -31,6 +31,7 @@ record time), not record order; runs without a commit keep their place in record
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import random
@@ -156,6 +157,20 @@ def parse_since(text: str | None) -> str | None:
         return _dt.datetime.fromisoformat(text).isoformat(timespec="seconds")
     except ValueError:
         raise StoreError(f"--since {text!r}: use e.g. 30d, 12h, 2w or an ISO date") from None
+
+
+def _reading(method):
+    """A read of the database: SQLite's "database disk image is malformed" (a page the query
+    reaches is damaged), raised by sqlite3 or through pandas, becomes the store's damaged-database
+    error (:meth:`HistoryStore._damaged`, exit 5) instead of an internal error."""
+    @functools.wraps(method)
+    def read(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+            # pandas wraps SQLite's error in "Execution failed on sql '<the query>': ..."
+            raise self._damaged(e.__cause__ if isinstance(e.__cause__, sqlite3.Error) else e) from None
+    return read
 
 
 class HistoryStore:
@@ -341,6 +356,7 @@ class HistoryStore:
             raise StoreError(f"history write failed, nothing recorded: {e}", path=self.path) from None
 
     # -- reads ----------------------------------------------------------------------------
+    @_reading
     def commit_keys(self) -> dict:
         """``{commit: sort key}`` of every recorded commit (:func:`perfgate.history.order.commit_keys`),
         computed once per store."""
@@ -355,6 +371,8 @@ class HistoryStore:
 
     def _ordered(self, df: pd.DataFrame) -> pd.DataFrame:
         return in_commit_order(df, self.commit_keys()) if len(df) > 1 else df
+
+    @_reading
     def same_capture(self, fp: Fingerprint, branch: str) -> int | None:
         """Id of the newest run on ``branch`` with the same :func:`metrics_digest`, or None."""
         row = self.conn.execute(
@@ -374,6 +392,7 @@ class HistoryStore:
             args.append(parse_since(since))
         return where, args
 
+    @_reading
     def runs(self, branch: str | None = None, since: str | None = None, limit: int | None = None) -> pd.DataFrame:
         """Runs, oldest commit first (see the module docstring): id, branch, commit, recorded_at,
         status, note, series_key, ..."""
@@ -386,6 +405,7 @@ class HistoryStore:
         df = self._ordered(_clean_commits(pd.read_sql_query(sql, self.conn, params=args)))
         return df.tail(limit) if limit else df
 
+    @_reading
     def series(self, key: str, branch: str | None = None, since: str | None = None, *,
                with_set: bool = False) -> pd.DataFrame:
         """One metric in commit order (see the module docstring): run_id, recorded_at, commit (str or None), status, note,
@@ -399,6 +419,7 @@ class HistoryStore:
             + extra + " from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
             + " order by r.recorded_at, r.id", self.conn, params=args)))
 
+    @_reading
     def keys(self, prefix: str | None = None) -> list[str]:
         """Distinct recorded metric keys (optionally those starting with ``prefix``), sorted."""
         sql = "select distinct key from metric_values"

@@ -150,7 +150,7 @@ def render_markdown(result, key: str | None = None) -> str:
     if lost:
         lines += [f"**{_cell(lost[0].split(None, 1)[1])}** {_cell(lost[1].strip())}", ""]
     lines += _unsure_section(result)
-    table = _causes_table(result)
+    table = _causes_table(result) if result.status != terms.INCOMPATIBLE else []   # nothing was judged
     if table:
         lines += table + [""]
         if len(result.causes) > 5:
@@ -171,10 +171,12 @@ def render_markdown(result, key: str | None = None) -> str:
         details += ["", "</details>", ""]
     if main:
         rows = group_views(main)
-        details += [f"<details><summary>Gated changes ({len(main)} metric-views in {len(rows)} rows; views as "
+        what = ("Compared for reference, not judged" if result.status == terms.INCOMPATIBLE else "Gated changes")
+        details += [f"<details><summary>{what} ({len(main)} metric-views in {len(rows)} rows; views as "
                     f"columns)</summary>", ""]
         details += _grouped_table(rows, cause_of)
-        details += ["", "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
+        details += ["", ("Nothing here fails the gate: the baseline cannot judge this capture. " if result.status ==
+                         terms.INCOMPATIBLE else "") + "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
                     "judged by its part's own ΣDuration relative to the device scale: a share that moved only "
                     "because other parts moved is unchanged.", "", "Why, per metric:", ""]
         details += [f"- `{_cell(c.key)}`: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")

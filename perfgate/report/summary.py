@@ -205,7 +205,10 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
     if result.comparisons:
         n = result.counts()
         g = n["gated"]
-        out.append(f"  gated metrics: {g['total']} — {n['gated_regressions']} failing, {g['improvement']} improved, "
+        ref = result.status == terms.INCOMPATIBLE   # nothing failed: nothing was judged
+        moved = f"{g[str(terms.REGRESSION)]} worse" if ref else f"{n['gated_regressions']} failing"
+        out.append(f"  gated metrics{' (compared for reference, not judged)' if ref else ''}: {g['total']} — "
+                   f"{moved}, {g['improvement']} improved, "
                    f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, {g['missing']} missing"
                    + (f", {g['unsure']} unsure" if g["unsure"] else "")
                    + f"; informational: {informational_text(n)}")

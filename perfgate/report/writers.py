@@ -8,6 +8,7 @@ and renders with the report layer, which itself does no I/O.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from perfgate import terms
@@ -99,7 +100,11 @@ def write_history_report(hs, policy, out, *, branch: str | None = None, last_n: 
     from perfgate.history.trend import gated_keys, trends
     from perfgate.report.history import plot_series, render_trend
     outp = Path(out)
-    outp.mkdir(parents=True, exist_ok=True)
+    remove_stale_history_report(outp)
+    try:
+        outp.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"cannot create the report folder: {e.strerror or e}", path=outp) from None
     parts = [f"# perfgate history report{' — branch ' + branch if branch else ''}", ""]
     n = 0
     from perfgate.report.history import severity_key
@@ -110,12 +115,33 @@ def write_history_report(hs, policy, out, *, branch: str | None = None, last_n: 
             continue
         n += 1
         png = outp / f"metric-{n:03d}.png"
-        png.write_bytes(plot_series(t.key, t.series, t.change_points))
+        write_atomic(png, plot_series(t.key, t.series, t.change_points))
         parts += [render_trend(t.key, t.series, t.change_points), f"![{t.key}]({png.name})", ""]
     if n == 0:
         parts.append(f"No gated metric changed in the last {last_n} run(s).")
     write_atomic(outp / "report.md", "\n".join(parts) + "\n")
     return n, outp / "report.md"
+
+
+_HISTORY_PNG = re.compile(r"metric-\d{3,}\.png")
+
+
+def remove_stale_history_report(out) -> None:
+    """Delete what an earlier ``perfgate history report`` left in ``out`` (``report.md`` and its
+    ``metric-NNN.png`` plots, nothing else), before the history is read: a run that is refused
+    (exit 5: no or unreadable database) or fails mid-way then leaves no earlier report where CI
+    would take it for this run's, and no plot of a metric this run does not report. Each file
+    goes through :func:`perfgate.store.atomic.discard_stale` (links stay links; folders,
+    streams, FIFOs and a missing ``out`` are left alone)."""
+    from perfgate.store.atomic import discard_stale
+    outp = Path(out)
+    discard_stale(outp / "report.md")
+    try:
+        plots = [p for p in outp.iterdir() if _HISTORY_PNG.fullmatch(p.name)]
+    except OSError:  # no folder yet (or not a folder: the write reports it)
+        return
+    for p in plots:
+        discard_stale(p)
 
 
 def check_report_paths(out, *, junit=None, markdown=None, json_path=None) -> dict[str, Path]:
