@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from itertools import repeat
 from math import isfinite as _isfinite
 
 import numpy as np
@@ -232,11 +233,12 @@ def positions_in(values: list, index) -> np.ndarray:
     Index, array or list; e.g. a categorical's categories): per element of ``index``, its
     position in ``values``, else -1; by one dict (int64). Repeated ``values`` go through
     pandas, which refuses them (InvalidIndexError), as before."""
-    at = {v: i for i, v in enumerate(values)}
+    at = dict(zip(values, range(len(values))))
     if len(at) != len(values):
         return pd.Index(values).get_indexer(index)
     items = index.tolist() if hasattr(index, "tolist") else list(index)
-    return np.fromiter((at.get(v, -1) for v in items), dtype=np.int64, count=len(items))
+    # one C-level map pass (no Python call per element)
+    return np.fromiter(map(at.get, items, repeat(-1)), dtype=np.int64, count=len(items))
 
 
 def rows_where(df: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

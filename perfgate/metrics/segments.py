@@ -1047,6 +1047,8 @@ def _lower_median_per_group(g: np.ndarray, n: np.ndarray, ngroups: int, total: i
 def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes,
              cat_names, nsteps) -> pd.DataFrame:
     """The classes table (:func:`class_table`): one group-by over int class codes per level."""
+    if not len(layers) and not len(blocks):   # no layer (and so no block): the empty table
+        return _empty_classes()
     out = []
     blk_of_row = np.repeat(np.arange(len(bs)), be - bs + 1) if len(bs) else np.zeros(0, dtype=np.int64)
     seg_code = np.full(len(is_layer), -1, dtype=np.int64)
@@ -1097,7 +1099,18 @@ def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam
                         "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in tops.get(c, [])),
                         "bound": (bound.get(c) or [(None,)])[0][0],
                         "example_rows": f"{int(frow[c])}-{int(lrow[c])}"})
-    return pd.DataFrame(out, columns=CLASS_COLS)
+    return pd.DataFrame(out, columns=CLASS_COLS) if out else _empty_classes()
+
+
+_EMPTY_CLASSES: list = []
+
+
+def _empty_classes() -> pd.DataFrame:
+    """``pd.DataFrame([], columns=CLASS_COLS)`` as a copy of one such frame made once per
+    process (~0.03 ms instead of ~0.6 ms: a rank without layers asks for it every time)."""
+    if not _EMPTY_CLASSES:
+        _EMPTY_CLASSES.append(pd.DataFrame([], columns=CLASS_COLS))
+    return _EMPTY_CLASSES[0].copy()
 
 
 def class_table(seg: RankSegments) -> pd.DataFrame:

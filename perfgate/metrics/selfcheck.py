@@ -249,7 +249,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
             # one step per label: every per-step figure from one columnar pass (segmented sums and
             # busy unions over the step codes), then the three checks of every step as columns
             per = _Stats.per_code(codes, arrays, len(cat.cat.categories))
-            at = cat.cat.categories.get_indexer(pd.Index(labels, dtype=object))
+            at = km.positions_in(cat.cat.categories.tolist(), labels)   # categories are distinct
             stats = {f: np.asarray(col)[at] for f, col in zip(_Stats._fields, per)}
             refv = ref.reindex(labels)
             refs = {c: refv[c].to_numpy(dtype=float) for c in ("comm_us", "computing_us", "overlapped_us")}

@@ -246,7 +246,7 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
         # step_trace_time.csv Preparing: the first non-missing value of each step (as a
         # group-by first() gives it), looked up for every step label at once
         st_ = rank.step_trace
-        ok = st_["step"].notna().to_numpy()
+        ok = ~np.asarray(pd.isna(st_["step"].array), dtype=bool)   # no Series of the mask
         keys = st_["step"].to_numpy(dtype=object)[ok]
         vals = st_["preparing_us"].to_numpy(dtype=float)[ok]
         nn = ~np.isnan(vals)
