@@ -379,6 +379,9 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     policy sets statistics.unsure_fails.
     """
     from perfgate.gate import check_and_report
+    from perfgate.report.writers import remove_stale_check_reports
+    # first of all: a run refused for its policy or arguments below leaves no earlier verdict either
+    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
         from perfgate.publish.github import require_comment_key
         require_comment_key(comment_key, "--comment-key")

@@ -163,3 +163,22 @@ def test_sweep_rollup_of_an_earlier_run_is_removed_before_the_sweep(tmp_path, mo
     code, text = run("sweep", cap, "--out", out, "--no-cache", "--workers", "1")
     assert code == 5 and "disk full" in text, text
     assert not (out / "sweep.csv").exists() and not (out / "sweep.xlsx").exists()
+
+
+@pytest.mark.parametrize("policy_text", ["version: 1\nbogus: 1\n", None])
+def test_a_check_refused_for_its_policy_leaves_no_earlier_report(tmp_path, policy_text):
+    """A policy that does not load (an unknown key; a missing file) is exit 2 before anything is
+    read, and the earlier run's PASS reports (--out's three and --html) are gone (fresh-user
+    report, round 8: they kept their old timestamps)."""
+    cap = write_capture(tmp_path / "cap", SynthSpec(seed=5))
+    out, html, bl = tmp_path / "o", tmp_path / "c.html", tmp_path / "bl"
+    assert run("baseline", "save", "--name", "b", cap, "--baseline-dir", bl)[0] == 0
+    code, text = run("check", "--baseline", "b", cap, "--baseline-dir", bl, "--out", out, "--html", html)
+    assert code == 0 and len(list(out.iterdir())) == 3 and html.is_file(), text
+    pol = tmp_path / "p.yaml"
+    if policy_text:
+        pol.write_text(policy_text)
+    code, text = run("check", "--baseline", "b", cap, "--baseline-dir", bl, "--out", out, "--html", html,
+                     "--policy", pol)
+    assert code == 2 and "policy error" in text, text
+    assert list(out.iterdir()) == [] and not html.exists()

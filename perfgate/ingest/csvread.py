@@ -100,11 +100,26 @@ def read_header(path: Path) -> list[str]:
     except UnicodeDecodeError as e:
         raise InvalidCaptureError(f"header is not UTF-8 text (byte {e.start} of the first line)",
                                   path=path, row=0) from None
-    fields = next(csv.reader([first]), [])
-    fields = [h.strip() for h in fields]
+    fields = [h.strip() for h in next(csv.reader([first]), [])]
     if not any(fields):
         raise InvalidCaptureError("first line is blank; expected a CSV header", path=path, row=0)
+    seen: dict[str, int] = {}
+    for i, h in enumerate(fields):
+        if h and h in seen:   # which of the two would be read is a guess: refuse
+            raise InvalidCaptureError(f"header names column {h!r} twice (CSV columns {seen[h] + 1} and {i + 1})",
+                                      path=path, row=0, hint="a hand-edited or merged file: keep one of them")
+        seen.setdefault(h, i)
     return fields
+
+
+def _as_written(path: Path, names) -> dict[str, str]:
+    """``{header name: header cell as written}`` for ``names`` (header names as
+    :func:`read_header` gives them, spaces stripped): the CSV reader selects columns by the
+    cell as written, so a hand-edited ``" Name"`` is still read as ``Name``."""
+    with open(path, "rb") as f:
+        cells = next(csv.reader([f.readline().decode("utf-8-sig")]), [])
+    written = {c.strip(): c for c in cells}
+    return {n: written.get(n, n) for n in names}
 
 
 def resolve_columns(header: list[str], aliases: dict[str, tuple[str, ...]],
@@ -222,7 +237,8 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
     Raises:
         InvalidCaptureError: malformed / truncated CSV (names the row), or no data rows.
     """
-    wanted = list(dict.fromkeys(columns.values()))
+    raw = _as_written(path, columns.values())
+    wanted = list(dict.fromkeys(raw[c] for c in columns.values()))
     convert = pacsv.ConvertOptions(include_columns=wanted, column_types={c: pa.string() for c in wanted},
                                    null_values=list(NA_MARKERS), strings_can_be_null=True,
                                    quoted_strings_can_be_null=True)
@@ -249,7 +265,7 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
     missing, markers = pa.array(MISSING_TOKENS), pa.array(NA_MARKERS)
     out = {}
     for canon, col in columns.items():
-        arr = table.column(col)
+        arr = table.column(raw[col])
         if trim is None or canon in trim:
             arr = pc.utf8_trim_whitespace(arr)
         na = pc.is_in(arr, value_set=markers if canon in numeric else missing)
@@ -290,8 +306,12 @@ def read_typed_columns(path: Path, columns: dict[str, str], types: dict) -> tupl
         string path (:func:`read_arrow_columns` + :func:`exact_scaled_arrow`), which gives
         the same values or the error naming file and row.
     """
-    wanted = list(dict.fromkeys(columns.values()))
-    col_types = {columns[c]: types.get(c, pa.string()) for c in columns}
+    try:
+        raw = _as_written(path, columns.values())
+    except (OSError, UnicodeDecodeError):
+        return None
+    wanted = list(dict.fromkeys(raw[c] for c in columns.values()))
+    col_types = {raw[columns[c]]: types.get(c, pa.string()) for c in columns}
     convert = pacsv.ConvertOptions(include_columns=wanted, column_types=col_types,
                                    null_values=list(NA_MARKERS), strings_can_be_null=True,
                                    quoted_strings_can_be_null=True)
@@ -303,7 +323,7 @@ def read_typed_columns(path: Path, columns: dict[str, str], types: dict) -> tupl
         return None
     if table.num_rows == 0:
         return None
-    return {canon: table.column(col) for canon, col in columns.items()}, table.num_rows
+    return {canon: table.column(raw[col]) for canon, col in columns.items()}, table.num_rows
 
 
 def chunks_to_numpy(arr: pa.ChunkedArray, dtype) -> np.ndarray:

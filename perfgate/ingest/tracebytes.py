@@ -41,15 +41,25 @@ module reads them straight from the bytes with vectorised numpy operations over 
    ...) is handed to flow_event itself, in its place (none on the real captures).
 
 6. *Template-first blocks*: after a block where most events take one flat layout, each later
-   block first matches that layout's literal bytes at every ``{`` (a value ends at the learned
-   length, else at the first byte of the next literal, by SWAR), reads the matched events'
-   values with the checks of step 3 (:func:`_hole_values`), and runs steps 1-5 on the block
-   with each run of matched events replaced by one ``{}`` (event indices mapped back by the
-   runs' lengths). It is taken only when every run is a whole top-level item there; anything
-   else reads the block as above (:func:`_block_tmpl`; tests/test_trace_template.py).
+   block first matches that layout's literal bytes at every ``{`` (a value ends at the first
+   byte of the next literal), reads the matched events' values with the checks of step 3
+   (:func:`_hole_values`), and runs steps 1-5 on the block with each run of matched events
+   replaced by one ``{}`` (event indices mapped back by the runs' lengths). It is taken only
+   when every run is a whole top-level item there; anything else reads the block as above
+   (:func:`_block_tmpl`; tests/test_trace_template.py). Each value is read from one gathered
+   window of 8-byte words per row (:func:`_template_events`, :class:`_Hole`): the literal
+   before it right-aligned in the first words (one masked comparison), the value's bytes
+   word-aligned after it, so its end (a kept name and its quote, ``X"``, the learned pid, the
+   ts's digits and point, a number's first terminator by SWAR) and its digits are column
+   operations on the window, not gathers; rows the window does not settle are read as the
+   per-value matcher it replaced read them (:func:`_hole_slow`;
+   tests/test_trace_template_window.py keeps that matcher as the oracle). The first block is
+   :data:`_FIRST` bytes, so the per-layout read that learns the template runs on 1 MiB only.
 
 Issue 21 round 7 (paired child processes, 8 pairs, load ~1.5-2.3 on 2 cores, read_trace CPU):
 most-kept trace 91 -> 176-180 MiB/s median (x1.9), real-shaped 171-188 -> 214-217 (x1.18).
+Round 8 (word windows, the small first block; paired child processes, 7 pairs, load 2.4-2.8):
+most-kept 188 -> 267 MiB/s median (x1.38 per pair), real-shaped 217 -> 230 (x1.04).
 Per-block temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page
 faults cost more than the numpy pass that fills it.
 
@@ -94,7 +104,10 @@ _DIGIT = np.zeros(256, dtype=bool)
 _DIGIT[48:58] = True
 
 
+_DECODER = json.JSONDecoder(parse_float=str)
 _PAD = 64                                   # zero bytes after each buffer: fixed-width windows
+_HEAD = 16                                  # bytes kept before each block in scan's buffer (word windows)
+_FIRST = 1 << 20
 
 
 def _win(b: np.ndarray, w: int) -> np.ndarray:
@@ -303,10 +316,15 @@ def _short_numbers(b, w64, lo, hi, json_number: bool):
     """Unsigned decimals of at most 8 characters (``ddd``, ``ddd.ddd``) -> (ok, dotted, ns),
     SWAR on one unaligned 8-byte load per token; ok False for anything else (the caller
     parses those with :func:`_number`). Same values and grammar as _number."""
-    L = hi - lo
+    return _short_numbers_x(w64[lo], hi - lo, json_number)
+
+
+def _short_numbers_x(x, L, json_number: bool):
+    """:func:`_short_numbers` of tokens of length ``L`` whose first 8 bytes are the
+    little-endian uint64 words ``x`` (bytes beyond L are ignored)."""
     ok = (L >= 1) & (L <= 8)
     Lc = np.where(ok, L, 1)
-    x = w64[lo] & _LOW[Lc]
+    x = x & _LOW[Lc]
     dx = x ^ _U(0x2E2E2E2E2E2E2E2E)
     zb = (dx - _U(0x0101010101010101)) & ~dx & _U(0x8080808080808080) & _LOW[Lc]
     dotted = zb != 0
@@ -330,12 +348,44 @@ def _short_numbers(b, w64, lo, hi, json_number: bool):
     return ok, dotted, np.where(ok, ns, 0)
 
 
-def _json_ints(w64, lo, hi) -> np.ndarray:
-    """Tokens that are JSON integers of 1 to 8 digits (no sign): ``0`` or ``[1-9][0-9]*``."""
-    L = hi - lo
+_POW3 = np.array([1000, 100, 10, 1], dtype=np.int64)
+
+
+def _short_dec3(x, L):
+    """Unsigned JSON numbers of at most 8 characters with at most 3 decimals (``ddd.d`` ..
+    ``ddd.ddd``, or an integer of at most 7 digits; ``0`` or no leading zero) whose first 8 bytes are the words
+    ``x`` -> (ok, ns = value x 1000, exact). The point is removed by moving the integer
+    digits up one byte, the digits right-aligned and read by one :func:`_eight`. ok False for
+    any other token (the caller reads those with :func:`_number`): the values are those of
+    :func:`_short_numbers` where ok."""
     ok = (L >= 1) & (L <= 8)
     Lc = np.where(ok, L, 1)
-    x = w64[lo]
+    x = x & _LOW[Lc]
+    y = x ^ _U(0x2E2E2E2E2E2E2E2E)
+    dp = _first_byte((y - _ONES) & ~y & _H)          # the first '.' (8: none)
+    dotted = dp < 8
+    nd = np.where(dotted, dp, Lc)                    # integer digits
+    nf = np.where(dotted, Lc - dp - 1, 0)            # decimals
+    ok &= (nd >= 1) & (nf <= 3) & (dotted | (Lc < 8)) & (~dotted | (nf >= 1))
+    ok &= ((x & _U(0xFF)) != _U(48)) | (nd == 1)     # no leading zero
+    keep = _LOW[np.minimum(nd + 1, 8)]
+    y = ((x << _U(8)) & keep) | (x & ~keep)          # the integer digits moved over the point
+    e = np.minimum(Lc + 1 - dotted, 8)               # the digits at bytes 1 .. e-1
+    z = (y << (_U(8) * (_U(8) - e.astype(np.uint64)))) | _ZEROS[9 - e]
+    d_ok, d = _digits8(z)
+    ok &= d_ok
+    return ok, np.where(ok, d * _POW3[np.minimum(nf, 3)], 0)
+
+
+def _json_ints(w64, lo, hi) -> np.ndarray:
+    """Tokens that are JSON integers of 1 to 8 digits (no sign): ``0`` or ``[1-9][0-9]*``."""
+    return _json_ints_x(w64[lo], hi - lo)
+
+
+def _json_ints_x(x, L) -> np.ndarray:
+    """:func:`_json_ints` of tokens of length ``L`` whose first 8 bytes are the words ``x``."""
+    ok = (L >= 1) & (L <= 8)
+    Lc = np.where(ok, L, 1)
     ok &= _digits8((x & _LOW[Lc]) | _ZEROS_HI[Lc], value=False)
     ok &= ((x & _U(0xFF)) != _U(48)) | (Lc == 1)
     return ok
@@ -371,17 +421,33 @@ def _fixed_ts(b, w64, lo, hi, rep_len: int, rep_dot: int):
     ok = (hi - lo) == rep_len
     if rep_dot != 16 or not 1 <= rep_len - 17 <= 8:
         return ok & False, np.zeros(len(lo), dtype=np.int64)
-    x = _gather(w64, lo, 4)                       # the 32 bytes from lo: one gather
-    ok &= (x[:, 2] & _U(0xFF)) == _U(46)
-    a_ok, a = _digits8(x[:, 0])
+    return _fixed_ts_x(_gather(w64, lo, 4), ok, rep_len)    # the 32 bytes from lo: one gather
+
+
+def _fixed_ts_x(x, ok, rep_len: int):
+    """:func:`_fixed_ts` of tokens whose first 32 bytes are the rows of words ``x`` (n x 4),
+    for the rows where ``ok`` (length rep_len already checked; rep_len - 17 in 1..8).
+    Returns (ok &= the form, ns)."""
+    ok = ok & ((x[:, 2] & _U(0xFF)) == _U(46))
+    x0 = x[:, 0]
+    if len(x0) and bool((x0 == x0[0]).all()):       # the leading 8 digits of one block's ts: one value
+        a_ok, a = _digits8(x0[:1])
+        a_ok, a = bool(a_ok[0]), int(a[0])
+    else:
+        a_ok, a = _digits8(x0)
     b_ok, bv = _digits8(x[:, 1])
     nf = rep_len - 17
     f17 = (x[:, 2] >> _U(8)) | (x[:, 3] << _U(56))   # the 8 bytes from lo + 17
-    f_ok, fv = _digits8((f17 & _LOW[nf]) | _ZEROS_HI[nf])
+    if nf <= 3:                                      # the decimals right-aligned: no rounding, no division
+        f_ok, fv = _digits8(((f17 & _LOW[nf]) << _U(8 * (8 - nf))) | _ZEROS[8 - nf])
+        fv *= 10 ** (3 - nf)
+    else:
+        f_ok, fv = _digits8((f17 & _LOW[nf]) | _ZEROS_HI[nf])
+        fv = fv // 100000 + ((fv // 10000) % 10 >= 5)
     ok &= a_ok & b_ok & f_ok
     ip = a * 100_000_000 + bv
     ok &= ip <= (2 ** 63 - 1 - 999) // 1000
-    ns = np.where(ok, ip, 0) * 1000 + fv // 100000 + ((fv // 10000) % 10 >= 5)
+    ns = np.where(ok, ip, 0) * 1000 + fv
     return ok, ns
 
 
@@ -513,7 +579,8 @@ def _hole_values(b, w64, layout, vals, ok):
     layout key to its value's (lo, hi) bounds (a string's without its quotes). ``ph`` must be
     ``X``, ``pid`` a JSON integer, ``ts`` a plain decimal (a JSON number when not a string),
     ``dur`` and every other value a JSON number. Returns (ok &= conforming, pid, ts_ns, dur_ns)
-    (shared by :func:`_fast_events` and :func:`_template_events`)."""
+    (shared by :func:`_fast_events` and the template matcher's oracle, whose values
+    :func:`_template_events` reproduces)."""
     n = len(ok)
     rep_lo, rep_hi = int(vals[b"ts"][0][0]), int(vals[b"ts"][1][0])
     rep_ts = (rep_hi - rep_lo, bytes(b[rep_lo:rep_hi]).find(b"."))
@@ -552,6 +619,8 @@ def _gather(w64: np.ndarray, lo: np.ndarray, nw: int) -> np.ndarray:
     unaligned uint64 view cost as much as 32-byte ones), from the buffer under ``w64`` (the
     unaligned word view of a block: its first byte is word 0's)."""
     base = w64.base
+    while isinstance(base, np.ndarray):             # a view of the view: its buffer's owner
+        base = base.base
     off = w64.__array_interface__["data"][0] - np.frombuffer(base, dtype=np.uint8).__array_interface__["data"][0]
     wide = np.ndarray((len(w64) + 8 - 8 * nw,), f"S{8 * nw}", buffer=base, offset=off, strides=(1,))
     return wide[lo].view("<u8").reshape(len(lo), nw)
@@ -812,6 +881,64 @@ class _Tmpl:
     lits: list
     layout: list
     lens: list
+    holes: list = None                      # one :class:`_Hole` per key (see _plan_holes)
+    rem: list = None                        # bytes an event holds at least from each value's start on
+
+
+@dataclass
+class _Hole:
+    """How :func:`_template_events` reads one value of a template: a window of ``nw`` 8-byte
+    words gathered from ``8 p`` bytes before the value's first byte, so that the literal
+    before it (``o`` bytes) is right-aligned in words 0..p-1 (``lit`` words and masks) and the
+    value's bytes begin word p. ``t``: the byte that ends the value (the next literal's first);
+    ``g``: the learned event's value length. ``role``: name / ph / ts / pid / dur / other."""
+    role: str
+    is_str: bool
+    o: int
+    p: int
+    nw: int
+    lit: tuple
+    t: int
+    g: int
+    nxt: int                                # the next literal's length
+    kinds: list = None                      # name: (code, length, [(word, mask)] of name + t)
+    common: tuple = None                    # pid: ([(word, mask)] of the learned pid + t, length, value)
+    rep_dot: int = -1                       # ts: the learned ts's '.' offset
+
+
+def _words(data: bytes, width: int, right: bool = False):
+    """``data`` as little-endian 8-byte (word, mask) pairs over ``width`` words, left-aligned
+    (or right-aligned in the last words when ``right``)."""
+    pad = 8 * width - len(data)
+    raw = (bytes(pad) + data) if right else (data + bytes(pad))
+    known = (bytes(pad) + b"\xff" * len(data)) if right else (b"\xff" * len(data) + bytes(pad))
+    return [(int.from_bytes(raw[8 * j:8 * j + 8], "little"), int.from_bytes(known[8 * j:8 * j + 8], "little"))
+            for j in range(width)]
+
+
+def _plan_holes(layout, lits, lens, ev: bytes):
+    """The per-value plans (:class:`_Hole`) of a template learned from the event ``ev``."""
+    holes, at = [], len(lits[0])
+    for i, ((key, is_str), guess) in enumerate(zip(layout, lens)):
+        value = ev[at:at + guess]
+        lit, t = lits[i], lits[i + 1][0]
+        role = {b"name": "name", b"ph": "ph", b"ts": "ts", b"pid": "pid", b"dur": "dur"}.get(key, "other")
+        vw = {"name": 4, "ts": 4, "ph": 1}.get(role, 2)
+        p = (len(lit) + 7) // 8
+        h = _Hole(role=role, is_str=is_str, o=len(lit), p=p, nw=p + vw, lit=_words(lit, p, right=True), t=t,
+                  g=guess, nxt=len(lits[i + 1]))
+        if role == "name":
+            h.kinds = [(c, len(k), _words(k.encode() + bytes([t]), vw)) for c, k in enumerate(KIND_NAMES)
+                       if len(k) + 1 <= 8 * vw]
+        elif role == "pid" and 0 < guess < 8 * vw:
+            ok, dot, ns = _number(np.frombuffer(value + bytes(48), np.uint8), _i64([0]), _i64([guess]), json_number=True)
+            if ok[0] and not dot[0]:
+                h.common = (_words(value + bytes([t]), vw), guess, int(ns[0]) // 1000)
+        elif role == "ts":
+            h.rep_dot = value.find(b".")
+        holes.append(h)
+        at += guess + len(lits[i + 1])
+    return holes
 
 
 def _compile(layout, template, ev: bytes):
@@ -839,7 +966,10 @@ def _compile(layout, template, ev: bytes):
     for (key, is_str), lit in zip(layout, lits[1:]):
         if not lit or (lit[0] != 34 if is_str else lit[0] not in b" \t\r\n,}"):
             return None
-    return _Tmpl(lits=lits, layout=list(layout), lens=lens)
+    tm = _Tmpl(lits=lits, layout=list(layout), lens=lens)
+    tm.holes = _plan_holes(tm.layout, lits, lens, ev)
+    tm.rem = [sum(1 + len(lit) for lit in lits[i + 1:]) for i in range(len(tm.holes))]
+    return tm
 
 
 def _find_byte(w64, p, c: int, maxlen: int) -> np.ndarray:
@@ -858,49 +988,207 @@ def _find_byte(w64, p, c: int, maxlen: int) -> np.ndarray:
     return off
 
 
-def _template_events(b, w64, so, tm: _Tmpl):
+_ONES = _U(0x0101010101010101)
+_FULL = 2 ** 64 - 1
+
+
+def _first_eq(x, c: int):
+    """Index (0..7) of the first byte of the words ``x`` equal to ``c``; 8 where none is (the
+    lowest flag of the has-zero test is exact: a borrow only flags bytes above a zero)."""
+    y = x ^ _U(c * 0x0101010101010101)
+    return _first_byte((y - _ONES) & ~y & _H)
+
+
+def _match_words(x, pairs) -> np.ndarray:
+    """Rows of the words ``x`` (n x k) whose first len(pairs) words equal the (word, mask) pairs."""
+    ok = None
+    for j, (w, m) in enumerate(pairs):
+        if not m:
+            continue
+        col = x[:, j] if m == _FULL else x[:, j] & _U(m)
+        e = col == _U(w)
+        ok = e if ok is None else ok & e
+    return np.ones(len(x), dtype=bool) if ok is None else ok
+
+
+def _hole_slow(b, w64, h: _Hole, v):
+    """A value read as the per-value matcher it replaced (tests/test_trace_template_window.py) reads it (its end the first ``h.t`` byte
+    within :data:`_TW` bytes, then the checks of :func:`_hole_values`), for the rows the word
+    window does not settle. Returns (ok, length, value: kind code / pid / ts_ns / dur_ns)."""
+    off = _find_byte(w64, v, h.t, _TW)
+    ok = off >= 0
+    L = np.where(ok, off, 0)
+    lo, hi = v, v + L
+    val = np.zeros(len(v), dtype=np.int64)
+    if h.role == "name":
+        val -= 1
+        for code, kname in enumerate(KIND_NAMES):
+            kb = kname.encode()
+            m = np.flatnonzero(L == len(kb))
+            val[m[_equals(w64, lo[m], kb)]] = code
+        ok &= val >= 0
+    elif h.role == "ph":
+        ok &= (L == 1) & (b[lo] == 88)
+    elif h.role == "ts":
+        tok, val = _fixed_ts(b, w64, lo, hi, h.g, h.rep_dot)
+        rest = np.flatnonzero(~tok)
+        if len(rest):
+            tok[rest], val[rest] = _number(b, lo[rest], hi[rest], json_number=not h.is_str)[::2]
+        ok &= tok
+    elif h.role == "pid":
+        pok, pdot, ns = _numbers(b, w64, lo, hi, json_number=True)
+        ok &= pok & ~pdot
+        val = ns // 1000
+    elif h.role == "dur":
+        vok, _, val = _numbers(b, w64, lo, hi, json_number=True)
+        ok &= vok
+    else:                                           # "other": validated only
+        ok &= _numbers(b, w64, lo, hi, json_number=True)[0]
+    return ok, L, val
+
+
+def _hole_fast(b, w64, h: _Hole, V, v):
+    """The value of each row from its window's value words ``V`` (n x k, the value's first
+    byte first), with the rules of :func:`_hole_values` and the value ending at the first
+    ``h.t`` byte. Returns (ok, length, value, unsettled: rows for :func:`_hole_slow`); a
+    length or value the same for every row may be an int."""
+    n = len(V)
+    x0 = V[:, 0]
+    none = v[:0]
+    if h.role == "name":                            # the name and its closing quote equal a kept name's
+        kind = np.full(n, -1, dtype=np.int64)
+        L = np.zeros(n, dtype=np.int64)
+        for code, ln, pairs in h.kinds:
+            w, m = pairs[0]
+            r = np.flatnonzero((x0 & _U(m)) == _U(w) if m != _FULL else x0 == _U(w))
+            for j in range(1, len(pairs)):
+                w, m = pairs[j]
+                if m:
+                    r = r[(V[r, j] & _U(m)) == _U(w)]
+            kind[r] = code
+            L[r] = ln
+        return kind >= 0, L, kind, none
+    if h.role == "ph":                              # "X" and its closing quote
+        return (x0 & _U(0xFFFF)) == _U(88 | h.t << 8), 1, 0, none
+    if h.role == "ts":
+        g = h.g
+        if h.rep_dot != 16 or not 18 <= g <= 25:
+            return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.arange(n)
+        ok = ((V[:, g >> 3] >> _U(8 * (g & 7))) & _U(0xFF)) == _U(h.t)
+        ok, ts = _fixed_ts_x(V, ok, g)              # digits and the point: no t before byte g
+        return ok, g, ts, np.flatnonzero(~ok)
+    if h.role == "pid" and h.common is not None:
+        pairs, ln, value = h.common
+        ok = _match_words(V, pairs)
+        return ok, ln, value, np.flatnonzero(~ok)
+    if h.role == "pid":
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.arange(n)
+    L = _first_eq(x0, h.t)                          # dur / other: the first t in the first 8 bytes
+    far = np.flatnonzero(L == 8)
+    if len(far):
+        L[far] += _first_eq(V[far, 1], h.t)
+    if h.role == "dur":
+        ok, val = _short_dec3(x0, L)
+    else:
+        ok, val = _json_ints_x(x0, L), np.zeros(n, dtype=np.int64)
+    rest = np.flatnonzero(~ok)                      # longer, signed, other forms: as _numbers does
+    if len(rest):
+        lo = v[rest]
+        r_ok, _, r_val = _number(b, lo, lo + L[rest], json_number=True)
+        ok[rest] = r_ok & (L[rest] < 16)
+        if h.role == "dur":
+            val[rest] = r_val
+    return ok, L, val, rest[L[rest] == 16]
+
+
+def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
     """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
-    literals around conforming values: each hole ends at the first byte that begins the next
-    literal (a value holds no such byte), the literal is compared word by word, and the values
-    are checked and converted by :func:`_hole_values`, as :func:`_fast_events` does. Returns
-    (the ``{`` positions taken, their ``}`` positions, kind, pid, ts_ns, dur_ns)."""
-    lits, layout = tm.lits, tm.layout
+    literals around conforming values (each value ends at the first byte that begins the next
+    literal and passes the checks of :func:`_hole_values`): the same events and values as
+    the per-value matcher it replaced (tests/test_trace_template_window.py), read value by value from one gathered window of words per
+    value (the literal before it right-aligned, the value's bytes word-aligned after it;
+    :class:`_Hole`), so that the literal check, the value's end and its digits are column
+    operations on that window; rows the window does not settle (a value longer than it, or
+    not of the learned form) are read by :func:`_hole_slow`. ``w64``: the unaligned word
+    view of the block from ``head`` bytes before b's first byte (a window may begin there;
+    those bytes are masked). Returns (the ``{`` positions taken, their ``}`` positions, kind,
+    pid, ts_ns, dur_ns)."""
     n_b = len(b)
-    so = so[so + len(lits[0]) <= n_b]
-    rows = np.flatnonzero(_equals(w64, so, lits[0]))
-    p = so[rows] + len(lits[0])
-    bounds = []
-    for (key, _), lit, guess in zip(layout, lits[1:], tm.lens):
-        hi = p + guess                              # the learned event's value length first
-        good = hi + len(lit) <= n_b
-        good &= _equals(w64, np.where(good, hi, 0), lit)
-        miss = np.flatnonzero(~good)
-        if len(miss):                               # the others: the first byte that begins the literal
-            pm = p[miss]
-            off = _find_byte(w64, pm, lit[0], _TW)
-            hm = pm + off
-            gm = (off >= 0) & (hm + len(lit) <= n_b)
-            gm &= _equals(w64, np.where(gm, hm, 0), lit)
-            hi[miss] = hm
-            good[miss] = gm
-        if not good.all():
-            rows, p, hi = rows[good], p[good], hi[good]
-            bounds = [(lo[good], h[good]) for lo, h in bounds]
-        bounds.append((p, hi))
-        p = hi + len(lit)
-    vals = {key: lh for (key, _), lh in zip(layout, bounds)}
-    lo, hi = vals[b"name"]
-    kind = np.full(len(rows), -1, dtype=np.int64)
-    ln = hi - lo
-    for code, kname in enumerate(KIND_NAMES):
-        kb = kname.encode()
-        m = np.flatnonzero(ln == len(kb))
-        kind[m[_equals(w64, lo[m], kb)]] = code
-    ok = kind >= 0
-    if not len(rows):
-        return so[rows], p, kind, kind, kind, kind
-    ok, pid, ts, dur = _hole_values(b, w64, layout, vals, ok)
-    return so[rows[ok]], p[ok] - 1, kind[ok], pid[ok], ts[ok], dur[ok]
+    room = len(w64) + 7                             # bytes under w64 (head, the block, its zero padding)
+    v = so + tm.holes[0].o                          # each row's current value start
+    rows = np.arange(len(so))
+    got, end_done = {}, False
+    for i, h in enumerate(tm.holes):
+        if len(v) and int(v.max()) + tm.rem[i] > n_b:  # the rest of an event cannot lie in the block
+            fit = v + tm.rem[i] <= n_b
+            rows, v = rows[fit], v[fit]
+            got = {k: a[fit] if isinstance(a, np.ndarray) else a for k, a in got.items()}
+        ws = v + (head - 8 * h.p)
+        lim = room - 8 * h.nw
+        edge = np.flatnonzero((ws < 0) | (ws > lim)) if len(ws) and (ws.min() < 0 or ws.max() > lim) else ws[:0]
+        W = _gather(w64, np.clip(ws, 0, lim) if len(edge) else ws, h.nw)
+        lit_ok = _match_words(W, h.lit)
+        ok, L, val, slow = _hole_fast(b, w64[head:], h, W[:, h.p:], v)
+        ok &= lit_ok
+        if len(slow):
+            slow = slow[lit_ok[slow]]
+        if len(edge):
+            slow = np.union1d(slow, edge)
+        if len(slow):
+            s_ok, s_L, s_val = _hole_slow(b, w64[head:], h, v[slow])
+            s_ok &= _equals(w64[head:], v[slow] - h.o, tm.lits[i])
+            if not isinstance(L, np.ndarray):
+                L = np.full(len(v), L, dtype=np.int64)
+            if h.role in ("name", "pid", "ts", "dur") and not isinstance(val, np.ndarray):
+                val = np.full(len(v), val, dtype=np.int64)
+            ok[slow], L[slow] = s_ok, s_L
+            if h.role in ("name", "pid", "ts", "dur"):
+                val[slow] = s_val
+        if h.role in ("name", "pid", "ts", "dur"):      # the values kept (an int: every row's)
+            got[h.role] = val
+        end_done = False
+        if i + 1 == len(tm.holes) and not isinstance(L, np.ndarray) and (L & 7) + len(tm.lits[-1]) <= 8 \
+                and h.p + (L >> 3) < h.nw:              # every row's value has one length: the last literal
+            end = tm.lits[-1]                           # is in this window
+            word = int.from_bytes(end, "little")
+            ok &= ((W[:, h.p + (L >> 3)] >> _U(8 * (L & 7))) & _U((1 << (8 * len(end))) - 1)) == _U(word)
+            end_done = True
+        v += L
+        if i + 1 < len(tm.holes):
+            v += h.nxt
+        if not ok.all():
+            rows, v = rows[ok], v[ok]
+            got = {k: a[ok] if isinstance(a, np.ndarray) else a for k, a in got.items()}
+    end = tm.lits[-1]
+    ok = v + len(end) <= n_b
+    if not end_done:
+        ok &= _equals(w64[head:], v, end)
+    out = [so[rows[ok]], v[ok] + len(end) - 1]
+    for role in ("name", "pid", "ts", "dur"):
+        a = got.get(role, 0)
+        out.append(a[ok] if isinstance(a, np.ndarray) else np.full(int(ok.sum()), a, dtype=np.int64))
+    return tuple(out)
+
+
+def _set_bytes(m: np.ndarray) -> np.ndarray:
+    """np.flatnonzero(m) of a bool array whose length is a multiple of 8: the non-zero 8-byte
+    words first (an eighth of the elements), then each word's set bytes (int64, increasing)."""
+    u = m.view(np.uint64)
+    w = np.flatnonzero(u != 0)
+    x = u[w]
+    pos = (w << 3) + _first_byte(x << _U(7))
+    x &= x - _U(1)                                  # the lowest set byte cleared (each is 0x01)
+    more = np.flatnonzero(x)
+    if not len(more):
+        return pos
+    extra = []
+    while len(more):                                # words holding two or more: rare
+        w, x = w[more], x[more]
+        extra.append((w << 3) + _first_byte(x << _U(7)))
+        x &= x - _U(1)
+        more = np.flatnonzero(x)
+    extra = np.sort(np.concatenate(extra))
+    return np.insert(pos, np.searchsorted(pos, extra), extra)
 
 
 def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
@@ -917,18 +1205,22 @@ def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int
     bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
     b = bp[:len(bp) - _PAD]
     n_b = len(b)
-    w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
-    _, m1, _, _ = out["scratch"].masks(n_b)
-    so = np.flatnonzero(np.equal(b, 123, out=m1))
-    eo, ec, kind, pid, ts, dur = _template_events(b, w64, so, tm)
+    head = min(start, _HEAD)                        # bytes before the block a word window may cover
+    w64 = np.ndarray((len(bp) - 7 + head,), "<u8", buffer=buf, offset=start - head, strides=(1,))
+    m0, _, _, _ = out["scratch"].masks(n_b)
+    np.equal(b, 123, out=m0[:n_b])
+    so = _set_bytes(m0)
+    eo, ec, kind, pid, ts, dur = _template_events(b, w64, so, tm, head)
     if len(eo) * 2 < len(so):
         out["tmpl"] = None                          # few take it: back to _block (which may learn again)
         if not len(eo):
             return None
     # runs: matched events separated by a comma and whitespace only, each run one '{}' item
     g_lo, g_hi = ec[:-1] + 1, eo[1:]
-    pure = (g_hi - g_lo) <= 8
-    sh = np.flatnonzero(pure)
+    gl = g_hi - g_lo
+    pure = gl <= 8
+    sep = b[g_lo] == 44                             # "," or ", " (the writers' separators) at once
+    sh = np.flatnonzero(pure & ~(sep & ((gl == 1) | ((gl == 2) & (b[g_lo + 1] == 32)))))
     if len(sh):
         lo, hi = g_lo[sh], g_hi[sh]
         pp = _skip_ws(b, lo, hi, 1)
@@ -1130,8 +1422,9 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if len(slow) > max(_MAX_PARSED, ne // 4):
         raise NoFastPath("too many events to parse one by one")   # the Arrow line scan is faster here
     for e in sorted(int(i) for i in slow):
-        try:
-            ev = json.loads(buf[start + int(eo[e]):start + int(ec[e]) + 1], parse_float=str)
+        try:                                        # json.loads(raw, parse_float=str) without its per-call decoder
+            raw = buf[start + int(eo[e]):start + int(ec[e]) + 1]
+            ev = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
         except ValueError:
             raise NoFastPath("invalid event") from None
         out["parsed"].append((base_idx + e, ev))
@@ -1153,27 +1446,27 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
         f.seek(start)
         if f.read(1) != b"[":
             raise NoFastPath("no array")
-        arr = bytearray(chunk + _PAD)   # reused block buffer (read into, no copy per block)
-        plen = 0                        # bytes carried over at its head (an unfinished event)
+        arr = bytearray(_HEAD + chunk + _PAD)   # reused block buffer (read into, no copy per block)
+        plen = 0                        # bytes carried over after its _HEAD bytes (an unfinished event)
         first = True
         need_sep = False        # the last block ended with an event: a comma or the "]" comes next
         eof = False
         pad = bytes(_PAD)
-        want = chunk
+        want = min(chunk, _FIRST)       # a small first block: it learns the template (if any) cheaply
         while True:
-            if len(arr) < plen + want + _PAD:
-                grown = bytearray(plen + want + _PAD)
-                grown[:plen] = arr[:plen]
+            if len(arr) < _HEAD + plen + want + _PAD:
+                grown = bytearray(_HEAD + plen + want + _PAD)
+                grown[_HEAD:_HEAD + plen] = arr[_HEAD:_HEAD + plen]
                 arr = grown
             got = 0
             if not eof:
                 with memoryview(arr) as mv:
-                    got = f.readinto(mv[plen:plen + want])
+                    got = f.readinto(mv[_HEAD + plen:_HEAD + plen + want])
             eof = eof or got < want
-            end = plen + got
+            end = _HEAD + plen + got
             arr[end:end + _PAD] = pad
             buf = arr
-            start = 0
+            start = _HEAD
             if need_sep:
                 while start < end and buf[start] in ws:
                     start += 1
@@ -1203,7 +1496,7 @@ def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:
             want = want * 2 if ne == 0 else chunk     # an event larger than a block: read on, doubling
             rest = buf[start + used:end]
             plen = len(rest)
-            arr[:plen] = rest
+            arr[_HEAD:_HEAD + plen] = rest
             need_sep = need_sep or ne > 0
     cols = {k: _concat(out[k], np.int8 if k == "kind" else np.int64) for k in ("idx", "pid", "kind")}
     total = len(cols["idx"])

@@ -51,6 +51,32 @@ def _parse(data: bytes):
     return json.loads(data.decode("utf-8"))
 
 
+# the sections of a saved fingerprint and their JSON types (Fingerprint.to_dict)
+_SECTIONS = {"provenance": dict, "config": dict, "self_checks": list, "warnings": list, "findings": list,
+             "detail": dict}
+_CONFIG_KEYS = ("world_size", "ranks")
+_JSON_TYPE = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
+              bool: "a boolean", type(None): "null"}   # a comparison's first question: the same job's ranks?
+
+
+def _require_shape(fpd: dict) -> None:
+    """Raise ValueError naming the first section of a saved fingerprint that is absent or not of
+    its JSON type (``self_checks`` ``null``, ``config`` a string, ...), the first self-check or
+    finding that is not an object, or a ``config`` without the rank facts every comparison
+    reads: such a baseline is damaged (``baseline show`` says so), never judged as if empty."""
+    for key, kind in _SECTIONS.items():
+        if not isinstance(fpd.get(key), kind):
+            was = _JSON_TYPE.get(type(fpd.get(key)), type(fpd.get(key)).__name__) if key in fpd else "absent"
+            raise ValueError(f"{key} is {was}, not {_JSON_TYPE[kind]}")
+    for key in ("self_checks", "findings"):
+        bad = next((i for i, x in enumerate(fpd[key]) if not isinstance(x, dict)), None)
+        if bad is not None:
+            raise ValueError(f"{key}[{bad}] is not an object")
+    missing = [k for k in _CONFIG_KEYS if k not in fpd["config"]]
+    if missing:
+        raise ValueError(f"config has no {', '.join(missing)}")
+
+
 class BaselineStore:
     """Baselines in a folder. ``save`` is atomic; ``load`` fails with exit code 4."""
 
@@ -159,8 +185,11 @@ class BaselineStore:
         try:
             if not isinstance(fpd.get("metrics"), dict) or not fpd["metrics"]:
                 raise ValueError("it has no metrics")
+            _require_shape(fpd)   # what a comparison reads, checked whether or not it is built here
             fp = Fingerprint.from_dict(fpd if self_checks else {**fpd, "self_checks": []})
             for key, m in fp.metrics.items():
+                if not isinstance(m.labels, dict) or not isinstance(m.name, str):
+                    raise ValueError(f"metric {key!r} has labels {m.labels!r} and name {m.name!r}")
                 if not (isinstance(m.value, (int, float)) and not isinstance(m.value, bool)) and not (
                         isinstance(m.value, list) and all(isinstance(x, str) for x in m.value)):
                     raise ValueError(f"metric {key!r} has value {m.value!r}")

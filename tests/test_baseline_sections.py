@@ -1,0 +1,53 @@
+"""A stored baseline whose fingerprint sections are damaged (fresh-user report, round 8) is a
+DAMAGED_BASELINE (exit 5) for ``check`` as for ``baseline show``: before, ``check`` skipped the
+self-checks it does not compare and passed (exit 0) a baseline ``show`` called corrupt, and a
+``config`` or metric ``labels`` that is not an object crashed (exit 70); a baseline without
+``config`` was called another job (exit 4). Synthetic captures from perfgate.synth."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate.cli import main
+from perfgate.synth import SynthSpec, write_capture
+
+
+def run(*args):
+    r = CliRunner().invoke(main, list(map(str, args)), env={})
+    return r.exit_code, r.output
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sections")
+    cap = write_capture(root / "cap", SynthSpec(seed=3))
+    code, out = run("baseline", "save", "--name", "good", cap, "--baseline-dir", root / "bl")
+    assert code == 0, out
+    return root, cap
+
+
+def _first_metric(d):
+    return d["fingerprint"]["metrics"][next(iter(d["fingerprint"]["metrics"]))]
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: d["fingerprint"].__setitem__("self_checks", None), "self_checks is null, not an array"),
+    (lambda d: d["fingerprint"].__setitem__("config", "x"), "config is a string, not an object"),
+    (lambda d: d["fingerprint"].pop("config"), "config is absent, not an object"),
+    (lambda d: d["fingerprint"]["config"].pop("ranks"), "config has no ranks"),
+    (lambda d: d["fingerprint"].__setitem__("findings", [1]), "findings[0] is not an object"),
+    (lambda d: d["fingerprint"].__setitem__("detail", []), "detail is an array, not an object"),
+    (lambda d: _first_metric(d).__setitem__("labels", "x"), "has labels 'x'"),
+])
+def test_a_damaged_section_is_a_damaged_baseline_for_check_and_show(saved, edit, said):
+    root, cap = saved
+    doc = json.loads((root / "bl" / "good.json").read_text())
+    edit(doc)
+    (root / "bl" / "bad.json").write_text(json.dumps(doc))
+    code, out = run("check", "--baseline", "bad", cap, "--baseline-dir", root / "bl", "--out", root / "o")
+    assert code == 5 and out.startswith("perfgate: DAMAGED_BASELINE (exit 5)"), out
+    assert "baseline fingerprint is malformed: " in out and said in out, out
+    code, out = run("baseline", "show", "bad", "--baseline-dir", root / "bl")
+    assert code == 5 and said in out, out
+    code, out = run("check", "--baseline", "good", cap, "--baseline-dir", root / "bl", "--out", root / "o")
+    assert code == 0, out
