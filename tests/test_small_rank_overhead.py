@@ -331,6 +331,8 @@ def _put_back_old_forms(monkeypatch):
     monkeypatch.setattr(km, "categorical_dtype", lambda cats: pd.CategoricalDtype(
         cats if isinstance(cats, pd.Index) else list(cats), ordered=False))
     monkeypatch.setattr(sg, "_step_names", _old_step_names)
+    monkeypatch.setattr(sg, "_rows_of", lambda df, pos, used: df.iloc[pos, [df.columns.get_loc(c) for c in used]])
+    monkeypatch.setattr(sg, "_empty_classes", lambda: pd.DataFrame([], columns=sg.CLASS_COLS))
     monkeypatch.setattr(ik, "_one_chunk_categorical", lambda enc: (None, None))
     monkeypatch.setattr(validity, "collection_window", _old_collection_window)
     monkeypatch.setattr(fpm, "GC_PAUSE_BYTES", -1)
@@ -411,3 +413,12 @@ def test_serial_fingerprint_path_unfreezes(capture_paths, policy):
     from perfgate.run import fingerprint_path
     fingerprint_path(capture_paths["synth_12_ranks"], policy, workers=1, with_trace=False)
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_empty_classes_table_equals_the_built_one_and_is_a_copy():
+    want = pd.DataFrame([], columns=sg.CLASS_COLS)
+    a, b = sg._empty_classes(), sg._empty_classes()
+    pd.testing.assert_frame_equal(a, want, check_exact=True, check_index_type=True, check_column_type=True)
+    assert a is not b and list(a.dtypes) == list(want.dtypes)
+    a["level"] = []   # a caller changing its copy leaves the next one as it was
+    pd.testing.assert_frame_equal(sg._empty_classes(), want)
