@@ -12,6 +12,7 @@ Exit codes: 0 pass, 1 regression, 2 usage / policy error, 3 invalid capture,
 """
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -219,16 +220,34 @@ class _Group(click.Group):
             if handler is not None:
                 handler(e)
             _fail(e)
+        except OSError as e:
+            if e.errno not in _WRITE_FULL:
+                _internal(e)
+            # a write to a full device that no writer of a named file caught: standard output
+            # (--json -, -o -, a listing into /dev/full): exit 5, as for a report file that
+            # cannot be written (whatever the verdict: what CI reads is lost)
+            _stdout_to_devnull()
+            click.echo(f"perfgate: store error: write to standard output failed: {e.strerror or e}", err=True)
+            sys.exit(errors.EXIT_STORE)
         except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
-            if os.environ.get("PERFGATE_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
-                import traceback
-                traceback.print_exc()  # the traceback, and still exit 70 (never 1, the regression code)
-            click.echo(f"perfgate: internal error: {type(e).__name__}: {e} (a bug in perfgate; rerun with "
-                       f"PERFGATE_DEBUG=1 for the traceback)", err=True)
-            sys.exit(EXIT_INTERNAL)
+            _internal(e)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
+
+
+_WRITE_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)   # a full device, quota or file size limit
+
+
+def _internal(e: Exception):
+    """An unexpected exception: one clear line and exit 70 (the traceback with PERFGATE_DEBUG=1)."""
+    import os
+    if os.environ.get("PERFGATE_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):
+        import traceback
+        traceback.print_exc()  # the traceback, and still exit 70 (never 1, the regression code)
+    click.echo(f"perfgate: internal error: {type(e).__name__}: {e} (a bug in perfgate; rerun with "
+               f"PERFGATE_DEBUG=1 for the traceback)", err=True)
+    sys.exit(EXIT_INTERNAL)
 
 
 @click.group(cls=_Group)

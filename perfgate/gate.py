@@ -329,7 +329,8 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     write a policy file with them to ``out_path`` (atomic). Returns ``(proposals, path)``.
 
     Raises:
-        UsageError: fewer than 3 captures, bad ``k``.
+        UsageError: fewer than 3 captures, bad ``k``, captures that are not one job
+            (:func:`perfgate.metrics.repeat.require_one_job`).
         InvalidCaptureError: a capture fails to read or a self-check fails (nothing written).
         StoreError: the policy file could not be written.
     """
@@ -340,6 +341,8 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
                          fail_closed=policy.fail_closed, path=p) for p in paths]
     refuse_same_content(paths, fps)
+    from perfgate.metrics.repeat import require_one_job
+    require_one_job(fps)   # noise is learned from repeated runs of one job, never across jobs
     proposals = propose_tolerances(fps, policy, k=k)
     text = calibrated_policy_text(policy, proposals, source_note=f"{len(paths)} captures")
     out = Path(out_path)

@@ -111,8 +111,12 @@ def code_digest() -> str:
 
 
 def cache_key(capture: Path, policy) -> str:
-    """Digest of (relative path, size, mtime_ns) of every file below ``capture`` plus the
-    policy's rule digests, the perfgate version and the digest of its code (:func:`code_digest`)."""
+    """Digest of (relative path, size, mtime_ns, ctime_ns, inode) of every file below ``capture``
+    plus the policy's rule digests, the perfgate version and the digest of its code
+    (:func:`code_digest`). The inode change time is in the key because no tool can set it: a
+    file rewritten in place with its size and mtime put back (``touch -r``, a restore keeping
+    times) still misses the cache (fresh-user report, round 8), at the price of one recompute
+    after a copy, chmod or rename."""
     h = hashlib.sha256()
     for d, dirs, files in os.walk(capture):
         dirs.sort()
@@ -122,7 +126,7 @@ def cache_key(capture: Path, policy) -> str:
                 st = p.stat()
             except OSError:
                 continue
-            h.update(f"{p.relative_to(capture)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(f"{p.relative_to(capture)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode())
     seg = policy.segments.digest if getattr(policy, "segments", None) else "-"
     h.update(f"{policy.fingerprint_digest()}|{seg}|{__version__}|{code_digest()}".encode())
     return h.hexdigest()[:32]

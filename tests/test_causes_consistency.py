@@ -88,8 +88,8 @@ def test_real_st_level2_vs_level1_causes_are_consistent(ascend, tmp_path, monkey
     """Two real jobs of different models, judged metric by metric anyway (the other-workload
     refusal, exit 4 by default, is switched off here: tests/test_other_workload.py) as the
     richest real pair for the causes' consistency."""
-    import perfgate.compare.rules as rules
-    monkeypatch.setattr(rules, "OTHER_WORKLOAD_MAX_JACCARD", 0.0)
+    import perfgate.metrics.workload as workload
+    monkeypatch.setattr(workload, "MAX_JACCARD", 0.0)
     t = ascend / "msinsight" / "test"
     code, console, doc, _ = _check(t / "st" / "level2", t / "data" / "pytorch" / "text" / "level1", tmp_path)
     assert code == 1

@@ -100,3 +100,23 @@ def test_not_applied_across_a_toolchain_change_or_with_few_families(real):
                                           or m.labels.get("family") in sorted({x.labels["family"] for x in b.metrics.values()
                                                                                 if x.name == "share.family"})[:4]})
     assert rules._other_workload(a, few) is None
+
+
+def test_repeated_captures_of_two_workloads_are_refused(tmp_path, text_captures):
+    """Several captures of one side are repeated runs of one commit: a real resnet-like capture
+    and a synthetic LLM-like one are refused with exit 2 (fresh-user report, round 8: they were
+    pooled, "model layers 5 -> 4.5"), for baseline save, check and calibrate."""
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    llm = write_capture(tmp_path / "llm", SynthSpec(seed=1))
+    llm2 = write_capture(tmp_path / "llm2", SynthSpec(seed=2))
+    real = text_captures / "level1"
+    run = lambda *a: CliRunner().invoke(main, list(map(str, a)), env={})
+    for args in (("baseline", "save", "--name", "mix", real, llm, "--baseline-dir", tmp_path / "bl"),
+                 ("calibrate", llm, llm2, real, "--out", tmp_path / "c.yaml")):
+        r = run(*args)
+        assert r.exit_code == 2, r.output
+        assert "are not the same workload: the two sides share" in r.output, r.output
+        assert "repeated captures of one side must be the same job" in r.output
+    assert not (tmp_path / "bl" / "mix.json").exists() and not (tmp_path / "c.yaml").exists()

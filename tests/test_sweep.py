@@ -92,6 +92,25 @@ def test_changed_capture_is_recomputed(tmp_path, policy):
         run_sweep([tmp_path / "nope"], policy)
 
 
+def test_a_file_rewritten_with_its_size_and_mtime_put_back_is_recomputed(tmp_path, policy):
+    """``touch -r``-style restores keep size and mtime but cannot keep the inode change time:
+    the capture is fingerprinted again (fresh-user report, round 8: the cache served it)."""
+    import os
+    import time
+    write_transformer(tmp_path / "root" / "a", 3, ranks=1, steps=1)
+    cache = tmp_path / "cache"
+    assert not run_sweep([tmp_path / "root"], policy, cache_dir=cache, workers=1)["cached"].any()
+    kd = next((tmp_path / "root" / "a").rglob("kernel_details.csv"))
+    st = kd.stat()
+    time.sleep(0.01)
+    data = kd.read_bytes()
+    kd.write_bytes(data)                       # same bytes, same size: only the inode change time moves
+    os.utime(kd, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (kd.stat().st_size, kd.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert not run_sweep([tmp_path / "root"], policy, cache_dir=cache, workers=1)["cached"].any()
+    assert run_sweep([tmp_path / "root"], policy, cache_dir=cache, workers=1)["cached"].all()
+
+
 def test_cache_made_by_other_perfgate_code_is_not_served(tmp_path, policy, monkeypatch):
     """Same version string, other code (an upgrade between builds): every capture is recomputed."""
     from perfgate import sweep

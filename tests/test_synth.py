@@ -89,3 +89,17 @@ def test_injected_slowdown_regresses_step_time_not_counts(tmp_path, policy):
     failing = {c.name for c in r.comparisons if c.fails}
     assert "step.time_us" in failing and "kernel.calls_per_step" not in failing
     assert not any(c.name == "kernel.time_us" and c.gated for c in r.comparisons)  # never gated
+
+
+def test_synth_and_demo_where_nothing_can_be_written_are_store_errors(tmp_path):
+    """``synth OUT`` / ``demo --out OUT`` under a regular file (or a read-only folder, a full
+    disk): exit 5 naming the path, not exit 70 (fresh-user report, round 8)."""
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    (tmp_path / "afile").write_text("x")
+    for args, where in ((["synth", str(tmp_path / "afile" / "sub")], "afile/sub"),
+                        (["demo", "--out", str(tmp_path / "afile" / "demo")], "afile/demo/captures/baseline")):
+        r = CliRunner().invoke(main, args, env={})
+        assert r.exit_code == 5, r.output
+        assert f"{where}: cannot write the synthetic capture: Not a directory" in r.output, r.output

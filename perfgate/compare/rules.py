@@ -34,6 +34,7 @@ from dataclasses import replace
 from perfgate import terms
 from perfgate.metrics import registry
 from perfgate.metrics.repeat import runs_of
+from perfgate.metrics.workload import other_workload
 from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance, significant
 from perfgate.compare.stats import apply_statistics
@@ -80,52 +81,16 @@ def incompatibility(base: Fingerprint, cand: Fingerprint, comparisons) -> str | 
     return None
 
 
-# Another workload: the two sides' kernel family sets overlap less than this (Jaccard index,
-# shared / union) AND the shared families hold less than OTHER_WORKLOAD_MAX_SHARED_TIME of one
-# side's ΣDuration. Measured on the fixtures: one job at profiler Level0/1/2 and text/db export:
-# Jaccard 1.00, shared time 100 % on both sides; the resnet-like level1 job against the
-# transformer st/level2 job: Jaccard 0.07 (7 of 94 families), shared time 93 % / 10 %.
-OTHER_WORKLOAD_MAX_JACCARD = 0.25
-OTHER_WORKLOAD_MAX_SHARED_TIME = 0.5
-OTHER_WORKLOAD_MIN_FAMILIES = 5
-
-
-def _family_shares(fp: Fingerprint) -> tuple[str | None, dict]:
-    """``(view, {family: ΣDuration share})`` of ``share.family`` in the first view the fingerprint
-    has of p50, rank0, max (empty when it has none)."""
-    by_view: dict = {}
-    for m in fp.metrics.values():
-        if m.name == "share.family" and isinstance(m.value, (int, float)):
-            by_view.setdefault(m.labels.get("view"), {})[m.labels.get("family")] = float(m.value)
-    for view in ("p50", "rank0", "max", None):
-        if by_view.get(view):
-            return view, by_view[view]
-    return None, {}
-
-
 def _other_workload(base: Fingerprint, cand: Fingerprint) -> str | None:
-    """Why the two sides are not the same workload (a baseline of another model or job, e.g. a
-    CI matrix leg pointed at the wrong baseline name), or None: their kernel family sets
-    (``share.family``, every family) overlap less than :data:`OTHER_WORKLOAD_MAX_JACCARD` and
-    the shared families hold less than :data:`OTHER_WORKLOAD_MAX_SHARED_TIME` of the ΣDuration
-    of the baseline or of the candidate. Judging such a pair metric by metric would report every
-    family of each side as new or gone, a REGRESSION whose causes are all side effects of the
-    mix-up. Not applied when the toolchain (CANN / torch_npu) changed, since kernel names may
-    change with it, or when a side has fewer than :data:`OTHER_WORKLOAD_MIN_FAMILIES` families."""
+    """Why the two sides are not the same workload (:func:`perfgate.metrics.workload.other_workload`:
+    a baseline of another model or job, e.g. a CI matrix leg pointed at the wrong baseline
+    name), or None. Judging such a pair metric by metric would report every family of each side
+    as new or gone, a REGRESSION whose causes are all side effects of the mix-up. Not applied
+    when the toolchain (CANN / torch_npu) changed, since kernel names may change with it."""
     if _toolchain_changed(base, cand):
         return None
-    vb, sb = _family_shares(base)
-    vc, sc = _family_shares(cand)
-    if min(len(sb), len(sc)) < OTHER_WORKLOAD_MIN_FAMILIES:
-        return None
-    shared = set(sb) & set(sc)
-    jaccard = len(shared) / len(set(sb) | set(sc))
-    tb, tc = sum(sb[f] for f in shared) / sum(sb.values()), sum(sc[f] for f in shared) / sum(sc.values())
-    if jaccard >= OTHER_WORKLOAD_MAX_JACCARD or min(tb, tc) >= OTHER_WORKLOAD_MAX_SHARED_TIME:
-        return None
-    return (f"not the same workload: the two sides share {len(shared)} of {len(set(sb) | set(sc))} kernel "
-            f"families, which hold {tb:.0%} of the baseline's ΣDuration and {tc:.0%} of the candidate's "
-            f"(share.family, {vb} view): a baseline of another model or job")
+    why = other_workload(base, cand)
+    return f"{why}: a baseline of another model or job" if why else None
 
 
 def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:

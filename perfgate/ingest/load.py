@@ -3,6 +3,7 @@ communication.json, timeline, or the DB export) read into a :class:`RankCapture`
 Re-exported by :mod:`perfgate.ingest`; entry point :func:`load_capture`."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -319,8 +320,29 @@ def _trace_result(ahead, tv_path: Path) -> TraceSummary:
     return read_trace(tv_path, prescan=prescan)
 
 
+_OPTIONAL_FILES = ("step_trace_time.csv", "communication.json", "trace_view.json", "analysis.db")
+
+
+def _require_regular(out: Path) -> None:
+    """An optional file of the rank (:data:`_OPTIONAL_FILES`) is either absent or a regular file
+    (through a symbolic link): a folder, a FIFO or a link to nothing under that name is not "not
+    present" (the run would pass without what it holds) but an unreadable file.
+
+    Raises:
+        InvalidCaptureError: naming the path and what is there instead (exit 3)."""
+    for name in _OPTIONAL_FILES:
+        p = out / name
+        if p.is_file() or not os.path.lexists(p):
+            continue
+        what = ("a symbolic link to nothing" if p.is_symlink() and not p.exists() else
+                "a folder" if p.is_dir() else "not a regular file (a FIFO, socket or device)")
+        raise InvalidCaptureError(f"{name} is {what}: it cannot be read as the profiler's file", path=p,
+                                  hint="re-export the capture, or remove the entry if the profiler did not write it")
+
+
 def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, while_scanning=None) -> RankCapture:
     out = loc.output_dir
+    _require_regular(out)
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
         return _load_db_rank(loc, files[0], with_trace=with_trace)

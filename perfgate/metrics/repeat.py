@@ -22,6 +22,7 @@ import numpy as np
 
 from perfgate.errors import UsageError
 from perfgate.metrics.kernels import median_low
+from perfgate.metrics.workload import other_workload
 from perfgate.model import Fingerprint, MetricValue
 
 # the comparability facets of perfgate.compare, and the profiler level and aic_metrics: between a
@@ -63,6 +64,33 @@ def _merge_topn(ms: list[MetricValue]) -> MetricValue:
                        context=ctx)
 
 
+def require_one_job(fps: list[Fingerprint]) -> None:
+    """Refuse fingerprints that cannot be repeated runs of one commit: a configuration facet
+    that differs (:data:`_CONFIG_MUST_MATCH`: rank count, rank ids, Type / Accelerator Core
+    availability, communication.json, fingerprint rules, toolchain versions, profiler level,
+    aic_metrics) or another workload (:func:`perfgate.metrics.workload.other_workload`).
+
+    Raises:
+        UsageError: naming both captures (by their ``provenance["source"]``), the facet and both
+            values, or how little their kernel families overlap."""
+    ref = fps[0]
+    for i, fp in enumerate(fps[1:], start=2):
+        for facet in _CONFIG_MUST_MATCH:
+            if fp.config.get(facet) != ref.config.get(facet):
+                ranks = (f" (ranks {ref.config.get('ranks')} vs {fp.config.get('ranks')})"
+                         if facet == "world_size" else "")
+                raise UsageError(
+                    f"capture {i} ({fp.provenance.get('source')}) differs from capture 1 "
+                    f"({ref.provenance.get('source')}) in {facet}: {ref.config.get(facet)!r} vs "
+                    f"{fp.config.get(facet)!r}{ranks}; repeated captures of one side must be the same job",
+                    hint="pass captures of one job configuration per side")
+        why = other_workload(ref, fp, names=("capture 1", f"capture {i}"))
+        if why:
+            raise UsageError(f"capture {i} ({fp.provenance.get('source')}) and capture 1 ({ref.provenance.get('source')}) "
+                             f"are {why}; repeated captures of one side must be the same job",
+                             hint="pass captures of one job configuration per side")
+
+
 def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
     """Merge fingerprints of repeated captures of one commit into one side (see module doc).
 
@@ -76,24 +104,15 @@ def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
         UsageError: no fingerprint, or captures whose configuration differs (rank count,
             rank ids, Type / Accelerator Core availability,
             communication.json, fingerprint rules, toolchain versions, profiler level,
-            aic_metrics): repeated runs of one
-            commit must be the same job; the message names the facet and both values.
+            aic_metrics), or captures of another workload (:func:`perfgate.metrics.workload.other_workload`):
+            repeated runs of one commit must be the same job; the message names the facet and both values.
     """
     if not fps:
         raise UsageError("no capture given")
     if len(fps) == 1:
         return fps[0]
+    require_one_job(fps)
     ref = fps[0]
-    for i, fp in enumerate(fps[1:], start=2):
-        for facet in _CONFIG_MUST_MATCH:
-            if fp.config.get(facet) != ref.config.get(facet):
-                ranks = (f" (ranks {ref.config.get('ranks')} vs {fp.config.get('ranks')})"
-                         if facet == "world_size" else "")
-                raise UsageError(
-                    f"capture {i} ({fp.provenance.get('source')}) differs from capture 1 "
-                    f"({ref.provenance.get('source')}) in {facet}: {ref.config.get(facet)!r} vs "
-                    f"{fp.config.get(facet)!r}{ranks}; repeated captures of one side must be the same job",
-                    hint="pass captures of one job configuration per side")
     keys = sorted(set().union(*[set(fp.metrics) for fp in fps]))
     metrics = {}
     for key in keys:

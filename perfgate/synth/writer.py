@@ -408,14 +408,21 @@ def write_capture(out_dir, spec: SynthSpec = SynthSpec()) -> Path:
 
     Raises:
         ValueError: unknown ``spec.header``.
+        StoreError: a folder or file cannot be written (read-only place, a path component that
+            is a file, a full disk: exit 5), naming the path.
     """
     if spec.header not in HEADERS:
         raise ValueError(f"unknown header generation {spec.header!r}; use one of {sorted(HEADERS)}")
     root = Path(out_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    for rank in range(spec.ranks):
-        rng = np.random.default_rng([spec.seed, rank])
-        _write_rank(root, spec, rank, _rank_timeline(spec, rank, rng))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for rank in range(spec.ranks):
+            rng = np.random.default_rng([spec.seed, rank])
+            _write_rank(root, spec, rank, _rank_timeline(spec, rank, rng))
+    except OSError as e:
+        from perfgate.errors import StoreError
+        raise StoreError(f"cannot write the synthetic capture: {e.strerror or e}",
+                         path=Path(e.filename) if e.filename else root) from None
     return root
 
 
