@@ -23,13 +23,14 @@ def _summarize_location(loc, config: FingerprintConfig, trace_ahead: bool = Fals
     rank's problem is reported. ``trace_ahead``: scan a large timeline in one spawned process
     while this one reads the kernel table (:func:`_load_with_trace_ahead`)."""
     from perfgate.ingest import as_capture_error, load_rank, trace_worth_reading_ahead
-    from perfgate.metrics.fingerprint import summarize_rank
+    from perfgate.metrics.fingerprint import small_rank_gc_paused, summarize_rank
     try:
         if trace_ahead and trace_worth_reading_ahead(loc, config.with_trace) is not None:
             rank, free = _load_with_trace_ahead(loc, config)
             return summarize_rank(rank, config.policy, config.root, free)
-        rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
-        return summarize_rank(rank, config.policy, config.root)
+        with small_rank_gc_paused(loc):   # per-rank fixed cost: no collection mid-rank
+            rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
+            return summarize_rank(rank, config.policy, config.root)
     except (InvalidCaptureError, OSError) as e:
         return as_capture_error(e, loc)
 
@@ -294,10 +295,13 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
             # one rank at a time here: with a second CPU free (and more than one process
             # allowed), a large timeline is scanned in another process beside the tables
             ahead = _SCAN_AHEAD and workers != 1 and usable_cpus() >= 2
-            for loc in locs:
-                results.append(_summarize_location(loc, config, trace_ahead=ahead))
-                if progress:
-                    progress(len(results), total)
+            from perfgate.metrics.fingerprint import finished_ranks_out_of_gc
+            with finished_ranks_out_of_gc() as keep:   # per-rank fixed cost: no walks of finished ranks
+                for loc in locs:
+                    results.append(_summarize_location(loc, config, trace_ahead=ahead))
+                    keep()
+                    if progress:
+                        progress(len(results), total)
     problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))
     if problems:
         raise InvalidCaptureError.combine(problems)

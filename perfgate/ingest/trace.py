@@ -65,8 +65,10 @@ def _to_ns(values: list, path: Path, what: str) -> np.ndarray:
     int64 ns, converted in one vectorised pass (Arrow) instead of once per event."""
     if not values:
         return np.zeros(0, dtype=np.int64)
-    texts = pa.array([None if v is None else (v if isinstance(v, str) else format(v, "f")) for v in values],
-                     type=pa.string())
+    # an int is written out as it is: format(int, "f") goes through a float and loses the digits
+    # beyond 2**53 (json.loads gives ints for integer ts); Decimals and floats in fixed notation
+    texts = pa.array([None if v is None else v if isinstance(v, str) else str(v)
+                      if type(v) is int else format(v, "f") for v in values], type=pa.string())
     try:
         out, null = exact_scaled_arrow(pc.utf8_trim_whitespace(texts), 1000, path=path, column=f"event {what}",
                                        allow_null=False)

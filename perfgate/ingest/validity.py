@@ -34,6 +34,7 @@ passes over the start / duration columns (measured in benchmarks/bench_scale.py)
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -52,9 +53,22 @@ STREAM_OVERLAP_NS = 1_000                  # a task starting > 1 us before its s
 
 def collection_window(info_path: Path | None) -> tuple[int, int] | None:
     """``(begin_ns, end_ns)`` host wall clock of the profiler's collection, from
-    profiler_info_<N>.json (see module doc); None when the file lacks any of the three fields."""
+    profiler_info_<N>.json (see module doc); None when the file lacks any of the three fields.
+    Remembered per file version (path, device, inode, size, modification and change times): a rank's
+    reader asks up to three times for the same file (kernel table, step trace, communication)."""
     if info_path is None:
         return None
+    try:
+        st = Path(info_path).stat()
+    except OSError:
+        return None
+    return _collection_window(str(info_path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _collection_window(info_path: str, *_version) -> tuple[int, int] | None:
+    """:func:`collection_window` of one version of the file (the arguments after the path are
+    its stat fields, the cache key only)."""
     try:
         doc = json.loads(Path(info_path).read_bytes())
         end = doc["end_info"]["collectionTimeEnd"]

@@ -480,6 +480,27 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
     return starts, ends
 
 
+def _step_names(step: pd.Series, at: np.ndarray) -> list:
+    """``[str(x) for x in step.iloc[at]]``; for a categorical (the kernel table's step column)
+    from its categories' Python values and the codes at ``at`` (no Series ``iloc``, ~0.4 ms per
+    rank). Every row at ``at`` holds a step (blank-step rows are not segmented)."""
+    if isinstance(step.dtype, pd.CategoricalDtype):
+        codes = step.array.codes[at]
+        if (codes >= 0).all():
+            cats = step.array.categories.tolist()
+            return [str(cats[c]) for c in codes.tolist()]
+    return [str(x) for x in step.iloc[at]]
+
+
+def _rows_of(df: pd.DataFrame, pos: np.ndarray, used: list) -> pd.DataFrame:
+    """``df.iloc[pos, [columns used]]`` (the same frame: columns, dtypes, index) built from
+    each column's array ``take`` (~0.3 ms instead of ~0.5 ms on a small rank). Columns named
+    twice keep the ``iloc`` form."""
+    if df.columns.has_duplicates:
+        return df.iloc[pos, [df.columns.get_loc(c) for c in used]]
+    return pd.DataFrame({c: df[c].array.take(pos) for c in used}, index=df.index.take(pos), copy=False)
+
+
 def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Series | None = None,
                  path=None) -> RankSegments:
     """Segment every step of one rank's kernel table (:mod:`perfgate.ingest.kernels` columns).
@@ -503,8 +524,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         pd.factorize(df["step"], sort=True)[0]
     pos = keep[np.lexsort((df["row"].to_numpy()[keep], df["start_ns"].to_numpy()[keep], step_key[keep]))]
     if len(pos) < len(df) or (np.diff(pos) != 1).any():
-        cols = [df.columns.get_loc(c) for c in used]
-        k = df.iloc[pos, cols]
+        k = _rows_of(df, pos, used)
     else:   # rows already in (step, start, row) order: the table itself (columns read by name only)
         k = df
     k = k.assign(family=km.family_of(k["name"], family_suffix))
@@ -524,7 +544,7 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     bounds = np.flatnonzero(np.diff(scode)) + 1
     step_lo = np.concatenate([[0], bounds]).astype(np.int64) if N else np.zeros(0, dtype=np.int64)
     step_hi = np.concatenate([bounds - 1, [N - 1]]).astype(np.int64) if N else np.zeros(0, dtype=np.int64)
-    step_names = [str(x) for x in k["step"].iloc[step_lo]] if N else []
+    step_names = _step_names(k["step"], step_lo) if N else []
     nsteps = len(step_lo)
     sidx = np.repeat(np.arange(nsteps), step_hi - step_lo + 1)
 
@@ -1027,6 +1047,8 @@ def _lower_median_per_group(g: np.ndarray, n: np.ndarray, ngroups: int, total: i
 def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes,
              cat_names, nsteps) -> pd.DataFrame:
     """The classes table (:func:`class_table`): one group-by over int class codes per level."""
+    if not len(layers) and not len(blocks):   # no layer (and so no block): the empty table
+        return _empty_classes()
     out = []
     blk_of_row = np.repeat(np.arange(len(bs)), be - bs + 1) if len(bs) else np.zeros(0, dtype=np.int64)
     seg_code = np.full(len(is_layer), -1, dtype=np.int64)
@@ -1077,7 +1099,18 @@ def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam
                         "top_families": "; ".join(f"{f} ({v:.3f})" for f, v in tops.get(c, [])),
                         "bound": (bound.get(c) or [(None,)])[0][0],
                         "example_rows": f"{int(frow[c])}-{int(lrow[c])}"})
-    return pd.DataFrame(out, columns=CLASS_COLS)
+    return pd.DataFrame(out, columns=CLASS_COLS) if out else _empty_classes()
+
+
+_EMPTY_CLASSES: list = []
+
+
+def _empty_classes() -> pd.DataFrame:
+    """``pd.DataFrame([], columns=CLASS_COLS)`` as a copy of one such frame made once per
+    process (~0.03 ms instead of ~0.6 ms: a rank without layers asks for it every time)."""
+    if not _EMPTY_CLASSES:
+        _EMPTY_CLASSES.append(pd.DataFrame([], columns=CLASS_COLS))
+    return _EMPTY_CLASSES[0].copy()
 
 
 def class_table(seg: RankSegments) -> pd.DataFrame:

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate.ingest.kernels import IMPLICIT_STEP
+from perfgate.metrics import kernels as km
 from perfgate.metrics.intervals import busy_union_ns, segmented_union_ns
 from perfgate.metrics.steps import numeric_first_order
 from perfgate.model import SelfCheck, from_columns
@@ -215,7 +216,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
     else:
         ref, ref_name = None, None
 
-    kernel_steps = _pylist(pd.unique(k["step"].dropna()))
+    kernel_steps = km.present_values(k["step"])
     if not kernel_steps:
         out.append(SelfCheck(
             "steps_present", rank.rank, None, FAIL,
@@ -248,7 +249,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
             # one step per label: every per-step figure from one columnar pass (segmented sums and
             # busy unions over the step codes), then the three checks of every step as columns
             per = _Stats.per_code(codes, arrays, len(cat.cat.categories))
-            at = cat.cat.categories.get_indexer(pd.Index(labels, dtype=object))
+            at = km.positions_in(cat.cat.categories.tolist(), labels)   # categories are distinct
             stats = {f: np.asarray(col)[at] for f, col in zip(_Stats._fields, per)}
             refv = ref.reindex(labels)
             refs = {c: refv[c].to_numpy(dtype=float) for c in ("comm_us", "computing_us", "overlapped_us")}
@@ -330,7 +331,7 @@ def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str
             or not all(map(str.isdigit, map(str, labels))):
         return checks
     n_last = int(last_step)
-    present = set(_pylist(pd.unique(k["step"].dropna())))
+    present = set(km.present_values(k["step"]))
     active = (ref["computing_us"].to_numpy(dtype=float) + ref["comm_us"].to_numpy(dtype=float)) > 0
     lacking = [lab for lab, a in zip(labels, active.tolist()) if a and lab not in present]
     after = [lab for lab in lacking if int(lab) > n_last]

@@ -246,12 +246,13 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
         # step_trace_time.csv Preparing: the first non-missing value of each step (as a
         # group-by first() gives it), looked up for every step label at once
         st_ = rank.step_trace
-        ok = st_["step"].notna().to_numpy()
+        ok = ~np.asarray(pd.isna(st_["step"].array), dtype=bool)   # no Series of the mask
         keys = st_["step"].to_numpy(dtype=object)[ok]
         vals = st_["preparing_us"].to_numpy(dtype=float)[ok]
         nn = ~np.isnan(vals)
         uk, first_at = np.unique(keys[nn].astype(str), return_index=True)
-        at = pd.Index(uk.astype(object), dtype=object).get_indexer(pd.Index(labels, dtype=object))
+        from perfgate.metrics import kernels as km
+        at = km.positions_in(uk.astype(object).tolist(), labels)   # uk distinct (np.unique)
         pv = np.where(at >= 0, vals[nn][first_at][np.maximum(at, 0)] if len(uk) else np.nan, np.nan)
         pre[~have_win] = pv[~have_win]
     # uncovered communication: per communication row, its duration minus the part the step's
@@ -279,7 +280,9 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
     appear = np.argsort(_first_position(codes, sc[gstart]), kind="stable")
     perm = appear[numeric_first_order(labels[appear].tolist(), by_text=False)]
     out = {c: (list(map(v.__getitem__, perm.tolist())) if isinstance(v, list) else v[perm]) for c, v in cols.items()}
-    return pd.DataFrame({c: pd.Series(v) if isinstance(v, list) else v for c, v in out.items()},
+    # a list column is typed as pd.Series(list) types it; its array (not the Series) goes in, so
+    # the frame aligns no index (~0.2 ms per rank)
+    return pd.DataFrame({c: pd.Series(v).array if isinstance(v, list) else v for c, v in out.items()},
                         columns=STEP_COLUMNS)
 
 
@@ -373,8 +376,7 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
         return []
     names = ("underfeed_ratio", "bubble_us", "wall_us", "step_us", "prelaunch_us", "tail_us", "internal_bubble_us",
              "kernel_sum_us", "largest_bubble_us", "wait_after_gap_us", "exposed_comm_ratio")
-    m = table[list(names)].to_numpy(dtype=float)  # one 2-D conversion, not one per column
-    f = {c: m[:, j] for j, c in enumerate(names)}
+    f = {c: table[c].to_numpy(dtype=float) for c in names}  # per column: no sub-frame (~0.3 ms per rank)
     step = np.where(np.isnan(f["step_us"]), f["wall_us"], f["step_us"])
     prod = th["gap_step_ratio"] * step
     lim = np.where(prod > th["gap_min_us"], prod, th["gap_min_us"])  # max(gap_min, ratio x step)
