@@ -89,3 +89,15 @@ def std_bytes(obj, *, sort_keys: bool = False) -> bytes:
         return (json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n").encode("utf-8")
     except UnicodeEncodeError:
         return (json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def loads(data, **kw):
+    """``json.loads(data, **kw)`` where a document nested deeper than Python's recursion limit
+    (``[[[[...]]]]`` a thousand levels down: never a profiler's, a baseline's or GitHub's file)
+    raises ``json.JSONDecodeError("nesting too deep", ...)`` like any other invalid JSON instead
+    of ``RecursionError``, so every reader's invalid-JSON error (exit 3 / 5 / 2) names the file."""
+    try:
+        return json.loads(data, **kw)
+    except RecursionError:
+        text = data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else str(data)
+        raise json.JSONDecodeError("nesting too deep", text, 0) from None

@@ -28,6 +28,7 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
+from perfgate import jsonout
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.kernels import IMPLICIT_STEP
 
@@ -257,7 +258,7 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
     if not data.strip():
         raise InvalidCaptureError("file is empty", path=path)
     try:
-        doc = json.loads(data)
+        doc = jsonout.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         pos = getattr(e, "pos", None) if isinstance(e, json.JSONDecodeError) else getattr(e, "start", None)
         raise InvalidCaptureError(f"invalid JSON: {getattr(e, 'msg', e)}", path=path, byte_offset=pos) from None

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfgate import jsonout
 from perfgate.errors import InvalidCaptureError, UsageError
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -105,7 +106,7 @@ def read_profiler_metadata(rank_dir: Path) -> dict:
     if not path.is_file():
         return {"world_size": None, "rank": None, "path": None}
     try:
-        doc = json.loads(path.read_bytes())
+        doc = jsonout.loads(path.read_bytes())
     except OSError as e:
         raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
     except json.JSONDecodeError as e:
@@ -229,7 +230,7 @@ def read_profiler_info(path: Path) -> dict:
     if not text.strip():
         raise InvalidCaptureError("file is empty", path=path)
     try:
-        doc = json.loads(text)
+        doc = jsonout.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidCaptureError(f"invalid JSON: {e.msg}", path=path, byte_offset=e.pos) from None
     except UnicodeDecodeError as e:

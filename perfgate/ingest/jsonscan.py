@@ -27,6 +27,8 @@ import json
 
 import numpy as np
 
+from perfgate import jsonout
+
 BLOCK = 8 << 20
 _WS = b" \t\r\n"
 
@@ -197,7 +199,7 @@ def iter_selected(f, start: int, size: int, needles: tuple, block: int = BLOCK):
 def _parse_region(buf: bytes, cut: int, base: int) -> list:
     """All items of ``buf[:cut]`` in one ``json.loads`` (every item's syntax checked)."""
     try:
-        return json.loads(b"[" + buf[:cut] + b"]", parse_float=str)
+        return jsonout.loads(b"[" + buf[:cut] + b"]", parse_float=str)
     except json.JSONDecodeError as err:
         raise ScanError(err.msg, base + max(err.pos - 1, 0)) from None
     except UnicodeDecodeError as err:
@@ -212,12 +214,12 @@ def _parse_items(buf: bytes, starts: np.ndarray, ends: np.ndarray, base: int) ->
         return []
     parts = [buf[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
     try:
-        return json.loads(b"[" + b",".join(parts) + b"]", parse_float=str)
+        return jsonout.loads(b"[" + b",".join(parts) + b"]", parse_float=str)
     except (json.JSONDecodeError, UnicodeDecodeError):
         pass
     for s, part in zip(starts.tolist(), parts):
         try:
-            json.loads(part, parse_float=str)
+            jsonout.loads(part, parse_float=str)
         except json.JSONDecodeError as err:
             raise ScanError(err.msg, base + s + err.pos) from None
         except UnicodeDecodeError as err:

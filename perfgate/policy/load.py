@@ -335,6 +335,17 @@ def load_policy(path=None) -> Policy:
                               hint="reinstall perfgate (pip install --force-reinstall perfgate) or pass --policy")
         path = DEFAULT_POLICY
     path = Path(path)
+    try:
+        return _load_policy(path)
+    except (AttributeError, TypeError, RecursionError) as e:
+        # a value of another YAML type where the checks above did not look (metrics: x, a number
+        # where a list is read, YAML nested a thousand levels): the file's fault, never a crash
+        raise PolicyError(f"a value has the wrong type or shape ({type(e).__name__}: {e})", path=path,
+                          hint="compare the keys with perfgate/policies/default.yaml and docs/policy.md") from None
+
+
+def _load_policy(path: Path) -> Policy:
+    """The body of :func:`load_policy`, for one existing path."""
     doc = read_mapping(path, "policy")
     unknown = set(doc) - _TOP_KEYS
     if unknown:

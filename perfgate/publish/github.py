@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from perfgate.ci_env import MERGE_QUEUE_EVENTS, PR_EVENTS
+from perfgate import jsonout
 from perfgate.errors import EXIT_STORE, PerfgateError, StoreError, UsageError
 from perfgate.report.markdown import marker
 from perfgate.store.atomic import write_atomic
@@ -219,7 +220,7 @@ def context_from_env(env=None, *, problems: list | None = None) -> ActionsContex
     path = env.get("GITHUB_EVENT_PATH")
     if path:
         try:
-            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+            payload = jsonout.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
             raise UsageError(f"cannot read the event payload: {e.strerror}", path=path) from None
         except ValueError as e:  # also UnicodeDecodeError

@@ -48,7 +48,7 @@ def _parse(data: bytes):
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data.decode("utf-8"))
+    return jsonout.loads(data.decode("utf-8"))
 
 
 # the sections of a saved fingerprint and their JSON types (Fingerprint.to_dict)
@@ -193,6 +193,8 @@ class BaselineStore:
                 if not (isinstance(m.value, (int, float)) and not isinstance(m.value, bool)) and not (
                         isinstance(m.value, list) and all(isinstance(x, str) for x in m.value)):
                     raise ValueError(f"metric {key!r} has value {m.value!r}")
+                if type(m.value) is int and abs(m.value) >= 2 ** 63:   # never written by perfgate; no float holds it
+                    raise ValueError(f"metric {key!r} has value {str(m.value)[:24]}... (out of range)")
                 if isinstance(m.value, float) and not math.isfinite(m.value):  # NaN / Infinity: not JSON
                     raise ValueError(f"metric {key!r} has value {m.value!r} (not a finite number)")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
