@@ -89,9 +89,10 @@ common_history = click.option(
          "`perfgate history`, --baseline history:BRANCH of `check`, trend sparklines of the HTML reports "
          "(used there when it exists); `check` and `report` only read it; --db is the same option.")
 common_workers = click.option("--workers", type=click.IntRange(1, 512), default=None,
-                              help="Processes for per-rank work (default: all cores when the kernel tables of several ranks "
-                                   "exceed 64 MiB together, else 1; a rank read in this process then has a timeline of "
-                                   "64 MiB or more scanned by a second process). 1: everything in this process.")
+                              help="At most this many processes for per-rank work (default: the CPUs this process may "
+                                   "run on). A pool starts only when the kernel tables of several ranks exceed 64 MiB "
+                                   "together, whatever N; else the ranks are read here, and a timeline of 64 MiB or more "
+                                   "is scanned by a second process. 1: everything in this process.")
 
 
 def _branch_name(ctx, param, value):
