@@ -54,9 +54,9 @@ def _parse(data: bytes):
 # the sections of a saved fingerprint and their JSON types (Fingerprint.to_dict)
 _SECTIONS = {"provenance": dict, "config": dict, "self_checks": list, "warnings": list, "findings": list,
              "detail": dict}
-_CONFIG_KEYS = ("world_size", "ranks")
+_CONFIG_KEYS = ("world_size", "ranks")   # a comparison's first question: the same job's ranks?
 _JSON_TYPE = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
-              bool: "a boolean", type(None): "null"}   # a comparison's first question: the same job's ranks?
+              bool: "a boolean", type(None): "null"}
 
 
 def _require_shape(fpd: dict) -> None:
