@@ -17,22 +17,33 @@ from perfgate.metrics.summary import FingerprintConfig
 from perfgate.model import Fingerprint
 
 
-def _summarize_location(loc, config: FingerprintConfig, trace_ahead: bool = False):
+def _summarize_location(loc, config: FingerprintConfig, trace_ahead: bool = False, beside: bool = False):
     """Worker body (module level so process pools and dask can pickle it): one rank's files
     -> its :class:`~perfgate.metrics.summary.RankSummary`. Errors come back as values so every
     rank's problem is reported. ``trace_ahead``: scan a large timeline in one spawned process
-    while this one reads the kernel table (:func:`_load_with_trace_ahead`)."""
+    while this one reads the kernel table (:func:`_load_with_trace_ahead`). ``beside``
+    (otherwise): a large kernel table's structure stage runs in a thread while this one reads
+    the other files and computes the rest
+    (:func:`perfgate.metrics.fingerprint.structure_beside`)."""
     from perfgate.ingest import as_capture_error, load_rank, trace_worth_reading_ahead
-    from perfgate.metrics.fingerprint import small_rank_gc_paused, summarize_rank
+    from perfgate.metrics.fingerprint import small_rank_gc_paused, structure_beside, summarize_rank
+    pre = []
     try:
         if trace_ahead and trace_worth_reading_ahead(loc, config.with_trace) is not None:
             rank, free = _load_with_trace_ahead(loc, config)
             return summarize_rank(rank, config.policy, config.root, free)
+
+        def start(kernels):
+            pre.append(structure_beside(kernels, loc.rank, config.policy, config.root) if beside else None)
         with small_rank_gc_paused(loc):   # per-rank fixed cost: no collection mid-rank
-            rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes)
-            return summarize_rank(rank, config.policy, config.root)
+            rank = load_rank(loc, with_trace=config.with_trace, pmu=config.read_pmu, shapes=config.read_shapes,
+                             after_kernels=start)
+            return summarize_rank(rank, config.policy, config.root, pre[0] if pre else None)
     except (InvalidCaptureError, OSError) as e:
         return as_capture_error(e, loc)
+    finally:
+        if pre and pre[0] is not None:
+            pre[0].join()   # a refused rank leaves nothing running
 
 
 _SCAN_AHEAD = False
@@ -243,7 +254,8 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
 
     Args:
         workers: at most this many processes for a local pool (None = every CPU this process
-            may run on, :func:`usable_cpus`; 1 = in this process). A pool starts only when the ranks' kernel tables and traces exceed
+            may run on, :func:`usable_cpus`; 1 = in this process, one thread: otherwise a large kernel
+            table's structure stage runs in a second thread, :func:`perfgate.metrics.fingerprint.structure_beside`). A pool starts only when the ranks' kernel tables and traces exceed
             AUTO_PARALLEL_BYTES (64 MiB); below that the work runs in this process, because
             starting the pool would cost more CPU than it saves. Within
             :func:`timelines_scanned_ahead` (the command line), ranks read in this process (one
@@ -294,11 +306,12 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
         else:
             # one rank at a time here: with a second CPU free (and more than one process
             # allowed), a large timeline is scanned in another process beside the tables
-            ahead = _SCAN_AHEAD and workers != 1 and usable_cpus() >= 2
+            two = workers != 1 and usable_cpus() >= 2
+            ahead = _SCAN_AHEAD and two
             from perfgate.metrics.fingerprint import finished_ranks_out_of_gc
             with finished_ranks_out_of_gc() as keep:   # per-rank fixed cost: no walks of finished ranks
                 for loc in locs:
-                    results.append(_summarize_location(loc, config, trace_ahead=ahead))
+                    results.append(_summarize_location(loc, config, trace_ahead=ahead, beside=two))
                     keep()
                     if progress:
                         progress(len(results), total)

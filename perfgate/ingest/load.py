@@ -141,7 +141,7 @@ def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> 
 
 
 def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False,
-              trace_pool=None, while_scanning=None) -> RankCapture:
+              trace_pool=None, while_scanning=None, after_kernels=None) -> RankCapture:
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     ``trace_pool``: an optional ``concurrent.futures.Executor`` of other *processes* (the
@@ -153,6 +153,9 @@ def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str =
     ``while_scanning``: called with the :class:`KernelTable` once everything but the timeline
     is read, when the timeline is being scanned in ``trace_pool`` (work that needs only the
     kernel table fills the wait); it must not raise.
+    ``after_kernels``: called with the :class:`KernelTable` as soon as it is read and its values
+    checked, before the rank's other files are read (work on the kernel table can start beside
+    them, e.g. :func:`perfgate.metrics.fingerprint.structure_beside`); it must not raise.
 
     Raises:
         InvalidCaptureError: kernel table missing or unreadable, or any present optional file
@@ -164,7 +167,7 @@ def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str =
     try:
         _check_memory(loc)
         return _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes, trace_pool=trace_pool,
-                          while_scanning=while_scanning)
+                          while_scanning=while_scanning, after_kernels=after_kernels)
     except MemoryError as e:
         found = []
         for f in loc.output_dir.glob("*"):
@@ -340,7 +343,8 @@ def _require_regular(out: Path) -> None:
                                   hint="re-export the capture, or remove the entry if the profiler did not write it")
 
 
-def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, while_scanning=None) -> RankCapture:
+def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, while_scanning=None,
+               after_kernels=None) -> RankCapture:
     out = loc.output_dir
     _require_regular(out)
     kind, files = _kernel_source(out, loc.layout)
@@ -355,6 +359,8 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
     ahead = _trace_ahead(trace_pool, loc, with_trace)
     kernels = _read_slices(files, pmu=pmu, shapes=shapes)
     _check_values(loc, kernels)
+    if after_kernels is not None:
+        after_kernels(kernels)
     missing = []
     warnings = list(kernels.warnings)
     if any(out.glob("ascend_pytorch_profiler*.db")):

@@ -595,6 +595,78 @@ class _TimelineFree(dict):
     ``segments`` and ``view``, or ``error`` with the ``stage`` that raised it (the stages after
     it are absent)."""
 
+    def settle(self, stage: str) -> None:
+        """Wait until ``stage`` is computed (nothing to wait for here: the stages are filled
+        before the summary reads them)."""
+
+
+#: a kernel table of at least this many rows has its structure stage computed in a thread
+#: beside the rest of its rank's load and summary (:func:`structure_beside`); below it a thread
+#: saves less than it costs (GIL hand-overs, ~1 ms)
+STRUCTURE_BESIDE_ROWS = 100_000
+
+
+class _StructureBeside(_TimelineFree):
+    """``cat`` and ``segments`` of one rank's kernel table, computed in a thread of this process
+    (:func:`structure_beside`); the summary waits for a stage it needs (:meth:`settle`). An
+    error is kept with its stage, as :func:`timeline_free_part` keeps it."""
+
+    STAGES = ("cat", "segments")
+
+    def __init__(self, kernels, rank_id: int, policy, root):
+        import threading
+        super().__init__(kernels=kernels)
+        self._cond = threading.Condition()
+        self._done = False
+        self._thread = threading.Thread(target=self._run, args=(kernels, rank_id, policy, root),
+                                        name=f"perfgate-structure-rank{rank_id}", daemon=True)
+        self._thread.start()
+
+    def _put(self, **kw) -> None:
+        with self._cond:
+            self.update(kw)
+            self._cond.notify_all()
+
+    def _run(self, kernels, rank_id, policy, root) -> None:
+        stage = "cat"
+        try:
+            cat = (km.categorize(kernels.df, policy.categories)
+                   if kernels.type_available and kernels.core_available else None)
+            self._put(cat=cat)
+            stage = "segments"
+            self._put(segments=_segment_summary_of(kernels, rank_id, policy, root, cat))
+        except Exception as e:  # noqa: BLE001 - re-raised by summarize_rank where it would have occurred
+            self._put(error=e, stage=stage)
+        finally:
+            with self._cond:
+                self._done = True
+                self._cond.notify_all()
+
+    def settle(self, stage: str) -> None:
+        if stage not in self.STAGES:
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: self._done or stage in self or self.get("stage") == stage)
+
+    def join(self) -> None:
+        """Wait for the thread to end (a rank refused while it ran: nothing is left running)."""
+        self._thread.join()
+
+
+def structure_beside(kernels, rank_id: int, policy, root) -> _TimelineFree | None:
+    """Start computing the row categories and the structure stage (:func:`_segment_summary_of`,
+    the largest single stage of a summary) of a kernel table of at least
+    :data:`STRUCTURE_BESIDE_ROWS` rows in a thread, while the calling thread reads the rank's
+    other files and computes the rest of :func:`summarize_rank` (pass the result as its
+    ``timeline_free``): the same summary and the same first error, on two CPUs instead of one
+    (numpy releases the GIL in its array loops). None for a smaller table. The thread only reads
+    the kernel table; call ``.join()`` on the result if the rank is refused before its summary.
+
+    Measured (1M-row ranks, 2-core VM, paired): docs/performance.md "Structure beside the rest"."""
+    if len(kernels.df) < STRUCTURE_BESIDE_ROWS:
+        return None
+    return _StructureBeside(kernels, rank_id, policy, root)
+
 
 def timeline_free_part(kernels, rank_id: int, policy, root) -> _TimelineFree:
     """The parts of :func:`summarize_rank` that read only the kernel table (no timeline, no
@@ -624,6 +696,7 @@ def _take(pre, rank, stage: str, compute):
     """The ``stage`` value of a :func:`timeline_free_part` made from this rank's kernel table
     (re-raising the error it kept for that stage), else ``compute()``."""
     if pre is not None and pre.get("kernels") is rank.kernels:
+        pre.settle(stage)
         if pre.get("stage") == stage:
             raise pre["error"]
         if stage in pre:
@@ -655,10 +728,17 @@ def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
                 f"rank {rank.rank}: {len(unknown)} kernel row(s) match no category rule and are in the "
                 f"'unknown' bucket (core types {cores or ['N/A']}, e.g. {k['name'].iloc[unknown[0]]!r}, "
                 f"row {int(k['row'].iloc[unknown[0]])}); add a rule to the policy")
-    seg_metrics, seg_detail = _take(pre, rank, "segments",
-                                    lambda: _segment_summary_of(rank.kernels, rank.rank, policy, root, cat))
-    family, kk, steps, (op_metrics, op_detail) = _take(pre, rank, "view",
-                                                       lambda: _family_view(rank.kernels, policy, root, cat))
+    def segments():
+        return _take(pre, rank, "segments", lambda: _segment_summary_of(rank.kernels, rank.rank, policy, root, cat))
+    # the family view before the structure stage, which may still be running beside
+    # (structure_beside); an error is still the one a serial run meets first (structure's)
+    try:
+        family, kk, steps, (op_metrics, op_detail) = _take(pre, rank, "view",
+                                                           lambda: _family_view(rank.kernels, policy, root, cat))
+    except Exception:
+        segments()
+        raise
+    seg_metrics, seg_detail = segments()
     metrics = rank_metrics(rank, policy, root, anatomy, kinds, cat, family=family, overlap=overlap, in_step=kk)
     metrics.update(op_metrics)
     metrics.update(seg_metrics)
