@@ -4,7 +4,10 @@ Glossary (see README): a *kernel* is one device task row of kernel_details.csv; 
 *family* is its name with volatile numeric suffixes removed; a *step* is a ProfilerStep;
 *ΣDuration* (caliber ``sum_duration``) is the plain sum of task durations across streams, so
 communication overlapped with compute is counted twice; *busy union* (caliber ``busy_union``)
-is the length of the union of task intervals, counting every busy microsecond once.
+is the length of the union of task intervals, counting every busy microsecond once; *elapsed*
+(caliber ``elapsed``) is wall-clock time on the device timeline, busy or not: a step's time
+(Computing + Communication(Not Overlapped) + Free) and its Free part (elapsed minus the busy
+union of compute and communication).
 
 Communication not hidden by compute has two figures with two names. *Exposed communication* is
 msprof's "Communication(Not Overlapped)" (step_trace_time.csv, or the trace's Overlap Analysis):
@@ -33,8 +36,9 @@ class _StrEnum(str, Enum):
 # calibers: which way a time figure was aggregated
 SUM_DURATION = "sum_duration"
 BUSY_UNION = "busy_union"
-CALIBERS = (SUM_DURATION, BUSY_UNION)
-CALIBER_LABEL = {SUM_DURATION: "ΣDuration", BUSY_UNION: "busy union"}
+ELAPSED = "elapsed"
+CALIBERS = (SUM_DURATION, BUSY_UNION, ELAPSED)
+CALIBER_LABEL = {SUM_DURATION: "ΣDuration", BUSY_UNION: "busy union", ELAPSED: "elapsed"}
 
 # tiers: how reproducible a quantity is between two captures of the same job
 TIER_EXACT = 1      # counts and sets: identical for identical work

@@ -48,7 +48,8 @@ def test_a_metric_without_caliber_or_note_cannot_be_rendered():
     bare = registry.MetricDef("x.bare", "us", None, terms.TIER_STEP, "a figure", "somewhere")
     with pytest.raises(ValueError, match="x.bare has no caliber and no caliber_note"):
         docs.caliber_text(bare)
-    assert docs.caliber_text(registry.get("step.time_us")) == "busy union"
+    assert docs.caliber_text(registry.get("step.time_us")) == "elapsed"
+    assert docs.caliber_text(registry.get("step.computing_us")) == "busy union"
     assert docs.caliber_text(registry.get("kernel.calls_per_step")) == "count (not a time figure)"
 
 

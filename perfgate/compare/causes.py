@@ -143,7 +143,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         a failing metric), ``what`` (text, first gated view), ``views`` ({view: short text}),
         ``evidence`` (list of evidence strings), ``explains`` (gated metric keys),
         ``step_delta_us`` (ΣDuration change per step, us, or None), ``step_time_delta_us``
-        (step.time_us change, busy union, us), ``step_fraction`` (their quotient or None) —
+        (step.time_us change, elapsed, us), ``step_fraction`` (their quotient or None) —
         failing causes first, then by |step_delta_us|; ``unexplained``: keys of gated moved
         metrics no cause explains.
     """

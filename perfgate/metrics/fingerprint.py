@@ -158,8 +158,9 @@ def _overlap_steps(rank, st_sums: pd.DataFrame | None = None) -> tuple[pd.DataFr
 
 def _overlap_and_comm_metrics(rank, root, out: dict, overlap=None):
     """Add one rank's step metrics from step_trace_time.csv (else the trace's Overlap Analysis):
-    ``step.*`` (us, busy-union caliber as msprof writes them), step time = Computing +
-    Communication(Not Overlapped) + Free (us), the exposed-communication ratio; and its
+    ``step.*`` (us, busy-union caliber as msprof writes them, Free and the step time elapsed),
+    step time = Computing + Communication(Not Overlapped) + Free (us), the
+    exposed-communication ratio; and its
     communication.json metrics (``comm.elapse_us`` per step, ``comm.wait_ratio``,
     ``comm.bandwidth_gbps`` per link), to ``out`` ({(name, labels): (value, evidence, context)}).
     Full and partial ranks alike. Returns the per-step step time (a Series by step, us) or None.

@@ -74,8 +74,9 @@ _DEFS = [
               "share of ΣDuration per step in one category (policy rules)",
               "Σ Duration(us) by category / Σ Duration(us)", absent_is_zero=True,
               requires=("type_available", "core_available", "categories_digest"), per_kernel=True, labels=('category',)),
-    MetricDef("step.time_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
-              "step time = Computing + Communication(Not Overlapped) + Free",
+    MetricDef("step.time_us", "us", terms.ELAPSED, terms.TIER_STEP,
+              "step time = Computing + Communication(Not Overlapped) + Free: the step's elapsed time, idle "
+              "time included (the busy union of the step is Computing + Communication(Not Overlapped))",
               "step_trace_time.csv; msprof-analyze cluster_analyse step_trace_time_analysis"),
     MetricDef("step.computing_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "Computing: merged compute intervals per step",
@@ -89,8 +90,8 @@ _DEFS = [
     MetricDef("step.overlapped_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
               "communication overlapped by compute",
               "step_trace_time.csv Overlapped = Communication − Communication(Not Overlapped)"),
-    MetricDef("step.free_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
-              "Free: device neither computing nor communicating",
+    MetricDef("step.free_us", "us", terms.ELAPSED, terms.TIER_STEP,
+              "Free: device neither computing nor communicating (elapsed step time minus its busy union)",
               "step_trace_time.csv Free (else trace_view.json Overlap Analysis)"),
     MetricDef("step.exposed_comm_ratio", "ratio", terms.BUSY_UNION, terms.TIER_STEP,
               "exposed-communication ratio = Comm(Not Overlapped) / Communication (only when every "
@@ -114,9 +115,9 @@ _DEFS = [
     MetricDef("step.wall_us", "us", None, terms.TIER_STEP,
               "device span of the step: last task end − first task start", "kernel_details.csv",
               caliber_note=_SPAN),
-    MetricDef("step.bubble_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
+    MetricDef("step.bubble_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "device idle inside the span: wall − busy union", "kernel_details.csv merged intervals"),
-    MetricDef("step.underfeed_ratio", "ratio", terms.BUSY_UNION, terms.TIER_STEP,
+    MetricDef("step.underfeed_ratio", "ratio", terms.ELAPSED, terms.TIER_STEP,
               "underfeed ratio = bubble / wall", "kernel_details.csv merged intervals"),
     MetricDef("step.prelaunch_gap_us", "us", None, terms.TIER_STEP,
               "host step start -> first device task (Preparing)",
@@ -140,7 +141,7 @@ _DEFS = [
               caliber_note=_COUNT),
     MetricDef("comm.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "ΣDuration per step of one HCCL kind", "kernel_details.csv", absent_is_zero=True, labels=('kind',)),
-    MetricDef("comm.exposed_us", "us", terms.BUSY_UNION, terms.TIER_STEP,
+    MetricDef("comm.exposed_us", "us", terms.SUM_DURATION, terms.TIER_STEP,
               "uncovered communication per step of one HCCL kind: Σ over its rows of Duration minus "
               "the part the compute busy union covers (ΣDuration-based, overlapping rows count twice; "
               "not the exposed communication of step.comm_not_overlapped_us; the key keeps its "

@@ -27,7 +27,7 @@ TIER_TEXT = {
 
 
 def caliber_text(d: registry.MetricDef) -> str:
-    """The caliber column of one metric: ΣDuration / busy union, else its ``caliber_note``.
+    """The caliber column of one metric: ΣDuration / busy union / elapsed, else its ``caliber_note``.
 
     Raises:
         ValueError: a metric with neither (the registry must say what its figure is measured on).
@@ -77,8 +77,9 @@ def render_metrics_reference(policy=None) -> str:
         "  percentage points, pp), `calls` / `rows` / `steps` / `layers` / `blocks` counts, `set` a set of names.",
         "* **caliber**: how a time figure was aggregated. *ΣDuration* is the plain sum of task",
         "  durations across streams (overlapped communication counted twice); *busy union* merges the",
-        "  intervals first (each busy microsecond once). Figures that are not sums of task time say",
-        "  what they are measured on.",
+        "  intervals first (each busy microsecond once); *elapsed* is wall-clock time on the device",
+        "  timeline, idle time included (a step's time, its Free time and bubbles). Figures that are",
+        "  not times of tasks say what they are measured on.",
         "* **tier**: how reproducible the quantity is between two captures of the same job:",
     ]
     out += [f"  {TIER_TEXT[t]};" for t in sorted(TIER_TEXT)]
