@@ -653,15 +653,22 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
               help="Multiply a kernel family's calls per step (inject a count regression).")
 @click.option("--slowdown", multiple=True, metavar="FAMILY=FACTOR",
               help="Multiply a kernel family's durations (inject a time regression).")
-def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
-    """Write a synthetic, self-consistent capture to OUT."""
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier capture in OUT wholesale (OUT may hold only rank folders, *_ascend_pt/).")
+def synth(out, ranks, steps, seed, header, extra_calls, slowdown, overwrite):
+    """Write a synthetic, self-consistent capture to OUT, a new or empty folder (created if missing).
+
+    A folder that already holds files is refused (exit 2), so the rank folders of an earlier
+    capture never end up beside the new ones; --overwrite replaces an earlier capture instead.
+    The capture is written to a hidden scratch folder first and moved into place once complete:
+    a failure leaves OUT as it was."""
     from perfgate.synth import SynthSpec, write_capture
     from perfgate.synth.writer import DEFAULT_FAMILIES
     known = {f[0] for f in DEFAULT_FAMILIES}
     spec = SynthSpec(ranks=ranks, steps=steps, seed=seed, header=header,
                      extra_calls=_kv(extra_calls, "--extra-calls", known),
                      slowdown=_kv(slowdown, "--slowdown", known))
-    write_capture(out, spec)
+    write_capture(out, spec, existing="replace" if overwrite else "refuse")
     click.echo(f"wrote {ranks} rank(s) x {steps} step(s) to {out}")
 
 
@@ -670,7 +677,10 @@ def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
               help="Folder for the captures, baseline and reports.")
 def demo(out):
     """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
-    regression). Exits 1, because the candidate regresses."""
+    regression). Exits 1, because the candidate regresses.
+
+    Running it again replaces the earlier demo in --out: its two captures wholesale (a capture
+    folder holding more than rank folders is refused, exit 2), its 'main' baseline and reports."""
     from perfgate.gate import run_demo
     base, cand, path, result, paths = run_demo(out, policy=_policy(None))
     click.echo(f"$ perfgate baseline save --name main {base}\nsaved baseline 'main' -> {path}\n")

@@ -451,13 +451,19 @@ def capture_report(capture_path, html_path, *, policy, history_path=None, with_t
 def run_demo(out, *, policy) -> tuple:
     """``perfgate demo``: write the synthetic pair (a baseline and a candidate with an injected
     regression) under ``out/captures``, save the baseline as ``main`` in ``out/baselines``, check
-    the candidate and write its reports to ``out/report``. Returns
-    ``(baseline capture, candidate capture, baseline file, GateResult, {kind: report path})``."""
+    the candidate and write its reports to ``out/report``. The folder is the demo's own: an
+    earlier demo's captures are replaced wholesale (never mixed with the new ones) and its
+    ``main`` baseline is replaced whatever its rank count. Returns
+    ``(baseline capture, candidate capture, baseline file, GateResult, {kind: report path})``.
+
+    Raises:
+        UsageError: ``out/captures/baseline`` or ``candidate`` holds more than rank folders.
+        StoreError: a capture, the baseline or a report cannot be written."""
     from perfgate.report.writers import write_check_reports
     from perfgate.synth import write_demo_pair
     out = Path(out)
     base, cand = write_demo_pair(out / "captures")
     store = BaselineStore(out / "baselines")
-    path, _ = save_baseline(base, "main", policy=policy, store=store, env={})
+    path, _ = save_baseline(base, "main", policy=policy, store=store, env={}, force=True)
     result = check(cand, "main", policy=policy, store=store)
     return base, cand, path, result, write_check_reports(result, out / "report", key="main")
