@@ -505,6 +505,12 @@ def _open_history(history_path):
     return HistoryStore(_history_path(history_path), readonly=True)
 
 
+def _order_warnings(hs):
+    """Say on stderr which commits are ordered by when they were recorded (a wrong clock)."""
+    for line in hs.order_warnings():
+        click.echo(f"warning: {line}", err=True)
+
+
 def _emit(df, fmt):
     if fmt == "json":
         click.echo(df.to_json(orient="records", indent=1))
@@ -521,7 +527,9 @@ def _emit(df, fmt):
 @common_history
 def history_runs(branch, since, fmt, history_path):
     """List recorded runs, oldest commit first (ancestry in this checkout, else stored commit times)."""
-    runs = _open_history(history_path).runs(branch=branch, since=since)
+    hs = _open_history(history_path)
+    runs = hs.runs(branch=branch, since=since)
+    _order_warnings(hs)
     if fmt == "table":  # JSON / CSV keep null / empty for a run without a commit
         from perfgate.history.store import NO_COMMIT
         runs["commit"] = runs["commit"].map(lambda c: c or NO_COMMIT)
@@ -541,6 +549,7 @@ def history_query(metric, branch, since, fmt, history_path):
     df = hs.series(metric, branch=branch, since=since)
     if df.empty:
         require_metric(hs, metric)
+    _order_warnings(hs)
     _emit(df, fmt)
 
 
@@ -554,7 +563,9 @@ def history_trend(metric, branch, history_path, policy_path):
     from perfgate.history.trend import trend_report
     from perfgate.report.history import render_trend
     policy = _policy(policy_path)
-    rep = trend_report(_open_history(history_path), policy, metric, branch)
+    hs = _open_history(history_path)
+    rep = trend_report(hs, policy, metric, branch)
+    _order_warnings(hs)
     for t, note in zip(rep.trends, rep.notes["per_series"]):
         if metric or t.change_points:
             click.echo(render_trend(t.key + (f" (series {t.series_key})" if t.series_key else ""), t.series,
@@ -580,7 +591,9 @@ def history_report(branch, last_n, out, history_path, policy_path):
     from perfgate.report.writers import remove_stale_history_report, write_history_report
     remove_stale_history_report(out)   # no earlier report may outlive a refused run
     policy = _policy(policy_path)
-    n, path = write_history_report(_open_history(history_path), policy, out, branch=branch, last_n=last_n)
+    hs = _open_history(history_path)
+    n, path = write_history_report(hs, policy, out, branch=branch, last_n=last_n)
+    _order_warnings(hs)
     click.echo(f"{n} metric(s) changed in the last {last_n} run(s); report: {path}")
 
 
@@ -594,7 +607,9 @@ def history_journal(branch, metric, history_path, policy_path):
     from perfgate.report.history import branch_journal, render_journal
     policy = _policy(policy_path)  # loaded (and checked) also when --metric is given
     key = metric or policy.history["key_metric"]
-    table = branch_journal(_open_history(history_path), branch, key)
+    hs = _open_history(history_path)
+    table = branch_journal(hs, branch, key)
+    _order_warnings(hs)
     if table.empty:  # as `history runs --branch X` of an unknown branch: empty, exit 0
         click.echo(f"no run recorded on branch {branch!r}", err=True)
     click.echo(render_journal(table, key), nl=False)

@@ -108,7 +108,9 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
 
 
 def load_history_baseline(baseline_name: str, cand, policy, history_path):
-    """``history:BRANCH`` -> (fingerprint, noise, note) from the history database.
+    """``history:BRANCH`` -> (fingerprint, noise, notes) from the history database; ``notes``
+    says which runs the baseline is the median of, then one line per commit ordered by when it
+    was recorded because its committer date is a wrong clock (:meth:`HistoryStore.order_warnings`).
 
     Raises NoBaselineError (missing database, too few runs in the candidate's series), or
     StoreError when ``history_path`` is a directory (a misconfigured store) or the database is
@@ -127,13 +129,14 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     try:
         base, noise = hs.rolling_baseline(branch, cand.config, window=int(h["window"]),
                                           min_runs=int(h["min_runs"]), band_k=float(h["band_k"]))
+        clocks = hs.order_warnings()
     finally:
         hs.close()
     runs = base.provenance["runs"]
     note = (f"baseline history:{branch} = per-metric median of {len(runs)} run(s) (ids {runs}, commits "
             f"{[c[:12] if c else NO_COMMIT for c in base.provenance['commits']]}); tolerance widened by {h['band_k']:g} x robust "
             f"sigma of those runs")
-    return base, noise, note
+    return base, noise, [note, *(f"history order: {w}" for w in clocks)]
 
 
 def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=TraceMode.READ,
@@ -174,8 +177,8 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     noise, extra = None, []
     try:
         if baseline_name.startswith("history:"):
-            base, noise, hnote = load_history_baseline(baseline_name, cand, policy, history_path)
-            extra.append(hnote)
+            base, noise, hnotes = load_history_baseline(baseline_name, cand, policy, history_path)
+            extra.extend(hnotes)
         else:
             base, _meta = store.load(baseline_name, self_checks=False)  # never compared
     except (NoBaselineError, StoreError) as e:  # a damaged store is its own status: never "no baseline"
