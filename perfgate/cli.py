@@ -367,7 +367,8 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
                    "and the human summary to stderr.")
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet "
-                   "(a damaged baseline file or history database still exits 5, DAMAGED_BASELINE).")
+                   "(a damaged baseline file or history database still exits 5, DAMAGED_BASELINE, and so does "
+                   "a history database that cannot be opened, STORE_ERROR).")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
 @click.option("-v", "--verbose", is_flag=True, help="Every gated change, note and failed self-check in full.")
 @common_history
@@ -395,8 +396,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     recorded runs of BRANCH, with a noise band learned from them). Writes JUnit XML, a Markdown
     PR-comment file and a JSON result (also for an invalid capture). Exit code: 0 pass,
     1 regression, 2 usage/policy error, 3 invalid capture, 4 no or incompatible baseline,
-    5 a damaged baseline store (DAMAGED_BASELINE; the reports are still written) or a report
-    write failed, 70 internal error. Several CAPTUREs = repeated runs of
+    5 a damaged baseline store (DAMAGED_BASELINE) or a history database that cannot be opened
+    (STORE_ERROR; the reports are still written for both) or a report write failed, 70 internal error. Several CAPTUREs = repeated runs of
     one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
     policy sets statistics.unsure_fails.
     """

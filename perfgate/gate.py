@@ -112,9 +112,10 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     says which runs the baseline is the median of, then one line per commit ordered by when it
     was recorded because its committer date is a wrong clock (:meth:`HistoryStore.order_warnings`).
 
-    Raises NoBaselineError (missing database, too few runs in the candidate's series), or
-    StoreError when ``history_path`` is a directory (a misconfigured store) or the database is
-    damaged (not SQLite, truncated): exit 5."""
+    Raises NoBaselineError (missing database, too few runs in the candidate's series),
+    StoreUnopenableError when the database cannot be opened (``history_path`` is a directory or
+    lies under a regular file, SQLite cannot open the file: a misconfigured store, exit 5), or
+    StoreError when the database is damaged (not SQLite, truncated): exit 5."""
     from perfgate.history.store import NO_COMMIT, HistoryStore, require_branch, require_db_path
     branch = baseline_name.split(":", 1)[1]
     if not branch:
@@ -122,6 +123,12 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     require_branch(branch, "--baseline history:BRANCH")
     require_db_path(history_path)
     h = policy.history
+    from perfgate.store.atomic import nearest_existing
+    anc = nearest_existing(Path(history_path))
+    if anc != Path(history_path) and not anc.is_dir():   # `file/h.sqlite`: never a database, not "none yet"
+        raise errors.StoreUnopenableError(f"cannot open the history database: {anc} is a regular file, not a folder",
+                                          path=history_path, hint="give the database file, e.g. "
+                                                                  "--db DIR/perfgate-history.sqlite")
     if not Path(history_path).is_file():  # no database yet: no baseline (a damaged one is a StoreError)
         raise NoBaselineError("no history database here", path=history_path,
                               hint="record runs first: perfgate history record CAPTURE --branch main")
@@ -149,9 +156,11 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
     INVALID_CAPTURE (3: unreadable capture or failed self-check; nothing compared),
     NO_BASELINE (4), INCOMPATIBLE_BASELINE (4: the baseline cannot judge this capture, e.g. it
-    holds another fingerprint schema; not forgiven by ``no_baseline_ok``) or DAMAGED_BASELINE (5: the baseline store cannot be read — a damaged
+    holds another fingerprint schema; not forgiven by ``no_baseline_ok``), DAMAGED_BASELINE (5: the baseline store is damaged — a damaged
     baseline file (:class:`~perfgate.errors.CorruptBaselineError`), a damaged history database
-    of ``history:BRANCH``, a history path that is a directory; nothing compared, ``error`` names
+    of ``history:BRANCH``) or STORE_ERROR (5: the history database of ``history:BRANCH`` cannot
+    be opened — its path is a directory or lies under a regular file, SQLite cannot open it:
+    :class:`~perfgate.errors.StoreUnopenableError`); for both nothing is compared, ``error`` names
     the file, byte offset / line where known, and the hint; the candidate's self-checks are kept).
 
     Raises:
@@ -183,7 +192,9 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
             base, _meta = store.load(baseline_name, self_checks=False)  # never compared
     except (NoBaselineError, StoreError) as e:  # a damaged store is its own status: never "no baseline"
         status = (terms.INCOMPATIBLE if isinstance(e, errors.IncompatibleBaselineError)  # another schema
-                  else terms.NO_BASELINE if isinstance(e, NoBaselineError) else terms.DAMAGED)
+                  else terms.NO_BASELINE if isinstance(e, NoBaselineError)
+                  else terms.STORE_ERROR if isinstance(e, errors.StoreUnopenableError)   # not damage
+                  else terms.DAMAGED)
         return GateResult(status=status,
                           exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
@@ -392,7 +403,7 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     ``html_path`` (needs the ``html`` extra, refused before any work), the HTML report. ``no_baseline_ok``: a NO_BASELINE
     result exits 0, and every report says so. Returns ``(result, {kind: path})``.
 
-    A DAMAGED_BASELINE result (exit 5) is not forgiven by ``no_baseline_ok`` (only a missing
+    A DAMAGED_BASELINE or STORE_ERROR result (exit 5) is not forgiven by ``no_baseline_ok`` (only a missing
     baseline is). Raises:
         as :func:`check`; UsageError (exit 2, before any work) when a report destination cannot
         be written (a parent is a regular file, a read-only folder); StoreError when a report

@@ -55,7 +55,7 @@ import pandas as pd
 
 from perfgate.compare.stats import robust_sigma
 from perfgate.history.order import commit_order, in_commit_order
-from perfgate.errors import NoBaselineError, StoreError, UsageError
+from perfgate.errors import NoBaselineError, StoreError, StoreUnopenableError, UsageError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
 
 SCHEMA_VERSION = 1
@@ -146,12 +146,13 @@ def require_db_path(path) -> Path:
     the history database file). Used for ``--db`` / ``--history`` / ``$PERFGATE_HISTORY`` alike.
 
     Raises:
-        StoreError: ``path`` is a directory (exit 5, the path named in the message).
+        StoreUnopenableError: ``path`` is a directory (a StoreError, exit 5, the path named in
+            the message).
     """
     path = Path(path)
     if path.is_dir():
-        raise StoreError("the history database path is a directory, not a file", path=path,
-                         hint="give the database file, e.g. --db DIR/perfgate-history.sqlite")
+        raise StoreUnopenableError("the history database path is a directory, not a file", path=path,
+                                   hint="give the database file, e.g. --db DIR/perfgate-history.sqlite")
     return path
 
 
@@ -349,7 +350,7 @@ class HistoryStore:
                               hint="free space on the database's filesystem (and its -wal file's); "
                                    "nothing was written")
         if _cannot_open(e):
-            return StoreError(f"cannot open the history database: {msg}", path=self.path,
+            return StoreUnopenableError(f"cannot open the history database: {msg}", path=self.path,
                               hint="check the file's and folder's permissions; on a read-only location a WAL "
                                    "database needs its -shm / -wal files present or a writable folder "
                                    "(perfgate reads it with immutable=1 only when its -wal is empty)")
