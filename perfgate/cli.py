@@ -367,7 +367,8 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
                    "and the human summary to stderr.")
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet "
-                   "(a damaged baseline file or history database still exits 5, DAMAGED_BASELINE).")
+                   "(a damaged baseline file or history database still exits 5, DAMAGED_BASELINE, and so does "
+                   "a history database that cannot be opened, STORE_ERROR).")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
 @click.option("-v", "--verbose", is_flag=True, help="Every gated change, note and failed self-check in full.")
 @common_history
@@ -395,8 +396,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     recorded runs of BRANCH, with a noise band learned from them). Writes JUnit XML, a Markdown
     PR-comment file and a JSON result (also for an invalid capture). Exit code: 0 pass,
     1 regression, 2 usage/policy error, 3 invalid capture, 4 no or incompatible baseline,
-    5 a damaged baseline store (DAMAGED_BASELINE; the reports are still written) or a report
-    write failed, 70 internal error. Several CAPTUREs = repeated runs of
+    5 a damaged baseline store (DAMAGED_BASELINE) or a history database that cannot be opened
+    (STORE_ERROR; the reports are still written for both) or a report write failed, 70 internal error. Several CAPTUREs = repeated runs of
     one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
     policy sets statistics.unsure_fails.
     """
@@ -505,6 +506,12 @@ def _open_history(history_path):
     return HistoryStore(_history_path(history_path), readonly=True)
 
 
+def _order_warnings(hs):
+    """Say on stderr which commits are ordered by when they were recorded (a wrong clock)."""
+    for line in hs.order_warnings():
+        click.echo(f"warning: {line}", err=True)
+
+
 def _emit(df, fmt):
     if fmt == "json":
         click.echo(df.to_json(orient="records", indent=1))
@@ -521,7 +528,9 @@ def _emit(df, fmt):
 @common_history
 def history_runs(branch, since, fmt, history_path):
     """List recorded runs, oldest commit first (ancestry in this checkout, else stored commit times)."""
-    runs = _open_history(history_path).runs(branch=branch, since=since)
+    hs = _open_history(history_path)
+    runs = hs.runs(branch=branch, since=since)
+    _order_warnings(hs)
     if fmt == "table":  # JSON / CSV keep null / empty for a run without a commit
         from perfgate.history.store import NO_COMMIT
         runs["commit"] = runs["commit"].map(lambda c: c or NO_COMMIT)
@@ -541,6 +550,7 @@ def history_query(metric, branch, since, fmt, history_path):
     df = hs.series(metric, branch=branch, since=since)
     if df.empty:
         require_metric(hs, metric)
+    _order_warnings(hs)
     _emit(df, fmt)
 
 
@@ -554,7 +564,9 @@ def history_trend(metric, branch, history_path, policy_path):
     from perfgate.history.trend import trend_report
     from perfgate.report.history import render_trend
     policy = _policy(policy_path)
-    rep = trend_report(_open_history(history_path), policy, metric, branch)
+    hs = _open_history(history_path)
+    rep = trend_report(hs, policy, metric, branch)
+    _order_warnings(hs)
     for t, note in zip(rep.trends, rep.notes["per_series"]):
         if metric or t.change_points:
             click.echo(render_trend(t.key + (f" (series {t.series_key})" if t.series_key else ""), t.series,
@@ -580,7 +592,9 @@ def history_report(branch, last_n, out, history_path, policy_path):
     from perfgate.report.writers import remove_stale_history_report, write_history_report
     remove_stale_history_report(out)   # no earlier report may outlive a refused run
     policy = _policy(policy_path)
-    n, path = write_history_report(_open_history(history_path), policy, out, branch=branch, last_n=last_n)
+    hs = _open_history(history_path)
+    n, path = write_history_report(hs, policy, out, branch=branch, last_n=last_n)
+    _order_warnings(hs)
     click.echo(f"{n} metric(s) changed in the last {last_n} run(s); report: {path}")
 
 
@@ -594,7 +608,9 @@ def history_journal(branch, metric, history_path, policy_path):
     from perfgate.report.history import branch_journal, render_journal
     policy = _policy(policy_path)  # loaded (and checked) also when --metric is given
     key = metric or policy.history["key_metric"]
-    table = branch_journal(_open_history(history_path), branch, key)
+    hs = _open_history(history_path)
+    table = branch_journal(hs, branch, key)
+    _order_warnings(hs)
     if table.empty:  # as `history runs --branch X` of an unknown branch: empty, exit 0
         click.echo(f"no run recorded on branch {branch!r}", err=True)
     click.echo(render_journal(table, key), nl=False)
@@ -653,15 +669,22 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
               help="Multiply a kernel family's calls per step (inject a count regression).")
 @click.option("--slowdown", multiple=True, metavar="FAMILY=FACTOR",
               help="Multiply a kernel family's durations (inject a time regression).")
-def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
-    """Write a synthetic, self-consistent capture to OUT."""
+@click.option("--overwrite", is_flag=True,
+              help="Replace an earlier capture in OUT wholesale (OUT may hold only rank folders, *_ascend_pt/).")
+def synth(out, ranks, steps, seed, header, extra_calls, slowdown, overwrite):
+    """Write a synthetic, self-consistent capture to OUT, a new or empty folder (created if missing).
+
+    A folder that already holds files is refused (exit 2), so the rank folders of an earlier
+    capture never end up beside the new ones; --overwrite replaces an earlier capture instead.
+    The capture is written to a hidden scratch folder first and moved into place once complete:
+    a failure leaves OUT as it was."""
     from perfgate.synth import SynthSpec, write_capture
     from perfgate.synth.writer import DEFAULT_FAMILIES
     known = {f[0] for f in DEFAULT_FAMILIES}
     spec = SynthSpec(ranks=ranks, steps=steps, seed=seed, header=header,
                      extra_calls=_kv(extra_calls, "--extra-calls", known),
                      slowdown=_kv(slowdown, "--slowdown", known))
-    write_capture(out, spec)
+    write_capture(out, spec, existing="replace" if overwrite else "refuse")
     click.echo(f"wrote {ranks} rank(s) x {steps} step(s) to {out}")
 
 
@@ -670,7 +693,10 @@ def synth(out, ranks, steps, seed, header, extra_calls, slowdown):
               help="Folder for the captures, baseline and reports.")
 def demo(out):
     """Run the gate on the bundled synthetic pair (baseline vs a candidate with an injected
-    regression). Exits 1, because the candidate regresses."""
+    regression). Exits 1, because the candidate regresses.
+
+    Running it again replaces the earlier demo in --out: its two captures wholesale (a capture
+    folder holding more than rank folders is refused, exit 2), its 'main' baseline and reports."""
     from perfgate.gate import run_demo
     base, cand, path, result, paths = run_demo(out, policy=_policy(None))
     click.echo(f"$ perfgate baseline save --name main {base}\nsaved baseline 'main' -> {path}\n")

@@ -10,7 +10,8 @@ Exit codes (documented in README.md, mapped only by :mod:`perfgate.cli`):
       failed self-check. Nothing is compared, nothing is written.
  4    no baseline, or a baseline that cannot be read / is incompatible
  5    store error (baseline or history write failed; nothing half-written),
-      or a damaged baseline store (``check`` reports DAMAGED_BASELINE)
+      or a damaged baseline store (``check`` reports DAMAGED_BASELINE), or
+      one that cannot be opened (``check`` reports STORE_ERROR)
 ====  =====================================================================
 """
 from __future__ import annotations
@@ -142,6 +143,15 @@ class IncompatibleBaselineError(NoBaselineError):
 class StoreError(PerfgateError):
     """A write to the baseline store or history failed; nothing was half-written (exit 5)."""
     exit_code = EXIT_STORE
+    kind = "store_error"
+
+
+class StoreUnopenableError(StoreError):
+    """The store cannot be opened at all, which is not damage: a history database path that is a
+    directory or lies under a regular file, a file SQLite cannot open (permissions, a read-only
+    location without the WAL's side files). Exit 5 and the same words as any store error
+    ("store error: cannot open the history database ..."); ``check`` reports it as STORE_ERROR,
+    never DAMAGED_BASELINE, and ``--no-baseline-ok`` never passes it."""
     kind = "store_error"
 
 

@@ -108,11 +108,14 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
 
 
 def load_history_baseline(baseline_name: str, cand, policy, history_path):
-    """``history:BRANCH`` -> (fingerprint, noise, note) from the history database.
+    """``history:BRANCH`` -> (fingerprint, noise, notes) from the history database; ``notes``
+    says which runs the baseline is the median of, then one line per commit ordered by when it
+    was recorded because its committer date is a wrong clock (:meth:`HistoryStore.order_warnings`).
 
-    Raises NoBaselineError (missing database, too few runs in the candidate's series), or
-    StoreError when ``history_path`` is a directory (a misconfigured store) or the database is
-    damaged (not SQLite, truncated): exit 5."""
+    Raises NoBaselineError (missing database, too few runs in the candidate's series),
+    StoreUnopenableError when the database cannot be opened (``history_path`` is a directory or
+    lies under a regular file, SQLite cannot open the file: a misconfigured store, exit 5), or
+    StoreError when the database is damaged (not SQLite, truncated): exit 5."""
     from perfgate.history.store import NO_COMMIT, HistoryStore, require_branch, require_db_path
     branch = baseline_name.split(":", 1)[1]
     if not branch:
@@ -120,6 +123,12 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     require_branch(branch, "--baseline history:BRANCH")
     require_db_path(history_path)
     h = policy.history
+    from perfgate.store.atomic import nearest_existing
+    anc = nearest_existing(Path(history_path))
+    if anc != Path(history_path) and not anc.is_dir():   # `file/h.sqlite`: never a database, not "none yet"
+        raise errors.StoreUnopenableError(f"cannot open the history database: {anc} is a regular file, not a folder",
+                                          path=history_path, hint="give the database file, e.g. "
+                                                                  "--db DIR/perfgate-history.sqlite")
     if not Path(history_path).is_file():  # no database yet: no baseline (a damaged one is a StoreError)
         raise NoBaselineError("no history database here", path=history_path,
                               hint="record runs first: perfgate history record CAPTURE --branch main")
@@ -127,13 +136,14 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     try:
         base, noise = hs.rolling_baseline(branch, cand.config, window=int(h["window"]),
                                           min_runs=int(h["min_runs"]), band_k=float(h["band_k"]))
+        clocks = hs.order_warnings()
     finally:
         hs.close()
     runs = base.provenance["runs"]
     note = (f"baseline history:{branch} = per-metric median of {len(runs)} run(s) (ids {runs}, commits "
             f"{[c[:12] if c else NO_COMMIT for c in base.provenance['commits']]}); tolerance widened by {h['band_k']:g} x robust "
             f"sigma of those runs")
-    return base, noise, note
+    return base, noise, [note, *(f"history order: {w}" for w in clocks)]
 
 
 def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_trace=TraceMode.READ,
@@ -146,9 +156,11 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     Returns a :class:`GateResult` with status PASS (exit 0), REGRESSION (1),
     INVALID_CAPTURE (3: unreadable capture or failed self-check; nothing compared),
     NO_BASELINE (4), INCOMPATIBLE_BASELINE (4: the baseline cannot judge this capture, e.g. it
-    holds another fingerprint schema; not forgiven by ``no_baseline_ok``) or DAMAGED_BASELINE (5: the baseline store cannot be read — a damaged
+    holds another fingerprint schema; not forgiven by ``no_baseline_ok``), DAMAGED_BASELINE (5: the baseline store is damaged — a damaged
     baseline file (:class:`~perfgate.errors.CorruptBaselineError`), a damaged history database
-    of ``history:BRANCH``, a history path that is a directory; nothing compared, ``error`` names
+    of ``history:BRANCH``) or STORE_ERROR (5: the history database of ``history:BRANCH`` cannot
+    be opened — its path is a directory or lies under a regular file, SQLite cannot open it:
+    :class:`~perfgate.errors.StoreUnopenableError`); for both nothing is compared, ``error`` names
     the file, byte offset / line where known, and the hint; the candidate's self-checks are kept).
 
     Raises:
@@ -174,13 +186,15 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     noise, extra = None, []
     try:
         if baseline_name.startswith("history:"):
-            base, noise, hnote = load_history_baseline(baseline_name, cand, policy, history_path)
-            extra.append(hnote)
+            base, noise, hnotes = load_history_baseline(baseline_name, cand, policy, history_path)
+            extra.extend(hnotes)
         else:
             base, _meta = store.load(baseline_name, self_checks=False)  # never compared
     except (NoBaselineError, StoreError) as e:  # a damaged store is its own status: never "no baseline"
         status = (terms.INCOMPATIBLE if isinstance(e, errors.IncompatibleBaselineError)  # another schema
-                  else terms.NO_BASELINE if isinstance(e, NoBaselineError) else terms.DAMAGED)
+                  else terms.NO_BASELINE if isinstance(e, NoBaselineError)
+                  else terms.STORE_ERROR if isinstance(e, errors.StoreUnopenableError)   # not damage
+                  else terms.DAMAGED)
         return GateResult(status=status,
                           exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
@@ -389,7 +403,7 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     ``html_path`` (needs the ``html`` extra, refused before any work), the HTML report. ``no_baseline_ok``: a NO_BASELINE
     result exits 0, and every report says so. Returns ``(result, {kind: path})``.
 
-    A DAMAGED_BASELINE result (exit 5) is not forgiven by ``no_baseline_ok`` (only a missing
+    A DAMAGED_BASELINE or STORE_ERROR result (exit 5) is not forgiven by ``no_baseline_ok`` (only a missing
     baseline is). Raises:
         as :func:`check`; UsageError (exit 2, before any work) when a report destination cannot
         be written (a parent is a regular file, a read-only folder); StoreError when a report
@@ -451,13 +465,19 @@ def capture_report(capture_path, html_path, *, policy, history_path=None, with_t
 def run_demo(out, *, policy) -> tuple:
     """``perfgate demo``: write the synthetic pair (a baseline and a candidate with an injected
     regression) under ``out/captures``, save the baseline as ``main`` in ``out/baselines``, check
-    the candidate and write its reports to ``out/report``. Returns
-    ``(baseline capture, candidate capture, baseline file, GateResult, {kind: report path})``."""
+    the candidate and write its reports to ``out/report``. The folder is the demo's own: an
+    earlier demo's captures are replaced wholesale (never mixed with the new ones) and its
+    ``main`` baseline is replaced whatever its rank count. Returns
+    ``(baseline capture, candidate capture, baseline file, GateResult, {kind: report path})``.
+
+    Raises:
+        UsageError: ``out/captures/baseline`` or ``candidate`` holds more than rank folders.
+        StoreError: a capture, the baseline or a report cannot be written."""
     from perfgate.report.writers import write_check_reports
     from perfgate.synth import write_demo_pair
     out = Path(out)
     base, cand = write_demo_pair(out / "captures")
     store = BaselineStore(out / "baselines")
-    path, _ = save_baseline(base, "main", policy=policy, store=store, env={})
+    path, _ = save_baseline(base, "main", policy=policy, store=store, env={}, force=True)
     result = check(cand, "main", policy=policy, store=store)
     return base, cand, path, result, write_check_reports(result, out / "report", key="main")

@@ -290,7 +290,8 @@ class Comparison:
 @dataclass(frozen=True)
 class GateResult:
     """Outcome of ``perfgate check``: status is PASS / REGRESSION / UNSURE / NO_BASELINE /
-    INVALID_CAPTURE / INCOMPATIBLE_BASELINE / DAMAGED_BASELINE (the baseline store is damaged)."""
+    INVALID_CAPTURE / INCOMPATIBLE_BASELINE / DAMAGED_BASELINE (the baseline store is damaged) /
+    STORE_ERROR (the baseline store cannot be opened)."""
     status: str
     exit_code: int
     comparisons: tuple = ()

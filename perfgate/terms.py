@@ -117,6 +117,9 @@ class Status(_StrEnum):
     INVALID = "INVALID_CAPTURE"
     DAMAGED = "DAMAGED_BASELINE"   # the baseline store (a baseline file, the history database) is damaged:
                                    # nothing judged, exit 5; never NO_BASELINE, so --no-baseline-ok cannot pass it
+    STORE_ERROR = "STORE_ERROR"   # the baseline store cannot be opened (a history database path that is a
+                                  # directory or lies under a regular file, a file SQLite cannot open): not
+                                  # damage; exit 5, nothing judged, --no-baseline-ok cannot pass it
     UNSURE = "UNSURE"   # no gated regression, but at least one gated metric is unsure (exit 0 by default)
 
 
@@ -126,6 +129,9 @@ NO_BASELINE = Status.NO_BASELINE
 INCOMPATIBLE = Status.INCOMPATIBLE
 INVALID = Status.INVALID
 DAMAGED = Status.DAMAGED
+STORE_ERROR = Status.STORE_ERROR
+#: statuses of a baseline store that could not be read (exit 5): each report says which, nothing judged
+STORE_FAILED = (Status.DAMAGED, Status.STORE_ERROR)
 UNSURE_STATUS = Status.UNSURE
 
 # cross-rank views

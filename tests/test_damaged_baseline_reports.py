@@ -226,3 +226,54 @@ def test_baseline_store_that_is_a_regular_file_is_damaged_not_missing(tmp_path, 
         (case,) = [c for s in xml for c in s if c.classname == "perfgate.baseline"]
         assert isinstance(case.result[0], Error)
     assert f.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("kind", ["directory", "under_a_file", "sqlite_cannot_open"])
+def test_history_database_that_cannot_be_opened_is_a_store_error_not_damage(tmp_path, store, monkeypatch, kind):
+    """A history database that cannot be opened (the default path a directory, a path under a
+    regular file, a file SQLite cannot open) is named as the history commands name it, a store
+    error (STORE_ERROR, exit 5, JUnit <error type="store_error">), never DAMAGED_BASELINE and never
+    "damaged" in any report; --no-baseline-ok does not pass it (before: DAMAGED_BASELINE "the
+    baseline store is damaged" for the directory and SQLite's "cannot open", NO_BASELINE (exit
+    0 with --no-baseline-ok) under a regular file)."""
+    d, cand = store
+    monkeypatch.chdir(tmp_path)
+    db_args, needle = [], ""
+    if kind == "directory":   # the default ./perfgate-history.sqlite
+        (tmp_path / "perfgate-history.sqlite").mkdir()
+        name, needle = "perfgate-history.sqlite", "the history database path is a directory"
+    elif kind == "under_a_file":
+        (tmp_path / "afile").write_text("x")
+        name, needle = "afile/h.sqlite", "cannot open the history database: "
+        db_args = ["--db", tmp_path / "afile" / "h.sqlite"]
+    else:
+        import sqlite3
+
+        from perfgate.history.store import HistoryStore
+
+        def cannot_open(self, timeout):
+            raise sqlite3.OperationalError("unable to open database file")
+        monkeypatch.setattr(HistoryStore, "_open_reader", cannot_open)
+        name, needle = "h.sqlite", "cannot open the history database: unable to open database file"
+        db_args = ["--db", d / "h.sqlite"]
+    for extra in ([], ["--no-baseline-ok"]):
+        out = tmp_path / f"o{len(extra)}"
+        code, text = run("check", "--baseline", "history:main", cand, *db_args, "--out", out,
+                         "--html", out / "r.html", *extra)
+        assert code == 5 and "STORE_ERROR (exit 5)" in text and needle in text, text
+        assert "the baseline store cannot be opened" in text
+        doc = json.loads((out / "perfgate-result.json").read_text())
+        assert doc["status"] == "STORE_ERROR" == terms.STORE_ERROR and doc["exit_code"] == 5
+        assert doc["error"]["kind"] == "store_error" and doc["error"]["path"].endswith(name)
+        assert needle in doc["error"]["message"] and doc["comparisons"] == []
+        xml = JUnitXml.fromfile(str(out / "perfgate-junit.xml"))
+        (case,) = [c for s in xml for c in s if c.classname == "perfgate.baseline"]
+        (res,) = case.result
+        assert isinstance(res, Error) and res.type == "store_error"
+        assert res.message.startswith("baseline store cannot be opened: ") and needle in res.message
+        md = (out / "perfgate-report.md").read_text()
+        assert "**STORE_ERROR**" in md and "The baseline store cannot be opened" in md and name in md
+        page = (out / "r.html").read_text()
+        assert "STORE_ERROR" in page and "cannot be opened" in page and 'class="invalid"' in page
+        for t in (text, md, page, (out / "perfgate-junit.xml").read_text(), json.dumps(doc)):
+            assert "damaged" not in t.lower() and "NO_BASELINE" not in t

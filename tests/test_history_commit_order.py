@@ -111,3 +111,86 @@ def test_runs_without_a_commit_keep_record_order():
     out = in_commit_order(df, {"a": 1.0, "b": 2.0, "c": 3.0})
     assert list(out["id"]) == [3, 2, 1, 4, 5]  # a, b, c fill the slots of the commits; the others stay
     assert list(in_commit_order(df, {})["id"]) == [1, 2, 3, 4, 5]
+
+
+def test_a_wrong_clock_does_not_make_a_commit_the_newest():
+    """Commit times (no git): a committer date after the commit's first recording is a wrong
+    clock; that commit goes right after the commit recorded before it (or, recorded first, just
+    before the one recorded after it), not to the end of every series. A date a few minutes
+    after the recording (clock skew within CLOCK_SLACK_S) is still used."""
+    from perfgate.history.order import CLOCK_SLACK_S, commit_order
+    times = {"a": "2026-01-01T01:00:00+00:00", "b": "2026-01-01T02:00:00+00:00", "bad": "2099-01-01T00:00:00Z",
+             "c": "2026-01-01T03:00:00+00:00"}
+    rec = [("a", "2026-02-01T00:00:00+00:00"), ("b", "2026-02-01T00:01:00+00:00"),
+           ("bad", "2026-02-01T00:02:00+00:00"), ("c", "2026-02-01T00:03:00+00:00")]
+    keys, wrong = commit_order(times, cwd=os.devnull, record_order=rec)
+    assert sorted(keys, key=keys.get) == ["a", "b", "bad", "c"]
+    assert wrong == {"bad": ("2099-01-01T00:00:00Z", "2026-02-01T00:02:00+00:00")}
+    # recorded first (back-filled after it): just before the commit recorded after it
+    keys, _ = commit_order(times, cwd=os.devnull, record_order=[rec[2], rec[3], rec[0], rec[1]])
+    assert sorted(keys, key=keys.get) == ["a", "b", "bad", "c"]
+    # nothing with a usable time: no key, its runs keep their place in record order
+    keys, wrong = commit_order({"bad": times["bad"]}, cwd=os.devnull, record_order=[rec[2]])
+    assert keys == {} and list(wrong) == ["bad"]
+    # a committer clock a little ahead of the runner's is skew, not a wrong clock
+    skew = {"a": times["a"], "b": "2026-02-01T00:06:00+00:00", "c": "2026-02-01T00:05:00+00:00"}
+    assert CLOCK_SLACK_S >= 360
+    keys, wrong = commit_order(skew, cwd=os.devnull, record_order=[("a", rec[0][1]), ("b", rec[1][1]), ("c", rec[3][1])])
+    assert not wrong and sorted(keys, key=keys.get) == ["a", "c", "b"]
+
+
+@pytest.fixture(scope="module")
+def future_dated(tmp_path_factory):
+    """c1..c6 on main, one hour apart, but c4's committer clock said 2099; recorded in order,
+    c4..c6 carry a ~15 % slower MatMul."""
+    d = tmp_path_factory.mktemp("clock")
+    repo = d / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(1, 7):
+        when = "2099-01-01T00:00:00+00:00" if i == 4 else f"2026-01-01T{i:02d}:00:00+00:00"
+        _git(repo, "commit", "-q", "--allow-empty", "-m", f"c{i}",
+             env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when})
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    db = d / "history.sqlite"
+    old = os.getcwd()
+    os.chdir(repo)
+    try:
+        for i in range(1, 7):
+            slow = {"aclnnMatmul_MatMulV3Common_MatMulV3": 1.15} if i >= 4 else {}
+            cap = write_capture(d / f"cap{i}", SynthSpec(seed=200 + i, slowdown=slow))
+            r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--commit", shas[i - 1],
+                                          "--db", str(db)], env=NO_CI)
+            assert r.exit_code == 0, r.output
+    finally:
+        os.chdir(old)
+    return repo, db, shas, d
+
+
+@pytest.mark.parametrize("where", ["checkout", "elsewhere"])
+def test_a_future_dated_commit_keeps_its_place_and_is_named(future_dated, monkeypatch, where):
+    """Outside the checkout the order came from commit times alone, and c4 (2099) sorted as the
+    newest run: c1 c2 c3 c5 c6 c4, so a check's rolling baseline and every trend read it last.
+    Now c4 keeps its place (it was recorded after c3) and `history runs` / `trend` / a check's
+    notes say why; in the checkout ancestry orders them and nothing is said."""
+    repo, db, shas, d = future_dated
+    cwd = repo if where == "checkout" else d
+    monkeypatch.chdir(cwd)
+    r = CliRunner().invoke(main, ["history", "runs", "--db", str(db), "--format", "csv"], env=NO_CI)
+    assert r.exit_code == 0, r.output
+    order = [ln.split(",")[2] for ln in r.output.splitlines() if ln[:1].isdigit()]
+    assert order == shas, [shas.index(c) + 1 for c in order]
+    named = f"commit {shas[3][:12]}: committer date 2099-01-01T00:00:00+00:00 is after its first run was recorded"
+    assert (named in r.output) == (where == "elsewhere"), r.output
+    out = _trend(db, cwd, monkeypatch)
+    assert (named in out) == (where == "elsewhere"), out
+    cand = write_capture(d / f"cand-{where}", SynthSpec(seed=299, slowdown={"aclnnMatmul_MatMulV3Common_MatMulV3": 1.15}))
+    r = CliRunner().invoke(main, ["check", "--baseline", "history:main", str(cand), "--db", str(db),
+                                  "--out", str(d / f"out-{where}")], env=NO_CI)
+    assert r.exit_code in (0, 1), r.output
+    import json
+    notes = json.loads((d / f"out-{where}" / "perfgate-result.json").read_text())["notes"]
+    note = next(n for n in notes if "baseline history:main" in n)
+    assert re.findall(r"'([0-9a-f]{12})'", note) == [s[:12] for s in reversed(shas[-5:])], note  # c6..c2
+    assert any(named in n for n in notes) == (where == "elsewhere"), notes

@@ -103,3 +103,79 @@ def test_synth_and_demo_where_nothing_can_be_written_are_store_errors(tmp_path):
         r = CliRunner().invoke(main, args, env={})
         assert r.exit_code == 5, r.output
         assert f"{where}: cannot write the synthetic capture: Not a directory" in r.output, r.output
+
+
+def _ranks(root):
+    return sorted(p.name for p in root.iterdir())
+
+
+def test_synth_refuses_a_folder_holding_a_capture_and_overwrite_replaces_it_wholesale(tmp_path):
+    """``synth OUT`` twice used to leave the first capture's extra rank folders (and its other
+    header generation) beside the new ones: one mixed capture. A non-empty OUT is now exit 2
+    and left as it was; ``--overwrite`` replaces an earlier capture wholesale; a folder holding
+    more than rank folders is never replaced."""
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    run = lambda *a: CliRunner().invoke(main, ["synth", *map(str, a)], env={})
+    out = tmp_path / "cap"
+    assert run("--ranks", 4, out).exit_code == 0
+    kd = out / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    before = kd.read_bytes()
+    r = run("--ranks", 2, "--header", "g2023", out)
+    assert r.exit_code == 2, r.output
+    assert "the folder is not empty (rank0_ascend_pt/, rank1_ascend_pt/" in r.output and "--overwrite" in r.output
+    assert _ranks(out) == [f"rank{i}_ascend_pt" for i in range(4)] and kd.read_bytes() == before
+    r = run("--ranks", 2, "--header", "g2023", "--overwrite", out)
+    assert r.exit_code == 0, r.output
+    assert _ranks(out) == ["rank0_ascend_pt", "rank1_ascend_pt"]   # no stale rank2/rank3
+    assert kd.read_text().startswith(HEADERS["g2023"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]   # no scratch folder left
+    (out / "notes.txt").write_text("mine")
+    r = run("--overwrite", out)
+    assert r.exit_code == 2 and "refusing to replace this folder" in r.output and "notes.txt" in r.output
+    assert (out / "notes.txt").read_text() == "mine" and kd.read_text().startswith(HEADERS["g2023"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(empty).exit_code == 0 and _ranks(empty) == ["rank0_ascend_pt", "rank1_ascend_pt"]
+
+
+def test_synth_overwrite_that_fails_keeps_the_earlier_capture(tmp_path, monkeypatch):
+    """A write failing half-way (here the second rank: a full disk) leaves the earlier capture
+    exactly as it was, and no half-written new rank beside it (exit 5 naming OUT)."""
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    from perfgate.synth import writer
+    out = tmp_path / "cap"
+    write_capture(out, SynthSpec(ranks=3, steps=2, seed=5))
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    real = writer._write_rank
+
+    def full_disk(root, spec, rank, steps):
+        if rank == 1:
+            raise OSError(28, "No space left on device", str(root / "rank1_ascend_pt"))
+        return real(root, spec, rank, steps)
+    monkeypatch.setattr(writer, "_write_rank", full_disk)
+    r = CliRunner().invoke(main, ["synth", "--overwrite", str(out)], env={})
+    assert r.exit_code == 5 and f"{out}: cannot write the synthetic capture: No space left on device" in r.output
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+    assert _ranks(out) == ["rank0_ascend_pt", "rank1_ascend_pt", "rank2_ascend_pt"]
+    r = CliRunner().invoke(main, ["synth", str(tmp_path / "new")], env={})
+    assert r.exit_code == 5 and not (tmp_path / "new").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cap"]
+
+
+def test_demo_again_replaces_its_captures(tmp_path):
+    """A second ``demo`` over a folder whose baseline capture holds other rank folders (an
+    earlier capture, a 4-rank synth) used to read the mix and stop (exit 2, 'use --force',
+    an option demo has not); it replaces its two captures wholesale and exits 1 again."""
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    out = tmp_path / "demo"
+    write_capture(out / "captures" / "baseline", SynthSpec(ranks=4))
+    r = CliRunner().invoke(main, ["demo", "--out", str(out)], env={})
+    assert r.exit_code == 1, r.output
+    assert _ranks(out / "captures" / "baseline") == ["rank0_ascend_pt", "rank1_ascend_pt"]
+    assert "REGRESSION" in r.output

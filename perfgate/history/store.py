@@ -32,7 +32,9 @@ no migration.
 
 Order: every read (runs, series, rolling baseline, trends) is in commit order
 (:mod:`perfgate.history.order`: ancestry from git in ``repo``, else the commit time stored at
-record time), not record order; runs without a commit keep their place in record order.
+record time), not record order; runs without a commit keep their place in record order. A
+commit time after the commit's first recording (a wrong clock) is not used: that commit is
+ordered by when it was recorded, and :meth:`HistoryStore.order_warnings` says so.
 """
 from __future__ import annotations
 
@@ -52,8 +54,8 @@ import numpy as np
 import pandas as pd
 
 from perfgate.compare.stats import robust_sigma
-from perfgate.history.order import commit_keys, in_commit_order
-from perfgate.errors import NoBaselineError, StoreError, UsageError
+from perfgate.history.order import commit_order, in_commit_order
+from perfgate.errors import NoBaselineError, StoreError, StoreUnopenableError, UsageError
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
 
 SCHEMA_VERSION = 1
@@ -144,12 +146,13 @@ def require_db_path(path) -> Path:
     the history database file). Used for ``--db`` / ``--history`` / ``$PERFGATE_HISTORY`` alike.
 
     Raises:
-        StoreError: ``path`` is a directory (exit 5, the path named in the message).
+        StoreUnopenableError: ``path`` is a directory (a StoreError, exit 5, the path named in
+            the message).
     """
     path = Path(path)
     if path.is_dir():
-        raise StoreError("the history database path is a directory, not a file", path=path,
-                         hint="give the database file, e.g. --db DIR/perfgate-history.sqlite")
+        raise StoreUnopenableError("the history database path is a directory, not a file", path=path,
+                                   hint="give the database file, e.g. --db DIR/perfgate-history.sqlite")
     return path
 
 
@@ -271,6 +274,7 @@ class HistoryStore:
         busy_timeout_ms = self.busy_timeout_ms
         self.repo = repo  # git checkout for commit ancestry (None = the working folder)
         self._keys = None
+        self._wrong_clocks: dict = {}
         try:
             if readonly:
                 if not self.path.is_file():
@@ -346,7 +350,7 @@ class HistoryStore:
                               hint="free space on the database's filesystem (and its -wal file's); "
                                    "nothing was written")
         if _cannot_open(e):
-            return StoreError(f"cannot open the history database: {msg}", path=self.path,
+            return StoreUnopenableError(f"cannot open the history database: {msg}", path=self.path,
                               hint="check the file's and folder's permissions; on a read-only location a WAL "
                                    "database needs its -shm / -wal files present or a writable folder "
                                    "(perfgate reads it with immutable=1 only when its -wal is empty)")
@@ -511,12 +515,25 @@ class HistoryStore:
         computed once per store."""
         if self._keys is None:
             times: dict = {}
-            for c, t in self.conn.execute("select commit_sha, json_extract(provenance, '$.commit_time') from runs"):
+            recorded = []
+            for c, t, r in self.conn.execute("select commit_sha, json_extract(provenance, '$.commit_time'), "
+                                             "recorded_at from runs order by recorded_at, id"):
                 c = clean_commit(c)
                 if c:
                     times[c] = times.get(c) or t
-            self._keys = commit_keys(times, self.repo)
+                    recorded.append((c, r))
+            self._keys, self._wrong_clocks = commit_order(times, self.repo, recorded)
         return self._keys
+
+    def order_warnings(self) -> list[str]:
+        """One line per commit whose stored committer time lies after its first recording (a
+        wrong clock, :func:`perfgate.history.order.wrong_clocks`), when commit times order the
+        runs: that commit is ordered by when it was recorded instead. Empty when ancestry
+        orders them."""
+        self.commit_keys()
+        return [f"commit {c[:12]}: committer date {t} is after its first run was recorded ({r}); a wrong "
+                f"clock: ordered by when it was recorded (after the commit recorded before it), not by that date"
+                for c, (t, r) in sorted(self._wrong_clocks.items(), key=lambda x: x[1][1])]
 
     def _ordered(self, df: pd.DataFrame) -> pd.DataFrame:
         return in_commit_order(df, self.commit_keys()) if len(df) > 1 else df

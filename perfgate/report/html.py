@@ -46,7 +46,7 @@ from collections import Counter
 from perfgate import terms
 from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
-from perfgate.report.summary import (DAMAGED_NOTE, config_changes, error_where, informational_text, explains_text, group_views,
+from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, explains_text, group_views,
                                      short_change, step_share_text, verdict_detail, verdict_line, view_columns)
 
 VIEWS = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
@@ -61,7 +61,7 @@ MAX_TRENDS = 30
 MAX_ROWS = 400
 
 _STATUS_CLASS = {terms.PASS: "pass", terms.FAIL: "fail", terms.NO_BASELINE: "none",
-                 terms.INCOMPATIBLE: "none", terms.INVALID: "invalid", terms.DAMAGED: "invalid",
+                 terms.INCOMPATIBLE: "none", terms.INVALID: "invalid", terms.DAMAGED: "invalid", terms.STORE_ERROR: "invalid",
                  "VALID_CAPTURE": "pass"}
 
 CSS = """
@@ -738,12 +738,12 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
     if result.error:
         e = result.error
         where = error_where(e)
-        lines.append(f"<div>{'the baseline store is damaged: ' if result.status == terms.DAMAGED else ''}"
+        lines.append(f"<div>{store_failure(result.status) + ': ' if result.status in terms.STORE_FAILED else ''}"
                      f"<b>{_e(e.get('message'))}</b>" + (f" <code>{_e(where)}</code>" if where else "")
                      + (f"<br>hint: {_e(e['hint'])}" if e.get("hint") else "") + "</div>")
         if result.status == terms.INVALID:
             lines.append("<div>The capture failed closed: nothing was compared, nothing was written.</div>")
-        elif result.status == terms.DAMAGED:
+        elif result.status in terms.STORE_FAILED:
             lines.append(f"<div>{_e(DAMAGED_NOTE)}</div>")
         else:
             lines.append("<div>Nothing was judged: this is not a pass.</div>")

@@ -25,7 +25,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from perfgate import terms
 from perfgate.compare.attribution import ATTRIBUTION_LEAD
 from perfgate.report.selfchecks import group_self_checks
-from perfgate.report.summary import DAMAGED_NOTE, error_where
+from perfgate.report.summary import DAMAGED_NOTE, error_where, store_failure
 
 
 def _case(name, classname, elapsed=0.0):
@@ -60,12 +60,13 @@ def render_junit(result, key: str | None = None) -> str:
             where += f" byte {err['byte_offset']}"
         tc.add_error_info(err.get("message", "invalid capture"), where)
         metrics.append(tc)
-    elif result.status == terms.DAMAGED:  # an <error>: CI marks it red, never skipped like a missing baseline
+    elif result.status in terms.STORE_FAILED:  # an <error>: CI marks it red, never skipped like a missing baseline
         err = result.error or {}
         tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")
         text = [error_where(err), f"hint: {err['hint']}" if err.get("hint") else "", DAMAGED_NOTE]
-        tc.add_error_info(f"baseline store is damaged: {err.get('message', '')}", "\n".join(t for t in text if t),
-                          error_type="damaged_baseline")
+        tc.add_error_info(f"{store_failure(result.status).removeprefix('the ')}: {err.get('message', '')}",
+                          "\n".join(t for t in text if t),
+                          error_type="store_error" if result.status == terms.STORE_ERROR else "damaged_baseline")
         metrics.append(tc)
     elif result.status in (terms.NO_BASELINE, terms.INCOMPATIBLE):
         tc = _case(f"baseline {result.baseline_name}", "perfgate.baseline")

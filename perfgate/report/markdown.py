@@ -12,12 +12,12 @@ from __future__ import annotations
 from perfgate import terms
 from perfgate.report.families import operator_section
 from perfgate.report.selfchecks import group_self_checks
-from perfgate.report.summary import (DAMAGED_NOTE, config_changes, error_where, informational_text, missing_lines, explains_text, group_views,
+from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, missing_lines, explains_text, group_views,
                                      short_change, step_share_text, verdict_detail, verdict_line, view_columns)
 
 LIMIT = 60_000
 _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪",
-         terms.UNSURE_STATUS: "❔", terms.DAMAGED: "🛑"}
+         terms.UNSURE_STATUS: "❔", terms.DAMAGED: "🛑", terms.STORE_ERROR: "🛑"}
 
 
 def marker(key: str) -> str:
@@ -127,9 +127,9 @@ def render_markdown(result, key: str | None = None) -> str:
         if err.get("path"):
             lines.append(f"File: `{_cell(err['path'])}`" + (f", row {err['row']}" if err.get("row") is not None else "")
                          + (f", byte {err['byte_offset']}" if err.get("byte_offset") is not None else ""))
-    elif result.status == terms.DAMAGED:
+    elif result.status in terms.STORE_FAILED:
         err = result.error or {}
-        lines.append(f"The baseline store is damaged: **{_cell(err.get('message', ''))}**")
+        lines.append(f"{store_failure(result.status).capitalize()}: **{_cell(err.get('message', ''))}**")
         where = error_where(err)
         if where:
             lines.append(f"File: `{_cell(where)}`")

@@ -34,9 +34,17 @@ def error_where(err: dict | None) -> str:
     return where
 
 
-#: what every report says of a DAMAGED_BASELINE check, after "the baseline store is damaged" and the error
+#: what every report says of a DAMAGED_BASELINE or STORE_ERROR check, after :func:`store_failure` and the error
 DAMAGED_NOTE = ("Nothing was judged (this is not a pass; --no-baseline-ok does not apply) and nothing was "
                 "written to baselines or history.")
+
+
+def store_failure(status) -> str:
+    """What the reports say of a baseline store that could not be read (``terms.STORE_FAILED``):
+    "the baseline store is damaged" (DAMAGED_BASELINE) or "the baseline store cannot be opened"
+    (STORE_ERROR: a history database path that is a directory or lies under a regular file, a
+    file SQLite cannot open; never called damaged). Lower case, no full stop."""
+    return "the baseline store cannot be opened" if status == terms.STORE_ERROR else "the baseline store is damaged"
 
 
 def missing_lines(result, limit: int = 4) -> list[str]:
@@ -196,8 +204,8 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         out.append(f"  {where}: {e.get('message')}" if where else f"  {e.get('message')}")
         if e.get("hint"):
             out.append(f"  hint: {e['hint']}")
-        if result.status == terms.DAMAGED:
-            out.append(f"  the baseline store is damaged. {DAMAGED_NOTE}")
+        if result.status in terms.STORE_FAILED:
+            out.append(f"  {store_failure(result.status)}. {DAMAGED_NOTE}")
     if quiet:
         return out
     for n in config_changes(result):

@@ -34,8 +34,8 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     Trend sparklines are drawn when ``history_path`` is an existing history database.
 
     Raises:
-        StoreError: the history database is unreadable (except for a DAMAGED_BASELINE result,
-            whose page reports the damage and draws no trends), or the write failed (exit 5).
+        StoreError: the history database is unreadable (except for a DAMAGED_BASELINE or
+            STORE_ERROR result, whose page reports it and draws no trends), or the write failed (exit 5).
     """
     from perfgate.report.html import render_html, sparkline_keys   # HTML only: not imported by check's files
     base = None
@@ -49,9 +49,9 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     try:
         history = _history(history_path, keys, base.config if base else None)
     except StoreError:
-        if result.status != terms.DAMAGED:
+        if result.status not in terms.STORE_FAILED:
             raise
-        history = None   # the damaged history database is what this page reports: no trends from it
+        history = None   # the damaged / unopenable history database is what this page reports: no trends
     text = render_html(result, baseline=base, history=history, trend_keys=keys)
     path = Path(path)
     write_atomic(path, text)

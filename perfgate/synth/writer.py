@@ -18,6 +18,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import secrets
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -403,22 +406,41 @@ def _write_rank(root: Path, spec: SynthSpec, rank: int, steps) -> Path:
     return rdir
 
 
-def write_capture(out_dir, spec: SynthSpec = SynthSpec()) -> Path:
+def write_capture(out_dir, spec: SynthSpec = SynthSpec(), *, existing: str = "into") -> Path:
     """Write a synthetic capture (one folder per rank) under ``out_dir``; returns ``out_dir``.
 
+    ``existing`` says what happens to a folder that already holds files:
+
+    * ``"into"`` (the library default, for callers that own a fresh folder): the rank folders
+      are written into it; other files in it stay (a larger earlier capture's extra ranks too).
+    * ``"refuse"`` (``perfgate synth``): a non-empty ``out_dir`` is refused (UsageError), so
+      an earlier capture's rank folders can never end up beside the new ones.
+    * ``"replace"`` (``perfgate synth --overwrite``, ``perfgate demo``): the capture is replaced
+      wholesale, but only an earlier capture: every entry must be a rank folder
+      (``*_ascend_pt/``), anything else is refused (UsageError), so a mistyped path never
+      deletes unrelated files.
+
+    With ``"refuse"`` and ``"replace"`` the capture is written into a hidden sibling folder
+    (``.NAME.tmp-*``) and renamed into place only once complete: a failure (full disk,
+    interrupt) leaves the earlier folder as it was and no mix of old and new files; an earlier
+    capture is renamed aside (``.NAME.old-*``) and deleted after the swap.
+
     Raises:
-        ValueError: unknown ``spec.header``.
+        ValueError: unknown ``spec.header`` or ``existing``.
+        UsageError: ``out_dir`` holds files it may not replace (see ``existing``; exit 2).
         StoreError: a folder or file cannot be written (read-only place, a path component that
             is a file, a full disk: exit 5), naming the path.
     """
     if spec.header not in HEADERS:
         raise ValueError(f"unknown header generation {spec.header!r}; use one of {sorted(HEADERS)}")
+    if existing not in ("into", "refuse", "replace"):
+        raise ValueError(f"existing must be 'into', 'refuse' or 'replace', got {existing!r}")
     root = Path(out_dir)
+    if existing != "into":
+        return _write_fresh(root, spec, replace=existing == "replace")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        for rank in range(spec.ranks):
-            rng = np.random.default_rng([spec.seed, rank])
-            _write_rank(root, spec, rank, _rank_timeline(spec, rank, rng))
+        _write_ranks(root, spec)
     except OSError as e:
         from perfgate.errors import StoreError
         raise StoreError(f"cannot write the synthetic capture: {e.strerror or e}",
@@ -426,12 +448,113 @@ def write_capture(out_dir, spec: SynthSpec = SynthSpec()) -> Path:
     return root
 
 
+def _write_ranks(root: Path, spec: SynthSpec):
+    for rank in range(spec.ranks):
+        rng = np.random.default_rng([spec.seed, rank])
+        _write_rank(root, spec, rank, _rank_timeline(spec, rank, rng))
+
+
+#: hidden folders ``_write_fresh`` makes inside an existing target (left only by a crash)
+_SCRATCH = (".perfgate-synth-new-", ".perfgate-synth-old-")
+
+
+def _foreign_entries(root: Path, replace: bool) -> list[str]:
+    """Entries of an existing ``root`` that forbid writing a capture there: every entry when
+    not replacing, else those that are neither rank folders (``*_ascend_pt/``) nor the scratch
+    folders a crashed earlier replacement left."""
+    names = sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(root))
+    if not replace:
+        return names
+    return [n for n in names if not (n.endswith("_ascend_pt/") or n.startswith(_SCRATCH))]
+
+
+def _write_fresh(root: Path, spec: SynthSpec, *, replace: bool) -> Path:
+    """``write_capture(existing="refuse" | "replace")``. A missing ``root``: written as a hidden
+    sibling, renamed into place. An existing one (kept itself: a working directory, a mount
+    point, a symbolic link stay valid): written into a hidden scratch folder inside it, the
+    earlier entries moved into a second one, the new ones moved in, the second one deleted; a
+    failure moves the earlier entries back."""
+    from perfgate.errors import StoreError, UsageError
+    target = root.resolve()
+    try:
+        foreign = _foreign_entries(target, replace) if target.is_dir() else []
+    except OSError as e:
+        raise StoreError(f"cannot read the folder: {e.strerror or e}", path=root) from None
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        if replace:
+            raise UsageError(f"refusing to replace this folder: it holds more than a capture's rank folders "
+                             f"(*_ascend_pt/): {shown}", path=root,
+                             hint="choose a new folder, or remove it yourself")
+        raise UsageError(f"the folder is not empty ({shown}): a capture written into it would mix with "
+                         f"what is there", path=root,
+                         hint="choose a new or empty folder, or pass --overwrite to replace an earlier capture")
+    new = old = None
+    moved_out: list[str] = []
+    moved_in: list[str] = []
+    try:
+        if replace and target.is_dir():   # a crashed earlier replacement's scratch folders
+            for n in os.listdir(target):
+                if n.startswith(_SCRATCH):
+                    shutil.rmtree(target / n)
+        if not target.is_dir():
+            if not target.parent.exists():
+                target.parent.mkdir(parents=True)
+            new = _scratch(target.parent, f".{target.name}.synth-new-")
+            _write_ranks(new, spec)
+            os.rename(new, target)
+            new = None
+            return root
+        new = _scratch(target, _SCRATCH[0])
+        _write_ranks(new, spec)
+        earlier = sorted(n for n in os.listdir(target) if not n.startswith(_SCRATCH))
+        if earlier:
+            old = _scratch(target, _SCRATCH[1])
+            for n in earlier:
+                os.rename(target / n, old / n)
+                moved_out.append(n)
+        for n in sorted(os.listdir(new)):
+            os.rename(new / n, target / n)
+            moved_in.append(n)
+        moved_out = []   # done: the earlier capture goes with `old`
+    except OSError as e:
+        for n in moved_in:
+            shutil.rmtree(target / n, ignore_errors=True)
+        for n in moved_out:
+            try:
+                os.rename(old / n, target / n)
+            except OSError:
+                pass
+        if moved_out:
+            old = None   # not every entry could be put back: keep the rest in the scratch folder
+        raise StoreError(f"cannot write the synthetic capture: {e.strerror or e}", path=root) from None
+    finally:
+        for d in (new, old):
+            if d is not None:
+                shutil.rmtree(d, ignore_errors=True)
+    return root
+
+
+def _scratch(parent: Path, prefix: str) -> Path:
+    """A new folder ``parent/PREFIX<PID>-<RANDOM>`` (the umask's permissions, as ``mkdir``)."""
+    while True:
+        p = parent / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            os.mkdir(p)
+            return p
+        except FileExistsError:
+            continue
+
+
 def write_demo_pair(out_dir) -> tuple[Path, Path]:
     """The bundled default: a 2-rank baseline capture and a candidate in which Cast is called
-    twice as often and MatMulV3 runs 1.4x slower (a count and a step-time regression)."""
+    twice as often and MatMulV3 runs 1.4x slower (a count and a step-time regression), in
+    ``out_dir/baseline`` and ``out_dir/candidate``; an earlier pair there is replaced wholesale
+    (``write_capture(existing="replace")``: a folder holding anything but rank folders is
+    refused, UsageError)."""
     out = Path(out_dir)
-    base = write_capture(out / "baseline", SynthSpec(seed=1))
+    base = write_capture(out / "baseline", SynthSpec(seed=1), existing="replace")
     cand = write_capture(out / "candidate", SynthSpec(
         seed=2, extra_calls={"aclnnCast_CastAiCore_Cast": 2},
-        slowdown={"aclnnMatmul_MatMulV3Common_MatMulV3": 1.4}))
+        slowdown={"aclnnMatmul_MatMulV3Common_MatMulV3": 1.4}), existing="replace")
     return base, cand
