@@ -20,6 +20,9 @@ Checks, per rank and step (status pass | fail | warn | skipped):
 * ``steps_present`` (only when failing): no kernel row has a step, or a step the reference
   (trace Overlap Analysis / step_trace_time.csv) lists with device activity has no kernel row;
   a kernel table cut after a complete row is named "truncated or altered" (:func:`diagnose_cut`).
+* ``time_base`` (only when failing): the trace's Overlap Analysis Computing / Communication events
+  start where kernel rows start (one export, one clock); a table shifted against the trace fails
+  (:func:`time_base`, policy ``self_checks.time_base_abs_us``).
 * ``step_trace_identities`` (P16): Overlapped = Communication − Comm(Not Overlapped) (fail);
   Stage ≈ Computing + Comm(Not Overlapped) + Free and Comm(Not Overlapped and Exclude
   Receive) = Comm(Not Overlapped) − Bubble (warn).
@@ -266,7 +269,124 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
         out.extend(_step_trace_identities(rank.rank, st, policy))
     if ref is not None and kernel_steps:
         out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile, trace_name)
+    tb = time_base(rank, policy.self_checks.get("time_base_abs_us", 1.0), kfile, tfile, trace_name)
+    if tb is not None:
+        out.append(tb)
     return name_rank_files(out, rank)
+
+
+TIME_BASE_SAMPLE = 4096     # Overlap Analysis events paired with kernel starts (evenly spread)
+TIME_BASE_ANCHORS = 8       # earliest / latest events and rows whose differences are the candidate offsets
+_TB_FIRST_PASS = 256        # candidates are ranked on this many sampled events, the best confirmed on all
+
+
+def _nearest(sorted_starts: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Index in ``sorted_starts`` of the start nearest to each value of ``x`` (ties: the earlier)."""
+    j = np.searchsorted(sorted_starts, x)
+    lo = np.clip(j - 1, 0, len(sorted_starts) - 1)
+    hi = np.clip(j, 0, len(sorted_starts) - 1)
+    return np.where(np.abs(sorted_starts[hi] - x) < np.abs(x - sorted_starts[lo]), hi, lo)
+
+
+def _us(ns: int) -> str:
+    """Exact µs text of an integer ns value (``1736408883704643.212``), no float rounding."""
+    sign, v = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{v // 1000}.{v % 1000:03d}"
+
+
+def time_base(rank, tol_us: float, kfile: str = "kernel_details.csv", tfile: str = "trace_view.json",
+              trace_name: str = "trace_view.json Overlap Analysis") -> SelfCheck | None:
+    """``time_base`` (only when failing): the kernel table and the trace are on one time base.
+
+    Every Overlap Analysis ``Computing`` / ``Communication`` event of a torch_npu timeline is a
+    merged interval of device tasks, so it starts exactly where a kernel row starts (start_ns,
+    ns): measured on the 6 real text ranks that hold both files, all 191 events of each start
+    within 1 ns of a row start (the table and the trace round to 0.001 us). A table whose Start
+    Time(us) column was shifted against the trace (another capture's table, an edited file)
+    passes every duration check; here it fails.
+
+    Method (numpy, no per-task loop): up to :data:`TIME_BASE_SAMPLE` Computing / Communication
+    events evenly spread over the trace's Overlap Analysis frame are paired with the nearest
+    kernel start (one sort of the table's starts, one ``searchsorted``). At offset 0, when at
+    least half of them lie within ``tol_us`` of a row start, the files agree: None. Otherwise
+    the candidate offsets are the differences between the :data:`TIME_BASE_ANCHORS` earliest
+    (and latest) rows and events; when one of them pairs at least half the sampled events, the
+    files are on different time bases: a failed check naming both files, the median offset (us)
+    over the paired events, how many paired, and one example pair (data row, kernel name and
+    start; event kind, start, duration). When no constant offset pairs half of them, nothing is
+    claimed here (the busy-union and ΣDuration checks judge the contents).
+
+    Only with a trace that was read and holds Overlap Analysis (not ``--trace never``, nor a
+    timeline skipped by ``--trace auto``). Cost on a 1M-row rank: one sort of the start column
+    (skipped when already in order) and a few ``searchsorted`` of <= 4,096 values.
+    """
+    tr = rank.trace
+    if tr is None or not tr.has_overlap or rank.kernels is None or not len(rank.kernels.df):
+        return None
+    k = rank.kernels.df
+    ov = tr.overlap
+    start = k["start_ns"].to_numpy()
+    s = start if bool((start[1:] >= start[:-1]).all()) else np.sort(start)
+    ev_start = ov["start_ns"].to_numpy()
+    kind = ov["kind"].to_numpy(dtype=object)
+    n = len(ev_start)
+    # the sample: evenly spread positions, then the Computing / Communication ones among them
+    pos = np.unique(np.linspace(0, n - 1, min(n, 3 * TIME_BASE_SAMPLE)).astype(np.int64))
+    kk = kind[pos]
+    pos = pos[(kk == "computing") | (kk == "comm")][:TIME_BASE_SAMPLE]
+    if not len(pos):
+        return None
+    e = ev_start[pos]
+    tol = int(round(tol_us * 1000))
+
+    def paired(delta: int, x: np.ndarray) -> np.ndarray:
+        return np.abs(s[_nearest(s, x + delta)] - (x + delta)) <= tol
+
+    if 2 * int(paired(0, e).sum()) >= len(e):
+        return None
+    # candidate offsets: the earliest / latest rows minus the earliest / latest events (a few
+    # dozen; the events found by partition, no full sort of the frame)
+    a = min(TIME_BASE_ANCHORS, n)
+    first = np.argpartition(ev_start, a - 1)[:a] if a < n else np.arange(n)
+    last = np.argpartition(ev_start, n - a)[n - a:] if a < n else np.arange(n)
+    cands = []
+    for ends, rows in ((first, s[:TIME_BASE_ANCHORS]), (last, s[-TIME_BASE_ANCHORS:])):
+        kinds = kind[ends]
+        ends = ends[(kinds == "computing") | (kinds == "comm")]
+        if len(ends):
+            cands.append((rows[:, None] - ev_start[ends][None, :]).ravel())
+    if not cands:
+        return None
+    cands = np.unique(np.concatenate(cands))
+    cands = cands[np.abs(cands) > tol]
+    if not len(cands):
+        return None
+    probe = e[np.unique(np.linspace(0, len(e) - 1, min(len(e), _TB_FIRST_PASS)).astype(np.int64))]
+    score = np.array([int(paired(int(d), probe).sum()) for d in cands.tolist()])
+    best = int(cands[int(np.argmax(score))])
+    ok = paired(best, e)
+    if 2 * int(ok.sum()) < len(e):
+        return None
+    j = _nearest(s, e[ok] + best)
+    offs = s[j] - e[ok]
+    med_us = float(np.median(offs)) / 1000.0
+    if abs(med_us) <= tol_us:
+        return None
+    i0 = int(np.flatnonzero(ok)[0])
+    ev = int(pos[i0])
+    row_at = int(np.flatnonzero(start == s[int(j[0])])[0])
+    kname = k["name"].iat[row_at]
+    row = int(k["row"].iat[row_at])
+    what = {"computing": "Computing", "comm": "Communication"}.get(kind[ev], str(kind[ev]))
+    side = "later" if med_us > 0 else "earlier"
+    msg = (f"{kfile} and {tfile} are not on one time base (files from different captures?): the kernel starts "
+           f"lie a median {abs(med_us):,.3f} us {side} than the {trace_name} Computing / Communication events "
+           f"they pair with ({int(ok.sum())} of {len(e)} sampled events pair at that offset, fewer than half at "
+           f"offset 0; tolerance {tol_us:.3f} us), e.g. {kfile} data row {row} ({kname} starts at "
+           f"{_us(int(s[int(j[0])]))} us) and the {what} event at {_us(int(ev_start[ev]))} us (duration "
+           f"{_us(int(ov['dur_ns'].iat[ev]))} us); one export writes every such event where a kernel row starts")
+    return SelfCheck("time_base", rank.rank, None, FAIL, msg, 0.0, med_us, float(tol_us),
+                     f"{kfile}, {tfile}")
 
 
 CUT_CAUSE = ": the files are not from one capture or a row was altered"

@@ -43,12 +43,15 @@ class _Section(Mapping):
 @dataclass(frozen=True, eq=True)
 class SelfCheckSettings(_Section):
     """``self_checks:`` tolerances of :mod:`perfgate.metrics.selfcheck` (us), and
-    ``require_trace`` (a rank without trace_view.json fails instead of skipping its checks)."""
+    ``require_trace`` (a rank without trace_view.json fails instead of skipping its checks).
+    ``time_base_abs_us``: the largest offset (us) between the kernel table's task starts and the
+    trace's Overlap Analysis events accepted as one time base (:func:`perfgate.metrics.selfcheck.time_base`)."""
     abs_us_per_row: float = 0.001
     abs_us_floor: float = 0.01
     step_trace_abs_us: float = 1.0
     require_trace: bool = False
     comm_op_identity_abs_us: float = 1.0
+    time_base_abs_us: float = 1.0
 
 
 #: findings.fail_closed when the policy does not say: the findings that make a capture invalid
