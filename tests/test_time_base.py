@@ -129,3 +129,37 @@ def test_every_real_rank_with_both_files_is_on_one_time_base(ascend):
             assert bad is not None and bad.observed == 1.5, (cap, r.rank)
             judged += 1
     assert judged == 7
+
+
+def test_trace_shifted_instead_of_the_table_is_refused_too(copy_capture, tmp_path):
+    """The whole trace_view.json of rank 0 (host windows and device events) 100 ms later: the host
+    windows still overlap the table's tasks, so nothing else tells the clocks apart."""
+    from decimal import Decimal
+    cap = copy_capture("level1")
+    tv = cap / TV0
+    ev = json.loads(tv.read_text())
+    for e in ev:
+        if e.get("ph") != "M" and "ts" in e:
+            e["ts"] = f"{Decimal(str(e['ts'])) + 100_000:.3f}"
+    tv.write_text(json.dumps(ev))
+    code, out = run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert code == 3, out
+    assert "a median 100,000.000 us earlier than" in out
+
+
+def test_a_whole_trace_on_another_clock_keeps_the_time_bases_warning(copy_capture, tmp_path):
+    """Case Q02's sibling: rank 0's table 3 h later than its trace, no collection window to bound
+    it (profiler_info without start_info / end_info). The host windows no longer overlap the
+    device tasks: the time-bases warning, host − device figures left out, durations still judged
+    (tests/test_validity_independent.py holds the figures); time_base does not fail it."""
+    cap = copy_capture("level1")
+    shift_starts(cap / OUT0, 3 * 3600e6)
+    info = cap / "rank0_ascend_pt" / "profiler_info_0.json"
+    d = json.loads(info.read_text())
+    d.pop("start_info"), d.pop("end_info")
+    info.write_text(json.dumps(d))
+    code, out = run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert code == 0, out
+    fp = json.loads((tmp_path / "fp.json").read_text())
+    assert [w for w in fp["warnings"] if w.startswith("rank 0:") and "different time bases" in w]
+    assert not [c for c in fp["self_checks"] if c["name"] == "time_base"]

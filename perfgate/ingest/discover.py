@@ -37,6 +37,7 @@ class RankLocation:
     info: dict
     rank_source: str
     layout: str  # "torch_npu" | "msprof"
+    warnings: tuple = ()  # e.g. identical profiler_info copies (:func:`one_profiler_info`)
 
 
 def _looks_like_rank_folder(d: Path) -> bool:
@@ -266,6 +267,75 @@ def read_profiler_info(path: Path) -> dict:
     }
 
 
+def _first_difference(a, b, where: str = "") -> str:
+    """The key path (``end_info.collectionTimeEnd``) of the first value two JSON documents differ in."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{where}{k}"
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], f"{where}{k}.")
+    return where.rstrip(".") or "the top level"
+
+
+def one_profiler_info(rank_dir: Path, infos: list) -> tuple[Path | None, tuple]:
+    """The one profiler_info file of a rank folder, and the warnings its choice leaves.
+
+    The profiler writes exactly one file per rank folder: ``profiler_info_<N>.json`` (rank N) or,
+    in a single-card run, ``profiler_info.json`` (SCHEMAS.md §0). Each file claims a rank: the
+    ``<N>`` of its name, else its ``rank_id`` when >= 0, else none. Several files in one folder
+    are judged on what they prove:
+
+    * they claim different ranks (``profiler_info_0.json`` and ``profiler_info_7.json``, or a
+      numbered file beside a rankless ``profiler_info.json``): the folder's one
+      ``ASCEND_PROFILER_OUTPUT/`` (kernel table, timeline, ...) holds one rank's data, and which
+      rank cannot be told: refused;
+    * they claim the same rank but differ in content (another run's collection window, level or
+      config): which one describes this export cannot be told (the collection window bounds every
+      kernel start): refused, naming the first differing field;
+    * identical content (a stray copy, e.g. ``profiler_info_0 (1).json``): every fact read from
+      it is the same whichever is read, so the numbered one is read (the first by name otherwise)
+      and a warning names the copies.
+
+    Raises:
+        InvalidCaptureError: the cases refused above, naming every file (and its rank); any file
+            unreadable, not JSON, or with a ``rank_id`` that is not an integer or disagrees with its
+            name (:func:`read_profiler_info`)."""
+    if len(infos) <= 1:
+        return (infos[0] if infos else None), ()
+    claims, docs = {}, {}
+    for p in infos:
+        info = read_profiler_info(p)
+        rid = info.get("rank_id")
+        m = _INFO_RE.match(p.name)
+        if m and rid is not None and rid >= 0 and rid != int(m.group(1)):
+            raise InvalidCaptureError(
+                f"{p.name}: the file name says rank {int(m.group(1))}, its rank_id says {rid}", path=p,
+                hint="the profiler writes profiler_info_<N>.json with rank_id N; restore the file as the profiler wrote it")
+        claims[p] = int(m.group(1)) if m else (rid if rid is not None and rid >= 0 else None)
+        docs[p] = jsonout.loads(p.read_bytes())
+    names = ", ".join(p.name for p in infos)
+    if len(set(claims.values())) > 1:
+        shown = ", ".join(f"{p.name}: rank {c}" if c is not None else f"{p.name}: no rank" for p, c in claims.items())
+        raise InvalidCaptureError(
+            f"{len(infos)} profiler_info files name different ranks ({shown}): the rank of {OUTPUT_DIR}/ beside "
+            f"them (its kernel table and every other file) is ambiguous", path=rank_dir,
+            hint="one rank folder per rank: the profiler writes one profiler_info_<N>.json beside each rank's "
+                 f"{OUTPUT_DIR}/; move each rank's files to its own folder, or remove the file that does not belong")
+    first = infos[0]
+    for p in infos[1:]:
+        if docs[p] != docs[first]:
+            rank = claims[first]
+            raise InvalidCaptureError(
+                f"{len(infos)} profiler_info files ({names}) {'both' if len(infos) == 2 else 'all'} say {'rank ' + str(rank) if rank is not None else 'no rank'} "
+                f"but differ in {_first_difference(docs[first], docs[p])} ({first.name} vs {p.name}): written by "
+                f"different runs, so which one describes {OUTPUT_DIR}/ cannot be told", path=rank_dir,
+                hint="keep the profiler_info file written with this export and remove the other")
+    chosen = next((p for p in infos if _INFO_RE.match(p.name)), first)
+    return chosen, (f"{len(infos)} identical profiler_info files in {rank_dir.name}/ ({names}): {chosen.name} "
+                    f"read (the profiler writes one per rank folder; remove the copy)",)
+
+
 def msprof_rank(prof_dir: Path) -> tuple[int | None, str]:
     """Rank of a raw msprof ``PROF_*`` folder from ``device_<N>/info.json.<N>`` ``rank_id``
     (as msprof-analyze ``msprof_data_preprocessor`` reads it); ``(None, "")`` when no such file
@@ -309,7 +379,9 @@ def discover(path) -> list[RankLocation]:
             one holding profiler_info*.json) without its ``ASCEND_PROFILER_OUTPUT/`` (every such
             folder is listed in ``problems``); two folders claim the same rank; several folders
             whose rank cannot be determined; ranks that disagree on the recorded world size or
-            lie outside it (:func:`check_world_size`; a subset of the job's ranks is accepted).
+            lie outside it (:func:`check_world_size`; a subset of the job's ranks is accepted);
+            several profiler_info files in one rank folder naming different ranks, or the same rank
+            with different contents (:func:`one_profiler_info`; identical copies: a warning).
     """
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
@@ -346,7 +418,8 @@ def discover(path) -> list[RankLocation]:
             layout = "msprof"
         else:
             layout = "torch_npu"
-        infos = sorted(p for p in rank_dir.glob("profiler_info*.json"))
+        chosen, loc_warnings = one_profiler_info(rank_dir, sorted(rank_dir.glob("profiler_info*.json")))
+        infos = [chosen] if chosen is not None else []
         info_path = None
         info: dict = {}
         rank = None
@@ -382,14 +455,14 @@ def discover(path) -> list[RankLocation]:
             if m:
                 rank, source = int(m.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"
         if rank is None:
-            unknown.append((rank_dir, out, info_path, info, layout))
+            unknown.append((rank_dir, out, info_path, info, layout, loc_warnings))
             continue
-        locs.append(RankLocation(rank, rank_dir, out, info_path, info, source, layout))
+        locs.append(RankLocation(rank, rank_dir, out, info_path, info, source, layout, loc_warnings))
     if unknown:
         if len(unknown) == 1 and not locs:
-            rank_dir, out, info_path, info, layout = unknown[0]
+            rank_dir, out, info_path, info, layout, loc_warnings = unknown[0]
             locs.append(RankLocation(0, rank_dir, out, info_path, info,
-                                     "assumed 0: single rank without profiler_info_<N>.json", layout))
+                                     "assumed 0: single rank without profiler_info_<N>.json", layout, loc_warnings))
         else:
             raise InvalidCaptureError(
                 f"cannot tell the rank of {len(unknown)} folder(s), e.g. {unknown[0][0]}: no "

@@ -4,7 +4,7 @@ Re-exported by :mod:`perfgate.ingest`; entry point :func:`load_capture`."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -166,8 +166,11 @@ def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str =
     """
     try:
         _check_memory(loc)
-        return _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes, trace_pool=trace_pool,
+        rank = _load_rank(loc, with_trace=TraceMode.of(with_trace), pmu=pmu, shapes=shapes, trace_pool=trace_pool,
                           while_scanning=while_scanning, after_kernels=after_kernels)
+        if loc.warnings:   # what discovery noticed about the rank folder (identical profiler_info copies)
+            rank = replace(rank, warnings=tuple(loc.warnings) + tuple(rank.warnings))
+        return rank
     except MemoryError as e:
         found = []
         for f in loc.output_dir.glob("*"):

@@ -317,11 +317,18 @@ def time_base(rank, tol_us: float, kfile: str = "kernel_details.csv", tfile: str
     claimed here (the busy-union and ΣDuration checks judge the contents).
 
     Only with a trace that was read and holds Overlap Analysis (not ``--trace never``, nor a
-    timeline skipped by ``--trace auto``). Cost on a 1M-row rank: one sort of the start column
+    timeline skipped by ``--trace auto``), and only while the trace's host ``ProfilerStep``
+    windows overlap the table's device tasks (``rank.host_clock_ok``): a whole trace on another
+    clock (torch_npu writing trace timestamps relative to the first event, Ascend/pytorch
+    #155/#156, case Q02) is already told apart by
+    :func:`perfgate.ingest.validity.host_clock_mismatch`, its host − device figures left out with
+    a warning and the duration checks still judging the contents. A smaller offset is the one
+    that would be combined silently (a tail gap moved by the shift): that one fails here. Cost on a 1M-row rank: one sort of the start column
     (skipped when already in order) and a few ``searchsorted`` of <= 4,096 values.
     """
     tr = rank.trace
-    if tr is None or not tr.has_overlap or rank.kernels is None or not len(rank.kernels.df):
+    if tr is None or not tr.has_overlap or rank.kernels is None or not len(rank.kernels.df) \
+            or not getattr(rank, "host_clock_ok", True):
         return None
     k = rank.kernels.df
     ov = tr.overlap
