@@ -663,7 +663,7 @@ def structure_beside(kernels, rank_id: int, policy, root) -> _TimelineFree | Non
     (numpy releases the GIL in its array loops). None for a smaller table. The thread only reads
     the kernel table; call ``.join()`` on the result if the rank is refused before its summary.
 
-    Measured (1M-row ranks, 2-core VM, paired): docs/performance.md "Structure beside the rest"."""
+    Measured (1M-row ranks, 2-core VM, paired): docs/performance.md "Structure stage beside the rest"."""
     if len(kernels.df) < STRUCTURE_BESIDE_ROWS:
         return None
     return _StructureBeside(kernels, rank_id, policy, root)
