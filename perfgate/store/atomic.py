@@ -78,7 +78,8 @@ def unwritable_reason(path, *, folder: bool = False) -> str | None:
 def write_atomic(path: Path, text: str | bytes) -> Path:
     """Write ``text`` (str, written as UTF-8; or bytes, written as they are) to ``path``
     atomically: readers see the old file or the new one, never a half-written one; on failure
-    the old file is untouched. The new file gets the usual permissions (0666 minus the umask),
+    the old file is untouched, and on any exception (also KeyboardInterrupt and the CLI's
+    SIGTERM exception mid-write) the temp file is removed. The new file gets the usual permissions (0666 minus the umask),
     not the temp file's 0600.
 
     A stream of this process (``/dev/stdout``, ``/dev/fd/1``, ...: :func:`is_stream`) or a target
@@ -118,12 +119,21 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove(tmp)
         raise StoreError(f"write failed, previous content kept: {e.strerror}", path=path) from None
+    except BaseException:
+        # Ctrl-C or the CLI's SIGTERM exception mid-write: no hidden .tmp left in the baseline
+        # store or the reports folder (it would pile up in a cached or uploaded folder)
+        _remove(tmp)
+        raise
     return given
+
+
+def _remove(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def discard_stale(path) -> bool:
