@@ -115,6 +115,31 @@ def _prove_type_column(df: pd.DataFrame, header: str, path: Path) -> None:
             f"columns look swapped", path=path, row=0)
 
 
+#: a C0 control character (NUL, ESC, ...; not TAB, LF, CR): no profiler writes one in a name
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _refuse_control_characters(path: Path, col, header: str) -> None:
+    """A text column (name, type, core type, stream, shapes: a categorical of ``n`` rows) whose
+    value holds a control character (``\\x00``, ``\\x1b``, ...) is a damaged file: such a name
+    would reach the terminal, the Markdown report and the JUnit XML (which must drop it, and
+    then names a family that does not exist). Checked once per distinct value.
+
+    Raises:
+        InvalidCaptureError: naming the file, the first such data row, the column and the cell
+            (repr-escaped)."""
+    cats = col.cat.categories
+    bad = [i for i, v in enumerate(cats.tolist()) if isinstance(v, str) and _CONTROL.search(v)]
+    if not bad:
+        return
+    codes = col.array.codes
+    i = int(np.flatnonzero(np.isin(codes, bad))[0])
+    from perfgate.ingest.csvread import cell_error
+    err = cell_error(path, i + 1, header, cats[codes[i]], "holds a control character (no profiler writes one)")
+    err.hint = "the file was edited or damaged after export: re-export the profiling data"
+    raise err
+
+
 def _categorical(arr) -> pd.Series:
     """Arrow strings -> pandas categorical, trimmed, ``N/A`` missing: names repeat a lot, so
     trimming and every later string operation run once per distinct value, not per row."""
@@ -417,6 +442,9 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     # the categoricals go in as their arrays (all of length n): no index alignment of Series
     df = pd.DataFrame({c: v.array if isinstance(v, pd.Series) else v for c, v in data.items()},
                       index=pd.RangeIndex(n), copy=False)
+    for c in ("name", "op_type", "core_type", "stream_id", "input_shapes", "input_dtypes"):
+        if c in cols:
+            _refuse_control_characters(path, data[c], cols[c])
     if "device_id" in cols and "device_id" in raw:
         dev = _categorical(raw["device_id"])
         if len(dev.cat.categories) > 1:
