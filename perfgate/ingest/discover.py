@@ -27,6 +27,22 @@ _FOLDER_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 _MAX_DEPTH = 5
 
 
+#: said for a torch_npu rank folder without its profiler_info_<N>.json (the rank then comes from
+#: the folder or DB file name, or is assumed 0)
+_NO_INFO = ("{folder} has no profiler_info_<N>.json: the rank number is read from the folder or file name, and "
+            "the profiler level, CANN version and collection window are unknown (time values are not "
+            "checked against the window)")
+
+
+def mixed_levels_warning(levels) -> str | None:
+    """The warning for ranks of one capture profiled at different levels (``levels``: the set of
+    their profiler_info ``profiler_level`` values, None where not recorded), or None for one level."""
+    if len(set(levels)) <= 1:
+        return None
+    shown = sorted("not recorded" if v is None else str(v) for v in set(levels))
+    return f"ranks were profiled at different levels: {shown}"
+
+
 @dataclass(frozen=True)
 class RankLocation:
     """Where one rank's files are: ``rank_dir`` (holds profiler_info), ``output_dir``."""
@@ -454,6 +470,8 @@ def discover(path) -> list[RankLocation]:
             m = _FOLDER_RANK_RE.search(rank_dir.name)
             if m:
                 rank, source = int(m.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"
+        if info_path is None and layout == "torch_npu":
+            loc_warnings = tuple(loc_warnings) + (_NO_INFO.format(folder=rank_dir.name),)
         if rank is None:
             unknown.append((rank_dir, out, info_path, info, layout, loc_warnings))
             continue

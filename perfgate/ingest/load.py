@@ -12,7 +12,7 @@ import pandas as pd
 from perfgate.errors import InvalidCaptureError, PerfgateError
 from perfgate.terms import TraceMode
 from perfgate.ingest.comm import read_communication
-from perfgate.ingest.discover import RankLocation, discover
+from perfgate.ingest.discover import RankLocation, discover, mixed_levels_warning
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
@@ -532,7 +532,7 @@ def load_capture(path, *, with_trace=TraceMode.READ, pmu: bool | str = False, sh
     if problems:
         raise InvalidCaptureError.combine(problems)
     warnings = []
-    levels = {r.location.info.get("profiler_level") for r in ranks}
-    if len(levels) > 1:
-        warnings.append(f"ranks were profiled at different levels: {sorted(map(str, levels))}")
+    mixed = mixed_levels_warning({r.location.info.get("profiler_level") for r in ranks})
+    if mixed:
+        warnings.append(mixed)
     return Capture(path=Path(path), ranks=tuple(ranks), warnings=tuple(warnings))

@@ -958,9 +958,10 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
         detail["segments"] = [x["segments"] for x in sums if x.get("segments")]
     detail.update(_operator_detail(full, metrics, policy))
     warns = list(warnings or [])
-    levels = {x["info"].get("profiler_level") for x in full}
-    if len(levels) > 1 and not any("different levels" in w for w in warns):
-        warns.append(f"ranks were profiled at different levels: {sorted(map(str, levels))}")
+    from perfgate.ingest.discover import mixed_levels_warning
+    mixed = mixed_levels_warning({x["info"].get("profiler_level") for x in full})
+    if mixed and not any("different levels" in w for w in warns):
+        warns.append(mixed)
     for x in sums:
         warns.extend(x.warnings)
     prov = {
