@@ -401,10 +401,11 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
     policy sets statistics.unsure_fails.
     """
-    from perfgate.gate import check_and_report
-    from perfgate.report.writers import remove_stale_check_reports
-    # first of all: a run refused for its policy or arguments below leaves no earlier verdict either
+    from perfgate.reportpaths import remove_stale_check_reports
+    # first of all (before the heavy imports below): a run refused for its policy or arguments, or
+    # interrupted while it starts, leaves no earlier verdict either
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
+    from perfgate.gate import check_and_report
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
         from perfgate.publish.github import require_comment_key
         require_comment_key(comment_key, "--comment-key")

@@ -182,3 +182,22 @@ def test_a_check_refused_for_its_policy_leaves_no_earlier_report(tmp_path, polic
                      "--policy", pol)
     assert code == 2 and "policy error" in text, text
     assert list(out.iterdir()) == [] and not html.exists()
+
+
+def test_earlier_reports_are_removed_before_the_heavy_imports(tmp_path, monkeypatch):
+    """An interrupt while ``check`` starts (the gate's ~0.5 s of imports) leaves no earlier verdict
+    either: the reports are removed before ``perfgate.gate`` is imported (fresh-user report: SIGINT
+    at 0.3 s left the previous PASS files byte-identical), by a module that imports no pandas."""
+    import subprocess
+    import sys
+    out = tmp_path / "o"
+    old = [out / "perfgate-junit.xml", out / "perfgate-report.md", out / "perfgate-result.json"]
+    _stale(*old)
+    monkeypatch.setitem(sys.modules, "perfgate.gate", None)   # importing it now fails, as an interrupt would
+    res = CliRunner().invoke(main, ["check", "--baseline", "b", str(tmp_path), "--out", str(out)])
+    assert res.exit_code != 0
+    assert not any(p.exists() for p in old)
+    code = subprocess.run([sys.executable, "-c", "import sys, perfgate.cli, perfgate.reportpaths; "
+                           "print('pandas' in sys.modules or 'perfgate.report' in sys.modules)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert code == "False"

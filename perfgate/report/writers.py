@@ -14,6 +14,7 @@ from pathlib import Path
 from perfgate import terms
 from perfgate.errors import CorruptBaselineError, NoBaselineError, StoreError
 from perfgate.model import Fingerprint, GateResult
+from perfgate.reportpaths import check_report_paths, remove_stale_check_reports  # noqa: F401 - re-exported
 from perfgate.store.atomic import write_atomic
 from perfgate.store.baselines import BaselineStore
 
@@ -141,30 +142,6 @@ def remove_stale_history_report(out) -> None:
     except OSError:  # no folder yet (or not a folder: the write reports it)
         return
     for p in plots:
-        discard_stale(p)
-
-
-def check_report_paths(out, *, junit=None, markdown=None, json_path=None) -> dict[str, Path]:
-    """Where ``perfgate check`` writes its three reports: ``{"junit" | "markdown" | "json": path}``
-    (defaults under ``out``; ``json_path`` ``"-"`` still maps to a path that is never written)."""
-    out = Path(out)
-    return {
-        "junit": Path(junit) if junit else out / "perfgate-junit.xml",
-        "markdown": Path(markdown) if markdown else out / "perfgate-report.md",
-        "json": Path(json_path) if json_path and json_path != "-" else out / "perfgate-result.json",
-    }
-
-
-def remove_stale_check_reports(out, *, junit=None, markdown=None, json_path=None, html_path=None) -> None:
-    """Delete an earlier run's report files (the three of :func:`check_report_paths` and, when
-    given, the ``--html`` page) before a check starts, so that a run that ends without writing
-    its own (an internal error, a killed job) never leaves a previous verdict where CI reads one
-    (an ``if: always()`` JUnit upload would show a stale PASS). Each goes through
-    :func:`perfgate.store.atomic.discard_stale`: a link stays a link (its target is removed);
-    missing files, folders, streams and FIFOs are left alone (the write then reports them)."""
-    from perfgate.store.atomic import discard_stale
-    paths = list(check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path).values())
-    for p in paths + ([Path(html_path)] if html_path else []):
         discard_stale(p)
 
 
