@@ -14,7 +14,11 @@ from perfgate.run import fingerprint_path
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.writer import SynthSpec, write_capture
 
-ELAPSED = ("step.time_us", "step.free_us", "step.bubble_us", "step.underfeed_ratio")
+ELAPSED = ("step.time_us", "step.free_us", "step.bubble_us", "step.underfeed_ratio",
+           # spans between two instants and idle gaps: elapsed time too (fresh-user report: they
+           # had no caliber at all)
+           "step.wall_us", "step.prelaunch_gap_us", "step.tail_gap_us", "step.internal_bubble_us",
+           "step.largest_bubble_us", "layer.wall_p50_us")
 BUSY = ("step.computing_us", "step.comm_us", "step.comm_not_overlapped_us", "step.overlapped_us",
         "step.exposed_comm_ratio")
 
@@ -26,6 +30,14 @@ def test_registry_calibers():
         assert registry.get(name).caliber == terms.BUSY_UNION, name
     assert registry.get("comm.exposed_us").caliber == terms.SUM_DURATION
     assert terms.CALIBER_LABEL[terms.ELAPSED] == "elapsed"
+
+
+def test_every_time_metric_names_a_caliber():
+    """No metric in us (a time figure) is left without a caliber (device.time_us carries its
+    caliber per value, as a label)."""
+    bare = [d.name for d in registry.REGISTRY.values()
+            if d.unit == "us" and d.caliber is None and "caliber" not in (d.labels or ())]
+    assert bare == []
 
 
 @pytest.mark.parametrize("level", ["level1", "level2"])

@@ -37,8 +37,6 @@ class MetricDef:
 
 # caliber notes shared by several metrics without a time caliber
 _COUNT = "count (not a time figure)"
-_SPAN = "wall-clock span between two instants (nothing summed or merged)"
-_GAP = "idle time between the step's busy-union segments (the complement of the busy union)"
 
 
 _DEFS = [
@@ -112,28 +110,23 @@ _DEFS = [
               "up to ~2x between devices)", "kernel_details.csv Duration(us)", absent_is_zero=True,
               per_kernel=True, labels=('family',)),
     # host-bound step anatomy (perfgate.metrics.steps), medians over steps
-    MetricDef("step.wall_us", "us", None, terms.TIER_STEP,
-              "device span of the step: last task end − first task start", "kernel_details.csv",
-              caliber_note=_SPAN),
+    MetricDef("step.wall_us", "us", terms.ELAPSED, terms.TIER_STEP,
+              "device span of the step: last task end − first task start", "kernel_details.csv"),
     MetricDef("step.bubble_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "device idle inside the span: wall − busy union", "kernel_details.csv merged intervals"),
     MetricDef("step.underfeed_ratio", "ratio", terms.ELAPSED, terms.TIER_STEP,
               "underfeed ratio = bubble / wall", "kernel_details.csv merged intervals"),
-    MetricDef("step.prelaunch_gap_us", "us", None, terms.TIER_STEP,
+    MetricDef("step.prelaunch_gap_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "host step start -> first device task (Preparing)",
-              "trace ProfilerStep#N start, kernel_details.csv first Start Time(us); step_trace_time.csv Preparing when there is no trace",
-              caliber_note=_SPAN),
-    MetricDef("step.tail_gap_us", "us", None, terms.TIER_STEP,
+              "trace ProfilerStep#N start, kernel_details.csv first Start Time(us); step_trace_time.csv Preparing when there is no trace"),
+    MetricDef("step.tail_gap_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "last device task -> host step end (needs the trace)",
-              "trace ProfilerStep#N end, kernel_details.csv last task end",
-              caliber_note=_SPAN),
-    MetricDef("step.internal_bubble_us", "us", None, terms.TIER_STEP,
+              "trace ProfilerStep#N end, kernel_details.csv last task end"),
+    MetricDef("step.internal_bubble_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "idle gaps inside the step longer than findings.bubble_min_us (10 us), summed",
-              "kernel_details.csv merged intervals",
-              caliber_note=_GAP),
-    MetricDef("step.largest_bubble_us", "us", None, terms.TIER_CONTEXT,
-              "the largest idle gap inside the step", "kernel_details.csv merged intervals",
-              caliber_note=_GAP),
+              "kernel_details.csv merged intervals"),
+    MetricDef("step.largest_bubble_us", "us", terms.ELAPSED, terms.TIER_CONTEXT,
+              "the largest idle gap inside the step", "kernel_details.csv merged intervals"),
     # communication (perfgate.metrics.comm)
     MetricDef("comm.calls_per_step", "calls", None, terms.TIER_EXACT,
               "HCCL op calls per step of one kind (allreduce, allgather, ...)",
@@ -218,12 +211,11 @@ _DEFS = [
               "share of ΣDuration per step in blocks of one kind ('unstructured' = head, tail and "
               "non-recurring layers)", "Σ Duration(us) of the blocks / Σ Duration(us) of the step",
               absent_is_zero=True, requires=("segments_digest",), subject="ΣDuration share of {kind} blocks", labels=('kind',)),
-    MetricDef("layer.wall_p50_us", "us", None, terms.TIER_STEP,
+    MetricDef("layer.wall_p50_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "median wall span (caliber: last end − first start of the layer's rows, all streams) of the "
               "layers of one pass",
               "kernel_details.csv Start Time(us) + Duration(us)", requires=("segments_digest",),
-              subject="median {pass} layer wall", labels=('pass',),
-              caliber_note=_SPAN),
+              subject="median {pass} layer wall", labels=('pass',)),
 ]
 REGISTRY: dict[str, MetricDef] = {d.name: d for d in _DEFS}
 
