@@ -38,6 +38,13 @@ def _first_metric(d):
     (lambda d: d["fingerprint"].__setitem__("findings", [1]), "findings[0] is not an object"),
     (lambda d: d["fingerprint"].__setitem__("detail", []), "detail is an array, not an object"),
     (lambda d: _first_metric(d).__setitem__("labels", "x"), "has labels 'x'"),
+    # a metric's own fields (fresh-user report, sixth session: accepted silently before)
+    (lambda d: _first_metric(d).__setitem__("key", "other.key"), "is stored with key 'other.key'"),
+    (lambda d: _first_metric(d).__setitem__("tier", "x"), "has tier 'x'"),
+    (lambda d: _first_metric(d).__setitem__("tier", 7), "has tier 7"),
+    (lambda d: _first_metric(d).__setitem__("tier", True), "has tier True"),
+    (lambda d: _first_metric(d).__setitem__("caliber", "wall"), "has caliber 'wall'"),
+    (lambda d: _first_metric(d).__setitem__("unit", 3), "has unit 3"),
 ])
 def test_a_damaged_section_is_a_damaged_baseline_for_check_and_show(saved, edit, said):
     root, cap = saved

@@ -17,9 +17,11 @@ import re
 from pathlib import Path
 
 from perfgate.errors import CorruptBaselineError, IncompatibleBaselineError, NoBaselineError, StoreError, UsageError
-from perfgate import jsonout
+from perfgate import jsonout, terms
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint
 from perfgate.store.atomic import nearest_existing, write_atomic
+
+_TIERS = frozenset((terms.TIER_EXACT, terms.TIER_SHARE, terms.TIER_STEP, terms.TIER_CONTEXT))
 
 BASELINE_FORMAT = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -149,7 +151,9 @@ class BaselineStore:
             IncompatibleBaselineError: a fingerprint schema this perfgate does not read (a
                 NoBaselineError, exit 4, INCOMPATIBLE_BASELINE; re-record it).
             CorruptBaselineError: the file exists but is damaged: unreadable, not UTF-8, not
-                JSON, no format marker, malformed fingerprint (a StoreError, exit 5: a damaged
+                JSON, no format marker, malformed fingerprint (a metric whose value, labels, unit,
+                caliber or tier is not of its kind, or stored under another key than its own;
+                a StoreError, exit 5: a damaged
                 store is never "no baseline", so ``--no-baseline-ok`` cannot pass over it).
         """
         path = self.path_for(name)
@@ -190,6 +194,14 @@ class BaselineStore:
             for key, m in fp.metrics.items():
                 if not isinstance(m.labels, dict) or not isinstance(m.name, str):
                     raise ValueError(f"metric {key!r} has labels {m.labels!r} and name {m.name!r}")
+                if m.key != key:   # the comparison reads the dict key, the reports the inner one
+                    raise ValueError(f"metric {key!r} is stored with key {m.key!r}")
+                if type(m.tier) is not int or m.tier not in _TIERS:
+                    raise ValueError(f"metric {key!r} has tier {m.tier!r} (one of {sorted(_TIERS)})")
+                if m.caliber is not None and m.caliber not in terms.CALIBERS:
+                    raise ValueError(f"metric {key!r} has caliber {m.caliber!r} (one of {list(terms.CALIBERS)} or null)")
+                if not isinstance(m.unit, str):
+                    raise ValueError(f"metric {key!r} has unit {m.unit!r}")
                 if not (isinstance(m.value, (int, float)) and not isinstance(m.value, bool)) and not (
                         isinstance(m.value, list) and all(isinstance(x, str) for x in m.value)):
                     raise ValueError(f"metric {key!r} has value {m.value!r}")
