@@ -46,7 +46,7 @@ from collections import Counter
 from perfgate import terms
 from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
-from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, explains_text, group_views,
+from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, gated_tail_text, explains_text, group_views,
                                      short_change, step_share_text, verdict_detail, verdict_line, view_columns)
 
 VIEWS = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
@@ -732,8 +732,7 @@ def render_html(result: GateResult, *, baseline: Fingerprint | None = None, hist
         lines.append('<ul class="config">' + "".join(f"<li>⚠ {_e(x)}</li>" for x in changes) + "</ul>")
     if result.comparisons:
         lines.append(f"<div>Gated metrics: {g['total']} — <b>{n['gated_regressions']} failing</b>, "
-                     f"{g['improvement']} improved, {g['unchanged']} unchanged, "
-                     f"{g['incomparable']} incomparable, {g['missing']} missing. Informational "
+                     f"{g['improvement']} improved, {_e(gated_tail_text(n))}. Informational "
                      f"metrics: {_e(informational_text(n))}.</div>")
     if result.error:
         e = result.error

@@ -12,7 +12,7 @@ from __future__ import annotations
 from perfgate import terms
 from perfgate.report.families import operator_section
 from perfgate.report.selfchecks import group_self_checks
-from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, missing_lines, explains_text, group_views,
+from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, gated_tail_text, missing_lines, explains_text, group_views,
                                      short_change, step_share_text, verdict_detail, verdict_line, view_columns)
 
 LIMIT = 60_000
@@ -142,8 +142,7 @@ def render_markdown(result, key: str | None = None) -> str:
     else:
         g = n["gated"]
         lines.append(f"Gated metrics: {g['total']} — {n['gated_regressions']} failing, {g['improvement']} improved, "
-                     f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, "
-                     f"{g['missing']} missing. Informational metrics: {informational_text(n)}."
+                     f"{gated_tail_text(n)}. Informational metrics: {informational_text(n)}."
                      + (f" Unsure: {g['unsure']}." if g["unsure"] else ""))
     lines.append("")
     lost = missing_lines(result, limit=12)

@@ -22,6 +22,16 @@ def informational_text(counts: dict) -> str:
     return f"{i['total']}" + (f" ({', '.join(moved)}; not gated)" if moved else "")
 
 
+def gated_tail_text(counts: dict) -> str:
+    """The end of the gated-metrics line of ``result.counts()``: ``"339 unchanged, 0 incomparable,
+    0 missing"`` and, when some gated metrics are absent from the baseline, ``", 1 new (absent
+    from the baseline: not judged)"``, so the parts add up to the gated total."""
+    g = counts["gated"]
+    new = g.get(str(terms.NEW), 0)
+    return (f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, {g['missing']} missing"
+            + (f", {new} new (absent from the baseline: not judged)" if new else ""))
+
+
 def error_where(err: dict | None) -> str:
     """Where an error of ``GateResult.error`` lies: ``"PATH row N byte B"`` (the parts known;
     ``row`` a 1-based data row, header excluded; ``byte_offset`` a byte offset into the file)."""
@@ -216,8 +226,7 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         ref = result.status == terms.INCOMPATIBLE   # nothing failed: nothing was judged
         moved = f"{g[str(terms.REGRESSION)]} worse" if ref else f"{n['gated_regressions']} failing"
         out.append(f"  gated metrics{' (compared for reference, not judged)' if ref else ''}: {g['total']} — "
-                   f"{moved}, {g['improvement']} improved, "
-                   f"{g['unchanged']} unchanged, {g['incomparable']} incomparable, {g['missing']} missing"
+                   f"{moved}, {g['improvement']} improved, {gated_tail_text(n)}"
                    + (f", {g['unsure']} unsure" if g["unsure"] else "")
                    + f"; informational: {informational_text(n)}")
     causes = list(result.causes)
