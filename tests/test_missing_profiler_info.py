@@ -48,3 +48,13 @@ def test_one_level_no_warning():
 def test_complete_captures_have_no_such_warning(text_captures, policy):
     fp = fingerprint_path(text_captures / "level1", policy, workers=1, with_trace="never")
     assert not any("profiler_info" in w for w in fp.warnings)
+
+
+def test_a_config_value_not_recorded_is_said_so():
+    from types import SimpleNamespace
+
+    from perfgate.compare.rules import config_notes
+    notes = config_notes(SimpleNamespace(config={"cann_version": None}),
+                         SimpleNamespace(config={"cann_version": "8.3.RC1"}))
+    assert "CANN version changed: baseline not recorded -> candidate 8.3.RC1" in notes
+    assert not any("None" in n for n in notes)
