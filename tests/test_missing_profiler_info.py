@@ -54,7 +54,7 @@ def test_a_config_value_not_recorded_is_said_so():
     from types import SimpleNamespace
 
     from perfgate.compare.rules import config_notes
-    notes = config_notes(SimpleNamespace(config={"cann_version": None}),
-                         SimpleNamespace(config={"cann_version": "8.3.RC1"}))
+    notes = config_notes(SimpleNamespace(config={"cann_version": None}, provenance={}),
+                         SimpleNamespace(config={"cann_version": "8.3.RC1"}, provenance={}))
     assert "CANN version changed: baseline not recorded -> candidate 8.3.RC1" in notes
     assert not any("None" in n for n in notes)
