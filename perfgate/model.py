@@ -52,8 +52,10 @@ class MetricValue:
     """One fingerprint quantity.
 
     ``value`` is a float (or a sorted list of str for set metrics such as the Top-N kernel
-    families). ``unit`` is one of ``us``, ``calls``, ``ratio`` (0..1; rendered as percent),
-    ``set``. ``caliber`` is ``sum_duration`` / ``busy_union`` for time figures, else None.
+    families). ``unit`` is the registry's (:mod:`perfgate.metrics.registry`: ``us``, ``calls``,
+    ``ratio`` (0..1; rendered as percent), ``set``, ``steps``, ``GB/s``, ...). ``caliber`` is
+    one of :data:`perfgate.terms.CALIBERS` (``sum_duration`` / ``busy_union`` / ``elapsed``)
+    for time figures, else None; ``tier`` one of ``terms.TIER_*`` (1-4).
     ``evidence`` names the file(s) and rows the value was computed from.
     ``samples`` (optional, same unit as ``value``) are the per-step values the median
     ``value`` was reduced from, pooled over the captures of one side (see
