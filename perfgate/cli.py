@@ -401,7 +401,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
     policy sets statistics.unsure_fails.
     """
-    from perfgate.reportpaths import remove_stale_check_reports
+    from perfgate.store.reportpaths import remove_stale_check_reports
     # first of all (before the heavy imports below): a run refused for its policy or arguments, or
     # interrupted while it starts, leaves no earlier verdict either
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)

@@ -197,7 +197,7 @@ def test_earlier_reports_are_removed_before_the_heavy_imports(tmp_path, monkeypa
     res = CliRunner().invoke(main, ["check", "--baseline", "b", str(tmp_path), "--out", str(out)])
     assert res.exit_code != 0
     assert not any(p.exists() for p in old)
-    code = subprocess.run([sys.executable, "-c", "import sys, perfgate.cli, perfgate.reportpaths; "
+    code = subprocess.run([sys.executable, "-c", "import sys, perfgate.cli, perfgate.store.reportpaths; "
                            "print('pandas' in sys.modules or 'perfgate.report' in sys.modules)"],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert code == "False"

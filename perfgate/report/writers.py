@@ -14,7 +14,7 @@ from pathlib import Path
 from perfgate import terms
 from perfgate.errors import CorruptBaselineError, NoBaselineError, StoreError
 from perfgate.model import Fingerprint, GateResult
-from perfgate.reportpaths import check_report_paths, remove_stale_check_reports  # noqa: F401 - re-exported
+from perfgate.store.reportpaths import check_report_paths, remove_stale_check_reports  # noqa: F401 - re-exported
 from perfgate.store.atomic import write_atomic
 from perfgate.store.baselines import BaselineStore
 
