@@ -152,9 +152,9 @@ class BaselineStore:
                 NoBaselineError, exit 4, INCOMPATIBLE_BASELINE; re-record it).
             CorruptBaselineError: the file exists but is damaged: unreadable, not UTF-8, not
                 JSON, no format marker, malformed fingerprint (a metric whose value, labels, unit,
-                caliber or tier is not of its kind, or stored under another key than its own;
-                a StoreError, exit 5: a damaged
-                store is never "no baseline", so ``--no-baseline-ok`` cannot pass over it).
+                caliber or tier is not of its kind, or stored under another key than its own).
+                A StoreError, exit 5: a damaged store is never "no baseline", so
+                ``--no-baseline-ok`` cannot pass over it.
         """
         path = self.path_for(name)
         repair = _REPAIR.format(name=name)
