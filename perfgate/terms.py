@@ -40,6 +40,14 @@ ELAPSED = "elapsed"
 CALIBERS = (SUM_DURATION, BUSY_UNION, ELAPSED)
 CALIBER_LABEL = {SUM_DURATION: "ΣDuration", BUSY_UNION: "busy union", ELAPSED: "elapsed"}
 
+#: how a capture fact its files do not record (a None) reads in a sentence, never "None"
+NOT_RECORDED = "not recorded"
+
+
+def shown_value(v) -> str:
+    """``v`` as text in a message: :data:`NOT_RECORDED` for None."""
+    return NOT_RECORDED if v is None else str(v)
+
 # tiers: how reproducible a quantity is between two captures of the same job
 TIER_EXACT = 1      # counts and sets: identical for identical work
 TIER_SHARE = 2      # aggregate time shares: within a fraction of a percentage point

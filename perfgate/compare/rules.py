@@ -93,11 +93,6 @@ def _other_workload(base: Fingerprint, cand: Fingerprint) -> str | None:
     return f"{why}: a baseline of another model or job" if why else None
 
 
-def _shown(v) -> str:
-    """A config value in a sentence: ``not recorded`` for a missing one (never Python's None)."""
-    return "not recorded" if v is None else str(v)
-
-
 def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     """Human sentences for every config facet that differs (toolchain, level, ranks, ...)."""
     notes = []
@@ -107,7 +102,7 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
                        ("kernel_variants", "kernel_details header")):
         b, c = base.config.get(key), cand.config.get(key)
         if b != c:
-            notes.append(f"{label} changed: baseline {_shown(b)} -> candidate {_shown(c)}")
+            notes.append(f"{label} changed: baseline {terms.shown_value(b)} -> candidate {terms.shown_value(c)}")
     if _toolchain_changed(base, cand):
         notes.append("toolchain changed: per-kernel metrics (families, types, shares, Top-N) are "
                      "reported but do not gate; step-level metrics still gate")

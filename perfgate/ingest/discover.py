@@ -19,6 +19,7 @@ from pathlib import Path
 
 from perfgate import jsonout
 from perfgate.errors import InvalidCaptureError, UsageError
+from perfgate.terms import shown_value
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 MSPROF_DIR = "mindstudio_profiler_output"
@@ -39,7 +40,7 @@ def mixed_levels_warning(levels) -> str | None:
     their profiler_info ``profiler_level`` values, None where not recorded), or None for one level."""
     if len(set(levels)) <= 1:
         return None
-    shown = sorted("not recorded" if v is None else str(v) for v in set(levels))
+    shown = sorted(map(shown_value, set(levels)))
     return f"ranks were profiled at different levels: {shown}"
 
 
