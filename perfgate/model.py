@@ -264,7 +264,10 @@ class Comparison:
     U p and its Benjamini-Hochberg q, the Hodges-Lehmann effect and its distribution-free
     interval (``ci``, coverage ``ci_level``), runs needed. ``attribution``: for a regressed aggregate, the kernel families
     whose calls / ΣDuration per step changed most (dicts with ``family``, ``calls_base``,
-    ``calls_cand``, ``sum_dur_base_us``, ``sum_dur_cand_us``, ``delta_us``).
+    ``calls_cand``, ``sum_dur_base_us``, ``sum_dur_cand_us``, ``delta_us``). ``subject``: the
+    text naming the measured value, view tag included ("HCCL allgather calls per step [p50]"),
+    the start of ``reason``; reports take it from here, never by cutting ``reason`` at a colon
+    (a reason's own text, "(new: absent from the baseline)", holds one).
     """
     key: str
     name: str
@@ -284,6 +287,18 @@ class Comparison:
     evidence: str = ""
     stats: dict = field(default_factory=dict)
     attribution: list = field(default_factory=list)
+    subject: str = ""
+
+    def subject_text(self) -> str:
+        """``subject``; for a Comparison built without one, the reason up to its first ": "."""
+        return self.subject or self.reason.split(": ", 1)[0]
+
+    def reason_tail(self) -> str:
+        """``reason`` after its subject and the ": " that follows it (the change and the rule)."""
+        head = self.subject_text()
+        if self.reason.startswith(head + ": "):
+            return self.reason[len(head) + 2:]
+        return self.reason.split(": ", 1)[-1]
 
     def to_dict(self) -> dict:
         return asdict(self)

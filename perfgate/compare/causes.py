@@ -389,7 +389,7 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
         first = mine[0]
         texts = []
         for c in mine:
-            t = f"{c.reason.split(': ', 1)[0].split(' [')[0]} {c.baseline:g} -> {c.candidate:g}"
+            t = f"{c.subject_text().split(' [')[0]} {c.baseline:g} -> {c.candidate:g}"
             if t not in texts:
                 texts.append(t)
         x = {"kind": "model structure", "subject": texts[0], "verdict": str(verdict), "fails": False,

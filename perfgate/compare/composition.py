@@ -223,7 +223,7 @@ def _exposure_consequence(c: Comparison, by_key: dict) -> Comparison:
         return c
     how = "shorter, so less of it is hidden" if c.verdict == terms.REGRESSION else "longer, so more of it is hidden"
     reason = (f"{c.reason.split(' HCCL kinds that grew')[0].rstrip('.')}; communication time itself is "
-              f"unchanged ({comm.reason.split(': ', 1)[-1].split(', within')[0]}) while Computing got {how}: "
+              f"unchanged ({comm.reason_tail().split(', within')[0]}) while Computing got {how}: "
               f"a consequence of the compute change, not a change of communication")
     return replace(c, verdict=terms.UNCHANGED, fails=False, reason=reason, attribution=[])
 

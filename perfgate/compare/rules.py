@@ -214,23 +214,10 @@ def _fmt(v, unit: str) -> str:
 
 
 def _subject(name: str, labels: dict) -> str:
-    lab = {k: v for k, v in labels.items() if k != "view"}
+    """The registry's text for one labelled value (:func:`perfgate.metrics.registry.subject`),
+    with its cross-rank view as `` [view]``."""
     view = labels.get("view")
-    what = {
-        "kernel.calls_per_step": lambda: f"calls per step of kernel family {lab.get('family')}",
-        "optype.calls_per_step": lambda: f"calls per step of operator type {lab.get('type')}",
-        "kernel.total_calls_per_step": lambda: "kernel calls per step",
-        "share.core_type": lambda: f"ΣDuration share of core type {lab.get('core_type')}",
-        "share.category": lambda: f"ΣDuration share of category {lab.get('category')}",
-        "device.time_us": lambda: f"device time per step ({terms.CALIBER_LABEL.get(lab.get('caliber'), '')})",
-        "kernel.time_us": lambda: f"ΣDuration per step of kernel family {lab.get('family')}",
-        "share.family": lambda: f"ΣDuration share of kernel family {lab.get('family')}",
-        "share.phase": lambda: f"ΣDuration share of phase {lab.get('phase')}",
-        "share.phase_category": lambda: f"ΣDuration share of category {lab.get('category')} in phase {lab.get('phase')}",
-        "pipe.bound_share": lambda: f"ΣDuration share of kernel families bound by {lab.get('bound')}",
-        "pipe.memory_bound": lambda: f"memory_bound (mte2 / max(mac, vec)) of kernel family {lab.get('family')}",
-        "mfu.ratio": lambda: f"MFU of kernel family {lab.get('family')}",
-    }.get(name, lambda: registry.subject(name, lab))()
+    what = registry.subject(name, {k: v for k, v in labels.items() if k != "view"})
     return f"{what} [{view}]" if view else what
 
 
@@ -241,6 +228,7 @@ def _compare_topn(key, name, labels, b, c, gated: bool) -> Comparison:
     entered = sorted(set(c.value) - depth_b)
     left = sorted(set(b.value) - depth_c)
     swapped = set(c.value) ^ set(b.value)
+    subject = f"Top-{bctx.get('n')} kernel families by ΣDuration [{labels.get('view')}]"
     if entered or left:
         verdict = terms.REGRESSION
         parts = []
@@ -248,18 +236,18 @@ def _compare_topn(key, name, labels, b, c, gated: bool) -> Comparison:
             parts.append("entered: " + ", ".join(entered))
         if left:
             parts.append("left: " + ", ".join(left))
-        reason = (f"Top-{bctx.get('n')} kernel families by ΣDuration changed [{labels.get('view')}] "
-                  f"({'; '.join(parts)}), beyond the slack of {bctx.get('slack')} ranks")
+        reason = (f"{subject}: changed ({'; '.join(parts)}), beyond the slack of {bctx.get('slack')} ranks")
     else:
         verdict = terms.UNCHANGED
-        reason = (f"Top-{bctx.get('n')} kernel families by ΣDuration unchanged [{labels.get('view')}]"
+        reason = (f"{subject}: unchanged"
                   + (f" (swaps near the cut within the slack: {', '.join(sorted(swapped))})"
                      if swapped else ""))
     return Comparison(key=key, name=name, labels=labels, verdict=verdict, gated=gated,
                       fails=gated and verdict == terms.REGRESSION, baseline=b.value, candidate=c.value,
                       unit="set", caliber=b.caliber, tier=b.tier, delta=None, delta_rel=None,
                       tolerance=f"slack {bctx.get('slack')}", reason=reason,
-                      evidence=c.evidence)
+                      evidence=c.evidence,
+                      subject=subject)
 
 
 def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
@@ -291,7 +279,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
             gated = False
         subject = _subject(name, labels)
         common = dict(key=key, name=name, labels=labels, unit=ref.unit, caliber=ref.caliber,
-                      tier=ref.tier, evidence=(c or b).evidence)
+                      tier=ref.tier, evidence=(c or b).evidence, subject=subject)
         tol_text = rule.tolerance.describe(ref.unit) if rule else "not in policy"
         if noise and noise.get(key):
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]

@@ -347,6 +347,8 @@ def _subject_of(c: Comparison) -> str:
     """The subject at the start of a tolerance reason, view tag included ("Computing: merged
     compute intervals per step [p50]"): cut after the view tag, since descriptions may hold a
     colon themselves; without a view, up to the first ": "."""
+    if c.subject:
+        return c.subject
     view = c.labels.get("view")
     tag = f" [{view}]"
     if view and tag in c.reason:

@@ -44,7 +44,8 @@ _DEFS = [
               "calls per step of one kernel family (median over steps, an observed count)",
               "count of kernel_details.csv rows per Step Id and family", absent_is_zero=True,
               per_kernel=True, labels=('family',),
-              caliber_note=_COUNT),
+              caliber_note=_COUNT,
+              subject="calls per step of kernel family {family}"),
     MetricDef("kernel.total_calls_per_step", "calls", None, terms.TIER_EXACT,
               "all kernel calls per step (lower median over steps, an observed count)",
               "count of kernel_details.csv rows per Step Id",
@@ -53,7 +54,8 @@ _DEFS = [
               "calls per step of one operator type (Type / OP Type)",
               "count of kernel_details.csv rows per Step Id and Type", absent_is_zero=True,
               requires=("type_available",), per_kernel=True, labels=('type',),
-              caliber_note=_COUNT),
+              caliber_note=_COUNT,
+              subject="calls per step of operator type {type}"),
     MetricDef("kernel.invalid_rows", "rows", None, terms.TIER_EXACT,
               "kernel rows left out of the rank: N/A or empty Duration(us) (P06; a negative one is refused)",
               "kernel_details.csv rows that could not be counted",
@@ -67,11 +69,13 @@ _DEFS = [
     MetricDef("share.core_type", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step on one core type (Accelerator Core)",
               "Σ Duration(us) by Accelerator Core / Σ Duration(us), as msprof op_statistic Ratio(%)",
-              absent_is_zero=True, requires=("core_available",), per_kernel=True, labels=('core_type',)),
+              absent_is_zero=True, requires=("core_available",), per_kernel=True, labels=('core_type',),
+              subject="ΣDuration share of core type {core_type}"),
     MetricDef("share.category", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in one category (policy rules)",
               "Σ Duration(us) by category / Σ Duration(us)", absent_is_zero=True,
-              requires=("type_available", "core_available", "categories_digest"), per_kernel=True, labels=('category',)),
+              requires=("type_available", "core_available", "categories_digest"), per_kernel=True, labels=('category',),
+              subject="ΣDuration share of category {category}"),
     MetricDef("step.time_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "step time = Computing + Communication(Not Overlapped) + Free: the step's elapsed time, idle "
               "time included (the busy union of the step is Computing + Communication(Not Overlapped))",
@@ -101,14 +105,16 @@ _DEFS = [
     MetricDef("device.time_us", "us", None, terms.TIER_STEP,
               "device time per step of all kernel rows in one caliber (label caliber)",
               "kernel_details.csv: ΣDuration = Σ Duration(us); busy union = merged intervals", labels=('caliber',),
-              caliber_note="one value per caliber: label caliber = sum_duration (ΣDuration) or busy_union (busy union)"),
+              caliber_note="one value per caliber: label caliber = sum_duration (ΣDuration) or busy_union (busy union)",
+              subject="device time per step ({caliber})"),
     MetricDef("comm.elapse_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "Σ Elapse Time of communication ops per step (ms in the file, us here)",
               "communication.json, 'Total Op Info' skipped", requires=("has_comm_json",)),
     MetricDef("kernel.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "ΣDuration per step of one kernel family (context only: single-kernel time drifts "
               "up to ~2x between devices)", "kernel_details.csv Duration(us)", absent_is_zero=True,
-              per_kernel=True, labels=('family',)),
+              per_kernel=True, labels=('family',),
+              subject="ΣDuration per step of kernel family {family}"),
     # host-bound step anatomy (perfgate.metrics.steps), medians over steps
     MetricDef("step.wall_us", "us", terms.ELAPSED, terms.TIER_STEP,
               "device span of the step: last task end − first task start", "kernel_details.csv"),
@@ -131,15 +137,18 @@ _DEFS = [
     MetricDef("comm.calls_per_step", "calls", None, terms.TIER_EXACT,
               "HCCL op calls per step of one kind (allreduce, allgather, ...)",
               "kernel_details.csv communication rows by name", absent_is_zero=True, labels=('kind',),
-              caliber_note=_COUNT),
+              caliber_note=_COUNT,
+              subject="HCCL {kind} calls per step"),
     MetricDef("comm.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
-              "ΣDuration per step of one HCCL kind", "kernel_details.csv", absent_is_zero=True, labels=('kind',)),
+              "ΣDuration per step of one HCCL kind", "kernel_details.csv", absent_is_zero=True, labels=('kind',),
+              subject="ΣDuration per step of HCCL {kind}"),
     MetricDef("comm.exposed_us", "us", terms.SUM_DURATION, terms.TIER_STEP,
               "uncovered communication per step of one HCCL kind: Σ over its rows of Duration minus "
               "the part the compute busy union covers (ΣDuration-based, overlapping rows count twice; "
               "not the exposed communication of step.comm_not_overlapped_us; the key keeps its "
               "recorded name)",
-              "kernel_details.csv: communication rows minus the compute busy union, per row", absent_is_zero=True, labels=('kind',)),
+              "kernel_details.csv: communication rows minus the compute busy union, per row", absent_is_zero=True, labels=('kind',),
+              subject="uncovered communication per step of HCCL {kind}"),
     MetricDef("comm.wait_ratio", "ratio", None, terms.TIER_CONTEXT,
               "wait ratio = Σ Wait / (Σ Wait + Σ Transit) over every op of the rank",
               "communication.json Wait / Transit Time(ms) (msprof-analyze communication_analysis)",
@@ -148,42 +157,50 @@ _DEFS = [
     MetricDef("comm.bandwidth_gbps", "GB/s", None, terms.TIER_CONTEXT,
               "bandwidth per link type = Σ Transit Size (MB) / Σ Transit Time (ms), over every op of the rank",
               "communication.json Communication Bandwidth Info", requires=("has_comm_json",), labels=('link',),
-              caliber_note="bytes over summed Transit Time of communication.json (not a device-time figure)"),
+              caliber_note="bytes over summed Transit Time of communication.json (not a device-time figure)",
+              subject="bandwidth of {link} links"),
     # family view (perfgate.metrics.operators, perfgate.metrics.mfu), medians over steps
     MetricDef("share.family", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step of one kernel family",
               "Σ Duration(us) of the family / Σ Duration(us), kernel_details.csv", absent_is_zero=True,
-              requires=("operator_digest",), per_kernel=True, labels=('family',)),
+              requires=("operator_digest",), per_kernel=True, labels=('family',),
+              subject="ΣDuration share of kernel family {family}"),
     MetricDef("share.phase", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in one model phase (policy phase rules)",
               "Σ Duration(us) by phase / Σ Duration(us)", absent_is_zero=True,
-              requires=("operator_digest",), per_kernel=True, labels=('phase',)),
+              requires=("operator_digest",), per_kernel=True, labels=('phase',),
+              subject="ΣDuration share of phase {phase}"),
     MetricDef("share.phase_category", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of ΣDuration per step in one (phase, category)",
               "Σ Duration(us) by phase and category / Σ Duration(us)", absent_is_zero=True,
               requires=("type_available", "core_available", "categories_digest", "operator_digest"),
-              per_kernel=True, labels=('category', 'phase')),
+              per_kernel=True, labels=('category', 'phase'),
+              subject="ΣDuration share of category {category} in phase {phase}"),
     MetricDef("pipe.bound_share", "ratio", terms.SUM_DURATION, terms.TIER_SHARE,
               "share of the rank's ΣDuration (all steps) in kernel families bound by one pipe family "
               "(cube, vector, aic_mte, ...)",
               "largest summed PipeUtilization stage time per family (aic_mac_time(us), ...), kernel_details.csv",
-              absent_is_zero=True, requires=("pipe_available",), per_kernel=True, labels=('bound',)),
+              absent_is_zero=True, requires=("pipe_available",), per_kernel=True, labels=('bound',),
+              subject="ΣDuration share of kernel families bound by {bound}"),
     MetricDef("pipe.memory_bound", "x", None, terms.TIER_CONTEXT,
               "memory_bound = mte2_ratio / max(mac_ratio, vec_ratio) of one kernel family above "
               "operators.family_min_share, over all its calls (> 1: MTE2-bound)",
               "Duration-weighted PipeUtilization ratios, kernel_details.csv", requires=("pipe_available",),
               per_kernel=True, labels=('family',),
-              caliber_note="ratio of Duration-weighted PipeUtilization ratios (dimensionless)"),
+              caliber_note="ratio of Duration-weighted PipeUtilization ratios (dimensionless)",
+              subject="memory_bound (mte2 / max(mac, vec)) of kernel family {family}"),
     MetricDef("mfu.ratio", "ratio", None, terms.TIER_STEP,
               "MFU of one kernel family = Σ FLOPs / Σ (Duration(s) × peak FLOP/s of the call's dtype), "
               "over all its calls",
               "FLOPs spec (policy mfu.spec) over Input Shapes; peak table policy mfu.peaks",
               requires=("mfu_digest",), per_kernel=True, labels=('family',),
-              caliber_note="ΣDuration denominator: FLOPs over Σ (Duration(us) × dtype peak) of the family's calls"),
+              caliber_note="ΣDuration denominator: FLOPs over Σ (Duration(us) × dtype peak) of the family's calls",
+              subject="MFU of kernel family {family}"),
     MetricDef("rank.skew_ratio", "ratio", None, terms.TIER_STEP,
               "rank skew = (max − min) / mean over ranks of a per-rank metric (label metric)",
               "per-rank values of the named metric", labels=('metric',),
-              caliber_note="the caliber of the per-rank metric it is computed over (carried on each value)"),
+              caliber_note="the caliber of the per-rank metric it is computed over (carried on each value)",
+              subject="rank skew of {metric}"),
     # model structure (perfgate.metrics.segments; rules in perfgate/policies/segments.yaml)
     MetricDef("layer.count", "layers", None, terms.TIER_EXACT,
               "model layers on this rank: layers per forward micro-batch (lower median over micro-batches)",
@@ -257,8 +274,11 @@ def subject(name: str, labels: dict) -> str:
     if d is None:
         return name
     if d.subject:
+        shown = dict(labels)
+        if "caliber" in shown:   # the caliber's name as the reports print it (ΣDuration, busy union)
+            shown["caliber"] = terms.CALIBER_LABEL.get(shown["caliber"], shown["caliber"])
         try:
-            return d.subject.format(**labels)
+            return d.subject.format(**shown)
         except (KeyError, IndexError):
             pass
     return d.description

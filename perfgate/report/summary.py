@@ -125,7 +125,7 @@ def group_views(comparisons) -> list[dict]:
         labels.pop("view", None)
         k = (name, tuple(sorted(labels.items())))
         if k not in rows:
-            subject = c.reason.split(": ", 1)[0]
+            subject = c.subject_text()
             view = c.labels.get("view")
             if view:
                 subject = subject.replace(f" [{view}]", "")
