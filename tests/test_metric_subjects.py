@@ -77,3 +77,49 @@ def test_a_hand_built_comparison_without_subject_falls_back_to_its_reason():
                    reason="the thing: 1 -> 1, within tolerance")
     assert c.subject_text() == "the thing"
     assert c.reason_tail() == "1 -> 1, within tolerance"
+
+
+def test_a_changed_count_of_left_out_kernel_rows_is_a_capture_quality_cause(tmp_path):
+    """An N/A Duration row (kernel.invalid_rows 0 -> 1) was listed "no cause found" (fresh-user
+    report): it is its own cause, named as the capture's data, with the rows as evidence."""
+    from dataclasses import replace
+
+    from perfgate.compare.causes import find_causes
+    from perfgate.policy.load import load_policy
+    from perfgate.run import fingerprint_path
+    cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
+    policy = load_policy(None)
+    base = fingerprint_path(cap, policy)
+    keys = [k for k in base.metrics if k.startswith("kernel.invalid_rows{")]
+    assert keys and all(base.metrics[k].value == 0 for k in keys)
+    cand = replace(base, metrics={**base.metrics, **{k: replace(
+        base.metrics[k], value=2.0, evidence="rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv rows 5, 9")
+        for k in keys}})
+    comps, _ = compare_fingerprints(base, cand, policy)
+    moved = sorted(c.key for c in comps if c.gated and c.verdict in ("regression", "improvement"))
+    assert moved and all(k.startswith("kernel.invalid_rows{") for k in moved), moved
+    causes, unexplained = find_causes(comps, base, cand)
+    assert unexplained == []
+    (x,) = causes
+    assert x["kind"] == "capture quality" and "N/A or empty Duration" in x["subject"]
+    assert sorted(x["explains"]) == moved and x["fails"]
+    assert x["what"].startswith("0 -> 2 row(s)") and "rows 5, 9" in x["what"]
+    assert x["step_delta_us"] is None
+
+
+def test_a_failed_self_check_names_the_rows_the_rank_left_out(tmp_path):
+    """An N/A Duration(us) row makes the step's busy union fall short of the trace; the failure
+    named only the two figures (fresh-user report). It now names the left-out rows as the suspect."""
+    import csv
+    cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
+    kd = next(cap.rglob("kernel_details.csv"))
+    rows = list(csv.reader(kd.open(newline="")))
+    d = rows[0].index("Duration(us)")
+    rows[5][d] = "N/A"
+    with kd.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["fingerprint", str(cap), "--trace", "never", "-o", str(out / "fp.json")])
+    assert res.exit_code == 3, res.output
+    assert "failed on rank 0" in res.output
+    assert "has 1 row(s) with N/A or empty Duration(us) (rows 5), left out of the kernel side" in res.output

@@ -8,7 +8,9 @@ A *cause* is one of
   communication families (``hcom_*``) are named *communication* causes;
 - a **communication kind** whose collectives per step (``comm.calls_per_step{kind}``) changed;
 - a **part of the step anatomy** (device idle / underfeed, free time, exposed communication)
-  that moved while no kernel family explains it.
+  that moved while no kernel family explains it;
+- the **capture quality**: kernel rows left out (N/A or empty Duration) or outside every step
+  (blank Step Id) whose count changed.
 
 One family, communication kind or anatomy part is one cause whatever the signs of its symptoms
 (issue: a family with fewer calls but more ΣDuration was listed as an improvement, and as two
@@ -34,6 +36,8 @@ symptom                                        explained by
 ``step.time_us``, ``device.time_us``           the largest cause of that sign
 ``kernel.topn``                                families that entered or left
 ``step.underfeed_ratio``, ``step.free_us``     the step-anatomy cause
+``kernel.invalid_rows``, ``kernel.unassigned_rows``  a *capture quality* cause (rows the capture
+                                               could not give a time or a step: its data changed)
 ============================================  =========================================
 
 Symptoms no cause explains are returned as ``unexplained``. Views (rank0 / p50 / max) are
@@ -60,6 +64,9 @@ _PART_SYMPTOMS = ("share.category", "share.core_type", "share.phase", "share.pha
 _ANATOMY = ("step.underfeed_ratio", "step.free_us", "step.bubble_us", "step.internal_bubble_us",
             "step.prelaunch_gap_us", "step.tail_gap_us")
 _COMM_SYMPTOMS = ("step.exposed_comm_ratio", "step.comm_us", "step.comm_not_overlapped_us")
+# counts of kernel rows a rank could not use: the change is in the capture's data, not its performance
+_QUALITY = {"kernel.invalid_rows": "kernel rows left out (N/A or empty Duration)",
+            "kernel.unassigned_rows": "kernel rows outside every step (blank Step Id)"}
 
 
 def _num(fp: Fingerprint, key: str) -> float | None:
@@ -244,6 +251,8 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             hit = explain(comm, c)
         elif c.name in ("step.time_us", "device.time_us"):
             hit = explain(same, c)
+        elif c.name in _QUALITY:
+            hit = explain([cause("capture quality", _QUALITY[c.name], c.verdict)], c)
         else:
             hit = False
         if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us",):
@@ -279,6 +288,9 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 text = x["what"] + (f"; ΣDuration of its families {d_us:+,.0f} us/step" if d_us is not None else "")
             elif x["kind"] == "step anatomy":
                 text, d_us = _anatomy_text(x, by_key, view)
+            elif x["kind"] == "capture quality":
+                q = by_key[x["explains"][0]]
+                text, d_us = f"{q.baseline:g} -> {q.candidate:g} row(s)" + (f" ({q.evidence})" if q.evidence else ""), None
             elif x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
                 cb = _num(base, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
                 cc = _num(cand, metric_key("comm.calls_per_step", kind=x["subject"], view=view))

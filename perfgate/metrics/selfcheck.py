@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections import deque, namedtuple
+from dataclasses import replace
 from pathlib import Path
 from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_not, ne
@@ -269,6 +270,7 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
         out.extend(_step_trace_identities(rank.rank, st, policy))
     if ref is not None and kernel_steps:
         out = diagnose_cut(out, rank, ref, trace_name if ov is not None else st_name, kfile, trace_name)
+        out = diagnose_left_out(out, rank, kfile)
     tb = time_base(rank, policy.self_checks.get("time_base_abs_us", 1.0), kfile, tfile, trace_name)
     if tb is not None:
         out.append(tb)
@@ -423,6 +425,22 @@ def _activity_after(rank, label, k: pd.DataFrame) -> tuple[float, float] | None:
     if not late.any():
         return None
     return (int(ov["end_ns"].to_numpy()[late].max()) - k_end) / 1000.0, int(late.sum())
+
+
+def diagnose_left_out(checks: list, rank, kfile: str) -> list:
+    """Name the kernel rows the rank left out (N/A or empty Duration(us), P06) in its failed
+    comm_equality / compute_union / overlap_gap checks: the reference (trace or
+    step_trace_time.csv) counts their tasks, the kernel side cannot, so they are the first
+    suspect (fresh-user report: the failure said only that the two sides differ). The rows'
+    Step Id is unknown once left out, so every failed summed check of the rank says it."""
+    left = tuple(getattr(rank.kernels, "invalid_rows", ()) or ())
+    if not left:
+        return checks
+    shown = ", ".join(str(r) for r in left[:8]) + (f" (+{len(left) - 8} more)" if len(left) > 8 else "")
+    why = (f"; {kfile} has {len(left)} row(s) with N/A or empty Duration(us) (rows {shown}), left out of the "
+           f"kernel side: their time is in the reference, so the capture is incomplete there")
+    return [replace(c, message=c.message + why) if c.status == FAIL and c.name in _SUMMED else c
+            for c in checks]
 
 
 def diagnose_cut(checks: list, rank, ref: pd.DataFrame, ref_src: str, kfile: str, trace_name: str = "") -> list:
