@@ -165,8 +165,23 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+_LEAVES = "perfgate.interrupt_leaves"
+
+
+def _interrupt_leaves(text: str) -> None:
+    """What an interrupt (Ctrl-C, SIGTERM) of the running command leaves, as its line says it
+    (default "nothing judged"): ``baseline save`` leaves the store as it was, ``history record``
+    the database."""
+    click.get_current_context().meta[_LEAVES] = text
+
+
+def _leaves() -> str:
+    ctx = click.get_current_context(silent=True)
+    return (ctx.meta.get(_LEAVES) if ctx is not None else None) or "nothing judged"
+
+
 def _interrupted():
-    click.echo("\nperfgate: interrupted (Ctrl-C); nothing judged (exit 130)", err=True)
+    click.echo(f"\nperfgate: interrupted (Ctrl-C); {_leaves()} (exit 130)", err=True)
     sys.exit(EXIT_INTERRUPTED)
 
 
@@ -180,6 +195,20 @@ class _Group(click.Group):
     huge-page hint off where the kernel would stall on it), :func:`perfgate.hostmem.arrow_jemalloc`
     (Arrow's buffers from jemalloc where pyarrow has it) and
     :func:`perfgate.run.timelines_scanned_ahead`."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """click's ``main``; afterwards the SIGINT handler :meth:`invoke` set aside is restored when
+        perfgate runs inside another program (``args`` given: CliRunner, an embedding). The
+        console script (``args`` None) ends with this call: its late Ctrl-C stays ignored."""
+        import signal
+        import threading
+        before = (signal.getsignal(signal.SIGINT)
+                  if args is not None and threading.current_thread() is threading.main_thread() else None)
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        finally:
+            if before is not None:
+                signal.signal(signal.SIGINT, before)
 
     def make_context(self, info_name, args, parent=None, **extra):
         """The top-level group's own option parsing runs in click's standalone ``main``, outside
@@ -206,13 +235,20 @@ class _Group(click.Group):
                     top.enter_context(small_pages())
                     top.enter_context(arrow_jemalloc())
                     top.enter_context(timelines_scanned_ahead())
-                return super().invoke(ctx)
+                rv = super().invoke(ctx)
+            if ctx.parent is None and threading.current_thread() is threading.main_thread():
+                # the command finished and said so ("saved baseline ..."): a Ctrl-C from here to the
+                # process's end (click's exit, interpreter shutdown) changes nothing, so it is
+                # ignored: the decided exit code stands, never click's "Aborted!" / exit 1 or a
+                # death by the signal (fresh-user report); :meth:`main` restores the handler
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return rv
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
         except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, 130 (click would say "Aborted!", exit 1)
             _interrupted()
         except Terminated:
-            click.echo("perfgate: terminated (SIGTERM); any worker processes stopped; nothing judged (exit 143)",
+            click.echo(f"perfgate: terminated (SIGTERM); any worker processes stopped; {_leaves()} (exit 143)",
                        err=True)
             sys.exit(EXIT_TERMINATED)
         except BrokenPipeError:
@@ -286,6 +322,7 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     partial or pull-request runs). Several CAPTUREs = repeated runs of one commit: their
     per-step samples are pooled for the statistical comparison."""
     from perfgate.gate import save_baseline
+    _interrupt_leaves(f"no baseline saved: {name!r} in the store is as it was")
     prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
     path, fp = save_baseline(_one_or_many(capture), name, policy=_policy(policy_path), store=_store(baseline_dir),
                              with_trace=_with_trace(trace_mode, no_trace), provenance=prov, force=force,
@@ -491,6 +528,7 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     lock a line on stderr says so at each retry; after 60 s in all (PERFGATE_HISTORY_LOCK_WAIT=SECONDS
     to change) nothing is recorded, exit 5."""
     from perfgate.gate import record_history
+    _interrupt_leaves("nothing recorded: the history database is as it was")
     run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
                                      branch=branch, commit=commit, note=note, status=status,
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,

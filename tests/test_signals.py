@@ -137,3 +137,53 @@ def test_signal_during_multi_worker_check_stops_every_worker(tmp_path, big_captu
     assert ("terminated (SIGTERM)" if sig == signal.SIGTERM else "interrupted") in err
     assert survivors == [], f"orphaned worker processes: {survivors}"
     assert not (tmp_path / "o" / "perfgate-result.json").exists()  # nothing judged, nothing reported
+
+
+def test_an_interrupted_baseline_save_says_no_baseline_was_saved(tmp_path, monkeypatch):
+    """Ctrl-C during ``baseline save`` said "nothing judged" (fresh-user report): it names what it
+    leaves, the stored baseline as it was."""
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
+    bl = tmp_path / "bl"
+    assert CliRunner().invoke(main, ["baseline", "save", "--name", "m", str(cap), "--baseline-dir", str(bl)]).exit_code == 0
+    before = (bl / "m.json").read_bytes()
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("perfgate.gate.save_baseline", interrupted)
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "m", str(cap), "--baseline-dir", str(bl)])
+    assert r.exit_code == 130, r.output
+    assert "interrupted (Ctrl-C); no baseline saved: 'm' in the store is as it was (exit 130)" in r.output
+    assert "nothing judged" not in r.output
+    assert (bl / "m.json").read_bytes() == before
+    monkeypatch.setattr("perfgate.gate.record_history", interrupted)
+    r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(tmp_path / "h.sqlite")])
+    assert r.exit_code == 130 and "nothing recorded: the history database is as it was" in r.output, r.output
+
+
+def test_a_ctrl_c_after_the_command_finished_changes_nothing(tmp_path):
+    """A Ctrl-C after "saved baseline ..." was printed (click closing the context, the interpreter
+    shutting down) was click's "Aborted!" and exit 1, the regression code, or a death by the signal
+    (fresh-user report). The command had finished: its exit code stands."""
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
+    code = ("import os, signal, click\n"
+            "close = click.Context.close\n"
+            "def late(self):\n"
+            "    if self.parent is None:\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n"
+            "    close(self)\n"
+            "click.Context.close = late\n"
+            "from perfgate.cli import main\n"
+            f"main(['baseline', 'save', '--name', 'm', {str(cap)!r}, '--baseline-dir', {str(tmp_path / 'bl')!r}],"
+            " prog_name='perfgate')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert "saved baseline 'm'" in p.stdout and "Aborted!" not in p.stderr and "Traceback" not in p.stderr
+    assert (tmp_path / "bl" / "m.json").is_file()
+
+
+def test_the_sigint_handler_is_restored_after_an_in_process_run(tmp_path):
+    before = signal.getsignal(signal.SIGINT)
+    CliRunner().invoke(main, ["baseline", "list", "--baseline-dir", str(tmp_path)])
+    assert signal.getsignal(signal.SIGINT) is before
