@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from perfgate import jsonout
 from perfgate.errors import InvalidCaptureError
+from perfgate.ingest.jsonscan import ends_unfinished
 from perfgate.ingest.kernels import IMPLICIT_STEP
 
 TOTAL_KEY = "Total Op Info"
@@ -93,7 +94,9 @@ def read_communication(path: Path) -> CommData:
         :class:`CommData` (times in us, sizes in MB; see there).
 
     Raises:
-        InvalidCaptureError: empty file, invalid JSON (names the byte offset), a structure
+        InvalidCaptureError: empty file, invalid JSON (names the byte offset), a file cut short
+            ("truncated JSON: the file ends at byte N inside an unfinished value",
+            :func:`perfgate.ingest.jsonscan.ends_unfinished`), a structure
             other than ``{"step<N>": {"collective"|"p2p": {op: {...}}}}``, or a numeric field
             that is not a finite non-negative number (names op, field and value).
     """
@@ -260,6 +263,11 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
     try:
         doc = jsonout.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        if ends_unfinished(data, e):   # cut short, as trace_view.json's reader says it
+            raise InvalidCaptureError(f"truncated JSON: the file ends at byte {len(data)} inside an unfinished "
+                                      f"value", path=path, byte_offset=len(data),
+                                      hint="the profiler's export did not finish writing the file; re-export "
+                                           "the capture") from None
         pos = getattr(e, "pos", None) if isinstance(e, json.JSONDecodeError) else getattr(e, "start", None)
         raise InvalidCaptureError(f"invalid JSON: {getattr(e, 'msg', e)}", path=path, byte_offset=pos) from None
     if not isinstance(doc, dict):

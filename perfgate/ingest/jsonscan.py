@@ -24,6 +24,7 @@ spelling is a ``\\uXXXX`` escape, so ``b"\\\\u"`` is always added as a needle.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
@@ -41,6 +42,37 @@ class ScanError(ValueError):
         super().__init__(message)
         self.offset = offset
         self.truncated = truncated
+
+
+# What a document cut inside a number or literal leaves where ``json.loads`` stops: the start of
+# a literal, or a number's dangling ``.`` / exponent (``1.``, ``1e``, ``1e+``: the number before it
+# is read, then the next token is expected)
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
+_NUMBER_TAIL = re.compile(r"\.|[eE][-+]?")
+_ESCAPE_TAIL = re.compile(r"\\u[0-9a-fA-F]{0,4}")
+
+
+def ends_unfinished(data: bytes, err: ValueError) -> bool:
+    """Whether ``err``, raised by ``json.loads(data)`` of a whole document (a
+    ``json.JSONDecodeError`` or ``UnicodeDecodeError``), means the document ends inside an
+    unfinished value: a file cut short (its writer did not finish), not a wrong byte. That is
+    the parser stopping at the end of the text (``Expecting value`` / ``',' delimiter`` / ...
+    with nothing but whitespace after it), inside a string (``Unterminated string``), a
+    ``\\uXXXX`` escape, a literal or a number (``tr``, ``-Inf``, ``1.``, ``1e+``), or a UTF-8
+    sequence cut at the last byte. An empty document is not truncated (callers say "empty").
+    Never raises."""
+    if isinstance(err, UnicodeDecodeError):
+        return err.reason == "unexpected end of data" and err.end >= len(data.rstrip(_WS))
+    if not isinstance(err, json.JSONDecodeError) or not data.strip(_WS):
+        return False
+    doc, pos = err.doc, err.pos
+    if err.msg.startswith("Unterminated string"):
+        return True
+    if err.msg.startswith("Invalid \\uXXXX escape"):
+        return bool(_ESCAPE_TAIL.fullmatch(doc[doc.rfind("\\", 0, pos + 1):].rstrip()))
+    rest = doc[pos:].rstrip()
+    return (not rest or bool(_NUMBER_TAIL.fullmatch(rest) and doc[pos - 1:pos].isdigit())
+            or any(lit.startswith(rest) and lit != rest for lit in _LITERALS))
 
 
 def _real_quotes(b: np.ndarray) -> np.ndarray:
