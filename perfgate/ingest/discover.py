@@ -12,8 +12,11 @@ file name and a ``rank_id`` (>= 0) that disagree are refused (InvalidCaptureErro
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +36,54 @@ _MAX_DEPTH = 5
 _NO_INFO = ("{folder} has no profiler_info_<N>.json: the rank number is read from the folder or file name, and "
             "the profiler level, CANN version and collection window are unknown (time values are not "
             "checked against the window)")
+
+
+#: what an entry that is not what perfgate reads there is, as messages say it (:func:`entry_kind`)
+_NOT_READABLE = {
+    "folder": "a folder (directory), not a file",
+    "file": "a file, not a folder",
+    "loop": "a symbolic link loop (the link leads back to itself, so nothing is there to read)",
+    "dangling": "a symbolic link to nothing",
+    "special": "not a regular file (a FIFO, socket or device)",
+}
+
+
+def entry_kind(p: Path) -> str:
+    """What is at ``p``, through symbolic links: ``"file"`` (a regular file), ``"folder"``,
+    ``"absent"`` (no entry of that name), ``"dangling"`` (a symbolic link to nothing),
+    ``"loop"`` (a symbolic link loop: ``ln -s x x``, or links leading to each other),
+    ``"special"`` (a FIFO, socket or device), or ``"unreadable"`` (stat fails otherwise, e.g.
+    permission denied: the reader then names the error). Never raises."""
+    try:
+        st = os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "loop"
+        if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+            return "dangling" if os.path.islink(p) else "absent"
+        return "unreadable"
+    except ValueError:   # an embedded NUL: no such file
+        return "absent"
+    return "file" if stat.S_ISREG(st.st_mode) else "folder" if stat.S_ISDIR(st.st_mode) else "special"
+
+
+def present_file(p: Path, *, want: str = "file") -> bool:
+    """Whether the capture entry ``p`` is there to read: True for a ``want`` (``"file"``: a
+    regular file, or ``"folder"``) also through a symbolic link, False when no entry has that
+    name. Anything else under the name (a folder where a file is read, a symbolic link loop,
+    a link to nothing, a FIFO) is not "not present": the run would go on without what the
+    profiler wrote there.
+
+    Raises:
+        InvalidCaptureError: naming the path and what is there instead (exit 3)."""
+    kind = entry_kind(p)
+    if kind in (want, "unreadable"):
+        return True   # unreadable: its reader names the error (permission denied, ...)
+    if kind == "absent":
+        return False
+    raise InvalidCaptureError(f"{p.name} is {_NOT_READABLE[kind]}: it cannot be read as the profiler's "
+                              f"{'file' if want == 'file' else 'folder'}", path=p,
+                              hint="re-export the capture, or remove the entry if the profiler did not write it")
 
 
 def mixed_levels_warning(levels) -> str | None:
@@ -72,10 +123,14 @@ def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
         if depth > _MAX_DEPTH:
             return
         try:
-            children = sorted(p for p in d.iterdir() if p.is_dir())
+            entries = sorted(d.iterdir())
         except OSError as e:
             raise InvalidCaptureError(f"cannot list folder: {e.strerror}", path=d,
                                       hint="a rank folder that cannot be read would silently drop a rank") from None
+        children = [p for p in entries if p.is_dir()]
+        for p in entries:
+            if p.name in (OUTPUT_DIR, MSPROF_DIR) or (p.name.endswith("_ascend_pt") and p.is_symlink()):
+                present_file(p, want="folder")   # a link loop / link to nothing named as a rank's folder
         names = {c.name for c in children}
         if OUTPUT_DIR in names:
             found.append(d / OUTPUT_DIR)
@@ -117,11 +172,12 @@ def read_profiler_metadata(rank_dir: Path) -> dict:
     ``ENV_VARIABLES``: no world size is known then).
 
     Raises:
-        InvalidCaptureError: the file is present but unreadable / not JSON, or
+        InvalidCaptureError: the file is present but unreadable / not JSON, the name holds no
+            regular file (a folder, a symbolic link loop, ...: :func:`present_file`), or
             ``distributed_args.world_size`` is not a positive integer.
     """
     path = rank_dir / "profiler_metadata.json"
-    if not path.is_file():
+    if not present_file(path):
         return {"world_size": None, "rank": None, "path": None}
     try:
         doc = jsonout.loads(path.read_bytes())
@@ -359,10 +415,12 @@ def msprof_rank(prof_dir: Path) -> tuple[int | None, str]:
     carries a non-negative rank id.
 
     Raises:
-        InvalidCaptureError: the file is not JSON, or the folder's devices name different ranks.
+        InvalidCaptureError: the file is not JSON or not a regular file (:func:`present_file`), or
+            the folder's devices name different ranks.
     """
     found = {}
     for f in sorted(prof_dir.glob("device_*/info.json.*")):
+        present_file(f)
         try:
             doc = json.loads(f.read_bytes())
         except OSError as e:
@@ -398,11 +456,18 @@ def discover(path) -> list[RankLocation]:
             whose rank cannot be determined; ranks that disagree on the recorded world size or
             lie outside it (:func:`check_world_size`; a subset of the job's ranks is accepted);
             several profiler_info files in one rank folder naming different ranks, or the same rank
-            with different contents (:func:`one_profiler_info`; identical copies: a warning).
+            with different contents (:func:`one_profiler_info`; identical copies: a warning); the
+            capture path, an ``ASCEND_PROFILER_OUTPUT`` / ``mindstudio_profiler_output`` /
+            ``*_ascend_pt`` entry or a profiler_info / profiler_metadata file that is something
+            else under its name (a symbolic link loop, a link to nothing, a file where a folder
+            belongs or a folder where a file belongs: :func:`present_file`), named, never
+            taken as absent.
     """
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
     root = Path(path)
+    if entry_kind(root) in ("loop", "dangling"):
+        present_file(root, want="folder")
     if not root.exists():  # the profiling step failed or wrote elsewhere: an invalid capture, as an empty folder
         raise InvalidCaptureError(f"capture directory does not exist: {root}", path=root,
                                   hint="the profiling step wrote no capture here; check its log and the path")
@@ -435,7 +500,8 @@ def discover(path) -> list[RankLocation]:
             layout = "msprof"
         else:
             layout = "torch_npu"
-        chosen, loc_warnings = one_profiler_info(rank_dir, sorted(rank_dir.glob("profiler_info*.json")))
+        chosen, loc_warnings = one_profiler_info(rank_dir, sorted(p for p in rank_dir.glob("profiler_info*.json")
+                                                                  if present_file(p)))
         infos = [chosen] if chosen is not None else []
         info_path = None
         info: dict = {}

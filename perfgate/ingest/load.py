@@ -3,7 +3,6 @@ communication.json, timeline, or the DB export) read into a :class:`RankCapture`
 Re-exported by :mod:`perfgate.ingest`; entry point :func:`load_capture`."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pandas as pd
 from perfgate.errors import InvalidCaptureError, PerfgateError
 from perfgate.terms import TraceMode
 from perfgate.ingest.comm import read_communication
-from perfgate.ingest.discover import RankLocation, discover, mixed_levels_warning
+from perfgate.ingest.discover import RankLocation, discover, mixed_levels_warning, present_file
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
@@ -327,29 +326,28 @@ def _trace_result(ahead, tv_path: Path) -> TraceSummary:
 
 
 _OPTIONAL_FILES = ("step_trace_time.csv", "communication.json", "trace_view.json", "analysis.db")
+# the files of a rank found by pattern: kernel table slices, the DB export, msprof timelines
+_FOUND_FILES = ("op_summary*.csv", "ascend_pytorch_profiler*.db", "msprof_*.json")
 
 
-def _require_regular(out: Path) -> None:
-    """An optional file of the rank (:data:`_OPTIONAL_FILES`) is either absent or a regular file
-    (through a symbolic link): a folder, a FIFO or a link to nothing under that name is not "not
-    present" (the run would pass without what it holds) but an unreadable file.
+def _require_regular(out: Path, layout: str = "torch_npu") -> None:
+    """Every file of the rank perfgate reads (kernel_details.csv, :data:`_OPTIONAL_FILES`, and
+    whatever :data:`_FOUND_FILES` match) is either absent or a regular file (through a symbolic
+    link): a folder, a FIFO, a symbolic link loop or a link to nothing under that name is not
+    "not present" (the run would pass without what it holds, or say the kernel table is
+    missing) but an unreadable file (:func:`perfgate.ingest.discover.present_file`).
 
     Raises:
         InvalidCaptureError: naming the path and what is there instead (exit 3)."""
-    for name in _OPTIONAL_FILES:
-        p = out / name
-        if p.is_file() or not os.path.lexists(p):
-            continue
-        what = ("a symbolic link to nothing" if p.is_symlink() and not p.exists() else
-                "a folder" if p.is_dir() else "not a regular file (a FIFO, socket or device)")
-        raise InvalidCaptureError(f"{name} is {what}: it cannot be read as the profiler's file", path=p,
-                                  hint="re-export the capture, or remove the entry if the profiler did not write it")
+    names = (("kernel_details.csv",) if layout == "torch_npu" else ()) + _OPTIONAL_FILES
+    for p in [out / name for name in names] + sorted(p for pat in _FOUND_FILES for p in out.glob(pat)):
+        present_file(p)
 
 
 def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, while_scanning=None,
                after_kernels=None) -> RankCapture:
     out = loc.output_dir
-    _require_regular(out)
+    _require_regular(out, loc.layout)
     kind, files = _kernel_source(out, loc.layout)
     if kind == "db":
         return _load_db_rank(loc, files[0], with_trace=with_trace)
