@@ -31,7 +31,7 @@ import pyarrow as pa
 from perfgate import jsonout
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.jsonscan import ends_unfinished
-from perfgate.ingest.kernels import IMPLICIT_STEP
+from perfgate.ingest.kernels import IMPLICIT_STEP, refuse_control_characters
 
 TOTAL_KEY = "Total Op Info"
 _STEP_RE = re.compile(r"^step(\d*)$")
@@ -98,7 +98,9 @@ def read_communication(path: Path) -> CommData:
             ("truncated JSON: the file ends at byte N inside an unfinished value",
             :func:`perfgate.ingest.jsonscan.ends_unfinished`), a structure
             other than ``{"step<N>": {"collective"|"p2p": {op: {...}}}}``, or a numeric field
-            that is not a finite non-negative number (names op, field and value).
+            that is not a finite non-negative number (names op, field and value), or a key
+            naming a kind, op or link that holds a control character (NUL, ESC, DEL, ...;
+            names the key: :func:`_refuse_control_names`).
     """
     path = Path(path)
     data = path.read_bytes()
@@ -116,8 +118,32 @@ def read_communication(path: Path) -> CommData:
             if enabled:
                 gc.enable()
         if ops is not None:
-            return CommData(path=path, ops=ops, links=links)
+            return _refuse_control_names(CommData(path=path, ops=ops, links=links))
     return read_communication_loop(path, data)
+
+
+def _refuse_control_names(comm: CommData) -> CommData:
+    """``comm``, when no key naming a kind, an op (``<op>@<group>``) or a link holds a control
+    character (:func:`perfgate.ingest.kernels.refuse_control_characters`, the kernel tables'
+    check): such a name would reach the report and the JUnit XML.
+
+    Raises:
+        InvalidCaptureError: naming the file and the key (``step<N>.<kind>.'<op>@<group>'``),
+            the control character shown escaped."""
+    def error(df, i, what):
+        r = df.iloc[i]
+        step = "step" + ("" if r["step"] == IMPLICIT_STEP else str(r["step"]))
+        where = (f"{step}.{r['kind']!r}" if what == "kind" else
+                 f"{step}.{r['kind']}.{r['op'] + '@' + r['group']!r}" if what == "op" else
+                 f"{step}.{r['kind']}.{r['op']}.{_BANDWIDTH_INFO}.{r['link']!r}")
+        return InvalidCaptureError(f"{where}: the {what} name holds a control character (no profiler "
+                                   f"writes one)", path=comm.path)
+
+    for df, col, what in ((comm.ops, "kind", "kind"), (comm.ops, "op", "op"), (comm.ops, "group", "op"),
+                          (comm.links, "link", "link")):
+        if len(df):
+            refuse_control_characters(comm.path, df[col], col, lambda i, v, df=df, what=what: error(df, i, what))
+    return comm
 
 
 _ABSENT = float("nan")  # Start Timestamp(us) missing: NaN (this very object, told from a NaN value)
@@ -308,8 +334,8 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
                 except (TypeError, ValueError) as e:
                     raise InvalidCaptureError(f"{step_key}.{kind}.{op}: {e}", path=path) from None
     try:
-        return CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
-                        links=pd.DataFrame(links, columns=LINK_COLUMNS))
+        return _refuse_control_names(CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
+                                              links=pd.DataFrame(links, columns=LINK_COLUMNS)))
     except UnicodeEncodeError:   # a "\\ud800"-style escape: json.loads makes a lone surrogate, no text
         bad = next((r for r in rows + links if any(_not_text(v) for v in r.values())), {})
         where = ".".join(str(bad.get(k, "")).encode("utf-8", "backslashreplace").decode()

@@ -25,7 +25,8 @@ import pandas as pd
 
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.comm import LINK_COLUMNS, OP_COLUMNS, CommData
-from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable
+from perfgate.ingest.csvread import shown_cell
+from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, refuse_control_characters
 from perfgate.ingest.steps import TIME_COLUMNS
 from perfgate.ingest.trace import TraceSummary
 
@@ -76,7 +77,13 @@ def _assign(starts: np.ndarray, windows: list) -> np.ndarray:
 
 
 def read_db_kernels(path: Path, windows: list) -> tuple[KernelTable, sqlite3.Connection]:
-    """Kernel table from ascend_pytorch_profiler_<rank>.db (see module docstring)."""
+    """Kernel table from ascend_pytorch_profiler_<rank>.db (see module docstring).
+
+    Raises:
+        InvalidCaptureError: not a readable SQLite database, an unsupported schema version, a
+            required table missing, no kernel, a kernel string (name, type, core type, shapes)
+            holding a control character (:func:`_refuse_control_strings`), or a task ending
+            before it starts."""
     con = _connect(path)
     version = schema_version(con, path)
     tabs = _tables(con)
@@ -127,6 +134,7 @@ def read_db_kernels(path: Path, windows: list) -> tuple[KernelTable, sqlite3.Con
     out["end_ns"] = out["start_ns"] + out["dur_ns"]
     out = out[["row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "dur_ns", "wait_us",
                "input_shapes", "end_ns", "is_comm"]]
+    _refuse_control_strings(path, out, strings)
     bad = (out["dur_ns"] < 0).to_numpy()
     if bad.any():   # as a negative Duration(us) in the CSV exports: a value no profiler writes
         r = out.iloc[int(np.argmax(bad))]
@@ -146,6 +154,34 @@ def read_db_kernels(path: Path, windows: list) -> tuple[KernelTable, sqlite3.Con
                      core_available=bool(out.loc[compute, "core_type"].notna().any()),
                      invalid_rows=invalid, unassigned_rows=unassigned, warnings=tuple(warnings))
     return kt, con
+
+
+# the kernel table's text columns and where the DB holds them: (COMPUTE_TASK_INFO column,
+# COMMUNICATION_OP column), each an id into STRING_IDS
+_TEXT_SOURCES = {"name": ("name", "opName"), "op_type": ("opType", "opType"), "core_type": ("taskType", None),
+                 "input_shapes": ("inputShapes", None)}
+
+
+def _refuse_control_strings(path: Path, out: pd.DataFrame, strings: dict) -> None:
+    """The kernel text columns resolved through STRING_IDS hold no control character (NUL, ESC,
+    DEL, ...: :func:`perfgate.ingest.kernels.refuse_control_characters`, the check of the text
+    exports' cells).
+
+    Raises:
+        InvalidCaptureError: naming the DB, the kernel row (``row``: kernels in start-time
+            order), the table and column, the STRING_IDS id and the value (repr-escaped)."""
+    ids = {}
+    for c, (compute, comm) in _TEXT_SOURCES.items():
+        def error(i, value, c=c, compute=compute, comm=comm):
+            r = out.iloc[i]
+            table, column = ("COMMUNICATION_OP", comm) if r["is_comm"] else ("COMPUTE_TASK_INFO", compute)
+            if not ids:
+                ids.update((v, k) for k, v in strings.items() if isinstance(v, str))
+            return InvalidCaptureError(
+                f"{table}.{column} holds a control character (no profiler writes one): {shown_cell(value)} "
+                f"(STRING_IDS id {ids.get(value)}; rows number the kernels in start-time order)",
+                path=path, row=int(r["row"]))
+        refuse_control_characters(path, out[c], c, error)
 
 
 def step_windows(con) -> list:
@@ -170,7 +206,13 @@ def read_db_trace(con, path: Path, windows: list) -> TraceSummary:
 
 
 def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
-    """analysis.db -> (step_trace table like :func:`read_step_trace`, CommData) or Nones."""
+    """analysis.db -> (step_trace table like :func:`read_step_trace`, CommData) or Nones.
+
+    Raises:
+        InvalidCaptureError: not a readable SQLite database, or a CommAnalyzerTime /
+            CommAnalyzerBandwidth op, group, type or link name holding a control character
+            (:func:`perfgate.ingest.kernels.refuse_control_characters`; ``row``: the table's
+            row in read order)."""
     con = _connect(path)
     tabs = _tables(con)
     st = None
@@ -207,6 +249,14 @@ def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
                                   "link": b["transport_type"].astype(str),
                                   "size_mb": b["transit_size"].astype(float),
                                   "time_us": b["transit_time"].astype(float) * 1000})[LINK_COLUMNS]
+        for df, col, table, column in ((ops, "op", "CommAnalyzerTime", "hccl_op_name"),
+                                       (ops, "group", "CommAnalyzerTime", "group_name"),
+                                       (ops, "kind", "CommAnalyzerTime", "type"),
+                                       (links, "op", "CommAnalyzerBandwidth", "hccl_op_name"),
+                                       (links, "link", "CommAnalyzerBandwidth", "transport_type")):
+            refuse_control_characters(path, df[col], column, lambda i, v, df=df, table=table, column=column: (
+                InvalidCaptureError(f"{table}.{column} holds a control character (no profiler writes one): "
+                                    f"{shown_cell(v)}", path=path, row=int(df.index[i]) + 1)))
         comm = CommData(path=path, ops=ops, links=links)
     con.close()
     return st, comm

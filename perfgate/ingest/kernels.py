@@ -119,23 +119,35 @@ def _prove_type_column(df: pd.DataFrame, header: str, path: Path) -> None:
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def _refuse_control_characters(path: Path, col, header: str) -> None:
-    """A text column (name, type, core type, stream, shapes: a categorical of ``n`` rows) whose
-    value holds a control character (``\\x00``, ``\\x1b``, ...) is a damaged file: such a name
-    would reach the terminal, the Markdown report and the JUnit XML (which must drop it, and
-    then names a family that does not exist). Checked once per distinct value.
+def refuse_control_characters(path: Path, col, header: str, error=None) -> None:
+    """A text column whose value holds a control character (``\\x00``, ``\\x1b``, DEL; see
+    :data:`_CONTROL`: TAB, LF and CR pass) is a damaged file: such a name would reach the
+    terminal, the Markdown report and the JUnit XML (which must drop it, and then names a family
+    that does not exist). The one check of every reader's names: the kernel tables' text cells
+    (name, type, core type, stream, shapes), communication.json's op keys
+    (:mod:`perfgate.ingest.comm`), the DB export's kernel strings (:mod:`perfgate.ingest.db`).
+
+    ``col``: a pandas Series of text (a categorical is checked once per distinct value, other
+    dtypes once per distinct value after factorizing; missing values pass). ``error(i, value)``:
+    the InvalidCaptureError for the first offending position ``i`` (0-based) holding ``value``;
+    by default the CSV cell error naming data row ``i + 1``, the column ``header`` and the cell.
 
     Raises:
-        InvalidCaptureError: naming the file, the first such data row, the column and the cell
-            (repr-escaped)."""
-    cats = col.cat.categories
+        InvalidCaptureError: naming the file, the first such row (or what ``error`` names), the
+            column and the value (repr-escaped), with a re-export hint."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats, codes = col.cat.categories, col.array.codes
+    else:
+        codes, cats = pd.factorize(col)
     bad = [i for i, v in enumerate(cats.tolist()) if isinstance(v, str) and _CONTROL.search(v)]
     if not bad:
         return
-    codes = col.array.codes
     i = int(np.flatnonzero(np.isin(codes, bad))[0])
-    from perfgate.ingest.csvread import cell_error
-    err = cell_error(path, i + 1, header, cats[codes[i]], "holds a control character (no profiler writes one)")
+    if error is None:
+        from perfgate.ingest.csvread import cell_error
+        err = cell_error(path, i + 1, header, cats[codes[i]], "holds a control character (no profiler writes one)")
+    else:
+        err = error(i, cats[codes[i]])
     err.hint = "the file was edited or damaged after export: re-export the profiling data"
     raise err
 
@@ -444,7 +456,7 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
                       index=pd.RangeIndex(n), copy=False)
     for c in ("name", "op_type", "core_type", "stream_id", "input_shapes", "input_dtypes"):
         if c in cols:
-            _refuse_control_characters(path, data[c], cols[c])
+            refuse_control_characters(path, data[c], cols[c])
     if "device_id" in cols and "device_id" in raw:
         dev = _categorical(raw["device_id"])
         if len(dev.cat.categories) > 1:
