@@ -52,10 +52,6 @@ def clean(tmp_path_factory):
     return root
 
 
-def test_entry_kind():
-    assert entry_kind("/nonexistent/x") == "absent"
-
-
 @pytest.mark.parametrize("kind", list(SAID))
 @pytest.mark.parametrize("rel", [f"{OUT0}/kernel_details.csv", f"{OUT0}/step_trace_time.csv",
                                  f"{OUT0}/communication.json", f"{OUT0}/trace_view.json",

@@ -170,16 +170,14 @@ def _refuse_control_strings(path: Path, out: pd.DataFrame, strings: dict) -> Non
     Raises:
         InvalidCaptureError: naming the DB, the kernel row (``row``: kernels in start-time
             order), the table and column, the STRING_IDS id and the value (repr-escaped)."""
-    ids = {}
     for c, (compute, comm) in _TEXT_SOURCES.items():
-        def error(i, value, c=c, compute=compute, comm=comm):
+        def error(i, value, compute=compute, comm=comm):
             r = out.iloc[i]
             table, column = ("COMMUNICATION_OP", comm) if r["is_comm"] else ("COMPUTE_TASK_INFO", compute)
-            if not ids:
-                ids.update((v, k) for k, v in strings.items() if isinstance(v, str))
+            sid = next((k for k, v in strings.items() if v == value), None)
             return InvalidCaptureError(
                 f"{table}.{column} holds a control character (no profiler writes one): {shown_cell(value)} "
-                f"(STRING_IDS id {ids.get(value)}; rows number the kernels in start-time order)",
+                f"(STRING_IDS id {sid}; rows number the kernels in start-time order)",
                 path=path, row=int(r["row"]))
         refuse_control_characters(path, out[c], c, error)
 
