@@ -100,3 +100,31 @@ def test_a_wrong_byte_in_a_whole_communication_json_stays_invalid_json(tmp_path)
     with pytest.raises(InvalidCaptureError, match="invalid JSON") as e:
         read_communication(f)
     assert "truncated" not in str(e.value)
+
+
+@pytest.mark.parametrize("which", ["profiler_info", "profiler_metadata"])
+def test_a_truncated_rank_json_says_truncated(tmp_path, which):
+    """profiler_info_<N>.json / profiler_metadata.json cut short said "invalid JSON" (helper's
+    leftover): the same "truncated JSON" wording as communication.json and trace_view.json."""
+    from perfgate.ingest import discover
+    cap = write_capture(tmp_path / "c", SynthSpec(ranks=2, steps=2, seed=1))
+    f = next((cap / "rank1_ascend_pt").glob(f"{which}*.json"), None)
+    if f is None:
+        f = cap / "rank1_ascend_pt" / f"{which}.json"
+        f.write_text('{"distributed_args": {"world_size": 2}}')
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InvalidCaptureError, match="truncated JSON: the file ends at byte") as e:
+        discover(cap)
+    assert e.value.byte_offset == len(data) // 2 and str(e.value.path).endswith(f.name)
+
+
+def test_invalid_json_offsets_count_bytes_not_characters(tmp_path):
+    """The decoder's position counts characters; the error names a byte offset (helper's leftover)."""
+    from perfgate.ingest.jsonscan import load_error
+    data = '{"名前": 1,, "x": 2}'.encode()
+    try:
+        json.loads(data)
+    except ValueError as err:
+        e = load_error(tmp_path / "f.json", data, err)
+    assert "invalid JSON" in e.message and data[e.byte_offset:e.byte_offset + 1] == b","

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from perfgate import jsonout
 from perfgate.errors import InvalidCaptureError
-from perfgate.ingest.jsonscan import ends_unfinished
+from perfgate.ingest.jsonscan import load_error
 from perfgate.ingest.kernels import IMPLICIT_STEP, refuse_control_characters
 
 TOTAL_KEY = "Total Op Info"
@@ -289,13 +289,7 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
     try:
         doc = jsonout.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        if ends_unfinished(data, e):   # cut short, as trace_view.json's reader says it
-            raise InvalidCaptureError(f"truncated JSON: the file ends at byte {len(data)} inside an unfinished "
-                                      f"value", path=path, byte_offset=len(data),
-                                      hint="the profiler's export did not finish writing the file; re-export "
-                                           "the capture") from None
-        pos = getattr(e, "pos", None) if isinstance(e, json.JSONDecodeError) else getattr(e, "start", None)
-        raise InvalidCaptureError(f"invalid JSON: {getattr(e, 'msg', e)}", path=path, byte_offset=pos) from None
+        raise load_error(path, data, e) from None   # truncated (as trace_view.json says it) / invalid
     if not isinstance(doc, dict):
         raise InvalidCaptureError("expected a JSON object keyed by step", path=path)
     rows, links = [], []

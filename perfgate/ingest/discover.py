@@ -22,6 +22,7 @@ from pathlib import Path
 
 from perfgate import jsonout
 from perfgate.errors import InvalidCaptureError, UsageError
+from perfgate.ingest.jsonscan import load_error
 from perfgate.terms import shown_value
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -180,13 +181,13 @@ def read_profiler_metadata(rank_dir: Path) -> dict:
     if not present_file(path):
         return {"world_size": None, "rank": None, "path": None}
     try:
-        doc = jsonout.loads(path.read_bytes())
+        data = path.read_bytes()
     except OSError as e:
         raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=path) from None
-    except json.JSONDecodeError as e:
-        raise InvalidCaptureError(f"invalid JSON: {e.msg}", path=path, byte_offset=e.pos) from None
-    except UnicodeDecodeError as e:
-        raise InvalidCaptureError("not UTF-8 text", path=path, byte_offset=e.start) from None
+    try:
+        doc = jsonout.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise load_error(path, data, e) from None
     args = doc.get("distributed_args") if isinstance(doc, dict) else None
     if not isinstance(args, dict):
         return {"world_size": None, "rank": None, "path": path}
@@ -305,10 +306,8 @@ def read_profiler_info(path: Path) -> dict:
         raise InvalidCaptureError("file is empty", path=path)
     try:
         doc = jsonout.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidCaptureError(f"invalid JSON: {e.msg}", path=path, byte_offset=e.pos) from None
-    except UnicodeDecodeError as e:
-        raise InvalidCaptureError("not UTF-8 text", path=path, byte_offset=e.start) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise load_error(path, text, e) from None
 
     def obj(v, where):
         if v is None:
@@ -422,11 +421,13 @@ def msprof_rank(prof_dir: Path) -> tuple[int | None, str]:
     for f in sorted(prof_dir.glob("device_*/info.json.*")):
         present_file(f)
         try:
-            doc = json.loads(f.read_bytes())
+            data = f.read_bytes()
         except OSError as e:
             raise InvalidCaptureError(f"cannot read file: {e.strerror}", path=f) from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise InvalidCaptureError(f"invalid JSON: {e}", path=f) from None
+        try:
+            doc = json.loads(data)
+        except ValueError as e:   # JSONDecodeError, UnicodeDecodeError
+            raise load_error(f, data, e) from None
         rid = doc.get("rank_id") if isinstance(doc, dict) else None
         try:
             rid = int(str(rid).strip()) if rid is not None and not isinstance(rid, bool) else None

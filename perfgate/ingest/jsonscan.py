@@ -75,6 +75,27 @@ def ends_unfinished(data: bytes, err: ValueError) -> bool:
             or any(lit.startswith(rest) and lit != rest for lit in _LITERALS))
 
 
+def load_error(path, data: bytes, err: ValueError):
+    """The :class:`~perfgate.errors.InvalidCaptureError` for a whole JSON document ``data``
+    (the bytes of ``path``) that ``json.loads`` / orjson refused with ``err``: "truncated JSON:
+    the file ends at byte N inside an unfinished value" when :func:`ends_unfinished` (a file
+    cut short), "not UTF-8 text" at the first bad byte, else "invalid JSON: <reason>" at the
+    byte offset of the parser's position (its character position converted to bytes: the two
+    differ after non-ASCII text). Returned, not raised."""
+    from perfgate.errors import InvalidCaptureError
+    if ends_unfinished(data, err):
+        return InvalidCaptureError(f"truncated JSON: the file ends at byte {len(data)} inside an unfinished value",
+                                   path=path, byte_offset=len(data),
+                                   hint="the profiler's export did not finish writing the file; re-export the "
+                                        "capture")
+    if isinstance(err, UnicodeDecodeError):
+        return InvalidCaptureError("not UTF-8 text", path=path, byte_offset=err.start)
+    pos, doc = getattr(err, "pos", None), getattr(err, "doc", None)
+    if isinstance(doc, str) and pos is not None:
+        pos = len(doc[:pos].encode("utf-8", "surrogatepass"))
+    return InvalidCaptureError(f"invalid JSON: {getattr(err, 'msg', err)}", path=path, byte_offset=pos)
+
+
 def _real_quotes(b: np.ndarray) -> np.ndarray:
     """Positions of ``"`` that are not escaped (preceded by an even run of backslashes)."""
     q = np.flatnonzero(b == 34)
