@@ -173,3 +173,29 @@ def test_msprof_layout_reads_its_timeline(tmp_path, policy):
     fp = fingerprint_capture(cap, policy)
     ce = [c for c in fp.self_checks if c.name == "comm_equality"]
     assert ce and ce[0].status == "pass" and "Overlap Analysis" in ce[0].message
+
+
+def test_a_db_with_an_unapplied_write_ahead_log_is_refused(pytorch_data, tmp_path):
+    """A DB export beside a non-empty ``-wal`` file (the exporter killed before its checkpoint)
+    was read without the log's changes, silently (helper's note: the immutable open ignores
+    it). It is exit 3 naming the log; an empty log (a clean close) is fine."""
+    dst = tmp_path / "cap" / "rank0_ascend_pt"
+    shutil.copytree(pytorch_data / "db/level1/rank0_ascend_pt", dst)
+    db = next(dst.rglob("ascend_pytorch_profiler_*.db"))
+    wal = db.with_name(db.name + "-wal")
+    wal.write_bytes(b"")
+    load_capture(tmp_path / "cap")                  # an empty log: nothing left out
+    wal.write_bytes(b"\x37\x7f\x06\x82" + b"\0" * 28)
+    with pytest.raises(InvalidCaptureError, match=r"-wal \(32 bytes\) holds changes not yet written into") as e:
+        load_capture(tmp_path / "cap")
+    assert str(e.value.path) == str(wal)
+
+
+@pytest.mark.parametrize("folder", ["run#1", "what?", "100%done"])
+def test_a_db_in_a_folder_with_uri_characters_is_read(pytorch_data, tmp_path, policy, folder):
+    """The DB was opened as ``file:{path}?...``: a ``#`` / ``?`` in a folder name cut the path
+    (a 'not a readable SQLite database' or 'unable to open' error for a good export)."""
+    dst = tmp_path / folder / "rank0_ascend_pt"
+    shutil.copytree(pytorch_data / "db/level1/rank0_ascend_pt", dst)
+    fp = fingerprint_capture(load_capture(tmp_path / folder), policy)
+    assert fp.config["export_type"] == "db" and fp.metrics

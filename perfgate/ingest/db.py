@@ -36,8 +36,27 @@ _NA = {"N/A", "", None}
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an export database, opened ``immutable`` (no lock, no journal:
+    the capture may sit on a read-only mount). The path is given as a percent-encoded ``file:``
+    URI, so a ``#``, ``?`` or ``%`` in a folder name is part of the path.
+
+    Raises:
+        InvalidCaptureError: not a readable SQLite database, or a non-empty ``<db>-wal`` beside
+            it: changes the exporter wrote but never checkpointed into the file (it was killed
+            or is still writing), which an immutable open would silently leave out."""
+    wal = path.with_name(path.name + "-wal")
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        wal_bytes = wal.stat().st_size
+    except OSError:
+        wal_bytes = 0
+    if wal_bytes:
+        raise InvalidCaptureError(
+            f"{wal.name} ({wal_bytes:,} bytes) holds changes not yet written into {path.name}: the export did "
+            f"not finish (the exporter was stopped or is still writing), so the database alone is incomplete",
+            path=wal, hint="re-export the capture, or let the exporter finish; perfgate reads exports read-only "
+                           "and never applies a write-ahead log")
+    try:
+        con = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro&immutable=1", uri=True)
         con.execute("select count(*) from sqlite_master").fetchone()
         return con
     except sqlite3.DatabaseError as e:
