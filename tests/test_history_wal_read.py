@@ -63,3 +63,19 @@ def test_a_writer_open_meanwhile_keeps_its_side_files(wal_db):
     assert writer.execute("select count(*) from runs").fetchone()[0] == 2
     writer.close()                                      # the last connection: SQLite removes them itself
     assert sorted(p.name for p in db.parent.iterdir()) == ["history.sqlite"]
+
+
+@pytest.mark.parametrize("folder", ["ci#7", "what?"])
+def test_a_history_database_in_a_folder_with_uri_characters_reads_and_leaves_it_as_it_was(tmp_path, folder):
+    """The read-only open was ``file:{path}?mode=ro``: a ``#`` / ``?`` in a folder name cut the
+    path there ('unable to open database file', or another file opened)."""
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
+    db = tmp_path / folder / "history.sqlite"
+    r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(db),
+                                  "--commit", f"{1:040x}"], env={})
+    assert r.exit_code == 0, r.output
+    before = _state(db.parent)
+    r = CliRunner().invoke(main, ["history", "runs", "--db", str(db)], env={})
+    assert r.exit_code == 0, r.output
+    assert f"{1:040x}"[:7] in r.output
+    assert _state(db.parent) == before

@@ -68,6 +68,12 @@ SERIES_FACETS = ("world_size", "cann_version", "torch_npu_version", "aic_metrics
 STATUSES = ("kept", "reverted", "invalid")
 
 
+
+def _file_uri(path) -> str:
+    """``path`` as a percent-encoded ``file:`` URI for ``sqlite3.connect(..., uri=True)``: a ``#``,
+    ``?`` or ``%`` in a folder name stays part of the path (``f"file:{path}"`` cut it there)."""
+    return Path(path).absolute().as_uri()
+
 def _v1(db: "sqlite_utils.Database") -> None:
     db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
     db["runs"].create({
@@ -317,7 +323,7 @@ class HistoryStore:
         folder this process cannot write, a read-only mount) and the folder is not writable and
         the ``-wal`` holds nothing, the file is opened again with ``immutable=1`` (nothing can
         change it meanwhile: nobody can write there). Other errors go to the caller."""
-        uri = f"file:{self.path}?mode=ro"
+        uri = f"{_file_uri(self.path)}?mode=ro"
         try:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=timeout)
             conn.execute("select count(*) from sqlite_master").fetchone()
@@ -692,7 +698,7 @@ def _close_reader(conn, path: Path, absent: bool) -> None:
     if not absent or not any(Path(f"{path}{x}").exists() for x in _SIDE_FILES):
         return
     try:
-        rw = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None, timeout=1.0)
+        rw = sqlite3.connect(f"{_file_uri(path)}?mode=rw", uri=True, isolation_level=None, timeout=1.0)
         try:
             rw.execute("select count(*) from sqlite_master").fetchone()
         finally:
