@@ -30,6 +30,14 @@ def _first_metric(d):
     return d["fingerprint"]["metrics"][next(iter(d["fingerprint"]["metrics"]))]
 
 
+def _metric(d, prefix):
+    """The first stored metric whose key starts with ``prefix``."""
+    return d["fingerprint"]["metrics"][next(k for k in d["fingerprint"]["metrics"] if k.startswith(prefix))]
+
+
+_CALLS = "kernel.calls_per_step{"   # a labelled metric: {family=..., view=...}
+
+
 @pytest.mark.parametrize("edit, said", [
     (lambda d: d["fingerprint"].__setitem__("self_checks", None), "self_checks is null, not an array"),
     (lambda d: d["fingerprint"].__setitem__("config", "x"), "config is a string, not an object"),
@@ -45,6 +53,13 @@ def _first_metric(d):
     (lambda d: _first_metric(d).__setitem__("tier", True), "has tier True"),
     (lambda d: _first_metric(d).__setitem__("caliber", "wall"), "has caliber 'wall'"),
     (lambda d: _first_metric(d).__setitem__("unit", 3), "has unit 3"),
+    # name and labels against the key (accepted silently before: the comparison read the key,
+    # the policy rules and reports the name and labels)
+    (lambda d: _metric(d, _CALLS).__setitem__("name", "step.time_us"),
+     "has name 'step.time_us' (its key names 'kernel.calls_per_step')"),
+    (lambda d: _metric(d, _CALLS)["labels"].__setitem__("family", "B"), "has labels {'family': 'B'"),
+    (lambda d: _metric(d, _CALLS)["labels"].pop("view"), "(its key names {'family': "),
+    (lambda d: _metric(d, _CALLS)["labels"].__setitem__("rank", "0"), "'rank': '0'}"),
 ])
 def test_a_damaged_section_is_a_damaged_baseline_for_check_and_show(saved, edit, said):
     root, cap = saved
@@ -54,6 +69,7 @@ def test_a_damaged_section_is_a_damaged_baseline_for_check_and_show(saved, edit,
     code, out = run("check", "--baseline", "bad", cap, "--baseline-dir", root / "bl", "--out", root / "o")
     assert code == 5 and out.startswith("perfgate: DAMAGED_BASELINE (exit 5)"), out
     assert "baseline fingerprint is malformed: " in out and said in out, out
+    assert "bad.json" in out, out
     code, out = run("baseline", "show", "bad", "--baseline-dir", root / "bl")
     assert code == 5 and said in out, out
     code, out = run("check", "--baseline", "good", cap, "--baseline-dir", root / "bl", "--out", root / "o")

@@ -6,9 +6,11 @@ holds only what is true of the quantity itself.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from perfgate import terms
+from perfgate.model import metric_key, parse_metric_key
 
 
 @dataclass(frozen=True)
@@ -287,3 +289,44 @@ def subject(name: str, labels: dict) -> str:
 def get(name: str) -> MetricDef:
     """The definition of metric ``name`` (KeyError for an unknown name)."""
     return REGISTRY[name]
+
+
+_TIERS = frozenset((terms.TIER_EXACT, terms.TIER_SHARE, terms.TIER_STEP, terms.TIER_CONTEXT))
+
+
+def check_stored(key: str, m) -> None:
+    """Check one stored metric value (a :class:`perfgate.model.MetricValue` read back from a
+    baseline file or the history database) against its key and its kind: ``name`` and ``labels``
+    those of ``key`` (:func:`perfgate.model.parse_metric_key`; labels compared as
+    :func:`perfgate.model.metric_key` writes them), tier one of ``terms.TIER_*``, caliber one of
+    ``terms.CALIBERS`` or None, unit a string, value a finite number within 64 bits or a list of
+    str.
+
+    Raises:
+        ValueError: the first field that is not of its kind; the message starts with
+            ``metric 'KEY'`` and names the field and its value.
+    """
+    if not isinstance(m.labels, dict) or not isinstance(m.name, str):
+        raise ValueError(f"metric {key!r} has labels {m.labels!r} and name {m.name!r}")
+    if m.key != key:   # the comparison reads the dict key, the reports the inner one
+        raise ValueError(f"metric {key!r} is stored with key {m.key!r}")
+    name, labels = parse_metric_key(key)
+    if m.name != name:   # the policy's rules and the reports read the name, the comparison the key
+        raise ValueError(f"metric {key!r} has name {m.name!r} (its key names {name!r})")
+    if not all(isinstance(k, str) for k in m.labels) or metric_key(name, **m.labels) != key:
+        raise ValueError(f"metric {key!r} has labels {m.labels!r} (its key names {labels!r})")
+    if type(m.tier) is not int or m.tier not in _TIERS:
+        raise ValueError(f"metric {key!r} has tier {m.tier!r} (one of {sorted(_TIERS)})")
+    if m.caliber is not None and m.caliber not in terms.CALIBERS:
+        raise ValueError(f"metric {key!r} has caliber {m.caliber!r} (one of {list(terms.CALIBERS)} or null)")
+    if not isinstance(m.unit, str):
+        raise ValueError(f"metric {key!r} has unit {m.unit!r}")
+    v = m.value
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise ValueError(f"metric {key!r} has value {v!r}")
+    if type(v) is int and abs(v) >= 2 ** 63:   # never written by perfgate; no float holds it
+        raise ValueError(f"metric {key!r} has value {str(v)[:24]}... (out of range)")
+    if isinstance(v, float) and not math.isfinite(v):  # NaN / Infinity: not JSON
+        raise ValueError(f"metric {key!r} has value {v!r} (not a finite number)")

@@ -17,11 +17,10 @@ import re
 from pathlib import Path
 
 from perfgate.errors import CorruptBaselineError, IncompatibleBaselineError, NoBaselineError, StoreError, UsageError
-from perfgate import jsonout, terms
+from perfgate import jsonout
+from perfgate.metrics import registry
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint
 from perfgate.store.atomic import nearest_existing, write_atomic
-
-_TIERS = frozenset((terms.TIER_EXACT, terms.TIER_SHARE, terms.TIER_STEP, terms.TIER_CONTEXT))
 
 BASELINE_FORMAT = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -152,7 +151,8 @@ class BaselineStore:
                 NoBaselineError, exit 4, INCOMPATIBLE_BASELINE; re-record it).
             CorruptBaselineError: the file exists but is damaged: unreadable, not UTF-8, not
                 JSON, no format marker, malformed fingerprint (a metric whose value, labels, unit,
-                caliber or tier is not of its kind, or stored under another key than its own).
+                caliber or tier is not of its kind, or stored under another key, name or labels
+                than its key's: :func:`perfgate.metrics.registry.check_stored`).
                 A StoreError, exit 5: a damaged store is never "no baseline", so
                 ``--no-baseline-ok`` cannot pass over it.
         """
@@ -192,23 +192,7 @@ class BaselineStore:
             _require_shape(fpd)   # what a comparison reads, checked whether or not it is built here
             fp = Fingerprint.from_dict(fpd if self_checks else {**fpd, "self_checks": []})
             for key, m in fp.metrics.items():
-                if not isinstance(m.labels, dict) or not isinstance(m.name, str):
-                    raise ValueError(f"metric {key!r} has labels {m.labels!r} and name {m.name!r}")
-                if m.key != key:   # the comparison reads the dict key, the reports the inner one
-                    raise ValueError(f"metric {key!r} is stored with key {m.key!r}")
-                if type(m.tier) is not int or m.tier not in _TIERS:
-                    raise ValueError(f"metric {key!r} has tier {m.tier!r} (one of {sorted(_TIERS)})")
-                if m.caliber is not None and m.caliber not in terms.CALIBERS:
-                    raise ValueError(f"metric {key!r} has caliber {m.caliber!r} (one of {list(terms.CALIBERS)} or null)")
-                if not isinstance(m.unit, str):
-                    raise ValueError(f"metric {key!r} has unit {m.unit!r}")
-                if not (isinstance(m.value, (int, float)) and not isinstance(m.value, bool)) and not (
-                        isinstance(m.value, list) and all(isinstance(x, str) for x in m.value)):
-                    raise ValueError(f"metric {key!r} has value {m.value!r}")
-                if type(m.value) is int and abs(m.value) >= 2 ** 63:   # never written by perfgate; no float holds it
-                    raise ValueError(f"metric {key!r} has value {str(m.value)[:24]}... (out of range)")
-                if isinstance(m.value, float) and not math.isfinite(m.value):  # NaN / Infinity: not JSON
-                    raise ValueError(f"metric {key!r} has value {m.value!r} (not a finite number)")
+                registry.check_stored(key, m)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CorruptBaselineError(f"baseline fingerprint is malformed: {e}", path=path,
                                        hint=repair) from None
