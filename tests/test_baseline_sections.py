@@ -60,6 +60,16 @@ _CALLS = "kernel.calls_per_step{"   # a labelled metric: {family=..., view=...}
     (lambda d: _metric(d, _CALLS)["labels"].__setitem__("family", "B"), "has labels {'family': 'B'"),
     (lambda d: _metric(d, _CALLS)["labels"].pop("view"), "(its key names {'family': "),
     (lambda d: _metric(d, _CALLS)["labels"].__setitem__("rank", "0"), "'rank': '0'}"),
+
+    # physically impossible values (accepted before): a negative time or count, a share outside 0..1,
+    # and a unit that is not the registry's (the value checks read the unit)
+    (lambda d: _metric(d, "step.time_us{").__setitem__("value", -1.5), "has value -1.5 (a negative time in us)"),
+    (lambda d: _metric(d, "step.free_us{").__setitem__("value", -0.25), "has value -0.25 (a negative time in us)"),
+    (lambda d: _metric(d, _CALLS).__setitem__("value", -2), "has value -2 (a negative count of calls)"),
+    (lambda d: _metric(d, "step.count").__setitem__("value", -3.0), "has value -3.0 (a negative count of steps)"),
+    (lambda d: _metric(d, "share.category{").__setitem__("value", 1.5), "has value 1.5 (a share, within 0..1)"),
+    (lambda d: _metric(d, "pipe.bound_share{").__setitem__("value", -0.01), "has value -0.01 (a share, within 0..1)"),
+    (lambda d: _metric(d, "step.time_us{").__setitem__("unit", "ms"), "has unit 'ms' (its unit is 'us')"),
 ])
 def test_a_damaged_section_is_a_damaged_baseline_for_check_and_show(saved, edit, said):
     root, cap = saved
@@ -74,3 +84,37 @@ def test_a_damaged_section_is_a_damaged_baseline_for_check_and_show(saved, edit,
     assert code == 5 and said in out, out
     code, out = run("check", "--baseline", "good", cap, "--baseline-dir", root / "bl", "--out", root / "o")
     assert code == 0, out
+
+
+@pytest.mark.parametrize("prefix", ["step.tail_gap_us{", "step.prelaunch_gap_us{", "step.overlapped_us{",
+                                    "rank.skew_ratio{"])
+def test_a_signed_quantity_may_be_negative_or_above_one(saved, prefix):
+    """Not every time is a duration: a device task may end after the host step marker (tail gap
+    below 0) or start before it; the overlapped time is a difference of two file fields; a rank skew
+    is not a share (it exceeds 1). Such a baseline is read and judged, not called damaged."""
+    root, cap = saved
+    doc = json.loads((root / "bl" / "good.json").read_text())
+    for key, m in doc["fingerprint"]["metrics"].items():
+        if key.startswith(prefix):
+            m["value"] = 2.5 if prefix.startswith("rank.") else -m["value"] - 1
+    (root / "bl" / "signed.json").write_text(json.dumps(doc))
+    code, out = run("baseline", "show", "signed", "--baseline-dir", root / "bl")
+    assert code == 0, out
+    code, out = run("check", "--baseline", "signed", cap, "--baseline-dir", root / "bl", "--out", root / "o")
+    assert code != 5 and "DAMAGED" not in out, out
+
+
+def test_save_refuses_a_value_load_would_call_damaged(saved):
+    """``baseline save`` never writes a baseline its own load refuses: a fingerprint with a negative
+    time is a StoreError (exit 5) naming the metric, and nothing is written."""
+    import dataclasses
+    from perfgate.errors import StoreError
+    from perfgate.store.baselines import BaselineStore
+    root, _ = saved
+    store = BaselineStore(root / "bl")
+    fp, _ = store.load("good")
+    key = next(k for k in fp.metrics if k.startswith("step.time_us{"))
+    bad = dataclasses.replace(fp, metrics={**fp.metrics, key: dataclasses.replace(fp.metrics[key], value=-4.0)})
+    with pytest.raises(StoreError, match=r"has value -4.0 \(a negative time in us\): nothing saved"):
+        store.save("negative", bad)
+    assert not (root / "bl" / "negative.json").exists()

@@ -292,6 +292,21 @@ def get(name: str) -> MetricDef:
 
 
 _TIERS = frozenset((terms.TIER_EXACT, terms.TIER_SHARE, terms.TIER_STEP, terms.TIER_CONTEXT))
+TIME_UNITS = frozenset(("us", "ms"))
+#: units of counted things: a negative count is no capture's
+COUNT_UNITS = frozenset(("calls", "steps", "rows", "layers", "micro-batches", "passes", "blocks"))
+#: time metrics whose value can be negative, so no sign is refused for them:
+#: ``step.prelaunch_gap_us`` (host step start -> first device task) and ``step.tail_gap_us`` (last
+#: device task -> host step end) compare a host clock with device tasks that run asynchronously
+#: (a device task may start before the host marker or end after it); ``step.overlapped_us`` is
+#: Communication − Communication(Not Overlapped), a difference of two step_trace_time.csv fields
+#: each rounded as written, so just below 0 when nothing overlaps. Every other time is a
+#: duration, a busy union or an idle span (``step.bubble_us``, ``step.free_us``: elapsed minus
+#: busy), none below 0. Of the ratios, ``rank.skew_ratio`` ((max − min) / mean) is recorded only
+#: for a positive mean, and ``mfu.ratio``, ``pipe.memory_bound`` can exceed 1: only shares are
+#: bounded here.
+SIGNED_TIMES = frozenset(("step.prelaunch_gap_us", "step.tail_gap_us", "step.overlapped_us"))
+_SHARE_SLACK = 1e-9   # a share is a part over its whole: above 1 by rounding at most
 
 
 def check_stored(key: str, m) -> None:
@@ -299,8 +314,11 @@ def check_stored(key: str, m) -> None:
     baseline file or the history database) against its key and its kind: ``name`` and ``labels``
     those of ``key`` (:func:`perfgate.model.parse_metric_key`; labels compared as
     :func:`perfgate.model.metric_key` writes them), tier one of ``terms.TIER_*``, caliber one of
-    ``terms.CALIBERS`` or None, unit a string, value a finite number within 64 bits or a list of
-    str.
+    ``terms.CALIBERS`` or None, unit a string (the registry's for a registered name), value a
+    finite number within 64 bits or a list of str, and physically possible: a time (us, ms) not
+    negative except :data:`SIGNED_TIMES`, a count (:data:`COUNT_UNITS`) not negative, a share
+    (a ratio of tier ``TIER_SHARE``: ``share.*``, ``pipe.bound_share``, ``block.share``) within
+    [0, 1]. A metric name the registry does not know is checked by its stored unit only.
 
     Raises:
         ValueError: the first field that is not of its kind; the message starts with
@@ -319,8 +337,9 @@ def check_stored(key: str, m) -> None:
         raise ValueError(f"metric {key!r} has tier {m.tier!r} (one of {sorted(_TIERS)})")
     if m.caliber is not None and m.caliber not in terms.CALIBERS:
         raise ValueError(f"metric {key!r} has caliber {m.caliber!r} (one of {list(terms.CALIBERS)} or null)")
-    if not isinstance(m.unit, str):
-        raise ValueError(f"metric {key!r} has unit {m.unit!r}")
+    d = REGISTRY.get(name)
+    if not isinstance(m.unit, str) or (d is not None and m.unit != d.unit):
+        raise ValueError(f"metric {key!r} has unit {m.unit!r}" + (f" (its unit is {d.unit!r})" if d else ""))
     v = m.value
     if isinstance(v, list) and all(isinstance(x, str) for x in v):
         return
@@ -330,3 +349,9 @@ def check_stored(key: str, m) -> None:
         raise ValueError(f"metric {key!r} has value {str(v)[:24]}... (out of range)")
     if isinstance(v, float) and not math.isfinite(v):  # NaN / Infinity: not JSON
         raise ValueError(f"metric {key!r} has value {v!r} (not a finite number)")
+    if v < 0 and m.unit in TIME_UNITS and name not in SIGNED_TIMES:
+        raise ValueError(f"metric {key!r} has value {v!r} (a negative time in {m.unit})")
+    if v < 0 and m.unit in COUNT_UNITS:
+        raise ValueError(f"metric {key!r} has value {v!r} (a negative count of {m.unit})")
+    if d is not None and d.tier == terms.TIER_SHARE and d.unit == "ratio" and not 0 <= v <= 1 + _SHARE_SLACK:
+        raise ValueError(f"metric {key!r} has value {v!r} (a share, within 0..1)")

@@ -122,13 +122,22 @@ class BaselineStore:
         """Write baseline ``name`` atomically.
 
         Raises:
-            UsageError: bad name. StoreError: the write failed (old file kept).
+            UsageError: bad name. StoreError: the write failed (old file kept), or a metric is
+                not finite or not of its kind (:func:`perfgate.metrics.registry.check_stored`:
+                nothing saved).
         """
         path = self.path_for(name)
         bad = sorted(k for k, m in fp.metrics.items() if isinstance(m.value, float) and not math.isfinite(m.value))
         if bad:
             raise StoreError(f"fingerprint metric(s) {', '.join(bad[:5])} are not finite numbers: nothing saved",
                              path=path, hint="a metric perfgate could not compute; report it with the capture")
+        for key, m in fp.metrics.items():   # never write what load would call damaged
+            try:
+                registry.check_stored(key, m)
+            except ValueError as e:
+                raise StoreError(f"fingerprint {e}: nothing saved", path=path,
+                                 hint="a value no capture can hold (a negative time or count, a share "
+                                      "outside 0..1); report it with the capture") from None
         doc = {"perfgate_baseline": BASELINE_FORMAT, "name": name,
                "saved_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                "fingerprint": fp.to_dict()}
