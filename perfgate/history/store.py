@@ -56,6 +56,7 @@ import pandas as pd
 from perfgate.compare.stats import robust_sigma
 from perfgate.history.order import commit_order, in_commit_order
 from perfgate.errors import NoBaselineError, StoreError, StoreUnopenableError, UsageError
+from perfgate.metrics import registry
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, parse_metric_key
 
 SCHEMA_VERSION = 1
@@ -612,7 +613,9 @@ class HistoryStore:
 
         Returns ``(fingerprint, noise)``. Raises :class:`NoBaselineError` when fewer than
         ``min_runs`` runs qualify (the message says how many and why), StoreError when the
-        database file is damaged (truncated, not SQLite).
+        database file is damaged (truncated, not SQLite) or a row the baseline is built from is
+        (a metric value, unit, tier, caliber, name or view not of its kind, as in a baseline file:
+        :meth:`_check_rows`, naming run and metric).
         """
         from pandas import errors as pd_errors
         try:
@@ -647,6 +650,7 @@ class HistoryStore:
         ids = [int(i) for i in same["id"]]
         q = ",".join("?" * len(ids))
         vals = pd.read_sql_query(f"select * from metric_values where run_id in ({q})", self.conn, params=ids)
+        self._check_rows(vals, dict(zip(ids, same["commit"])))
         latest = ids[0]
         metrics, noise = {}, {}
         for key, g in vals.groupby("key"):
@@ -665,14 +669,53 @@ class HistoryStore:
             metrics[key] = MetricValue(key=key, name=name, labels=labels, value=value, unit=ref["unit"],
                                        caliber=ref["caliber"], tier=int(ref["tier"]),
                                        evidence=f"history:{branch} median of {len(g)} run(s)", context=ctx)
-        cfg = json.loads(same.iloc[0]["config"])
+        try:
+            cfg = json.loads(same.iloc[0]["config"])
+            prov_steps = json.loads(same.iloc[0]["provenance"]).get("steps", {})
+            if not isinstance(cfg, dict):
+                raise ValueError(f"config is {cfg!r}, not an object")
+        except (TypeError, ValueError, AttributeError) as e:
+            raise self._damaged(ValueError(f"run {latest}: config / provenance is not a JSON object ({e})")) from None
         prov = {"source": f"history:{branch}", "runs": ids, "commits": list(same["commit"]),  # None = no commit
                 "ranks": cfg.get("ranks"),
                 "window": window, "series_key": sk, "series": same.iloc[0]["series"], "db": str(self.path),
-                "steps": json.loads(same.iloc[0]["provenance"]).get("steps", {})}
+                "steps": prov_steps}
         fp = Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version="history", provenance=prov, config=cfg,
                          metrics=metrics)
         return fp, noise
+
+    def _check_rows(self, vals: pd.DataFrame, commits: dict) -> None:
+        """Check every ``metric_values`` row a history baseline is built from as a stored baseline's
+        metrics are checked (:func:`perfgate.metrics.registry.check_stored`: name and view those of
+        the key, tier, caliber, unit, a finite and physically possible value; a set metric's
+        ``set_value`` a JSON list of str).
+
+        Raises:
+            StoreError: the first damaged row (exit 5, DAMAGED_BASELINE for ``check``, as any damaged
+                history database), naming its run, commit and metric key."""
+        cols = ("run_id", "key", "name", "view", "value", "unit", "caliber", "tier", "set_value")
+        # pandas reads NULL as None or NaN (by the column's other values): both are NULL here
+        rows = zip(*([None if isinstance(x, float) and math.isnan(x) else x for x in vals[c].tolist()] for c in cols))
+        for run_id, key, name, view, value, unit, caliber, tier, set_value in rows:
+            try:
+                if not isinstance(key, str):
+                    raise ValueError(f"metric key {key!r} is not text")
+                if set_value is not None:
+                    try:
+                        value = json.loads(set_value)
+                    except (TypeError, ValueError) as e:
+                        raise ValueError(f"metric {key!r} has set_value {str(set_value)[:40]!r}, not JSON ({e})") from None
+                if isinstance(tier, float) and tier.is_integer():
+                    tier = int(tier)   # an integer column pandas read as floats (another row's tier is NULL)
+                _, labels = parse_metric_key(key)
+                labels.pop("view", None)
+                if view is not None:
+                    labels["view"] = view
+                registry.check_stored(key, MetricValue(key=key, name=name, labels=labels, value=value, unit=unit,
+                                                       caliber=caliber, tier=tier))
+            except (TypeError, ValueError) as e:
+                commit = commits.get(run_id)
+                raise self._damaged(ValueError(f"run {run_id} (commit {commit or 'none'}): {e}")) from None
 
     def close(self):
         """Close the connection (writes are already committed); a read-only store also removes the
