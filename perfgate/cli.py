@@ -343,7 +343,8 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
 @common_dir
 def baseline_list(baseline_dir):
     """List stored baselines. Exits 5 (store error) when a stored file is damaged, after listing
-    every baseline; a baseline of another fingerprint schema is listed, not an error."""
+    every baseline; a baseline of another fingerprint schema is listed, not an error; a file whose
+    stored name differs from its file name is listed with a warning naming both."""
     from perfgate.errors import EXIT_STORE, CorruptBaselineError, NoBaselineError
     store = _store(baseline_dir)
     names = store.names()
@@ -356,6 +357,10 @@ def baseline_list(baseline_dir):
             p = fp.provenance
             click.echo(f"{n}\tsaved {meta.get('saved_at', '?')}\tranks {p.get('ranks')}\t"
                        f"commit {str(p.get('commit') or '-')[:12]}\tbranch {p.get('branch') or '-'}")
+            if meta.get("name") != n:   # a file copied or renamed by hand: which baseline is it?
+                click.echo(f"perfgate: warning: {store.path_for(n)} holds the baseline named {meta.get('name')!r}, "
+                           f"not {n!r}: it is read as {n!r} (--baseline {n}); rename the file or re-save it "
+                           f"(perfgate baseline save --name {n} CAPTURE)", err=True)
         except NoBaselineError as e:
             click.echo(f"{n}\tUNREADABLE: {e.message}")
         except CorruptBaselineError as e:

@@ -109,3 +109,19 @@ def test_a_lone_surrogate_in_communication_json_is_an_invalid_capture(copy_captu
     p.write_text(s[:i + 1] + "\\ud800" + s[i + 1:])
     code, out = _run("fingerprint", str(cap), "--trace", "never")
     assert code == 3 and "communication.json" in out and "lone surrogate" in out and "\\ud800hcom_" in out, out
+
+
+def test_baseline_list_warns_when_a_file_holds_another_baseline_name(tmp_path, cap):
+    """A baseline file copied or renamed by hand (baselines/release.json holding name 'main') is
+    listed under its file name, with a warning naming both names (was listed silently)."""
+    import shutil
+    bl = tmp_path / "bl"
+    code, out = _run("baseline", "save", "--name", "main", str(cap), "--baseline-dir", str(bl))
+    assert code == 0, out
+    shutil.copy(bl / "main.json", bl / "release.json")
+    code, out = _run("baseline", "list", "--baseline-dir", str(bl))
+    assert code == 0, out
+    lines = out.splitlines()
+    assert any(x.startswith("main\tsaved") for x in lines) and any(x.startswith("release\tsaved") for x in lines), out
+    warned = [x for x in lines if "warning" in x]
+    assert len(warned) == 1 and "release.json" in warned[0] and "'main'" in warned[0] and "'release'" in warned[0], out
