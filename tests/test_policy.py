@@ -56,3 +56,44 @@ overrides:
     assert p.rule_for("share.category", {"category": "Comm", "view": "max"}).gated is False
     assert p.rule_for("share.category", {"category": "Comm", "view": "max"}).direction == "lower_is_better"
     assert p.rule_for("share.category", {"category": "Comm", "view": "p50"}).direction == "lower_is_better"
+
+
+@pytest.mark.parametrize("text,key,said", [
+    # a value of another YAML type than its key's: was "a value has the wrong type or shape
+    # (AttributeError: 'list' object has no attribute 'items')", naming no key
+    ("metrics: [1, 2]\n", "metrics", "must be a mapping of metric name -> rule, got a list"),
+    ("fingerprint: [top_n]\n", "fingerprint", "must be a mapping of categories, family_suffix"),
+    ("fingerprint:\n  categories: 5\n", "fingerprint.categories", "must be a list of {category"),
+    ("fingerprint:\n  categories:\n    - {category: X, name: [a]}\n", "fingerprint.categories[0].name",
+     "must be a regular expression (a string), got a list"),
+    ("fingerprint:\n  categories:\n    - {category: X, type: 5}\n", "fingerprint.categories[0].type",
+     "must be a regular expression (a string), got a number (5)"),
+    ("fingerprint:\n  family_suffix: 5\n", "fingerprint.family_suffix", "must be a regular expression (a string)"),
+    ("gate_views: 5\n", "gate_views", "must be a list of views (rank0, p50, max), got a number (5)"),
+    ("gate_views: p50\n", "gate_views", "must be a list of views (rank0, p50, max), got a string ('p50')"),
+    ("overrides: 5\n", "overrides", "must be a list of {metric, labels, ...} rules, got a number (5)"),
+    ("overrides: {metric: step.time_us}\n", "overrides", "must be a list of {metric, labels, ...} rules, got a mapping"),
+    ("overrides:\n  - [step.time_us]\n", "overrides[0]", "needs 'metric' (a mapping), got a list"),
+    ("overrides:\n  - {metric: [a, b], gated: true}\n", "overrides[0].metric", "must be a metric name (a string)"),
+    ("overrides:\n  - {metric: x}\n  - {metric: x}\n  - {metric: x}\n  - {metric: step.time_us, tolerance: '5%'}\n",
+     "overrides[3].tolerance", "tolerance must be one of {abs: X}, {rel: X}, {pp: X}, got a string ('5%')"),
+    ("overrides:\n  - {metric: step.time_us, labels: [view, p50]}\n", "overrides[0].labels",
+     "must be a mapping of label -> value, got a list"),
+    ("metrics:\n  step.time_us: [1]\n", "metrics.step.time_us", "must be a mapping of gated / direction / tolerance"),
+    ("self_checks: [abs_us_floor]\n", "self_checks", "must be a mapping of setting -> value, got a list"),
+    ("suggestions: 5\n", "suggestions", "must be a list of rules, got a number (5)"),
+    ("phases:\n  rules: 5\n", "phases.rules", "must be a list of {phase, name / type / core} rules, got 5"),
+    ("statistics:\n  tolerances: [1]\n", "statistics.tolerances", "got a list"),
+])
+def test_a_value_of_the_wrong_type_names_its_key_path_and_what_is_expected(tmp_path, text, key, said):
+    with pytest.raises(PolicyError) as e:
+        load_policy(write(tmp_path, text))
+    assert f"key '{key}': " in str(e.value) and said in str(e.value), str(e.value)
+    assert e.value.exit_code == 2
+
+
+def test_top_level_keys_of_mixed_types_are_named_not_a_crash(tmp_path):
+    """YAML keys may be numbers: sorting them with text keys raised TypeError (exit 2 without a key)."""
+    with pytest.raises(PolicyError) as e:
+        load_policy(write(tmp_path, "1: a\nbogus: 2\n"))
+    assert "key '1': unknown top-level key" in str(e.value)

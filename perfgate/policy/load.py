@@ -271,7 +271,52 @@ def _err(path, key, msg):
     return PolicyError(f"key '{key}': {msg}", path=path)
 
 
+def _kind(v) -> str:
+    """What a YAML value is, for a message: "a list ([1, 2])", "a string ('5%')", "null"."""
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", int: "a number",
+             float: "a number", type(None): "null"}
+    name = names.get(type(v), type(v).__name__)
+    return name if v is None else f"{name} ({str(v)[:40]!r})" if isinstance(v, str) else f"{name} ({str(v)[:40]})"
+
+
+def _mapping(path, key, v, what: str = "a mapping") -> dict:
+    """``v`` when it is a mapping, {} when null / absent; else a PolicyError naming ``key``,
+    what is expected and what the file holds (never the AttributeError of a ``.get`` on a list)."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise _err(path, key, f"must be {what}, got {_kind(v)}")
+    return v
+
+
+def _sequence(path, key, v, what: str = "a list") -> list:
+    """``v`` when it is a list, [] when null / absent; else a PolicyError naming ``key`` (a
+    mapping or a string would be iterated by its keys or characters, a number not at all)."""
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _err(path, key, f"must be {what}, got {_kind(v)}")
+    return v
+
+
+def _unknown(keys) -> str:
+    """The first of ``keys`` in sorted order, sorted as text (YAML keys may be numbers too)."""
+    return sorted(keys, key=str)[0]
+
+
+def _section(path, key, parse, *args):
+    """``parse(path, *args)`` for a section read by another module (:mod:`perfgate.policy.opspec`,
+    :mod:`perfgate.policy.knowledge`): a value of another type where its checks did not look
+    (AttributeError, TypeError, ValueError) is a PolicyError naming the section ``key``."""
+    try:
+        return parse(path, *args)
+    except (AttributeError, TypeError, ValueError) as e:
+        raise _err(path, key, f"a value has the wrong type or shape ({type(e).__name__}: {e})") from None
+
+
 def _regex(path, key, text):
+    if not isinstance(text, str):
+        raise _err(path, key, f"must be a regular expression (a string), got {_kind(text)}")
     try:
         return re.compile(text)
     except re.error as e:
@@ -286,8 +331,8 @@ def _bad_number(v, lo: float = 0.0) -> bool:
 
 
 def _tolerance(path, key, d) -> Tolerance:
-    if not isinstance(d, dict) or len(d) != 1 or next(iter(d)) not in _TOL_KINDS:
-        raise _err(path, key, "tolerance must be one of {abs: X}, {rel: X}, {pp: X}")
+    if not isinstance(d, dict) or len(d) != 1 or not isinstance(next(iter(d)), str) or next(iter(d)) not in _TOL_KINDS:
+        raise _err(path, key, "tolerance must be one of {abs: X}, {rel: X}, {pp: X}, got " + _kind(d))
     kind, val = next(iter(d.items()))
     if _bad_number(val):
         raise _err(path, f"{key}.{kind}", f"must be a finite non-negative number, got {val!r}")
@@ -296,10 +341,10 @@ def _tolerance(path, key, d) -> Tolerance:
 
 def _rule_fields(path, key, d, partial=False) -> dict:
     if not isinstance(d, dict):
-        raise _err(path, key, "must be a mapping")
+        raise _err(path, key, f"must be a mapping of gated / direction / tolerance, got {_kind(d)}")
     unknown = set(d) - _RULE_KEYS
     if unknown:
-        raise _err(path, f"{key}.{sorted(unknown)[0]}", f"unknown setting (allowed: {sorted(_RULE_KEYS)})")
+        raise _err(path, f"{key}.{_unknown(unknown)}", f"unknown setting (allowed: {sorted(_RULE_KEYS)})")
     out = {}
     if "gated" in d:
         if not isinstance(d["gated"], bool):
@@ -326,7 +371,10 @@ def load_policy(path=None) -> Policy:
 
     Raises:
         PolicyError: unreadable file, invalid YAML, an unknown key, a bad regex, direction
-            or tolerance; the message names the file and the key.
+            or tolerance, a value of another type than its key's (a list where a mapping is
+            expected, a string for a tolerance or a regex); the message names the file, the key
+            path (``overrides[3].tolerance``) and, for a wrong type, what is expected and what
+            the file holds.
     """
     if path is None:
         if not DEFAULT_POLICY.is_file():
@@ -337,7 +385,7 @@ def load_policy(path=None) -> Policy:
     path = Path(path)
     try:
         return _load_policy(path)
-    except (AttributeError, TypeError, RecursionError) as e:
+    except (AttributeError, TypeError, ValueError, RecursionError) as e:
         # a value of another YAML type where the checks above did not look (metrics: x, a number
         # where a list is read, YAML nested a thousand levels): the file's fault, never a crash
         raise PolicyError(f"a value has the wrong type or shape ({type(e).__name__}: {e})", path=path,
@@ -349,17 +397,18 @@ def _load_policy(path: Path) -> Policy:
     doc = read_mapping(path, "policy")
     unknown = set(doc) - _TOP_KEYS
     if unknown:
-        raise _err(path, sorted(unknown)[0], f"unknown top-level key (allowed: {sorted(_TOP_KEYS)})")
+        raise _err(path, _unknown(unknown), f"unknown top-level key (allowed: {sorted(_TOP_KEYS)})")
     if doc.get("version", 1) != 1:
         raise _err(path, "version", f"unsupported policy version {doc.get('version')!r} (this perfgate reads 1)")
-    views = tuple(doc.get("gate_views", [terms.VIEW_RANK0, terms.VIEW_P50]))
+    views = tuple(_sequence(path, "gate_views", doc.get("gate_views", [terms.VIEW_RANK0, terms.VIEW_P50]),
+                            f"a list of views ({', '.join(terms.VIEWS)})"))
     for v in views:
-        if v not in terms.VIEWS:
+        if not isinstance(v, str) or v not in terms.VIEWS:
             raise _err(path, "gate_views", f"unknown view {v!r}; use {list(terms.VIEWS)}")
-    fp = doc.get("fingerprint") or {}
+    fp = _mapping(path, "fingerprint", doc.get("fingerprint"), f"a mapping of {', '.join(sorted(_FP_KEYS))}")
     unknown = set(fp) - _FP_KEYS
     if unknown:
-        raise _err(path, f"fingerprint.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_FP_KEYS)})")
+        raise _err(path, f"fingerprint.{_unknown(unknown)}", f"unknown key (allowed: {sorted(_FP_KEYS)})")
     top_n = fp.get("top_n", 10)
     slack = fp.get("top_n_slack", 5)
     for k, v in (("top_n", top_n), ("top_n_slack", slack)):
@@ -369,18 +418,22 @@ def _load_policy(path: Path) -> Policy:
     suffix = family_rules(path, suffix, fp.get("family_volatile"))   # volatile name parts (issue 17)
     cats = []
     seen = {}
-    for i, c in enumerate(fp.get("categories") or []):
+    for i, c in enumerate(_sequence(path, "fingerprint.categories", fp.get("categories"),
+                                    "a list of {category, name / type / core} rules")):
         key = f"fingerprint.categories[{i}]"
         if not isinstance(c, dict) or "category" not in c:
             raise _err(path, key, "each rule needs 'category' and at least one of name/type/core")
         extra = set(c) - _CAT_FIELDS - {"category", "priority"}
         if extra:
-            raise _err(path, f"{key}.{sorted(extra)[0]}", f"unknown field (allowed: {sorted(_CAT_FIELDS)})")
+            raise _err(path, f"{key}.{_unknown(extra)}", f"unknown field (allowed: {sorted(_CAT_FIELDS)})")
         if not (set(c) & _CAT_FIELDS):
             raise _err(path, key, "needs at least one of name/type/core")
         prio = c.get("priority", 0)
         if not isinstance(prio, int) or isinstance(prio, bool):
             raise _err(path, f"{key}.priority", f"must be an integer, got {prio!r}")
+        if not isinstance(c["category"], (str, int)) or isinstance(c["category"], bool):
+            raise _err(path, f"{key}.category", f"must be a category name (a string), got {_kind(c['category'])}")
+        pats = {f: _regex(path, f"{key}.{f}", c[f]) for f in ("name", "type", "core") if f in c}
         sig = (tuple(sorted((k, c[k]) for k in _CAT_FIELDS if k in c)), prio)
         if sig in seen and seen[sig] != c["category"]:
             raise _err(path, key, f"same match as categories[{list(seen).index(sig)}] but a different "
@@ -388,26 +441,28 @@ def _load_policy(path: Path) -> Policy:
         seen[sig] = c["category"]
         cats.append(CategoryRule(
             str(c["category"]),
-            *(_regex(path, f"{key}.{f}", c[f]) if f in c else None for f in ("name", "type", "core")),
+            *(pats.get(f) for f in ("name", "type", "core")),
             priority=prio, index=i))
     rules = {}
-    for name, d in (doc.get("metrics") or {}).items():
+    for name, d in _mapping(path, "metrics", doc.get("metrics"), "a mapping of metric name -> rule").items():
         rules[name] = Rule(**_rule_fields(path, f"metrics.{name}", d))
     overrides = []
-    for i, ov in enumerate(doc.get("overrides") or []):
+    for i, ov in enumerate(_sequence(path, "overrides", doc.get("overrides"), "a list of {metric, labels, ...} rules")):
         key = f"overrides[{i}]"
         if not isinstance(ov, dict) or "metric" not in ov:
-            raise _err(path, key, "needs 'metric'")
+            raise _err(path, key, "needs 'metric'" + ("" if isinstance(ov, dict) else f" (a mapping), got {_kind(ov)}"))
+        if not isinstance(ov["metric"], str):
+            raise _err(path, f"{key}.metric", f"must be a metric name (a string), got {_kind(ov['metric'])}")
         labels = ov.get("labels") or {}
         if not isinstance(labels, dict):
-            raise _err(path, f"{key}.labels", "must be a mapping of label -> value")
+            raise _err(path, f"{key}.labels", f"must be a mapping of label -> value, got {_kind(labels)}")
         fields = {k: v for k, v in ov.items() if k not in ("metric", "labels")}
         overrides.append(Override(ov["metric"], {str(k): str(v) for k, v in labels.items()},
                                   _rule_fields(path, key, fields, partial=True)))
-    sc = doc.get("self_checks") or {}
+    sc = _mapping(path, "self_checks", doc.get("self_checks"), "a mapping of setting -> value")
     unknown = set(sc) - _CHECK_KEYS
     if unknown:
-        raise _err(path, f"self_checks.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_CHECK_KEYS)})")
+        raise _err(path, f"self_checks.{_unknown(unknown)}", f"unknown key (allowed: {sorted(_CHECK_KEYS)})")
     for k, v in sc.items():
         if k == "require_trace":
             if not isinstance(v, bool):
@@ -418,10 +473,10 @@ def _load_policy(path: Path) -> Policy:
     checks = SelfCheckSettings().with_values(sc)
     fd = doc.get("findings") or {}
     if not isinstance(fd, dict):
-        raise _err(path, "findings", "must be a mapping of threshold -> number")
+        raise _err(path, "findings", f"must be a mapping of threshold -> number, got {_kind(fd)}")
     unknown = set(fd) - _FINDING_KEYS
     if unknown:
-        raise _err(path, f"findings.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(_FINDING_KEYS)})")
+        raise _err(path, f"findings.{_unknown(unknown)}", f"unknown key (allowed: {sorted(_FINDING_KEYS)})")
     thresholds = {}
     for k, v in fd.items():
         if k == "fail_closed":
@@ -435,7 +490,7 @@ def _load_policy(path: Path) -> Policy:
     hist = {}
     hd = doc.get("history") or {}
     if not isinstance(hd, dict):
-        raise _err(path, "history", "must be a mapping")
+        raise _err(path, "history", f"must be a mapping, got {_kind(hd)}")
     for k, v in hd.items():
         if k not in _HISTORY_KEYS:
             raise _err(path, f"history.{k}", f"unknown key (allowed: {sorted(_HISTORY_KEYS)})")
@@ -454,11 +509,13 @@ def _load_policy(path: Path) -> Policy:
                   family_suffix=suffix, categories=tuple(cats), rules=rules,
                   overrides=tuple(overrides), self_checks=checks, raw=doc,
                   findings=FindingThresholds().with_values(thresholds),
-                  fail_closed=tuple(fail_closed), history=HistorySettings().with_values(hist), segments=_segments(path, doc),
-                  operators=opspec.parse_operators(path, doc.get("operators")),
-                  phases=opspec.parse_phases(path, doc.get("phases")),
-                  mfu=opspec.parse_mfu(path, doc.get("mfu")),
-                  suggestions=opspec.parse_suggestions(path, doc.get("suggestions")),
+                  fail_closed=tuple(fail_closed), history=HistorySettings().with_values(hist),
+                  segments=_section(path, "segments", _segments, doc),
+                  operators=_section(path, "operators", opspec.parse_operators, doc.get("operators")),
+                  phases=_section(path, "phases", opspec.parse_phases, doc.get("phases")),
+                  mfu=_section(path, "mfu", opspec.parse_mfu, doc.get("mfu")),
+                  suggestions=_section(path, "suggestions", opspec.parse_suggestions,
+                                       _sequence(path, "suggestions", doc.get("suggestions"), "a list of rules")),
                   statistics=_statistics(path, doc))
 
 
@@ -484,13 +541,13 @@ def _statistics(path, doc) -> StatisticsSettings:
     ``max_runs_hint``, ``informational`` (also re-judge ungated metrics) and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""
     sd = doc.get("statistics") or {}
     if not isinstance(sd, dict):
-        raise _err(path, "statistics", "must be a mapping")
+        raise _err(path, "statistics", f"must be a mapping, got {_kind(sd)}")
     out = {}
     for k, v in sd.items():
         key = f"statistics.{k}"
         if k == "tolerances":
             if not isinstance(v, dict):
-                raise _err(path, key, "must be a mapping of metric name -> tolerance")
+                raise _err(path, key, f"must be a mapping of metric name -> tolerance, got {_kind(v)}")
             out["tolerances"] = {str(n): _tolerance(path, f"{key}.{n}", t) for n, t in v.items()}
         elif k not in _STAT_KEYS:
             raise _err(path, key, f"unknown key (allowed: {sorted(_STAT_KEYS) + ['tolerances']})")

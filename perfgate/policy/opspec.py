@@ -223,6 +223,8 @@ def parse_phases(path, d) -> PhaseSpec:
     if mode not in ("family", "region"):
         raise _err(path, "phases.mode", f"must be 'family' or 'region', got {mode!r}")
     rules = []
+    if not isinstance(d.get("rules") or [], list):
+        raise _err(path, "phases.rules", f"must be a list of {{phase, name / type / core}} rules, got {d['rules']!r}")
     for i, r in enumerate(d.get("rules") or []):
         key = f"phases.rules[{i}]"
         if not isinstance(r, dict) or "phase" not in r:
