@@ -84,3 +84,29 @@ def test_an_intact_history_baseline_still_checks(tmp_path, history):
     d, cand = history
     code, out = run("check", "--baseline", "history:main", cand, "--db", d / "h.sqlite", "--out", tmp_path / "o")
     assert code in (0, 1) and "DAMAGED" not in out, out
+
+
+def test_record_refuses_a_value_a_history_baseline_would_call_damaged(tmp_path, history):
+    """What ``history record`` writes, a history baseline reads back: a fingerprint with a share
+    above 1 is a StoreError naming the metric, and nothing of the run is recorded."""
+    import dataclasses
+    from perfgate.errors import StoreError
+    from perfgate.history.store import HistoryStore
+    from perfgate.store.baselines import BaselineStore
+    d, cand = history
+    code, out = run("baseline", "save", "--name", "cand", cand, "--baseline-dir", tmp_path / "bl")
+    assert code == 0, out
+    fp, _ = BaselineStore(tmp_path / "bl").load("cand")
+    key = next(k for k in fp.metrics if k.startswith("share.category{"))
+    bad = dataclasses.replace(fp, metrics={**fp.metrics, key: dataclasses.replace(fp.metrics[key], value=1.5)})
+    db = tmp_path / "h.sqlite"
+    shutil.copy(d / "h.sqlite", db)
+    hs = HistoryStore(db)
+    try:
+        before = len(hs.runs())
+        with pytest.raises(StoreError, match=r"has value 1.5 \(a share, within 0..1\): nothing recorded") as e:
+            hs.record(bad, branch="main", commit="c9")
+        assert repr(key) in str(e.value)
+        assert len(hs.runs()) == before
+    finally:
+        hs.close()

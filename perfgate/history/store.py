@@ -462,8 +462,9 @@ class HistoryStore:
         ``fp`` None with status ``invalid`` records a tuning-journal entry without values.
 
         Raises:
-            StoreError: bad status, locked beyond the retries, or any write failure (nothing
-                of the run is left behind).
+            StoreError: bad status, locked beyond the retries, a metric not of its kind
+                (:func:`perfgate.metrics.registry.check_stored`, as a history baseline checks its
+                rows), or any write failure (nothing of the run is left behind).
         """
         if self.readonly:
             raise StoreError("history opened read-only", path=self.path)
@@ -491,6 +492,12 @@ class HistoryStore:
         values = []
         if fp is not None:
             for key, m in fp.metrics.items():
+                try:   # never record a value a history baseline would call damaged (_check_rows)
+                    registry.check_stored(key, m)
+                except (TypeError, ValueError) as e:
+                    raise StoreError(f"fingerprint {e}: nothing recorded", path=self.path,
+                                     hint="a value no capture can hold (a negative time or count, a share "
+                                          "outside 0..1); report it with the capture") from None
                 is_set = isinstance(m.value, list)
                 values.append({"key": key, "name": m.name, "view": m.labels.get("view"),
                                "value": None if is_set else float(m.value), "unit": m.unit, "caliber": m.caliber,
