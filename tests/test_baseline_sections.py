@@ -61,15 +61,15 @@ _CALLS = "kernel.calls_per_step{"   # a labelled metric: {family=..., view=...}
     (lambda d: _metric(d, _CALLS)["labels"].pop("view"), "(its key names {'family': "),
     (lambda d: _metric(d, _CALLS)["labels"].__setitem__("rank", "0"), "'rank': '0'}"),
 
-    # physically impossible values (accepted before): a negative time or count, a share outside 0..1,
-    # and a unit that is not the registry's (the value checks read the unit)
+    # physically impossible values (accepted before): a negative time or count, a share outside 0..1
     (lambda d: _metric(d, "step.time_us{").__setitem__("value", -1.5), "has value -1.5 (a negative time in us)"),
     (lambda d: _metric(d, "step.free_us{").__setitem__("value", -0.25), "has value -0.25 (a negative time in us)"),
     (lambda d: _metric(d, _CALLS).__setitem__("value", -2), "has value -2 (a negative count of calls)"),
     (lambda d: _metric(d, "step.count").__setitem__("value", -3.0), "has value -3.0 (a negative count of steps)"),
     (lambda d: _metric(d, "share.category{").__setitem__("value", 1.5), "has value 1.5 (a share, within 0..1)"),
     (lambda d: _metric(d, "pipe.bound_share{").__setitem__("value", -0.01), "has value -0.01 (a share, within 0..1)"),
-    (lambda d: _metric(d, "step.time_us{").__setitem__("unit", "ms"), "has unit 'ms' (its unit is 'us')"),
+    # the registry's unit says what the value is, not the stored one
+    (lambda d: _metric(d, "step.time_us{").update(unit="x", value=-2.0), "has value -2.0 (a negative time in us)"),
 ])
 def test_a_damaged_section_is_a_damaged_baseline_for_check_and_show(saved, edit, said):
     root, cap = saved
@@ -101,6 +101,20 @@ def test_a_signed_quantity_may_be_negative_or_above_one(saved, prefix):
     code, out = run("baseline", "show", "signed", "--baseline-dir", root / "bl")
     assert code == 0, out
     code, out = run("check", "--baseline", "signed", cap, "--baseline-dir", root / "bl", "--out", root / "o")
+    assert code != 5 and "DAMAGED" not in out, out
+
+
+def test_a_unit_an_older_perfgate_wrote_is_not_damage(saved):
+    """pipe.memory_bound was unit "ratio" before "x" (same fingerprint schema): such a baseline
+    is read and judged."""
+    root, cap = saved
+    doc = json.loads((root / "bl" / "good.json").read_text())
+    old = [m for k, m in doc["fingerprint"]["metrics"].items() if k.startswith("pipe.memory_bound{")]
+    assert old
+    for m in old:
+        m["unit"] = "ratio"
+    (root / "bl" / "older.json").write_text(json.dumps(doc))
+    code, out = run("check", "--baseline", "older", cap, "--baseline-dir", root / "bl", "--out", root / "o")
     assert code != 5 and "DAMAGED" not in out, out
 
 

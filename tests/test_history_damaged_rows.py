@@ -42,7 +42,7 @@ DAMAGES = [   # (sql setting one column of one row, words of the message)
     ("tier = 'x'", "step.time_us{", "has tier 'x'"),
     ("tier = NULL", "step.time_us{", "has tier None"),
     ("unit = NULL", "step.time_us{", "has unit None"),
-    ("unit = 'ms'", "step.time_us{", "has unit 'ms' (its unit is 'us')"),
+    ("unit = 'x', value = -2", "step.time_us{", "has value -2.0 (a negative time in us)"),
     ("caliber = 'wall'", "step.time_us{", "has caliber 'wall'"),
     ("name = 'step.count'", "step.time_us{", "has name 'step.count' (its key names 'step.time_us')"),
     ("view = 'rank7'", "step.time_us{", "has labels {'view': 'rank7'}"),

@@ -314,8 +314,8 @@ def check_stored(key: str, m) -> None:
     baseline file or the history database) against its key and its kind: ``name`` and ``labels``
     those of ``key`` (:func:`perfgate.model.parse_metric_key`; labels compared as
     :func:`perfgate.model.metric_key` writes them), tier one of ``terms.TIER_*``, caliber one of
-    ``terms.CALIBERS`` or None, unit a string (the registry's for a registered name), value a
-    finite number within 64 bits or a list of str, and physically possible: a time (us, ms) not
+    ``terms.CALIBERS`` or None, unit a string, value a finite number within 64 bits or a list
+    of str, and physically possible by the registry's unit of the name: a time (us, ms) not
     negative except :data:`SIGNED_TIMES`, a count (:data:`COUNT_UNITS`) not negative, a share
     (a ratio of tier ``TIER_SHARE``: ``share.*``, ``pipe.bound_share``, ``block.share``) within
     [0, 1]. A metric name the registry does not know is checked by its stored unit only.
@@ -337,9 +337,12 @@ def check_stored(key: str, m) -> None:
         raise ValueError(f"metric {key!r} has tier {m.tier!r} (one of {sorted(_TIERS)})")
     if m.caliber is not None and m.caliber not in terms.CALIBERS:
         raise ValueError(f"metric {key!r} has caliber {m.caliber!r} (one of {list(terms.CALIBERS)} or null)")
+    if not isinstance(m.unit, str):
+        raise ValueError(f"metric {key!r} has unit {m.unit!r}")
+    # the registry's unit, not the stored one, says what the value is: a stored unit may be an
+    # older perfgate's (pipe.memory_bound was "ratio" before "x"), never a way around the checks
     d = REGISTRY.get(name)
-    if not isinstance(m.unit, str) or (d is not None and m.unit != d.unit):
-        raise ValueError(f"metric {key!r} has unit {m.unit!r}" + (f" (its unit is {d.unit!r})" if d else ""))
+    unit = d.unit if d is not None else m.unit
     v = m.value
     if isinstance(v, list) and all(isinstance(x, str) for x in v):
         return
@@ -349,9 +352,9 @@ def check_stored(key: str, m) -> None:
         raise ValueError(f"metric {key!r} has value {str(v)[:24]}... (out of range)")
     if isinstance(v, float) and not math.isfinite(v):  # NaN / Infinity: not JSON
         raise ValueError(f"metric {key!r} has value {v!r} (not a finite number)")
-    if v < 0 and m.unit in TIME_UNITS and name not in SIGNED_TIMES:
-        raise ValueError(f"metric {key!r} has value {v!r} (a negative time in {m.unit})")
-    if v < 0 and m.unit in COUNT_UNITS:
-        raise ValueError(f"metric {key!r} has value {v!r} (a negative count of {m.unit})")
+    if v < 0 and unit in TIME_UNITS and name not in SIGNED_TIMES:
+        raise ValueError(f"metric {key!r} has value {v!r} (a negative time in {unit})")
+    if v < 0 and unit in COUNT_UNITS:
+        raise ValueError(f"metric {key!r} has value {v!r} (a negative count of {unit})")
     if d is not None and d.tier == terms.TIER_SHARE and d.unit == "ratio" and not 0 <= v <= 1 + _SHARE_SLACK:
         raise ValueError(f"metric {key!r} has value {v!r} (a share, within 0..1)")
