@@ -1,5 +1,6 @@
 """step_trace_time.csv, communication.json and rank discovery: P07 P08 P10 P16 and rank rules."""
 import json
+import re
 import shutil
 
 import pytest
@@ -36,6 +37,33 @@ def test_step_trace_generations(tmp_path, prefix, ncol):
     p.write_text(",".join(cols) + "\n" + ",".join(vals[:ncol]) + "\n")
     st = read_step_trace(p)
     assert st["step"].iloc[0] == "50" and st["computing_us"].iloc[0] == 1.0
+
+
+@pytest.mark.parametrize("col", ["Computing", "Communication(Not Overlapped)", "Communication", "Free", "Stage",
+                                 "Bubble", "Communication(Not Overlapped and Exclude Receive)"])
+def test_step_trace_negative_sum_column_is_refused_naming_the_cell(tmp_path, col):
+    """A negative Free (or any column torch_npu sums from event durations) was read, then refused
+    only when a baseline was saved (exit 5, a store error) or judged (helper's note): it is a
+    damaged capture, exit 3, naming file, row, column and cell."""
+    cols = P16_HEADER.split(",")
+    vals = "1,800,150,50,200,50,950,50,100,0\n2,800,150,50,200,50,950,50,100,0".split("\n")
+    row2 = vals[1].split(",")
+    row2[cols.index(col)] = "-12.5"
+    p = tmp_path / "step_trace_time.csv"
+    p.write_text(P16_HEADER + "\n" + vals[0] + "\n" + ",".join(row2) + "\n")
+    with pytest.raises(InvalidCaptureError, match=rf"{re.escape(col)} is negative: .*'-12.5' \(CSV row 3") as e:
+        read_step_trace(p)
+    assert e.value.row == 2
+
+
+@pytest.mark.parametrize("col", ["Overlapped", "Preparing"])
+def test_step_trace_signed_columns_may_be_negative(tmp_path, col):
+    cols = P16_HEADER.split(",")
+    row = "1,800,150,50,200,50,950,50,100,0".split(",")
+    row[cols.index(col)] = "-0.002"
+    p = tmp_path / "step_trace_time.csv"
+    p.write_text(P16_HEADER + "\n" + ",".join(row) + "\n")
+    assert read_step_trace(p).iloc[0][{"Overlapped": "overlapped_us", "Preparing": "preparing_us"}[col]] == -0.002
 
 
 def test_step_trace_empty_step_is_implicit(tmp_path):

@@ -31,6 +31,11 @@ from perfgate.ingest.kernels import IMPLICIT_STEP
 
 TIME_COLUMNS = ("computing_us", "comm_not_overlapped_us", "overlapped_us", "comm_us", "free_us",
                 "stage_us", "bubble_us", "comm_not_overlapped_excl_recv_us", "preparing_us")
+#: the columns torch_npu writes as a difference, which may fall below 0: Overlapped (Communication
+#: minus its not-overlapped part, two rounded figures) and Preparing (host step start -> first
+#: device task, two clocks). Every other time column is a sum of Overlap Analysis event
+#: durations (or the step minus receive time): a negative one is a damaged file.
+SIGNED_COLUMNS = ("overlapped_us", "preparing_us")
 
 
 def read_step_trace(path: Path) -> pd.DataFrame:
@@ -46,7 +51,8 @@ def read_step_trace(path: Path) -> pd.DataFrame:
         InvalidCaptureError: empty / header-only / malformed file, a required column
             (Step, Computing, Communication(Not Overlapped), Communication, Free) missing, or a
             time cell that is not a finite number (``N/A``, empty, ``nan``, ``inf``, text; names
-            file, data row, CSV row counting the header as 1, column and cell).
+            file, data row, CSV row counting the header as 1, column and cell), or a negative
+            one in a column other than :data:`SIGNED_COLUMNS` (Overlapped, Preparing).
     """
     path = Path(path)
     header = read_header(path)
@@ -72,7 +78,7 @@ def _step_trace_columns(raw: dict, n: int, cols: dict) -> pd.DataFrame | None:
             v = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
-        if not np.isfinite(v).all() or (np.abs(v) > 1e12).any():
+        if not np.isfinite(v).all() or (np.abs(v) > 1e12).any() or (c not in SIGNED_COLUMNS and (v < 0).any()):
             return None
         times[c] = v
     if "overlapped_us" not in cols:
@@ -118,6 +124,10 @@ def read_step_trace_pandas(path: Path) -> pd.DataFrame:
                 i = int(np.argmax(bad.to_numpy()))
                 raise cell_error(path, int(raw["row"].iloc[i]), cols[c], raw[c].iloc[i],
                                  "is not a plausible duration in us")
+            if c not in SIGNED_COLUMNS and (out[c] < 0).any():
+                i = int(np.argmax((out[c] < 0).to_numpy()))
+                raise cell_error(path, int(raw["row"].iloc[i]), cols[c], raw[c].iloc[i],
+                                 "is negative: torch_npu writes it as a sum of event durations, never below 0")
         else:
             out[c] = np.nan
     if "overlapped_us" not in cols:
