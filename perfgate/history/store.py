@@ -69,11 +69,11 @@ SERIES_FACETS = ("world_size", "cann_version", "torch_npu_version", "aic_metrics
 STATUSES = ("kept", "reverted", "invalid")
 
 
-
 def _file_uri(path) -> str:
     """``path`` as a percent-encoded ``file:`` URI for ``sqlite3.connect(..., uri=True)``: a ``#``,
     ``?`` or ``%`` in a folder name stays part of the path (``f"file:{path}"`` cut it there)."""
     return Path(path).absolute().as_uri()
+
 
 def _v1(db: "sqlite_utils.Database") -> None:
     db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
