@@ -185,6 +185,18 @@ def _interrupted():
     sys.exit(EXIT_INTERRUPTED)
 
 
+def _finished(ctx) -> None:
+    """The top-level command finished and said so ("saved baseline ...", its verdict): a Ctrl-C
+    from here to the process's end (click's exit, the interpreter's shutdown) changes nothing, so
+    it is ignored and the decided exit code stands, never click's "Aborted!" / exit 1 or a death
+    by the signal (fresh-user report). :meth:`_Group.main` restores the handler for in-process
+    runs."""
+    import signal
+    import threading
+    if ctx.parent is None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _Group(click.Group):
     """The one place errors are caught: a PerfgateError becomes its message and its exit code
     (:func:`_fail`, after the command's :func:`_on_error` handler); an unexpected exception one
@@ -236,14 +248,12 @@ class _Group(click.Group):
                     top.enter_context(arrow_jemalloc())
                     top.enter_context(timelines_scanned_ahead())
                 rv = super().invoke(ctx)
-            if ctx.parent is None and threading.current_thread() is threading.main_thread():
-                # the command finished and said so ("saved baseline ..."): a Ctrl-C from here to the
-                # process's end (click's exit, interpreter shutdown) changes nothing, so it is
-                # ignored: the decided exit code stands, never click's "Aborted!" / exit 1 or a
-                # death by the signal (fresh-user report); :meth:`main` restores the handler
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _finished(ctx)
             return rv
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+        except (click.exceptions.Exit, SystemExit):   # the command decided its exit code
+            _finished(ctx)
+            raise
+        except (click.exceptions.Abort, click.ClickException):
             raise
         except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, 130 (click would say "Aborted!", exit 1)
             _interrupted()
