@@ -232,7 +232,6 @@ class _Group(click.Group):
 
     def invoke(self, ctx):
         import contextlib
-        import os
         import signal
         import threading
         from perfgate.hostmem import small_pages

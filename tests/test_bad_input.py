@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfgate.cli import main
+from _refusals import assert_refused_everywhere
 from perfgate.synth import SynthSpec, write_capture
 
 OUT0 = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
@@ -399,23 +400,8 @@ def _copy(clean_rank, tmp_path, fname):
 def _refused_everywhere(env, capture, needles):
     """check, baseline save and history record all exit 3 with ``needles`` in the message,
     and neither the baseline nor the history database is written."""
-    _, check, tmp, bl = env
-    code, out = check(capture)
-    assert code == 3, out
-    for n in needles:
-        assert n in out, (n, out)
-    r = CliRunner().invoke(main, ["baseline", "save", "--name", "odd", str(capture), "--baseline-dir", str(bl)],
-                           env={})
-    assert r.exit_code == 3 and all(n in r.output for n in needles), r.output
-    assert not (bl / "odd.json").exists() and sorted(p.name for p in bl.iterdir()) == ["main.json"]
-    db = tmp / "hist" / "h.sqlite"
-    r = CliRunner().invoke(main, ["history", "record", str(capture), "--branch", "main", "--db", str(db)], env={})
-    assert r.exit_code == 3 and all(n in r.output for n in needles), r.output
-    if db.exists():  # created empty at most: no run recorded
-        import sqlite3
-        with sqlite3.connect(db) as con:
-            tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
-            assert all(con.execute(f"select count(*) from [{t}]").fetchone()[0] == 0 for t in tables)
+    _, _, tmp, bl = env
+    assert_refused_everywhere(capture, bl, tmp, needles)
 
 
 def test_kernel_nan_duration_is_refused_by_every_command(env):

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfgate.cli import main
+from _refusals import assert_refused_everywhere
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.comm import read_communication
 from perfgate.ingest.jsonscan import ends_unfinished
@@ -75,20 +76,7 @@ def test_a_truncated_communication_json_is_refused_by_every_command(env):
     data = f.read_bytes()
     f.write_bytes(data[:len(data) // 2])
     needle = f"{OUT0}/communication.json byte {len(data) // 2}: truncated JSON: the file ends at byte"
-    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cap), "--baseline-dir", str(bl),
-                                  "--out", str(tmp / "out")], env={})
-    assert r.exit_code == 3 and needle in r.output, r.output
-    r = CliRunner().invoke(main, ["baseline", "save", "--name", "odd", str(cap), "--baseline-dir", str(bl)], env={})
-    assert r.exit_code == 3 and needle in r.output, r.output
-    assert sorted(p.name for p in bl.iterdir()) == ["main.json"]
-    db = tmp / "hist" / "h.sqlite"
-    r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(db)], env={})
-    assert r.exit_code == 3 and needle in r.output, r.output
-    if db.exists():
-        import sqlite3
-        with sqlite3.connect(db) as con:
-            tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
-            assert all(con.execute(f"select count(*) from [{t}]").fetchone()[0] == 0 for t in tables)
+    assert_refused_everywhere(cap, bl, tmp, needle)
 
 
 def test_a_wrong_byte_in_a_whole_communication_json_stays_invalid_json(tmp_path):

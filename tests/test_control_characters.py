@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfgate.cli import main
+from _refusals import assert_refused_everywhere
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.kernels import read_kernels
 
@@ -108,7 +109,6 @@ def test_a_communication_json_key_with_a_tab_passes(tmp_path):
 
 
 def test_check_exits_3_on_a_control_character_in_communication_json(tmp_path):
-    import sqlite3
     from perfgate.synth import SynthSpec, write_capture
     base = write_capture(tmp_path / "base", SynthSpec(seed=1, steps=2))
     cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, steps=2))
@@ -118,19 +118,7 @@ def test_check_exits_3_on_a_control_character_in_communication_json(tmp_path):
     assert r.invoke(main, ["baseline", "save", "--name", "main", "--baseline-dir", str(bl), str(base)],
                     env={}).exit_code == 0
     needle = f"communication.json: {step}.{kind}.{key!r}: the op name holds a control character"
-    res = r.invoke(main, ["check", "--baseline", "main", "--baseline-dir", str(bl), "--out", str(tmp_path / "out"),
-                          str(cand)], env={})
-    assert res.exit_code == 3 and needle in res.output and "\\x00" in res.output, res.output
-    res = r.invoke(main, ["baseline", "save", "--name", "odd", "--baseline-dir", str(bl), str(cand)], env={})
-    assert res.exit_code == 3 and needle in res.output, res.output
-    assert sorted(p.name for p in bl.iterdir()) == ["main.json"]
-    db = tmp_path / "h.sqlite"
-    res = r.invoke(main, ["history", "record", str(cand), "--branch", "main", "--db", str(db)], env={})
-    assert res.exit_code == 3 and needle in res.output, res.output
-    if db.exists():
-        with sqlite3.connect(db) as con:
-            tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
-            assert all(con.execute(f"select count(*) from [{t}]").fetchone()[0] == 0 for t in tables)
+    assert_refused_everywhere(cand, bl, tmp_path, [needle, "\\x00"])
 
 
 from contextlib import closing

@@ -8,12 +8,12 @@ history."""
 import json
 import os
 import shutil
-import sqlite3
 
 import pytest
 from click.testing import CliRunner
 
 from perfgate.cli import main
+from _refusals import assert_refused_everywhere
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest import load_capture
 from perfgate.ingest.discover import entry_kind
@@ -98,19 +98,7 @@ def test_check_exits_3_and_writes_nothing(clean, tmp_path):
     shutil.copytree(clean, cap, symlinks=True)
     _replace(cap / OUT0 / "kernel_details.csv", "self_loop", tmp_path)
     needle = f"{OUT0}/kernel_details.csv: kernel_details.csv is a symbolic link loop"
-    r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cap), "--baseline-dir", str(bl),
-                                  "--out", str(tmp_path / "out")], env={})
-    assert r.exit_code == 3 and needle in r.output, r.output
-    r = CliRunner().invoke(main, ["baseline", "save", "--name", "odd", str(cap), "--baseline-dir", str(bl)], env={})
-    assert r.exit_code == 3 and needle in r.output, r.output
-    assert sorted(p.name for p in bl.iterdir()) == ["main.json"]
-    db = tmp_path / "h.sqlite"
-    r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(db)], env={})
-    assert r.exit_code == 3 and needle in r.output, r.output
-    if db.exists():
-        with sqlite3.connect(db) as con:
-            tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
-            assert all(con.execute(f"select count(*) from [{t}]").fetchone()[0] == 0 for t in tables)
+    assert_refused_everywhere(cap, bl, tmp_path, needle)
 
 
 @pytest.mark.real
