@@ -5,7 +5,9 @@ Every figure is a ratio measured in this run, on this machine (no timed assertio
 is pyarrow reading the same kernel_details.csv columns perfgate parses, as strings (the cost
 of touching the data at all); perfgate is ingest + fingerprint with ``--trace never``, as users
 run it (workers by default) and with ``--workers 1`` (one thread).
-Rounds are paired (floor, perfgate, floor, perfgate, ...) so load from other jobs hits both.
+Rounds are paired (floor, perfgate, floor, perfgate, ...) so load from other jobs hits both. Each
+round also times the *typed read*: the same columns parsed into the Arrow types perfgate's reader
+asks for (dictionary names, decimal128 µs), the part of the floor-to-perfgate gap that is parsing.
 
 Shapes (``--shapes``):
   a  many short steps: the real level1 rank-0 rows (191 per step) replicated with fresh times
@@ -152,21 +154,43 @@ def floor_fn(cap: Path, policy):
     return run
 
 
+def typed_floor_fn(cap: Path, policy):
+    """pyarrow reading the same columns as :func:`floor_fn` into the Arrow types perfgate's kernel
+    reader asks for (perfgate.ingest.kernels ``_FAST_TYPES``: names as dictionaries, Start / Duration
+    as decimal128 with 3 decimals, so that µs arithmetic is exact; other numbers float64): the
+    cost of the typed parse alone, before anything perfgate computes."""
+    files = kernel_files(cap)
+    header = next(csv.reader(files[0].open(newline="")))
+    needed = [c for c in NEEDED if c in header]
+    needed += pmu_columns(header, needed, bool(policy.operators.read_pmu))[0]
+    names = {"Step Id", "Name", "Type", "Accelerator Core", "Stream ID"}
+    types = {c: (pa.dictionary(pa.int32(), pa.string()) if c in names else pa.decimal128(38, 3)
+                 if c in ("Start Time(us)", "Duration(us)") else pa.float64()) for c in needed}
+
+    def run():
+        for f in files:
+            pacsv.read_csv(f, convert_options=pacsv.ConvertOptions(
+                include_columns=needed, column_types=types, null_values=["N/A", ""], strings_can_be_null=True))
+    return run
+
+
 def paired(cap: Path, policy, repeats: int, label: str, rows: int):
     """Floor and perfgate interleaved ``repeats`` times; returns a result row. perfgate runs as
     users run it (``workers`` left to its default: a large kernel table's structure stage in a
     second thread, as the floor reads on every core) and with ``workers=1`` (one thread), in
     alternating order."""
     floor = floor_fn(cap, policy)
+    typed = typed_floor_fn(cap, policy)
 
     def ours(workers=None):
         fingerprint_path(cap, policy, workers=workers, with_trace=False)
-    floor(), ours()  # page cache and imports warm
-    fw, fc, ow, oc, of, w1, c1 = [], [], [], [], [], [], []
+    floor(), typed(), ours()  # page cache and imports warm
+    fw, fc, ow, oc, of, w1, c1, tw = [], [], [], [], [], [], [], []
     for i in range(repeats):
         w, c = _timed(floor)
         fw.append(w)
         fc.append(c)
+        tw.append(_timed(typed)[0])
         for one in ((False, True) if i % 2 == 0 else (True, False)):
             w, c = _timed(lambda: ours(1 if one else None))
             if one:
@@ -179,11 +203,14 @@ def paired(cap: Path, policy, repeats: int, label: str, rows: int):
     r = {"shape": label, "rows": rows, "perfgate_faults": med(of), "perfgate_wall": med(ow), "perfgate_cpu": med(oc), "floor_wall": med(fw),
          "floor_cpu": med(fc), "ratio_wall": med([o / f for o, f in zip(ow, fw)]),
          "ratio_cpu": med([o / f for o, f in zip(oc, fc)]), "workers1_wall": med(w1),
-         "ratio_wall_workers1": med([o / f for o, f in zip(w1, fw)]), "ratio_cpu_workers1": med([o / f for o, f in zip(c1, fc)])}
+         "ratio_wall_workers1": med([o / f for o, f in zip(w1, fw)]), "ratio_cpu_workers1": med([o / f for o, f in zip(c1, fc)]),
+         "typed_wall": med(tw), "typed_ratio": med([t / f for t, f in zip(tw, fw)]),
+         "ratio_to_typed": med([o / t for o, t in zip(ow, tw)])}
     print(f"   {label:44s} {rows:>10,} rows  perfgate {r['perfgate_wall']:7.2f} s wall {r['perfgate_cpu']:7.2f} s CPU"
           f" | floor {r['floor_wall']:6.2f} s wall {r['floor_cpu']:6.2f} s CPU"
           f" | ratio {r['ratio_wall']:5.2f}x wall {r['ratio_cpu']:5.2f}x CPU"
-          f" | --workers 1: {r['workers1_wall']:6.2f} s, {r['ratio_wall_workers1']:5.2f}x wall {r['ratio_cpu_workers1']:5.2f}x CPU",
+          f" | --workers 1: {r['workers1_wall']:6.2f} s, {r['ratio_wall_workers1']:5.2f}x wall {r['ratio_cpu_workers1']:5.2f}x CPU"
+          f" | typed read {r['typed_wall']:5.2f} s = {r['typed_ratio']:4.2f}x the floor, perfgate {r['ratio_to_typed']:4.2f}x it",
           flush=True)
     return r
 
