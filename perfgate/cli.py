@@ -366,10 +366,9 @@ def baseline_list(baseline_dir):
             p = fp.provenance
             click.echo(f"{n}\tsaved {meta.get('saved_at', '?')}\tranks {p.get('ranks')}\t"
                        f"commit {str(p.get('commit') or '-')[:12]}\tbranch {p.get('branch') or '-'}")
-            if meta.get("name") != n:   # a file copied or renamed by hand: which baseline is it?
-                click.echo(f"perfgate: warning: {store.path_for(n)} holds the baseline named {meta.get('name')!r}, "
-                           f"not {n!r}: it is read as {n!r} (--baseline {n}); rename the file or re-save it "
-                           f"(perfgate baseline save --name {n} CAPTURE)", err=True)
+            odd = store.name_mismatch(n, meta)
+            if odd:
+                click.echo(f"perfgate: warning: {odd}", err=True)
         except NoBaselineError as e:
             click.echo(f"{n}\tUNREADABLE: {e.message}")
         except CorruptBaselineError as e:
@@ -385,8 +384,13 @@ def baseline_list(baseline_dir):
 @click.argument("name")
 @common_dir
 def baseline_show(name, baseline_dir):
-    """Print a stored baseline's provenance and config as JSON."""
-    fp, meta = _store(baseline_dir).load(name)
+    """Print a stored baseline's provenance and config as JSON (a warning on stderr when the
+    file's stored name is not NAME)."""
+    store = _store(baseline_dir)
+    fp, meta = store.load(name)
+    odd = store.name_mismatch(name, meta)
+    if odd:
+        click.echo(f"perfgate: warning: {odd}", err=True)
     click.echo(json.dumps({"meta": meta, "provenance": fp.provenance, "config": fp.config,
                            "metrics": len(fp.metrics)}, indent=1, ensure_ascii=False))
 

@@ -189,7 +189,10 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
             base, noise, hnotes = load_history_baseline(baseline_name, cand, policy, history_path)
             extra.extend(hnotes)
         else:
-            base, _meta = store.load(baseline_name, self_checks=False)  # never compared
+            base, meta = store.load(baseline_name, self_checks=False)  # never compared
+            odd = store.name_mismatch(baseline_name, meta)
+            if odd:
+                extra.append(odd)
     except (NoBaselineError, StoreError) as e:  # a damaged store is its own status: never "no baseline"
         status = (terms.INCOMPATIBLE if isinstance(e, errors.IncompatibleBaselineError)  # another schema
                   else terms.NO_BASELINE if isinstance(e, NoBaselineError)

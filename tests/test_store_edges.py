@@ -125,3 +125,12 @@ def test_baseline_list_warns_when_a_file_holds_another_baseline_name(tmp_path, c
     assert any(x.startswith("main\tsaved") for x in lines) and any(x.startswith("release\tsaved") for x in lines), out
     warned = [x for x in lines if "warning" in x]
     assert len(warned) == 1 and "release.json" in warned[0] and "'main'" in warned[0] and "'release'" in warned[0], out
+    code, out = _run("baseline", "show", "release", "--baseline-dir", str(bl))
+    assert code == 0 and "warning" in out and "release.json holds the baseline named 'main'" in out, out
+    code, out = _run("baseline", "show", "main", "--baseline-dir", str(bl))
+    assert code == 0 and "warning" not in out, out
+    code, out = _run("check", "--baseline", "release", str(cap), "--baseline-dir", str(bl), "--out",
+                     str(tmp_path / "o"), "-v")
+    assert code == 0 and "release.json holds the baseline named 'main'" in out, out
+    md = (tmp_path / "o" / "perfgate-report.md").read_text()
+    assert "release.json holds the baseline named" in md

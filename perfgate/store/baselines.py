@@ -147,6 +147,16 @@ class BaselineStore:
             raise StoreError(f"fingerprint is not serialisable: {e}", path=path) from None
         return write_atomic(path, text)
 
+    def name_mismatch(self, name: str, meta: dict) -> str | None:
+        """The warning for a baseline file whose stored ``name`` is not its file name (a file
+        copied or renamed by hand: which baseline is it?), or None. ``meta``: :meth:`load`'s."""
+        stored = meta.get("name")
+        if stored == name:
+            return None
+        return (f"{self.path_for(name)} holds the baseline named {stored!r}, not {name!r}: it is read as "
+                f"{name!r} (--baseline {name}); rename the file or re-save it (perfgate baseline save --name "
+                f"{name} CAPTURE)")
+
     def load(self, name: str, *, self_checks: bool = True) -> tuple[Fingerprint, dict]:
         """Read baseline ``name``: ``(fingerprint, document metadata)``.
 
