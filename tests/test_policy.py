@@ -84,6 +84,10 @@ overrides:
     ("suggestions: 5\n", "suggestions", "must be a list of rules, got a number (5)"),
     ("phases:\n  rules: 5\n", "phases.rules", "must be a list of {phase, name / type / core} rules, got 5"),
     ("statistics:\n  tolerances: [1]\n", "statistics.tolerances", "got a list"),
+    # a phase rule's pattern was compiled from its text (name: 5 matched names holding "5"), while a
+    # category's was refused: one reader now (opspec.regex), the same refusal
+    ("phases:\n  rules:\n    - {phase: P, name: 5}\n", "phases.rules[0].name",
+     "must be a regular expression (a string), got a number (5)"),
 ])
 def test_a_value_of_the_wrong_type_names_its_key_path_and_what_is_expected(tmp_path, text, key, said):
     with pytest.raises(PolicyError) as e:

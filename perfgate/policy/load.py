@@ -267,16 +267,8 @@ class Policy:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _err(path, key, msg):
-    return PolicyError(f"key '{key}': {msg}", path=path)
-
-
-def _kind(v) -> str:
-    """What a YAML value is, for a message: "a list ([1, 2])", "a string ('5%')", "null"."""
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", int: "a number",
-             float: "a number", type(None): "null"}
-    name = names.get(type(v), type(v).__name__)
-    return name if v is None else f"{name} ({str(v)[:40]!r})" if isinstance(v, str) else f"{name} ({str(v)[:40]})"
+_err = opspec.policy_error
+_kind = opspec.value_kind
 
 
 def _mapping(path, key, v, what: str = "a mapping") -> dict:
@@ -314,13 +306,7 @@ def _section(path, key, parse, *args):
         raise _err(path, key, f"a value has the wrong type or shape ({type(e).__name__}: {e})") from None
 
 
-def _regex(path, key, text):
-    if not isinstance(text, str):
-        raise _err(path, key, f"must be a regular expression (a string), got {_kind(text)}")
-    try:
-        return re.compile(text)
-    except re.error as e:
-        raise _err(path, key, f"invalid regular expression {text!r}: {e}") from None
+_regex = opspec.regex
 
 
 def _bad_number(v, lo: float = 0.0) -> bool:

@@ -40,8 +40,18 @@ PIPE_STAGES = ("aic_mac", "aic_mte1", "aic_mte2", "aic_fixpipe", "aic_scalar",
                "aiv_vec", "aiv_mte2", "aiv_mte3", "aiv_scalar")
 
 
-def _err(path, key, msg):
+def policy_error(path, key, msg) -> PolicyError:
+    """The error for key ``key`` of policy file ``path``: ``key 'KEY': MSG``."""
     return PolicyError(f"key '{key}': {msg}", path=path)
+
+
+
+def value_kind(v) -> str:
+    """What a YAML value is, for a message: "a list ([1, 2])", "a string ('5%')", "null"."""
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", int: "a number",
+             float: "a number", type(None): "null"}
+    name = names.get(type(v), type(v).__name__)
+    return name if v is None else f"{name} ({str(v)[:40]!r})" if isinstance(v, str) else f"{name} ({str(v)[:40]})"
 
 
 @dataclass(frozen=True)
@@ -66,11 +76,20 @@ class Matcher:
         return f"{self.where} ({self.label}: {', '.join(parts)}, priority {self.priority})"
 
 
-def _regex(path, key, text):
+def regex(path, key, text):
+    """``text`` compiled, for key ``key`` of policy file ``path`` (the category, phase and
+    family rules all read their patterns here).
+
+    Raises:
+        PolicyError: ``text`` is not a string (a YAML number or list: never taken as its text),
+            or not a valid regular expression."""
+    if not isinstance(text, str):
+        raise policy_error(path, key, f"must be a regular expression (a string), got {value_kind(text)}")
     try:
-        return re.compile(str(text))
+        return re.compile(text)
     except re.error as e:
-        raise _err(path, key, f"invalid regular expression {text!r}: {e}") from None
+        raise policy_error(path, key, f"invalid regular expression {text!r}: {e}") from None
+
 
 
 def parse_matcher(path, key, d: dict, label: str, index: int) -> Matcher:
@@ -80,17 +99,17 @@ def parse_matcher(path, key, d: dict, label: str, index: int) -> Matcher:
         PolicyError: not a mapping, an unknown field, no field, a bad regex or priority.
     """
     if not isinstance(d, dict):
-        raise _err(path, key, "must be a mapping with name / type / core regexes")
+        raise policy_error(path, key, "must be a mapping with name / type / core regexes")
     unknown = set(d) - set(MATCH_FIELDS) - {"priority"}
     if unknown:
-        raise _err(path, f"{key}.{sorted(unknown)[0]}", f"unknown field (allowed: {list(MATCH_FIELDS) + ['priority']})")
+        raise policy_error(path, f"{key}.{sorted(unknown)[0]}", f"unknown field (allowed: {list(MATCH_FIELDS) + ['priority']})")
     if not set(d) & set(MATCH_FIELDS):
-        raise _err(path, key, "needs at least one of name/type/core")
+        raise policy_error(path, key, "needs at least one of name/type/core")
     prio = d.get("priority", 0)
     if not isinstance(prio, int) or isinstance(prio, bool):
-        raise _err(path, f"{key}.priority", f"must be an integer, got {prio!r}")
+        raise policy_error(path, f"{key}.priority", f"must be an integer, got {prio!r}")
     return Matcher(label=str(label), priority=prio, index=index, where=key,
-                   **{f: _regex(path, f"{key}.{f}", d[f]) for f in MATCH_FIELDS if f in d})
+                   **{f: regex(path, f"{key}.{f}", d[f]) for f in MATCH_FIELDS if f in d})
 
 
 def check_duplicates(path, matchers) -> None:
@@ -100,7 +119,7 @@ def check_duplicates(path, matchers) -> None:
         sig = (tuple((f, getattr(m, f).pattern) for f in MATCH_FIELDS if getattr(m, f) is not None), m.priority)
         if sig in seen and seen[sig].label != m.label:
             o = seen[sig]
-            raise _err(path, m.where, f"same match and priority as {o.where} but a different label "
+            raise policy_error(path, m.where, f"same match and priority as {o.where} but a different label "
                                       f"({o.label!r} vs {m.label!r}); give one a priority")
         seen.setdefault(sig, m)
 
@@ -177,7 +196,7 @@ class SuggestionRule:
 def _number(path, key, v, lo=0.0, hi=None):
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < lo \
             or (hi is not None and v > hi):
-        raise _err(path, key, f"must be a number in [{lo}, {hi if hi is not None else '∞'}], got {v!r}")
+        raise policy_error(path, key, f"must be a number in [{lo}, {hi if hi is not None else '∞'}], got {v!r}")
     return float(v)
 
 
@@ -189,11 +208,11 @@ def parse_operators(path, d) -> OperatorSpec:
     """
     d = d or {}
     if not isinstance(d, dict):
-        raise _err(path, "operators", "must be a mapping")
+        raise policy_error(path, "operators", "must be a mapping")
     allowed = {"family_min_share", "fold_below", "mixed_within", "require_pipe", "read_pmu", "read_shapes"}
     unknown = set(d) - allowed
     if unknown:
-        raise _err(path, f"operators.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(allowed)})")
+        raise policy_error(path, f"operators.{sorted(unknown)[0]}", f"unknown key (allowed: {sorted(allowed)})")
     out = {}
     for k in ("family_min_share", "fold_below", "mixed_within"):
         if k in d:
@@ -201,7 +220,7 @@ def parse_operators(path, d) -> OperatorSpec:
     for k in ("require_pipe", "read_pmu", "read_shapes"):
         if k in d:
             if not isinstance(d[k], bool):
-                raise _err(path, f"operators.{k}", f"must be true or false, got {d[k]!r}")
+                raise policy_error(path, f"operators.{k}", f"must be true or false, got {d[k]!r}")
             out[k] = d[k]
     return OperatorSpec(**out)
 
@@ -215,20 +234,20 @@ def parse_phases(path, d) -> PhaseSpec:
     """
     d = d or {}
     if not isinstance(d, dict):
-        raise _err(path, "phases", "must be a mapping with mode / default / rules")
+        raise policy_error(path, "phases", "must be a mapping with mode / default / rules")
     unknown = set(d) - {"mode", "default", "rules"}
     if unknown:
-        raise _err(path, f"phases.{sorted(unknown)[0]}", "unknown key (allowed: ['default', 'mode', 'rules'])")
+        raise policy_error(path, f"phases.{sorted(unknown)[0]}", "unknown key (allowed: ['default', 'mode', 'rules'])")
     mode = d.get("mode", "family")
     if mode not in ("family", "region"):
-        raise _err(path, "phases.mode", f"must be 'family' or 'region', got {mode!r}")
+        raise policy_error(path, "phases.mode", f"must be 'family' or 'region', got {mode!r}")
     rules = []
     if not isinstance(d.get("rules") or [], list):
-        raise _err(path, "phases.rules", f"must be a list of {{phase, name / type / core}} rules, got {d['rules']!r}")
+        raise policy_error(path, "phases.rules", f"must be a list of {{phase, name / type / core}} rules, got {d['rules']!r}")
     for i, r in enumerate(d.get("rules") or []):
         key = f"phases.rules[{i}]"
         if not isinstance(r, dict) or "phase" not in r:
-            raise _err(path, key, "each rule needs 'phase' and at least one of name/type/core")
+            raise policy_error(path, key, "each rule needs 'phase' and at least one of name/type/core")
         rules.append(parse_matcher(path, key, {k: v for k, v in r.items() if k != "phase"}, r["phase"], i))
     if mode == "family":
         check_duplicates(path, rules)
@@ -238,7 +257,7 @@ def parse_phases(path, d) -> PhaseSpec:
 def _resolve(path, key, rel) -> Path:
     p = resolve_ref(path, rel)  # perfgate:REL = a built-in file; else relative to the policy file
     if not p.is_file():
-        raise _err(path, key, f"file not found: {p}")
+        raise policy_error(path, key, f"file not found: {p}")
     return p
 
 
@@ -247,7 +266,7 @@ def _load_yaml(path, key, p: Path):
         from perfgate.policy.yamlfile import load_unique
         return load_unique(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise _err(path, key, f"cannot read {p}: {e}") from None
+        raise policy_error(path, key, f"cannot read {p}: {e}") from None
 
 
 def parse_mfu(path, d) -> MfuSpec | None:
@@ -256,24 +275,24 @@ def parse_mfu(path, d) -> MfuSpec | None:
     if not d:
         return None
     if not isinstance(d, dict):
-        raise _err(path, "mfu", "must be a mapping with spec / peaks / chip")
+        raise policy_error(path, "mfu", "must be a mapping with spec / peaks / chip")
     unknown = set(d) - {"spec", "peaks", "chip", "default_dtype"}
     if unknown:
-        raise _err(path, f"mfu.{sorted(unknown)[0]}", "unknown key (allowed: ['chip', 'default_dtype', 'peaks', 'spec'])")
+        raise policy_error(path, f"mfu.{sorted(unknown)[0]}", "unknown key (allowed: ['chip', 'default_dtype', 'peaks', 'spec'])")
     if not d.get("spec"):
         return None
     for k in ("peaks", "chip"):
         if not d.get(k):
-            raise _err(path, f"mfu.{k}", "required when mfu.spec is given")
+            raise policy_error(path, f"mfu.{k}", "required when mfu.spec is given")
     dd = d.get("default_dtype", "fp16")
     if dd not in DTYPES:
-        raise _err(path, "mfu.default_dtype", f"must be one of {list(DTYPES)}, got {dd!r}")
+        raise policy_error(path, "mfu.default_dtype", f"must be one of {list(DTYPES)}, got {dd!r}")
     spec_p = _resolve(path, "mfu.spec", d["spec"])
     peaks_p = _resolve(path, "mfu.peaks", d["peaks"])
     doc = _load_yaml(path, "mfu.peaks", peaks_p)
     chips = (doc or {}).get("chips") if isinstance(doc, dict) else None
     if not isinstance(chips, dict) or str(d["chip"]) not in chips:
-        raise _err(path, "mfu.chip", f"chip {d['chip']!r} is not in {peaks_p} (chips: "
+        raise policy_error(path, "mfu.chip", f"chip {d['chip']!r} is not in {peaks_p} (chips: "
                                      f"{sorted(chips) if isinstance(chips, dict) else []})")
     raw = chips[str(d["chip"])]
     peaks = {}
@@ -337,28 +356,28 @@ def parse_suggestions(path, items) -> tuple:
     for i, s in enumerate(items or []):
         key = f"suggestions[{i}]"
         if not isinstance(s, dict):
-            raise _err(path, key, "must be a mapping")
+            raise policy_error(path, key, "must be a mapping")
         unknown = set(s) - allowed
         if unknown:
-            raise _err(path, f"{key}.{sorted(unknown)[0]}", f"unknown field (allowed: {sorted(allowed)})")
+            raise policy_error(path, f"{key}.{sorted(unknown)[0]}", f"unknown field (allowed: {sorted(allowed)})")
         for need in ("id", "priority", "text"):
             if need not in s:
-                raise _err(path, key, f"needs '{need}'")
+                raise policy_error(path, key, f"needs '{need}'")
         if s["priority"] not in PRIORITIES:
-            raise _err(path, f"{key}.priority", f"must be one of {list(PRIORITIES)}, got {s['priority']!r}")
+            raise policy_error(path, f"{key}.priority", f"must be one of {list(PRIORITIES)}, got {s['priority']!r}")
         has_metric = "metric" in s
         if has_metric == ("consecutive" in s):
-            raise _err(path, key, "needs exactly one of 'metric' (with above/below) or 'consecutive'")
+            raise policy_error(path, key, "needs exactly one of 'metric' (with above/below) or 'consecutive'")
         kw = {"id": str(s["id"]), "priority": s["priority"], "text": str(s["text"])}
         if has_metric:
             if ("above" in s) == ("below" in s):
-                raise _err(path, key, "a metric condition needs exactly one of 'above' or 'below'")
+                raise policy_error(path, key, "a metric condition needs exactly one of 'above' or 'below'")
             for b in ("above", "below"):
                 if b in s:
                     kw[b] = _number(path, f"{key}.{b}", s[b], float("-inf"))
             labels = s.get("labels") or {}
             if not isinstance(labels, dict):
-                raise _err(path, f"{key}.labels", "must be a mapping of label -> value")
+                raise policy_error(path, f"{key}.labels", "must be a mapping of label -> value")
             kw.update(metric=str(s["metric"]), labels={str(k): str(v) for k, v in labels.items()},
                       view=str(s.get("view", "p50")))
         else:
@@ -366,11 +385,11 @@ def parse_suggestions(path, items) -> tuple:
             kw["phase"] = None if s.get("phase") is None else str(s["phase"])
             mr = s.get("min_run", 2)
             if not isinstance(mr, int) or isinstance(mr, bool) or mr < 2:
-                raise _err(path, f"{key}.min_run", f"must be an integer >= 2, got {mr!r}")
+                raise policy_error(path, f"{key}.min_run", f"must be an integer >= 2, got {mr!r}")
             kw["min_run"] = mr
         out.append(SuggestionRule(**kw))
     ids = [r.id for r in out]
     dup = sorted({x for x in ids if ids.count(x) > 1})
     if dup:
-        raise _err(path, "suggestions", f"duplicate id {dup[0]!r}")
+        raise policy_error(path, "suggestions", f"duplicate id {dup[0]!r}")
     return tuple(out)
