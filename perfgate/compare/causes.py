@@ -414,7 +414,6 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
         counts = [c for c in symptoms if c.name in _COUNT_SYMPTOMS and c.verdict == verdict]
         for c in counts:
             explain([x], c)
-        count_keys = {c.key for c in counts}
         folded = []
         for k, y in list(causes.items()):
             if y is x or y["kind"] not in ("kernel family", "communication") or y["verdict"] != str(verdict):

@@ -937,7 +937,6 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
     for key, f in zip(uk, first_of):
         e = bfi[f + 1] if f + 1 < len(bfi) else len(bk)
         kstr[key] = "+".join(bk[bfi[f]:e])
-    lay_idx = np.flatnonzero(is_layer)
     layer_kinds = np.full(nseg, "", dtype=object)
     if len(ksig):
         layer_kinds[blayer[bfi]] = np.array([kstr[x] for x in uk], dtype=object)[np.searchsorted(uk, ksig)]
