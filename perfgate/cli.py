@@ -130,7 +130,8 @@ class _Progress:
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in perfgate, never a verdict
 
 
-#: Exit code a command has decided before printing (used when its reader closes the pipe).
+#: The running command's decided outcome: ``code`` (its exit code, kept when stdout closes) and
+#: ``reported`` (``check``: the exit code its written reports state, kept by a later Ctrl-C)
 _OUTCOME: dict = {}
 
 
@@ -181,6 +182,11 @@ def _leaves() -> str:
 
 
 def _interrupted():
+    reported = _OUTCOME.get("reported")
+    if reported is not None:   # the reports already say this exit code: it stands
+        click.echo(f"\nperfgate: interrupted (Ctrl-C) after the reports were written; their verdict stands "
+                   f"(exit {reported})", err=True)
+        sys.exit(reported)
     click.echo(f"\nperfgate: interrupted (Ctrl-C); {_leaves()} (exit 130)", err=True)
     sys.exit(EXIT_INTERRUPTED)
 
@@ -236,6 +242,8 @@ class _Group(click.Group):
         import threading
         from perfgate.hostmem import small_pages
         previous = None
+        if ctx.parent is None:
+            _OUTCOME.clear()   # an earlier in-process run's outcome is not this one's
         if ctx.parent is None and threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, _on_sigterm)  # restored below (CliRunner, embedding)
         try:
@@ -330,8 +338,8 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
     partial or pull-request runs). Several CAPTUREs = repeated runs of one commit: their
     per-step samples are pooled for the statistical comparison."""
+    _interrupt_leaves(f"no baseline saved: {name!r} in the store is as it was")   # before the slow imports
     from perfgate.gate import save_baseline
-    _interrupt_leaves(f"no baseline saved: {name!r} in the store is as it was")
     prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
     path, fp = save_baseline(_one_or_many(capture), name, policy=_policy(policy_path), store=_store(baseline_dir),
                              with_trace=_with_trace(trace_mode, no_trace), provenance=prov, force=force,
@@ -470,7 +478,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         history_path=_history_path(history_path, only_if_given=True), no_baseline_ok=no_baseline_ok,
         key=comment_key or baseline_name, junit_key=comment_key, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
         scheduler=scheduler, progress=_Progress(quiet))
-    _OUTCOME["code"] = result.exit_code
+    _OUTCOME["code"] = _OUTCOME["reported"] = result.exit_code   # the reports say it: a later Ctrl-C keeps it
     try:
         if json_path == "-":
             from perfgate.report import render_json
@@ -545,8 +553,8 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     existing run) unless --allow-duplicate is given. While another process holds the database's
     lock a line on stderr says so at each retry; after 60 s in all (PERFGATE_HISTORY_LOCK_WAIT=SECONDS
     to change) nothing is recorded, exit 5."""
+    _interrupt_leaves("nothing recorded: the history database is as it was")   # before the slow imports
     from perfgate.gate import record_history
-    _interrupt_leaves("nothing recorded: the history database is as it was")
     run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
                                      branch=branch, commit=commit, note=note, status=status,
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,

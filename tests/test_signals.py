@@ -194,3 +194,43 @@ def test_the_sigint_handler_is_restored_after_an_in_process_run(tmp_path):
     before = signal.getsignal(signal.SIGINT)
     CliRunner().invoke(main, ["baseline", "list", "--baseline-dir", str(tmp_path)])
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_ctrl_c_after_check_wrote_its_reports_keeps_their_verdict(tmp_path, monkeypatch):
+    """A Ctrl-C after the reports were written (while the verdict is printed or the comment
+    posted) exited 130 while perfgate-result.json said exit 0 (fresh-user report): the reports'
+    exit code stands, and the line says so."""
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
+    bl = tmp_path / "bl"
+    assert CliRunner().invoke(main, ["baseline", "save", "--name", "m", str(cap), "--baseline-dir", str(bl)]).exit_code == 0
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("perfgate.cli._print_summary", interrupted)
+    r = CliRunner().invoke(main, ["check", "--baseline", "m", str(cap), "--baseline-dir", str(bl), "--out",
+                                  str(tmp_path / "o")])
+    import json
+    written = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())["exit_code"]
+    assert r.exit_code == written == 0, r.output
+    assert "after the reports were written; their verdict stands (exit 0)" in r.output
+    monkeypatch.undo()
+    r = CliRunner().invoke(main, ["baseline", "list", "--baseline-dir", str(bl)])   # no outcome carried over
+    assert r.exit_code == 0, r.output
+
+
+def test_an_interrupt_while_history_record_starts_says_nothing_recorded(tmp_path, monkeypatch):
+    """Ctrl-C during history record's imports said "nothing judged" (fresh-user report)."""
+    import builtins
+    real = builtins.__import__
+
+    def slow(name, *a, **k):
+        if name == "perfgate.gate":
+            raise KeyboardInterrupt
+        return real(name, *a, **k)
+
+    cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
+    monkeypatch.setattr(builtins, "__import__", slow)
+    r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(tmp_path / "h.sqlite")])
+    monkeypatch.undo()
+    assert r.exit_code == 130 and "nothing recorded: the history database is as it was" in r.output, r.output
