@@ -123,3 +123,47 @@ def test_a_failed_self_check_names_the_rows_the_rank_left_out(tmp_path):
     assert res.exit_code == 3, res.output
     assert "failed on rank 0" in res.output
     assert "has 1 row(s) with N/A or empty Duration(us) (rows 5), left out of the kernel side" in res.output
+
+
+def test_a_family_outside_one_ranks_top_n_keeps_its_own_time_there(tmp_path):
+    """kernel.time_us is recorded for each rank's Top-N + slack families; a family below one
+    rank's cut was 0 there (rank0 view 0 us, p50 halved, rank skew 200 %: fresh-user report).
+    Every rank now holds the family's own ΣDuration per step, 0 only where it does not run."""
+    from perfgate.policy.load import load_policy
+    from perfgate.run import fingerprint_path
+    from perfgate.synth.scale import write_scaled
+    cap = write_scaled(tmp_path / "sc", ranks=2, steps=4, kernels_per_step=3000)
+    fp = fingerprint_path(cap, load_policy(None), with_trace=False)
+    times = {k: m for k, m in fp.metrics.items() if m.name == "kernel.time_us"}
+    assert times
+    for k, m in times.items():
+        fam, view = m.labels["family"], m.labels["view"]
+        calls = fp.metrics.get(f"kernel.calls_per_step{{family={fam},view={view}}}")
+        assert calls is not None and calls.value > 0   # the family runs on every rank here
+        assert m.value > 0 and "absent" not in m.evidence, (k, m.value, m.evidence)
+    skews = [m for m in fp.metrics.values() if m.name == "rank.skew_ratio" and m.labels.get("metric") == "kernel.time_us"]
+    assert skews and all(m.value < 1.0 for m in skews), [(m.key, m.value) for m in skews if m.value >= 1.0]
+
+
+def test_a_family_not_recorded_on_one_side_is_not_compared(tmp_path):
+    """A family in the candidate's Top-N + slack but below the baseline's: the baseline holds no
+    kernel.time_us for it. It was "new: absent from the baseline" at 0 us (and the reverse "gone",
+    counted an improvement): it is not compared, and the reason says why."""
+    from dataclasses import replace
+
+    from perfgate.policy.load import load_policy
+    from perfgate.run import fingerprint_path
+    cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
+    policy = load_policy(None)
+    fp = fingerprint_path(cap, policy)
+    fam = next(m.labels["family"] for m in fp.metrics.values() if m.name == "kernel.time_us")
+    gone = {k for k, m in fp.metrics.items() if m.name == "kernel.time_us" and m.labels["family"] == fam}
+    cut = replace(fp, metrics={k: m for k, m in fp.metrics.items() if k not in gone})
+    for base, cand, side in ((cut, fp, "candidate"), (fp, cut, "baseline")):
+        comps, _ = compare_fingerprints(base, cand, policy)
+        mine = [c for c in comps if c.key in gone]
+        assert len(mine) == len(gone)
+        for c in mine:
+            assert c.verdict == "incomparable" and not c.fails, (c.verdict, c.reason)
+            assert f"in the {side}; the " in c.reason and "records it only for the kernel families" in c.reason
+            assert "new:" not in c.reason and "gone:" not in c.reason

@@ -300,7 +300,13 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         if (b is None or c is None) and not absent_zero:
             verdict = terms.NEW if b is None else terms.MISSING
             lost = verdict == terms.MISSING and gated
-            reason = (f"{subject}: only in the candidate ({_fmt(c.value, ref.unit)}), not judged"
+            if d is not None and d.recorded_for and not lost:   # not recorded on one side: not compared
+                verdict = terms.INCOMPARABLE
+            reason = (f"{subject}: {_fmt((c or b).value, ref.unit)} in the {'candidate' if b is None else 'baseline'}; "
+                      f"the {'baseline' if b is None else 'candidate'} records it only for {d.recorded_for}, "
+                      f"not judged (not new, not gone)"
+                      if d is not None and d.recorded_for and not lost else
+                      f"{subject}: only in the candidate ({_fmt(c.value, ref.unit)}), not judged"
                       if b is None else
                       f"{subject}: gated in the baseline ({_fmt(b.value, ref.unit)}) but not measured in the "
                       f"candidate: the gate cannot vouch for it (a file the baseline had is missing?)"

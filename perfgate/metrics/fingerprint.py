@@ -409,6 +409,7 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
                 by_key[key] = got = []
             got.append((r, ent[0], ent[2].get("samples")))
     out: dict[str, MetricValue] = {}
+    ranked = None   # rank -> {family: ΣDuration per step (us)} of every family, for kernel.time_us
     for name, labels in sorted(by_key):
         d = registry.get(name)
         labels_d = dict(labels)
@@ -418,7 +419,17 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
             continue
         have = by_key[(name, labels)]
         samp = {r: sm for r, _, sm in have}
-        if d.absent_is_zero and len(have) < len(ranks) and any(r not in samp for r in holders):
+        if name == "kernel.time_us" and len(have) < len(ranks):
+            # recorded per rank for its Top-N + slack families only: a rank where this family ranks
+            # lower holds its true ΣDuration in its kernel.topn ranking (0 only where the family
+            # does not run), never a 0 that halves the p50 and makes a 200 % rank skew
+            if ranked is None:
+                ranked = {r: dict(zip(m[("kernel.topn", ())][2]["ranked"], m[("kernel.topn", ())][2]["sum_dur_us"]))
+                          for r, m in per_rank.items() if ("kernel.topn", ()) in m}
+            held = {r: v for r, v, _ in have}
+            fam = labels_d.get("family")
+            vals = {r: held[r] if r in held else ranked[r].get(fam, 0.0) for r in ranks if r in ranked}
+        elif d.absent_is_zero and len(have) < len(ranks) and any(r not in samp for r in holders):
             held = {r: v for r, v, _ in have}
             vals = {r: held.get(r, 0.0) for r in ranks if r in held or r in holders}
         else:
@@ -428,7 +439,9 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
         partial = {"over_ranks": sorted(vals)} if len(vals) < len(ranks) else {}
         view_samples = _view_samples(samp, ranks, r0)
         caliber = d.caliber or labels_d.get("caliber")
-        ev0 = per_rank[r0].get((name, labels), (None, "absent on this rank", {}))
+        ev0 = per_rank[r0].get((name, labels)) or (
+            (None, per_rank[r0][("kernel.topn", ())][1], {}) if name == "kernel.time_us" and ranked and r0 in ranked
+            else (None, "absent on this rank", {}))
         ev0 = (ev0[0], ev0[1], {k: v for k, v in ev0[2].items() if k != "samples"})
         arr = np.array(list(vals.values()), dtype=float)
         views = {

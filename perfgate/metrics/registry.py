@@ -19,6 +19,9 @@ class MetricDef:
     not "not measured". ``requires``: comparability facets of the fingerprint config that
     must hold on both sides (else the metric is incomparable). ``per_kernel``: demoted to
     informational when the toolchain (CANN / torch_npu) changed (case G07).
+    ``recorded_for``: the metric is recorded for some label values only (``kernel.time_us``: each
+    rank's Top-N + slack families): a key absent on one side is "not recorded there", never 0
+    and never new / gone.
     ``caliber_note``: for a metric without a time caliber (``caliber`` None), what its figure
     is measured on: a count, a wall-clock span, a ratio of file fields, or the caliber carried
     per value (``device.time_us``, ``rank.skew_ratio``). docs/metrics.md is generated from
@@ -35,6 +38,7 @@ class MetricDef:
     subject: str | None = None   # short text naming one labelled value, e.g. "{kind} blocks per step"
     labels: tuple = ()           # label keys a value of this metric carries, besides ``view``
     caliber_note: str | None = None
+    recorded_for: str | None = None   # recorded for some label values only: which (absent = not recorded)
 
 
 # caliber notes shared by several metrics without a time caliber
@@ -114,8 +118,9 @@ _DEFS = [
               "communication.json, 'Total Op Info' skipped", requires=("has_comm_json",)),
     MetricDef("kernel.time_us", "us", terms.SUM_DURATION, terms.TIER_CONTEXT,
               "ΣDuration per step of one kernel family (context only: single-kernel time drifts "
-              "up to ~2x between devices)", "kernel_details.csv Duration(us)", absent_is_zero=True,
+              "up to ~2x between devices)", "kernel_details.csv Duration(us)",
               per_kernel=True, labels=('family',),
+              recorded_for="the kernel families in some rank's Top-N + slack by ΣDuration",
               subject="ΣDuration per step of kernel family {family}"),
     # host-bound step anatomy (perfgate.metrics.steps), medians over steps
     MetricDef("step.wall_us", "us", terms.ELAPSED, terms.TIER_STEP,

@@ -110,6 +110,9 @@ def render_metrics_reference(policy=None) -> str:
         if d.absent_is_zero:
             out.append("* absent on one side counts as 0 there (e.g. a kernel family with no calls), "
                        "not as \"not measured\"")
+        if d.recorded_for:
+            out.append(f"* recorded only for {d.recorded_for}: a value absent on one side is not recorded there "
+                       f"(not compared, never new / gone); within a side every rank holds its own value")
         if d.per_kernel:
             out.append("* per-kernel: informational when the CANN / torch_npu version changed")
         out.append(f"* default policy: {_rule_text(policy.rule_for(d.name), d.unit)}")
