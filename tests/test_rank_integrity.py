@@ -247,3 +247,41 @@ def test_report_for_a_missing_path_writes_no_page(tmp_path):
     """A missing capture path is an invalid capture (exit 3, as for `check`), but no page is written."""
     code, out = _run("report", tmp_path / "nope", "--html", tmp_path / "r.html")
     assert code == 3 and "does not exist" in out and not (tmp_path / "r.html").exists()
+
+
+# -- 4. ranks of one level and header generation carry the same columns ------------------------------
+@pytest.mark.real
+@pytest.mark.parametrize("column, renamed, what", [("Accelerator Core", "Accel Core", "Accelerator Core")])
+def test_a_rank_whose_header_lost_a_column_its_sibling_has_is_refused(copy_capture, tmp_path, column, renamed, what):
+    """One rank's kernel_details.csv with a renamed Accelerator Core (or Type) header passed as
+    "partial: 20 gated metrics not comparable", blamed on Level0, and baseline save stored
+    share.category{Comm} p50 = the median of 0.92 and 0 (fresh-user report). Exit 3 for every
+    command, naming the file and its sibling; nothing stored. (A renamed Type is refused already:
+    the column is required.)"""
+    from _refusals import assert_refused_everywhere
+    base = copy_capture("level1", "base")
+    bl = tmp_path / "bl"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir", str(bl)], env={})
+    assert r.exit_code == 0, r.output
+    cap = copy_capture("level1", "cand")
+    kd = cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = kd.read_text(encoding="utf-8").split("\n", 1)
+    head = lines[0].split(",")
+    assert column in head
+    head[head.index(column)] = renamed
+    kd.write_text(",".join(head) + "\n" + lines[1], encoding="utf-8")
+    assert_refused_everywhere(cap, bl, tmp_path, [
+        "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv: rank 1 has no " + what + " values (its header has no",
+        "while rank 0's rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv of the same profiler level (Level1)"])
+
+
+@pytest.mark.real
+def test_ranks_of_different_levels_may_differ_in_columns(text_captures, tmp_path, policy):
+    """A Level0 rank beside a Level1 one (mixed levels: a warning) has no Type / Core values by
+    its level, not by damage: not refused."""
+    from perfgate.run import fingerprint_path
+    cap = tmp_path / "mixed"
+    shutil.copytree(text_captures / "level0" / "rank0_ascend_pt", cap / "rank0_ascend_pt")
+    shutil.copytree(text_captures / "level1" / "rank1_ascend_pt", cap / "rank1_ascend_pt")
+    fp = fingerprint_path(cap, policy, with_trace=False)
+    assert any("different levels" in w or "levels" in w for w in fp.warnings), fp.warnings

@@ -776,6 +776,8 @@ def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
         "type_available": rank.kernels.type_available,
         "core_available": rank.kernels.core_available,
         "variant": rank.kernels.variant,
+        "kernel_file": _rel(rank.kernels.path, root),
+        "kernel_columns": {c: rank.kernels.columns.get(c) for c in ("op_type", "core_type")},
         "steps": steps,
         "rank_dir": _rel(rank.location.rank_dir, root),
         "output_dir": _rel(rank.location.output_dir, root),
@@ -931,6 +933,42 @@ def fingerprint_capture(capture, policy, provenance: dict | None = None) -> Fing
     return fingerprint_from_summaries(sums, policy, capture.path, provenance, list(capture.warnings))
 
 
+_AVAILABLE = (("type_available", "op_type", "operator Type", "Type / OP Type"),
+              ("core_available", "core_type", "Accelerator Core", "Accelerator Core / Task Type"))
+
+
+def refuse_uneven_columns(full: list, root) -> None:
+    """Ranks of one profiler level and one kernel-table header generation (``variant``) carry the
+    same columns: one capture's ranks are written by one profiler. A rank without operator Type or
+    Accelerator Core values where such a sibling has them (a renamed or edited column) would
+    count 0 in every share by category or core type and halve their cross-rank p50 (fresh-user
+    report: a baseline stored share.category{Comm} p50 0.461, the median of 0.92 and 0), while
+    the comparison calls every core metric incomparable, pointing at Level0.
+
+    Raises:
+        InvalidCaptureError: naming the rank's kernel table, what it lacks (no column of that
+            name in its header, or a column without values) and the sibling that has it."""
+    from pathlib import Path
+    groups: dict = {}
+    for x in full:
+        if x.get("variant") is not None:
+            groups.setdefault((x["info"].get("profiler_level"), x["variant"]), []).append(x)
+    for (level, variant), ranks in groups.items():
+        for flag, col, what, headers in _AVAILABLE:
+            have = [x for x in ranks if x.get(flag)]
+            lack = [x for x in ranks if x.get(flag) is False]
+            if have and lack:
+                x, y = lack[0], have[0]
+                why = ("its header has no " + headers + " column" if not (x.get("kernel_columns") or {}).get(col)
+                       else f"its {(x.get('kernel_columns') or {}).get(col)!r} column holds no value on a compute row")
+                raise InvalidCaptureError(
+                    f"rank {x['rank']} has no {what} values ({why}), while rank {y['rank']}'s "
+                    f"{y.get('kernel_file')} of the same profiler level ({level if level is not None else 'not recorded'}) "
+                    f"and header generation ({variant}) has them: one capture's ranks are written by one profiler",
+                    path=Path(root) / str(x.get("kernel_file")) if x.get("kernel_file") else root,
+                    hint="a renamed or edited column, or ranks of two exports in one folder: re-export the capture")
+
+
 def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance: dict | None = None,
                                warnings: list | None = None) -> Fingerprint:
     """Merge per-rank summaries (:func:`summarize_rank`) into one fingerprint: cross-rank
@@ -944,6 +982,7 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
             f"no rank holds a kernel table (ranks {[x['rank'] for x in sums]} are partial: "
             f"step_trace_time.csv / communication.json only): nothing to fingerprint the kernels from",
             path=root, hint="profile at least one rank fully (kernel_details.csv)")
+    refuse_uneven_columns(full, root)
     metrics = _views({x["rank"]: x["metrics"] for x in sums}, policy,
                      kernel_ranks=[x["rank"] for x in full])
     checks = [c for x in sums for c in x["checks"]]

@@ -58,7 +58,9 @@ class RankSummary:
         info: profiler_info / metadata of the rank (profiler_level, versions, ...).
         has_comm / has_trace / has_step_trace: which optional files were read.
         type_available / core_available: the kernel table's Type and Accelerator Core columns.
-        variant: the kernel table's header variant.
+        variant: the kernel table's header variant; kernel_file: its path relative to the capture
+            root; kernel_columns: the header names read as ``op_type`` / ``core_type`` (None where
+            the header has no such column).
         steps: the rank's step ids (str, sorted).
         rank_dir / output_dir: relative to the capture root; rank_source: how the rank id was found.
         tables / meta / partial: rank coverage (a partial rank has no kernel table; its
@@ -88,6 +90,8 @@ class RankSummary:
     tables: list = ()          # the tables this rank holds (kernels / step_trace / comm / trace)
     meta: dict | None = None   # the job world size this rank records and where (fingerprint._job_meta)
     partial: bool = False      # no kernel table: step and communication metrics only
+    kernel_file: str | None = None       # the kernel table, relative to the capture root
+    kernel_columns: dict | None = None   # the header names read as op_type / core_type (None: no such column)
 
     def __getitem__(self, key: str):
         """``summary["rank"]``: field access by name (the shape summaries had as dicts)."""
