@@ -167,3 +167,30 @@ def test_a_family_not_recorded_on_one_side_is_not_compared(tmp_path):
             assert c.verdict == "incomparable" and not c.fails, (c.verdict, c.reason)
             assert f"in the {side}; the " in c.reason and "records it only for the kernel families" in c.reason
             assert "new:" not in c.reason and "gone:" not in c.reason
+
+
+def test_step_anatomy_and_step_share_texts_name_their_calibers(tmp_path):
+    """"time 67,123.4 -> 134,246.8 us per step" named no caliber, and "step time: +258 us
+    ΣDuration per step (step time unchanged)" read as a contradiction (fresh-user report)."""
+    from dataclasses import replace
+
+    from perfgate.compare.causes import find_causes
+    from perfgate.policy.load import load_policy
+    from perfgate.report.summary import step_share_text
+    from perfgate.run import fingerprint_path
+    cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
+    policy = load_policy(None)
+    base = fingerprint_path(cap, policy)
+    grown = {k: replace(m, value=m.value * 2) for k, m in base.metrics.items()
+             if m.name in ("step.time_us", "step.free_us")}
+    cand = replace(base, metrics={**base.metrics, **grown})
+    comps, _ = compare_fingerprints(base, cand, policy)
+    causes, _ = find_causes(comps, base, cand)
+    anatomy = [x for x in causes if x["kind"] == "step anatomy"]
+    assert anatomy, causes
+    assert all(", elapsed)" in x["what"] for x in anatomy), [x["what"] for x in anatomy]
+    assert not any(x["what"].startswith("time ") for x in anatomy)
+    assert step_share_text({"step_delta_us": 258.0, "step_time_delta_us": 0.0}) == \
+        "elapsed step time unchanged (ΣDuration +258 us/step)"
+    assert step_share_text({"step_delta_us": 1618.0, "step_time_delta_us": 1735.0}) == \
+        "ΣDuration +1,618 of elapsed +1,735 us/step (93%)"

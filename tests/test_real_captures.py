@@ -89,7 +89,7 @@ def test_doubling_a_family_is_a_regression_naming_both_counts(copy_capture, stor
     assert not any(x["kind"] == "model structure" for x in r.causes), r.causes
     assert r.causes[0]["step_fraction"] is None
     from perfgate.report.summary import console_lines
-    assert "step time unchanged" in "\n".join(console_lines(r))
+    assert "elapsed step time unchanged (ΣDuration" in "\n".join(console_lines(r))
 
 
 def test_plain_duplicate_row_is_reported_not_counted(copy_capture, store, policy):

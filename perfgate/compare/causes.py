@@ -480,5 +480,8 @@ def _anatomy_text(x: dict, by_key: dict, view) -> tuple[str, float | None]:
     c = by_key.get(metric_key(name, view=view))
     if c is None or c.delta is None:
         return "changed", None
-    return (f"{name.split('.', 1)[1].removesuffix('_us').replace('_', ' ')} {_us(c.baseline)} -> "
-            f"{_us(c.candidate)} us per step ({c.delta:+,.1f} us)"), c.delta
+    what = name.split('.', 1)[1].removesuffix('_us').replace('_', ' ')
+    what = "step time" if what == "time" else what   # step.time_us: "time" alone names nothing
+    cal = terms.CALIBER_LABEL.get(c.caliber)
+    return (f"{what} {_us(c.baseline)} -> {_us(c.candidate)} us per step ({c.delta:+,.1f} us"
+            + (f", {cal}" if cal else "") + ")"), c.delta

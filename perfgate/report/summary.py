@@ -183,13 +183,18 @@ def explains_text(x: dict, limit: int = 4) -> str:
 
 
 def step_share_text(x: dict) -> str:
-    """How much of the step-time change a cause accounts for (ΣDuration vs busy union)."""
+    """How much of the step-time change a cause accounts for, each figure with its caliber: the
+    cause's ΣDuration change per step against the elapsed step time's change
+    (``ΣDuration +258 of elapsed +300 us/step (86%)``; overlap can make it exceed 100 %),
+    or ``elapsed step time unchanged (ΣDuration +258 us/step)`` when the step did not move
+    (fresh-user report: "step time: +258 us ΣDuration per step (step time unchanged)" read as a
+    contradiction)."""
     d, st = x.get("step_delta_us"), x.get("step_time_delta_us")
     if d is None:
         return "—"
     if not st or abs(st) < MIN_STEP_DELTA_US:   # the step time did not move: nothing to apportion
-        return f"{d:+,.0f} us ΣDuration per step (step time unchanged)"
-    return f"{d:+,.0f} us of {st:+,.0f} us ({d / st:.0%})"
+        return f"elapsed step time unchanged (ΣDuration {d:+,.0f} us/step)"
+    return f"ΣDuration {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%})"
 
 
 def _clip(text: str, width: int) -> str:
@@ -234,7 +239,7 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         icon = "REGRESSION " if x["fails"] else {terms.IMPROVEMENT: "improved   ", "gone": "gone       ",
                                                   "new": "new        "}.get(x["verdict"], "worse      ")
         out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
-        out.append(_clip(f"              step time: {step_share_text(x)}; explains {len(x['explains'])} gated "
+        out.append(_clip(f"              step time share: {step_share_text(x)}; explains {len(x['explains'])} gated "
                          f"metric(s): {explains_text(x)}", width))
     if len(causes) > 5:
         out.append(f"  … and {len(causes) - 5} more cause(s) (see the reports, or -v)")
