@@ -333,6 +333,11 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
             if (name, labels) in per_rank[r]:
                 vals[r] = per_rank[r][(name, labels)][0]
                 samp[r] = per_rank[r][(name, labels)][2].get("samples")
+            elif name == "kernel.time_us" and ("kernel.topn", ()) in per_rank[r]:
+                # recorded for the rank's Top-N + slack only: its ranking holds the rest (since the
+                # fresh-user report: was 0 by absent_is_zero)
+                ctx = per_rank[r][("kernel.topn", ())][2]
+                vals[r] = dict(zip(ctx["ranked"], ctx["sum_dur_us"])).get(labels_d["family"], 0.0)
             elif d.absent_is_zero and r in holders:
                 vals[r] = 0.0
         if not vals:
@@ -340,7 +345,9 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
         partial = {"over_ranks": sorted(vals)} if len(vals) < len(ranks) else {}
         view_samples = _view_samples(samp, ranks, r0)
         caliber = d.caliber or labels_d.get("caliber")
-        ev0 = per_rank[r0].get((name, labels), (None, "absent on this rank", {}))
+        ev0 = per_rank[r0].get((name, labels)) or (
+            (None, per_rank[r0][("kernel.topn", ())][1], {})
+            if name == "kernel.time_us" and ("kernel.topn", ()) in per_rank[r0] else (None, "absent on this rank", {}))
         ev0 = (ev0[0], ev0[1], {k: v for k, v in ev0[2].items() if k != "samples"})
         arr = np.array(list(vals.values()), dtype=float)
         views = {
