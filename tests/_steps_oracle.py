@@ -124,7 +124,9 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
         lim = _gap_limit(r, th)
         for code, col, what in (("PRELAUNCH_GAP_HEAVY", "prelaunch_us", "before the first device task"),
                                 ("TAIL_GAP_HEAVY", "tail_us", "after the last device task"),
-                                ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us", "in idle gaps inside the step")):
+                                ("INTERNAL_BUBBLE_HEAVY", "internal_bubble_us",
+                                 f"in idle gaps longer than {th['bubble_min_us']:g} us (findings.bubble_min_us) "
+                                 f"inside the step")):
             v = r[col]
             if not np.isnan(v) and v >= lim:
                 add(code, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {lim:,.1f} us "

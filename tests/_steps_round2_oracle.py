@@ -200,6 +200,8 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
                 f"does not feed the device fast enough", ev, float(r["underfeed_ratio"]), float(th["underfeed_ratio"])))
         elif s <= 3:
             code, c, what = _GAP_LABELS[s - 1]
+            if c == "internal_bubble_us":   # the message names the gap threshold (wording only)
+                what = f"in idle gaps longer than {th['bubble_min_us']:g} us (findings.bubble_min_us) inside the step"
             v, li = r[c], float(lim[i])
             out.append(Finding(code, "warn", rk, st, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {li:,.1f} us "
                                f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", ev,

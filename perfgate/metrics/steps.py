@@ -442,6 +442,8 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
                                          th["underfeed_ratio"]), col["underfeed_ratio"], th["underfeed_ratio"])
     lim_at = np.asarray(lim[rows], dtype=float)
     for j, (code_, c, what) in enumerate(_GAP_LABELS):
+        if c == "internal_bubble_us":   # not every gap: the step table's bubble column counts them all
+            what = f"in idle gaps longer than {th['bubble_min_us']:g} us (findings.bubble_min_us) inside the step"
         li = np.empty(nf, dtype=object)
         li[:] = lim_at.tolist()
         fill(1 + j, code_, "warn", "rank {} step {}: {:,.1f} us {} ≥ {:,.1f} us (max({:g} us, {:.0%} of the step))",
