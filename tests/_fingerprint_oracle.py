@@ -373,7 +373,7 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
                 key=key, name="rank.skew_ratio", labels=slabels, value=float((arr.max() - arr.min()) / mean),
                 unit=sd.unit, caliber=caliber, tier=sd.tier,
                 evidence=f"(max − min) / mean of {len(arr)} rank(s): " + ", ".join(
-                    f"rank {r} {v:g}" for r, v in list(vals.items())[:8]),
+                    f"rank {r} {v * 100:.4g}%" if d.unit == "ratio" else f"rank {r} {v:g} {d.unit}" for r, v in list(vals.items())[:8]),
                 context={"min_rank": int(list(vals)[int(arr.argmin())]),
                          "max_rank": int(list(vals)[int(arr.argmax())])})
     return out

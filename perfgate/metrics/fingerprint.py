@@ -467,10 +467,16 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
                 key=key, name="rank.skew_ratio", labels=slabels, value=float((arr.max() - arr.min()) / mean),
                 unit=sd.unit, caliber=caliber, tier=sd.tier,
                 evidence=f"(max − min) / mean of {len(arr)} rank(s): " + ", ".join(
-                    f"rank {r} {v:g}" for r, v in list(vals.items())[:8]),
+                    f"rank {r} {_skew_value(v, d.unit)}" for r, v in list(vals.items())[:8]),
                 context={"min_rank": int(list(vals)[int(arr.argmin())]),
                          "max_rank": int(list(vals)[int(arr.argmax())])})
     return out
+
+
+def _skew_value(v: float, unit: str) -> str:
+    """One rank's value in a rank-skew evidence, in its metric's unit as the reports show it: a
+    ratio as percent (``45.21%``, was ``0.452131``, beside a skew shown in %), else ``{v:g} unit``."""
+    return f"{v * 100:.4g}%" if unit == "ratio" else f"{v:g} {unit}"
 
 
 def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
