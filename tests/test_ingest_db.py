@@ -199,3 +199,67 @@ def test_a_db_in_a_folder_with_uri_characters_is_read(pytorch_data, tmp_path, po
     shutil.copytree(pytorch_data / "db/level1/rank0_ascend_pt", dst)
     fp = fingerprint_capture(load_capture(tmp_path / folder), policy)
     assert fp.config["export_type"] == "db" and fp.metrics
+
+
+@pytest.fixture(scope="module")
+def db_baseline(pytorch_data, tmp_path_factory):
+    """A baseline store holding ``main`` saved from the intact DB export level1."""
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    bl = tmp_path_factory.mktemp("db_bl") / "bl"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(pytorch_data / "db/level1"),
+                                  "--baseline-dir", str(bl)], env={})
+    assert r.exit_code == 0, r.output
+    return bl
+
+
+R1 = "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/"
+
+
+@pytest.mark.parametrize("db,sql,needles", [
+    ("ascend_pytorch_profiler_1.db", "update TASK set endNs = 'abc' where rowid = 69",
+     ["TASK.endNs at rowid 69 holds text 'abc', not an integer number of ns"]),
+    ("ascend_pytorch_profiler_1.db", "update TASK set startNs = NULL where rowid = 69",
+     ["TASK.startNs at rowid 69 is NULL: a value is required"]),
+    ("ascend_pytorch_profiler_1.db", "update TASK set startNs = 1.5e30 where rowid = 69",
+     ["TASK.startNs at rowid 69 holds real 1.5e+30: outside the int64 range"]),
+    ("ascend_pytorch_profiler_1.db", "update TASK set endNs = 12.5 where rowid = 69",
+     ["TASK.endNs at rowid 69 holds real 12.5, not an integer number of ns"]),
+    ("ascend_pytorch_profiler_1.db", "update TASK set streamId = 'x' where rowid = 69",
+     ["TASK.streamId at rowid 69 holds text 'x', not an integer"]),
+    ("ascend_pytorch_profiler_1.db", "update COMPUTE_TASK_INFO set name = 'x' where rowid = 5",
+     ["COMPUTE_TASK_INFO.name at rowid 5 holds text 'x'"]),
+    ("ascend_pytorch_profiler_1.db", "update COMMUNICATION_OP set endNs = NULL where opId = 2",
+     ["COMMUNICATION_OP.endNs at rowid 2 is NULL"]),
+    ("ascend_pytorch_profiler_1.db", "update STEP_TIME set endNs = 'z'", ["STEP_TIME.endNs at rowid 1 holds text 'z'"]),
+    ("analysis.db", "update StepTraceTime set free = 'abc'",
+     ["StepTraceTime.free at rowid 1 holds text 'abc', not a finite number"]),
+    ("analysis.db", "update StepTraceTime set computing = NULL", ["StepTraceTime.computing at rowid 1 is NULL"]),
+    ("analysis.db", "update StepTraceTime set free = -3", ["StepTraceTime.free at rowid 1 holds integer -3: negative"]),
+    ("analysis.db", "update CommAnalyzerTime set wait_time = 'abc' where rowid = 2",
+     ["CommAnalyzerTime.wait_time at rowid 2 holds text 'abc'"]),
+    ("analysis.db", "update CommAnalyzerTime set elapse_time = 9e999 where rowid = 2",
+     ["CommAnalyzerTime.elapse_time at rowid 2 holds real inf, not a finite number"]),
+    ("analysis.db", "update CommAnalyzerBandwidth set transit_time = NULL where rowid = 3",
+     ["CommAnalyzerBandwidth.transit_time at rowid 3 is NULL"]),
+])
+def test_a_db_number_that_is_text_null_or_out_of_range_is_refused(pytorch_data, db_baseline, tmp_path, db, sql,
+                                                                   needles):
+    """A numeric DB column read holding text, NULL where a value is required, a real out of the
+    int64 range or a non-integer where ns are expected crashed (exit 70: TypeError,
+    IntCastingNaNError), became NaN silently, or (1.5e30) was refused with wrong values
+    (``startNs -9223372036854775808, endNs 0``). Exit 3 naming the DB, table, rowid, column
+    and the value as stored; nothing written to baselines or history."""
+    from _refusals import assert_refused_everywhere
+    cap = tmp_path / "cap"
+    shutil.copytree(pytorch_data / "db/level1", cap)
+    for p in cap.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    con = sqlite3.connect(cap / R1 / db)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    bl = tmp_path / "bl"
+    shutil.copytree(db_baseline, bl)
+    assert_refused_everywhere(cap, bl, tmp_path, [db, *needles])

@@ -27,7 +27,7 @@ from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.comm import LINK_COLUMNS, OP_COLUMNS, CommData
 from perfgate.ingest.csvread import shown_cell
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, refuse_control_characters
-from perfgate.ingest.steps import TIME_COLUMNS
+from perfgate.ingest.steps import SIGNED_COLUMNS, TIME_COLUMNS
 from perfgate.ingest.trace import TraceSummary
 
 SUPPORTED_MAJOR = "1"
@@ -86,6 +86,77 @@ def schema_version(con, path: Path) -> str:
     return version
 
 
+# storage-class checks of the numeric columns read (SQLite keeps whatever a writer put in a
+# column: text, NULL, a real in an INTEGER column). "ns": an integer (int64 by construction);
+# "int": an integer id / number; "number": an integer or a finite real. ``required``: NULL refused.
+_INT64_MAX = 9223372036854775807
+
+
+def _bad_number_sql(column: str, kind: str, required: bool, non_negative: bool = False) -> str:
+    c = f'"{column}"'
+    if kind in ("ns", "int"):
+        bad = f"typeof({c}) not in ('integer', 'null')"
+    else:
+        bad = (f"typeof({c}) in ('text', 'blob') or (typeof({c}) = 'real' and "
+               f"({c} > 1.7976931348623157e308 or {c} < -1.7976931348623157e308))")
+    if required:
+        bad += f" or typeof({c}) = 'null'"
+    if non_negative:
+        bad += f" or (typeof({c}) in ('integer', 'real') and {c} < 0)"
+    return f"({bad})"
+
+
+def _stored(value, storage: str) -> str:
+    """A stored value as a message quotes it, with its SQLite storage class."""
+    if storage == "blob":
+        return f"blob x'{bytes(value)[:30].hex()}' ({len(value)} bytes)"
+    if storage == "text":
+        return f"text {shown_cell(value)}"
+    return f"{storage} {value!r}"
+
+
+def _refuse_bad_numbers(con, path: Path, table: str, specs, where: str = "") -> None:
+    """Every value perfgate reads from a numeric column of ``table`` has the storage class it
+    needs: ``specs`` is ``[(column, kind, required, non_negative)]`` with kind ``"ns"`` (an
+    integer number of nanoseconds), ``"int"`` (an integer: an id, a stream, a type code) or
+    ``"number"`` (an integer or a finite real); ``required``: NULL is refused too (else it
+    means "none"); ``non_negative``: a value below 0 is refused. Columns absent from the table
+    are skipped. ``where``: an SQL condition restricting the rows checked (those read). One
+    scan of the table when every value is fine.
+
+    Raises:
+        InvalidCaptureError: naming the DB file, the table, the rowid, the column and the value
+            as stored (with its storage class: ``text 'abc'``, ``real 1.5e+30``, NULL), and
+            how many rows of that column are bad."""
+    present = _columns(con, table)
+    specs = [s for s in specs if s[0] in present]
+    if not specs:
+        return
+    conds = {s[0]: _bad_number_sql(*s) for s in specs}
+    scope = f" and ({where})" if where else ""
+    if con.execute(f'select 1 from "{table}" where ({" or ".join(conds.values())}){scope} limit 1').fetchone() is None:
+        return
+    for column, kind, required, non_negative in specs:
+        q = f'from "{table}" where {conds[column]}{scope}'
+        hit = con.execute(f'select rowid, "{column}", typeof("{column}") {q} order by rowid limit 1').fetchone()
+        if hit is None:
+            continue
+        rowid, value, storage = hit
+        count = con.execute(f"select count(*) {q}").fetchone()[0]
+        unit = {"ns": "an integer number of ns", "int": "an integer", "number": "a finite number"}[kind]
+        if storage == "null":
+            what = f"is NULL: a value is required ({unit})"
+        elif storage == "real" and kind in ("ns", "int") and abs(value) > _INT64_MAX:
+            what = f"holds {_stored(value, storage)}: outside the int64 range, not {unit}"
+        elif storage in ("integer", "real") and non_negative and value < 0:
+            what = f"holds {_stored(value, storage)}: negative (no profiler writes a negative {column})"
+        else:
+            what = f"holds {_stored(value, storage)}, not {unit}"
+        more = f" ({count} such row(s))" if count > 1 else ""
+        raise InvalidCaptureError(f"{table}.{column} at rowid {rowid} {what}{more}", path=path,
+                                  hint="the database was edited or damaged after export: re-export the profiling data")
+
+
 def _assign(starts: np.ndarray, windows: list) -> np.ndarray:
     if not windows:
         return np.full(len(starts), IMPLICIT_STEP, dtype=object)
@@ -101,14 +172,37 @@ def read_db_kernels(path: Path, windows: list) -> tuple[KernelTable, sqlite3.Con
     Raises:
         InvalidCaptureError: not a readable SQLite database, an unsupported schema version, a
             required table missing, no kernel, a kernel string (name, type, core type, shapes)
-            holding a control character (:func:`_refuse_control_strings`), or a task ending
-            before it starts."""
+            holding a control character (:func:`_refuse_control_strings`), a task ending
+            before it starts, or a number read (TASK startNs / endNs / streamId,
+            COMPUTE_TASK_INFO string ids and waitNs, COMMUNICATION_OP startNs / endNs / opName /
+            opType / waitNs) that is text, NULL where a value is required, or a real where an
+            integer (ns, id) is expected (:func:`_refuse_bad_numbers`: names the table, rowid,
+            column and the value as stored)."""
     con = _connect(path)
+    try:
+        return _read_kernels(con, path, windows), con
+    except BaseException:
+        con.close()
+        raise
+
+
+def _read_kernels(con, path: Path, windows: list) -> KernelTable:
     version = schema_version(con, path)
     tabs = _tables(con)
     for need in ("TASK", "STRING_IDS", "COMPUTE_TASK_INFO"):
         if need not in tabs:
             raise InvalidCaptureError(f"table {need} missing from the DB export", path=path)
+    _refuse_bad_numbers(con, path, "TASK", [("startNs", "ns", True, False), ("endNs", "ns", True, False),
+                                            ("streamId", "int", False, False)],
+                        where="globalTaskId in (select globalTaskId from COMPUTE_TASK_INFO)")
+    _refuse_bad_numbers(con, path, "COMPUTE_TASK_INFO", [
+        ("name", "int", True, False), ("opType", "int", False, False), ("taskType", "int", False, False),
+        ("inputShapes", "int", False, False), ("waitNs", "number", False, False)],
+        where="globalTaskId in (select globalTaskId from TASK)")
+    if "COMMUNICATION_OP" in tabs:
+        _refuse_bad_numbers(con, path, "COMMUNICATION_OP", [
+            ("startNs", "ns", True, False), ("endNs", "ns", True, False), ("opName", "int", True, False),
+            ("opType", "int", False, False), ("waitNs", "number", False, False)])
     strings = dict(con.execute("select id, value from STRING_IDS"))
     wait = "c.waitNs" if "waitNs" in _columns(con, "COMPUTE_TASK_INFO") else "NULL"
     comp = pd.read_sql_query(
@@ -172,7 +266,7 @@ def read_db_kernels(path: Path, windows: list) -> tuple[KernelTable, sqlite3.Con
                      type_available=bool(out.loc[compute, "op_type"].notna().any()),
                      core_available=bool(out.loc[compute, "core_type"].notna().any()),
                      invalid_rows=invalid, unassigned_rows=unassigned, warnings=tuple(warnings))
-    return kt, con
+    return kt
 
 
 # the kernel table's text columns and where the DB holds them: (COMPUTE_TASK_INFO column,
@@ -201,17 +295,29 @@ def _refuse_control_strings(path: Path, out: pd.DataFrame, strings: dict) -> Non
         refuse_control_characters(path, out[c], c, error)
 
 
-def step_windows(con) -> list:
-    """[(step label, start_ns, end_ns)] from STEP_TIME (empty when the table is absent)."""
+def step_windows(con, path: Path) -> list:
+    """[(step label, start_ns, end_ns)] from STEP_TIME (empty when the table is absent).
+
+    Raises:
+        InvalidCaptureError: an id, startNs or endNs that is NULL, text or a real (not an
+            integer; :func:`_refuse_bad_numbers`), naming ``path``, the rowid and the value."""
     if "STEP_TIME" not in _tables(con):
         return []
+    _refuse_bad_numbers(con, path, "STEP_TIME", [("id", "int", True, False), ("startNs", "ns", True, False),
+                                                 ("endNs", "ns", True, False)])
     return [(str(i), int(s), int(e)) for i, s, e in con.execute("select id, startNs, endNs from STEP_TIME")]
 
 
 def read_db_trace(con, path: Path, windows: list) -> TraceSummary:
-    """OVERLAP_ANALYSIS + STEP_TIME as a :class:`TraceSummary` (overlap empty when absent)."""
+    """OVERLAP_ANALYSIS + STEP_TIME as a :class:`TraceSummary` (overlap empty when absent).
+
+    Raises:
+        InvalidCaptureError: an OVERLAP_ANALYSIS startNs, endNs or type that is NULL, text or
+            a real (:func:`_refuse_bad_numbers`), naming ``path``, the rowid and the value."""
     rows = []
     if "OVERLAP_ANALYSIS" in _tables(con):
+        _refuse_bad_numbers(con, path, "OVERLAP_ANALYSIS", [("startNs", "ns", True, False),
+                                                            ("endNs", "ns", True, False), ("type", "int", True, False)])
         for s, e, t in con.execute("select startNs, endNs, type from OVERLAP_ANALYSIS"):
             if t in _OVERLAP_TYPES:
                 rows.append((_OVERLAP_TYPES[t], int(s), int(e) - int(s)))
@@ -222,6 +328,15 @@ def read_db_trace(con, path: Path, windows: list) -> TraceSummary:
                         dropped_negative=0)
 
 
+_STEP_TRACE_NAMES = {"computing": "computing_us", "communication_not_overlapped": "comm_not_overlapped_us",
+                     "overlapped": "overlapped_us", "communication": "comm_us", "free": "free_us",
+                     "stage": "stage_us", "bubble": "bubble_us",
+                     "communication_not_overlapped_and_exclude_receive": "comm_not_overlapped_excl_recv_us",
+                     "preparing": "preparing_us"}
+_COMM_TIME_COLUMNS = ("start_timestamp", "elapse_time", "transit_time", "wait_time", "synchronization_time",
+                      "idle_time")
+
+
 def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
     """analysis.db -> (step_trace table like :func:`read_step_trace`, CommData) or Nones.
 
@@ -229,18 +344,26 @@ def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
         InvalidCaptureError: not a readable SQLite database, or a CommAnalyzerTime /
             CommAnalyzerBandwidth op, group, type or link name holding a control character
             (:func:`perfgate.ingest.kernels.refuse_control_characters`; ``row``: the table's
-            row in read order)."""
+            row in read order), or a StepTraceTime time, CommAnalyzerTime time or
+            CommAnalyzerBandwidth transit size / time that is text, NULL or not finite, or a
+            negative StepTraceTime time other than overlapped / preparing
+            (:func:`_refuse_bad_numbers`: names the table, rowid, column and value as stored)."""
     con = _connect(path)
+    try:
+        return _read_analysis(con, path)
+    finally:
+        con.close()
+
+
+def _read_analysis(con, path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
     tabs = _tables(con)
     st = None
     if "StepTraceTime" in tabs:
         cols = _columns(con, "StepTraceTime")
+        _refuse_bad_numbers(con, path, "StepTraceTime", [(src, "number", True, dst not in SIGNED_COLUMNS)
+                                                         for src, dst in _STEP_TRACE_NAMES.items()])
         df = pd.read_sql_query("select * from StepTraceTime", con)
-        names = {"computing": "computing_us", "communication_not_overlapped": "comm_not_overlapped_us",
-                 "overlapped": "overlapped_us", "communication": "comm_us", "free": "free_us", "stage": "stage_us",
-                 "bubble": "bubble_us",
-                 "communication_not_overlapped_and_exclude_receive": "comm_not_overlapped_excl_recv_us",
-                 "preparing": "preparing_us"}
+        names = _STEP_TRACE_NAMES
         st = pd.DataFrame({"row": np.arange(1, len(df) + 1)})
         st["step"] = df["step"].map(lambda v: IMPLICIT_STEP if v in _NA else str(v).lstrip("0") or "0").astype("string")
         st["device_id"] = df["deviceId"].astype("string") if "deviceId" in cols else pd.NA
@@ -249,6 +372,7 @@ def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
         st = st[["row", "step", "device_id", *TIME_COLUMNS]]
     comm = None
     if "CommAnalyzerTime" in tabs:
+        _refuse_bad_numbers(con, path, "CommAnalyzerTime", [(c, "number", True, False) for c in _COMM_TIME_COLUMNS])
         t = pd.read_sql_query("select * from CommAnalyzerTime", con)
         ops = pd.DataFrame({
             "step": t["step"].astype(str).str.replace("step", "", regex=False).replace("", IMPLICIT_STEP),
@@ -259,6 +383,8 @@ def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
             "idle_us": t["idle_time"].astype(float) * 1000})[OP_COLUMNS]
         links = pd.DataFrame(columns=LINK_COLUMNS)
         if "CommAnalyzerBandwidth" in tabs:
+            _refuse_bad_numbers(con, path, "CommAnalyzerBandwidth", [("transit_size", "number", True, False),
+                                                                     ("transit_time", "number", True, False)])
             b = pd.read_sql_query("select * from CommAnalyzerBandwidth", con)
             b = b.drop_duplicates(subset=["step", "type", "hccl_op_name", "transport_type"])
             links = pd.DataFrame({"step": b["step"].astype(str).str.replace("step", "", regex=False),
@@ -275,5 +401,4 @@ def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
                 InvalidCaptureError(f"{table}.{column} holds a control character (no profiler writes one): "
                                     f"{shown_cell(v)}", path=path, row=int(df.index[i]) + 1)))
         comm = CommData(path=path, ops=ops, links=links)
-    con.close()
     return st, comm

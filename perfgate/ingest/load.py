@@ -462,7 +462,7 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: TraceMode) -> Rank
     from perfgate.ingest import db as dbmod
     con = dbmod._connect(db)
     try:
-        windows = dbmod.step_windows(con)
+        windows = dbmod.step_windows(con, db)
     finally:
         con.close()
     kernels, con = dbmod.read_db_kernels(db, windows)
