@@ -379,6 +379,44 @@ def refuse_negative_durations(path: Path, rows: np.ndarray, dur_ns: np.ndarray, 
     raise err
 
 
+def refuse_impossible_pmu(path: Path, rows: np.ndarray, floats: dict, columns) -> None:
+    """A PMU pipe time or ratio cell read (``columns``: header spellings, keys of ``floats``)
+    below 0, or a ``*_ratio`` cell above 1, is a value no profiler writes: a pipe time is a
+    share of the kernel's duration and a ratio its fraction (0..1 in every real export, max
+    0.997; ``cube_utilization(%)`` is no ``*_ratio`` column and is not read). Such a cell would
+    turn memory-boundness negative, shown as an improvement and stored in baselines. Raises for
+    the first offending row over the columns (``rows``: 1-based data rows aligned with the
+    arrays), naming file, row, column and the cell as written (:func:`~perfgate.ingest.csvread.raw_cell`),
+    counting the others in the hint.
+
+    Raises:
+        InvalidCaptureError: a negative PMU cell, or a ``*_ratio`` cell above 1."""
+    first = None
+    count = 0
+    for h in columns:
+        v = floats[h]
+        with np.errstate(invalid="ignore"):
+            bad = v < 0
+            if h.endswith("_ratio"):
+                bad |= v > 1
+        if bad.any():
+            count += int(bad.sum())
+            i = int(np.argmax(bad))
+            if first is None or rows[i] < rows[first[1]]:
+                first = (h, i)
+    if first is None:
+        return
+    h, i = first
+    row, value = int(rows[i]), float(floats[h][i])
+    text = raw_cell(path, row, h)
+    why = ("is negative (a PMU pipe time or ratio is never below 0; N/A marks a kernel without one)" if value < 0
+           else "is above 1 (a *_ratio column is a fraction of the kernel's time, 0..1)")
+    err = cell_error(path, row, h, repr(value) if text is None else text, why)
+    err.hint = ((f"{count - 1} more PMU cell(s) are out of range too; " if count > 1 else "")
+                + "the file was edited or damaged after export: re-export the profiling data")
+    raise err
+
+
 def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -> KernelTable:
     """Read one kernel_details.csv / op_summary_*.csv into a :class:`KernelTable`.
 
@@ -398,8 +436,9 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
             Start Time(us), Duration(us) in any spelling), a truncated/malformed row, a start
             time that is N/A or empty, a Start / Duration / Wait Time cell or (with ``pmu``) a
             PMU ratio / pipe time cell read that is not a finite number (``nan``, ``NaN``, ``inf``, ``None``, text: only ``N/A`` and empty
-            mean "not applicable"), a column whose values contradict its header, or no valid
-            row at all. Messages name the file and row (cells also the column, the cell text
+            mean "not applicable"), a negative Duration or PMU cell read or a ``*_ratio`` cell
+            above 1 (:func:`refuse_impossible_pmu`), a column whose values contradict its
+            header, or no valid row at all. Messages name the file and row (cells also the column, the cell text
             and the CSV row counting the header as 1).
     """
     path = Path(path)
@@ -468,6 +507,7 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     _prove_type_column(df, cols["op_type"], path)
 
     refuse_negative_durations(path, np.asarray(data["row"]), dur, dur_null, cols["dur_us"])
+    refuse_impossible_pmu(path, np.asarray(data["row"]), floats, ratio_cols)
     invalid = dur_null
     invalid_rows = tuple(data["row"][invalid].tolist())
     if invalid_rows:
