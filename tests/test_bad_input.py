@@ -594,3 +594,43 @@ def test_non_utf8_byte_in_a_data_row_names_that_row_not_the_header(env):
     p.write_bytes(b"\n".join(lines))
     code, out = check(c)
     assert code == 3 and "kernel_details.csv" in out and "row 12" in out and "header" not in out, out
+
+
+def test_a_repeated_step_trace_row_is_refused_at_read_time(env, copy_capture):
+    """``tail -1 step_trace_time.csv >> step_trace_time.csv``: the two rows of step 50 were
+    summed and the capture misdiagnosed as a comm_equality failure ("the files are not from one
+    capture"). It is refused naming the step and both rows; nothing is written."""
+    cap = copy_capture("level1", "repeated")
+    st = cap / OUT0 / "step_trace_time.csv"
+    last = st.read_bytes().splitlines(keepends=True)[-1]
+    st.write_bytes(st.read_bytes() + last)
+    _refused_everywhere(env, cap, ["step_trace_time.csv row 2: step 50 appears twice (rows 1, 2)",
+                                   "one row per device and step"])
+
+
+_ST_HEADER = ("Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+              "Communication(Not Overlapped and Exclude Receive),Preparing\n")
+
+
+@pytest.mark.parametrize("rows,message", [
+    (["0,50", "0,51", "0,50"], "step 50 of device 0 appears twice (rows 1, 3)"),
+    (["0,50", "0,50", "0,50"], "step 50 of device 0 appears 3 times (rows 1, 2, 3)"),
+    ([",", ","], "the step-less row (empty Step) appears twice (rows 1, 2)"),
+    (["0,50", "1,50"], "holds 2 devices in one rank folder"),  # one step per device: the devices are the issue
+])
+def test_step_trace_same_device_and_step_twice(tmp_path, rows, message):
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.steps import read_step_trace, read_step_trace_pandas
+    p = tmp_path / "step_trace_time.csv"
+    p.write_text(_ST_HEADER + "".join(f"{r},10.0,5.0,1.0,6.0,2.0,17.0,0,5.0,3.0\n" for r in rows))
+    for read in (read_step_trace, read_step_trace_pandas):
+        with pytest.raises(InvalidCaptureError) as e:
+            read(p)
+        assert message in str(e.value) and e.value.exit_code == 3
+
+
+def test_step_trace_one_row_per_step_still_reads(tmp_path):
+    from perfgate.ingest.steps import read_step_trace
+    p = tmp_path / "step_trace_time.csv"
+    p.write_text(_ST_HEADER + "".join(f"0,{s},10.0,5.0,1.0,6.0,2.0,17.0,0,5.0,3.0\n" for s in (50, 51, 52)))
+    assert read_step_trace(p)["step"].tolist() == ["50", "51", "52"]

@@ -236,6 +236,8 @@ R1 = "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/"
     ("analysis.db", "update StepTraceTime set free = 'abc'",
      ["StepTraceTime.free at rowid 1 holds text 'abc', not a finite number"]),
     ("analysis.db", "update StepTraceTime set computing = NULL", ["StepTraceTime.computing at rowid 1 is NULL"]),
+    ("analysis.db", "insert into StepTraceTime select * from StepTraceTime",
+     ["StepTraceTime step 50 appears twice (rows 1, 2)"]),
     ("analysis.db", "update StepTraceTime set free = -3", ["StepTraceTime.free at rowid 1 holds integer -3: negative"]),
     ("analysis.db", "update CommAnalyzerTime set wait_time = 'abc' where rowid = 2",
      ["CommAnalyzerTime.wait_time at rowid 2 holds text 'abc'"]),

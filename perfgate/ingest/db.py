@@ -27,7 +27,7 @@ from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.comm import LINK_COLUMNS, OP_COLUMNS, CommData
 from perfgate.ingest.csvread import shown_cell
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, refuse_control_characters
-from perfgate.ingest.steps import SIGNED_COLUMNS, TIME_COLUMNS
+from perfgate.ingest.steps import SIGNED_COLUMNS, TIME_COLUMNS, refuse_repeated_steps
 from perfgate.ingest.trace import TraceSummary
 
 SUPPORTED_MAJOR = "1"
@@ -347,7 +347,9 @@ def read_analysis_db(path: Path) -> tuple[pd.DataFrame | None, CommData | None]:
             row in read order), or a StepTraceTime time, CommAnalyzerTime time or
             CommAnalyzerBandwidth transit size / time that is text, NULL or not finite, or a
             negative StepTraceTime time other than overlapped / preparing
-            (:func:`_refuse_bad_numbers`: names the table, rowid, column and value as stored)."""
+            (:func:`_refuse_bad_numbers`: names the table, rowid, column and value as stored),
+            or a StepTraceTime step on two rows
+            (:func:`perfgate.ingest.steps.refuse_repeated_steps`)."""
     con = _connect(path)
     try:
         return _read_analysis(con, path)
@@ -370,6 +372,7 @@ def _read_analysis(con, path: Path) -> tuple[pd.DataFrame | None, CommData | Non
         for src, dst in names.items():
             st[dst] = pd.to_numeric(df[src], errors="coerce").astype("float64") if src in cols else np.nan
         st = st[["row", "step", "device_id", *TIME_COLUMNS]]
+        refuse_repeated_steps(path, st, "StepTraceTime ")
     comm = None
     if "CommAnalyzerTime" in tabs:
         _refuse_bad_numbers(con, path, "CommAnalyzerTime", [(c, "number", True, False) for c in _COMM_TIME_COLUMNS])

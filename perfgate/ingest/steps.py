@@ -52,14 +52,18 @@ def read_step_trace(path: Path) -> pd.DataFrame:
             (Step, Computing, Communication(Not Overlapped), Communication, Free) missing, or a
             time cell that is not a finite number (``N/A``, empty, ``nan``, ``inf``, text; names
             file, data row, CSV row counting the header as 1, column and cell), or a negative
-            one in a column other than :data:`SIGNED_COLUMNS` (Overlapped, Preparing).
+            one in a column other than :data:`SIGNED_COLUMNS` (Overlapped, Preparing), or the
+            same (device, step) on two rows (:func:`refuse_repeated_steps`).
     """
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, STEP_TRACE_ALIASES, STEP_TRACE_REQUIRED, path)
     raw, n = read_arrow_columns(path, cols, len(header), numeric={c for c in TIME_COLUMNS if c in cols})
     out = _step_trace_columns(raw, n, cols)
-    return read_step_trace_pandas(path) if out is None else out
+    if out is None:
+        return read_step_trace_pandas(path)
+    refuse_repeated_steps(path, out)
+    return out
 
 
 def _step_trace_columns(raw: dict, n: int, cols: dict) -> pd.DataFrame | None:
@@ -133,7 +137,42 @@ def read_step_trace_pandas(path: Path) -> pd.DataFrame:
     if "overlapped_us" not in cols:
         out["overlapped_us"] = out["comm_us"] - out["comm_not_overlapped_us"]
     refuse_several_devices(path, out["device_id"], out["row"], cols.get("device_id"))
+    refuse_repeated_steps(path, out)
     return out
+
+
+def refuse_repeated_steps(path: Path, table: pd.DataFrame, source: str = "") -> None:
+    """torch_npu writes one step_trace_time row per (device, step) (SCHEMAS.md §2): a (device,
+    step) on two rows is a repeated line (a concatenated or re-appended export), which would be
+    summed into one step and then misdiagnosed as a self-check failure. Several devices each
+    with their step are another matter (:func:`refuse_several_devices`). ``table``: the reader's
+    output (``row``, ``step``, ``device_id``); ``source``: what the message names before the step
+    (``"StepTraceTime "`` for analysis.db).
+
+    Raises:
+        InvalidCaptureError: naming the file, the step (and device when the file has a
+            Device_id column) and every row holding it."""
+    if len(table) < 2:
+        return
+    dev = pd.Series(table["device_id"], index=table.index).astype("string").fillna("")
+    key = dev + "\x00" + table["step"].astype("string").fillna(IMPLICIT_STEP)
+    rep = key.duplicated(keep=False).to_numpy()
+    if not rep.any():
+        return
+    first = key.iloc[int(np.argmax(rep))]
+    rows = table["row"].to_numpy()[(key == first).to_numpy()].tolist()
+    step = table["step"].to_numpy()[int(np.argmax(rep))]
+    device = dev.iloc[int(np.argmax(rep))]
+    what = "the step-less row (empty Step)" if step == IMPLICIT_STEP else f"step {step}"
+    if device:
+        what += f" of device {device}"
+    times = "twice" if len(rows) == 2 else f"{len(rows)} times"
+    others = int(key[rep].nunique()) - 1
+    raise InvalidCaptureError(
+        f"{source}{what} appears {times} (rows {', '.join(map(str, rows))}): torch_npu writes one row per device "
+        f"and step" + (f" ({others} more step(s) repeated)" if others else ""), path=path, row=int(rows[1]),
+        hint="a line was repeated (a concatenated or re-appended export): re-export the profiling data, "
+             "or keep one row per step")
 
 
 def refuse_several_devices(path: Path, device, rows, column: str | None) -> None:
