@@ -634,3 +634,57 @@ def test_step_trace_one_row_per_step_still_reads(tmp_path):
     p = tmp_path / "step_trace_time.csv"
     p.write_text(_ST_HEADER + "".join(f"0,{s},10.0,5.0,1.0,6.0,2.0,17.0,0,5.0,3.0\n" for s in (50, 51, 52)))
     assert read_step_trace(p)["step"].tolist() == ["50", "51", "52"]
+
+
+def _repeat_header(path, at=None):
+    """Repeat the header line before data row ``at`` (None: the whole file twice, as ``cat a b``)."""
+    data = path.read_bytes()
+    lines = data.splitlines(keepends=True)
+    path.write_bytes(data + data if at is None else b"".join(lines[:at] + [lines[0]] + lines[at:]))
+
+
+@pytest.mark.parametrize("at,row", [(50, 50), (None, 192)])
+def test_a_header_repeated_mid_kernel_table_is_named(env, copy_capture, at, row):
+    """A header line repeated mid-file (a concatenated export) was reported as ``Start Time(us)
+    is not a finite number: 'Start Time(us)'``: it is named as the repeated header."""
+    cap = copy_capture("level1", "concat")
+    _repeat_header(cap / OUT0 / "kernel_details.csv", at)
+    _refused_everywhere(env, cap, [f"kernel_details.csv row {row}: the header line is repeated at data row {row} "
+                                   f"(CSV row {row + 1} counting the header as row 1): a concatenated export"])
+
+
+def test_a_header_repeated_in_step_trace_is_named(clean_rank, tmp_path):
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.steps import read_step_trace
+    p = _copy(clean_rank, tmp_path, "step_trace_time.csv")
+    n = len(p.read_bytes().splitlines()) - 1
+    _repeat_header(p)
+    with pytest.raises(InvalidCaptureError, match=f"the header line is repeated at data row {n + 1} ") as e:
+        read_step_trace(p)
+    assert e.value.row == n + 1
+
+
+def test_a_cell_holding_its_column_name_on_an_ordinary_row_is_still_a_bad_cell(clean_rank, tmp_path):
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.kernels import read_kernels
+    k = _copy(clean_rank, tmp_path, "kernel_details.csv")
+    set_cell(k, 4, "Start Time(us)", "Start Time(us)")
+    with pytest.raises(InvalidCaptureError, match=r"row 4: Start Time\(us\) is not a finite number: 'Start Time\(us\)'"):
+        read_kernels(k)
+
+
+@pytest.mark.parametrize("cut,needle", [
+    (5, "the header line is cut short: the file ends inside it, after 'Step,' (2 column(s), no line break, "
+        "no data rows); required column(s) missing: 'Computing'"),
+    (40, "the header line is cut short: the file ends inside it, after 'Step,Computing,Communication(Not Overlap'"),
+    (-1, "file has a header but no data rows: it ends inside its header line (no line break after "
+         "…'verlapped and Exclude Receive),Preparing')"),
+])
+def test_step_trace_cut_inside_its_header_line(env, copy_capture, cut, needle):
+    """step_trace_time.csv truncated inside its header line said ``malformed CSV or invalid UTF-8
+    [Empty CSV file…]`` (or listed missing columns) though the file is not empty."""
+    cap = copy_capture("level1", "cut")
+    st = cap / OUT0 / "step_trace_time.csv"
+    data = st.read_bytes()
+    st.write_bytes(data[:cut if cut > 0 else data.index(b"\r\n")])
+    _refused_everywhere(env, cap, ["step_trace_time.csv row 0: " + needle, "the file was cut"])

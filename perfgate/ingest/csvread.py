@@ -52,8 +52,47 @@ def cell_error(path: Path, row: int, column: str, text, why: str) -> InvalidCapt
     """The error for one bad numeric cell: ``<file> row <data row>: <column> <why>: <text>
     (CSV row <data row + 1>, header = row 1)``. ``row`` is the 1-based data row (the first
     line after the header is row 1, as everywhere in perfgate's messages); ``text`` is shown by
-    :func:`shown_cell` (repr, bounded length)."""
+    :func:`shown_cell` (repr, bounded length).
+
+    A cell holding its own column's name, on a data row equal to the header line
+    (:func:`_repeats_header`: the file is read again, for this message only), is no bad cell
+    but the header repeated mid-file (two exports concatenated): the error says so instead."""
+    if isinstance(text, str) and text.strip() == column.strip() and _repeats_header(path, row):
+        return InvalidCaptureError(
+            f"the header line is repeated at data row {row} {csv_row_note(row)}: a concatenated export "
+            f"(two files joined into one; its rows would be counted twice)", path=path, row=row,
+            hint="re-export the capture, or keep one export: one header line, then its rows")
     return InvalidCaptureError(f"{column} {why}: {shown_cell(text)} {csv_row_note(row)}", path=path, row=row)
+
+
+def _repeats_header(path: Path, row: int) -> bool:
+    """True when 1-based data row ``row`` of the CSV file holds the header line's fields
+    (spaces and the Excel-guard TAB ignored, a BOM too)."""
+    try:
+        with open(path, "r", encoding="utf-8-sig", newline="", errors="replace") as f:
+            reader = csv.reader(f)
+            header = [h.strip().lstrip("\ufeff") for h in next(reader, [])]
+            for i, rec in enumerate(reader, start=1):
+                if i == row:
+                    return bool(header) and [c.strip().lstrip("\ufeff") for c in rec] == header
+    except (OSError, csv.Error):
+        return False
+    return False
+
+
+def header_unterminated(path: Path) -> str | None:
+    """The end of the file's first line (at most 40 characters, as :func:`shown_cell` quotes
+    it) when that line has no line break, i.e. the file ends inside its header line (cut
+    short, or a header with no data row after it); None otherwise."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline()
+    except OSError:
+        return None
+    if not first or first.endswith((b"\n", b"\r")):
+        return None
+    text = first.decode("utf-8-sig", errors="replace")
+    return shown_cell(text[-40:]) if len(text) <= 40 else f"…{shown_cell(text[-40:])}"
 
 
 def raw_cell(path: Path, row: int, column: str) -> str | None:
@@ -128,7 +167,8 @@ def resolve_columns(header: list[str], aliases: dict[str, tuple[str, ...]],
 
     Raises:
         InvalidCaptureError: a required column has none of its spellings (the message lists
-            every missing one and the header seen), or two spellings of one column both occur.
+            every missing one and the header seen; a file ending inside its header line is
+            named as a header cut short), or two spellings of one column both occur.
     """
     found: dict[str, str] = {}
     for canon, names in aliases.items():
@@ -142,6 +182,12 @@ def resolve_columns(header: list[str], aliases: dict[str, tuple[str, ...]],
     missing = [c for c in required if c not in found]
     if missing:
         wanted = "; ".join(" or ".join(repr(n) for n in aliases[c]) for c in missing)
+        tail = header_unterminated(path)
+        if tail:
+            raise InvalidCaptureError(
+                f"the header line is cut short: the file ends inside it, after {tail} ({len(header)} "
+                f"column(s), no line break, no data rows); required column(s) missing: {wanted}",
+                path=path, row=0, hint=_CUT_HINT)
         raise InvalidCaptureError(
             f"required column(s) missing: {wanted}. Header has {len(header)} columns: "
             f"{', '.join(header[:12])}{' ...' if len(header) > 12 else ''}", path=path, row=0)
@@ -235,7 +281,9 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
         (pyarrow's multithreaded CSV reader with column selection).
 
     Raises:
-        InvalidCaptureError: malformed / truncated CSV (names the row), or no data rows.
+        InvalidCaptureError: malformed / truncated CSV (names the row), no data rows, or a
+            file that ends inside its header line (no line break: no data rows, the header
+            perhaps cut short).
     """
     raw = _as_written(path, columns.values())
     wanted = list(dict.fromkeys(raw[c] for c in columns.values()))
@@ -254,6 +302,12 @@ def read_arrow_columns(path: Path, columns: dict[str, str], ncols: int,
         except (pa.ArrowInvalid, UnicodeDecodeError) as e:
             if not newlines and "UTF8" not in str(e) and not isinstance(e, UnicodeDecodeError):
                 continue
+            tail = header_unterminated(path)
+            if tail:   # the whole file is one line: pyarrow calls it empty
+                raise InvalidCaptureError(
+                    f"file has a header but no data rows: it ends inside its header line (no line break "
+                    f"after {tail}), so the header may be cut short too", path=path, row=0,
+                    hint=_CUT_HINT) from None
             row, why, hint = _locate_bad_row(path, ncols)
             raise InvalidCaptureError(f"{why} [{arrow_note(e, path)}]", path=path, row=row,
                                       hint=hint) from None
