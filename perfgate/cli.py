@@ -13,6 +13,7 @@ Exit codes: 0 pass, 1 regression, 2 usage / policy error, 3 invalid capture,
 from __future__ import annotations
 
 import errno
+import io
 import json
 import sys
 from pathlib import Path
@@ -146,6 +147,73 @@ def _stdout_to_devnull() -> None:
         pass
 
 
+class _DroppingStderr(io.RawIOBase):
+    """File descriptor 2 as a raw stream whose failed write is dropped: stderr carries only
+    diagnostics (warnings, progress, the error line), so a reader that went away (``2>&1 | head``),
+    a full device (``2>/dev/full``) or a closed descriptor never changes the exit code the command
+    decides. At the first failure /dev/null takes the descriptor's place, for this process's later
+    writes and for the worker processes it starts."""
+
+    def __init__(self, fd: int):
+        super().__init__()
+        self._fd = fd
+        self._lost = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def write(self, b) -> int:
+        import os
+        n = len(b)
+        if not self._lost:
+            try:
+                while b:
+                    b = b[os.write(self._fd, b):]
+            except OSError:
+                self._lost = True
+                try:
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, self._fd)
+                    os.close(devnull)
+                except OSError:
+                    pass
+        return n
+
+
+def _shield_stderr() -> None:
+    """Make the process's stderr a :class:`_DroppingStderr` (the console script only: an embedding
+    program or CliRunner keeps its own ``sys.stderr``)."""
+    err = sys.stderr
+    if err is None or err is not sys.__stderr__:
+        return
+    try:
+        fd = err.fileno()
+        err.flush()
+    except (OSError, ValueError, AttributeError):
+        return
+    sys.stderr = io.TextIOWrapper(io.BufferedWriter(_DroppingStderr(fd)), encoding=err.encoding,
+                                  errors="backslashreplace", line_buffering=True, write_through=True)
+
+
+def _stdout_failed(e: OSError):
+    """A write to standard output failed where no command caught it. A reader that went away
+    (``| head``) is not an error: the command's decided exit code stands (:data:`_OUTCOME`, else 0).
+    A full device (``-o -``, ``--json -``, a listing into /dev/full) is exit 5, as for a report
+    file that cannot be written (whatever the verdict: what CI reads is lost); any other OSError
+    is an internal error (exit 70)."""
+    if isinstance(e, BrokenPipeError):
+        _stdout_to_devnull()
+        sys.exit(_OUTCOME.get("code", 0))
+    if e.errno not in _WRITE_FULL:
+        _internal(e)
+    _stdout_to_devnull()
+    click.echo(f"perfgate: store error: write to standard output failed: {e.strerror or e}", err=True)
+    sys.exit(errors.EXIT_STORE)
+
+
 def _on_error(handler) -> None:
     """Register what the running command does with a PerfgateError before it is reported (e.g.
     ``perfgate report`` writes the page saying why); :class:`_Group` calls it, then :func:`_fail`."""
@@ -209,7 +277,9 @@ class _Group(click.Group):
     clear line and exit 70 (traceback with PERFGATE_DEBUG=1); Ctrl-C (KeyboardInterrupt) one line
     and exit 130; SIGTERM (handler installed while the top-level command runs, then restored) one
     line and exit 143. A closed stdout pipe is not an error: the command's decided exit code
-    stands (else 0). The top-level command runs under :func:`perfgate.hostmem.small_pages` (numpy's
+    stands (else 0); stdout on a full device is exit 5 (:func:`_stdout_failed`). Whatever happens
+    to stderr (a closed pipe, a full device, a closed descriptor) changes no exit code: the
+    console script's stderr drops a failed write (:func:`_shield_stderr`). The top-level command runs under :func:`perfgate.hostmem.small_pages` (numpy's
     huge-page hint off where the kernel would stall on it), :func:`perfgate.hostmem.arrow_jemalloc`
     (Arrow's buffers from jemalloc where pyarrow has it) and
     :func:`perfgate.run.timelines_scanned_ahead`."""
@@ -222,6 +292,8 @@ class _Group(click.Group):
         import threading
         before = (signal.getsignal(signal.SIGINT)
                   if args is not None and threading.current_thread() is threading.main_thread() else None)
+        if args is None:
+            _shield_stderr()   # a failed stderr write never changes the exit code
         try:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         finally:
@@ -235,6 +307,8 @@ class _Group(click.Group):
             return super().make_context(info_name, args, parent=parent, **extra)
         except KeyboardInterrupt:
             _interrupted()
+        except OSError as e:   # --help / --version into a closed pipe or a full device
+            _stdout_failed(e)
 
     def invoke(self, ctx):
         import contextlib
@@ -268,23 +342,13 @@ class _Group(click.Group):
             click.echo(f"perfgate: terminated (SIGTERM); any worker processes stopped; {_leaves()} (exit 143)",
                        err=True)
             sys.exit(EXIT_TERMINATED)
-        except BrokenPipeError:
-            _stdout_to_devnull()
-            sys.exit(_OUTCOME.get("code", 0))
         except PerfgateError as e:
             handler = ctx.meta.pop("perfgate.on_error", None)
             if handler is not None:
                 handler(e)
             _fail(e)
-        except OSError as e:
-            if e.errno not in _WRITE_FULL:
-                _internal(e)
-            # a write to a full device that no writer of a named file caught: standard output
-            # (--json -, -o -, a listing into /dev/full): exit 5, as for a report file that
-            # cannot be written (whatever the verdict: what CI reads is lost)
-            _stdout_to_devnull()
-            click.echo(f"perfgate: store error: write to standard output failed: {e.strerror or e}", err=True)
-            sys.exit(errors.EXIT_STORE)
+        except OSError as e:   # stderr never raises (_shield_stderr): standard output failed
+            _stdout_failed(e)
         except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
             _internal(e)
         finally:
