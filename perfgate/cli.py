@@ -70,8 +70,12 @@ def _kv(values, what, known=None):
 
 common_policy = click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
                              default=None, help="Policy YAML (default: the built-in perfgate/policies/default.yaml).")
-common_dir = click.option("--baseline-dir", type=click.Path(file_okay=False), default=None,
-                          help="Baseline folder (default: $PERFGATE_BASELINE_DIR or ./baselines).")
+# no file_okay=False: a baseline folder that is a regular file is a store problem (exit 5, check's
+# reports say DAMAGED_BASELINE), the same for --baseline-dir and $PERFGATE_BASELINE_DIR, never
+# click's "Invalid value" (exit 2, no reports) for one spelling only
+common_dir = click.option("--baseline-dir", type=click.Path(), default=None,
+                          help="Baseline folder (default: $PERFGATE_BASELINE_DIR or ./baselines). A regular file "
+                               "in its place (or above it) is a store error, exit 5, however it is given.")
 common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", "always", "never"]),
                             default="auto", show_default=True,
                             help="Read trace_view.json: auto skips one over 256 MiB when step_trace_time.csv "

@@ -31,6 +31,35 @@ def test_store_under_a_regular_file_is_damaged_not_absent(tmp_path, cap):
     assert code == 5 and "not a folder" in out, out   # was: "no baselines", exit 0
 
 
+@pytest.mark.parametrize("spelling", ["--baseline-dir", "PERFGATE_BASELINE_DIR"])
+@pytest.mark.parametrize("where", ["file", "under_a_file"])
+def test_a_store_that_is_a_regular_file_is_exit_5_however_it_is_given(tmp_path, cap, spelling, where):
+    """--baseline-dir FILE was click's "Invalid value for '--baseline-dir'" (exit 2, no reports)
+    while PERFGATE_BASELINE_DIR=FILE was DAMAGED_BASELINE (exit 5, reports written): one store
+    problem, one behaviour for check, baseline save and baseline list."""
+    f = tmp_path / "regfile"
+    f.write_text("x")
+    d = str(f if where == "file" else f / "sub")
+
+    def run(*args):
+        if spelling == "--baseline-dir":
+            return _run(*args, "--baseline-dir", d, env={"PERFGATE_BASELINE_DIR": ""})
+        return _run(*args, env={"PERFGATE_BASELINE_DIR": d})
+
+    out = tmp_path / "o"
+    code, text = run("check", "--baseline", "main", str(cap), "--out", str(out))
+    assert code == 5 and "DAMAGED_BASELINE" in text and "not a folder" in text, text
+    assert "Invalid value" not in text
+    assert '"DAMAGED_BASELINE"' in (out / "perfgate-result.json").read_text()
+    code, text = run("baseline", "save", "--name", "main", str(cap))
+    assert code == 5 and "cannot write the baseline store" in text and "regfile" in text, text
+    code, text = run("baseline", "list")
+    assert code == 5 and "not a folder" in text, text
+    code, text = run("baseline", "show", "main")
+    assert code == 5 and "not a folder" in text, text
+    assert f.read_text() == "x"
+
+
 def test_baseline_save_refuses_an_unwritable_store_before_the_fingerprint(tmp_path):
     f = tmp_path / "regfile"
     f.write_text("x")
