@@ -265,3 +265,40 @@ def test_default_history_path_as_directory_does_not_block_a_named_baseline_check
     assert r.exit_code == 0, r.output
     r = run("check", "--baseline", "history:main", root / "s1", "--out", tmp_path / "o2", "--no-trace")
     assert r.exit_code == 5 and "the history database path is a directory" in r.output
+
+
+class _FullConnection:
+    """A real SQLite connection whose first write (WAL mode, the schema) fails as on a full disk."""
+
+    def __init__(self, conn):
+        self._conn = conn
+
+    def execute(self, sql, *a):
+        if "journal_mode" in sql or sql.lstrip().lower().startswith(("create", "begin")):
+            raise sqlite3.OperationalError("database or disk is full")
+        return self._conn.execute(sql, *a)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_full_disk_at_the_first_record_leaves_no_database_it_created(tmp_path, monkeypatch, existing):
+    """SQLITE_FULL while `history record` creates the database: "nothing was written" and no
+    file left behind (fresh-user report: a 0-byte perfgate-history.sqlite that did not exist
+    before). A file that existed before the run (even an empty one) is never removed."""
+    import perfgate.history.store as hstore
+    from perfgate.synth import SynthSpec, write_capture
+    cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
+    db = tmp_path / "h.sqlite"
+    if existing:
+        db.write_bytes(b"")
+    real = hstore.sqlite3.connect
+    monkeypatch.setattr(hstore.sqlite3, "connect", lambda *a, **k: _FullConnection(real(*a, **k)))
+    r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(db)],
+                           catch_exceptions=False)
+    assert r.exit_code == 5, r.output
+    assert "database or disk is full" in r.output and "nothing was written" in r.output
+    assert db.exists() == existing
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("h.sqlite"))
+    assert left == (["h.sqlite"] if existing else []), left

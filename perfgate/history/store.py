@@ -255,7 +255,8 @@ class HistoryStore:
     """The history database at ``path``.
 
     Args:
-        path: SQLite file (created on first write).
+        path: SQLite file (created on first write; a writer open that fails, e.g. SQLITE_FULL,
+            removes the file it created while that holds nothing, never an existing one).
         repo: git checkout whose ancestry orders the runs' commits (default: the working folder;
             commits it does not hold fall back to the stored commit times).
         readonly: open with ``mode=ro`` (comparisons and queries); a missing file is then
@@ -282,6 +283,7 @@ class HistoryStore:
         self.repo = repo  # git checkout for commit ancestry (None = the working folder)
         self._keys = None
         self._wrong_clocks: dict = {}
+        conn = None
         try:
             if readonly:
                 if not self.path.is_file():
@@ -294,12 +296,19 @@ class HistoryStore:
                 self._closer = weakref.finalize(self, _close_reader, conn, self.path, absent)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                # what this open creates, removed again should the open fail (_discard_created)
+                created = [f for f in (self.path, *(Path(f"{self.path}{x}") for x in (*_SIDE_FILES, "-journal")))
+                           if not f.exists()]
                 conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout_ms / 1000)
                 conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
                 self.conn = conn
                 self._retry(lambda: conn.execute("pragma journal_mode = wal"))
                 conn.execute("pragma synchronous = normal")
         except sqlite3.DatabaseError as e:
+            if not readonly:
+                if conn is not None:
+                    conn.close()
+                _discard_created(self.path, created)
             if readonly or _cannot_open(e) or _FULL in str(e).lower():
                 raise self._damaged(e) from None
             raise StoreError(f"cannot open history database: {e}", path=self.path) from None
@@ -316,6 +325,8 @@ class HistoryStore:
                 self._check_version()
         except sqlite3.DatabaseError as e:  # a file that is not (or no longer) a SQLite database
             conn.close()
+            if not readonly:
+                _discard_created(self.path, created)
             raise self._damaged(e) from None
 
     def _open_reader(self, timeout: float):
@@ -735,6 +746,25 @@ class HistoryStore:
 
 
 _SIDE_FILES = ("-wal", "-shm")
+
+
+def _discard_created(path: Path, created: list) -> None:
+    """After a failed writer open (SQLITE_FULL, a damaged file): remove what that open created, so
+    "nothing was written" holds (fresh-user report: a 0-byte database left behind). Only files in
+    ``created`` (absent before the open), and the database only while it holds nothing: a 0-byte
+    file with no -wal content (another process may have opened and filled it meanwhile). An
+    existing database and its files are never touched; a removal that fails is left."""
+    if path not in created:
+        return
+    try:
+        wal = Path(f"{path}-wal")
+        if path.stat().st_size or (wal.exists() and wal.stat().st_size):
+            return
+        for f in created:
+            if f.exists():
+                f.unlink()
+    except OSError:
+        pass
 
 
 def _close_reader(conn, path: Path, absent: bool) -> None:
