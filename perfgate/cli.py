@@ -537,6 +537,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     # interrupted while it starts, leaves no earlier verdict either
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
     from perfgate.gate import check_and_report
+    _on_error(lambda e: _verdict_unwritten(e, quiet, verbose, json_path == "-"))
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
         from perfgate.publish.github import require_comment_key
         require_comment_key(comment_key, "--comment-key")
@@ -556,6 +557,14 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         _stdout_to_devnull()
     _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary)
     sys.exit(result.exit_code)
+
+
+def _verdict_unwritten(e, quiet, verbose, err):
+    """``check`` whose reports could not be written (a full disk: StoreError, exit 5): the verdict
+    reached (``e.result``) is still printed, then the store error."""
+    result = getattr(e, "result", None)
+    if result is not None:
+        _print_summary(result, {}, quiet, verbose, err=err)
 
 
 def _publish_github(result, paths, out, comment, key, token_env, summary):

@@ -381,13 +381,15 @@ def require_writable(option: str, path, *, folder: bool = False) -> None:
     run never ends without its result written (:func:`perfgate.store.atomic.unwritable_reason`).
 
     Raises:
-        UsageError (exit 2): naming ``option`` (e.g. ``--html``), the path and why."""
+        StoreError (exit 5, as a report write that fails): naming ``option`` (e.g. ``--html``),
+        the path and why (the read-only folder)."""
     from perfgate.store.atomic import unwritable_reason
     if path is None or str(path) == "-":
         return
     why = unwritable_reason(path, folder=folder)
     if why:
-        raise UsageError(f"{option} {path}: cannot write there: {why}")
+        raise StoreError(f"{option} {path}: cannot write there: {why}",
+                         hint=f"point {option} at a writable {'folder' if folder else 'file'}")
 
 
 def _require_report_destinations(**paths) -> None:
@@ -422,14 +424,20 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
         result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
             "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
-    paths = write_check_reports(result, out, junit=junit, markdown=markdown, json_path=json_path,
-                                key=key or baseline_name, junit_key=junit_key)
+    try:
+        paths = write_check_reports(result, out, junit=junit, markdown=markdown, json_path=json_path,
+                                    key=key or baseline_name, junit_key=junit_key)
+    except StoreError as e:
+        e.result = result   # the verdict the reports would have held: the CLI still prints it
+        raise
     if html_path:
         try:
             paths["html"] = write_check_html(result, html_path, store=store, history_path=history_path)
-        except BaseException:
+        except BaseException as e:
             from perfgate.report.writers import discard_check_reports
             discard_check_reports(paths.values())   # the run exits 5: its JUnit/Markdown/JSON go too
+            if isinstance(e, StoreError):
+                e.result = result
             raise
     return result, paths
 

@@ -295,7 +295,7 @@ def test_unwritable_report_destination_is_refused_before_any_work(tmp_path, pair
     (tmp_path / "adir").mkdir()
     monkeypatch.setattr(gate, "check", lambda *a, **k: pytest.fail("the check ran before the refusal"))
     code, out = run(tmp_path, "check", "--baseline", "main", pair[1], opt, dest)
-    assert code == 2 and f"{opt} {dest}" in out, out
+    assert code == 5 and f"{opt} {dest}" in out, out
     assert "afile is a file, not a folder" in out, out
 
 
@@ -325,5 +325,5 @@ def test_fingerprint_and_report_outputs_under_a_file_are_refused_before_work(tmp
     for args, option in ((("fingerprint", "--output", blocker / "fp.json"), "--output"),
                          (("report", "--html", blocker / "r.html"), "--html")):
         code, out = run(tmp_path, *args, pair[0])
-        assert code == 2 and f"{option} {blocker / 'x'}"[:-1] in out and "is a file, not a folder" in out, out
+        assert code == 5 and f"{option} {blocker / 'x'}"[:-1] in out and "is a file, not a folder" in out, out
     assert blocker.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "base", "same", "worse"]
