@@ -63,3 +63,41 @@ def test_trends_and_sparklines_never_draw_two_levels_on_one_line(mixed, policy):
     assert got == {series_id(L1): [100_000, 101_000, 99_000], series_id(L2): [130_000, 131_000]}
     assert list(trend_series(mixed, [KEY], config=L2)[KEY]["value"]) == [130_000, 131_000]
     assert list(trend_series(mixed, [KEY], config=L1)[KEY]["value"]) == [100_000, 101_000, 99_000]
+
+
+def test_trend_names_the_series_of_a_metric_that_has_several_and_why_runs_split(mixed):
+    """Plain ``history trend`` printed kernel.topn twice with different counts and no series, and
+    "the longest series has 3 run(s)" for 5 runs recorded (fresh-user report)."""
+    from perfgate.history.changepoints import trend_notes
+    import pandas as pd
+    runs = pd.DataFrame({"run_id": [1, 2], "commit": ["a", "b"], "set_value": ['["x"]', '["y"]'],
+                         "value": [None, None]})
+    results = [("kernel.topn{view=p50}", "abc/Level1", runs, []), ("kernel.topn{view=p50}", "abc/Level2", runs, []),
+               ("step.time_us{view=p50}", "abc/Level1", pd.DataFrame({"run_id": [1, 2], "commit": ["a", "b"],
+                                                                        "set_value": [None, None],
+                                                                        "value": [1.0, 2.0]}), [])]
+    notes = trend_notes(results, {"alpha": 0.01, "min_size": 5, "min_after": 3})["summary"]
+    sets = [n for n in notes if n.startswith("kernel.topn")]
+    assert sets[0].startswith("kernel.topn{view=p50} [series abc/Level1]: ")
+    assert sets[1].startswith("kernel.topn{view=p50} [series abc/Level2]: ")
+    short = next(n for n in notes if n.startswith("history too short"))
+    assert "the runs fall into 2 series: split by rank count" in short and "never compared" in short
+
+
+def test_journal_notes_rounds_of_other_levels_and_never_compares_across_series():
+    """A Level2 round was "-3.7 % vs previous kept" against a Level1 one with no note (fresh-user
+    report): compared, as check judges across levels, with a note; across series never."""
+    import pandas as pd
+    from perfgate.report.history import journal_table, render_journal
+    runs = pd.DataFrame({"id": [1, 2, 3, 4], "note": ["a", "b", "c", "d"], "status": ["kept"] * 4,
+                         "commit": ["1", "2", "3", "4"], "series_key": ["s1", "s1", "s2", "s1"],
+                         "profiler_level": ["Level1", "Level2", "Level1", "Level1"]})
+    values = pd.Series({1: 100.0, 2: 110.0, 3: 50.0, 4: 90.0})
+    t = journal_table(runs, values, "k")
+    assert t["vs_previous_kept"].round(3).tolist()[1] == 0.1             # same series, other level: compared
+    assert pd.isna(t["vs_previous_kept"].iloc[2]) and pd.isna(t["vs_first"].iloc[2])   # another series
+    assert round(t["vs_previous_kept"].iloc[3], 4) == round(90 / 110 - 1, 4)   # back to s1: its own previous
+    md = render_journal(t, "k")
+    assert "| series |" in md and "| 3 | c | kept | s2 | 50.0 | — | — |" in md
+    assert "profiled at different levels (Level1, Level2)" in md
+    assert "series s1 (rounds of other series are not compared)" in md

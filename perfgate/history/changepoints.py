@@ -243,9 +243,10 @@ def trend_notes(results: list, settings: dict) -> dict:
           "min_after": int(settings["min_after"])}
     per = [describe(part, cps, **kw) for _key, _sk, part, cps in results]
     summary, longest, dropped = [], 0, 0
-    for (key, _sk, part, _cps), note in zip(results, per):
-        if is_set_series(part):
-            summary.append(f"{key}: {note}")
+    split = len({sk for _key, sk, _part, _cps in results}) > 1   # one metric, several series
+    for (key, sk, part, _cps), note in zip(results, per):
+        if is_set_series(part):   # the series named when a metric has several (fresh-user report)
+            summary.append(f"{key}{f' [series {sk}]' if split else ''}: {note}")
             continue
         y = numeric_values(part)
         n = int(np.isfinite(y).sum())
@@ -255,8 +256,11 @@ def trend_notes(results: list, settings: dict) -> dict:
         summary.append(f"{dropped} metric series had runs without a finite number (left out of the trend)")
     if results and longest:
         need = runs_needed(**kw)
+        why = (f" (the runs fall into {len({sk for _k, sk, _p, _c in results})} series: split by rank count, "
+               f"CANN / torch_npu version, aic_metrics, Type / Accelerator Core availability and profiler "
+               f"level; values across a split are never compared)" if split else "")
         if longest < need.total:
-            summary.append(f"history too short: the longest series has {longest} run(s); at alpha={kw['alpha']:g} "
+            summary.append(f"history too short: the longest series has {longest} run(s){why}; at alpha={kw['alpha']:g} "
                            f"a change point needs at least {need.total} runs ({need.split[0]} | {need.split[1]}), "
                            f"and {need.end_total} to see a change in the last {need.end_after} runs")
         elif longest < need.end_total:

@@ -127,43 +127,70 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
     """Tuning journal: one row per recorded round (kept / reverted / invalid) with the key
     metric, its delta against the previous kept round and against the first kept round.
 
+    Rounds are compared within their series only (``series_key`` when ``runs`` has it: rank
+    count, CANN / torch_npu versions, aic_metrics): a round of another series starts its own
+    "first" and "previous kept" (values across a split are never compared, as in trends). A
+    round of another profiler level than its previous kept round is compared, as ``check``
+    judges a capture against a baseline of another level, and :func:`render_journal` says so
+    (fresh-user report: a Level2 round was "-3.7 % vs previous kept" against a Level1 one, with
+    no note). Columns ``series`` and ``level`` say which.
+
     Args:
-        runs: history runs (oldest first) with ``id``, ``note``, ``status``, ``commit``.
+        runs: history runs (oldest first) with ``id``, ``note``, ``status``, ``commit`` (and
+            ``series_key``, ``profiler_level`` when known).
         values: key-metric value per run id (missing for invalid rounds).
     """
     rows = []
-    first = prev = None
+    first: dict = {}   # series -> first kept value
+    prev: dict = {}    # series -> previous kept value
     for i, r in enumerate(runs.itertuples(), start=1):
         v = values.get(r.id, np.nan)
+        sk, level = getattr(r, "series_key", None), getattr(r, "profiler_level", None)
+        series = sk if isinstance(sk, str) else ""
         row = {"round": i, "run": r.id, "change": r.note or "", "status": r.status,
-               "commit": _commit(r.commit), key: v,
-               "vs_previous_kept": np.nan, "vs_first": np.nan}
+               "commit": _commit(r.commit), "series": series, "level": level if isinstance(level, str) else "",
+               key: v, "vs_previous_kept": np.nan, "vs_first": np.nan}
         if r.status != "invalid" and not np.isnan(v):
-            if prev is not None:
-                row["vs_previous_kept"] = v / prev - 1
-            if first is not None:
-                row["vs_first"] = v / first - 1
+            if series in prev:
+                row["vs_previous_kept"] = v / prev[series] - 1
+            if series in first:
+                row["vs_first"] = v / first[series] - 1
             if r.status == "kept":
-                if first is None:
-                    first = v
-                prev = v
+                first.setdefault(series, v)
+                prev[series] = v
         rows.append(row)
-    return pd.DataFrame(rows, columns=["round", "run", "change", "status", "commit", key, "vs_previous_kept",
-                                       "vs_first"])   # the columns even with no run (an unknown branch)
+    return pd.DataFrame(rows, columns=["round", "run", "change", "status", "commit", "series", "level", key,
+                                       "vs_previous_kept", "vs_first"])   # the columns even with no run
 
 
 def render_journal(table: pd.DataFrame, key: str) -> str:
     """Tuning journal (from :func:`journal_table`) as a Markdown table: round, change note,
-    status, the key metric and its change vs the previous kept run and vs the first run."""
-    lines = [f"| round | change | status | {key} | vs previous kept | vs first |", "|---|---|---|---|---|---|"]
+    status, the key metric and its change vs the previous kept run and vs the first run of its
+    series (a ``series`` column when the rounds fall into several, a note when kept rounds of
+    one series differ in profiler level). The cumulative line covers the kept rounds of the last
+    kept round's series."""
+    named = table[table["series"] != ""] if "series" in table else table.iloc[0:0]
+    multi = named["series"].nunique() > 1 if len(named) else False
+    lines = [f"| round | change | status |{' series |' if multi else ''} {key} | vs previous kept | vs first |",
+             "|---|---|---|" + ("---|" if multi else "") + "---|---|---|"]
     for d in table.to_dict("records"):
         v = d[key]
         pct = lambda x: "—" if pd.isna(x) else f"{x:+.1%}"
-        lines.append(f"| {d['round']} | {d['change']} | {d['status']} | {'—' if pd.isna(v) else f'{v:,.1f}'} | "
-                     f"{pct(d['vs_previous_kept'])} | {pct(d['vs_first'])} |")
-    kept = table[(table["status"] == "kept")][key].dropna()
+        lines.append(f"| {d['round']} | {d['change']} | {d['status']} |{' ' + str(d['series']) + ' |' if multi else ''} "
+                     f"{'—' if pd.isna(v) else f'{v:,.1f}'} | {pct(d['vs_previous_kept'])} | {pct(d['vs_first'])} |")
+    kept_rows = table[(table["status"] == "kept") & table[key].notna()]
+    if multi and len(kept_rows):
+        kept_rows = kept_rows[kept_rows["series"] == kept_rows["series"].iloc[-1]]
+    kept = kept_rows[key]
     if len(kept) >= 2:
         lines.append("")
         lines.append(f"Cumulative over kept rounds: {kept.iloc[-1] / kept.iloc[0] - 1:+.1%} "
-                     f"({kept.iloc[0]:,.1f} -> {kept.iloc[-1]:,.1f}).")
+                     f"({kept.iloc[0]:,.1f} -> {kept.iloc[-1]:,.1f})"
+                     + (f", series {kept_rows['series'].iloc[-1]} (rounds of other series are not compared)"
+                        if multi else "") + ".")
+    levels = [x for x in dict.fromkeys(table.loc[(table["status"] == "kept"), "level"]) if x] if "level" in table else []
+    if len(levels) > 1:
+        lines.append("")
+        lines.append(f"Note: the kept rounds were profiled at different levels ({', '.join(levels)}); they are "
+                     f"compared, but each level's own profiling overhead is part of the difference.")
     return "\n".join(lines) + "\n"
