@@ -163,3 +163,13 @@ def test_baseline_list_warns_when_a_file_holds_another_baseline_name(tmp_path, c
     assert code == 0 and "release.json holds the baseline named 'main'" in out, out
     md = (tmp_path / "o" / "perfgate-report.md").read_text()
     assert "release.json holds the baseline named" in md
+
+
+@pytest.mark.parametrize("name", ["-x", ".hidden", "_a"])
+def test_a_name_starting_with_a_sign_says_it_must_start_with_a_letter_or_digit(tmp_path, name):
+    """'-x' and '.hidden' were refused by a message listing '.' and '-' as allowed (fresh-user report)."""
+    from perfgate.errors import UsageError
+    from perfgate.store.baselines import BaselineStore
+    with pytest.raises(UsageError, match="starting with a letter or digit") as e:
+        BaselineStore(tmp_path).path_for(name)
+    assert e.value.exit_code == 2

@@ -86,12 +86,14 @@ class BaselineStore:
 
     def path_for(self, name: str) -> Path:
         """File of baseline ``name``. Raises UsageError for a name with '/', '..', a '.json'
-        suffix or other characters than letters, digits, '.', '_', '-'."""
+        suffix, other characters than letters, digits, '.', '_', '-', or a first character that
+        is not a letter or digit."""
         if (name or "").endswith(".json"):
             raise UsageError(f"baseline name {name!r}: give the name without '.json' (the file is NAME.json)")
         if not _NAME_RE.match(name or ""):
-            raise UsageError(f"invalid baseline name {name!r}: use ASCII letters, digits, '.', '_', '-' "
-                             f"(no slashes), up to 128 characters")
+            raise UsageError(f"invalid baseline name {name!r}: use ASCII letters, digits, '.', '_', '-', "
+                             f"starting with a letter or digit (no slashes, no hidden '.' file, no leading '-' "
+                             f"read as an option), up to 128 characters")
         return self.dir / f"{name}.json"
 
     def not_a_folder(self) -> Path | None:
