@@ -148,8 +148,9 @@ def test_check_html_cli_keeps_exit_code_and_reports_write_failure(tmp_path):
     (tmp_path / "file").write_text("x")
     code, out = _run("check", "--baseline", "main", worse, "--baseline-dir", bl, "--out", tmp_path / "o2",
                      "--html", tmp_path / "file" / "r.html")
-    # an HTML path under a regular file is refused before any work (exit 2 naming the option)
-    assert code == 2 and "--html" in out and "is a file, not a folder" in out, out
+    # an HTML path under a regular file is refused before any work: a report that cannot be
+    # written, exit 5 (README's exit table; was exit 2), naming the option
+    assert code == 5 and "--html" in out and "is a file, not a folder" in out, out
     assert not (tmp_path / "o2").exists()
 
 

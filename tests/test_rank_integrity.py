@@ -235,9 +235,10 @@ def test_report_html_unwritable_page_is_refused_before_reading(tmp_path):
     set_cell(cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 2, "Duration(us)", "nan")
     (tmp_path / "file").write_text("x")
     code, out = _run("report", cap, "--html", tmp_path / "file" / "r.html")
-    # the page's destination is refused before the capture is read (exit 2 naming --html, as
-    # `check` does for its reports): the capture's own error shows once the destination is fixed
-    assert code == 2 and "--html" in out and "is a file, not a folder" in out, out
+    # the page's destination is refused before the capture is read (exit 5, a report that cannot
+    # be written, naming --html, as `check` does for its reports): the capture's own error shows
+    # once the destination is fixed
+    assert code == 5 and "--html" in out and "is a file, not a folder" in out, out
     assert (tmp_path / "file").read_text() == "x"
     code, out = _run("report", cap, "--html", tmp_path / "r.html")
     assert code == 3 and "Duration(us) is not a finite number" in out, out
