@@ -561,10 +561,18 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
 
 def _verdict_unwritten(e, quiet, verbose, err):
     """``check`` whose reports could not be written (a full disk: StoreError, exit 5): the verdict
-    reached (``e.result``) is still printed, then the store error."""
+    reached (``e.result``) is still printed, its first line saying the reports were not written
+    and the process exits 5 (it said "PASS (exit 0)" before the store error: fresh-user report),
+    then the store error."""
     result = getattr(e, "result", None)
-    if result is not None:
-        _print_summary(result, {}, quiet, verbose, err=err)
+    if result is None:
+        return
+    from perfgate.report.summary import console_lines
+    lines = console_lines(result, verbose=verbose, quiet=quiet)
+    lines[0] = lines[0].replace(f"(exit {result.exit_code})",
+                                f"(reports not written: exit {errors.EXIT_STORE}, not {result.exit_code})", 1)
+    for line in lines:
+        click.echo(line, err=err)
 
 
 def _publish_github(result, paths, out, comment, key, token_env, summary):

@@ -47,6 +47,8 @@ def test_a_report_write_on_a_full_disk_still_prints_the_verdict(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=ENV, capture_output=True, text=True)
     assert p.returncode == 5, p.stderr
     assert "perfgate: PASS" in p.stdout and "write failed, previous content kept" in p.stderr
+    # the verdict line does not claim the exit code the process does not have (was "PASS (exit 0)")
+    assert "PASS (reports not written: exit 5, not 0)" in p.stdout and "(exit 0)" not in p.stdout, p.stdout
 
 
 def test_an_unwritable_out_folder_is_a_store_error_naming_it(tmp_path, monkeypatch):
