@@ -435,21 +435,25 @@ def baseline_list(baseline_dir):
     names = store.names()
     if not names:
         click.echo(f"no baselines in {store.dir}")
-    damaged = []
-    for n in names:
-        try:
+    damaged, rows = [], []
+    for n in names:   # every file read first: the exit code is decided before a line is printed,
+        try:          # so a reader that leaves early (| head -1) cannot turn a damaged store into 0
             fp, meta = store.load(n)
             p = fp.provenance
-            click.echo(f"{n}\tsaved {meta.get('saved_at', '?')}\tranks {p.get('ranks')}\t"
-                       f"commit {str(p.get('commit') or '-')[:12]}\tbranch {p.get('branch') or '-'}")
-            odd = store.name_mismatch(n, meta)
-            if odd:
-                click.echo(f"perfgate: warning: {odd}", err=True)
+            rows.append((f"{n}\tsaved {meta.get('saved_at', '?')}\tranks {p.get('ranks')}\t"
+                         f"commit {str(p.get('commit') or '-')[:12]}\tbranch {p.get('branch') or '-'}",
+                         store.name_mismatch(n, meta)))
         except NoBaselineError as e:
-            click.echo(f"{n}\tUNREADABLE: {e.message}")
+            rows.append((f"{n}\tUNREADABLE: {e.message}", None))
         except CorruptBaselineError as e:
             damaged.append(n)
-            click.echo(f"{n}\tUNREADABLE: {e.message}")
+            rows.append((f"{n}\tUNREADABLE: {e.message}", None))
+    if damaged:
+        _OUTCOME["code"] = EXIT_STORE
+    for line, odd in rows:
+        click.echo(line)
+        if odd:
+            click.echo(f"perfgate: warning: {odd}", err=True)
     if damaged:
         click.echo(f"perfgate: store error (exit 5): {len(damaged)} damaged baseline file(s): {', '.join(damaged)}; "
                    f"restore or re-record them (perfgate baseline save --name NAME CAPTURE)", err=True)

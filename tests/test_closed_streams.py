@@ -98,3 +98,15 @@ def test_help_and_version_into_a_closed_pipe_exit_0(captures):
     d, _, _ = captures
     for args in (["--help"], ["--version"], ["check", "--help"], ["baseline", "--help"]):
         assert _run(args, d, "| head -0") == 0, args
+
+
+@pytest.mark.parametrize("streams", ["| head -0", "2>&1 | head -0"])
+def test_a_listing_with_a_damaged_baseline_keeps_exit_5_when_its_reader_leaves(captures, tmp_path, streams):
+    """``baseline list | head -1`` with a damaged baseline file exited 0 (helper's leftover): the
+    listing's exit code is decided before its first line is printed."""
+    d, cap, _ = captures
+    bl = tmp_path / "bl"
+    bl.mkdir()
+    (bl / "aaa.json").write_text((d / "baselines" / "main.json").read_text())
+    (bl / "zzz.json").write_text('{"perfgate_baseline": 1, "fingerprint": ')
+    assert _run(["baseline", "list", "--baseline-dir", bl], d, streams) == 5
