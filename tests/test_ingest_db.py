@@ -245,6 +245,13 @@ R1 = "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/"
      ["CommAnalyzerTime.elapse_time at rowid 2 holds real inf, not a finite number"]),
     ("analysis.db", "update CommAnalyzerBandwidth set transit_time = NULL where rowid = 3",
      ["CommAnalyzerBandwidth.transit_time at rowid 3 is NULL"]),
+    # a string id STRING_IDS does not hold read as a NULL name / type, silently (helper's leftover)
+    ("ascend_pytorch_profiler_1.db", "update COMPUTE_TASK_INFO set name = 987654321 where rowid = 5",
+     ["COMPUTE_TASK_INFO.name at rowid 5 is STRING_IDS id 987654321, which STRING_IDS does not hold"]),
+    ("ascend_pytorch_profiler_1.db", "update COMPUTE_TASK_INFO set opType = 987654321 where rowid = 7",
+     ["COMPUTE_TASK_INFO.opType at rowid 7 is STRING_IDS id 987654321"]),
+    ("ascend_pytorch_profiler_1.db", "update COMMUNICATION_OP set opName = 987654321 where opId = 2",
+     ["COMMUNICATION_OP.opName at rowid 2 is STRING_IDS id 987654321"]),
 ])
 def test_a_db_number_that_is_text_null_or_out_of_range_is_refused(pytorch_data, db_baseline, tmp_path, db, sql,
                                                                    needles):

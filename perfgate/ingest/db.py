@@ -157,6 +157,29 @@ def _refuse_bad_numbers(con, path: Path, table: str, specs, where: str = "") -> 
                                   hint="the database was edited or damaged after export: re-export the profiling data")
 
 
+def _refuse_dangling_ids(con, path: Path, table: str, columns, where: str = "") -> None:
+    """Every string id of ``columns`` in ``table`` (the rows read: ``where``) names a row of
+    STRING_IDS: a dangling id would read as a NULL name, type or core type, silently (a kernel
+    without a family, a row counted under no type).
+
+    Raises:
+        InvalidCaptureError: naming the DB, the table, the rowid, the column and the id, and how
+            many rows hold a dangling id there."""
+    present = _columns(con, table)
+    scope = f" and ({where})" if where else ""
+    for column in (c for c in columns if c in present):
+        q = (f'from "{table}" where "{column}" is not null and "{column}" not in (select id from STRING_IDS)'
+             f"{scope}")
+        hit = con.execute(f'select rowid, "{column}" {q} order by rowid limit 1').fetchone()
+        if hit is None:
+            continue
+        count = con.execute(f"select count(*) {q}").fetchone()[0]
+        raise InvalidCaptureError(
+            f"{table}.{column} at rowid {hit[0]} is STRING_IDS id {hit[1]!r}, which STRING_IDS does not hold"
+            + (f" ({count} such row(s))" if count > 1 else "") + ": its text is lost", path=path,
+            hint="the database was edited or damaged after export: re-export the profiling data")
+
+
 def _assign(starts: np.ndarray, windows: list) -> np.ndarray:
     if not windows:
         return np.full(len(starts), IMPLICIT_STEP, dtype=object)
@@ -203,6 +226,10 @@ def _read_kernels(con, path: Path, windows: list) -> KernelTable:
         _refuse_bad_numbers(con, path, "COMMUNICATION_OP", [
             ("startNs", "ns", True, False), ("endNs", "ns", True, False), ("opName", "int", True, False),
             ("opType", "int", False, False), ("waitNs", "number", False, False)])
+    _refuse_dangling_ids(con, path, "COMPUTE_TASK_INFO", ("name", "opType", "taskType", "inputShapes"),
+                         where="globalTaskId in (select globalTaskId from TASK)")
+    if "COMMUNICATION_OP" in tabs:
+        _refuse_dangling_ids(con, path, "COMMUNICATION_OP", ("opName", "opType"))
     strings = dict(con.execute("select id, value from STRING_IDS"))
     wait = "c.waitNs" if "waitNs" in _columns(con, "COMPUTE_TASK_INFO") else "NULL"
     comp = pd.read_sql_query(
