@@ -245,6 +245,11 @@ R1 = "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/"
      ["CommAnalyzerTime.elapse_time at rowid 2 holds real inf, not a finite number"]),
     ("analysis.db", "update CommAnalyzerBandwidth set transit_time = NULL where rowid = 3",
      ["CommAnalyzerBandwidth.transit_time at rowid 3 is NULL"]),
+    # negative communication times, refused in communication.json, were read from the DB (helper's leftover)
+    ("analysis.db", "update CommAnalyzerTime set wait_time = -2.5 where rowid = 2",
+     ["CommAnalyzerTime.wait_time at rowid 2 holds real -2.5: negative"]),
+    ("analysis.db", "update CommAnalyzerBandwidth set transit_size = -1 where rowid = 3",
+     ["CommAnalyzerBandwidth.transit_size at rowid 3 holds integer -1: negative"]),
     # a string id STRING_IDS does not hold read as a NULL name / type, silently (helper's leftover)
     ("ascend_pytorch_profiler_1.db", "update COMPUTE_TASK_INFO set name = 987654321 where rowid = 5",
      ["COMPUTE_TASK_INFO.name at rowid 5 is STRING_IDS id 987654321, which STRING_IDS does not hold"]),

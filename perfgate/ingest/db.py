@@ -402,7 +402,8 @@ def _read_analysis(con, path: Path) -> tuple[pd.DataFrame | None, CommData | Non
         refuse_repeated_steps(path, st, "StepTraceTime ")
     comm = None
     if "CommAnalyzerTime" in tabs:
-        _refuse_bad_numbers(con, path, "CommAnalyzerTime", [(c, "number", True, False) for c in _COMM_TIME_COLUMNS])
+        # non-negative, as communication.json's fields are (perfgate.ingest.comm: "a finite non-negative number")
+        _refuse_bad_numbers(con, path, "CommAnalyzerTime", [(c, "number", True, True) for c in _COMM_TIME_COLUMNS])
         t = pd.read_sql_query("select * from CommAnalyzerTime", con)
         ops = pd.DataFrame({
             "step": t["step"].astype(str).str.replace("step", "", regex=False).replace("", IMPLICIT_STEP),
@@ -413,8 +414,8 @@ def _read_analysis(con, path: Path) -> tuple[pd.DataFrame | None, CommData | Non
             "idle_us": t["idle_time"].astype(float) * 1000})[OP_COLUMNS]
         links = pd.DataFrame(columns=LINK_COLUMNS)
         if "CommAnalyzerBandwidth" in tabs:
-            _refuse_bad_numbers(con, path, "CommAnalyzerBandwidth", [("transit_size", "number", True, False),
-                                                                     ("transit_time", "number", True, False)])
+            _refuse_bad_numbers(con, path, "CommAnalyzerBandwidth", [("transit_size", "number", True, True),
+                                                                     ("transit_time", "number", True, True)])
             b = pd.read_sql_query("select * from CommAnalyzerBandwidth", con)
             b = b.drop_duplicates(subset=["step", "type", "hccl_op_name", "transport_type"])
             links = pd.DataFrame({"step": b["step"].astype(str).str.replace("step", "", regex=False),
