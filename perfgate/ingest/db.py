@@ -157,6 +157,37 @@ def _refuse_bad_numbers(con, path: Path, table: str, specs, where: str = "") -> 
                                   hint="the database was edited or damaged after export: re-export the profiling data")
 
 
+#: the columns perfgate reads from each table of the exports (a renamed or dropped one crashed:
+#: "OperationalError: no such column", exit 70, or read as 0; fresh-user report)
+REQUIRED_COLUMNS = {
+    "TASK": ("globalTaskId", "startNs", "endNs"),
+    "COMPUTE_TASK_INFO": ("globalTaskId", "name"),
+    "STRING_IDS": ("id", "value"),
+    "COMMUNICATION_OP": ("startNs", "endNs", "opName"),
+    "STEP_TIME": ("id", "startNs", "endNs"),
+    "OVERLAP_ANALYSIS": ("startNs", "endNs", "type"),
+    "StepTraceTime": ("step", "computing", "communication_not_overlapped", "communication", "free"),
+    "CommAnalyzerTime": ("step", "type", "hccl_op_name", "group_name", "start_timestamp", "elapse_time",
+                         "transit_time", "wait_time", "synchronization_time", "idle_time"),
+    "CommAnalyzerBandwidth": ("step", "type", "hccl_op_name", "transport_type", "transit_size", "transit_time"),
+}
+
+
+def require_columns(con, path: Path, table: str) -> None:
+    """``table`` of the DB at ``path`` has every column perfgate reads (:data:`REQUIRED_COLUMNS`).
+
+    Raises:
+        InvalidCaptureError: naming the DB, the table, the missing column(s) and the columns the
+            table has."""
+    have = _columns(con, table)
+    missing = [c for c in REQUIRED_COLUMNS.get(table, ()) if c not in have]
+    if missing:
+        raise InvalidCaptureError(
+            f"table {table} has no column {', '.join(missing)} (it has: {', '.join(sorted(have))[:300]}): "
+            f"not a schema perfgate reads", path=path,
+            hint="the database was edited after export, or another exporter wrote it: re-export the profiling data")
+
+
 def _refuse_dangling_ids(con, path: Path, table: str, columns, where: str = "") -> None:
     """Every string id of ``columns`` in ``table`` (the rows read: ``where``) names a row of
     STRING_IDS: a dangling id would read as a NULL name, type or core type, silently (a kernel
@@ -215,6 +246,9 @@ def _read_kernels(con, path: Path, windows: list) -> KernelTable:
     for need in ("TASK", "STRING_IDS", "COMPUTE_TASK_INFO"):
         if need not in tabs:
             raise InvalidCaptureError(f"table {need} missing from the DB export", path=path)
+        require_columns(con, path, need)
+    if "COMMUNICATION_OP" in tabs:
+        require_columns(con, path, "COMMUNICATION_OP")
     _refuse_bad_numbers(con, path, "TASK", [("startNs", "ns", True, False), ("endNs", "ns", True, False),
                                             ("streamId", "int", False, False)],
                         where="globalTaskId in (select globalTaskId from COMPUTE_TASK_INFO)")
@@ -248,9 +282,12 @@ def _read_kernels(con, path: Path, windows: list) -> KernelTable:
         comm["stream_id"] = None
         comm["is_comm"] = True
         frames.append(comm)
+    if comp.empty:   # communication ops alone: no compute kernel, not a rank's capture
+        raise InvalidCaptureError(
+            f"the DB export holds no compute kernel (TASK ⋈ COMPUTE_TASK_INFO is empty; TASK has "
+            f"{con.execute('select count(*) from TASK').fetchone()[0]:,} row(s))", path=path,
+            hint="the export was cut or edited: re-export the profiling data")
     df = pd.concat(frames, ignore_index=True)
-    if df.empty:
-        raise InvalidCaptureError("the DB export holds no kernel (TASK ⋈ COMPUTE_TASK_INFO is empty)", path=path)
 
     def text(col):
         vals = df[col].map(lambda v: strings.get(v) if v is not None and not pd.isna(v) else None)
@@ -330,6 +367,7 @@ def step_windows(con, path: Path) -> list:
             integer; :func:`_refuse_bad_numbers`), naming ``path``, the rowid and the value."""
     if "STEP_TIME" not in _tables(con):
         return []
+    require_columns(con, path, "STEP_TIME")
     _refuse_bad_numbers(con, path, "STEP_TIME", [("id", "int", True, False), ("startNs", "ns", True, False),
                                                  ("endNs", "ns", True, False)])
     return [(str(i), int(s), int(e)) for i, s, e in con.execute("select id, startNs, endNs from STEP_TIME")]
@@ -343,6 +381,7 @@ def read_db_trace(con, path: Path, windows: list) -> TraceSummary:
             a real (:func:`_refuse_bad_numbers`), naming ``path``, the rowid and the value."""
     rows = []
     if "OVERLAP_ANALYSIS" in _tables(con):
+        require_columns(con, path, "OVERLAP_ANALYSIS")
         _refuse_bad_numbers(con, path, "OVERLAP_ANALYSIS", [("startNs", "ns", True, False),
                                                             ("endNs", "ns", True, False), ("type", "int", True, False)])
         for s, e, t in con.execute("select startNs, endNs, type from OVERLAP_ANALYSIS"):
@@ -388,6 +427,7 @@ def _read_analysis(con, path: Path) -> tuple[pd.DataFrame | None, CommData | Non
     tabs = _tables(con)
     st = None
     if "StepTraceTime" in tabs:
+        require_columns(con, path, "StepTraceTime")
         cols = _columns(con, "StepTraceTime")
         _refuse_bad_numbers(con, path, "StepTraceTime", [(src, "number", True, dst not in SIGNED_COLUMNS)
                                                          for src, dst in _STEP_TRACE_NAMES.items()])
@@ -402,6 +442,7 @@ def _read_analysis(con, path: Path) -> tuple[pd.DataFrame | None, CommData | Non
         refuse_repeated_steps(path, st, "StepTraceTime ")
     comm = None
     if "CommAnalyzerTime" in tabs:
+        require_columns(con, path, "CommAnalyzerTime")
         # non-negative, as communication.json's fields are (perfgate.ingest.comm: "a finite non-negative number")
         _refuse_bad_numbers(con, path, "CommAnalyzerTime", [(c, "number", True, True) for c in _COMM_TIME_COLUMNS])
         t = pd.read_sql_query("select * from CommAnalyzerTime", con)
@@ -414,6 +455,7 @@ def _read_analysis(con, path: Path) -> tuple[pd.DataFrame | None, CommData | Non
             "idle_us": t["idle_time"].astype(float) * 1000})[OP_COLUMNS]
         links = pd.DataFrame(columns=LINK_COLUMNS)
         if "CommAnalyzerBandwidth" in tabs:
+            require_columns(con, path, "CommAnalyzerBandwidth")
             _refuse_bad_numbers(con, path, "CommAnalyzerBandwidth", [("transit_size", "number", True, True),
                                                                      ("transit_time", "number", True, True)])
             b = pd.read_sql_query("select * from CommAnalyzerBandwidth", con)
