@@ -349,7 +349,10 @@ class _Group(click.Group):
         except PerfgateError as e:
             handler = ctx.meta.pop("perfgate.on_error", None)
             if handler is not None:
-                handler(e)
+                try:   # the error stays the one reported: a failing handler never replaces it
+                    handler(e)
+                except Exception as h:  # noqa: BLE001 - a traceback and exit 1 otherwise
+                    click.echo(f"perfgate: warning: while reporting the error: {type(h).__name__}: {h}", err=True)
             _fail(e)
         except OSError as e:   # stderr never raises (_shield_stderr): standard output failed
             _stdout_failed(e)
@@ -891,7 +894,8 @@ def _report_read_error(e, capture, html_path):
     write the page saying why (atomic); the error is then reported and exits 3 as for any
     invalid capture (also when the page cannot be written). A CAPTURE path that does not exist
     (a typo, or no capture at all) gets no page: exit 3 and the message only."""
-    if not isinstance(e, errors.InvalidCaptureError) or not Path(capture).exists():
+    import os.path
+    if not isinstance(e, errors.InvalidCaptureError) or not os.path.exists(capture):   # never raises
         return
     from perfgate.report.writers import write_capture_error_html
     try:

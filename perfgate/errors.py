@@ -160,3 +160,25 @@ class CorruptBaselineError(StoreError):
     perfgate format marker, or with a malformed fingerprint (exit 5). Never NO_BASELINE: a damaged
     store must not pass a check under ``--no-baseline-ok``. ``baseline save`` replaces it."""
     kind = "corrupt_baseline"
+
+
+def path_too_long(path) -> str | None:
+    """Why ``path`` cannot name anything on this system, or None: a component longer than the
+    file system's name limit (``NAME_MAX``, 255 bytes on Linux) or the whole path longer than
+    ``PATH_MAX`` (4096). Judged on the text, before the path is used (``os.stat`` raises
+    ENAMETOOLONG for it: an internal error, exit 70, before this check; fresh-user report)."""
+    import os
+    text = os.fsencode(str(path))
+    name_max, path_max = 255, 4096
+    try:
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):
+        pass
+    long = next((c for c in text.split(b"/") if len(c) > name_max), None)
+    if long is not None:
+        return (f"a path component is {len(long)} bytes long, more than the file system's {name_max}-byte "
+                f"name limit ({os.fsdecode(long[:24])}...)")
+    if len(text) > path_max:
+        return f"the path is {len(text)} bytes long, more than the system's {path_max}-byte limit"
+    return None

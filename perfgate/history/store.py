@@ -156,6 +156,11 @@ def require_db_path(path) -> Path:
         StoreUnopenableError: ``path`` is a directory (a StoreError, exit 5, the path named in
             the message).
     """
+    from perfgate.errors import path_too_long
+    too_long = path_too_long(path)
+    if too_long:
+        raise StoreUnopenableError(f"the history database cannot exist there: {too_long}", path=path,
+                                   hint="give a shorter --db path")
     path = Path(path)
     if path.is_dir():
         raise StoreUnopenableError("the history database path is a directory, not a file", path=path,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate import jsonout
-from perfgate.errors import InvalidCaptureError, UsageError
+from perfgate.errors import InvalidCaptureError, UsageError, path_too_long
 from perfgate.ingest.jsonscan import load_error
 from perfgate.terms import shown_value
 
@@ -467,6 +467,10 @@ def discover(path) -> list[RankLocation]:
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
     root = Path(path)
+    too_long = path_too_long(root)
+    if too_long:   # os.stat would raise ENAMETOOLONG: an internal error instead of this
+        raise InvalidCaptureError(f"capture path cannot exist: {too_long}", path=root,
+                                  hint="the profiling step wrote no capture here; check the path")
     if entry_kind(root) in ("loop", "dangling"):
         present_file(root, want="folder")
     if not root.exists():  # the profiling step failed or wrote elsewhere: an invalid capture, as an empty folder

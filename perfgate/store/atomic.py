@@ -56,7 +56,12 @@ def unwritable_reason(path, *, folder: bool = False) -> str | None:
     """Why a file (``folder=False``) or folder could not be written at ``path``, judged before any
     work: the path is a folder where a file is wanted (or the reverse), the nearest existing
     parent is a regular file, or that parent folder is not writable; a stream or special file
-    (``/dev/stdout``, a FIFO) that this user cannot open for writing. ``None`` when it can be."""
+    (``/dev/stdout``, a FIFO) that this user cannot open for writing; a path too long to name
+    anything (:func:`perfgate.errors.path_too_long`). ``None`` when it can be."""
+    from perfgate.errors import path_too_long
+    too_long = path_too_long(path)
+    if too_long:
+        return too_long
     path = Path(path)
     if not folder:
         path, in_place = _target(path)

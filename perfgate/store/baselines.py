@@ -103,6 +103,11 @@ class BaselineStore:
         return None if anc.is_dir() else anc
 
     def _require_folder(self) -> None:
+        from perfgate.errors import path_too_long
+        too_long = path_too_long(self.dir)
+        if too_long:
+            raise StoreError(f"the baseline store cannot exist: {too_long}", path=self.dir,
+                             hint="point --baseline-dir / PERFGATE_BASELINE_DIR at a shorter path")
         bad = self.not_a_folder()
         if bad is not None:
             raise StoreError("the baseline store is not a folder (a regular file is in its place"
