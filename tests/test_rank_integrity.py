@@ -286,3 +286,34 @@ def test_ranks_of_different_levels_may_differ_in_columns(text_captures, tmp_path
     shutil.copytree(text_captures / "level1" / "rank1_ascend_pt", cap / "rank1_ascend_pt")
     fp = fingerprint_path(cap, policy, with_trace=False)
     assert any("different levels" in w or "levels" in w for w in fp.warnings), fp.warnings
+
+
+@pytest.mark.real
+def test_ranks_that_share_no_profiled_step_are_refused(copy_capture, tmp_path):
+    """Rank 1 of step 51 beside rank 0 of step 50 (files from another run, clocks close enough
+    to pass RANKS_FROM_DIFFERENT_RUNS) passed check and was saved as a baseline (second fresh-user
+    round). RANKS_WITHOUT_COMMON_STEP fails closed: exit 3 for every command, nothing stored."""
+    from _refusals import assert_refused_everywhere
+    base = copy_capture("level1", "base")
+    bl = tmp_path / "bl"
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir", str(bl)], env={})
+    assert r.exit_code == 0, r.output
+    cap = copy_capture("level1", "cand")
+    out = cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    for name in ("kernel_details.csv", "step_trace_time.csv"):
+        f = out / name
+        f.write_text("\n".join(ln.replace("50,", "51,", 1) if ln.startswith("50,") else ln
+                               for ln in f.read_text(encoding="utf-8").split("\n")), encoding="utf-8")
+    for p in cap.rglob("trace_view.json"):   # the timelines would fail their own self-check first
+        p.unlink()
+    assert_refused_everywhere(cap, bl, tmp_path, [
+        "RANKS_WITHOUT_COMMON_STEP: the ranks share no profiled step (rank 0: 1 step(s) ['50']; rank 1: 1 step(s) ['51'])"])
+
+
+def test_ranks_that_share_some_steps_are_a_warning_only(tmp_path, policy):
+    from perfgate.metrics.steps import cross_rank_findings
+    import pandas as pd
+    tables = pd.DataFrame({"rank": [0, 0, 1], "step": ["1", "2", "2"]})
+    step_time = {(0, "1"): 10.0, (0, "2"): 10.0, (1, "2"): 10.0}
+    codes = [f.code for f in cross_rank_findings(tables, step_time, {}, None)]
+    assert "RANK_STEP_MISMATCH" in codes and "RANKS_WITHOUT_COMMON_STEP" not in codes

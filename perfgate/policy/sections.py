@@ -55,7 +55,7 @@ class SelfCheckSettings(_Section):
 
 
 #: findings.fail_closed when the policy does not say: the findings that make a capture invalid
-FAIL_CLOSED = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS")
+FAIL_CLOSED = ("WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS", "RANKS_WITHOUT_COMMON_STEP")
 
 
 @dataclass(frozen=True, eq=True)
