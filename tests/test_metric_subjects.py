@@ -194,3 +194,24 @@ def test_step_anatomy_and_step_share_texts_name_their_calibers(tmp_path):
         "elapsed step time unchanged (ΣDuration +258 us/step)"
     assert step_share_text({"step_delta_us": 1618.0, "step_time_delta_us": 1735.0}) == \
         "ΣDuration +1,618 of elapsed +1,735 us/step (93%)"
+
+
+def test_a_step_missing_from_step_trace_or_communication_json_is_named(tmp_path):
+    """A row deleted from step_trace_time.csv, or a step from communication.json, passed with no
+    note while rank 0's values shifted (second fresh-user round)."""
+    import json as _json
+
+    from perfgate.ingest import load_capture
+    cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
+    out = cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    assert not [w for w in load_capture(cap).ranks[0].warnings if "has no row" in w or "has no op" in w]
+    st = out / "step_trace_time.csv"
+    st.write_text("\n".join(ln for ln in st.read_text().split("\n") if not ln.startswith("11,")))
+    cm = out / "communication.json"
+    doc = _json.loads(cm.read_text())
+    doc.pop("step11")
+    cm.write_text(_json.dumps(doc))
+    w = load_capture(cap).ranks[0].warnings
+    assert any(x.startswith("step_trace_time.csv has no row for step(s) 11 of kernel_details.csv") for x in w), w
+    assert any(x.startswith("communication.json has no op in step(s) 11, where kernel_details.csv has "
+                            "communication rows") for x in w), w
