@@ -17,6 +17,11 @@ def test_informational_text_counts_each_direction():
     counts = {"informational": {**zero, "total": 7, str(terms.IMPROVEMENT): 3}}
     assert informational_text(counts) == "7 (3 better; not gated)"
     assert informational_text({"informational": {**zero, "total": 5}}) == "5"
+    # every kind the JSON counts is named (4 new ones were left out of "279 (34 worse, 3 better)":
+    # second fresh-user round)
+    counts = {"informational": {**zero, "total": 9, str(terms.REGRESSION): 2, str(terms.NEW): 4,
+                                str(terms.MISSING): 1, str(terms.INCOMPARABLE): 2}}
+    assert informational_text(counts) == "9 (2 worse, 4 new, 1 gone, 2 not compared; not gated)"
 
 
 def test_level_change_names_moved_informational_metrics(text_captures, policy, tmp_path):
@@ -28,7 +33,8 @@ def test_level_change_names_moved_informational_metrics(text_captures, policy, t
     worse = sum(c.verdict == terms.REGRESSION for c in info)
     better = sum(c.verdict == terms.IMPROVEMENT for c in info)
     assert worse and better                      # the level change moves both ways
-    text = f"{len(info)} ({worse} worse, {better} better; not gated)"
+    new = sum(c.verdict == terms.NEW for c in info)
+    text = f"{len(info)} ({worse} worse, {better} better" + (f", {new} new" if new else "") + "; not gated)"
     assert f"informational: {text}" in "\n".join(console_lines(r))
     assert f"Informational metrics: {text}." in render_markdown(r)
     assert f"Informational metrics: {text}." in render_html(r)

@@ -16,9 +16,13 @@ _CONFIG_WORDS = ("partial comparison:", "profiler level changed", "export type c
 
 def informational_text(counts: dict) -> str:
     """The informational metrics of ``result.counts()`` in words: their total and how many moved
-    beyond their tolerance either way, e.g. ``"517 (10 worse, 8 better; not gated)"``."""
+    beyond their tolerance either way, and those new, gone or not compared, e.g.
+    ``"517 (10 worse, 8 better, 4 new; not gated)"``."""
     i = counts["informational"]
-    moved = [f"{i[str(v)]} {w}" for v, w in ((terms.REGRESSION, "worse"), (terms.IMPROVEMENT, "better")) if i[str(v)]]
+    moved = [f"{i.get(str(v), 0)} {w}" for v, w in ((terms.REGRESSION, "worse"), (terms.IMPROVEMENT, "better"),
+                                                    (terms.NEW, "new"), (terms.MISSING, "gone"),
+                                                    (terms.INCOMPARABLE, "not compared"))
+             if i.get(str(v), 0)]   # every kind the JSON counts (a new one was left out: fresh-user report)
     return f"{i['total']}" + (f" ({', '.join(moved)}; not gated)" if moved else "")
 
 
