@@ -101,3 +101,5 @@ def test_journal_notes_rounds_of_other_levels_and_never_compares_across_series()
     assert "| series |" in md and "| 3 | c | kept | s2 | 50.0 | — | — |" in md
     assert "profiled at different levels (Level1, Level2)" in md
     assert "series s1 (rounds of other series are not compared)" in md
+    assert "| step.time_us{view=p50} (us, elapsed) |" in render_journal(t.rename(columns={"k": "step.time_us{view=p50}"}),
+                                                                      "step.time_us{view=p50}")

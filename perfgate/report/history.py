@@ -163,6 +163,20 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
                                        "vs_previous_kept", "vs_first"])   # the columns even with no run
 
 
+def _with_unit(key: str) -> str:
+    """``key`` with its unit and caliber, as the registry gives them: ``step.time_us{view=p50} (us,
+    elapsed)`` (the journal's value column named neither: second fresh-user round)."""
+    from perfgate import terms
+    from perfgate.metrics import registry
+    from perfgate.model import parse_metric_key
+    try:
+        d = registry.get(parse_metric_key(key)[0])
+    except (KeyError, ValueError):
+        return key
+    cal = terms.CALIBER_LABEL.get(d.caliber)
+    return f"{key} ({d.unit}{', ' + cal if cal else ''})"
+
+
 def render_journal(table: pd.DataFrame, key: str) -> str:
     """Tuning journal (from :func:`journal_table`) as a Markdown table: round, change note,
     status, the key metric and its change vs the previous kept run and vs the first run of its
@@ -171,7 +185,7 @@ def render_journal(table: pd.DataFrame, key: str) -> str:
     kept round's series."""
     named = table[table["series"] != ""] if "series" in table else table.iloc[0:0]
     multi = named["series"].nunique() > 1 if len(named) else False
-    lines = [f"| round | change | status |{' series |' if multi else ''} {key} | vs previous kept | vs first |",
+    lines = [f"| round | change | status |{' series |' if multi else ''} {_with_unit(key)} | vs previous kept | vs first |",
              "|---|---|---|" + ("---|" if multi else "") + "---|---|---|"]
     for d in table.to_dict("records"):
         v = d[key]
