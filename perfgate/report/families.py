@@ -121,7 +121,9 @@ def operator_section(result) -> list[str]:
             changed = [r for r in cmp["families"] if r["status"] != "same" or r["count_delta"] or r["moved"]
                        or abs(r["share_delta_pp"]) >= 0.5]
             out.append(f"**Family comparison**: {len(changed)} kernel famil{'y' if len(changed) == 1 else 'ies'} "
-                       f"changed (calls, presence, placement or share ≥ 0.5 pp).")
+                       f"changed (calls, presence, placement or share ≥ 0.5 pp). Shares here are of the rank's "
+                       f"ΣDuration over all its steps; the gated `share.family` is the median of the per-step "
+                       f"shares, so the two differ slightly when steps differ.")
             for m in cmp.get("category_moves") or []:
                 out.append(f"- category **{_cell(m['category'])}** moved from {_cell(m['from'])} to {_cell(m['to'])}")
             for m in cmp.get("moves") or []:
