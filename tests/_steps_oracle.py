@@ -130,7 +130,7 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
             v = r[col]
             if not np.isnan(v) and v >= lim:
                 add(code, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {lim:,.1f} us "
-                    f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", v, lim)
+                    f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step, elapsed: its host ProfilerStep window, else its device span))", v, lim)
         if (r["kernel_sum_us"] > 0 and r["wall_us"] / r["kernel_sum_us"] > th["recompile_wall_ratio"]
                 and r["largest_bubble_us"] >= th["recompile_gap_ratio"] * r["wall_us"]
                 and not np.isnan(r["wait_after_gap_us"])

@@ -204,7 +204,7 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
                 what = f"in idle gaps longer than {th['bubble_min_us']:g} us (findings.bubble_min_us) inside the step"
             v, li = r[c], float(lim[i])
             out.append(Finding(code, "warn", rk, st, f"rank {rk} step {st}: {v:,.1f} us {what} ≥ {li:,.1f} us "
-                               f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step))", ev,
+                               f"(max({th['gap_min_us']:g} us, {th['gap_step_ratio']:.0%} of the step, elapsed: its host ProfilerStep window, else its device span))", ev,
                                float(v), float(li)))
         elif s == 4:
             out.append(Finding(

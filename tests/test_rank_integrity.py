@@ -317,3 +317,8 @@ def test_ranks_that_share_some_steps_are_a_warning_only(tmp_path, policy):
     step_time = {(0, "1"): 10.0, (0, "2"): 10.0, (1, "2"): 10.0}
     codes = [f.code for f in cross_rank_findings(tables, step_time, {}, None)]
     assert "RANK_STEP_MISMATCH" in codes and "RANKS_WITHOUT_COMMON_STEP" not in codes
+    # a chain (rank 0 holds step 2, rank 2 step 1, rank 1 both): ranks that lost some steps
+    tables = pd.DataFrame({"rank": [0, 1, 1, 2], "step": ["2", "1", "2", "1"]})
+    step_time = {(0, "2"): 10.0, (1, "1"): 10.0, (1, "2"): 10.0, (2, "1"): 10.0}
+    codes = [f.code for f in cross_rank_findings(tables, step_time, {}, None)]
+    assert "RANK_STEP_MISMATCH" in codes and "RANKS_WITHOUT_COMMON_STEP" not in codes

@@ -446,7 +446,7 @@ def label_steps(table: pd.DataFrame, thresholds: dict | None = None, evidence: s
             what = f"in idle gaps longer than {th['bubble_min_us']:g} us (findings.bubble_min_us) inside the step"
         li = np.empty(nf, dtype=object)
         li[:] = lim_at.tolist()
-        fill(1 + j, code_, "warn", "rank {} step {}: {:,.1f} us {} ≥ {:,.1f} us (max({:g} us, {:.0%} of the step))",
+        fill(1 + j, code_, "warn", "rank {} step {}: {:,.1f} us {} ≥ {:,.1f} us (max({:g} us, {:.0%} of the step, elapsed: its host ProfilerStep window, else its device span))",
              (col[c], what, li, th["gap_min_us"], th["gap_step_ratio"]), col[c], li)
     if (slot == 4).any():
         ratio = np.empty(nf, dtype=object)
@@ -543,8 +543,8 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
 
     SLOW_RANK: a rank's step time exceeds the p50 over ranks of that step by more than
     ``slow_rank_ratio`` (msprof-analyze advisor uses 5 %). RANK_STEP_MISMATCH: ranks hold
-    different steps; RANKS_WITHOUT_COMMON_STEP (fail) when they share none (one run's ranks profile
-    the same steps). RANKS_FROM_DIFFERENT_RUNS (fail): collection ended more than
+    different steps; RANKS_WITHOUT_COMMON_STEP (fail) when no step is held by two ranks (one run's
+    ranks profile the same steps; ranks that lost some steps still share the others). RANKS_FROM_DIFFERENT_RUNS (fail): collection ended more than
     ``max_collection_spread_s`` apart (host wall clock, not device timestamps).
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
@@ -557,8 +557,9 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
             if r in per_rank or not len(tables)}  # partial ranks hold no kernel steps
     if len(set(sets.values())) > 1:
         desc = "; ".join(f"rank {r}: {len(v)} step(s) {list(v)[:4]}" for r, v in sets.items())
-        common = set.intersection(*(set(v) for v in sets.values()))
-        if not common and all(sets.values()):
+        from collections import Counter
+        shared = Counter(x for v in sets.values() for x in set(v))
+        if all(sets.values()) and max(shared.values()) == 1:   # no step held by two ranks
             # every rank of one run profiles the same steps (one schedule): no step in common is a
             # rank folder of another run, whatever its clock says (second fresh-user round: rank 1
             # of step 51 beside rank 0 of step 50 passed, and was saved as a baseline)
