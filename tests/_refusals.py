@@ -29,3 +29,12 @@ def assert_refused_everywhere(capture, bl: Path, tmp: Path, needles) -> None:
         with sqlite3.connect(db) as con:
             tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
             assert all(con.execute(f"select count(*) from [{t}]").fetchone()[0] == 0 for t in tables)
+
+
+def saved_main(capture, bl: Path) -> Path:
+    """``perfgate baseline save --name main CAPTURE --baseline-dir BL`` (must succeed): the
+    intact baseline the refusal tests check a damaged capture against. Returns ``bl``."""
+    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(capture), "--baseline-dir", str(bl)],
+                           env={})
+    assert r.exit_code == 0, r.output
+    return bl

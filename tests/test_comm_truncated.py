@@ -6,9 +6,7 @@ complete file keeps its "invalid JSON" message."""
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
 from _refusals import assert_refused_everywhere
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.comm import read_communication
@@ -49,11 +47,8 @@ def test_a_wrong_byte_is_not_a_cut(text):
 
 @pytest.fixture
 def env(tmp_path):
-    base = write_capture(tmp_path / "base", SynthSpec(seed=1, steps=2))
-    bl = tmp_path / "bl"
-    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir", str(bl)])
-    assert r.exit_code == 0, r.output
-    return tmp_path, bl
+    from _refusals import saved_main
+    return tmp_path, saved_main(write_capture(tmp_path / "base", SynthSpec(seed=1, steps=2)), tmp_path / "bl")
 
 
 @pytest.mark.parametrize("where", [0.5, 0.13, 0.999])

@@ -260,10 +260,8 @@ def test_a_rank_whose_header_lost_a_column_its_sibling_has_is_refused(copy_captu
     command, naming the file and its sibling; nothing stored. (A renamed Type is refused already:
     the column is required.)"""
     from _refusals import assert_refused_everywhere
-    base = copy_capture("level1", "base")
-    bl = tmp_path / "bl"
-    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir", str(bl)], env={})
-    assert r.exit_code == 0, r.output
+    from _refusals import saved_main
+    bl = saved_main(copy_capture("level1", "base"), tmp_path / "bl")
     cap = copy_capture("level1", "cand")
     kd = cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     lines = kd.read_text(encoding="utf-8").split("\n", 1)
@@ -294,10 +292,8 @@ def test_ranks_that_share_no_profiled_step_are_refused(copy_capture, tmp_path):
     to pass RANKS_FROM_DIFFERENT_RUNS) passed check and was saved as a baseline (second fresh-user
     round). RANKS_WITHOUT_COMMON_STEP fails closed: exit 3 for every command, nothing stored."""
     from _refusals import assert_refused_everywhere
-    base = copy_capture("level1", "base")
-    bl = tmp_path / "bl"
-    r = CliRunner().invoke(main, ["baseline", "save", "--name", "main", str(base), "--baseline-dir", str(bl)], env={})
-    assert r.exit_code == 0, r.output
+    from _refusals import saved_main
+    bl = saved_main(copy_capture("level1", "base"), tmp_path / "bl")
     cap = copy_capture("level1", "cand")
     out = cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     for name in ("kernel_details.csv", "step_trace_time.csv"):
