@@ -290,8 +290,16 @@ class Comparison:
     subject: str = ""
 
     def subject_text(self) -> str:
-        """``subject``; for a Comparison built without one, the reason up to its first ": "."""
-        return self.subject or self.reason.split(": ", 1)[0]
+        """``subject``; for a Comparison built without one, the start of its reason: through the
+        view tag (`` [p50]``) when the reason holds it (a description may hold a colon itself),
+        else up to the first ": "."""
+        if self.subject:
+            return self.subject
+        view = self.labels.get("view")
+        tag = f" [{view}]"
+        if view and tag in self.reason:
+            return self.reason[: self.reason.index(tag) + len(tag)]
+        return self.reason.split(": ", 1)[0]
 
     def reason_tail(self) -> str:
         """``reason`` after its subject and the ": " that follows it (the change and the rule)."""

@@ -42,7 +42,7 @@ def _run(args, cwd, streams, prelude=""):
     out, err = STREAMS[streams]
     code = f"{prelude}import sys\nfrom perfgate.cli import main\nsys.argv = ['perfgate', *{[str(a) for a in args]!r}]\nmain()\n"
     redirect = {"pipe": "", "full": "/dev/full", "closed": "&-", None: "/dev/null"}
-    shell = f'exec "$0" -c "$1"'
+    shell = 'exec "$0" -c "$1"'
     for fd, how in ((1, out), (2, err)):
         if how != "pipe":
             shell += f" {fd}>{redirect[how]}"

@@ -343,23 +343,10 @@ def _judged_without_samples(c: Comparison, base: Fingerprint, cand: Fingerprint)
     return not (b and k and b.samples and k.samples)
 
 
-def _subject_of(c: Comparison) -> str:
-    """The subject at the start of a tolerance reason, view tag included ("Computing: merged
-    compute intervals per step [p50]"): cut after the view tag, since descriptions may hold a
-    colon themselves; without a view, up to the first ": "."""
-    if c.subject:
-        return c.subject
-    view = c.labels.get("view")
-    tag = f" [{view}]"
-    if view and tag in c.reason:
-        return c.reason[: c.reason.index(tag) + len(tag)]
-    return c.reason.split(": ", 1)[0]
-
-
 def _verdict(c: Comparison, d: dict, b, k, rule, st: dict) -> Comparison:
     tol = st["tolerances"].get(c.name, rule.tolerance)
     kind, alpha = d["effect_kind"], d["alpha"]
-    subject = _subject_of(c)
+    subject = c.subject_text()
     sizes = (f"{d['runs_base']} vs {d['runs_cand']} run(s), {d['n_base']} vs {d['n_cand']} step sample(s)")
     if d.get("design_effect", 1.0) > 1.05:
         sizes += (f"; steps of one run move together (ICC {d['icc']:.2f}): p and interval widened by the "
