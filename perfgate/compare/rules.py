@@ -34,6 +34,7 @@ from dataclasses import replace
 from perfgate import terms
 from perfgate.metrics import registry
 from perfgate.metrics.repeat import runs_of
+from perfgate.metrics.segments import UNIQUE
 from perfgate.metrics.workload import other_workload
 from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance, significant
@@ -165,6 +166,74 @@ def _coverage_differs(b, c, base: Fingerprint, cand: Fingerprint) -> str | None:
     return None
 
 
+_LAYER_WALLS = ("layer.wall_p50_us",)
+_UNIQUE_LIMIT = 0.5   # above this share of unique layers, a layer is not a repeated unit
+
+
+def _unique_share(fp: Fingerprint, layer_pass: str, view: str) -> tuple[float, float] | None:
+    """``(unique, all)``: layers per micro-batch pass of ``layer_pass`` whose class occurs once
+    per micro-batch pass (``layer.class_count{class=unique}``), and of every class (Σ over
+    ``layer.class_count`` in ``view``); None when the fingerprint holds no class counts."""
+    unique = total = 0.0
+    seen = False
+    for m in fp.metrics.values():
+        if m.name != "layer.class_count" or m.labels.get("pass") != layer_pass or m.labels.get("view") != view:
+            continue
+        seen = True
+        total += float(m.value)
+        if m.labels.get("class") == UNIQUE:
+            unique += float(m.value)
+    return (unique, total) if seen and total > 0 else None
+
+
+def _layer_classes(fp: Fingerprint, layer_pass: str) -> set | None:
+    """The layer class ids of ``layer_pass`` over every rank's structure detail
+    (``detail["segments"][*]["classes"]``, level ``layer``), or None without that detail."""
+    ranks = (fp.detail or {}).get("segments")
+    if not ranks:
+        return None
+    return {c.get("class_id") for r in ranks for c in r.get("classes") or ()
+            if c.get("level") == "layer" and c.get("pass") == layer_pass}
+
+
+def _layers_not_repeated(name: str, labels: dict, base: Fingerprint, cand: Fingerprint) -> str | None:
+    """A median layer wall (``layer.wall_p50_us``, and its rank skew) compares like with like only
+    when both sides cut the same layers. Where the layers recur (at most half of the pass's layers
+    per micro-batch pass in no recurring class, ``layer.class_count{class=unique}``) the repeated
+    unit fixes the boundaries. Where most layers on a side belong to no recurring class, the
+    boundaries fall wherever the kernel sequence puts them; they are the same only when both sides
+    hold the same layer classes (the ordered kernel families of each layer, hashed), as two
+    captures of one model at two profiler levels do. Otherwise the value is not compared, with the
+    reason: the bundled demo's doubled Cast calls moved the first layer from row 15 to row 57 of
+    the step and halved the "median layer wall" of a slower model. Fingerprints without class
+    counts (older perfgates) compare as before."""
+    if name == "rank.skew_ratio":
+        if labels.get("metric") not in _LAYER_WALLS:
+            return None
+        view = terms.VIEW_P50
+    elif name in _LAYER_WALLS:
+        view = labels.get("view")
+    else:
+        return None
+    layer_pass = labels.get("pass")
+    for side, fp in (("baseline", base), ("candidate", cand)):
+        got = _unique_share(fp, layer_pass, view)
+        if not got or got[0] <= _UNIQUE_LIMIT * got[1]:
+            continue
+        lead = (f"the {layer_pass} layers do not repeat in the {side} ({got[0]:g} of {got[1]:g} layers per "
+                f"micro-batch pass belong to no recurring class, {view} view)")
+        bc, cc = _layer_classes(base, layer_pass), _layer_classes(cand, layer_pass)
+        if bc is None or cc is None:
+            return (f"{lead} and the {'baseline' if bc is None else 'candidate'} holds no layer classes to show "
+                    f"that both sides cut the same layers")
+        if bc != cc:
+            return (f"{lead} and the layers differ between the sides ({len(bc - cc)} of {len(bc)} baseline layer "
+                    f"classes absent from the candidate, {len(cc - bc)} new): the boundaries moved, and a "
+                    f"median over other layers says nothing of the model's speed")
+        return None
+    return None
+
+
 def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint, view: str | None = None) -> str | None:
     bw, cw = base.config.get("world_size"), cand.config.get("world_size")
     if bw != cw:
@@ -285,7 +354,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
             tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
         why = (_incomparable_reason(name, base, cand, view) or _coverage_differs(b, c, base, cand)
-               or _incomplete_counts(ref, lost_reason))
+               or _incomplete_counts(ref, lost_reason) or _layers_not_repeated(name, labels, base, cand))
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
                                   baseline=b.value if b else None, candidate=c.value if c else None,
