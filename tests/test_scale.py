@@ -196,7 +196,7 @@ def test_benchmark_script_runs(text_captures):
     for shape in ("a many short steps", "b LLM-like", "c few giant steps", "d 16 ranks"):
         assert shape in out
     assert "trace scan (shape a" in out and "marginal cost" in out
-    assert out.count("all reads ") == 3   # shapes a, b, c: the reads perfgate makes, timed beside it
+    assert out.count("all reads ") >= 3   # shapes a, b, c (and the growth sizes): the reads perfgate makes
     assert "left for it at 2x" in out or "out of reach before any work" in out
 
 
