@@ -86,14 +86,54 @@ def _text(r: dict) -> str:
 ATTRIBUTION_LEAD = ". Kernel families that grew most: "
 
 
+_PART_LABELS = ("category", "core_type", "phase")   # share labels that a family's detail row carries
+
+
+def _family_parts(fp: Fingerprint) -> dict:
+    """{family: {"category": .., "core_type": .., "phase": ..}} from the fingerprint's family
+    table (``detail["operators"]["families"]``, the lowest rank's; families folded below its
+    ``fold_below`` share are not in it)."""
+    ops = (fp.detail or {}).get("operators") or {}
+    return {r["family"]: {k: r.get(k) for k in _PART_LABELS}
+            for r in ops.get("families") or () if isinstance(r, dict) and "family" in r}
+
+
+def _part_members(c: Comparison, base: Fingerprint, cand: Fingerprint) -> set | None:
+    """For a share of one part (``share.family{family}``, ``share.category{category}``,
+    ``share.core_type{core_type}``, ``share.phase{phase}``, ``share.phase_category``): the
+    families inside that part, the only ones whose growth raises its share (a family outside it
+    that grew lowers it). ``share.family`` is its own family; the others come from either
+    side's family table. None for any other metric, or when no family table says."""
+    if not c.name.startswith("share."):
+        return None
+    if c.name == "share.family":
+        return {c.labels["family"]} if "family" in c.labels else None
+    want = {k: c.labels[k] for k in _PART_LABELS if k in c.labels}
+    if not want:
+        return None
+    parts = {**_family_parts(base), **_family_parts(cand)}
+    if not parts:
+        return None
+    return {f for f, p in parts.items() if all(p.get(k) == v for k, v in want.items())}
+
+
 def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top: int = TOP) -> Comparison:
     """Attach to a regressed aggregate the ``top`` families that grew most (ΣDuration up or
-    more calls), in ``attribution`` and appended to the reason. Other comparisons unchanged."""
+    more calls), in ``attribution`` and appended to the reason. For a share of one part (a
+    family, a category, a core type, a phase) that rose, only the families inside that part
+    count: a family outside it that grew lowers the share, it cannot explain a rise (a
+    communication family's own share rising was once "explained" by the MatMul family that grew
+    beside it); for one that fell (``exact`` direction), only the families outside it.
+    Other comparisons unchanged."""
     if c.verdict != terms.REGRESSION or not c.name.startswith(AGGREGATE_PREFIXES):
         return c
     rows = family_deltas(base, cand, c.labels.get("view"))
     scope = _scope(c)
-    if scope == "compute":
+    members = _part_members(c, base, cand)
+    if members is not None:   # a share that rose: families inside its part; one that fell: outside it
+        rose = (c.delta or 0.0) > 0
+        rows = [r for r in rows if (r["family"] in members) == rose]
+    elif scope == "compute":
         rows = [r for r in rows if not COMM_FAMILY.match(r["family"])]
     elif scope == "comm":
         rows = [r for r in rows if COMM_FAMILY.match(r["family"])]
