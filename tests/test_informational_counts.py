@@ -34,7 +34,23 @@ def test_level_change_names_moved_informational_metrics(text_captures, policy, t
     better = sum(c.verdict == terms.IMPROVEMENT for c in info)
     assert worse and better                      # the level change moves both ways
     new = sum(c.verdict == terms.NEW for c in info)
-    text = f"{len(info)} ({worse} worse, {better} better" + (f", {new} new" if new else "") + "; not gated)"
+    inc = sum(c.verdict == terms.INCOMPARABLE for c in info)
+    text = (f"{len(info)} ({worse} worse, {better} better" + (f", {new} new" if new else "")
+            + (f", {inc} not compared" if inc else "") + "; not gated)")
     assert f"informational: {text}" in "\n".join(console_lines(r))
     assert f"Informational metrics: {text}." in render_markdown(r)
     assert f"Informational metrics: {text}." in render_html(r)
+
+
+def test_a_family_crossing_the_min_share_is_not_new(text_captures, policy, tmp_path):
+    """pipe.memory_bound is recorded for families above operators.family_min_share only:
+    trans_TransData (42 calls on both ranks of both captures) crossed 1 % on rank 1 (0.978 % ->
+    1.002 %) and was "new ... only in the candidate" (third fresh-user round). It is "not
+    compared", naming the rule; neither new nor gone."""
+    store = BaselineStore(tmp_path / "bl")
+    save_baseline(text_captures / "level1", "main", policy=policy, store=store, env={})
+    r = check(text_captures / "level2", "main", policy=policy, store=store, env={})
+    mb = [c for c in r.comparisons if c.name == "pipe.memory_bound" and c.labels.get("family") == "trans_TransData"]
+    assert mb and not [c for c in mb if c.verdict in (terms.NEW, terms.MISSING)]
+    crossed = [c for c in mb if c.verdict == terms.INCOMPARABLE]
+    assert crossed and all("family_min_share" in c.reason for c in crossed)

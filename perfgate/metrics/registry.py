@@ -194,6 +194,7 @@ _DEFS = [
               "operators.family_min_share, over all its calls (> 1: MTE2-bound)",
               "Duration-weighted PipeUtilization ratios, kernel_details.csv", requires=("pipe_available",),
               per_kernel=True, labels=('family',),
+              recorded_for="the kernel families above operators.family_min_share of a rank's ΣDuration",
               caliber_note="ratio of Duration-weighted PipeUtilization ratios (dimensionless)",
               subject="memory_bound (mte2 / max(mac, vec)) of kernel family {family}"),
     MetricDef("mfu.ratio", "ratio", None, terms.TIER_STEP,
