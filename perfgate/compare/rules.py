@@ -369,12 +369,17 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         if (b is None or c is None) and not absent_zero:
             verdict = terms.NEW if b is None else terms.MISSING
             lost = verdict == terms.MISSING and gated
-            if d is not None and d.recorded_for and not lost:   # not recorded on one side: not compared
+            # recorded for some label values only (the rank skew of such a metric likewise)
+            rec_for = d.recorded_for if d is not None else None
+            if name == "rank.skew_ratio":
+                of = registry.REGISTRY.get(labels.get("metric"))
+                rec_for = of.recorded_for if of is not None else None
+            if rec_for and not lost:   # not recorded on one side: not compared
                 verdict = terms.INCOMPARABLE
             reason = (f"{subject}: {_fmt((c or b).value, ref.unit)} in the {'candidate' if b is None else 'baseline'}; "
-                      f"the {'baseline' if b is None else 'candidate'} records it only for {d.recorded_for}, "
+                      f"the {'baseline' if b is None else 'candidate'} records it only for {rec_for}, "
                       f"not judged (not new, not gone)"
-                      if d is not None and d.recorded_for and not lost else
+                      if rec_for and not lost else
                       f"{subject}: only in the candidate ({_fmt(c.value, ref.unit)}), not judged"
                       if b is None else
                       f"{subject}: gated in the baseline ({_fmt(b.value, ref.unit)}) but not measured in the "
@@ -418,6 +423,8 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                               fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
                               tolerance=tol_text, reason=reason, **common))
+    out = withhold_moved_gains(out)
+    out = negligible_skews(out, base, cand, getattr(getattr(policy, "operators", None), "family_min_share", None))
     out = apply_statistics(out, base, cand, policy, rules=rules)
     out, part_notes = judge_parts(out, base, cand, rules, noise,
                                   (getattr(policy, "statistics", None) or {}).get("tolerances", {}))
@@ -425,6 +432,91 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     out = [attribute_families(_attribute(c, base, cand), base, cand) for c in out]
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
     return out, notes
+
+
+def _moved_between_ranks(out: list) -> dict:
+    """{metric key: text} for each improved comparison whose metric regressed in another view
+    (same name and labels but the view), or, for ``rank.skew_ratio{metric=M, ...}``, whose M
+    regressed in some view: the text names that view and its move."""
+    worse: dict = {}
+    for c in out:
+        if c.verdict == terms.REGRESSION and c.labels.get("view") is not None:
+            rest = tuple(sorted((k, str(v)) for k, v in c.labels.items() if k != "view"))
+            worse.setdefault((c.name, rest), []).append(c)
+    moved = {}
+    for c in out:
+        if c.verdict != terms.IMPROVEMENT:
+            continue
+        if c.name == "rank.skew_ratio":
+            name = c.labels.get("metric")
+            rest = tuple(sorted((k, str(v)) for k, v in c.labels.items() if k != "metric"))
+        else:
+            name = c.name
+            rest = tuple(sorted((k, str(v)) for k, v in c.labels.items() if k != "view"))
+        other = [w for w in worse.get((name, rest), ()) if w.labels.get("view") != c.labels.get("view")]
+        if other:
+            w = other[0]
+            moved[c.key] = f"the {w.labels['view']} view of {name} moved the other way ({_delta_text(w)})"
+    return moved
+
+
+def _delta_text(c: Comparison) -> str:
+    if c.delta is None:
+        return "regression"
+    if c.unit == "ratio":
+        return f"{c.delta * 100:+.2f} pp"
+    return f"{c.delta:+,.3f} {c.unit}" if c.unit == "us" else f"{c.delta:+g} {c.unit}"
+
+
+def withhold_moved_gains(out: list) -> list:
+    """An improvement in one cross-rank view while the same metric regressed in another is the
+    metric moving between ranks, not a gain: on the real Level1 -> Level2 captures,
+    ``comm.wait_ratio`` fell 21.6 pp on rank 0 because rank 1 took over the waiting (p50
+    +21.3 pp), and the rank skew of it "improved" 171 % -> 53 % for the same reason. Such an
+    informational improvement is not judged (``incomparable``, the reason naming the other view);
+    a gated one keeps its verdict (improvements never decide the gate) with the same words in
+    its reason."""
+    moved = _moved_between_ranks(out)
+    if not moved:
+        return out
+    res = []
+    for c in out:
+        why = moved.get(c.key)
+        if why is None:
+            res.append(c)
+        elif c.gated:
+            res.append(replace(c, reason=f"{c.reason}; but {why}: part of it moved between ranks"))
+        else:
+            res.append(replace(c, verdict=terms.INCOMPARABLE, fails=False,
+                               reason=f"{c.reason}; not judged a gain: {why}, so it moved between ranks"))
+    return res
+
+
+def negligible_skews(out: list, base: Fingerprint, cand: Fingerprint, min_share: float | None) -> list:
+    """The rank skew ((max − min) / mean) of a share that stays below ``min_share`` (the policy's
+    ``operators.family_min_share``, 1 % by default) on every rank of both sides is not judged: a
+    family at 0.018 % of the device's ΣDuration on rank 0 and 0.017 % on rank 1 has a 4 % skew,
+    28 % in the baseline, and that was called an improvement. Such a skew comparison becomes
+    ``incomparable`` with the reason (its values stay in the report); gated ones are left alone."""
+    if not min_share:
+        return out
+    res = []
+    for c in out:
+        if (c.name != "rank.skew_ratio" or c.gated or c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT)
+                or not str(c.labels.get("metric", "")).startswith("share.")):
+            res.append(c)
+            continue
+        labels = {k: v for k, v in c.labels.items() if k != "metric"}
+        key = metric_key(c.labels["metric"], **labels, view=terms.VIEW_MAX)
+        highs = [fp.metrics[key].value for fp in (base, cand) if key in fp.metrics]
+        if len(highs) == 2 and max(highs) < min_share:
+            res.append(replace(c, verdict=terms.INCOMPARABLE, fails=False, reason=(
+                f"{c.reason}; not judged: the share stays below operators.family_min_share "
+                f"{min_share * 100:g}% on every rank (max {highs[0] * 100:.3f}% -> {highs[1] * 100:.3f}%), "
+                f"where a rank skew is noise")))
+        else:
+            res.append(c)
+    return res
 
 
 _COMM_AGGREGATES = ("step.exposed_comm_ratio", "step.comm_not_overlapped_us", "step.comm_us")
