@@ -53,7 +53,9 @@ def add_calls(output_dir, family: str, factor: int = 2, *, suffix: re.Pattern = 
     """Multiply the calls of kernel ``family`` by ``factor`` on this rank, placing each new
     task inside the rank's idle (Free) time of the same step, and update trace_view.json
     (a Computing event added, the Free event shortened) and step_trace_time.csv (Computing
-    up, Free down by the same amount). Returns the ``(start_ns, dur_ns)`` of the new tasks.
+    up, Free down by the same amount). A rank without trace_view.json (the LLM capture
+    msinsight/test/st/level2) takes the idle gaps between its kernel rows' merged intervals.
+    Returns the ``(start_ns, dur_ns)`` of the new tasks.
 
     Raises:
         ValueError: the family has no rows, or there is not enough idle time to place a task.
@@ -67,6 +69,12 @@ def add_calls(output_dir, family: str, factor: int = 2, *, suffix: re.Pattern = 
     if not originals:
         raise ValueError(f"no rows of family {family!r} in {kd}")
     trace_path = out / "trace_view.json"
+    if not trace_path.is_file():   # no timeline (a text export without it): gaps from the kernel rows
+        added, per_step, new_rows = _place_in_row_gaps(rows, originals, factor, family, ci_start, ci_dur, ci_step)
+        rows.extend(new_rows)
+        _write_csv(kd, header, rows, crlf)
+        _shift_step_trace(out, per_step)
+        return added
     events = json.loads(trace_path.read_text(encoding="utf-8"))
     ov_pid = next(e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
                   and (e.get("args") or {}).get("name") == OVERLAP_PROCESS)
@@ -110,6 +118,12 @@ def add_calls(output_dir, family: str, factor: int = 2, *, suffix: re.Pattern = 
     rows.extend(new_rows)
     _write_csv(kd, header, rows, crlf)
     trace_path.write_text(json.dumps(events), encoding="utf-8")
+    _shift_step_trace(out, per_step)
+    return added
+
+
+def _shift_step_trace(out: Path, per_step: dict) -> None:
+    """step_trace_time.csv (when present): Computing up and Free down by each step's added ns."""
     st = out / "step_trace_time.csv"
     if st.is_file():
         h, srows, scrlf = _read_csv(st)
@@ -119,7 +133,46 @@ def add_calls(output_dir, family: str, factor: int = 2, *, suffix: re.Pattern = 
             sr[ic] = repr(float(sr[ic]) + d / 1000)
             sr[ifree] = repr(float(sr[ifree]) - d / 1000)
         _write_csv(st, h, srows, scrlf)
-    return added
+
+
+def _place_in_row_gaps(rows, originals, factor, family, ci_start, ci_dur, ci_step):
+    """For a rank without trace_view.json: place each new task of ``family`` in an idle gap of
+    its step, the gaps being those between the merged intervals of the step's kernel rows (all
+    streams). Returns ``(added, per_step ns, new rows)``.
+
+    Raises:
+        ValueError: no gap longer than the task left in its step."""
+    by_step: dict = {}
+    for r in rows:
+        key = r[ci_step].strip() if ci_step is not None else ""
+        s0 = _ns(r[ci_start])
+        by_step.setdefault(key, []).append((s0, s0 + _ns(r[ci_dur])))
+    gaps: dict = {}
+    for key, iv in by_step.items():
+        iv.sort()
+        g, end = [], iv[0][1]
+        for s0, e0 in iv[1:]:
+            if s0 > end:
+                g.append([end, s0])
+            end = max(end, e0)
+        gaps[key] = g
+    added, per_step, new_rows = [], {}, []
+    for r in originals:
+        dur = _ns(r[ci_dur])
+        key = r[ci_step].strip() if ci_step is not None else ""
+        for _ in range(factor - 1):
+            gap = next((g for g in gaps.get(key, ()) if g[1] - g[0] > dur + 2), None)
+            if gap is None:
+                raise ValueError(f"no idle gap longer than {dur / 1000} us left for {family!r}"
+                                 + (f" in step {key}" if key else ""))
+            start = gap[0] + 1
+            gap[0] = start + dur
+            nr = list(r)
+            nr[ci_start] = _us_text(start, r[ci_start])
+            new_rows.append(nr)
+            added.append((start, dur))
+            per_step[key] = per_step.get(key, 0) + dur
+    return added, per_step, new_rows
 
 
 #: torch_npu kernel_details.csv header -> raw msprof op_summary_*.csv header (SCHEMAS.md: the same
