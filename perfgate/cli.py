@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -856,8 +857,13 @@ def demo(out):
     folder holding more than rank folders is refused, exit 2), its 'main' baseline and reports."""
     from perfgate.gate import run_demo
     base, cand, path, result, paths = run_demo(out, policy=_policy(None))
-    click.echo(f"$ perfgate baseline save --name main {base}\nsaved baseline 'main' -> {path}\n")
-    click.echo(f"$ perfgate check --baseline main {cand}")
+    # the commands it ran, as they can be pasted (its own baseline folder and report folder)
+    q = shlex.quote
+    bl = q(str(Path(out) / "baselines"))
+    click.echo(f"$ perfgate baseline save --name main --baseline-dir {bl} --force {q(str(base))}\n"
+               f"saved baseline 'main' -> {path}\n")
+    click.echo(f"$ perfgate check --baseline main --baseline-dir {bl} --out {q(str(Path(out) / 'report'))} "
+               f"{q(str(cand))}")
     _print_summary(result, paths, False)
     sys.exit(result.exit_code)
 

@@ -327,3 +327,27 @@ def test_fingerprint_and_report_outputs_under_a_file_are_refused_before_work(tmp
         code, out = run(tmp_path, *args, pair[0])
         assert code == 5 and f"{option} {blocker / 'x'}"[:-1] in out and "is a file, not a folder" in out, out
     assert blocker.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "base", "same", "worse"]
+
+
+def test_demo_prints_commands_that_can_be_pasted(tmp_path):
+    """The demo echoes the two commands it ran. They read ``perfgate check --baseline main
+    CAND``, which, pasted, gave NO_BASELINE (exit 4): the demo's baseline folder and report folder
+    were left out (third fresh-user round). Each echoed command, run in a shell from the same
+    folder (a path with a space), does what the demo did."""
+    import shlex
+    import shutil
+    work = tmp_path / "my runs"
+    work.mkdir()
+    exe = shutil.which("perfgate")
+    if exe is None:
+        pytest.skip("the perfgate command is not on PATH")
+    demo = subprocess.run([exe, "demo", "--out", "demo out"], cwd=work, capture_output=True, text=True, timeout=600)
+    assert demo.returncode == 1, demo.stderr
+    cmds = [ln[2:] for ln in demo.stdout.splitlines() if ln.startswith("$ perfgate ")]
+    assert len(cmds) == 2 and "--baseline-dir" in cmds[0] and "--out" in cmds[1]
+    shutil.rmtree(work / "demo out" / "report")
+    save = subprocess.run(shlex.split(cmds[0]), cwd=work, capture_output=True, text=True, timeout=600)
+    assert save.returncode == 0 and "saved baseline 'main'" in save.stdout, save.stdout + save.stderr
+    chk = subprocess.run(shlex.split(cmds[1]), cwd=work, capture_output=True, text=True, timeout=600)
+    assert chk.returncode == 1 and chk.stdout.splitlines()[0] == demo.stdout.splitlines()[4], chk.stdout
+    assert (work / "demo out" / "report" / "perfgate-result.json").is_file()
