@@ -51,3 +51,17 @@ def copy_capture(tmp_path, text_captures):
 @pytest.fixture(scope="session")
 def policy():
     return load_policy()
+
+
+@pytest.fixture
+def llm_pair(ascend, tmp_path):
+    """Two copies (``base``, ``cand``) of the real LLM capture msinsight/test/st/level2 (rank 0 with
+    no trace_view.json, rank 1 partial), to mutate."""
+    import shutil
+    src = ascend / "msinsight/test/st/level2"
+    if not src.is_dir():
+        pytest.skip(f"real LLM capture not found at {src}")
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    shutil.copytree(src, base)
+    shutil.copytree(src, cand)
+    return base, cand

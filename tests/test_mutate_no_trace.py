@@ -1,11 +1,9 @@
 """perfgate.synth.mutate.add_calls on a rank without trace_view.json (the real LLM capture
 msinsight/test/st/level2 has none): it raised FileNotFoundError (third fresh-user round);
 it now places the new tasks in the idle gaps between the step's kernel rows."""
-import shutil
 from decimal import Decimal
 
 import numpy as np
-
 import pandas as pd
 import pytest
 
@@ -15,17 +13,6 @@ from perfgate.store.baselines import BaselineStore
 from perfgate.synth.mutate import add_calls
 
 ROPE = "RotaryPositionEmbedding"
-
-
-@pytest.fixture
-def llm_pair(ascend, tmp_path):
-    src = ascend / "msinsight/test/st/level2"
-    if not src.is_dir():
-        pytest.skip(f"real LLM capture not found at {src}")
-    base, cand = tmp_path / "base", tmp_path / "cand"
-    shutil.copytree(src, base)
-    shutil.copytree(src, cand)
-    return base, cand
 
 
 def test_add_calls_without_a_timeline_doubles_the_family(llm_pair, policy, tmp_path):

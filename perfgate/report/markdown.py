@@ -9,6 +9,8 @@ GitHub's 65,536-character comment limit: details are cut with a note, the verdic
 """
 from __future__ import annotations
 
+import re
+
 from perfgate import terms
 from perfgate.report.families import operator_section
 from perfgate.report.selfchecks import group_self_checks
@@ -87,17 +89,51 @@ def _causes_table(result, limit: int = 5) -> list[str]:
     return out
 
 
-def _grouped_table(rows, with_cause: dict | None = None) -> list[str]:
-    """Metrics with their views (rank0 / p50 / max) as columns."""
+_OVER_RANKS = re.compile(r"^(?:median of|max over) (\d+) rank\(s\)")
+
+
+def _rank_count(c) -> int | None:
+    """How many ranks a p50 / max comparison's candidate value is taken over, read from its
+    evidence (``median of N rank(s)`` / ``max over N rank(s)``, perfgate.metrics.fingerprint
+    ``_views``); None for another view or evidence."""
+    m = _OVER_RANKS.match(getattr(c, "evidence", "") or "")
+    return int(m.group(1)) if m else None
+
+
+def rank_counts(comparisons) -> dict:
+    """{view: the most ranks any p50 / max comparison of that view is taken over}."""
+    most: dict = {}
+    for c in comparisons:
+        n = _rank_count(c)
+        if n is not None:
+            v = c.labels.get("view")
+            most[v] = max(most.get(v, 0), n)
+    return most
+
+
+def _grouped_table(rows, with_cause: dict | None = None, most: dict | None = None) -> list[str]:
+    """Metrics with their views (rank0 / p50 / max) as columns. A p50 or max cell taken over
+    fewer ranks than others in its column says so (``(1 of 2 ranks)``): on a capture with a
+    partial rank, kernel metrics are medians over the ranks holding a kernel table and step
+    metrics over every rank, and one "p50" header covered both. ``most``: :func:`rank_counts` of
+    every comparison of the check (default: of these rows)."""
     views = view_columns(rows)
+    if most is None:
+        most = rank_counts(c for r in rows for c in r["views"].values())
+
+    def cell(c, v):
+        text = short_change(c)
+        n = _rank_count(c) if c is not None else None
+        if n is not None and most.get(v) and n < most[v]:
+            text += f" ({n} of {most[v]} ranks)"
+        return _cell(text)
     out = ["| | metric | " + " | ".join(str(v) for v in views) + " | caliber | tolerance | cause |",
            "|---|---|" + "---|" * len(views) + "---|---|---|"]
     for r in rows:
         icon = "🔴" if r["fails"] else ("🟢" if r["verdict"] == terms.IMPROVEMENT else "🟡")
         any_c = next(iter(r["views"].values()))
         cause = ", ".join(sorted({(with_cause or {}).get(c.key, "") for c in r["views"].values()} - {""})) or "—"
-        out.append(f"| {icon} | {_cell(r['subject'])} | " + " | ".join(_cell(short_change(r['views'].get(v)))
-                                                                  for v in views)
+        out.append(f"| {icon} | {_cell(r['subject'])} | " + " | ".join(cell(r['views'].get(v), v) for v in views)
                    + f" | {terms.CALIBER_LABEL.get(any_c.caliber, '—')} | {_cell(any_c.tolerance)} | {_cell(cause)} |")
     return out
 
@@ -173,7 +209,7 @@ def render_markdown(result, key: str | None = None) -> str:
         what = ("Compared for reference, not judged" if result.status == terms.INCOMPATIBLE else "Gated changes")
         details += [f"<details><summary>{what} ({len(main)} metric-views in {len(rows)} rows; views as "
                     f"columns)</summary>", ""]
-        details += _grouped_table(rows, cause_of)
+        details += _grouped_table(rows, cause_of, rank_counts(result.comparisons))
         details += ["", ("Nothing here fails the gate: the baseline cannot judge this capture. " if result.status ==
                          terms.INCOMPATIBLE else "") + "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
                     "judged by its part's own ΣDuration relative to the device scale: a share that moved only "
