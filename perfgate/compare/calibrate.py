@@ -10,7 +10,10 @@ views counts. Proposed tolerances:
 * ``statistics.tolerances[name]`` (the effect-size gate for repeated captures):
   ``k × sigma``, at least the floor;
 * ``metrics[name].tolerance`` (one capture against one capture): ``k × √2 × sigma`` (the
-  difference of two single runs), at least the floor.
+  difference of two single runs), at least the floor, and at least the largest difference
+  between two of the calibration captures themselves (``spread``): the robust sigma passes over
+  one run far from the others, and a tolerance below the spread fails a check of one of the
+  training runs against another. The printout says when the spread set it.
 
 ``k`` defaults to 3. A proposal below the current tolerance is reported as "could be
 tightened", one above it as "tighter than the measured noise".
@@ -96,7 +99,10 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
     repeated captures) and ``current_single`` / ``proposed_single`` (single-capture tolerance),
     ``verdict_stat`` / ``verdict_single`` (``could be tightened`` / ``tighter than the measured
     noise`` / ``ok``), ``detectable`` ({runs per side: minimum detectable shift at 99 % power,
-    in the tolerance's unit} for :data:`POWER_RUNS`, see :func:`detectable_shift`).
+    in the tolerance's unit} for :data:`POWER_RUNS`, see :func:`detectable_shift`), ``spread``
+    (max − min of the per-capture values in the tolerance's unit, the largest over labels and
+    views; ``spread_key`` where) and ``spread_sets_single`` (the spread, not ``k × √2 × sigma``,
+    set ``proposed_single``).
 
     Raises:
         UsageError: fewer than :data:`MIN_CAPTURES` captures, ``k`` not positive, or captures of
@@ -110,6 +116,7 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
     refuse_mixed(fps)
     stat_tols = (policy.statistics or {}).get("tolerances", {})
     worst: dict[str, tuple[float, str, str]] = {}
+    spreads: dict[str, tuple[float, str]] = {}
     for key in sorted(set.intersection(*[set(fp.metrics) for fp in fps])):
         ms = [fp.metrics[key] for fp in fps]
         m = ms[0]
@@ -129,13 +136,29 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
             s = s * 100.0
         if m.name not in worst or s > worst[m.name][0]:
             worst[m.name] = (s, key, tol.kind, dict(m.labels))
+        # the largest difference between two of the captures, in the tolerance's unit: a
+        # single-capture tolerance below it fails a check of one calibration run against another
+        spread = max(vals) - min(vals)
+        if tol.kind == "rel":
+            med = abs(float(np.median(vals)))
+            spread = spread / med if med else 0.0
+        elif tol.kind == "pp":
+            spread = spread * 100.0
+        if m.name not in spreads or spread > spreads[m.name][0]:
+            spreads[m.name] = (spread, key)
     out = []
     for name, (s, key, kind, labels) in sorted(worst.items()):
+        spread, spread_key = spreads[name]
         rule = policy.rule_for(name, {})
         cur_stat = stat_tols.get(name, rule.tolerance)
         cur_single = rule.tolerance
         p_stat = max(_round_up(k * s, kind), FLOOR[kind])
         p_single = max(_round_up(k * math.sqrt(2) * s, kind), FLOOR[kind])
+        # at least the captures' own spread: the robust sigma passes over one run far from the
+        # others (4 captures, exposed comm 10.45 / 3.79 / 3.91 / 3.86 %: sigma 0.09 pp, 0.39 pp
+        # proposed, and a check of the first capture against the second failed)
+        spread_wins = _round_up(spread, kind) > p_single + 1e-12
+        p_single = max(p_single, _round_up(spread, kind))
 
         def judge(cur: Tolerance, prop: float) -> str:
             if cur.kind != kind:
@@ -149,6 +172,7 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
         z_bound = float(norm.ppf(0.5 + level / 2.0))
         detectable = {r: detectable_shift(p_stat, s, r, z_bound=z_bound) for r in POWER_RUNS}
         out.append({"metric": name, "kind": kind, "sigma": s, "worst_key": key, "captures": len(fps), "k": k,
+                    "spread": spread, "spread_key": spread_key, "spread_sets_single": spread_wins,
                     "detectable": detectable,
                     "current_stat": cur_stat.value if cur_stat.kind == kind else None,
                     "proposed_stat": p_stat, "verdict_stat": judge(cur_stat, p_stat),
@@ -230,6 +254,13 @@ def render_table(proposals: list[dict], captures: int, k: float, path=None) -> l
                      f"{fmt(p['proposed_stat'], p['kind'])} ({p['verdict_stat']}) | "
                      f"{fmt(p['current_single'], p['kind'])} -> {fmt(p['proposed_single'], p['kind'])} "
                      f"({p['verdict_single']}) | {det}")
+    for p in proposals:
+        if p.get("spread_sets_single"):
+            lines.append(f"  note: {p['metric']}: the calibration captures differ by {fmt(p['spread'], p['kind'])} "
+                         f"({p['spread_key']}), more than k x sqrt(2) x sigma "
+                         f"({fmt(p['k'] * math.sqrt(2) * p['sigma'], p['kind'])}): the single-capture tolerance "
+                         f"is set to that spread, so no calibration run fails against another; a run far from "
+                         f"the others may be a bad capture: look at it before trusting the band")
     if runs:
         lines.append("  " + POWER_NOTE)
     warn = stability_warning(captures)
