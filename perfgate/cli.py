@@ -552,7 +552,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     result, paths = check_and_report(
         _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir), out=out,
         junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
-        history_path=_history_path(history_path, only_if_given=True), no_baseline_ok=no_baseline_ok,
+        history_path=_check_history_path(history_path, baseline_name), no_baseline_ok=no_baseline_ok,
         key=comment_key or baseline_name, junit_key=comment_key, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
         scheduler=scheduler, progress=_Progress(quiet))
     _OUTCOME["code"] = _OUTCOME["reported"] = result.exit_code   # the reports say it: a later Ctrl-C keeps it
@@ -604,6 +604,26 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
         else:
             w = f"perfgate: warning: {w}"
         click.echo(w, err=True)
+
+
+def _check_history_path(path, baseline_name: str):
+    """``check``'s history path: never refused before the check runs, so that a database that
+    cannot be opened is a STORE_ERROR result with its reports written (exit 5), as for the
+    default path (``--history DIR`` exited 5 with no report: second audit round). With a
+    ``history:BRANCH`` baseline the check itself refuses it; with a file baseline the history
+    only feeds the HTML trend sparklines, and a path that cannot be a database is a warning."""
+    import os
+    from perfgate.errors import StoreError
+    given = path or os.environ.get("PERFGATE_HISTORY")
+    if not given:
+        return Path("perfgate-history.sqlite")
+    if not str(baseline_name).startswith("history:"):
+        try:
+            _history_path(given)
+        except StoreError as e:
+            click.echo(f"perfgate: warning: {e}: not used, the HTML trend sparklines are left out",
+                       err=True)
+    return Path(given)
 
 
 def _history_path(path, *, only_if_given=False):

@@ -250,7 +250,13 @@ def test_directory_as_history_db_is_exit_5_for_every_spelling(six_runs, tmp_path
     r = run(*args, env=env)
     assert r.exit_code == 5, r.output
     assert f"{d}: the history database path is a directory, not a file" in r.output
-    assert list(d.iterdir()) == [] and not (tmp_path / "o").exists() and not (tmp_path / "r.html").exists()
+    assert list(d.iterdir()) == [] and not (tmp_path / "r.html").exists()
+    if cmd == "check":   # as for the default path: a STORE_ERROR result, its reports written (docs/history.md;
+        # a named path exited 5 with no report, which a CI step uploading reports `if: always()` never found)
+        assert json.loads((tmp_path / "o" / "perfgate-result.json").read_text())["status"] == "STORE_ERROR"
+        assert "<error" in (tmp_path / "o" / "perfgate-junit.xml").read_text()
+    else:
+        assert not (tmp_path / "o").exists()
 
 
 def test_default_history_path_as_directory_does_not_block_a_named_baseline_check(six_runs, tmp_path, monkeypatch):
@@ -265,6 +271,20 @@ def test_default_history_path_as_directory_does_not_block_a_named_baseline_check
     assert r.exit_code == 0, r.output
     r = run("check", "--baseline", "history:main", root / "s1", "--out", tmp_path / "o2", "--no-trace")
     assert r.exit_code == 5 and "the history database path is a directory" in r.output
+
+
+def test_named_history_directory_with_a_stored_baseline_is_a_warning(six_runs, tmp_path):
+    """check against a stored baseline with ``--history DIR``: the history only feeds the HTML
+    sparklines there; the check runs and says the path was not used (it exited 5 with no report)."""
+    root, _ = six_runs
+    bl, d = tmp_path / "bl", tmp_path / "histdir"
+    d.mkdir()
+    assert run("baseline", "save", "--name", "main", root / "s1", "--baseline-dir", bl, "--no-trace").exit_code == 0
+    r = run("check", "--baseline", "main", root / "s1", "--baseline-dir", bl, "--out", tmp_path / "o",
+            "--history", d, "--no-trace")
+    assert r.exit_code == 0, r.output
+    assert "the history database path is a directory, not a file" in r.output and "not used" in r.output
+    assert (tmp_path / "o" / "perfgate-result.json").is_file() and list(d.iterdir()) == []
 
 
 class _FullConnection:
