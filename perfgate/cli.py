@@ -985,8 +985,9 @@ def github_context():
 @common_workers
 def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
     """Fingerprint every capture under ROOTS and write a rollup (one row per capture, failed
-    ones with their reason) as OUT/sweep.csv and OUT/sweep.xlsx; JSON summary on stdout,
-    progress on stderr. Exits 0 when the rollup was written, whatever the captures."""
+    ones with their reason) as OUT/sweep.csv and OUT/sweep.xlsx (the xlsx with the xlsx extra
+    only; a warning without it); JSON summary on stdout, progress on stderr. Exits 0 when the
+    rollup was written, whatever the captures."""
     from perfgate.sweep import run_sweep, summary, write_rollup
     bar = {}
 
@@ -1012,6 +1013,9 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
     finally:
         if bar:
             bar["p"].stop()
+    if "xlsx" not in files:
+        click.echo("perfgate: warning: sweep.xlsx not written: it needs openpyxl, an optional part of perfgate "
+                   "(pip install 'perfgate[xlsx]'); sweep.csv holds the same rollup", err=True)
     click.echo(json.dumps(summary(table, files), indent=1, ensure_ascii=False))
 
 

@@ -191,11 +191,9 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
         ``pandas.DataFrame`` with :data:`COLUMNS`, one row per capture, failed ones included.
 
     Raises:
-        UsageError: a root that is not a folder, or no capture found at all; openpyxl (the
-            ``xlsx`` extra, for sweep.xlsx) is not installed — checked before any work.
+        UsageError: a root that is not a folder, or no capture found at all.
     """
     import pandas as pd
-    require_extra("xlsx", "the sweep rollup sweep.xlsx")
     absent = [str(r) for r in roots if not Path(r).exists()]
     if absent:
         raise UsageError(f"sweep root does not exist (not a folder): {', '.join(absent)}")
@@ -257,15 +255,28 @@ def _save(path: Path, row: dict) -> None:
         pass  # a cache that cannot be written only costs a recomputation
 
 
-def write_rollup(table, out_dir) -> dict:
-    """Write ``sweep.csv`` and ``sweep.xlsx`` (openpyxl) under ``out_dir`` atomically (temp file
-    + rename). Returns ``{"csv": path, "xlsx": path}``.
+def xlsx_available() -> bool:
+    """Whether openpyxl (the ``xlsx`` extra) is installed, for sweep.xlsx."""
+    try:
+        require_extra("xlsx", "the sweep rollup sweep.xlsx")
+    except UsageError:
+        return False
+    return True
+
+
+def write_rollup(table, out_dir, *, xlsx: bool | None = None) -> dict:
+    """Write ``sweep.csv`` and, when openpyxl (the ``xlsx`` extra) is installed, ``sweep.xlsx``
+    under ``out_dir`` atomically (temp file + rename). Returns ``{"csv": path, "xlsx": path}``
+    (no ``xlsx`` key without openpyxl; ``xlsx`` None = as installed). A base install writes the
+    CSV: the spreadsheet is the extra, the rollup is not (it refused the whole sweep before).
 
     Raises:
         StoreError: a write failed (a previous file is kept).
     """
     out = Path(out_dir)
-    paths = {"csv": out / "sweep.csv", "xlsx": out / "sweep.xlsx"}
+    if xlsx is None:
+        xlsx = xlsx_available()
+    paths = {"csv": out / "sweep.csv", **({"xlsx": out / "sweep.xlsx"} if xlsx else {})}
     try:
         out.mkdir(parents=True, exist_ok=True)
         for kind, p in paths.items():
