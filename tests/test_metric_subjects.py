@@ -194,6 +194,11 @@ def test_step_anatomy_and_step_share_texts_name_their_calibers(tmp_path):
         "elapsed step time unchanged (ΣDuration +258 us/step)"
     assert step_share_text({"step_delta_us": 1618.0, "step_time_delta_us": 1735.0}) == \
         "ΣDuration +1,618 of elapsed +1,735 us/step (93%)"
+    # a cause that moved against the step time has no share of it ("(-249%)": second audit round)
+    t = step_share_text({"step_delta_us": 53.0, "step_time_delta_us": -21.0})
+    assert t == "ΣDuration +53 us/step while the elapsed step time moved -21 us/step: opposite directions, no share of it"
+    t = step_share_text({"step_delta_us": 53.0, "step_time_delta_us": 34.0})
+    assert t.startswith("ΣDuration +53 of elapsed +34 us/step (156%: more than the step's change")
 
 
 def test_a_step_missing_from_step_trace_or_communication_json_is_named(tmp_path):

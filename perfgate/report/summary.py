@@ -189,8 +189,10 @@ def explains_text(x: dict, limit: int = 4) -> str:
 def step_share_text(x: dict) -> str:
     """How much of the step-time change a cause accounts for, each figure with its caliber: the
     cause's ΣDuration change per step against the elapsed step time's change
-    (``ΣDuration +258 of elapsed +300 us/step (86%)``; overlap can make it exceed 100 %),
-    or ``elapsed step time unchanged (ΣDuration +258 us/step)`` when the step did not move
+    (``ΣDuration +258 of elapsed +300 us/step (86%)``; above 100 % it says why it can be, and
+    for a cause that moved against the step time, e.g. +53 against −21 us/step, it gives no
+    share: "-249 %" was printed), or ``elapsed step time unchanged (ΣDuration +258 us/step)``
+    when the step did not move
     (fresh-user report: "step time: +258 us ΣDuration per step (step time unchanged)" read as a
     contradiction)."""
     d, st = x.get("step_delta_us"), x.get("step_time_delta_us")
@@ -198,6 +200,12 @@ def step_share_text(x: dict) -> str:
         return "—"
     if not st or abs(st) < MIN_STEP_DELTA_US:   # the step time did not move: nothing to apportion
         return f"elapsed step time unchanged (ΣDuration {d:+,.0f} us/step)"
+    if d * st < 0:   # the cause grew while the step got faster (or the reverse): a share would be negative
+        return (f"ΣDuration {d:+,.0f} us/step while the elapsed step time moved {st:+,.0f} us/step: "
+                f"opposite directions, no share of it")
+    if abs(d) > abs(st):   # more than the whole change: other parts moved the other way, or overlap
+        return (f"ΣDuration {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%}: more than the step's "
+                f"change; other parts moved the other way or it overlaps them)")
     return f"ΣDuration {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%})"
 
 
