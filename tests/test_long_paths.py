@@ -32,17 +32,23 @@ def test_path_too_long_names_the_component_and_the_limit(tmp_path):
 
 
 @pytest.mark.parametrize("option, code", [("--out", 5), ("--html", 5), ("--junit", 5), ("--baseline-dir", 5),
-                                          ("--history", 5), ("capture", 3)])
+                                          ("--history", 0), ("history:main", 5), ("capture", 3)])
 def test_check_with_a_too_long_path_is_refused_with_its_exit_code(setup, option, code):
     d, cap = setup
     args = {"--out": ["--out", str(d / LONG)], "--html": ["--html", str(d / (LONG + ".html"))],
             "--junit": ["--junit", str(d / (LONG + ".xml"))], "--baseline-dir": ["--baseline-dir", str(d / LONG)],
-            "--history": ["--history", str(d / (LONG + ".sqlite"))]}.get(option, [])
+            "--history": ["--history", str(d / (LONG + ".sqlite"))],
+            "history:main": ["--history", str(d / (LONG + ".sqlite"))]}.get(option, [])
     target = str(d / LONG) if option == "capture" else str(cap)
     base = [] if option == "--baseline-dir" else ["--baseline-dir", str(d / "bl")]
     out = [] if option in ("--out",) else ["--out", str(d / "o")]
-    r = CliRunner().invoke(main, ["check", "--baseline", "main", target, *base, *out, *args], env={})
+    # --history with a stored baseline feeds only the HTML sparklines: a warning, the check runs;
+    # with history:main the check is a STORE_ERROR result, its reports written
+    name = "history:main" if option == "history:main" else "main"
+    r = CliRunner().invoke(main, ["check", "--baseline", name, target, *base, *out, *args], env={})
     assert r.exit_code == code, r.output
+    if option == "--history":
+        assert "not used, the HTML trend sparklines are left out" in r.output
     assert "internal error" not in r.output and " bytes long, more than" in r.output, r.output
 
 

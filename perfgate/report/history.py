@@ -64,16 +64,20 @@ def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = N
     ratio = _is_ratio(key)
     from perfgate.compare.composition import PART_METRICS
     part = key.split("{", 1)[0] in PART_METRICS
-    lines = [f"### `{key}`", "", f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
+    lines = [f"### `{key}` ({unit_text(key)})", "",
+             f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
              f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
     if part:
         lines += ["Judged as a part of the whole: the part's own ΣDuration relative to the device scale, in % "
-                  "of the first run's ΣDuration (perfgate.history.parts), so other parts moving do not move it.", ""]
+                  "of the first run's ΣDuration (perfgate.history.parts), so other parts moving do not move it. "
+                  "Before / after below are that quantity, not the share itself (it can exceed 100 %); "
+                  "`perfgate history query` gives the recorded shares.", ""]
     if not cps:
         lines.append("No change point." if not note else note[0].upper() + note[1:] + ".")
     else:
-        lines += ["| run | commit | before | after | change | p | runs before / after | status |",
-                  "|---|---|---|---|---|---|---|---|"]
+        head = ("| run | commit | part before (% of run 1's ΣDuration) | part after | change | p | runs before / after "
+                "| status |" if part else "| run | commit | before | after | change | p | runs before / after | status |")
+        lines += [head, "|---|---|---|---|---|---|---|---|"]
         for c in cps:
             before, after, change = _change_text(c, ratio)
             lines.append(f"| {c.run_id} (#{c.index + 1}) | {_commit(c.commit)} | {before} | {after} | "
@@ -100,8 +104,8 @@ def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
     scale = 100.0 if ratio else 1.0
     ax.plot(x, scale * pd.to_numeric(series["value"], errors="coerce").astype(float).to_numpy(), marker="o", ms=3,
             lw=1)
-    if ratio:
-        ax.set_ylabel("%")
+    # the recorded values, in their unit and caliber (a ratio in %)
+    ax.set_ylabel(("%" + unit_text(key).removeprefix("ratio")) if ratio else unit_text(key), fontsize=8)
     for c in cps:
         ax.axvline(c.index + 0.5, color="red" if c.direction == terms.REGRESSION else "green",
                    ls="--" if not c.confirmed else "-", lw=1)
@@ -161,6 +165,20 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
         rows.append(row)
     return pd.DataFrame(rows, columns=["round", "run", "change", "status", "commit", "series", "level", key,
                                        "vs_previous_kept", "vs_first"])   # the columns even with no run
+
+
+def unit_text(key: str) -> str:
+    """``us, elapsed`` / ``ratio, ΣDuration`` / ``calls``: the registry's unit and caliber of the
+    metric of ``key`` (a `` (series ...)`` suffix allowed); ``unit not known`` for another key.
+    The trend and report blocks named neither (second audit round)."""
+    from perfgate.metrics import registry
+    from perfgate.model import parse_metric_key
+    try:
+        d = registry.get(parse_metric_key(key.split(" (series ", 1)[0])[0])
+    except (KeyError, ValueError):
+        return "unit not known"
+    cal = terms.CALIBER_LABEL.get(d.caliber)
+    return f"{d.unit}{', ' + cal if cal else ''}"
 
 
 def _with_unit(key: str) -> str:
