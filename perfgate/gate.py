@@ -135,7 +135,7 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     hs = HistoryStore(history_path, readonly=True)
     try:
         base, noise = hs.rolling_baseline(branch, cand.config, window=int(h["window"]),
-                                          min_runs=int(h["min_runs"]), band_k=float(h["band_k"]))
+                                          min_runs=int(h["min_runs"]), band_k=float(h["band_k"]), cand=cand)
         clocks = hs.order_warnings()
     finally:
         hs.close()
@@ -143,6 +143,10 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     note = (f"baseline history:{branch} = per-metric median of {len(runs)} run(s) (ids {runs}, commits "
             f"{[c[:12] if c else NO_COMMIT for c in base.provenance['commits']]}); tolerance widened by {h['band_k']:g} x robust "
             f"sigma of those runs")
+    left = base.provenance.get("other_workload_runs") or []
+    if left:
+        note += (f"; run(s) {left} of this series left out: another workload than the candidate "
+                 f"(other kernel families)")
     return base, noise, [note, *(f"history order: {w}" for w in clocks)]
 
 

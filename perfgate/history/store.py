@@ -93,6 +93,36 @@ def _v1(db: "sqlite_utils.Database") -> None:
 MIGRATIONS = {1: _v1}
 
 
+def _other_workload_runs(vals: pd.DataFrame, ids: list, cand: Fingerprint | None = None) -> dict:
+    """{run id: reason} for the runs among ``ids`` (newest first) whose kernel families are not
+    the workload of ``cand`` (the candidate; None: the newest run)
+    (:func:`perfgate.metrics.workload.other_workload` on their ``share.family`` values): the
+    series key holds no notion of the model, and a CNN recorded on a branch of transformer runs
+    made a ``history:BRANCH`` baseline of transformer medians with the CNN's Top-N set (second
+    audit round)."""
+    from perfgate.metrics.workload import other_workload
+    fam = vals[vals["key"].str.startswith("share.family{")]
+    if fam.empty or (len(ids) < 2 and cand is None):
+        return {}
+
+    def fp_of(run_id):
+        rows = fam[fam["run_id"] == run_id]
+        ms = {}
+        for key, v in zip(rows["key"], rows["value"]):
+            name, labels = parse_metric_key(key)
+            ms[key] = MetricValue(key=key, name=name, labels=labels, value=float(v), unit="ratio", caliber=None,
+                                  tier=2, evidence="", context={})
+        return Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version="history", provenance={}, config={},
+                           metrics=ms)
+    ref, ref_name = (cand, "candidate") if cand is not None else (fp_of(ids[0]), f"newest run {ids[0]}")
+    out = {}
+    for i in (ids if cand is not None else ids[1:]):
+        why = other_workload(ref, fp_of(i), names=(ref_name, f"run {i}"))
+        if why:
+            out[i] = why
+    return out
+
+
 def series_key(config: dict) -> str:
     """The stored ``runs.series_key``: 12 hex of sha256 over rank count, CANN / torch_npu
     versions, aic_metrics and Type / Accelerator Core availability (``SERIES_FACETS``). One part
@@ -626,7 +656,7 @@ class HistoryStore:
         return [r[0] for r in self.conn.execute(sql + " order by key", args)]
 
     def rolling_baseline(self, branch: str, cand_config: dict, *, window: int, min_runs: int,
-                         band_k: float) -> tuple[Fingerprint, dict]:
+                         band_k: float, cand: Fingerprint | None = None) -> tuple[Fingerprint, dict]:
         """Baseline = per-metric median of the last ``window`` kept runs (newest commits, see the
         module docstring) of ``branch`` with the candidate's ``series_key`` and one profiler level
         (:func:`series_id`): the candidate's level when it has at least ``min_runs`` runs, else the
@@ -642,12 +672,13 @@ class HistoryStore:
         """
         from pandas import errors as pd_errors
         try:
-            return self._rolling_baseline(branch, cand_config, window=window, min_runs=min_runs, band_k=band_k)
+            return self._rolling_baseline(branch, cand_config, window=window, min_runs=min_runs, band_k=band_k,
+                                          cand=cand)
         except (sqlite3.DatabaseError, pd_errors.DatabaseError) as e:
             raise self._damaged(e) from None
 
     def _rolling_baseline(self, branch: str, cand_config: dict, *, window: int, min_runs: int,
-                          band_k: float) -> tuple[Fingerprint, dict]:
+                          band_k: float, cand: Fingerprint | None = None) -> tuple[Fingerprint, dict]:
         sk = series_key(cand_config)
         runs = pd.read_sql_query(
             "select id, commit_sha as \"commit\", recorded_at, series_key, " + _SERIES_SQL.format(p="")
@@ -674,6 +705,19 @@ class HistoryStore:
         q = ",".join("?" * len(ids))
         vals = pd.read_sql_query(f"select * from metric_values where run_id in ({q})", self.conn, params=ids)
         self._check_rows(vals, dict(zip(ids, same["commit"])))
+        other = _other_workload_runs(vals, ids, cand)
+        if other:   # one workload per pool: the candidate's (else the newest run's)
+            keep = [i for i in ids if i not in other]
+            if len(keep) < min_runs:
+                raise NoBaselineError(
+                    f"history:{branch} has {len(keep)} kept run(s) of the {'candidate' if cand is not None else 'newest run'}'s "
+                    f"workload in this series, "
+                    f"{min_runs} needed: run(s) {sorted(other)} are another workload ({other[min(other)]})",
+                    path=self.path, hint="record runs of one model per branch and series, or check against a "
+                                         "stored baseline")
+            same = same[same["id"].isin(keep)]
+            ids = keep
+            vals = vals[vals["run_id"].isin(keep)]
         latest = ids[0]
         metrics, noise = {}, {}
         for key, g in vals.groupby("key"):
@@ -700,6 +744,7 @@ class HistoryStore:
         except (TypeError, ValueError, AttributeError) as e:
             raise self._damaged(ValueError(f"run {latest}: config / provenance is not a JSON object ({e})")) from None
         prov = {"source": f"history:{branch}", "runs": ids, "commits": list(same["commit"]),  # None = no commit
+                "other_workload_runs": sorted(other),
                 "ranks": cfg.get("ranks"),
                 "window": window, "series_key": sk, "series": same.iloc[0]["series"], "db": str(self.path),
                 "steps": prov_steps}
