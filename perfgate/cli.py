@@ -695,8 +695,8 @@ def _emit(df, fmt):
         click.echo(df.to_json(orient="records", indent=1))
     elif fmt == "csv":
         click.echo(df.to_csv(index=False), nl=False)
-    else:
-        click.echo(df.to_string(index=False) if len(df) else "(no rows)")
+    else:   # a table for people: an absent note or version reads "-", not "None" / "NaN"
+        click.echo(df.astype(object).where(df.notna(), "-").to_string(index=False) if len(df) else "(no rows)")
 
 
 @history.command("runs")
@@ -729,7 +729,24 @@ def history_query(metric, branch, since, fmt, history_path):
     if df.empty:
         require_metric(hs, metric)
     _order_warnings(hs)
-    _emit(df, fmt)
+    _emit(_with_unit_columns(df, metric), fmt)
+
+
+def _with_unit_columns(df, metric: str):
+    """``df`` (a history series) with ``unit`` and ``caliber`` columns after ``value``, from the
+    registry (the query printed a bare ``value``: second audit round)."""
+    from perfgate import terms
+    from perfgate.metrics import registry
+    from perfgate.model import parse_metric_key
+    try:
+        d = registry.get(parse_metric_key(metric)[0])
+    except (KeyError, ValueError):
+        return df
+    df = df.copy()
+    at = list(df.columns).index("value") + 1 if "value" in df.columns else len(df.columns)
+    df.insert(at, "unit", d.unit)
+    df.insert(at + 1, "caliber", terms.CALIBER_LABEL.get(d.caliber) or (d.caliber_note or ""))
+    return df
 
 
 @history.command("trend")

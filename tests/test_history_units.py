@@ -35,3 +35,20 @@ def test_part_metric_table_names_its_quantity():
     assert "part before (% of run 1's ΣDuration)" in text and "not the share itself" in text
     plain = render_trend("step.time_us{view=p50}", _series(), [_cp("step.time_us{view=p50}")])
     assert "| before | after |" in plain
+
+
+def test_query_names_unit_and_caliber_and_runs_print_no_none(tmp_path, policy):
+    from click.testing import CliRunner
+
+    from perfgate.cli import main
+    from perfgate.gate import record_history
+    from perfgate.synth import SynthSpec, write_capture
+    db = tmp_path / "h.sqlite"
+    record_history(write_capture(tmp_path / "s0", SynthSpec(seed=0)), policy=policy, history_path=db,
+                   branch="main", commit="c0", env={})
+    r = CliRunner().invoke(main, ["history", "query", "--db", str(db), "--metric", "step.time_us{view=p50}",
+                                  "--format", "csv"])
+    assert r.exit_code == 0 and r.output.splitlines()[0].endswith(",value,unit,caliber"), r.output
+    assert r.output.splitlines()[1].endswith(",us,elapsed")
+    r = CliRunner().invoke(main, ["history", "runs", "--db", str(db)])
+    assert r.exit_code == 0 and "None" not in r.output and "NaN" not in r.output, r.output
