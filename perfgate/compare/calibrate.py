@@ -92,6 +92,15 @@ def refuse_mixed(fps: list[Fingerprint]) -> None:
                     hint="calibrate on captures of one configuration (same profiler level, export and ranks)")
 
 
+def _in_tolerance_unit(amount: float, vals: list, kind: str) -> float:
+    """An amount in a metric's unit in its tolerance's: relative to the median of ``vals`` for
+    ``rel`` (0 for a zero median), percentage points for ``pp`` (a ratio x 100), else as is."""
+    if kind == "rel":
+        med = abs(float(np.median(vals)))
+        return amount / med if med else 0.0
+    return amount * 100.0 if kind == "pp" else amount
+
+
 def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -> list[dict]:
     """Per gated metric name with samples: ``metric``, ``kind`` (rel / pp / abs), ``sigma``
     (in the tolerance's unit: fraction, pp or metric unit), ``worst_key`` (the label set / view
@@ -128,22 +137,12 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
             continue
         tol = stat_tols.get(m.name, rule.tolerance)
         vals = [float(x.value) for x in ms]
-        s = robust_sigma(vals)
-        if tol.kind == "rel":
-            med = abs(float(np.median(vals)))
-            s = s / med if med else 0.0
-        elif tol.kind == "pp":
-            s = s * 100.0
+        s = _in_tolerance_unit(robust_sigma(vals), vals, tol.kind)
         if m.name not in worst or s > worst[m.name][0]:
             worst[m.name] = (s, key, tol.kind, dict(m.labels))
         # the largest difference between two of the captures, in the tolerance's unit: a
         # single-capture tolerance below it fails a check of one calibration run against another
-        spread = max(vals) - min(vals)
-        if tol.kind == "rel":
-            med = abs(float(np.median(vals)))
-            spread = spread / med if med else 0.0
-        elif tol.kind == "pp":
-            spread = spread * 100.0
+        spread = _in_tolerance_unit(max(vals) - min(vals), vals, tol.kind)
         if m.name not in spreads or spread > spreads[m.name][0]:
             spreads[m.name] = (spread, key)
     out = []
