@@ -117,7 +117,9 @@ def write_history_report(hs, policy, out, *, branch: str | None = None, last_n: 
         n += 1
         png = outp / f"metric-{n:03d}.png"
         write_atomic(png, plot_series(t.key, t.series, t.change_points))
-        parts += [render_trend(t.key, t.series, t.change_points), f"![{t.key}]({png.name})", ""]
+        # the series tag, as `history trend` prints it: runs of several series are trended apart
+        title = t.key + (f" (series {t.series_key})" if getattr(t, "series_key", None) else "")
+        parts += [render_trend(title, t.series, t.change_points), f"![{t.key}]({png.name})", ""]
     if n == 0:
         parts.append(f"No gated metric changed in the last {last_n} run(s).")
     write_atomic(outp / "report.md", "\n".join(parts) + "\n")
