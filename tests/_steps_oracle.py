@@ -162,7 +162,8 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
 
     SLOW_RANK: a rank's step time exceeds the p50 over ranks of that step by more than
     ``slow_rank_ratio`` (msprof-analyze advisor uses 5 %). RANK_STEP_MISMATCH: ranks hold
-    different steps. RANKS_FROM_DIFFERENT_RUNS (fail): collection ended more than
+    different steps; RANKS_WITHOUT_COMMON_STEP (fail) when no step is held by two ranks.
+    RANKS_FROM_DIFFERENT_RUNS (fail): collection ended more than
     ``max_collection_spread_s`` apart (host wall clock, not device timestamps).
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
@@ -185,9 +186,18 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
             if (tables["rank"] == r).any() or not len(tables)}  # partial ranks hold no kernel steps
     if len(set(sets.values())) > 1:
         desc = "; ".join(f"rank {r}: {len(v)} step(s) {list(v)[:4]}" for r, v in sets.items())
-        out.append(Finding("RANK_STEP_MISMATCH", "warn", None, None,
-                           f"ranks hold different steps ({desc}); cross-rank views use the steps each rank has",
-                           "kernel_details.csv Step Id"))
+        # a step loop: is any step held by two ranks? (every rank with steps, none shared: other runs)
+        common = any(sum(step in set(v) for v in sets.values()) >= 2
+                     for step in {x for v in sets.values() for x in v})
+        if all(len(v) for v in sets.values()) and not common:
+            out.append(Finding("RANKS_WITHOUT_COMMON_STEP", "fail", None, None,
+                               f"the ranks share no profiled step ({desc}): one run's ranks profile the same "
+                               f"steps, so these rank folders come from different runs",
+                               "kernel_details.csv Step Id"))
+        else:
+            out.append(Finding("RANK_STEP_MISMATCH", "warn", None, None,
+                               f"ranks hold different steps ({desc}); cross-rank views use the steps each rank has",
+                               "kernel_details.csv Step Id"))
     ends = {r: i.get("collection_end_ns") for r, i in infos.items() if i.get("collection_end_ns")}
     if len(ends) > 1:
         spread = (max(ends.values()) - min(ends.values())) / 1e9
