@@ -735,17 +735,14 @@ def history_query(metric, branch, since, fmt, history_path):
 def _with_unit_columns(df, metric: str):
     """``df`` (a history series) with ``unit`` and ``caliber`` columns after ``value``, from the
     registry (the query printed a bare ``value``: second audit round)."""
-    from perfgate import terms
-    from perfgate.metrics import registry
-    from perfgate.model import parse_metric_key
-    try:
-        d = registry.get(parse_metric_key(metric)[0])
-    except (KeyError, ValueError):
+    from perfgate.report.history import unit_and_caliber
+    got = unit_and_caliber(metric)
+    if got is None:
         return df
     df = df.copy()
     at = list(df.columns).index("value") + 1 if "value" in df.columns else len(df.columns)
-    df.insert(at, "unit", d.unit)
-    df.insert(at + 1, "caliber", terms.CALIBER_LABEL.get(d.caliber) or (d.caliber_note or ""))
+    df.insert(at, "unit", got[0])
+    df.insert(at + 1, "caliber", got[1])
     return df
 
 

@@ -167,32 +167,33 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
                                        "vs_previous_kept", "vs_first"])   # the columns even with no run
 
 
-def unit_text(key: str) -> str:
-    """``us, elapsed`` / ``ratio, ΣDuration`` / ``calls``: the registry's unit and caliber of the
-    metric of ``key`` (a `` (series ...)`` suffix allowed); ``unit not known`` for another key.
-    The trend and report blocks named neither (second audit round)."""
+def unit_and_caliber(key: str) -> tuple[str, str] | None:
+    """``(unit, caliber text)`` of the metric of ``key`` from the registry (a `` (series ...)``
+    suffix allowed; caliber ``""`` for a metric without one, e.g. a count), or None for a key
+    the registry does not know."""
     from perfgate.metrics import registry
     from perfgate.model import parse_metric_key
     try:
         d = registry.get(parse_metric_key(key.split(" (series ", 1)[0])[0])
     except (KeyError, ValueError):
+        return None
+    return d.unit, terms.CALIBER_LABEL.get(d.caliber) or ""
+
+
+def unit_text(key: str) -> str:
+    """``us, elapsed`` / ``ratio, ΣDuration`` / ``calls``: :func:`unit_and_caliber` as text;
+    ``unit not known`` for another key. The trend and report blocks named neither (second audit
+    round)."""
+    got = unit_and_caliber(key)
+    if got is None:
         return "unit not known"
-    cal = terms.CALIBER_LABEL.get(d.caliber)
-    return f"{d.unit}{', ' + cal if cal else ''}"
+    return f"{got[0]}{', ' + got[1] if got[1] else ''}"
 
 
 def _with_unit(key: str) -> str:
     """``key`` with its unit and caliber, as the registry gives them: ``step.time_us{view=p50} (us,
     elapsed)`` (the journal's value column named neither: second fresh-user round)."""
-    from perfgate import terms
-    from perfgate.metrics import registry
-    from perfgate.model import parse_metric_key
-    try:
-        d = registry.get(parse_metric_key(key)[0])
-    except (KeyError, ValueError):
-        return key
-    cal = terms.CALIBER_LABEL.get(d.caliber)
-    return f"{key} ({d.unit}{', ' + cal if cal else ''})"
+    return key if unit_and_caliber(key) is None else f"{key} ({unit_text(key)})"
 
 
 def render_journal(table: pd.DataFrame, key: str) -> str:
