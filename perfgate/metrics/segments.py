@@ -1130,6 +1130,40 @@ def _units(lay: pd.DataFrame) -> pd.DataFrame:
     return lay.groupby(["step", "pass", "microbatch"], sort=False).size().rename("layers").reset_index()
 
 
+def _codes(*cols) -> tuple[np.ndarray, int]:
+    """Joint codes of equal-length key columns in order of first appearance (``groupby(sort=False)``
+    order), -1 where any key is missing (a group-by drops such rows); and the number of codes."""
+    joint = np.zeros(len(cols[0]), dtype=np.int64)
+    bad = np.zeros(len(cols[0]), dtype=bool)
+    for c in cols:
+        k, u = pd.factorize(c)
+        bad |= k < 0
+        joint = joint * (len(u) + 1) + k
+    joint[bad] = -1
+    codes, uniq = pd.factorize(joint, use_na_sentinel=False)
+    if bad.any():   # the -1 key is no group: renumber the others densely, in first-seen order
+        keep = uniq != -1
+        remap = np.full(len(uniq), -1, dtype=np.int64)
+        remap[keep] = np.arange(int(keep.sum()))
+        return remap[codes], int(keep.sum())
+    return codes.astype(np.int64), len(uniq)
+
+
+def _median(values: np.ndarray) -> float:
+    """``pd.Series(values).median()``: NaN skipped, the mean of the two middle values for an even
+    count (numpy's median), NaN when nothing is left."""
+    v = values[~np.isnan(values)]
+    return float(np.median(v)) if len(v) else float("nan")
+
+
+def _median_low_with_zeros(present_values: np.ndarray, units: int) -> float:
+    """The lower median of ``units`` values of which ``present_values`` are given and the others 0
+    (a class absent from a micro-batch pass counts 0 layers there), as the sorted-``cumcount``
+    pick of the former group-by."""
+    want = (units - 1) // 2 - (units - len(present_values))
+    return float(np.sort(present_values)[want]) if want >= 0 else 0.0
+
+
 def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> dict:
     """Gate metrics from one rank's segmentation, in :func:`perfgate.metrics.fingerprint.rank_metrics`
     form ``{(name, labels): (value, evidence, context)}``. Counts are lower medians over the
@@ -1148,6 +1182,12 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
       non-layer segments and non-recurring layers under ``kind=unstructured``) (tier 2);
     * ``layer.wall_p50_us{pass}`` — median layer wall (µs, wall-span caliber: last end − first
       start of the layer's rows, all streams) over all layers of the pass (tier 3).
+
+    Columnar (issue 21): the micro-batch passes, (pass, class) and (pass, kind) groups are joint
+    integer codes over the layer and block tables in first-seen order, every count one
+    ``bincount``; per-step block sums are pandas' own float sums (:func:`perfgate.metrics.kernels.group_sums`).
+    The former pandas group-bys (~30 ms per small rank, ~85 ms in a fresh process) are the
+    oracle of tests/test_segment_metrics_columnar.py.
     """
     out: dict = {}
     steps = list(seg.steps["step"])
@@ -1162,65 +1202,131 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
         out[("layer.count", ())] = (0.0, ev, {})
         out[("block.share", (("kind", UNSTRUCTURED),))] = (1.0, f"{kfile}: no layer found", {})
         return out
-    units = _units(lay)
-    main = units[units["pass"] == FORWARD]
+    l_step = lay["step"].to_numpy(dtype=object)
+    l_pass = lay["pass"].to_numpy(dtype=object)
+    l_mb = lay["microbatch"].to_numpy()
+    l_cls = lay["class_id"].to_numpy(dtype=object)
+    # micro-batch passes (step, pass, micro-batch), in first-seen order, with their layer counts
+    unit, nu = _codes(l_step, l_pass, l_mb)
+    has_unit = unit >= 0
+    first_of_unit = np.full(nu, len(unit), dtype=np.int64)
+    np.minimum.at(first_of_unit, unit[has_unit], np.flatnonzero(has_unit))
+    unit_pass = l_pass[first_of_unit]
+    unit_layers = np.bincount(unit[has_unit], minlength=nu)
+    main = np.flatnonzero(unit_pass == FORWARD)
     if not len(main):
-        main = units[units["pass"] == BACKWARD]
+        main = np.flatnonzero(unit_pass == BACKWARD)
     if not len(main):
-        main = units
-    out[("layer.count", ())] = (km.median_low(main["layers"].to_numpy()), ev + f"; {len(main)} micro-batch "
-                                f"pass(es) of pass {main['pass'].iloc[0]}", {})
+        main = np.arange(nu)
+    out[("layer.count", ())] = (km.median_low(unit_layers[main]), ev + f"; {len(main)} micro-batch "
+                                f"pass(es) of pass {unit_pass[main[0]]}", {})
     out[("microbatch.count_per_step", ())] = (
         km.median_low(seg.steps["microbatches"].to_numpy()),
         f"{kfile}: runs of touching forward layers per step (pipeline, embedding or loss segments between)", {})
-    npass = seg.steps["passes"].map(lambda x: len([p for p in str(x).split("+") if p]))
-    seen = sorted(set("+".join(seg.steps["passes"]).split("+")) - {""})
-    out[("pass.count_per_step", ())] = (km.median_low(npass.to_numpy()), f"{kfile}: passes {', '.join(seen)}", {})
-    # per micro-batch pass counts of each class
-    key = ["step", "pass", "microbatch"]
-    per = lay.groupby(key + ["class_id"], sort=False).size().rename("n").reset_index()
+    passes_text = [str(x) for x in seg.steps["passes"].tolist()]
+    npass = [len([p for p in x.split("+") if p]) for x in passes_text]
+    seen = sorted(set("+".join(passes_text).split("+")) - {""})
+    out[("pass.count_per_step", ())] = (km.median_low(npass), f"{kfile}: passes {', '.join(seen)}", {})
+    # layers per (micro-batch pass, class): the former per-(step, pass, micro-batch, class) sizes
+    cls_code, cls_names = pd.factorize(l_cls)
+    ok = has_unit & (cls_code >= 0)
+    ncls = len(cls_names)
+    pair_n = np.bincount(unit[ok] * ncls + cls_code[ok], minlength=nu * ncls) if nu * ncls <= 1 << 24 else None
+    if pair_n is None:
+        pu, pc = np.unique(unit[ok] * ncls + cls_code[ok], return_counts=True)
+    else:
+        pu = np.flatnonzero(pair_n)
+        pc = pair_n[pu]
+    pair_unit, pair_cls = pu // ncls, pu % ncls
+    wall = lay["wall_us"].to_numpy(dtype=float)
+    pass_order = list(dict.fromkeys(unit_pass.tolist()))   # passes in first-seen order of the units
     recurring = set()
-    firsts = lay.drop_duplicates(["pass", "class_id"]).set_index(["pass", "class_id"])
-    for p, u in units.groupby("pass", sort=False):
-        g = per[per["pass"] == p].sort_values(["class_id", "n"], kind="stable")
-        nunits = len(u)
-        present = g.groupby("class_id", sort=False)["n"].transform("size")
-        want = (nunits - 1) // 2 - (nunits - present)          # lower median with absent units = 0
-        pick = g[g.groupby("class_id", sort=False).cumcount() == want]
-        med = pick.set_index("class_id")["n"].reindex(g["class_id"].unique(), fill_value=0)
-        rec = med[med >= 2]
-        recurring.update(rec.index)
-        for c, v in rec.items():
-            f = firsts.loc[(p, c)]
-            e = (f"{kfile} rows {f['first_row']}-{f['last_row']} (step {f['step']}, {p} micro-batch "
-                 f"{f['microbatch']}, model layer {f['model_layer']}: {f['kinds']})")
+    for p in pass_order:
+        u_of_p = np.flatnonzero(unit_pass == p)
+        nunits = len(u_of_p)
+        in_p = unit_pass[pair_unit] == p
+        cl, n_, un = pair_cls[in_p], pc[in_p], pair_unit[in_p]
+        names = cls_names[cl] if len(cl) else np.zeros(0, dtype=object)
+        by_class: dict = {}
+        for name, n in zip(names.tolist(), n_.tolist()):
+            by_class.setdefault(name, []).append(n)
+        rec = []
+        for c in sorted(by_class):
+            v = _median_low_with_zeros(np.asarray(by_class[c], dtype=np.int64), nunits)
+            if v >= 2:
+                rec.append((c, v))
+        recurring.update(c for c, _ in rec)
+        for c, v in rec:
+            f = int(np.argmax((l_pass == p) & (l_cls == c)))   # the first layer of the (pass, class)
+            e = (f"{kfile} rows {lay['first_row'].iat[f]}-{lay['last_row'].iat[f]} (step {l_step[f]}, {p} micro-batch "
+                 f"{l_mb[f]}, model layer {lay['model_layer'].iat[f]}: {lay['kinds'].iat[f]})")
             out[("layer.class_count", (("class", c), ("pass", p)))] = (float(v), e, {})
-        rest = g[~g["class_id"].isin(rec.index)]
-        if len(rest):
-            tot = rest.groupby(key)["n"].sum().reindex(pd.MultiIndex.from_frame(u[key]), fill_value=0)
+        rec_names = {c for c, _ in rec}
+        rest = np.fromiter((x not in rec_names for x in names.tolist()), dtype=bool, count=len(names))
+        if rest.any():
+            tot = np.zeros(nu, dtype=np.int64)
+            np.add.at(tot, un[rest], n_[rest])
             out[("layer.class_count", (("class", UNIQUE), ("pass", p)))] = (
-                km.median_low(tot.to_numpy()), f"{kfile}: {p} layers whose class occurs once per micro-batch pass", {})
-        w = lay.loc[lay["pass"] == p, "wall_us"]
-        out[("layer.wall_p50_us", (("pass", p),))] = (float(w.median()), ev, {"members": int(len(w))})
-    b = seg.blocks.merge(lay[["step", "layer", "class_id", "pass", "microbatch"]].rename(
-        columns={"class_id": "layer_class"}), on=["step", "layer"])
-    b = b[b["layer_class"].isin(recurring)]
-    for (p, kind), g in b.groupby(["pass", "kind"], sort=False):
-        u = units[units["pass"] == p]
-        cnt = g.groupby(key).size().reindex(pd.MultiIndex.from_frame(u[key]), fill_value=0)
-        e = f"{kfile} rows {g['first_row'].iloc[0]}-{g['last_row'].iloc[0]} (step {g['step'].iloc[0]}, layer {g['layer'].iloc[0]})"
-        out[("block.count", (("kind", kind), ("pass", p)))] = (km.median_low(cnt.to_numpy()), e, {})
-    total = step_sum_us.reindex(steps).astype(float)
-    shares = {}
-    for kind, g in b.groupby("kind"):
-        sh = (g.groupby("step")["sum_dur_us"].sum().reindex(steps, fill_value=0.0) / total).fillna(0.0)
-        shares[kind] = sh
-        e = f"{kfile} rows {g['first_row'].iloc[0]}-{g['last_row'].iloc[0]} (step {g['step'].iloc[0]}, layer {g['layer'].iloc[0]})"
-        out[("block.share", (("kind", kind),))] = (float(sh.median()), e, {})
-    rest = (1.0 - sum(shares.values(), pd.Series(0.0, index=steps))).clip(lower=0.0)
-    out[("block.share", (("kind", UNSTRUCTURED),))] = (float(rest.median()),
-                                                       f"{kfile}: non-layer segments and non-recurring layers", {})
+                km.median_low(tot[u_of_p]), f"{kfile}: {p} layers whose class occurs once per micro-batch pass", {})
+        w = wall[l_pass == p]
+        out[("layer.wall_p50_us", (("pass", p),))] = (_median(w), ev, {"members": int(len(w))})
+    layer_recurring = np.append(np.isin(cls_names.astype(object), list(recurring)), False)[cls_code]
+    _block_metrics(out, seg, lay, unit, unit_pass, nu, layer_recurring, steps, kfile, step_sum_us)
     return out
+
+
+#: up to this many blocks of a kind, its per-step ΣDuration is summed by
+#: :func:`perfgate.metrics.kernels.group_sums` (no group-by set-up); above, by pandas' group-by
+#: (its C loop), the same float sums either way
+_SMALL_SUM = 2000
+
+
+def _block_metrics(out, seg, lay, unit, unit_pass, nu, layer_recurring, steps, kfile, step_sum_us) -> None:
+    """``block.count`` and ``block.share`` of :func:`segment_metrics` into ``out``: the blocks of
+    layers of recurring classes (matched to their layer by (step, layer), as an inner merge)."""
+    blocks = seg.blocks
+    m = blocks[["step", "layer"]].assign(_b=np.arange(len(blocks))).merge(
+        lay[["step", "layer"]].assign(_l=np.arange(len(lay))), on=["step", "layer"])
+    bi, li = m["_b"].to_numpy(), m["_l"].to_numpy()
+    keep = layer_recurring[li]   # (the -1 code of a missing class id reads the trailing False)
+    bi, li = bi[keep], li[keep]
+    kind = blocks["kind"].to_numpy(dtype=object)[bi]
+    b_first = blocks["first_row"].to_numpy()[bi]
+    b_step = blocks["step"].to_numpy(dtype=object)[bi]
+    b_layer = blocks["layer"].to_numpy()[bi]
+    b_pass = lay["pass"].to_numpy(dtype=object)[li]
+    b_unit = unit[li]
+
+    def evidence(i):
+        return f"{kfile} rows {b_first[i]}-{blocks['last_row'].iat[int(bi[i])]} (step {b_step[i]}, layer {b_layer[i]})"
+
+    if len(bi):
+        grp, ng = _codes(b_pass, kind)
+        firsts = np.full(ng, len(grp), dtype=np.int64)
+        np.minimum.at(firsts, grp[grp >= 0], np.flatnonzero(grp >= 0))
+        for gi in range(ng):
+            i = int(firsts[gi])
+            p = b_pass[i]
+            sel = (grp == gi) & (b_unit >= 0)
+            cnt = np.bincount(b_unit[sel], minlength=nu)[np.flatnonzero(unit_pass == p)]
+            out[("block.count", (("kind", kind[i]), ("pass", p)))] = (km.median_low(cnt), evidence(i), {})
+    total = step_sum_us.reindex(steps).astype(float).to_numpy()
+    dur = blocks["sum_dur_us"].to_numpy(dtype=float)[bi]
+    rest = np.zeros(len(steps))
+    kcode, knames = pd.factorize(kind)
+    for kc in sorted(range(len(knames)), key=lambda i: knames[i]):   # kinds in sorted order
+        k = knames[kc]
+        at = np.flatnonzero(kcode == kc)
+        sums = km.group_sums(b_step[at].tolist(), dur[at].tolist()) if len(at) <= _SMALL_SUM else None
+        if sums is None:   # pandas' own group-by: a large table, or an unknown pandas summation
+            sums = pd.Series(dur[at]).groupby(b_step[at]).sum().to_dict()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sh = np.asarray([sums.get(s, 0.0) for s in steps], dtype=float) / total
+        sh[np.isnan(sh)] = 0.0
+        rest = rest + sh
+        out[("block.share", (("kind", k),))] = (_median(sh), evidence(int(at[0])), {})
+    out[("block.share", (("kind", UNSTRUCTURED),))] = (_median(np.clip(1.0 - rest, 0.0, None)),
+                                                       f"{kfile}: non-layer segments and non-recurring layers", {})
 
 
 def outline(seg: RankSegments, step: str | None = None) -> list:
