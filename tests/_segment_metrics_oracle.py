@@ -100,3 +100,14 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
     out[("block.share", (("kind", UNSTRUCTURED),))] = (float(rest.median()),
                                                        f"{kfile}: non-layer segments and non-recurring layers", {})
     return out
+
+
+def class_aggregates(t, codes):
+    """The former class-table group-by of perfgate.metrics.segments._classes: members, median and
+    90th percentile wall, ΣDuration and communication sums per class code."""
+    import numpy as np
+    g = t.groupby(pd.Series(codes, index=t.index), sort=True)   # (an array key would be str()-ed)
+    agg = g.agg(members=("rows", "size"), wall_p50_us=("wall_us", "median"),
+                wall_p90_us=("wall_us", lambda w: float(np.percentile(w, 90))),
+                sum_dur_us=("sum_dur_us", "sum"), comm_us=("comm_us", "sum"))
+    return tuple(agg[c].to_numpy() for c in ("members", "wall_p50_us", "wall_p90_us", "sum_dur_us", "comm_us"))

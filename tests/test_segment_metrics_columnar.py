@@ -137,3 +137,50 @@ def test_random_segment_tables(seed, nsteps, nclasses, nlayers):
     ssum = pd.Series(rng.random(nsteps) * 1000 + 10, index=pd.Index(steps, name="step"))
     seg = sg.RankSegments(layers=lay, blocks=blk, steps=steps_t)
     _same(oracle.segment_metrics(seg, "kd.csv", ssum), sg.segment_metrics(seg, "kd.csv", ssum))
+
+
+def _aggregates_equal(t):
+    codes, ids = pd.factorize(t["class_id"].to_numpy(dtype=object))
+    want = oracle.class_aggregates(t, codes)
+    got = sg._class_aggregates(t, codes, len(ids))
+    for w, g in zip(want, got):
+        assert len(g) == len(w)
+        assert np.array_equal(np.asarray(g, dtype=float), np.asarray(w, dtype=float), equal_nan=True)
+
+
+def test_class_aggregates_on_real_tables(ascend, policy, llm_segments):
+    """The class table's per-class members / median / p90 / sums equal the former group-by on the
+    layer and block tables of every real capture with layers and of the replicated LLM capture,
+    also with NaN walls and sums and with one class spanning the whole table (large sums)."""
+    segs = [llm_segments[0]]
+    for kd in _kernel_tables(ascend):
+        try:
+            segs.append(_segments(kd, policy)[0])
+        except InvalidCaptureError:
+            continue
+    for seg in segs:
+        for t in (seg.layers, seg.blocks):
+            if not len(t):
+                continue
+            _aggregates_equal(t)
+            t2 = t.copy()
+            t2.loc[t2.index[::3], "wall_us"] = np.nan
+            t2.loc[t2.index[1::4], "sum_dur_us"] = np.nan
+            _aggregates_equal(t2)
+            big = pd.concat([t] * (5000 // len(t) + 1), ignore_index=True)   # above SMALL_GROUP_ROWS
+            _aggregates_equal(big)
+
+
+def test_the_class_table_is_the_former_one(llm_segments, policy, ascend):
+    """The class table (segment_rank's) of the real LLM capture: per-class figures as the former
+    group-by gives them (members, walls, sums, comm share)."""
+    seg = llm_segments[0]
+    t = seg.classes
+    lay = seg.layers
+    codes, ids = pd.factorize(lay["class_id"].to_numpy(dtype=object))
+    members, p50, p90, sdur, cdur = oracle.class_aggregates(lay, codes)
+    rows = t[t["level"] == "layer"].set_index("class_id")
+    for c, cid in enumerate(ids):
+        r = rows.loc[cid]
+        assert (r["members"], r["wall_p50_us"], r["wall_p90_us"], r["sum_dur_us"]) == \
+            (members[c], p50[c], p90[c], sdur[c])
