@@ -447,7 +447,8 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
     cats = col.cat.categories
     codes = col.cat.codes.to_numpy()
     seen = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
-    steps = {str(c) for c, h in zip(cats, seen) if h and str(c) != IMPLICIT_STEP}
+    names = list(map(str, cats.tolist()))   # one pass (an Index item read costs ~10 us each)
+    steps = {c for c, h in zip(names, seen.tolist()) if h and c != IMPLICIT_STEP}
     out = []
 
     def listed(xs) -> str:
@@ -460,7 +461,7 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
                        f"step metrics from it cover the other steps only (a row deleted or the export cut?)")
     if comm is not None and len(comm.ops):
         comm_codes = codes[k["is_comm"].to_numpy() & (codes >= 0)]
-        with_comm = {str(cats[c]) for c in np.flatnonzero(np.bincount(comm_codes, minlength=len(cats)))}
+        with_comm = {names[c] for c in np.flatnonzero(np.bincount(comm_codes, minlength=len(cats))).tolist()}
         lost = (with_comm - {IMPLICIT_STEP}) - {str(x) for x in comm.ops["step"].tolist()}
         if lost:
             out.append(f"{cm_path.name} has no op in step(s) {listed(lost)}, where {kernels.path.name} has "
