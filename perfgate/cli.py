@@ -948,15 +948,20 @@ def _report_read_error(e, capture, html_path):
 @main.command("comment")
 @click.argument("body_file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--key", default=None, help="Sticky-comment key (default: the marker that starts BODY_FILE).")
-@click.option("--repo", default=None, help="OWNER/NAME (default: $GITHUB_REPOSITORY or --meta).")
+@click.option("--repo", default=None, help="OWNER/NAME (default: $GITHUB_REPOSITORY; never taken from --meta, "
+                                            "which is refused when it names another repository).")
 @click.option("--pr", "pr_number", default=None, type=click.IntRange(1), help="Pull request number "
-              "(default: from $GITHUB_EVENT_PATH or --meta).")
+              "(default: from --meta, else $GITHUB_EVENT_PATH).")
 @click.option("--meta", default=None, type=click.Path(dir_okay=False, exists=True),
-              help="perfgate-comment.json left by a check whose comment failed (repository, PR, key).")
+              help="perfgate-comment.json left by a check whose comment failed (PR number, key, head commit). "
+                   "Untrusted: it never sets the API URL or the repository.")
+@click.option("--head-sha", default=None, help="The commit the pull request must have as its head (a workflow_run "
+                                                "job: github.event.workflow_run.head_sha): else nothing is posted "
+                                                "(exit 2).")
 @click.option("--api-url", default=None, help="REST API root (default: $GITHUB_API_URL or https://api.github.com).")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the GitHub token (never printed or written).")
-def comment_cmd(body_file, key, repo, pr_number, meta, api_url, token_env):
+def comment_cmd(body_file, key, repo, pr_number, meta, head_sha, api_url, token_env):
     """Post BODY_FILE (a perfgate Markdown report) as the pull request's sticky comment: the
     comment with the same key is updated in place, else one is created. For a follow-up
     workflow_run job after a fork PR. Exit 0 posted, 2 usage error, 5 posting failed."""
@@ -965,7 +970,7 @@ def comment_cmd(body_file, key, repo, pr_number, meta, api_url, token_env):
     if key is not None:
         require_comment_key(key, "--key")
     out = post_comment_file(body_file, key=key, repository=repo, pr_number=pr_number, meta=meta, api_url=api_url,
-                            token=os.environ.get(token_env), token_name=token_env)
+                            head_sha=head_sha, token=os.environ.get(token_env), token_name=token_env)
     click.echo(f"comment {out.action}: {out.url}" + (" (truncated to GitHub's limit)" if out.truncated else ""))
 
 

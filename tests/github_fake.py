@@ -6,6 +6,7 @@ endpoints perfgate's comment upsert uses, with GitHub's shapes and behaviours:
   ``max_per_page``) and ``page``, with a ``Link`` header (``rel="next"`` / ``rel="last"``)
 * ``POST /api/v3/repos/{o}/{r}/issues/{n}/comments``           201
 * ``PATCH /api/v3/repos/{o}/{r}/issues/comments/{id}``         200
+* ``GET  /api/v3/repos/{o}/{r}/pulls/{n}``                     the pull request (``head.sha`` only)
 * ``GET  /api/v3/user``                                         the token's user (``logins``); an
   installation token (no login, like the workflow's GITHUB_TOKEN) gets 403 "Resource not
   accessible by integration" and its comments are authored by ``github-actions[bot]``
@@ -39,6 +40,7 @@ class FakeGitHub:
         self.max_per_page = max_per_page
         self.comments: dict[tuple, list[dict]] = {}
         self.prs: set[tuple] = set()
+        self.heads: dict[tuple, str] = {}   # (repo, number) -> head commit (GET .../pulls/{n})
         self.log: list[dict] = []
         self.fail_with: list[tuple[int, dict]] = []
         self.echo_auth = False
@@ -60,8 +62,9 @@ class FakeGitHub:
         self.server.server_close()
 
     # --- state helpers -------------------------------------------------------------------
-    def add_pr(self, repo: str, number: int):
+    def add_pr(self, repo: str, number: int, head_sha: str | None = None):
         self.prs.add((repo, number))
+        self.heads[(repo, number)] = head_sha or f"{number:040x}"
         self.comments.setdefault((repo, number), [])
 
     def _now(self):
@@ -145,6 +148,12 @@ class FakeGitHub:
                                "private_gists": 0, "total_private_repos": 0, "owned_private_repos": 0,
                                "disk_usage": 0, "collaborators": 0, "two_factor_authentication": False,
                                "plan": {"name": "free", "space": 0, "private_repos": 0, "collaborators": 0}})
+        m = re.fullmatch(r"/api/v3/repos/([^/]+/[^/]+)/pulls/(\d+)", req.path)
+        if m and req.method == "GET":
+            key = (m.group(1), int(m.group(2)))
+            if key not in self.prs:
+                return self._error(404, "Not Found", req)
+            return self._json({"number": key[1], "state": "open", "head": {"sha": self.heads[key]}})
         m = re.fullmatch(r"/api/v3/repos/([^/]+/[^/]+)/issues/(\d+)(/comments)?", req.path)
         if m:
             repo, number = m.group(1), int(m.group(2))

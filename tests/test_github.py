@@ -164,7 +164,8 @@ def test_token_never_in_output_even_when_the_server_echoes_it(server, tmp_path):
     # the standalone command too: exit 5, one line, no token
     body = tmp_path / "perfgate-comment.md"
     r = CliRunner().invoke(main, ["comment", str(body), "--meta", str(tmp_path / "perfgate-comment.json")],
-                           env={"GITHUB_TOKEN": READ, "GITHUB_EVENT_PATH": None, "GITHUB_REPOSITORY": None})
+                           env={"GITHUB_TOKEN": READ, "GITHUB_EVENT_PATH": None, "GITHUB_REPOSITORY": REPO,
+                                "GITHUB_API_URL": server.api_url})
     assert r.exit_code == 5 and "HTTP 403" in r.output and READ not in r.output
     assert redact(f"Authorization: Bearer {READ}", None) == "Authorization: Bearer ***"
 
@@ -267,7 +268,7 @@ def test_check_comment_fork_403_keeps_exit_code_and_writes_files(server, tmp_pat
     o1 = tmp_path / "o1"
     r = CliRunner().invoke(main, ["comment", str(o1 / "perfgate-comment.md"), "--meta", str(o1 / "perfgate-comment.json"),
                                   "--repo", REPO], env={"GITHUB_TOKEN": WRITE, "GITHUB_EVENT_PATH": None,
-                                                        "GITHUB_API_URL": None})
+                                                        "GITHUB_API_URL": server.api_url})
     assert r.exit_code == 0 and "comment created" in r.output, r.output
     assert len(comments(server)) == 1 and "**REGRESSION**" in comments(server)[0]["body"]
 
@@ -464,3 +465,64 @@ def test_comment_key_that_breaks_the_marker_is_refused_before_the_check(server, 
         assert len(comments(server)) == 1
         ids.append(comments(server)[0]["id"])
     assert ids[0] == ids[1] and "**PASS**" in comments(server)[0]["body"]
+
+
+# --- the fork's artifact is untrusted (perfgate comment --meta) ---------------------------------
+
+def _left_behind(server, tmp_path, **meta_changes):
+    """The comment files a fork run's failed post leaves (read-only token), with ``meta_changes``
+    applied to perfgate-comment.json as a hostile pull request's job could."""
+    out = publish_report(report("main"), ctx=ctx_for(server), token=READ, key="main", out_dir=tmp_path)
+    assert out.action == "failed"
+    mp = tmp_path / "perfgate-comment.json"
+    mp.write_text(json.dumps({**json.loads(mp.read_text()), **meta_changes}))
+    return tmp_path / "perfgate-comment.md", mp
+
+
+def _comment(body, meta, server, *extra, repo=REPO):
+    return CliRunner().invoke(main, ["comment", str(body), "--meta", str(meta), *extra],
+                              env={"GITHUB_TOKEN": WRITE, "GITHUB_EVENT_PATH": None, "GITHUB_REPOSITORY": repo,
+                                   "GITHUB_API_URL": server.api_url})
+
+
+def test_meta_never_chooses_the_api_host(server, tmp_path):
+    """A meta whose api_url points at the attacker's host: the token still goes to $GITHUB_API_URL
+    (the fake server) and nowhere else; the comment is posted there."""
+    trap = FakeGitHub(tokens={WRITE: "write"}).start()
+    try:
+        trap.add_pr(REPO, PR)
+        body, meta = _left_behind(server, tmp_path, api_url=trap.api_url)
+        n = len(server.log)
+        r = _comment(body, meta, server)
+        assert r.exit_code == 0, r.output
+        assert not trap.log and len(server.log) > n and len(comments(server)) == 1
+    finally:
+        trap.stop()
+
+
+def test_meta_naming_another_repository_is_refused(server, tmp_path):
+    server.add_pr("other/victim", PR)
+    body, meta = _left_behind(server, tmp_path, repository="other/victim")
+    n = len(server.log)
+    r = _comment(body, meta, server)
+    assert r.exit_code == 2 and "names repository 'other/victim'" in r.output and "not posted" in r.output
+    assert len(server.log) == n and not comments(server) and not server.comments[("other/victim", PR)]
+
+
+def test_head_sha_pins_the_pull_request(server, tmp_path):
+    """--head-sha (the workflow run's head commit): a meta naming another PR, or one written for
+    another commit, posts nothing; the PR the run tested gets its comment."""
+    server.add_pr(REPO, 7, head_sha="a" * 40)
+    body, meta = _left_behind(server, tmp_path / "a", pr_number=7)
+    head = json.loads(meta.read_text())["head_sha"]   # the commit the fork's run tested
+    assert head and head != "a" * 40
+    server.heads[(REPO, PR)] = head
+    r = _comment(body, meta, server, "--head-sha", head)
+    assert r.exit_code == 2 and "#7" in r.output and "names another pull request" in r.output
+    assert not comments(server) and not server.comments[(REPO, 7)]
+    body, meta = _left_behind(server, tmp_path / "b", head_sha="c" * 40)
+    r = _comment(body, meta, server, "--head-sha", head)
+    assert r.exit_code == 2 and "written for commit cccc" in r.output and not comments(server)
+    body, meta = _left_behind(server, tmp_path / "c", head_sha=head)
+    r = _comment(body, meta, server, "--head-sha", head)
+    assert r.exit_code == 0 and "comment created" in r.output and len(comments(server)) == 1

@@ -485,15 +485,43 @@ def publish_report(body: str, *, ctx: ActionsContext, token: str | None, key: st
                               fallback={"markdown": str(md), "meta": str(js)})
 
 
-def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, meta=None, api_url=None,
-                      token=None, token_name="GITHUB_TOKEN", env=None, client_options=None) -> CommentOutcome:
-    """Post a Markdown report file as the sticky comment (``perfgate comment``; the follow-up
-    ``workflow_run`` job of a fork PR). Each of key / repository / PR number / API URL comes
-    from the argument, else from ``meta`` (the ``perfgate-comment.json`` a failed check left),
-    else from the environment (the key from the file's own marker).
+def _require_pr_head(gh, api_url: str, repository: str, pr_number: int, head_sha: str) -> None:
+    """Refuse to comment on pull request ``pr_number`` unless its head commit is ``head_sha``
+    (``GET /repos/{repository}/pulls/{n}``, ``head.sha``): the PR number of a fork's artifact is
+    trusted only when that PR really is the one the workflow run tested.
 
     Raises:
-        UsageError: no key, no PR, no token, unreadable ``meta``.
+        UsageError: another head commit, or no such pull request.
+        requests exceptions for HTTP and network failures (the caller redacts them)."""
+    r = gh.session.get(f"{api_url.rstrip('/')}/repos/{repository}/pulls/{int(pr_number)}")
+    if r.status_code == 404:
+        raise UsageError(f"pull request #{pr_number} not found in {repository}: not posted")
+    r.raise_for_status()
+    got = ((r.json() or {}).get("head") or {}).get("sha")
+    if got != head_sha:
+        raise UsageError(f"pull request #{pr_number} of {repository} has head {str(got)[:40]}, not the workflow "
+                         f"run's {head_sha}: the comment metadata names another pull request; not posted")
+
+
+def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, meta=None, api_url=None,
+                      head_sha=None, token=None, token_name="GITHUB_TOKEN", env=None,
+                      client_options=None) -> CommentOutcome:
+    """Post a Markdown report file as the sticky comment (``perfgate comment``; the follow-up
+    ``workflow_run`` job of a fork PR).
+
+    ``meta`` (the ``perfgate-comment.json`` a failed check left) was written by a job that ran the
+    pull request's code, so it is untrusted: it may give the key and the PR number, never where the
+    write token goes. The API URL is the argument, else ``$GITHUB_API_URL`` (else github.com); the
+    repository the argument, else ``$GITHUB_REPOSITORY``; a ``meta`` naming another repository is
+    refused. The key comes from the argument, else ``meta``, else the file's own marker; the PR
+    number from the argument, else ``meta``, else the event. ``head_sha`` (the workflow run's
+    ``head_sha``): the pull request must have that head commit, and ``meta``'s ``head_sha`` (when
+    it has one) must be it, so a ``meta`` naming another pull request is refused before anything
+    is written.
+
+    Raises:
+        UsageError: no key, no PR, no token, unreadable ``meta``, a ``meta`` naming another
+            repository, a PR whose head is not ``head_sha``.
         PublishError: GitHub refused or could not be reached (message token-free).
     """
     import dataclasses
@@ -508,20 +536,35 @@ def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, m
         body = Path(body_file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"cannot read the comment body: {e}", path=body_file) from None
+    if not isinstance(extra, dict):
+        raise UsageError("the comment metadata is not a JSON object", path=meta)
     key = key or extra.get("key") or marker_key(body)
-    repository = repository or extra.get("repository") or ctx.repository
+    repository = repository or ctx.repository
+    claimed = extra.get("repository")
+    if claimed and repository and claimed != repository:
+        raise UsageError(f"the comment metadata names repository {str(claimed)[:100]!r}, this run is for "
+                         f"{repository!r}: not posted (the metadata comes from the pull request's job and "
+                         f"never chooses where the token goes)", path=meta)
     pr_number = pr_number or extra.get("pr_number") or ctx.pr_number
     if not key:
         raise UsageError("no comment key: the body has no perfgate marker; pass --key", path=body_file)
     if not repository or not pr_number:
-        raise UsageError("no pull request: pass --repo and --pr (or --meta, or run in a pull_request event)")
+        raise UsageError("no pull request: pass --repo (or set $GITHUB_REPOSITORY) and --pr (or --meta, "
+                         "or run in a pull_request event)")
+    if isinstance(pr_number, bool) or not str(pr_number).isdigit():
+        raise UsageError(f"the pull request number {str(pr_number)[:40]!r} is not a positive integer", path=meta)
+    if head_sha and extra.get("head_sha") and extra["head_sha"] != head_sha:
+        raise UsageError(f"the comment metadata was written for commit {str(extra['head_sha'])[:40]}, the "
+                         f"workflow run is for {head_sha}: not posted", path=meta)
     if not token:
         raise UsageError(f"no token: ${token_name} is not set")
-    ctx = dataclasses.replace(ctx, api_url=(api_url or extra.get("api_url") or ctx.api_url).rstrip("/"))
+    ctx = dataclasses.replace(ctx, api_url=(api_url or ctx.api_url).rstrip("/"))
     try:
         env = os.environ if env is None else env
-        return upsert_comment(github_client(ctx.api_url, token, **(client_options or {})), repository,
-                              int(pr_number), body, key, author=env.get("PERFGATE_COMMENT_AUTHOR"))
+        gh = github_client(ctx.api_url, token, **(client_options or {}))
+        if head_sha:
+            _require_pr_head(gh, ctx.api_url, repository, int(pr_number), head_sha)
+        return upsert_comment(gh, repository, int(pr_number), body, key, author=env.get("PERFGATE_COMMENT_AUTHOR"))
     except PerfgateError as e:
         e.message = redact(e.message, token)
         raise
