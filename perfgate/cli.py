@@ -522,7 +522,9 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
                    "updated in place). A failure is a warning and never changes the exit code.")
 @click.option("--comment-key", default=None,
               help="Key of the sticky comment (default: the baseline name); give each matrix leg its own. "
-                   "When given, JUnit suite and class names carry it too ([KEY]), so merged legs never collide.")
+                   "1-200 of letters, digits and . _ @ : + / = - (no '--'); anything else is refused (exit 2; "
+                   "the composite action replaces it by _). When given, JUnit suite and class names carry it "
+                   "too ([KEY]), so merged legs never collide.")
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the GitHub token (never printed or written).")
 @click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")

@@ -234,3 +234,34 @@ def test_matrix_legs_junit_merge_without_collision(tmp_path, captures):
     # the same two legs without keys: identical triples, and a merger keeps one outcome per name
     seen, kept = _merge_by_triple([run(leg, cap, False)[0] for leg, cap in legs.items()])
     assert len(seen) - len(set(seen)) > 20 and len(kept) < len(seen)
+
+
+def _plain_env(tmp_path):
+    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "workflow_dispatch", "GITHUB_JOB": "gate",
+            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+
+
+def test_matrix_value_with_spaces_is_made_a_valid_key(tmp_path, captures):
+    """comment-key 'main/Llama 2 (7B)' (a matrix value with spaces and brackets): the action
+    passes a marker-safe key (perfgate refuses those characters, exit 2, which failed the gate
+    even with comment: false); the same key every run, so the sticky comment is found again."""
+    d, worse = captures
+    inputs = {"capture": str(worse), "baseline-dir": str(d / "baselines"), "install": "false",
+              "comment": "false", "comment-key": "main/Llama 2 (7B)--x"}
+    code, outs, log = run_action(inputs, _plain_env(tmp_path), tmp_path)
+    assert code == 1 and outs["verdict"] == "REGRESSION", log
+    xml = (tmp_path / outs["junit"]).read_text()
+    assert "[main/Llama_2__7B_-x]" in xml
+
+
+def test_no_baseline_ok_input_passes_the_first_pull_requests(tmp_path, captures):
+    """Before main has saved a baseline: NO_BASELINE fails the step (exit 4) unless
+    no-baseline-ok is "true" (exit 0, verdict NO_BASELINE still reported)."""
+    d, worse = captures
+    inputs = {"capture": str(worse), "baseline-dir": str(tmp_path / "empty"), "install": "false", "comment": "false"}
+    code, outs, log = run_action(inputs, _plain_env(tmp_path), tmp_path)
+    assert code == 4 and outs["verdict"] == "NO_BASELINE", log
+    code, outs, log = run_action({**inputs, "no-baseline-ok": "true"}, _plain_env(tmp_path), tmp_path)
+    assert code == 0 and outs["verdict"] == "NO_BASELINE", log
