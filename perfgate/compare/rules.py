@@ -166,6 +166,25 @@ def _coverage_differs(b, c, base: Fingerprint, cand: Fingerprint) -> str | None:
     return None
 
 
+def _rank0_not_held(b, c, base: Fingerprint, cand: Fingerprint) -> str | None:
+    """The rank0 view of a metric measured on one side only, where that side's first rank is a
+    partial rank (no kernel table: step_trace_time.csv / communication.json only): the metric
+    was not measured there, it did not fall to 0. Without this an absent-is-zero count read
+    "gone" (every family, 3 -> 0 calls) and the other direction "new" (second fresh-user audit,
+    round 3: level1 with rank 0 partial gave REGRESSION, 54 causes)."""
+    if (b is None) == (c is None) or (b or c).labels.get("view") != terms.VIEW_RANK0:
+        return None
+    side, fp = ("baseline", base) if b is None else ("candidate", cand)
+    cov = fp.config.get("coverage") or {}
+    if not cov:
+        return None
+    r0 = min(cov, key=lambda r: int(r))
+    if "kernels" in (cov[r0] or ()):
+        return None
+    return (f"rank {r0} holds no kernel table in the {side} (a partial rank: {', '.join(cov[r0]) or 'no table'}), "
+            f"so its rank0 view is not measured there")
+
+
 _LAYER_WALLS = ("layer.wall_p50_us",)
 _UNIQUE_LIMIT = 0.5   # above this share of unique layers, a layer is not a repeated unit
 
@@ -354,6 +373,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
             band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
             tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
         why = (_incomparable_reason(name, base, cand, view) or _coverage_differs(b, c, base, cand)
+               or _rank0_not_held(b, c, base, cand)
                or _incomplete_counts(ref, lost_reason) or _layers_not_repeated(name, labels, base, cand))
         if why:
             out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
