@@ -49,3 +49,40 @@ def test_partial_rank0_is_not_every_family_gone(copy_capture, tmp_path):
         assert rank0 and all(c["verdict"] == "incomparable" for c in rank0)
         side = "candidate" if base == "full" else "baseline"
         assert f"rank 0 holds no kernel table in the {side} (a partial rank" in rank0[0]["reason"]
+
+
+def _tree_digest(d):
+    import hashlib
+    from pathlib import Path
+    d = Path(d)
+    if not d.exists():
+        return None
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_stray_output_folder_beside_rank_folders_is_refused(copy_capture, tmp_path):
+    """A capture folder holding rank folders and also an ASCEND_PROFILER_OUTPUT/ of its own (rank
+    1's copied up): discovery read only the stray one, as rank 0, and saved that as the baseline
+    (exit 0). Now exit 3 naming the folder, and nothing is saved."""
+    cap = copy_capture("level1", "stray")
+    shutil.copytree(cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT", cap / "ASCEND_PROFILER_OUTPUT")
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "s", "--baseline-dir", bl, cap)
+    assert r.exit_code == 3 and "holds an ASCEND_PROFILER_OUTPUT/ of its own beside rank folders" in r.output
+    assert "rank0_ascend_pt, rank1_ascend_pt" in r.output and _tree_digest(bl) in (None, {})
+
+
+def test_rank_folder_below_the_search_depth_is_refused(text_captures, tmp_path):
+    """One rank folder 7 levels down: it was left out silently (a 1-rank fingerprint); now exit 3
+    naming it."""
+    root = tmp_path / "job"
+    shutil.copytree(text_captures / "level1" / "rank0_ascend_pt", root / "n0" / "rank0_ascend_pt")
+    deep = root / "n1" / "a" / "b" / "c" / "d" / "e"
+    shutil.copytree(text_captures / "level1" / "rank1_ascend_pt", deep / "rank1_ascend_pt")
+    r = _run("fingerprint", "--trace", "never", root, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3 and "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT lies more than 6 folder levels" in r.output
+    # five levels down is still found
+    shutil.move(str(deep / "rank1_ascend_pt"), str(root / "n1" / "a" / "b" / "c" / "rank1_ascend_pt"))
+    r = _run("fingerprint", "--trace", "never", root, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "fp.json").read_text())["config"]["ranks"] == [0, 1]

@@ -115,13 +115,43 @@ def _looks_like_rank_folder(d: Path) -> bool:
     return d.name.endswith("_ascend_pt") or any(d.glob("profiler_info*.json"))
 
 
+def _below_the_depth_limit(d: Path, levels: int = 12) -> Path | None:
+    """The first ``ASCEND_PROFILER_OUTPUT/`` at most ``levels`` folder levels below ``d`` (a
+    folder discovery no longer walks), or None."""
+    stack = [(d, 0)]
+    while stack:
+        cur, depth = stack.pop()
+        try:
+            kids = sorted(p for p in cur.iterdir() if p.is_dir() and not p.is_symlink())
+        except OSError:
+            continue
+        for k in kids:
+            if k.name == OUTPUT_DIR:
+                return k
+        if depth < levels:
+            stack.extend((k, depth + 1) for k in reversed(kids))
+    return None
+
+
 def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
     """Output folders under ``root``; rank folders (:func:`_looks_like_rank_folder`) with no
-    output folder anywhere below them are appended to ``exportless`` when it is given."""
+    output folder anywhere below them are appended to ``exportless`` when it is given.
+
+    Raises:
+        InvalidCaptureError: a folder holding an ``ASCEND_PROFILER_OUTPUT/`` of its own beside
+            rank folders that hold theirs (a stray copy: read alone it took rank 0's place and
+            the ranks were left out), or an output folder deeper than ``_MAX_DEPTH`` levels below
+            ``root`` (it would be left out silently)."""
     found: list[Path] = []
 
     def walk(d: Path, depth: int):
         if depth > _MAX_DEPTH:
+            deep = _below_the_depth_limit(d)
+            if deep is not None:
+                raise InvalidCaptureError(
+                    f"{deep} lies more than {_MAX_DEPTH + 1} folder levels below the capture folder: it is "
+                    f"not searched that deep, so its rank would be left out", path=root,
+                    hint="pass the folder that holds the rank folders (or move them up)")
             return
         try:
             entries = sorted(d.iterdir())
@@ -134,6 +164,14 @@ def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
                 present_file(p, want="folder")   # a link loop / link to nothing named as a rank's folder
         names = {c.name for c in children}
         if OUTPUT_DIR in names:
+            ranks_beside = [c.name for c in children if c.name != OUTPUT_DIR and _looks_like_rank_folder(c)
+                            and (c / OUTPUT_DIR).is_dir()]
+            if ranks_beside:
+                shown = ", ".join(ranks_beside[:4]) + (f" (+{len(ranks_beside) - 4} more)" if len(ranks_beside) > 4 else "")
+                raise InvalidCaptureError(
+                    f"holds an {OUTPUT_DIR}/ of its own beside rank folders with theirs ({shown}): a capture "
+                    f"folder is either one rank's folder or a folder of rank folders, not both", path=d,
+                    hint=f"move or delete the stray {d / OUTPUT_DIR} (a copy?), or pass one rank folder")
             found.append(d / OUTPUT_DIR)
             return  # raw PROF_* data below a torch_npu rank folder is not a second rank
         before = len(found)
