@@ -39,17 +39,23 @@ def _as_given(capture_path):
     return capture_path if isinstance(capture_path, (str, os.PathLike)) else None
 
 
-def _refuse_partial(fp: Fingerprint) -> None:
+def _refuse_partial(fp: Fingerprint, what: str = "become a baseline") -> None:
+    """A capture whose ranks hold different step counts, or a rank with no kernel row inside any
+    step, is partial: it cannot ``what`` (a baseline, a history run: the rolling baseline's median
+    would take it in).
+
+    Raises:
+        InvalidCaptureError: naming the ranks and their step counts."""
     steps = fp.provenance.get("steps", {})
     empty = [r for r, s in steps.items() if not s]
     if empty:
         raise InvalidCaptureError(f"rank(s) {', '.join(empty)} have no kernel row inside any step; a "
-                                  f"partial capture cannot become a baseline",
+                                  f"partial capture cannot {what}",
                                   path=fp.provenance.get("source"))
     counts = {r: len(s) for r, s in steps.items()}
     if len(set(counts.values())) > 1:
         raise InvalidCaptureError(f"ranks have different step counts {counts}; a partial capture "
-                                  f"cannot become a baseline", path=fp.provenance.get("source"))
+                                  f"cannot {what}", path=fp.provenance.get("source"))
 
 
 def _refuse_other_rank_ids(name, old: Fingerprint, fp: Fingerprint) -> None:
@@ -318,6 +324,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
                            fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"},
                            path=capture_path)
+        _refuse_partial(fp, "be recorded in the history")
     except InvalidCaptureError as e:
         if note:
             hs = HistoryStore(history_path, on_wait=on_wait)

@@ -86,3 +86,28 @@ def test_rank_folder_below_the_search_depth_is_refused(text_captures, tmp_path):
     r = _run("fingerprint", "--trace", "never", root, "-o", tmp_path / "fp.json")
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "fp.json").read_text())["config"]["ranks"] == [0, 1]
+
+
+def test_history_record_refuses_a_partial_capture(tmp_path):
+    """A capture whose rank 0 lost a step (step counts {0: 4, 1: 5}): baseline save refused it
+    (exit 3) but history record stored it, and history:main's median then took it in. Now both
+    refuse it, and the database is unchanged."""
+    s5 = tmp_path / "S5"
+    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    cut = tmp_path / "cut"
+    shutil.copytree(s5, cut)
+    out0 = cut / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    (out0 / "trace_view.json").unlink(missing_ok=True)
+    (cut / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink(missing_ok=True)
+    for f in ("kernel_details.csv", "step_trace_time.csv"):
+        lines = (out0 / f).read_text().splitlines(keepends=True)
+        last = lines[-1].split(",")[0]
+        (out0 / f).write_text("".join(x for x in lines if x.split(",")[0] != last))
+    db = tmp_path / "h.sqlite"
+    assert _run("history", "record", "--branch", "main", "--commit", "c0", "--db", db, s5).exit_code == 0
+    before = db.read_bytes()
+    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cut)
+    assert r.exit_code == 3 and "different step counts" in r.output and "cannot be recorded in the history" in r.output
+    assert db.read_bytes() == before
+    r = _run("baseline", "save", "--name", "c", "--baseline-dir", tmp_path / "bl", cut)
+    assert r.exit_code == 3 and "cannot become a baseline" in r.output
