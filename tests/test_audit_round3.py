@@ -111,3 +111,32 @@ def test_history_record_refuses_a_partial_capture(tmp_path):
     assert db.read_bytes() == before
     r = _run("baseline", "save", "--name", "c", "--baseline-dir", tmp_path / "bl", cut)
     assert r.exit_code == 3 and "cannot become a baseline" in r.output
+
+
+def test_a_share_that_fell_because_the_rest_grew_is_a_side_effect(copy_capture, tmp_path):
+    """Every compute row of level1 ×1.5 (ΣDuration; timeline and step_trace left out on both
+    sides), communication untouched: hcom_allReduce's share falls, its own ΣDuration and calls do
+    not move. The cause was printed "improved communication hcom_allReduce"; it is a side effect."""
+    import csv
+    from decimal import Decimal
+    base = copy_capture("level1", "base")
+    for p in [*base.rglob("trace_view.json"), *base.rglob("step_trace_time.csv")]:
+        p.unlink()
+    cand = tmp_path / "cand"
+    shutil.copytree(base, cand)
+    for p in cand.rglob("kernel_details.csv"):
+        rows = list(csv.reader(open(p, newline="", encoding="utf-8-sig")))
+        di, ni = rows[0].index("Duration(us)"), rows[0].index("Name")
+        for r in rows[1:]:
+            if not r[ni].startswith("hcom"):
+                r[di] = str((Decimal(r[di].strip()) * Decimal("1.5")).quantize(Decimal("0.001")))
+        with open(p, "w", newline="") as f:
+            csv.writer(f).writerows(rows)
+    bl, out = tmp_path / "bl", tmp_path / "o"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    causes = {x["subject"]: x for x in _result(out)["causes"]}
+    x = causes["hcom_allReduce"]
+    assert x["verdict"] == "side_effect" and "its share fell as the rest of the step grew" in x["what"]
+    assert "improved   communication hcom_allReduce" not in r.output and "side effect communication hcom_allReduce" in r.output
+    assert "⚪" in (out / "perfgate-report.md").read_text().split("hcom_allReduce")[0].splitlines()[-1]

@@ -19,7 +19,10 @@ the first gated view (below max(1 us, 5 %) = none), else of its calls-per-step c
 explaining a failing metric is a regression. A family with calls per step in the baseline and none
 in the candidate (first gated view) has verdict ``gone`` ("no longer runs", never an improvement:
 its ΣDuration did not shrink, it is absent), one only the candidate runs has verdict ``new``; either
-is a regression only when it explains a failing gated metric.
+is a regression only when it explains a failing gated metric. A family whose ΣDuration and calls
+per step did not move, whose symptoms are improvements only (its share fell because the rest of the
+step grew: compute ×1.5 made every collective's share fall), has verdict ``side_effect``: named,
+never called an improvement (third audit round).
 
 A *symptom* is a gated comparison judged ``regression`` or ``improvement``. It is explained by
 exactly one cause among those it follows from (of the symptom's sign when there is one, then the
@@ -56,6 +59,9 @@ from perfgate.model import Comparison, Fingerprint, metric_key
 
 MOVED = (terms.REGRESSION, terms.IMPROVEMENT)
 GONE = "gone"   # cause verdict: a family of the baseline that no longer runs in the candidate (not a gain)
+#: cause verdict: a family whose own ΣDuration and calls per step did not move (below max(1 us,
+#: 5 %)) while its share improved because the rest of the step changed: a side effect, never a gain
+SIDE_EFFECT = "side_effect"
 NEW = "new"     # cause verdict: a family only the candidate runs (a regression only when a gated metric fails)
 _FAMILY_SYMPTOMS = ("kernel.calls_per_step", "share.family", "mfu.ratio", "pipe.memory_bound")
 _CALL_SYMPTOMS = ("kernel.total_calls_per_step", "optype.calls_per_step")
@@ -304,6 +310,8 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
                 rel = ((share.stats or {}).get("composition") or {}).get("relative") if share else None
                 text, d_us = _family_text(ch, rel), ch["delta_us"]
+                if x["verdict"] == SIDE_EFFECT:
+                    text += "; own ΣDuration and calls within 5 %: its share fell as the rest of the step grew"
             x["views"][str(view)] = text
             if view == first:
                 x["what"] = text
@@ -349,7 +357,11 @@ def _verdict_of(x: dict, symptom_verdicts) -> str:
         return terms.REGRESSION if x["_d_us"] > 0 else terms.IMPROVEMENT
     if x.get("_d_calls"):
         return terms.REGRESSION if x["_d_calls"] > 0 else terms.IMPROVEMENT
-    return terms.REGRESSION if terms.REGRESSION in [str(v) for v in symptom_verdicts] else terms.IMPROVEMENT
+    if terms.REGRESSION in [str(v) for v in symptom_verdicts]:
+        return terms.REGRESSION
+    # its own time and calls were measured and did not move: the share fell because the rest of
+    # the step changed (a side effect, never a gain); unknown own figures keep the symptoms' sign
+    return SIDE_EFFECT if x.get("_d_us") == 0.0 and not x.get("_d_calls") else terms.IMPROVEMENT
 
 
 def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:

@@ -79,7 +79,7 @@ def _causes_table(result, limit: int = 5) -> list[str]:
     out = ["| | cause | what changed (first gated view) | explains (gated metrics) | share of the step-time change |",
            "|---|---|---|---|---|"]
     for x in causes[:limit]:
-        icon = "🔴" if x["fails"] else {terms.IMPROVEMENT: "🟢", "gone": "⚪", "new": "⚪"}.get(x["verdict"], "🟡")
+        icon = "🔴" if x["fails"] else {terms.IMPROVEMENT: "🟢", "gone": "⚪", "new": "⚪", "side_effect": "⚪"}.get(x["verdict"], "🟡")
         out.append(f"| {icon} | {_cell(x['kind'])} `{_cell(x['subject'])}` | {_cell(x['what'])} | "
                    f"{len(x['explains'])}: {_cell(explains_text(x, 3))} | {_cell(step_share_text(x))} |")
     for row in group_views(un)[: max(0, limit + 2 - min(limit, len(causes)))]:

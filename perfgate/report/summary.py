@@ -249,7 +249,8 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
     causes = list(result.causes)
     for x in causes[:5]:
         icon = "REGRESSION " if x["fails"] else {terms.IMPROVEMENT: "improved   ", "gone": "gone       ",
-                                                  "new": "new        "}.get(x["verdict"], "worse      ")
+                                                  "new": "new        ", "side_effect": "side effect"}.get(
+                                                      x["verdict"], "worse      ")
         out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
         out.append(_clip(f"              step time share: {step_share_text(x)}; explains {len(x['explains'])} gated "
                          f"metric(s): {explains_text(x)}", width))
