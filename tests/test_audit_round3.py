@@ -140,3 +140,29 @@ def test_a_share_that_fell_because_the_rest_grew_is_a_side_effect(copy_capture, 
     assert x["verdict"] == "side_effect" and "its share fell as the rest of the step grew" in x["what"]
     assert "improved   communication hcom_allReduce" not in r.output and "side effect communication hcom_allReduce" in r.output
     assert "⚪" in (out / "perfgate-report.md").read_text().split("hcom_allReduce")[0].splitlines()[-1]
+
+
+def test_gated_memory_bound_without_its_ratio_columns_fails_closed(copy_capture, tmp_path):
+    """A policy gating pipe.memory_bound and a kernel table without the *_ratio columns (the
+    *_time(us) ones kept): the baseline was saved (exit 0) without rank 0's memory_bound, and the
+    next check failed with "MISSING ... a file the baseline had is missing?". Now exit 3 naming the
+    file and the columns; nothing is saved."""
+    import csv
+    from importlib.resources import files
+    text = files("perfgate").joinpath("policies/default.yaml").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.strip().startswith("pipe.memory_bound:"))
+    pol = tmp_path / "pol.yaml"
+    pol.write_text(text.replace(line, line.replace("gated: false", "gated: true")), encoding="utf-8")
+    cap = copy_capture("level1", "noratio")
+    kd = cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    rows = list(csv.reader(open(kd, newline="", encoding="utf-8-sig")))
+    keep = [i for i, h in enumerate(rows[0]) if not h.endswith("_ratio")]
+    with open(kd, "w", newline="") as f:
+        csv.writer(f).writerows([[r[i] for i in keep] for r in rows])
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, cap)
+    assert r.exit_code == 3, r.output
+    assert "gates pipe.memory_bound" in r.output and "aic_mac_ratio + aic_mte2_ratio" in r.output
+    assert "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv" in r.output and not (bl / "m.json").exists()
+    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, copy_capture("level1", "full"))
+    assert r.exit_code == 0, r.output

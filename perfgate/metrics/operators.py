@@ -150,6 +150,31 @@ def require_pipe(df: pd.DataFrame, path, variant: str = "") -> None:
         f"kernel table{f' ({variant})' if variant else ''} {what}", path=path, hint=PIPE_HINT)
 
 
+def require_memory_ratios(df: pd.DataFrame, path, variant: str = "") -> None:
+    """Fail closed when the policy gates ``pipe.memory_bound`` and the kernel table lacks the
+    PipeUtilization ratio columns it is computed from: ``aic_mac_ratio`` + ``aic_mte2_ratio``
+    (cube) or ``aiv_vec_ratio`` + ``aiv_mte2_ratio`` (vector), a finite value on some compute row
+    (:func:`_memory_bound`). Without them the metric was silently absent from the baseline, then
+    "MISSING ... a file the baseline had is missing?" in a check.
+
+    Raises:
+        InvalidCaptureError: naming the kernel file, the columns missing and those present."""
+    comp = ~df["is_comm"].to_numpy()
+
+    def has(col):
+        return col in df and bool(np.isfinite(df[col].to_numpy(dtype=float)[comp]).any())
+
+    if (has("aic_mac_ratio") and has("aic_mte2_ratio")) or (has("aiv_vec_ratio") and has("aiv_mte2_ratio")):
+        return
+    present = [f"{s}_ratio" for s in _MEMORY_STAGES if has(f"{s}_ratio")]
+    raise InvalidCaptureError(
+        f"the policy gates pipe.memory_bound, which is computed from the PipeUtilization ratio columns "
+        f"aic_mac_ratio + aic_mte2_ratio or aiv_vec_ratio + aiv_mte2_ratio, but the kernel table"
+        f"{f' ({variant})' if variant else ''} has "
+        + (f"only {', '.join(present)}" if present else "none of them (with a value on a compute row)"),
+        path=path, hint=PIPE_HINT)
+
+
 def _stage_arrays(df: pd.DataFrame) -> dict:
     """{stage: float64 array} in :data:`PIPE_STAGES` order, as :func:`stage_times` defines them
     (the time column's own array when present: no copy)."""
@@ -518,6 +543,8 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
     needs = spec.require_pipe or any(n.startswith("pipe.") and r.gated for n, r in policy.rules.items())
     if needs:
         require_pipe(k, path or kfile, variant)
+    if any(n == "pipe.memory_bound" and r.gated for n, r in policy.rules.items()):
+        require_memory_ratios(k, path or kfile, variant)
     cat = categories if categories is not None else pd.Series(
         pd.Categorical(["n/a"] * len(k)), index=k.index)
     kk = k.assign(category=km.aligned(cat, k) if categories is not None else cat,
