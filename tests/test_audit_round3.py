@@ -166,3 +166,15 @@ def test_gated_memory_bound_without_its_ratio_columns_fails_closed(copy_capture,
     assert "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv" in r.output and not (bl / "m.json").exists()
     r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, copy_capture("level1", "full"))
     assert r.exit_code == 0, r.output
+
+
+def test_bare_cr_line_endings_are_refused_not_a_crash(copy_capture, tmp_path):
+    """kernel_details.csv with every LF turned into a bare CR: Python's csv module raised
+    ("new-line character seen in unquoted field"), exit 70 "a bug in perfgate". Now exit 3 naming
+    the file and the line endings."""
+    cap = copy_capture("level1", "cr")
+    kd = cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    kd.write_bytes(kd.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r"))
+    r = _run("fingerprint", "--trace", "never", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3, r.output
+    assert "kernel_details.csv row 0: lines end in a bare carriage return" in r.output

@@ -120,7 +120,8 @@ def read_header(path: Path) -> list[str]:
     """Return the header fields of a CSV file (BOM stripped).
 
     Raises:
-        InvalidCaptureError: the file is missing, empty (0 bytes) or has no header line.
+        InvalidCaptureError: the file is missing, empty (0 bytes) or has no header line, its
+            lines end in a bare CR, or its header line is not valid CSV.
     """
     try:
         size = os.path.getsize(path)
@@ -139,7 +140,16 @@ def read_header(path: Path) -> list[str]:
     except UnicodeDecodeError as e:
         raise InvalidCaptureError(f"header is not UTF-8 text (byte {e.start} of the first line)",
                                   path=path, row=0) from None
-    fields = [h.strip() for h in next(csv.reader([first]), [])]
+    body = raw.rstrip(b"\r\n")
+    if b"\r" in body:   # the whole file read as one line: its lines end in a bare CR
+        raise InvalidCaptureError(
+            "lines end in a bare carriage return (CR, \\r) instead of LF or CRLF: no profiler writes "
+            "that (an editor or a transfer converted the file)", path=path, row=0,
+            hint="convert the line endings back (e.g. tr '\\r' '\\n'), or re-export the capture")
+    try:
+        fields = [h.strip() for h in next(csv.reader([first]), [])]
+    except csv.Error as e:
+        raise InvalidCaptureError(f"header line is not valid CSV: {e}", path=path, row=0) from None
     if not any(fields):
         raise InvalidCaptureError("first line is blank; expected a CSV header", path=path, row=0)
     seen: dict[str, int] = {}
