@@ -178,3 +178,30 @@ def test_bare_cr_line_endings_are_refused_not_a_crash(copy_capture, tmp_path):
     r = _run("fingerprint", "--trace", "never", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert "kernel_details.csv row 0: lines end in a bare carriage return" in r.output
+
+
+def test_a_doubled_layer_anchor_is_the_family_not_the_model_structure(tmp_path):
+    """FlashAttention (the attention anchor) launched twice in every layer, every other family
+    unchanged: the layer count doubles (each FA starts a layer), and the cause read "model
+    structure: model layers 6 -> 12" with FA folded into it, unnamed. One family changed its
+    calls while the others kept theirs: FA is the cause. A real extra layer (6 -> 7, every layer
+    family more) stays a model-structure cause (tests/test_segments.py)."""
+    from perfgate.synth import SynthSpec, write_capture
+    from perfgate.synth import transformer as tf
+    fa = tf.ATTENTION[3]
+    assert fa[0].startswith("aclnnFlashAttentionScore")
+    base_seq = tf.transformer_sequence(6)
+    doubled = []
+    for k in base_seq:
+        doubled += [k, k] if k is fa else [k]
+    write_capture(tmp_path / "a", SynthSpec(sequence=base_seq, overlap=1.0, seed=1))
+    write_capture(tmp_path / "b", SynthSpec(sequence=tuple(doubled), overlap=1.0, seed=1))
+    bl, out = tmp_path / "bl", tmp_path / "o"
+    assert _run("baseline", "save", "--name", "m", "--baseline-dir", bl, tmp_path / "a").exit_code == 0
+    r = _run("check", "--baseline", "m", "--baseline-dir", bl, tmp_path / "b", "--out", out)
+    causes = _result(out)["causes"]
+    assert causes and causes[0]["kind"] == "kernel family" and causes[0]["subject"] == fa[0], r.output
+    assert not any(x["kind"] == "model structure" for x in causes), r.output
+    structure = [c["key"] for c in _result(out)["comparisons"] if c["name"] == "layer.count" and c["gated"]
+                 and c["verdict"] == "regression"]
+    assert structure and set(structure) <= set(causes[0]["explains"])

@@ -392,15 +392,16 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
     struct = sorted((c for c in symptoms if c.name in _STRUCTURE), key=lambda c: _STRUCTURE.index(c.name))
     if not struct:
         return
-    if not any(c.name in _LAYOUT for c in struct):
-        # layers and passes are as many as before, only their classes / block counts moved: a family
-        # whose calls changed reshaped the layers it sits in; it is the cause, the classes its symptoms
-        movers = [y for y in causes.values() if y["kind"] in ("kernel family", "communication")
-                  and _calls_changed(base, cand, y, view)]
-        if movers:
-            for c in struct:
-                explain(movers, c)
-            return
+    movers = [y for y in causes.values() if y["kind"] in ("kernel family", "communication")
+              and _calls_changed(base, cand, y, view)]
+    if movers and (not any(c.name in _LAYOUT for c in struct) or _few_movers(base, cand, movers, view)):
+        # layers and passes are as many as before, only their classes / block counts moved; or the
+        # layer count moved while one or two families' calls changed and most families' did not (a
+        # doubled layer anchor, FlashAttention, cuts every layer in two): a family whose calls
+        # changed reshaped the layers it sits in; it is the cause, the structure metrics its symptoms
+        for c in struct:
+            explain(movers, c)
+        return
     cache: list = []
 
     def scale():   # the view's device scale, computed once for every family folded below
@@ -441,6 +442,20 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
         if folded:
             x["evidence"].insert(0, f"kernel families with more or fewer calls per step: {', '.join(sorted(folded)[:8])}"
                                     + (f" (+{len(folded) - 8} more)" if len(folded) > 8 else ""))
+
+
+def _few_movers(base, cand, movers: list, view) -> bool:
+    """At most two families changed calls per step while at least four times as many kept them
+    (``kernel.calls_per_step`` equal on both sides in ``view``): more layers would change the calls
+    of every family inside them, so such a layout change is those families' doing."""
+    if len(movers) > 2:
+        return False
+    same = 0
+    for k, m in base.metrics.items():
+        if m.name == "kernel.calls_per_step" and m.labels.get("view") == view:
+            c = cand.metrics.get(k)
+            same += c is not None and c.value == m.value
+    return same >= 4 * len(movers)
 
 
 def _per_call_unchanged(base, cand, fam: str, view, scale) -> bool:
