@@ -388,7 +388,10 @@ def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view
     explains the structure metrics and every call-count symptom of the same sign (a layer more adds calls of every
     family in it). Family causes that only explained call counts fold into it (named in its
     evidence). When only layer classes or block counts moved (the layout is the same) and some
-    family's calls changed, those families are the causes and the class changes their symptoms."""
+    family's calls changed, those families are the causes and the class changes their symptoms;
+    so too when the layout moved but only one or two families changed calls while at least four
+    times as many kept theirs (:func:`_few_movers`: a doubled FlashAttention, the layer anchor,
+    cuts every layer in two)."""
     struct = sorted((c for c in symptoms if c.name in _STRUCTURE), key=lambda c: _STRUCTURE.index(c.name))
     if not struct:
         return
