@@ -205,3 +205,25 @@ def test_a_doubled_layer_anchor_is_the_family_not_the_model_structure(tmp_path):
     structure = [c["key"] for c in _result(out)["comparisons"] if c["name"] == "layer.count" and c["gated"]
                  and c["verdict"] == "regression"]
     assert structure and set(structure) <= set(causes[0]["explains"])
+
+
+def test_a_step_without_kernel_rows_is_named(tmp_path):
+    """Step 12's kernel rows deleted from rank 0 (its step_trace_time.csv row kept): the check
+    failed on a gated step.exposed_comm_ratio "MISSING ... a file the baseline had is missing?"
+    with nothing naming the empty step. A warning now names the step and the file, and what it
+    leaves out; the gate still fails closed on the metric it cannot vouch for."""
+    s5 = tmp_path / "S5"
+    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    for p in s5.rglob("trace_view.json"):
+        p.unlink()
+    cut = tmp_path / "cut"
+    shutil.copytree(s5, cut)
+    kd = cut / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = kd.read_text().splitlines(keepends=True)
+    victim = lines[1].split(",")[0].strip('"')
+    victim = sorted({x.split(",")[0].strip('"') for x in lines[1:]}, key=int)[2]
+    kd.write_text("".join([lines[0]] + [x for x in lines[1:] if x.split(",")[0].strip('"') != victim]))
+    bl, out = tmp_path / "bl", tmp_path / "o"
+    assert _run("baseline", "save", "--name", "s", "--baseline-dir", bl, s5).exit_code == 0
+    r = _run("check", "--baseline", "s", "--baseline-dir", bl, cut, "--out", out, "-v")
+    assert f"kernel_details.csv has no kernel row in step(s) {victim} of step_trace_time.csv" in r.output, r.output

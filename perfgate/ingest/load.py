@@ -455,10 +455,17 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
         xs = sorted(xs, key=lambda x: (len(x), x))
         return ", ".join(xs[:8]) + (f" (+{len(xs) - 8} more)" if len(xs) > 8 else "")
     if step_trace is not None and len(step_trace):
-        lost = steps - {str(x) for x in step_trace["step"].tolist()}
+        traced = {str(x) for x in step_trace["step"].tolist() if x == x and x is not None} - {IMPLICIT_STEP, "", "nan", "None"}
+        lost = steps - traced
         if lost:
             out.append(f"{st_path.name} has no row for step(s) {listed(lost)} of {kernels.path.name}: the "
                        f"step metrics from it cover the other steps only (a row deleted or the export cut?)")
+        empty = traced - steps if steps else set()
+        if empty:
+            out.append(f"{kernels.path.name} has no kernel row in step(s) {listed(empty)} of {st_path.name}: "
+                       f"their kernel rows were lost or deleted (every profiled step launches kernels); the "
+                       f"kernel metrics cover the other steps only, and a step without Communication leaves "
+                       f"step.exposed_comm_ratio out")
     if comm is not None and len(comm.ops):
         comm_codes = codes[k["is_comm"].to_numpy() & (codes >= 0)]
         with_comm = {names[c] for c in np.flatnonzero(np.bincount(comm_codes, minlength=len(cats))).tolist()}
