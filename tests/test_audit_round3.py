@@ -226,3 +226,31 @@ def test_a_step_without_kernel_rows_is_named(tmp_path):
     assert _run("baseline", "save", "--name", "s", "--baseline-dir", bl, s5).exit_code == 0
     r = _run("check", "--baseline", "s", "--baseline-dir", bl, cut, "--out", out, "-v")
     assert f"kernel_details.csv has no kernel row in step(s) {victim} of step_trace_time.csv" in r.output, r.output
+
+
+def test_the_step_share_of_an_anatomy_cause_names_its_own_caliber(tmp_path):
+    """A step-anatomy cause (exposed communication, device idle) is measured in the busy-union or
+    elapsed caliber; its "share of the step-time change" said "ΣDuration +50,982 of elapsed ...".
+    It now names the part's caliber; family causes keep ΣDuration."""
+    from perfgate.report.summary import step_share_text
+    from perfgate.synth import SynthSpec, write_capture
+    cast = "aclnnCast_CastAiCore_Cast"
+    base = write_capture(tmp_path / "B", SynthSpec())
+    cand = write_capture(tmp_path / "C", SynthSpec(extra_calls={cast: 0.5}, slowdown={cast: 6}))
+    bl, out = tmp_path / "bl", tmp_path / "o"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    doc = _result(out)
+    anatomy = [c for c in doc["causes"] if c["kind"] == "step anatomy" and c["step_delta_us"] is not None]
+    assert anatomy, doc["causes"]
+    md = (out / "perfgate-report.md").read_text()
+    for c in anatomy:
+        assert c["step_delta_caliber"] in ("busy union", "elapsed")
+        text = step_share_text(c)
+        assert text.startswith(c["step_delta_caliber"]) or f"({c['step_delta_caliber']} " in text
+        assert text.replace("|", "\\|") in md or text in md
+    fam = next(c for c in doc["causes"] if c["subject"] == cast)
+    assert "step_delta_caliber" not in fam or fam["step_delta_caliber"] is None
+    assert "ΣDuration" in step_share_text(fam)
+    assert step_share_text({"step_delta_us": 50982.0, "step_time_delta_us": 68291.0,
+                            "step_delta_caliber": "busy union"}) == "busy union +50,982 of elapsed +68,291 us/step (75%)"

@@ -294,6 +294,9 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 text = x["what"] + (f"; ΣDuration of its families {d_us:+,.0f} us/step" if d_us is not None else "")
             elif x["kind"] == "step anatomy":
                 text, d_us = _anatomy_text(x, by_key, view)
+                if view == first:   # the anatomy figure's own caliber (busy union, elapsed), not ΣDuration
+                    part = by_key.get(metric_key(_ANATOMY_METRIC.get(x["subject"], "step.time_us"), view=view))
+                    x["step_delta_caliber"] = terms.CALIBER_LABEL.get(part.caliber) if part is not None else None
             elif x["kind"] == "capture quality":
                 q = by_key[x["explains"][0]]
                 text, d_us = f"{q.baseline:g} -> {q.candidate:g} row(s)" + (f" ({q.evidence})" if q.evidence else ""), None
@@ -501,12 +504,15 @@ def _anatomy_subject(c: Comparison, by_key: dict) -> str:
             "step.computing_us": "Computing (no kernel family explains it)"}.get(best, _ANATOMY_SUBJECT[c.name])
 
 
+#: the step metric an anatomy cause's subject is measured by
+_ANATOMY_METRIC = {"device idle (underfeed)": "step.free_us", "device idle (free time)": "step.free_us",
+                   "device idle (bubbles)": "step.bubble_us", "pre-launch gap": "step.prelaunch_gap_us",
+                   "tail gap": "step.tail_gap_us", "exposed communication": "step.comm_not_overlapped_us",
+                   "communication time": "step.comm_us"}
+
+
 def _anatomy_text(x: dict, by_key: dict, view) -> tuple[str, float | None]:
-    names = {"device idle (underfeed)": "step.free_us", "device idle (free time)": "step.free_us",
-             "device idle (bubbles)": "step.bubble_us", "pre-launch gap": "step.prelaunch_gap_us",
-             "tail gap": "step.tail_gap_us", "exposed communication": "step.comm_not_overlapped_us",
-             "communication time": "step.comm_us"}
-    name = names.get(x["subject"], "step.time_us")
+    name = _ANATOMY_METRIC.get(x["subject"], "step.time_us")
     c = by_key.get(metric_key(name, view=view))
     if c is None or c.delta is None:
         return "changed", None

@@ -198,15 +198,16 @@ def step_share_text(x: dict) -> str:
     d, st = x.get("step_delta_us"), x.get("step_time_delta_us")
     if d is None:
         return "—"
+    cal = x.get("step_delta_caliber") or "ΣDuration"   # a step-anatomy part: its own caliber (busy union)
     if not st or abs(st) < MIN_STEP_DELTA_US:   # the step time did not move: nothing to apportion
-        return f"elapsed step time unchanged (ΣDuration {d:+,.0f} us/step)"
+        return f"elapsed step time unchanged ({cal} {d:+,.0f} us/step)"
     if d * st < 0:   # the cause grew while the step got faster (or the reverse): a share would be negative
-        return (f"ΣDuration {d:+,.0f} us/step while the elapsed step time moved {st:+,.0f} us/step: "
+        return (f"{cal} {d:+,.0f} us/step while the elapsed step time moved {st:+,.0f} us/step: "
                 f"opposite directions, no share of it")
     if abs(d) > abs(st):   # more than the whole change: other parts moved the other way, or overlap
-        return (f"ΣDuration {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%}: more than the step's "
+        return (f"{cal} {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%}: more than the step's "
                 f"change; other parts moved the other way or it overlaps them)")
-    return f"ΣDuration {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%})"
+    return f"{cal} {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%})"
 
 
 def _clip(text: str, width: int) -> str:
