@@ -155,7 +155,8 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         step anatomy), ``subject``, ``verdict`` (regression | improvement | gone | new), ``fails`` (explains
         a failing metric), ``what`` (text, first gated view), ``views`` ({view: short text}),
         ``evidence`` (list of evidence strings), ``explains`` (gated metric keys),
-        ``step_delta_us`` (ΣDuration change per step, us, or None), ``step_time_delta_us``
+        ``step_delta_us`` (ΣDuration change per step, us, or None; for a step-anatomy part its
+        own figure's change, in the caliber ``step_delta_caliber`` names: "busy union", "elapsed"), ``step_time_delta_us``
         (step.time_us change, elapsed, us), ``step_fraction`` (their quotient or None) —
         failing causes first, then by |step_delta_us|; ``unexplained``: keys of gated moved
         metrics no cause explains.
