@@ -254,3 +254,21 @@ def test_the_step_share_of_an_anatomy_cause_names_its_own_caliber(tmp_path):
     assert "ΣDuration" in step_share_text(fam)
     assert step_share_text({"step_delta_us": 50982.0, "step_time_delta_us": 68291.0,
                             "step_delta_caliber": "busy union"}) == "busy union +50,982 of elapsed +68,291 us/step (75%)"
+
+
+def test_steps_lost_at_the_end_are_named_from_the_schedule(tmp_path):
+    """The last step cut from both ranks' kernel and step_trace files (no timeline): saved with 4
+    steps and no word, though profiler_info's schedule profiles 5. A warning now says so."""
+    s5 = tmp_path / "S5"
+    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    info = json.loads(next(s5.rglob("profiler_info_0.json")).read_text())
+    assert info["config"]["common_config"]["schedule"]["active"] == 5
+    for p in s5.rglob("trace_view.json"):
+        p.unlink()
+    for f in [*s5.rglob("kernel_details.csv"), *s5.rglob("step_trace_time.csv")]:
+        lines = f.read_text().splitlines(keepends=True)
+        last = sorted({x.split(",")[0].strip('"') for x in lines[1:]}, key=int)[-1]
+        f.write_text("".join([lines[0]] + [x for x in lines[1:] if x.split(",")[0].strip('"') != last]))
+    r = _run("baseline", "save", "--name", "s", "--baseline-dir", tmp_path / "bl", s5)
+    assert r.exit_code == 0, r.output
+    assert "kernel_details.csv holds 4 step(s), but profiler_info_0.json's schedule profiles 5 (active 5 x repeat 1)" in r.output

@@ -390,6 +390,7 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
         cwin = validity.collection_window(loc.info_path)
         validity.check_comm_values(comm, cwin, f"{loc.info_path.name} start_info / end_info" if cwin else "")
     warnings.extend(_steps_missing(kernels, step_trace, st_path, comm, cm_path))
+    warnings.extend(_schedule_short(loc, kernels))
     tv_path, timelines = _timeline_path(loc)  # raw msprof: msprof_<ts>.json (sliced: msprof_slice_<k>_*)
     if len(timelines) > 1:
         warnings.append(f"{len(timelines)} msprof timeline slices: not read (trace self-checks use "
@@ -474,6 +475,30 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
             out.append(f"{cm_path.name} has no op in step(s) {listed(lost)}, where {kernels.path.name} has "
                        f"communication rows: its metrics cover the other steps only (a step deleted?)")
     return out
+
+
+def _schedule_short(loc: RankLocation, kernels: KernelTable) -> list[str]:
+    """A warning when the kernel table holds fewer steps than profiler_info's schedule profiles
+    (``active`` × ``repeat``, both integers >= 1; ``repeat`` 0 means until the job ends): steps
+    lost at the end (the export cut, files trimmed) or a job that ended before its schedule did.
+    Neither the trace nor step_trace_time.csv tells them apart once both lost the same steps."""
+    sched = (getattr(loc, "info", None) or {}).get("schedule") or {}
+    active, repeat = sched.get("active"), sched.get("repeat")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (active, repeat)):
+        return []
+    col = kernels.df["step"]
+    if not isinstance(col.dtype, pd.CategoricalDtype) or not len(col):
+        return []
+    import numpy as np
+    codes = col.cat.codes.to_numpy()
+    names = list(map(str, col.cat.categories.tolist()))
+    held = {names[c] for c in np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(names))).tolist()}
+    held.discard(IMPLICIT_STEP)
+    if not held or len(held) >= active * repeat:
+        return []
+    return [f"{kernels.path.name} holds {len(held)} step(s), but {loc.info_path.name}'s schedule profiles "
+            f"{active * repeat} (active {active} x repeat {repeat}): steps lost at the end (the export cut, "
+            f"files trimmed?) or the job ended before the schedule did; metrics cover the steps present"]
 
 
 def _check_values(loc: RankLocation, kernels: KernelTable) -> None:
