@@ -20,6 +20,7 @@ def runs(tmp_path_factory):
     return [write_capture(d / f"s{i}", SynthSpec(seed=i)) for i in range(4)]
 
 
+@pytest.mark.slow   # ~6 s: every pair of four calibration runs
 def test_every_pair_of_calibration_runs_passes(runs, tmp_path):
     pol = load_policy(None)
     out = tmp_path / "cal.yaml"

@@ -384,6 +384,7 @@ def _checked_fast_events(seen):
 MUTANTS = "0123456789.-eE \"X:,ab\\u"
 
 
+@pytest.mark.slow   # ~26 s: 150 hypothesis examples, each a trace scanned twice
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 200), st.sampled_from(MUTANTS)), max_size=3), min_size=1,
                 max_size=25),

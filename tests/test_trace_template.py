@@ -202,6 +202,7 @@ ITEM = st.one_of(st.integers(0, 10 ** 6).map(ov), st.integers(0, 10 ** 6).map(ov
                  ODD_EVENT, st.integers(0, 100).map(lambda i: ov(i, dur=i * 1.001 - 3)))
 
 
+@pytest.mark.slow   # ~9 s: 60 random traces
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ITEM, min_size=50, max_size=300), st.sampled_from([900, 2000, 4099]),
        st.sampled_from([(", ", (", ", ": ")), (",", (",", ":"))]))
