@@ -166,6 +166,12 @@ def test_gated_memory_bound_without_its_ratio_columns_fails_closed(copy_capture,
     assert "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv" in r.output and not (bl / "m.json").exists()
     r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, copy_capture("level1", "full"))
     assert r.exit_code == 0, r.output
+    # gated through an override of one family only (the base rule ungated): the same refusal
+    ov = tmp_path / "ov.yaml"
+    ov.write_text(text.replace("overrides:", "overrides:\n  - {metric: pipe.memory_bound, labels: {family: "
+                               "aclnnMatmul_MatMulV3Common_MatMulV3}, gated: true}", 1), encoding="utf-8")
+    r = _run("baseline", "save", "--name", "o", "--baseline-dir", bl, "--policy", ov, cap)
+    assert r.exit_code == 3 and "gates pipe.memory_bound" in r.output and not (bl / "o.json").exists(), r.output
 
 
 def test_bare_cr_line_endings_are_refused_not_a_crash(copy_capture, tmp_path):

@@ -172,6 +172,13 @@ class Policy:
             merged.update(ov)
         return Rule(**merged)
 
+    def may_gate(self, pred) -> bool:
+        """Whether some value of a metric whose name satisfies ``pred`` can be gated: its base
+        rule is gated, or an override of it sets ``gated: true`` (a label-specific gate counts:
+        the capture must then hold what that metric is computed from)."""
+        return (any(pred(n) and r.gated for n, r in self.rules.items())
+                or any(pred(o.metric) and o.fields.get("gated") for o in self.overrides))
+
     def require_gating(self) -> None:
         """Raise PolicyError when no metric rule and no override is gated: a gate built from
         such a policy could never fail (a ``--policy`` file replaces the built-in policy, it is
