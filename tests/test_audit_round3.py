@@ -278,3 +278,19 @@ def test_steps_lost_at_the_end_are_named_from_the_schedule(tmp_path):
     r = _run("baseline", "save", "--name", "s", "--baseline-dir", tmp_path / "bl", s5)
     assert r.exit_code == 0, r.output
     assert "kernel_details.csv holds 4 step(s), but profiler_info_0.json's schedule profiles 5 (active 5 x repeat 1)" in r.output
+
+
+def test_stray_output_folder_above_nested_rank_folders_is_refused(text_captures, tmp_path):
+    """The stray copy at the capture's root with the rank folders one level further down
+    (cap/job/rank*_ascend_pt): the same refusal; and a rank 19 levels down beside a shallow one."""
+    cap = tmp_path / "cap"
+    shutil.copytree(text_captures / "level1", cap / "job")
+    shutil.copytree(text_captures / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT", cap / "ASCEND_PROFILER_OUTPUT")
+    r = _run("baseline", "save", "--name", "x", "--baseline-dir", tmp_path / "bl", cap)
+    assert r.exit_code == 3 and "beside rank folders with theirs (job)" in r.output, r.output
+    deep = tmp_path / "deep"
+    shutil.copytree(text_captures / "level1" / "rank1_ascend_pt", deep / "rank1_ascend_pt")
+    far = deep.joinpath(*[f"l{i}" for i in range(1, 19)])
+    shutil.copytree(text_captures / "level1" / "rank0_ascend_pt", far / "rank0_ascend_pt")
+    r = _run("fingerprint", "--trace", "never", deep, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3 and "l18/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT lies more than 6" in r.output, r.output

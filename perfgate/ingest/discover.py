@@ -115,7 +115,7 @@ def _looks_like_rank_folder(d: Path) -> bool:
     return d.name.endswith("_ascend_pt") or any(d.glob("profiler_info*.json"))
 
 
-def _below_the_depth_limit(d: Path, levels: int = 12) -> Path | None:
+def _below_the_depth_limit(d: Path, levels: int = 256) -> Path | None:
     """The first ``ASCEND_PROFILER_OUTPUT/`` at most ``levels`` folder levels below ``d`` (a
     folder discovery no longer walks), or None."""
     stack = [(d, 0)]
@@ -164,8 +164,10 @@ def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
                 present_file(p, want="folder")   # a link loop / link to nothing named as a rank's folder
         names = {c.name for c in children}
         if OUTPUT_DIR in names:
-            ranks_beside = [c.name for c in children if c.name != OUTPUT_DIR and _looks_like_rank_folder(c)
-                            and (c / OUTPUT_DIR).is_dir()]
+            # rank folders beside it, at any depth below (cap/job/rank*_ascend_pt too)
+            ranks_beside = [c.name for c in children if c.name != OUTPUT_DIR and not c.is_symlink()
+                            and not c.name.startswith(("PROF_", "FRAMEWORK"))   # a rank's raw data, not ranks
+                            and ((c / OUTPUT_DIR).is_dir() or _below_the_depth_limit(c, _MAX_DEPTH) is not None)]
             if ranks_beside:
                 shown = ", ".join(ranks_beside[:4]) + (f" (+{len(ranks_beside) - 4} more)" if len(ranks_beside) > 4 else "")
                 raise InvalidCaptureError(
