@@ -263,5 +263,6 @@ def test_no_baseline_ok_input_passes_the_first_pull_requests(tmp_path, captures)
     inputs = {"capture": str(worse), "baseline-dir": str(tmp_path / "empty"), "install": "false", "comment": "false"}
     code, outs, log = run_action(inputs, _plain_env(tmp_path), tmp_path)
     assert code == 4 and outs["verdict"] == "NO_BASELINE", log
-    code, outs, log = run_action({**inputs, "no-baseline-ok": "true"}, _plain_env(tmp_path), tmp_path)
-    assert code == 0 and outs["verdict"] == "NO_BASELINE", log
+    for yes in ("true", "True"):
+        code, outs, log = run_action({**inputs, "no-baseline-ok": yes}, _plain_env(tmp_path), tmp_path)
+        assert code == 0 and outs["verdict"] == "NO_BASELINE", log

@@ -294,3 +294,12 @@ def test_stray_output_folder_above_nested_rank_folders_is_refused(text_captures,
     shutil.copytree(text_captures / "level1" / "rank0_ascend_pt", far / "rank0_ascend_pt")
     r = _run("fingerprint", "--trace", "never", deep, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3 and "l18/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT lies more than 6" in r.output, r.output
+
+
+def test_an_unknown_step_time_is_not_called_unchanged():
+    """No step_trace_time.csv and no timeline on a side: the elapsed step time is unknown (None).
+    The share column said "elapsed step time unchanged" while the step's wall had grown."""
+    from perfgate.report.summary import step_share_text
+    t = step_share_text({"step_delta_us": 120.0, "step_time_delta_us": None})
+    assert "unchanged" not in t and "elapsed step time not measured" in t and t.startswith("ΣDuration +120")
+    assert step_share_text({"step_delta_us": 120.0, "step_time_delta_us": 0.0}).startswith("elapsed step time unchanged")

@@ -526,3 +526,13 @@ def test_head_sha_pins_the_pull_request(server, tmp_path):
     body, meta = _left_behind(server, tmp_path / "c", head_sha=head)
     r = _comment(body, meta, server, "--head-sha", head)
     assert r.exit_code == 0 and "comment created" in r.output and len(comments(server)) == 1
+
+
+def test_meta_pr_number_must_be_plain_digits(server, tmp_path):
+    """A meta PR number that str.isdigit() takes but int() does not ("²") or 0: exit 2, nothing sent."""
+    for bad in ("²", "0", "007x"):
+        body, meta = _left_behind(server, tmp_path / f"n{ord(bad[0])}", pr_number=bad)
+        n = len(server.log)
+        r = _comment(body, meta, server)
+        assert r.exit_code == 2 and "is not a positive integer" in r.output, (bad, r.output)
+        assert len(server.log) == n

@@ -551,7 +551,7 @@ def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, m
     if not repository or not pr_number:
         raise UsageError("no pull request: pass --repo (or set $GITHUB_REPOSITORY) and --pr (or --meta, "
                          "or run in a pull_request event)")
-    if isinstance(pr_number, bool) or not str(pr_number).isdigit():
+    if isinstance(pr_number, bool) or not re.fullmatch(r"[1-9][0-9]{0,9}", str(pr_number)):
         raise UsageError(f"the pull request number {str(pr_number)[:40]!r} is not a positive integer", path=meta)
     if head_sha and extra.get("head_sha") and extra["head_sha"] != head_sha:
         raise UsageError(f"the comment metadata was written for commit {str(extra['head_sha'])[:40]}, the "

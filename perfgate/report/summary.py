@@ -199,7 +199,9 @@ def step_share_text(x: dict) -> str:
     if d is None:
         return "—"
     cal = x.get("step_delta_caliber") or "ΣDuration"   # a step-anatomy part: its own caliber (busy union)
-    if not st or abs(st) < MIN_STEP_DELTA_US:   # the step time did not move: nothing to apportion
+    if st is None:   # no step time on a side (no step_trace_time.csv nor timeline): unknown, not unchanged
+        return f"{cal} {d:+,.0f} us/step (elapsed step time not measured: no step_trace_time.csv or timeline)"
+    if abs(st) < MIN_STEP_DELTA_US:   # the step time did not move: nothing to apportion
         return f"elapsed step time unchanged ({cal} {d:+,.0f} us/step)"
     if d * st < 0:   # the cause grew while the step got faster (or the reverse): a share would be negative
         return (f"{cal} {d:+,.0f} us/step while the elapsed step time moved {st:+,.0f} us/step: "
