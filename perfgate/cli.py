@@ -679,6 +679,10 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
                    f"metric values); nothing written (--allow-duplicate records it again)", err=True)
         return
     click.echo(f"recorded run {run_id} ({len(fp.metrics)} metrics) on branch {branch!r} -> {_history_path(history_path)}")
+    for w in fp.warnings[:10]:   # as baseline save says them: a missing step row, mismatched steps, ...
+        click.echo(f"  warning: {w}")
+    if len(fp.warnings) > 10:
+        click.echo(f"  ... and {len(fp.warnings) - 10} more warning(s) (in the recorded fingerprint)")
 
 
 def _open_history(history_path):

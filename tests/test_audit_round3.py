@@ -303,3 +303,19 @@ def test_an_unknown_step_time_is_not_called_unchanged():
     t = step_share_text({"step_delta_us": 120.0, "step_time_delta_us": None})
     assert "unchanged" not in t and "elapsed step time not measured" in t and t.startswith("ΣDuration +120")
     assert step_share_text({"step_delta_us": 120.0, "step_time_delta_us": 0.0}).startswith("elapsed step time unchanged")
+
+
+def test_history_record_prints_the_capture_warnings(tmp_path):
+    """history record said nothing of the fingerprint's warnings that baseline save prints (here:
+    fewer steps than the schedule profiles)."""
+    s5 = tmp_path / "S5"
+    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    for f in [*s5.rglob("kernel_details.csv"), *s5.rglob("step_trace_time.csv")]:
+        lines = f.read_text().splitlines(keepends=True)
+        last = sorted({x.split(",")[0].strip('"') for x in lines[1:]}, key=int)[-1]
+        f.write_text("".join([lines[0]] + [x for x in lines[1:] if x.split(",")[0].strip('"') != last]))
+    for p in s5.rglob("trace_view.json"):
+        p.unlink()
+    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", tmp_path / "h.sqlite", s5)
+    assert r.exit_code == 0, r.output
+    assert "recorded run 1" in r.output and "warning: rank 0: kernel_details.csv holds 4 step(s)" in r.output
