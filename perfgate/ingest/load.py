@@ -524,7 +524,8 @@ def _load_partial_rank(loc: RankLocation) -> RankCapture:
                        step_trace_path=st_path if step_trace is not None else None,
                        comm=comm, comm_path=cm_path if comm is not None else None, trace=None, trace_path=None,
                        missing=tuple(missing),
-                       warnings=(f"partial rank: holds only {', '.join(held)}; it contributes its step and "
+                       warnings=(f"partial rank: of the tables perfgate reads it holds only {', '.join(held)} (no "
+                                 f"kernel_details.csv); it contributes its step and "
                                  f"communication metrics, kernel metrics are computed over the other ranks",))
 
 
