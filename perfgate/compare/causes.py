@@ -152,7 +152,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
 
     Returns:
         ``(causes, unexplained)``: causes as dicts — ``kind`` (kernel family | communication |
-        step anatomy), ``subject``, ``verdict`` (regression | improvement | gone | new), ``fails`` (explains
+        step anatomy), ``subject``, ``verdict`` (regression | improvement | gone | new | side_effect), ``fails`` (explains
         a failing metric), ``what`` (text, first gated view), ``views`` ({view: short text}),
         ``evidence`` (list of evidence strings), ``explains`` (gated metric keys),
         ``step_delta_us`` (ΣDuration change per step, us, or None; for a step-anatomy part its
