@@ -214,10 +214,11 @@ def test_a_doubled_layer_anchor_is_the_family_not_the_model_structure(tmp_path):
 
 
 def test_a_step_without_kernel_rows_is_named(tmp_path):
-    """Step 12's kernel rows deleted from rank 0 (its step_trace_time.csv row kept): the check
-    failed on a gated step.exposed_comm_ratio "MISSING ... a file the baseline had is missing?"
-    with nothing naming the empty step. A warning now names the step and the file, and what it
-    leaves out; the gate still fails closed on the metric it cannot vouch for."""
+    """A step's kernel rows deleted from rank 0 and its step_trace_time.csv row zeroed (Free =
+    Stage: the device did nothing): the check failed on a gated step.exposed_comm_ratio "MISSING
+    ... a file the baseline had is missing?" with nothing naming the empty step (a row that kept
+    its Computing time is refused by the steps_present self-check). A warning now names the step
+    and the file and what it leaves out; the gate still fails on the metric it cannot vouch for."""
     s5 = tmp_path / "S5"
     assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
     for p in s5.rglob("trace_view.json"):
@@ -228,9 +229,22 @@ def test_a_step_without_kernel_rows_is_named(tmp_path):
     lines = kd.read_text().splitlines(keepends=True)
     victim = sorted({x.split(",")[0].strip('"') for x in lines[1:]}, key=int)[2]
     kd.write_text("".join([lines[0]] + [x for x in lines[1:] if x.split(",")[0].strip('"') != victim]))
+    st_path = kd.parent / "step_trace_time.csv"
+    st_lines = st_path.read_text().splitlines(keepends=True)
+    hdr = st_lines[0].rstrip("\n").split(",")
+    out_lines = [st_lines[0]]
+    for x in st_lines[1:]:
+        cells = x.rstrip("\n").split(",")
+        if cells[0] == victim:   # the device did nothing in it: every figure 0, Free = Stage
+            stage = cells[hdr.index("Stage")]
+            cells = [victim] + ["0"] * (len(cells) - 1)
+            cells[hdr.index("Free")] = cells[hdr.index("Stage")] = stage
+        out_lines.append(",".join(cells) + "\n")
+    st_path.write_text("".join(out_lines))
     bl, out = tmp_path / "bl", tmp_path / "o"
     assert _run("baseline", "save", "--name", "s", "--baseline-dir", bl, s5).exit_code == 0
     r = _run("check", "--baseline", "s", "--baseline-dir", bl, cut, "--out", out, "-v")
+    assert r.exit_code == 1 and "step.exposed_comm_ratio" in r.output, r.output
     assert f"kernel_details.csv has no kernel row in step(s) {victim} of step_trace_time.csv" in r.output, r.output
 
 
