@@ -389,8 +389,9 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
     elif loc.layout == "torch_npu":
         cwin = validity.collection_window(loc.info_path)
         validity.check_comm_values(comm, cwin, f"{loc.info_path.name} start_info / end_info" if cwin else "")
-    warnings.extend(_steps_missing(kernels, step_trace, st_path, comm, cm_path))
-    warnings.extend(_schedule_short(loc, kernels))
+    held = _held_steps(kernels)
+    warnings.extend(_steps_missing(kernels, step_trace, st_path, comm, cm_path, held))
+    warnings.extend(_schedule_short(loc, kernels, held))
     tv_path, timelines = _timeline_path(loc)  # raw msprof: msprof_<ts>.json (sliced: msprof_slice_<k>_*)
     if len(timelines) > 1:
         warnings.append(f"{len(timelines)} msprof timeline slices: not read (trace self-checks use "
@@ -433,7 +434,22 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
                        lost_launches=lost)
 
 
-def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_path: Path) -> list[str]:
+def _held_steps(kernels: KernelTable) -> set[str] | None:
+    """The step labels (text) the kernel table has rows in, the implicit step left out; None when
+    its step column is not categorical or the table is empty (nothing to compare). One bincount
+    over the step codes; the category names read once (an Index item read costs ~10 us each)."""
+    import numpy as np
+    col = kernels.df["step"]
+    if not isinstance(col.dtype, pd.CategoricalDtype) or not len(col):
+        return None
+    codes = col.cat.codes.to_numpy()
+    names = list(map(str, col.cat.categories.tolist()))
+    seen = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
+    return {c for c, h in zip(names, seen.tolist()) if h and c != IMPLICIT_STEP}
+
+
+def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_path: Path,
+                   held: set | None = None) -> list[str]:
     """Warnings for steps of the kernel table another file of the rank leaves out: a
     step_trace_time.csv without a row for it (torch_npu writes one per step: its step metrics
     then come from the other steps), a communication.json without an op in a step where the
@@ -441,15 +457,14 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
     Second fresh-user round: a deleted row shifted rank 0's exposed communication 114 -> 198 us
     and a rank skew 3 -> 56 % with no note. Columnar: one pass over the step codes."""
     import numpy as np
+    steps = _held_steps(kernels) if held is None else held
+    if steps is None:
+        return []
     k = kernels.df
     col = k["step"]
-    if not isinstance(col.dtype, pd.CategoricalDtype) or not len(k):
-        return []
     cats = col.cat.categories
     codes = col.cat.codes.to_numpy()
-    seen = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
-    names = list(map(str, cats.tolist()))   # one pass (an Index item read costs ~10 us each)
-    steps = {c for c, h in zip(names, seen.tolist()) if h and c != IMPLICIT_STEP}
+    names = list(map(str, cats.tolist()))
     out = []
 
     def listed(xs) -> str:
@@ -477,7 +492,7 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
     return out
 
 
-def _schedule_short(loc: RankLocation, kernels: KernelTable) -> list[str]:
+def _schedule_short(loc: RankLocation, kernels: KernelTable, held: set | None = None) -> list[str]:
     """A warning when the kernel table holds fewer steps than profiler_info's schedule profiles
     (``active`` × ``repeat``, both integers >= 1; ``repeat`` 0 means until the job ends): steps
     lost at the end (the export cut, files trimmed) or a job that ended before its schedule did.
@@ -486,14 +501,7 @@ def _schedule_short(loc: RankLocation, kernels: KernelTable) -> list[str]:
     active, repeat = sched.get("active"), sched.get("repeat")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (active, repeat)):
         return []
-    col = kernels.df["step"]
-    if not isinstance(col.dtype, pd.CategoricalDtype) or not len(col):
-        return []
-    import numpy as np
-    codes = col.cat.codes.to_numpy()
-    names = list(map(str, col.cat.categories.tolist()))
-    held = {names[c] for c in np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(names))).tolist()}
-    held.discard(IMPLICIT_STEP)
+    held = _held_steps(kernels) if held is None else held
     if not held or len(held) >= active * repeat:
         return []
     return [f"{kernels.path.name} holds {len(held)} step(s), but {loc.info_path.name}'s schedule profiles "
