@@ -191,8 +191,10 @@ def step_share_text(x: dict) -> str:
     cause's ΣDuration change per step against the elapsed step time's change
     (``ΣDuration +258 of elapsed +300 us/step (86%)``; above 100 % it says why it can be, and
     for a cause that moved against the step time, e.g. +53 against −21 us/step, it gives no
-    share: "-249 %" was printed), or ``elapsed step time unchanged (ΣDuration +258 us/step)``
-    when the step did not move
+    share: "-249 %" was printed), ``elapsed step time unchanged (ΣDuration +258 us/step)``
+    when the step did not move, or "elapsed step time not measured" when a side has no step time
+    (no step_trace_time.csv or timeline; ``step_time_delta_us`` None). A step-anatomy cause's
+    figure carries its own caliber (``step_delta_caliber``: busy union, elapsed)
     (fresh-user report: "step time: +258 us ΣDuration per step (step time unchanged)" read as a
     contradiction)."""
     d, st = x.get("step_delta_us"), x.get("step_time_delta_us")
