@@ -106,11 +106,7 @@ def _evidence_texts(groups, kfile: str) -> dict:
     return out
 
 
-def _median(values: np.ndarray) -> float:
-    """Median skipping NaN, as ``pd.Series.median`` (NaN when no value is left)."""
-    v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    return float(np.median(v)) if len(v) else float("nan")
+_median = km.median_nan   # median skipping NaN, as pd.Series.median
 
 
 def _samples(values) -> dict:

@@ -505,6 +505,14 @@ def per_step_sum_dur(df: pd.DataFrame, key: str) -> pd.DataFrame:
     return _per_step(df, key, "dur_ns")
 
 
+def median_nan(values) -> float:
+    """Median skipping NaN, as ``pd.Series(values).median()`` gives it: the mean of the two middle
+    values for an even count (numpy's median), NaN when no value is left."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(np.median(v)) if len(v) else float("nan")
+
+
 def median_low(values) -> float:
     """Median that is always an observed value (lower middle for even counts): a count
     stays an integer that some step really had."""

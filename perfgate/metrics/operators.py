@@ -540,12 +540,9 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
     spec = policy.operators
     steps = list(steps) if steps is not None else sorted(map(str, km.present_values(k["step"])))
     has_pipe = pipe_available(k)
-    may_gate = getattr(policy, "may_gate", None)   # (a policy stand-in without overrides: its rules)
-    gates = may_gate if may_gate is not None else (
-        lambda pred: any(pred(n) and r.gated for n, r in policy.rules.items()))
-    if spec.require_pipe or gates(lambda n: n.startswith("pipe.")):   # a gated rule or override
+    if spec.require_pipe or policy.may_gate(lambda n: n.startswith("pipe.")):   # a gated rule or override
         require_pipe(k, path or kfile, variant)
-    if gates(lambda n: n == "pipe.memory_bound"):
+    if policy.may_gate(lambda n: n == "pipe.memory_bound"):
         require_memory_ratios(k, path or kfile, variant)
     cat = categories if categories is not None else pd.Series(
         pd.Categorical(["n/a"] * len(k)), index=k.index)

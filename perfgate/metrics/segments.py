@@ -1064,7 +1064,7 @@ def _class_aggregates(t: pd.DataFrame, codes: np.ndarray, nc: int) -> tuple:
     p50, p90 = np.empty(nc), np.empty(nc)
     for c in range(nc):
         w = wall[order[bounds[c]:bounds[c + 1]]]
-        p50[c] = _median(w)
+        p50[c] = km.median_nan(w)
         p90[c] = float(np.percentile(w, 90))
     sums = []
     for col in ("sum_dur_us", "comm_us"):
@@ -1153,11 +1153,6 @@ def class_table(seg: RankSegments) -> pd.DataFrame:
     return seg.classes
 
 
-def _units(lay: pd.DataFrame) -> pd.DataFrame:
-    """One row per micro-batch pass (step, pass, microbatch) with its layer count."""
-    return lay.groupby(["step", "pass", "microbatch"], sort=False).size().rename("layers").reset_index()
-
-
 def _codes(*cols) -> tuple[np.ndarray, int]:
     """Joint codes of equal-length key columns in order of first appearance (``groupby(sort=False)``
     order), -1 where any key is missing (a group-by drops such rows); and the number of codes."""
@@ -1175,13 +1170,6 @@ def _codes(*cols) -> tuple[np.ndarray, int]:
         remap[keep] = np.arange(int(keep.sum()))
         return remap[codes], int(keep.sum())
     return codes.astype(np.int64), len(uniq)
-
-
-def _median(values: np.ndarray) -> float:
-    """``pd.Series(values).median()``: NaN skipped, the mean of the two middle values for an even
-    count (numpy's median), NaN when nothing is left."""
-    v = values[~np.isnan(values)]
-    return float(np.median(v)) if len(v) else float("nan")
 
 
 def _median_low_with_zeros(present_values: np.ndarray, units: int) -> float:
@@ -1297,16 +1285,10 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
             out[("layer.class_count", (("class", UNIQUE), ("pass", p)))] = (
                 km.median_low(tot[u_of_p]), f"{kfile}: {p} layers whose class occurs once per micro-batch pass", {})
         w = wall[l_pass == p]
-        out[("layer.wall_p50_us", (("pass", p),))] = (_median(w), ev, {"members": int(len(w))})
+        out[("layer.wall_p50_us", (("pass", p),))] = (km.median_nan(w), ev, {"members": int(len(w))})
     layer_recurring = np.append(np.isin(cls_names.astype(object), list(recurring)), False)[cls_code]
     _block_metrics(out, seg, lay, unit, unit_pass, nu, layer_recurring, steps, kfile, step_sum_us)
     return out
-
-
-#: up to this many blocks of a kind, its per-step ΣDuration is summed by
-#: :func:`perfgate.metrics.kernels.group_sums` (no group-by set-up); above, by pandas' group-by
-#: (its C loop), the same float sums either way
-_SMALL_SUM = 2000
 
 
 def _block_metrics(out, seg, lay, unit, unit_pass, nu, layer_recurring, steps, kfile, step_sum_us) -> None:
@@ -1345,15 +1327,15 @@ def _block_metrics(out, seg, lay, unit, unit_pass, nu, layer_recurring, steps, k
     for kc in sorted(range(len(knames)), key=lambda i: knames[i]):   # kinds in sorted order
         k = knames[kc]
         at = np.flatnonzero(kcode == kc)
-        sums = km.group_sums(b_step[at].tolist(), dur[at].tolist()) if len(at) <= _SMALL_SUM else None
+        sums = km.group_sums(b_step[at].tolist(), dur[at].tolist()) if len(at) <= km.SMALL_GROUP_ROWS else None
         if sums is None:   # pandas' own group-by: a large table, or an unknown pandas summation
             sums = pd.Series(dur[at]).groupby(b_step[at]).sum().to_dict()
         with np.errstate(divide="ignore", invalid="ignore"):
             sh = np.asarray([sums.get(s, 0.0) for s in steps], dtype=float) / total
         sh[np.isnan(sh)] = 0.0
         rest = rest + sh
-        out[("block.share", (("kind", k),))] = (_median(sh), evidence(int(at[0])), {})
-    out[("block.share", (("kind", UNSTRUCTURED),))] = (_median(np.clip(1.0 - rest, 0.0, None)),
+        out[("block.share", (("kind", k),))] = (km.median_nan(sh), evidence(int(at[0])), {})
+    out[("block.share", (("kind", UNSTRUCTURED),))] = (km.median_nan(np.clip(1.0 - rest, 0.0, None)),
                                                        f"{kfile}: non-layer segments and non-recurring layers", {})
 
 
