@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from perfgate import terms
 from perfgate.compare.attribution import COMM_FAMILY
+from perfgate.compare.composition import OWN_CHANGE, is_comm_part
 from perfgate.model import Comparison, Fingerprint, metric_key
 
 MOVED = (terms.REGRESSION, terms.IMPROVEMENT)
@@ -83,11 +84,6 @@ def _num(fp: Fingerprint, key: str) -> float | None:
         return float(m.value)
     except (TypeError, ValueError):
         return None
-
-
-def _is_comm_part(c: Comparison) -> bool:
-    return c.labels.get("category") == "Comm" or c.labels.get("core_type") in ("HCCL", terms.COMM_CORE) \
-        or c.labels.get("bound") == "communication"
 
 
 def _sign(verdict) -> int:
@@ -219,7 +215,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         phase / bound, from the family view of either side; unknown families: by scope)."""
         known = parts.get(x["subject"])
         if known is None:
-            return (x["kind"] == "communication") == _is_comm_part(c)
+            return (x["kind"] == "communication") == is_comm_part(c)
         return all(known.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in known)
 
     for c in symptoms:
@@ -262,7 +258,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             hit = explain([cause("capture quality", _QUALITY[c.name], c.verdict)], c)
         else:
             hit = False
-        if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us",):
+        if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us", "step.computing_us"):
             hit = explain([cause("step anatomy", _anatomy_subject(c, by_key), c.verdict)], c)
 
     _fold_into_structure(causes, symptoms, explain, base, cand, first)
@@ -331,7 +327,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
 
 
 _PART_LABELS = ("category", "core_type", "phase", "bound")
-MATERIAL = 0.05   # a ΣDuration change within ±5 % of the larger side is no change of time (ratio)
+MATERIAL = OWN_CHANGE   # a ΣDuration change within ±5 % of the larger side is no change of time (ratio)
 
 
 def _own_change(base, cand, x: dict, view) -> tuple[float | None, float | None]:
@@ -484,12 +480,14 @@ def _calls_changed(base, cand, x: dict, view) -> bool:
     return ch["calls_base"] != ch["calls_cand"]
 
 
+_COMPUTING = "Computing (no kernel family explains it)"   # every family as the device: compute as a whole
 _ANATOMY_SUBJECT = {"step.underfeed_ratio": "device idle (underfeed)", "step.free_us": "device idle (free time)",
                     "step.bubble_us": "device idle (bubbles)", "step.internal_bubble_us": "device idle (bubbles)",
                     "step.prelaunch_gap_us": "pre-launch gap", "step.tail_gap_us": "tail gap",
                     "step.exposed_comm_ratio": "exposed communication",
                     "step.comm_not_overlapped_us": "exposed communication", "step.comm_us": "communication time",
-                    "step.time_us": "step time (no kernel family explains it)"}
+                    "step.time_us": "step time (no kernel family explains it)",
+                    "step.computing_us": _COMPUTING}
 
 
 def _anatomy_subject(c: Comparison, by_key: dict) -> str:
@@ -502,14 +500,14 @@ def _anatomy_subject(c: Comparison, by_key: dict) -> str:
         if o is not None and o.delta is not None and abs(o.delta) > abs(best_d):
             best, best_d = name, o.delta
     return {"step.free_us": "device idle (free time)", "step.comm_not_overlapped_us": "exposed communication",
-            "step.computing_us": "Computing (no kernel family explains it)"}.get(best, _ANATOMY_SUBJECT[c.name])
+            "step.computing_us": _COMPUTING}.get(best, _ANATOMY_SUBJECT[c.name])
 
 
 #: the step metric an anatomy cause's subject is measured by
 _ANATOMY_METRIC = {"device idle (underfeed)": "step.free_us", "device idle (free time)": "step.free_us",
                    "device idle (bubbles)": "step.bubble_us", "pre-launch gap": "step.prelaunch_gap_us",
                    "tail gap": "step.tail_gap_us", "exposed communication": "step.comm_not_overlapped_us",
-                   "communication time": "step.comm_us"}
+                   "communication time": "step.comm_us", _COMPUTING: "step.computing_us"}
 
 
 def _anatomy_text(x: dict, by_key: dict, view) -> tuple[str, float | None]:

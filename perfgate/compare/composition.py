@@ -37,6 +37,21 @@ here: a part using less of the device's time is faster, not different. Consequen
 - device-wide drift (every family ×k) gives ``s = k`` and ``r = k``: no part changes;
 - counts (calls per step) are never normalised: they stay exact comparisons.
 
+**The part's own time must agree** (``r`` beyond :data:`OWN_CHANGE` of 1, the way its share
+moved), or the verdict is ``unchanged``, a consequence:
+
+- an *improvement* needs the part's own ΣDuration per step to have fallen: compute ×1.5 with
+  communication as it was gives ``s`` = 1.5 and communication ``r/s`` = 0.67, "faster than the
+  device", yet its time did not move: its share fell because the rest grew, a side effect, never
+  a gain;
+- a *communication* part (:func:`is_comm_part`) *regresses* only when its own ΣDuration per step
+  grew: communication time is set by the links and by the other ranks, not by this device's
+  compute speed, so compute ×0.67 with communication as it was (``r/s`` = 1.5) is compute that
+  got faster, not communication that got slower (the step-time and Computing metrics say so).
+  A compute part keeps the relative judgement both ways for regressions: a family as slow as
+  before while every other family got ×0.5 on a faster device is the regression the scale
+  factor exists to see.
+
 **Repeated captures.** When the two-gate test (:mod:`perfgate.compare.stats`) gave the share
 change an interval ``[lo, hi]`` (share units), the part is judged on that interval less the
 change the other parts caused, ``[lo − e, hi − e]`` with ``e = (p_c − p_b) − Δ*``, against the
@@ -61,6 +76,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from perfgate import terms
+from perfgate.compare.attribution import COMM_FAMILY
 from perfgate.model import Comparison, Fingerprint, metric_key
 
 PART_METRICS = ("share.family", "share.category", "share.core_type", "share.phase",
@@ -68,6 +84,8 @@ PART_METRICS = ("share.family", "share.category", "share.core_type", "share.phas
 MIN_FAMILY_SHARE = 0.001   # of the baseline ΣDuration per step (0.1 %): families that enter the scale
 MIN_FAMILIES = 3
 SCALE_AGREEMENT = 0.05     # a family "did not change" when its ratio is within ±5 % of s
+#: a part's own ΣDuration per step "did not move" when its ratio r is within ±5 % of 1
+OWN_CHANGE = 0.05
 _EXPOSURE = ("step.exposed_comm_ratio", "step.comm_not_overlapped_us")
 
 
@@ -176,12 +194,26 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
     verdict = own if agrees else terms.UNCHANGED
     if own == terms.UNSURE:
         verdict = terms.UNSURE
+    r_own = None if pb <= 0 else pc / pb * scale.device
+    own_moved = r_own is None or (share_down and r_own < 1.0 - OWN_CHANGE) or (share_up and r_own > 1.0 + OWN_CHANGE)
+    consequence = ""
+    if verdict == terms.IMPROVEMENT and not own_moved:
+        consequence = (f"its own ΣDuration per step did not move (×{r_own:.3f}): its share moved because other "
+                       f"parts changed (a consequence, not a gain)")
+    elif verdict == terms.REGRESSION and not own_moved and is_comm_part(c):
+        consequence = (f"communication's own ΣDuration per step did not move (×{r_own:.3f}): its share moved "
+                       f"because compute changed (a consequence; communication time is set by the links and the "
+                       f"other ranks, not by the device's compute speed)")
+    if consequence:
+        verdict = terms.UNCHANGED
     if c.stats.get("q") is not None and c.verdict == terms.UNCHANGED:
         verdict = terms.UNCHANGED      # repeated captures: not significant stays unchanged
     rel_text = "new" if rel == float("inf") else f"×{rel:.3f}"
     own_text = (f"own ΣDuration {rel_text} relative to the {scale.describe()}: "
                 f"{nd * 100:+.2f} pp had it alone changed")
-    if verdict == terms.UNSURE:
+    if consequence:
+        tail = f"{own_text}; {consequence}"
+    elif verdict == terms.UNSURE:
         tail = (f"{own_text}; the share's interval less the other parts' effect straddles {tol.describe(c.unit)}: "
                 f"unsure")
     elif verdict == terms.UNCHANGED and moved:
@@ -204,6 +236,15 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
 
 
 ATTR_SPLIT = ". Kernel families that grew most: "
+
+
+def is_comm_part(c: Comparison) -> bool:
+    """Is the part of share comparison ``c`` communication: a communication family
+    (``hcom_*`` / HCCL), category ``Comm``, core type ``HCCL`` / ``COMMUNICATION``, or the
+    ``communication`` bound."""
+    fam = c.labels.get("family")
+    return bool(fam and COMM_FAMILY.match(str(fam))) or c.labels.get("category") == "Comm" \
+        or c.labels.get("core_type") in ("HCCL", terms.COMM_CORE) or c.labels.get("bound") == "communication"
 
 
 def _exposure_consequence(c: Comparison, by_key: dict) -> Comparison:

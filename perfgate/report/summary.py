@@ -208,7 +208,7 @@ def step_share_text(x: dict) -> str:
     if d * st < 0:   # the cause grew while the step got faster (or the reverse): a share would be negative
         return (f"{cal} {d:+,.0f} us/step while the elapsed step time moved {st:+,.0f} us/step: "
                 f"opposite directions, no share of it")
-    if abs(d) > abs(st):   # more than the whole change: other parts moved the other way, or overlap
+    if round(d / st * 100) > 100:   # more than the whole change: other parts moved the other way, or overlap
         return (f"{cal} {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%}: more than the step's "
                 f"change; other parts moved the other way or it overlaps them)")
     return f"{cal} {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%})"

@@ -1,0 +1,140 @@
+"""Defects found by the fourth audit round (2026-12-02, tenth session): a verdict review of uniform
+compute changes and a helper breaking ingest with unusual captures; each with the behaviour wanted."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from decimal import Decimal
+
+from click.testing import CliRunner
+
+from perfgate.cli import main
+
+
+def _run(*args, env=None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+
+
+def _result(out):
+    return json.loads((out / "perfgate-result.json").read_text())
+
+
+def _scale_compute(cap, factor: str):
+    """Every non-hcom row's Duration × ``factor`` (communication untouched), timeline and
+    step_trace_time.csv removed so that ΣDuration alone carries the change."""
+    for p in [*cap.rglob("trace_view.json"), *cap.rglob("step_trace_time.csv")]:
+        p.unlink()
+    for p in cap.rglob("kernel_details.csv"):
+        rows = list(csv.reader(open(p, newline="", encoding="utf-8-sig")))
+        di, ni = rows[0].index("Duration(us)"), rows[0].index("Name")
+        for r in rows[1:]:
+            if not r[ni].startswith("hcom"):
+                r[di] = str((Decimal(r[di].strip()) * Decimal(factor)).quantize(Decimal("0.001")))
+        with open(p, "w", newline="") as f:
+            csv.writer(f).writerows(rows)
+    return cap
+
+
+def test_compute_faster_with_communication_as_it_was_is_no_communication_regression(copy_capture, tmp_path):
+    """Every compute kernel of level1 ×0.667 (faster), communication untouched: the device scale
+    is 0.667, so hcom_allReduce is "×1.5 relative to the device" and its share grew. It failed the
+    gate as "REGRESSION communication hcom_allReduce: ΣDuration 3,047 -> 3,047 us/step (+0%)".
+    Communication time is set by the links and the other ranks, not by the device's compute
+    speed: its own ΣDuration did not move, so it is unchanged (a consequence) and the check passes."""
+    base = copy_capture("level1", "base")
+    for p in [*base.rglob("trace_view.json"), *base.rglob("step_trace_time.csv")]:
+        p.unlink()
+    cand = _scale_compute(copy_capture("level1", "cand"), "0.667")
+    bl, out = tmp_path / "bl", tmp_path / "o"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    res = _result(out)
+    assert r.exit_code == 0, r.output
+    comm = [c for c in res["comparisons"] if c["gated"] and c["name"].startswith("share.")
+            and ("hcom" in str(c["labels"].get("family", "")) or c["labels"].get("category") == "Comm"
+                 or c["labels"].get("core_type") in ("HCCL", "COMMUNICATION"))]
+    assert comm and all(c["verdict"] == "unchanged" for c in comm), [(c["key"], c["verdict"]) for c in comm]
+    assert any("communication's own ΣDuration per step did not move" in c["reason"] for c in comm)
+    assert not any(x["subject"].startswith("hcom") for x in res["causes"])
+
+
+def test_a_compute_family_that_kept_its_time_on_a_faster_device_still_regresses(tmp_path):
+    """The other side of the rule: the relative judgement stays for compute parts. Every compute
+    family ×0.5 except MatMulV3 (its time as before, on a device twice as fast): that family is
+    slower than the device, the regression the scale factor exists to see, though its own
+    ΣDuration did not move."""
+    from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
+    keep = "aclnnMatmul_MatMulV3Common_MatMulV3"
+    base = write_capture(tmp_path / "base", SynthSpec())
+    cand = write_capture(tmp_path / "cand", SynthSpec(slowdown={f[0]: 0.5 for f in DEFAULT_FAMILIES if f[0] != keep}))
+    bl, out = tmp_path / "bl", tmp_path / "o"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    res = _result(out)
+    assert r.exit_code == 1, r.output
+    assert any(c["fails"] and c["name"] == "share.family" and c["labels"]["family"] == keep
+               and "slower than the device" in c["reason"] for c in res["comparisons"]), r.output
+    assert not any(c["fails"] and "hcom" in str(c["labels"].get("family", "")) for c in res["comparisons"])
+
+
+def test_uniform_compute_slowdown_names_computing_and_calls_nothing_a_gain(tmp_path):
+    """Synthetic pair, every compute kernel ×1.5 on every rank, communication as it was: the
+    cause is Computing as a whole (no kernel family explains it, each moved with the device), it
+    explains the Computing metrics too (they were listed as unexplained), and no communication
+    share is called an improvement ("6 improved" were side effects)."""
+    from perfgate.synth.writer import SynthSpec, write_capture
+    base = write_capture(tmp_path / "base", SynthSpec())
+    cand = write_capture(tmp_path / "cand", SynthSpec(rank_slowdown={0: 1.5, 1: 1.5}))
+    bl, out = tmp_path / "bl", tmp_path / "o"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    res = _result(out)
+    assert r.exit_code == 1
+    assert res["counts"]["gated"]["improvement"] == 0, r.output
+    top = res["causes"][0]
+    assert top["kind"] == "step anatomy" and top["subject"].startswith("Computing"), res["causes"]
+    assert any(k.startswith("step.computing_us") for k in top["explains"])
+    assert top["step_delta_caliber"] == "busy union" and "computing" in top["what"]
+    assert not [k for k in res["unexplained"] if k.startswith("step.computing_us")]
+    assert "more than the step's change" not in r.output   # +3,298 of +3,297 us is 100 %, not "more"
+
+
+def _rank_subset(src, dst, ranks, other=None, other_ranks=()):
+    dst.mkdir()
+    for r in ranks:
+        shutil.copytree(src / f"rank{r}_ascend_pt", dst / f"rank{r}_ascend_pt")
+    for r in other_ranks:
+        shutil.copytree(other / f"rank{r}_ascend_pt", dst / f"rank{r}_ascend_pt")
+    return dst
+
+
+def test_history_pool_leaves_out_runs_of_other_rank_ids(tmp_path):
+    """Three runs profiled ranks 0,1 and two ranks 0,3 (rank 3 another pipeline stage, twice the
+    Cast calls), all on main: one series (its key hashes the rank count). A ranks-0,3 candidate
+    was judged against the median of all five (REGRESSION, Cast calls 10 -> 15/step), and a
+    ranks-0,1 run of the pool was refused (exit 4: "baseline ranks [0, 3]", the newest run's).
+    Now the pool holds the candidate's rank set only, and says which runs it left out."""
+    from perfgate.synth.writer import SynthSpec, write_capture
+    caps = {}
+    for s in range(21, 27):
+        n = write_capture(tmp_path / f"n{s}", SynthSpec(ranks=4, steps=3, seed=s))
+        x = write_capture(tmp_path / f"x{s}", SynthSpec(ranks=4, steps=3, seed=s,
+                                                         extra_calls={"aclnnCast_CastAiCore_Cast": 2}))
+        caps[("01", s)] = _rank_subset(n, tmp_path / f"a01_{s}", (0, 1))
+        caps[("03", s)] = _rank_subset(n, tmp_path / f"a03_{s}", (0,), x, (3,))
+    db = tmp_path / "h.sqlite"
+    for key in [("01", 21), ("01", 22), ("01", 23), ("03", 24), ("03", 25)]:
+        r = _run("history", "record", "--db", db, "--branch", "main", "--commit", f"c{key[0]}{key[1]}", caps[key])
+        assert r.exit_code == 0, r.output
+    r = _run("check", "--baseline", "history:main", "--db", db, caps[("03", 26)], "--out", tmp_path / "o1")
+    assert r.exit_code == 0, r.output
+    res = _result(tmp_path / "o1")
+    assert res["baseline_provenance"]["runs"] == [5, 4] and res["baseline_provenance"]["other_rank_runs"] == [1, 2, 3]
+    assert any("left out: they profiled other ranks" in n for n in res["notes"])
+    r = _run("check", "--baseline", "history:main", "--db", db, caps[("01", 21)], "--out", tmp_path / "o2")
+    assert r.exit_code == 0, r.output
+    # a rank set with too few runs: no baseline (exit 4), the message names the runs left out
+    _rank_subset(tmp_path / "n21", tmp_path / "a02", (0, 2))
+    r = _run("check", "--baseline", "history:main", "--db", db, tmp_path / "a02", "--out", tmp_path / "o3")
+    assert r.exit_code == 4 and "profiled other ranks than the candidate's [0, 2]" in r.output, r.output
