@@ -153,6 +153,10 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     if left:
         note += (f"; run(s) {left} of this series left out: another workload than the candidate "
                  f"(other kernel families)")
+    ranks_left = base.provenance.get("other_rank_runs") or []
+    if ranks_left:
+        note += (f"; run(s) {ranks_left} of this series left out: they profiled other ranks than the "
+                 f"candidate's {base.provenance.get('ranks')}")
     return base, noise, [note, *(f"history order: {w}" for w in clocks)]
 
 

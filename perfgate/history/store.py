@@ -123,6 +123,16 @@ def _other_workload_runs(vals: pd.DataFrame, ids: list, cand: Fingerprint | None
     return out
 
 
+def _ranks_of(config_json) -> tuple | None:
+    """The profiled rank ids of a stored run's ``config`` (JSON text) as a sorted tuple, or None
+    when it has none or is not readable (the pool's later checks name a damaged row)."""
+    try:
+        ranks = json.loads(config_json).get("ranks")
+        return tuple(sorted(int(r) for r in ranks)) if ranks is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
 def series_key(config: dict) -> str:
     """The stored ``runs.series_key``: 12 hex of sha256 over rank count, CANN / torch_npu
     versions, aic_metrics and Type / Accelerator Core availability (``SERIES_FACETS``). One part
@@ -686,6 +696,16 @@ class HistoryStore:
             "status = 'kept' order by recorded_at, id", self.conn, params=[branch])
         runs = self._ordered(_clean_commits(runs)).iloc[::-1].reset_index(drop=True)  # newest commit first
         in_key = runs[runs["series_key"] == sk]
+        # one rank set per pool: the series key hashes the rank count, so runs that profiled other
+        # ranks (ranks 0,1 against 0,3: another pipeline stage) share it; a stored baseline of other
+        # rank ids is refused (exit 4), so they are left out here, with a note (fourth audit round)
+        want = _ranks_of(json.dumps(cand_config)) if cand_config.get("ranks") is not None else None
+        other_ranks: dict = {}
+        if want is not None:
+            got = in_key["config"].map(_ranks_of)
+            off = got.map(lambda r: r is not None and r != want).astype(bool)
+            other_ranks = {int(i): list(r) for i, r in zip(in_key["id"][off], got[off])}
+            in_key = in_key[~off]
         # one profiler level per pool (its median and noise band): the candidate's when it has enough
         # runs, else the level of the newest run among those that have enough; a level that differs from
         # the candidate's is a note, as between a stored baseline and a candidate (config_notes)
@@ -695,10 +715,14 @@ class HistoryStore:
         pick = own if own in enough or not enough else enough[0]
         same = in_key[in_key["series"] == pick].head(window)
         if len(same) < min_runs:
-            other = len(runs) - len(same)
+            other = len(runs) - len(same) - len(other_ranks)
             why = (f" ({other} other run(s) of {branch!r} are from another series or profiler level: "
                    f"profiler level or aic_metrics, CANN / torch_npu version, rank count or Type / "
                    f"Accelerator Core availability changed)" if other else "")
+            if other_ranks:
+                sets = sorted({tuple(r) for r in other_ranks.values()})
+                why += (f" ({len(other_ranks)} run(s) of this series profiled other ranks than the candidate's "
+                        f"{list(want)}: {', '.join(str(list(x)) for x in sets[:3])})")
             raise NoBaselineError(f"history:{branch} has {len(same)} kept run(s) in this series, "
                                   f"{min_runs} needed{why}", path=self.path)
         ids = [int(i) for i in same["id"]]
@@ -745,6 +769,7 @@ class HistoryStore:
             raise self._damaged(ValueError(f"run {latest}: config / provenance is not a JSON object ({e})")) from None
         prov = {"source": f"history:{branch}", "runs": ids, "commits": list(same["commit"]),  # None = no commit
                 "other_workload_runs": sorted(other),
+                "other_rank_runs": sorted(other_ranks),
                 "ranks": cfg.get("ranks"),
                 "window": window, "series_key": sk, "series": same.iloc[0]["series"], "db": str(self.path),
                 "steps": prov_steps}
