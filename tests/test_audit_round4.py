@@ -138,3 +138,46 @@ def test_history_pool_leaves_out_runs_of_other_rank_ids(tmp_path):
     _rank_subset(tmp_path / "n21", tmp_path / "a02", (0, 2))
     r = _run("check", "--baseline", "history:main", "--db", db, tmp_path / "a02", "--out", tmp_path / "o3")
     assert r.exit_code == 4 and "profiled other ranks than the candidate's [0, 2]" in r.output, r.output
+
+
+def _msprof_output(ascend, tmp_path):
+    src = next((ascend / "vllm_ascend_msprof/prof_unpack").rglob("op_summary_20260823165335.csv")).parent
+    out = tmp_path / "cap" / "PROF_A" / "mindstudio_profiler_output"
+    shutil.copytree(src, out)
+    return out
+
+
+def test_two_op_summary_exports_in_one_folder_are_refused(ascend, tmp_path):
+    """The raw msprof PipeUtilization output plus the op_summary of a later export (the L2Cache
+    run's, another timestamp) left in the same folder: both were read as slices of one table, every
+    call counted twice (exit 1, "calls 1 -> 2/step", evidence rows from the other file). Now exit 3
+    naming both files; nothing is saved."""
+    out = _msprof_output(ascend, tmp_path)
+    other = next((ascend / "vllm_ascend_msprof/PROF_GROUP_20260823_165254/PROF_L2Cache").rglob(
+        "op_summary_20260823165532.csv"))
+    shutil.copy(other, out / other.name)
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, tmp_path / "cap")
+    assert r.exit_code == 3, r.output
+    assert "2 exports (op_summary_20260823165335.csv, op_summary_20260823165532.csv)" in r.output
+    assert not bl.exists() or not list(bl.iterdir())
+
+
+def test_op_summary_slices_must_be_of_one_export(ascend, tmp_path):
+    """Slices of two timestamps, or a sliced export beside an unsliced one: exit 3. Slices of one
+    timestamp stay one table (tests/test_ingest_db.py)."""
+    from perfgate.errors import InvalidCaptureError
+    from perfgate.ingest.load import load_capture
+    import pytest
+    out = _msprof_output(ascend, tmp_path)
+    whole = out / "op_summary_20260823165335.csv"
+    lines = whole.read_text(encoding="utf-8").splitlines()
+    (out / "op_summary_slice_0_20260823165335.csv").write_text("\n".join(lines[:3]) + "\n")
+    with pytest.raises(InvalidCaptureError, match="a sliced export .* beside an unsliced one"):
+        load_capture(tmp_path / "cap")
+    whole.unlink()
+    (out / "op_summary_slice_1_20260823170000.csv").write_text("\n".join([lines[0], *lines[3:5]]) + "\n")
+    with pytest.raises(InvalidCaptureError, match=r"slices of 2 exports \(timestamps 20260823165335, 20260823170000\)"):
+        load_capture(tmp_path / "cap")
+    (out / "op_summary_slice_1_20260823170000.csv").rename(out / "op_summary_slice_1_20260823165335.csv")
+    assert len(load_capture(tmp_path / "cap").ranks[0].kernels.df) == 2 + len(lines[3:5])

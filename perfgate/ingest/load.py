@@ -3,6 +3,8 @@ communication.json, timeline, or the DB export) read into a :class:`RankCapture`
 Re-exported by :mod:`perfgate.ingest`; entry point :func:`load_capture`."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -86,6 +88,7 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
             return "text", [p]
     slices = sorted(out.glob("op_summary*.csv"), key=_slice_key)
     if slices:
+        _refuse_mixed_exports(out, slices)
         return "text", slices
     dbs = sorted(out.glob("ascend_pytorch_profiler*.db"))
     if dbs:
@@ -98,6 +101,44 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
     raise InvalidCaptureError(
         f"incomplete profile: no kernel_details.csv{extra}", path=out,
         hint="the export did not produce the kernel table; re-run the profiler's analyse step")
+
+
+_SLICE = re.compile(r"^op_summary_slice_(\d+)_(\d+)\.csv$")
+_UNSLICED = re.compile(r"^op_summary_(\d{14})\.csv$")   # CANN >= 8.0.RC1: op_summary_<YYYYMMDDhhmmss>.csv
+
+
+def _refuse_mixed_exports(out: Path, files: list) -> None:
+    """Several op_summary files in one output folder are read as one table only when they are the
+    slices of one export: ``op_summary_slice_<k>_<ts>.csv`` with one ``<ts>`` and distinct ``k``
+    (SCHEMAS.md, raw msprof naming). Two exports (``op_summary_<ts1>.csv`` and ``<ts2>``), a
+    sliced beside an unsliced one, or slices of two timestamps were summed as slices: every call
+    counted twice, a false REGRESSION (fourth audit round). Names of other generations (CANN 7.0
+    ``op_summary_<dev>_<model>_<ts>.csv``) are read as before.
+
+    Raises:
+        InvalidCaptureError: the files are provably from more than one export (names them)."""
+    if len(files) < 2:
+        return
+    sliced = {f.name: _SLICE.match(f.name) for f in files if _SLICE.match(f.name)}
+    whole = [f.name for f in files if _UNSLICED.match(f.name)]
+    why = None
+    if sliced and whole:
+        why = f"a sliced export ({sorted(sliced)[0]}) beside an unsliced one ({whole[0]})"
+    elif len(whole) > 1:
+        why = f"{len(whole)} exports ({', '.join(whole[:3])})"
+    elif sliced:
+        stamps = sorted({m.group(2) for m in sliced.values()})
+        ks = [int(m.group(1)) for m in sliced.values()]
+        if len(stamps) > 1:
+            why = f"slices of {len(stamps)} exports (timestamps {', '.join(stamps[:3])})"
+        elif len(set(ks)) < len(ks):
+            why = f"slice numbers repeated ({sorted(ks)})"
+    if why:
+        raise InvalidCaptureError(
+            f"op_summary files of more than one export in one folder: {why}; they would be summed as "
+            f"one capture's slices", path=out,
+            hint="keep one export's op_summary files (op_summary_<ts>.csv, or op_summary_slice_<k>_<ts>.csv "
+                 "of one <ts>) and move the others out; re-export if unsure which belongs to this run")
 
 
 def _slice_key(p: Path):
