@@ -181,3 +181,26 @@ def test_op_summary_slices_must_be_of_one_export(ascend, tmp_path):
         load_capture(tmp_path / "cap")
     (out / "op_summary_slice_1_20260823170000.csv").rename(out / "op_summary_slice_1_20260823165335.csv")
     assert len(load_capture(tmp_path / "cap").ranks[0].kernels.df) == 2 + len(lines[3:5])
+
+
+def test_a_rank_that_lost_its_kernel_table_beside_derived_tables_is_no_partial_rank(copy_capture, tmp_path):
+    """level1 with rank 1's kernel_details.csv and trace_view.json deleted: op_statistic.csv,
+    operator_details.csv and l2_cache.csv (derived from the same kernel tasks) remain. It was read
+    as a partial rank: PASS (partial) and `baseline save` stored it, while deleting the kernel table
+    alone was exit 3. Now exit 3 both ways, naming the derived tables; the real partial rank
+    (st/level2 rank 1: step_trace, communication, matrix, analysis.db) stays a partial rank."""
+    cap = copy_capture("level1", "lost")
+    out = cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    (out / "kernel_details.csv").unlink()
+    (out / "trace_view.json").unlink()
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "x", "--baseline-dir", bl, cap)
+    assert r.exit_code == 3 and "op_statistic.csv, operator_details.csv, l2_cache.csv (derived from the same kernel tasks) are present" in r.output, r.output
+    assert not bl.exists() or not list(bl.iterdir())
+
+
+def test_the_real_partial_rank_is_still_partial(ascend):
+    from perfgate.ingest.load import load_capture
+    cap = load_capture(ascend / "msinsight/test/st/level2", with_trace="never")
+    part = [rc for rc in cap.ranks if rc.kernels is None]
+    assert [rc.rank for rc in part] == [1]

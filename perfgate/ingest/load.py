@@ -30,6 +30,10 @@ AUTO_TRACE_BYTES = 256 << 20
 # the tables a partial rank may hold without kernel_details.csv (MindSpeed --profile-ranks-style
 # subsets: SOURCES.md 1e rank 1); such a rank contributes its step and communication metrics only
 PARTIAL_TABLES = ("step_trace_time.csv", "communication.json")
+# tables the export derives from the same kernel tasks as kernel_details.csv: beside them a missing
+# kernel table was lost (an interrupted export, a deleted file), never a partial rank (the real
+# partial rank holds none of them)
+KERNEL_DERIVED = ("op_statistic.csv", "operator_details.csv", "l2_cache.csv")
 
 
 @dataclass(frozen=True)
@@ -76,11 +80,13 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
     Rule when both exist: the text export is read and the DB ignored (a warning says so), so
     nothing is ever counted twice. ``("partial", [])``: a torch_npu rank the profiler left with
     only its summary tables (:data:`PARTIAL_TABLES`; SOURCES.md 1e rank 1) and no timeline nor
-    ``*.done`` marker that would say the kernel export was expected.
+    ``*.done`` marker that would say the kernel export was expected, nor a table derived from the
+    kernel tasks (:data:`KERNEL_DERIVED`).
 
     Raises:
         InvalidCaptureError: nothing usable (no kernel table, no summary table), or a timeline /
-            ``*.done`` marker without the kernel table (an interrupted export).
+            ``*.done`` marker / kernel-derived table without the kernel table (an interrupted
+            export, a lost file).
     """
     if layout == "torch_npu":
         p = out / "kernel_details.csv"
@@ -94,10 +100,13 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
     if dbs:
         return "db", dbs[:1]
     done = [p.name for p in out.parent.glob("*.done")] + [p.name for p in out.glob("*.done")]
-    if layout == "torch_npu" and not done and not (out / "trace_view.json").is_file() \
+    derived = [f for f in KERNEL_DERIVED if (out / f).is_file()]
+    if layout == "torch_npu" and not done and not derived and not (out / "trace_view.json").is_file() \
             and any((out / f).is_file() for f in PARTIAL_TABLES):
         return "partial", []
-    extra = f" although {done[0]} says the analysis finished" if done else ""
+    extra = (f" although {done[0]} says the analysis finished" if done else
+             f" although {', '.join(derived)} (derived from the same kernel tasks) "
+             f"{'is' if len(derived) == 1 else 'are'} present" if derived else "")
     raise InvalidCaptureError(
         f"incomplete profile: no kernel_details.csv{extra}", path=out,
         hint="the export did not produce the kernel table; re-run the profiler's analyse step")
