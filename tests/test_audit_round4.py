@@ -204,3 +204,18 @@ def test_the_real_partial_rank_is_still_partial(ascend):
     cap = load_capture(ascend / "msinsight/test/st/level2", with_trace="never")
     part = [rc for rc in cap.ranks if rc.kernels is None]
     assert [rc.rank for rc in part] == [1]
+
+
+def test_a_step_trace_step_that_is_no_integer_is_a_bad_cell(copy_capture, tmp_path):
+    """step_trace_time.csv Step '50.0' (what a pandas float round trip writes): with the timeline
+    read it was "files not from one capture", and with --trace never PASS with six step metrics
+    gone; kernel_details.csv's '50.0' is exit 3 naming the cell. Now step_trace_time.csv's is too."""
+    cap = copy_capture("level1", "s")
+    st = cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    lines = st.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace("50,", "50.0,", 1)
+    st.write_text("".join(lines))
+    for trace in ("never", "always"):
+        r = _run("fingerprint", cap, "--trace", trace, "-o", tmp_path / f"fp_{trace}.json")
+        assert r.exit_code == 3, r.output
+        assert "step_trace_time.csv row 1: Step is not an integer step id" in r.output and "'50.0'" in r.output
