@@ -16,12 +16,32 @@ Exit codes (documented in README.md, mapped only by :mod:`perfgate.cli`):
 """
 from __future__ import annotations
 
+import re
+
 EXIT_PASS = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
 EXIT_INVALID_CAPTURE = 3
 EXIT_NO_BASELINE = 4
 EXIT_STORE = 5
+
+
+# C0 controls but TAB and LF, DEL and the C1 controls (\x9b is a CSI on some terminals)
+_CONTROL_RUN = re.compile(r"([\x00-\x08\x0b-\x1f\x7f-\x9f])\1*")
+
+
+def printable(text):
+    """``text`` with every control character written as its escape (``\\x1b``), a run of one
+    written once with its length (``\\x00×96``); TAB and LF kept. Error texts quote cells and
+    parser excerpts of damaged files: raw, an ESC or NUL reached the terminal, the PR comment and
+    JUnit (fourth audit round). Non-text passes through unchanged."""
+    if not isinstance(text, str):
+        return text
+
+    def esc(m):
+        n = len(m.group(0))
+        return f"\\x{ord(m.group(1)):02x}" + (f"×{n}" if n > 1 else "")
+    return _CONTROL_RUN.sub(esc, text)
 
 
 class PerfgateError(Exception):
@@ -33,10 +53,16 @@ class PerfgateError(Exception):
         row: 1-based data row number in that file (header excluded), if any.
         byte_offset: byte offset into the file, for JSON errors.
         hint: what the user can do about it.
+
+    ``message``, ``path`` and ``hint`` are kept :func:`printable` however they are set (callers
+    assign ``hint`` after construction).
     """
 
     exit_code = EXIT_USAGE
     kind = "error"
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, printable(value) if name in ("message", "path", "hint") else value)
 
     def __init__(self, message: str, *, path=None, row: int | None = None,
                  byte_offset: int | None = None, hint: str | None = None):

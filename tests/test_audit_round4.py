@@ -219,3 +219,35 @@ def test_a_step_trace_step_that_is_no_integer_is_a_bad_cell(copy_capture, tmp_pa
         r = _run("fingerprint", cap, "--trace", trace, "-o", tmp_path / f"fp_{trace}.json")
         assert r.exit_code == 3, r.output
         assert "step_trace_time.csv row 1: Step is not an integer step id" in r.output and "'50.0'" in r.output
+
+
+def test_an_error_quoting_a_damaged_line_writes_no_control_bytes(copy_capture, tmp_path):
+    """A kernel_details.csv with a NUL-filled tail, or a row holding terminal escapes: exit 3, and
+    the error's excerpt of the bad line (from the CSV parser) put 96 NUL bytes on the console and
+    the Markdown report (the PR comment body), and 3 ESC bytes in the Markdown. Now every error
+    text writes a control character as its escape (a run once, with its length)."""
+    base = copy_capture("level1", "base")
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "m", "--baseline-dir", bl, base).exit_code == 0
+    nul = copy_capture("level1", "nul")
+    with open(nul / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "ab") as f:
+        f.write(b"\0" * 4096)
+    esc = copy_capture("level1", "esc")
+    with open(esc / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "ab") as f:
+        f.write(b"50,\x1b[2J\x1b[31mPWNED\x1b[0m,x\r\n")
+    for cap in (nul, esc):
+        out = tmp_path / f"o_{cap.name}"
+        r = _run("check", "--baseline", "m", "--baseline-dir", bl, cap, "--out", out)
+        assert r.exit_code == 3, r.output
+        for text in (r.output.encode(), (out / "perfgate-report.md").read_bytes(),
+                     (out / "perfgate-junit.xml").read_bytes(), (out / "perfgate-result.json").read_bytes()):
+            assert b"\0" not in text and b"\x1b" not in text
+    assert "\\x1b" in (tmp_path / "o_esc" / "perfgate-report.md").read_text()
+
+
+def test_printable_escapes_controls_and_keeps_text():
+    from perfgate.errors import printable
+    assert printable("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert printable("x" + "\0" * 96 + "y") == "x\\x00×96y"
+    assert printable("tab\tand\nnewline, ü, 中") == "tab\tand\nnewline, ü, 中"
+    assert printable("\x9b31m") == "\\x9b31m" and printable(None) is None and printable(3) == 3
