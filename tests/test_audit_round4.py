@@ -251,3 +251,15 @@ def test_printable_escapes_controls_and_keeps_text():
     assert printable("x" + "\0" * 96 + "y") == "x\\x00×96y"
     assert printable("tab\tand\nnewline, ü, 中") == "tab\tand\nnewline, ü, 中"
     assert printable("\x9b31m") == "\\x9b31m" and printable(None) is None and printable(3) == 3
+
+
+def test_a_communication_json_from_another_capture_is_refused(copy_capture, text_captures):
+    """level2's rank-0 communication.json copied into level1: its ops start ~3,591 s after
+    profiler_info_0's collectionTimeEnd. It passed (exit 0), comm.wait_ratio and bandwidth read
+    from the foreign file. Now exit 3, as a kernel row outside the collection window is."""
+    cap = copy_capture("level1", "c")
+    shutil.copy(text_captures / "level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json",
+                cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")
+    r = _run("fingerprint", cap, "--trace", "never", "-o", cap.parent / "fp.json")
+    assert r.exit_code == 3, r.output
+    assert "communication.json" in r.output and "Start Timestamp(us)" in r.output and "outside the collection window" in r.output

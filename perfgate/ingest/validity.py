@@ -334,10 +334,14 @@ def check_step_trace_values(step_trace, path: Path, window: tuple[int, int] | No
 
 
 def check_comm_values(comm, window: tuple[int, int] | None, window_source: str = "") -> None:
-    """Every communication.json op duration (``Elapse`` / ``Transit`` / ``Wait`` /
-    ``Synchronization`` / ``Idle Time(ms)``, held in us) is at most the recorded collection
+    """Every communication.json op starts inside the recorded collection window (± 1 s of clock
+    slack, as a kernel-table start: ``Start Timestamp(us)`` is the same host wall clock, within
+    0.1-0.4 s of the window's ends in every real capture) and its duration (``Elapse`` /
+    ``Transit`` / ``Wait`` / ``Synchronization`` / ``Idle Time(ms)``, held in us) is at most the
     window's length (+ 2 s of clock slack): no collective lasts longer than the profiling run that
-    recorded it. Nothing is bounded without a recorded window.
+    recorded it, and a file whose ops started an hour after the run ended is another capture's
+    (fourth audit round: level2's file in level1 passed). Nothing is bounded without a recorded
+    window.
 
     Raises:
         InvalidCaptureError: naming communication.json, the step, op and field."""
@@ -345,6 +349,17 @@ def check_comm_values(comm, window: tuple[int, int] | None, window_source: str =
         return
     limit_us = (window[1] - window[0] + 2 * WINDOW_SLACK_NS) / 1000.0
     ops = comm.ops
+    start = ops["start_us"].to_numpy(dtype=float)
+    outside = np.isfinite(start) & ((start < (window[0] - WINDOW_SLACK_NS) / 1000.0)
+                                    | (start > (window[1] + WINDOW_SLACK_NS) / 1000.0))
+    if outside.any():
+        i = int(np.argmax(outside))
+        op = ops.iloc[i]
+        raise InvalidCaptureError(
+            f"step{op['step']}.{op['kind']}.{op['op']}: Communication Time Info.Start Timestamp(us) "
+            f"{start[i]:.3f} lies outside the collection window {window[0] / 1000:.0f}-{window[1] / 1000:.0f} us "
+            f"({window_source}; {int(outside.sum())} op(s)): not this capture's communication",
+            path=comm.path, hint="the file comes from another capture; re-export the profiling data")
     for c, field in (("elapse_us", "Elapse Time(ms)"), ("transit_us", "Transit Time(ms)"),
                      ("wait_us", "Wait Time(ms)"), ("sync_us", "Synchronization Time(ms)"),
                      ("idle_us", "Idle Time(ms)")):

@@ -121,10 +121,8 @@ def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step
                 rows.append(",".join(row))
             (odir / "step_trace_time.csv").write_text(st_lines[0] + "\n" + "\n".join(rows) + "\n")
         if comm is not None:
-            one = next(iter(comm.values()))
-            text = json.dumps(one)
             (odir / "communication.json").write_text(
-                "{" + ",".join(f'"step{first_step + k}":{text}' for k in range(steps)) + "}")
+                _comm_steps(next(iter(comm.values())), (offs + shift) / 1000.0, first_step))
         if src_trace is not None:
             _write_trace(odir / "trace_view.json", src_trace, offs + shift, first_step, r)
         for f in src.glob("profiler_*.json"):
@@ -145,6 +143,28 @@ def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step
                 info.pop("parallel_group_info", None)
             (rdir / name).write_text(json.dumps(info, indent=1))
     return out
+
+
+def _comm_steps(one: dict, offs_us: np.ndarray, first_step: int) -> str:
+    """communication.json of ``len(offs_us)`` steps, each the source step ``one`` with every op's
+    ``Communication Time Info.Start Timestamp(us)`` moved by that step's offset (us), as the
+    kernel rows move: each op starts inside the replicated collection window
+    (:func:`perfgate.ingest.validity.check_comm_values`)."""
+    infos = [op["Communication Time Info"] for kind in one.values() if isinstance(kind, dict)
+             for op in kind.values() if isinstance(op, dict)
+             and isinstance(op.get("Communication Time Info"), dict)
+             and isinstance(op["Communication Time Info"].get("Start Timestamp(us)"), (int, float))]
+    base = [i["Start Timestamp(us)"] for i in infos]
+    parts = []
+    try:
+        for k, d in enumerate(offs_us.tolist()):
+            for i, b in zip(infos, base):
+                i["Start Timestamp(us)"] = b + d
+            parts.append(f'"step{first_step + k}":' + json.dumps(one))
+    finally:
+        for i, b in zip(infos, base):
+            i["Start Timestamp(us)"] = b
+    return "{" + ",".join(parts) + "}"
 
 
 def _write_trace(path: Path, tr, offs: np.ndarray, first_step: int, rank: int) -> None:
