@@ -263,3 +263,38 @@ def test_a_communication_json_from_another_capture_is_refused(copy_capture, text
     r = _run("fingerprint", cap, "--trace", "never", "-o", cap.parent / "fp.json")
     assert r.exit_code == 3, r.output
     assert "communication.json" in r.output and "Start Timestamp(us)" in r.output and "outside the collection window" in r.output
+
+
+def _db_level1(ascend, tmp_path):
+    cap = tmp_path / "db"
+    shutil.copytree(ascend / "msinsight/test/data/pytorch/db/level1", cap)
+    return cap
+
+
+def test_swapped_db_output_folders_are_refused(ascend, tmp_path):
+    """db/level1 with the two ranks' ASCEND_PROFILER_OUTPUT folders swapped (profiler_info files
+    stay): rank 0's folder held ascend_pytorch_profiler_1.db (RANK_DEVICE_MAP [(1, 1)]) and was
+    read as rank 0 (exit 0, rank 1's warnings reported as rank 0's). Now exit 3 naming both facts."""
+    cap = _db_level1(ascend, tmp_path)
+    a, b = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT", cap / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT"
+    a.rename(tmp_path / "o0")
+    b.rename(a)
+    (tmp_path / "o0").rename(b)
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3, r.output
+    assert "ascend_pytorch_profiler_1.db: holds another rank than its folder: its file name says rank 1; " \
+           "RANK_DEVICE_MAP says rank 1, the folder rank 0" in r.output
+
+
+def test_a_db_export_of_two_devices_is_refused(ascend, tmp_path):
+    """Half of a DB export's TASK rows on deviceId 1: summed into one rank (exit 0), while the
+    same in kernel_details.csv is exit 3 ("holds 2 devices in one rank folder")."""
+    import sqlite3
+    cap = _db_level1(ascend, tmp_path)
+    db = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    con = sqlite3.connect(db)
+    con.execute("update TASK set deviceId = 1 where rowid % 2 = 0")
+    con.commit()
+    con.close()
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3 and "TASK holds 2 devices in one rank folder (deviceId 0, 1)" in r.output, r.output

@@ -373,6 +373,42 @@ def step_windows(con, path: Path) -> list:
     return [(str(i), int(s), int(e)) for i, s, e in con.execute("select id, startNs, endNs from STEP_TIME")]
 
 
+def check_db_identity(con, path: Path, rank: int, rank_source: str) -> None:
+    """The rank and device a DB export says it holds agree with the rank folder's: the file name's
+    ``ascend_pytorch_profiler_<rank>.db``, every RANK_DEVICE_MAP ``rankId`` (when the table exists)
+    and one TASK ``deviceId``. Two ranks' ASCEND_PROFILER_OUTPUT folders swapped were read as
+    each other's (rank 1's warnings reported as rank 0's), and TASK rows of two devices were summed
+    (the text export refuses both; fourth audit round).
+
+    Raises:
+        InvalidCaptureError: the file name or RANK_DEVICE_MAP names another rank than ``rank``
+            (from ``rank_source``), or TASK holds several devices."""
+    import re
+    m = re.fullmatch(r"ascend_pytorch_profiler_(\d+)\.db", path.name)
+    named = int(m.group(1)) if m else None
+    tabs = _tables(con)
+    mapped = []
+    if "RANK_DEVICE_MAP" in tabs and {"rankId"} <= _columns(con, "RANK_DEVICE_MAP"):
+        mapped = sorted({int(r) for (r,) in con.execute("select distinct rankId from RANK_DEVICE_MAP")
+                         if isinstance(r, int) and r >= 0})
+    said = [f"its file name says rank {named}"] if named is not None and named != rank else []
+    if mapped and rank not in mapped:
+        said.append(f"RANK_DEVICE_MAP says rank {', '.join(map(str, mapped))}")
+    if said:
+        raise InvalidCaptureError(
+            f"holds another rank than its folder: {'; '.join(said)}, the folder rank {rank} ({rank_source})",
+            path=path, hint="the ASCEND_PROFILER_OUTPUT folders of two ranks were moved or swapped: restore "
+                            "each rank's own export")
+    if "TASK" in tabs and "deviceId" in _columns(con, "TASK"):
+        devices = [d for (d,) in con.execute("select distinct deviceId from TASK where deviceId is not null limit 3")]
+        if len(devices) > 1:
+            raise InvalidCaptureError(
+                f"TASK holds {len(devices)}{'+' if len(devices) == 3 else ''} devices in one rank folder "
+                f"(deviceId {', '.join(map(str, sorted(devices, key=str)))}): perfgate fingerprints one device per "
+                f"rank and never sums devices", path=path,
+                hint="profile one NPU per process (one rank folder per device)")
+
+
 def read_db_trace(con, path: Path, windows: list) -> TraceSummary:
     """OVERLAP_ANALYSIS + STEP_TIME as a :class:`TraceSummary` (overlap empty when absent).
 

@@ -591,6 +591,7 @@ def _load_db_rank(loc: RankLocation, db: Path, *, with_trace: TraceMode) -> Rank
     from perfgate.ingest import db as dbmod
     con = dbmod._connect(db)
     try:
+        dbmod.check_db_identity(con, db, loc.rank, loc.rank_source)
         windows = dbmod.step_windows(con, db)
     finally:
         con.close()
