@@ -298,3 +298,26 @@ def test_a_db_export_of_two_devices_is_refused(ascend, tmp_path):
     con.close()
     r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3 and "TASK holds 2 devices in one rank folder (deviceId 0, 1)" in r.output, r.output
+
+
+def test_a_rank_of_another_run_without_profiler_info_is_refused(text_captures, tmp_path):
+    """level1's rank 0 beside level2's rank 1 (about an hour later) whose profiler_info_1.json was
+    removed: with the file it is exit 3 (RANKS_FROM_DIFFERENT_RUNS, collection ends 3,591 s apart);
+    without it, it passed with two notes. The kernel spans prove it as well: exit 3."""
+    cap = tmp_path / "mix"
+    cap.mkdir()
+    shutil.copytree(text_captures / "level1/rank0_ascend_pt", cap / "rank0_ascend_pt")
+    shutil.copytree(text_captures / "level2/rank1_ascend_pt", cap / "rank1_ascend_pt")
+    (cap / "rank1_ascend_pt/profiler_info_1.json").unlink()
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
+    assert r.exit_code == 3, r.output
+    assert "RANKS_FROM_DIFFERENT_RUNS: rank 0's kernels end 3,591 s before rank 1's begin" in r.output
+    assert not bl.exists() or not list(bl.iterdir())
+
+
+def test_ranks_of_one_run_keep_passing_without_profiler_info(copy_capture, tmp_path):
+    cap = copy_capture("level1", "one")
+    (cap / "rank1_ascend_pt/profiler_info_1.json").unlink()
+    r = _run("baseline", "save", "--name", "m", "--baseline-dir", tmp_path / "bl", cap)
+    assert r.exit_code == 0, r.output

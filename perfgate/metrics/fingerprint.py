@@ -771,7 +771,7 @@ def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
         "step_time": step_time,
         "kinds": _with_rank(kinds, rank.rank),
         "warnings": warnings,
-        "info": dict(rank.location.info),
+        "info": dict(rank.location.info, kernel_span_ns=_kernel_span(k)),
         "has_comm": rank.comm is not None,
         "has_trace": rank.trace is not None and rank.trace.has_overlap,
         "has_step_trace": rank.step_trace is not None,
@@ -1081,6 +1081,16 @@ def coverage_config(sums) -> dict:
     ws, src = next(iter(sizes.items())) if sizes else (None, None)
     return {"job_world_size": ws, "world_size_source": src,
             "coverage": {str(x["rank"]): list(x.get("tables", ())) for x in sums}}
+
+
+def _kernel_span(k) -> tuple[int, int] | None:
+    """(first start, last end) of a rank's kernel rows, int ns on the capture's clock (epoch
+    wall clock in torch_npu exports), or None without rows: the fallback of
+    RANKS_FROM_DIFFERENT_RUNS for ranks without a recorded collection end
+    (:func:`perfgate.metrics.steps.cross_rank_findings`)."""
+    if not len(k):
+        return None
+    return int(k["start_ns"].min()), int(k["end_ns"].max())
 
 
 def _config_from_summaries(sums, policy) -> dict:

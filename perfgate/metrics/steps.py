@@ -545,7 +545,9 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
     ``slow_rank_ratio`` (msprof-analyze advisor uses 5 %). RANK_STEP_MISMATCH: ranks hold
     different steps; RANKS_WITHOUT_COMMON_STEP (fail) when no step is held by two ranks (one run's
     ranks profile the same steps; ranks that lost some steps still share the others). RANKS_FROM_DIFFERENT_RUNS (fail): collection ended more than
-    ``max_collection_spread_s`` apart (host wall clock, not device timestamps).
+    ``max_collection_spread_s`` apart (host wall clock, not device timestamps); where a rank has no
+    recorded collection end, when one rank's kernels (``info["kernel_span_ns"]``) end more than
+    that before another's begin.
     """
     th = dict(DEFAULT_THRESHOLDS, **(thresholds or {}))
     out = []
@@ -581,6 +583,21 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
                                f"rank {lo} and rank {hi} finished collecting {spread:,.0f} s apart "
                                f"(> {th['max_collection_spread_s']:g} s): the rank folders come from different "
                                f"runs", "profiler_info_<N>.json end_info.collectionTimeEnd", spread,
+                               th["max_collection_spread_s"]))
+    spans = {r: i.get("kernel_span_ns") for r, i in infos.items() if i.get("kernel_span_ns")}
+    if len(ends) < len(infos) and len(spans) > 1:
+        # a rank without profiler_info's collection end: one run's ranks execute together, so their
+        # kernel spans overlap; a gap between two of them beyond the same limit is another run
+        # (fourth audit round: level2's rank 1, ~1 h later, beside level1's rank 0 passed)
+        early = min(spans, key=lambda r: spans[r][1])
+        late = max(spans, key=lambda r: spans[r][0])
+        gap = (spans[late][0] - spans[early][1]) / 1e9
+        if gap > th["max_collection_spread_s"]:
+            out.append(Finding("RANKS_FROM_DIFFERENT_RUNS", "fail", late, None,
+                               f"rank {early}'s kernels end {gap:,.0f} s before rank {late}'s begin "
+                               f"(> {th['max_collection_spread_s']:g} s; one run's ranks execute together): the "
+                               f"rank folders come from different runs", "kernel_details.csv Start Time(us) "
+                               "(no profiler_info collection end on every rank)", gap,
                                th["max_collection_spread_s"]))
     return out
 
