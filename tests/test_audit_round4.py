@@ -321,3 +321,21 @@ def test_ranks_of_one_run_keep_passing_without_profiler_info(copy_capture, tmp_p
     (cap / "rank1_ascend_pt/profiler_info_1.json").unlink()
     r = _run("baseline", "save", "--name", "m", "--baseline-dir", tmp_path / "bl", cap)
     assert r.exit_code == 0, r.output
+
+
+def test_a_link_naming_a_rank_folder_is_read_once(copy_capture, tmp_path):
+    """`ln -s rank1_ascend_pt latest` in a run folder: exit 3 "two folders claim rank 1", though
+    it is one folder; `ln -s . self` gave "…/self/self/self/… lies more than 6 folder levels
+    below". Each is read once now, with a warning, and the fingerprint is the plain folder's."""
+    import os
+    plain = copy_capture("level1", "plain")
+    assert _run("fingerprint", plain, "-o", tmp_path / "fp0.json").exit_code == 0
+    want = json.loads((tmp_path / "fp0.json").read_text())["metrics"]
+    for name, target in (("latest", "rank1_ascend_pt"), ("self", ".")):
+        cap = copy_capture("level1", f"with_{name}")
+        os.symlink(target, cap / name)
+        r = _run("fingerprint", cap, "-o", tmp_path / f"fp_{name}.json")
+        assert r.exit_code == 0, r.output
+        got = json.loads((tmp_path / f"fp_{name}.json").read_text())
+        assert got["metrics"] == want
+        assert any("name a folder already read" in w and "read once" in w for w in got["warnings"]), got["warnings"]

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfgate import jsonout
@@ -133,9 +133,12 @@ def _below_the_depth_limit(d: Path, levels: int = 256) -> Path | None:
     return None
 
 
-def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
+def _find_output_dirs(root: Path, exportless: list | None = None, aliases: list | None = None) -> list[Path]:
     """Output folders under ``root``; rank folders (:func:`_looks_like_rank_folder`) with no
-    output folder anywhere below them are appended to ``exportless`` when it is given.
+    output folder anywhere below them are appended to ``exportless`` when it is given. A folder
+    that is another name of one already walked (a symbolic link ``latest -> rank1_ascend_pt``,
+    ``self -> .``) is walked once; ``(link, the folder it names)`` is appended to ``aliases`` when
+    given (it read as "two folders claim rank 1", or as a folder too deep below itself).
 
     Raises:
         InvalidCaptureError: a folder holding an ``ASCEND_PROFILER_OUTPUT/`` of its own beside
@@ -143,8 +146,19 @@ def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
             the ranks were left out), or an output folder deeper than ``_MAX_DEPTH`` levels below
             ``root`` (it would be left out silently)."""
     found: list[Path] = []
+    walked: dict[str, Path] = {}
 
     def walk(d: Path, depth: int):
+        try:
+            real = os.path.realpath(d)
+        except (OSError, ValueError):
+            real = None
+        if real is not None:
+            if real in walked:
+                if aliases is not None:
+                    aliases.append((d, walked[real]))
+                return
+            walked[real] = d
         if depth > _MAX_DEPTH:
             deep = _below_the_depth_limit(d)
             if deep is not None:
@@ -177,7 +191,7 @@ def _find_output_dirs(root: Path, exportless: list | None = None) -> list[Path]:
             found.append(d / OUTPUT_DIR)
             return  # raw PROF_* data below a torch_npu rank folder is not a second rank
         before = len(found)
-        for c in children:
+        for c in sorted(children, key=lambda c: c.is_symlink()):   # a folder before a link naming it
             if c.name == MSPROF_DIR and any(c.glob("op_summary*.csv")):
                 found.append(c)
             else:
@@ -521,7 +535,8 @@ def discover(path) -> list[RankLocation]:
                                   f"ASCEND_PROFILER_OUTPUT folder), got a file: {root}", path=root,
                                   hint="point perfgate at the folder that holds the *_ascend_pt rank folders")
     exportless: list[Path] = []
-    outs = _find_output_dirs(root, exportless)
+    aliases: list = []
+    outs = _find_output_dirs(root, exportless, aliases)
     if exportless:
         raise _exportless_error(root, exportless)
     for out in outs:
@@ -605,4 +620,10 @@ def discover(path) -> list[RankLocation]:
                 hint="a capture holds one folder per rank; do not mix runs in one directory")
         seen[loc.rank] = loc.rank_dir
     check_world_size(locs, root)
-    return sorted(locs, key=lambda x: x.rank)
+    locs = sorted(locs, key=lambda x: x.rank)
+    if aliases and locs:
+        shown = "; ".join(f"{a.relative_to(root) if a.is_relative_to(root) else a} -> "
+                          f"{b.relative_to(root) if b.is_relative_to(root) else b}" for a, b in aliases[:3])
+        locs[0] = replace(locs[0], warnings=tuple(locs[0].warnings) + (
+            f"{len(aliases)} folder(s) name a folder already read ({shown}): read once",))
+    return locs
