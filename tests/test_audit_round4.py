@@ -339,3 +339,15 @@ def test_a_link_naming_a_rank_folder_is_read_once(copy_capture, tmp_path):
         got = json.loads((tmp_path / f"fp_{name}.json").read_text())
         assert got["metrics"] == want
         assert any("name a folder already read" in w and "read once" in w for w in got["warnings"]), got["warnings"]
+
+
+def test_a_rank_folder_named_for_another_rank_is_said(text_captures, tmp_path):
+    """A folder rank3_ascend_pt holding profiler_info_1.json was read as rank 1 with no word."""
+    cap = tmp_path / "c"
+    cap.mkdir()
+    shutil.copytree(text_captures / "level1/rank1_ascend_pt", cap / "rank3_ascend_pt")
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 0, r.output
+    fp = json.loads((tmp_path / "fp.json").read_text())
+    assert fp["config"]["ranks"] == [1]
+    assert any("folder rank3_ascend_pt is named for rank 3 but holds rank 1" in w for w in fp["warnings"])

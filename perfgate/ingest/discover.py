@@ -593,10 +593,15 @@ def discover(path) -> list[RankLocation]:
             m = re.match(r"ascend_pytorch_profiler_(\d+)\.db$", dbs[0].name) if dbs else None
             if m:
                 rank, source = int(m.group(1)), f"DB file name {dbs[0].name}"
-        if rank is None:
-            m = _FOLDER_RANK_RE.search(rank_dir.name)
-            if m:
-                rank, source = int(m.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"
+        named = _FOLDER_RANK_RE.search(rank_dir.name)
+        if rank is None and named:
+            rank, source = int(named.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"
+        elif rank is not None and named and int(named.group(1)) != rank:
+            # torch_npu names the folder by worker, not rank, but a rank<N> folder holding another
+            # rank's files is a moved or renamed folder: read by its files' word, said
+            loc_warnings = tuple(loc_warnings) + (
+                f"folder {rank_dir.name} is named for rank {int(named.group(1))} but holds rank {rank} ({source}): "
+                f"read as rank {rank}",)
         if info_path is None and layout == "torch_npu":
             loc_warnings = tuple(loc_warnings) + (_NO_INFO.format(folder=rank_dir.name),)
         if rank is None:
