@@ -351,3 +351,24 @@ def test_a_rank_folder_named_for_another_rank_is_said(text_captures, tmp_path):
     fp = json.loads((tmp_path / "fp.json").read_text())
     assert fp["config"]["ranks"] == [1]
     assert any("folder rank3_ascend_pt is named for rank 3 but holds rank 1" in w for w in fp["warnings"])
+
+
+def test_a_killed_writers_temp_file_is_swept_by_the_next_save(tmp_path):
+    """kill -9 during `baseline save` left `.main.json.XXXX.tmp` in the store for good. The next
+    write of the same file removes such temp files once they are older than an hour (a live
+    writer's is seconds old, and stays)."""
+    import os
+    import time
+    from perfgate.store.atomic import STALE_TMP_S, write_atomic
+    target = tmp_path / "main.json"
+    old = tmp_path / ".main.json.abc123.tmp"
+    young = tmp_path / ".main.json.def456.tmp"
+    other = tmp_path / ".other.json.abc123.tmp"
+    for f in (old, young, other):
+        f.write_text("{")
+    past = time.time() - STALE_TMP_S - 60
+    os.utime(old, (past, past))
+    os.utime(other, (past, past))
+    write_atomic(target, "{}")
+    assert target.read_text() == "{}"
+    assert not old.exists() and young.exists() and other.exists()

@@ -123,6 +123,7 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+        _sweep_stale(path)
     except OSError as e:
         _remove(tmp)
         raise StoreError(f"write failed, previous content kept: {e.strerror}", path=path) from None
@@ -132,6 +133,30 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
         _remove(tmp)
         raise
     return given
+
+
+#: a temp file of :func:`write_atomic` older than this was left by a killed writer (kill -9, power
+#: loss: no handler runs); a live writer's is seconds old
+STALE_TMP_S = 3600
+
+
+def _sweep_stale(path: Path) -> None:
+    """Remove the temp files (``.<name>.XXXX.tmp``) of earlier writes of ``path`` that a killed
+    writer left (older than :data:`STALE_TMP_S`): they stayed in the baseline store for good
+    (fourth audit round). Best effort; a concurrent writer's young temp file is left alone."""
+    import glob
+    import time
+    now = time.time()
+    try:
+        for t in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+            try:
+                st = os.lstat(t)
+                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TMP_S:
+                    os.unlink(t)
+            except OSError:
+                pass
+    except OSError:
+        pass
 
 
 def _remove(tmp: str) -> None:
