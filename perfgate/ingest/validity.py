@@ -349,27 +349,27 @@ def check_comm_values(comm, window: tuple[int, int] | None, window_source: str =
         return
     limit_us = (window[1] - window[0] + 2 * WINDOW_SLACK_NS) / 1000.0
     ops = comm.ops
+
+    def refuse(mask, what, hint):
+        i = int(np.argmax(mask))
+        op = ops.iloc[i]
+        raise InvalidCaptureError(f"step{op['step']}.{op['kind']}.{op['op']}: Communication Time Info.{what(i)}",
+                                  path=comm.path, hint=hint)
+
     start = ops["start_us"].to_numpy(dtype=float)
     outside = np.isfinite(start) & ((start < (window[0] - WINDOW_SLACK_NS) / 1000.0)
                                     | (start > (window[1] + WINDOW_SLACK_NS) / 1000.0))
     if outside.any():
-        i = int(np.argmax(outside))
-        op = ops.iloc[i]
-        raise InvalidCaptureError(
-            f"step{op['step']}.{op['kind']}.{op['op']}: Communication Time Info.Start Timestamp(us) "
-            f"{start[i]:.3f} lies outside the collection window {window[0] / 1000:.0f}-{window[1] / 1000:.0f} us "
-            f"({window_source}; {int(outside.sum())} op(s)): not this capture's communication",
-            path=comm.path, hint="the file comes from another capture; re-export the profiling data")
+        refuse(outside, lambda i: f"Start Timestamp(us) {start[i]:.3f} lies outside the collection window "
+                                  f"{window[0] / 1000:.0f}-{window[1] / 1000:.0f} us ({window_source}; "
+                                  f"{int(outside.sum())} op(s)): not this capture's communication",
+               "the file comes from another capture; re-export the profiling data")
     for c, field in (("elapse_us", "Elapse Time(ms)"), ("transit_us", "Transit Time(ms)"),
                      ("wait_us", "Wait Time(ms)"), ("sync_us", "Synchronization Time(ms)"),
                      ("idle_us", "Idle Time(ms)")):
         v = ops[c].to_numpy(dtype=float)
         bad = np.nan_to_num(v) > limit_us
         if bad.any():
-            i = int(np.argmax(bad))
-            op = ops.iloc[i]
-            raise InvalidCaptureError(
-                f"step{op['step']}.{op['kind']}.{op['op']}: Communication Time Info.{field} "
-                f"{v[i] / 1000:,.3f} ms is longer than the whole collection window "
-                f"({(limit_us - 2e6) / 1000:,.3f} ms, {window_source}): no profiler writes this value",
-                path=comm.path, hint="the file was altered or comes from another capture")
+            refuse(bad, lambda i: f"{field} {v[i] / 1000:,.3f} ms is longer than the whole collection window "
+                                  f"({(limit_us - 2e6) / 1000:,.3f} ms, {window_source}): no profiler writes this value",
+                   "the file was altered or comes from another capture")
