@@ -123,12 +123,20 @@ def _other_workload_runs(vals: pd.DataFrame, ids: list, cand: Fingerprint | None
     return out
 
 
-def _ranks_of(config_json) -> tuple | None:
-    """The profiled rank ids of a stored run's ``config`` (JSON text) as a sorted tuple, or None
-    when it has none or is not readable (the pool's later checks name a damaged row)."""
+def _rank_set(ranks) -> tuple | None:
+    """Rank ids (a fingerprint config's ``ranks``) as a sorted tuple; None when absent or not a
+    list of integers."""
     try:
-        ranks = json.loads(config_json).get("ranks")
         return tuple(sorted(int(r) for r in ranks)) if ranks is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _ranks_of(config_json) -> tuple | None:
+    """:func:`_rank_set` of a stored run's ``config`` (JSON text); None when it is not readable
+    (the pool's later checks name a damaged row)."""
+    try:
+        return _rank_set(json.loads(config_json).get("ranks"))
     except (TypeError, ValueError, AttributeError):
         return None
 
@@ -699,7 +707,7 @@ class HistoryStore:
         # one rank set per pool: the series key hashes the rank count, so runs that profiled other
         # ranks (ranks 0,1 against 0,3: another pipeline stage) share it; a stored baseline of other
         # rank ids is refused (exit 4), so they are left out here, with a note (fourth audit round)
-        want = _ranks_of(json.dumps(cand_config)) if cand_config.get("ranks") is not None else None
+        want = _rank_set(cand_config.get("ranks"))
         other_ranks: dict = {}
         if want is not None:
             got = in_key["config"].map(_ranks_of)
