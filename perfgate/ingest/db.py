@@ -17,7 +17,6 @@ into the same canonical tables as the text export:
 """
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 
@@ -384,7 +383,8 @@ def check_db_identity(con, path: Path, rank: int, rank_source: str) -> None:
     Raises:
         InvalidCaptureError: the file name or RANK_DEVICE_MAP names another rank than ``rank``
             (from ``rank_source``), or TASK holds several devices."""
-    m = re.fullmatch(r"ascend_pytorch_profiler_(\d+)\.db", path.name)
+    from perfgate.ingest.discover import DB_FILE_RE
+    m = DB_FILE_RE.fullmatch(path.name)
     named = int(m.group(1)) if m else None
     tabs = _tables(con)
     mapped = []

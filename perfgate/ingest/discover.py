@@ -29,6 +29,8 @@ OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 MSPROF_DIR = "mindstudio_profiler_output"
 _INFO_RE = re.compile(r"^profiler_info_(\d+)\.json$")
 _FOLDER_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+#: a torch_npu DB export's file name, holding its rank
+DB_FILE_RE = re.compile(r"ascend_pytorch_profiler_(\d+)\.db")
 _MAX_DEPTH = 5
 
 
@@ -590,7 +592,7 @@ def discover(path) -> list[RankLocation]:
             rank, source = msprof_rank(rank_dir)
         if rank is None:
             dbs = sorted(out.glob("ascend_pytorch_profiler_*.db"))
-            m = re.match(r"ascend_pytorch_profiler_(\d+)\.db$", dbs[0].name) if dbs else None
+            m = DB_FILE_RE.fullmatch(dbs[0].name) if dbs else None
             if m:
                 rank, source = int(m.group(1)), f"DB file name {dbs[0].name}"
         named = _FOLDER_RANK_RE.search(rank_dir.name)
