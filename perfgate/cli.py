@@ -542,7 +542,10 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
     policy sets statistics.unsure_fails.
     """
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
     from perfgate.store.reportpaths import remove_stale_check_reports
+    refuse_outputs_among_inputs(capture, {"--out": out, "--junit": junit, "--markdown": markdown, "--json": json_path,
+                                          "--html": html_path})   # before any earlier output is removed
     # first of all (before the heavy imports below): a run refused for its policy or arguments, or
     # interrupted while it starts, leaves no earlier verdict either
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
@@ -833,6 +836,8 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
     from perfgate.run import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
     from perfgate.gate import require_writable
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
+    refuse_outputs_among_inputs(capture, {"--output": output})
     require_writable("--output", output)
     if output and output != "-":
         from perfgate.store.atomic import discard_stale
@@ -923,6 +928,8 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
     when the capture cannot be read (a page stating the error is still written)."""
     from perfgate.gate import capture_report, require_writable
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
+    refuse_outputs_among_inputs(capture, {"--html": html_path})
     policy = _policy(policy_path)
     require_writable("--html", html_path)
     _on_error(lambda e: _report_read_error(e, capture, html_path))
@@ -1028,7 +1035,9 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
             bar["t"] = bar["p"].add_task("sweeping captures", total=total)
         bar["p"].update(bar["t"], completed=done, description=f"{Path(cap).name}")
 
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
     from perfgate.store.atomic import discard_stale
+    refuse_outputs_among_inputs(roots, {"--out": out, "--cache": cache_dir})
     for name in ("sweep.csv", "sweep.xlsx"):   # no earlier rollup may outlive a refused or killed sweep
         discard_stale(Path(out) / name)
     try:
@@ -1079,6 +1088,8 @@ def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers)
     share metric the run-to-run noise (1.4826 x MAD of per-capture values) x k. Writes a
     policy file with them and says which tolerances could be tightened."""
     from perfgate.gate import calibrate as run_calibrate
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
+    refuse_outputs_among_inputs(captures, {"--out": out_path})
     proposals, path = run_calibrate(list(captures), out_path, policy=_policy(policy_path), k=k,
                                     with_trace=_with_trace(trace_mode, no_trace), workers=workers)
 

@@ -32,6 +32,12 @@ _FOLDER_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 #: a torch_npu DB export's file name, holding its rank
 DB_FILE_RE = re.compile(r"ascend_pytorch_profiler_(\d+)\.db")
 _MAX_DEPTH = 5
+#: the names of files a capture holds that perfgate (or the profiler's own tools) read: an output
+#: path with such a name inside a capture would replace, or first remove, one of its inputs
+INPUT_FILE_RE = re.compile(
+    r"^(?:(?:kernel_details|op_summary.*|op_statistic.*|operator_details|step_trace_time|l2_cache|api_statistic"
+    r"|communication_matrix|task_time.*)\.csv|(?:trace_view|communication.*|profiler_info.*|profiler_metadata"
+    r"|msprof.*)\.json|.*\.db)$", re.IGNORECASE)
 
 
 #: said for a torch_npu rank folder without its profiler_info_<N>.json (the rank then comes from
@@ -634,3 +640,48 @@ def discover(path) -> list[RankLocation]:
         locs[0] = replace(locs[0], warnings=tuple(locs[0].warnings) + (
             f"{len(aliases)} folder(s) name a folder already read ({shown}): read once",))
     return locs
+
+
+def output_among_inputs(path, captures) -> str | None:
+    """Why the output ``path`` would land among a capture's input files, or None when it does not.
+
+    ``path`` is resolved as a write resolves it (a symbolic link: its target, which is what an
+    atomic write replaces and a stale-output removal removes). It lands among the inputs when it
+    lies inside one of ``captures`` (resolved; a missing capture is skipped) and either its name
+    is one a capture's files have (:data:`INPUT_FILE_RE`: ``kernel_details.csv``,
+    ``op_summary_*.csv``, ``trace_view.json``, ``profiler_info_<N>.json``, ``*.db``, ...) or a
+    folder it is in, up to the capture itself, is a profiler output folder
+    (``ASCEND_PROFILER_OUTPUT``, ``mindstudio_profiler_output``). A report folder beside the rank
+    folders (``RUN/perfgate-out``) is not among them."""
+    target = Path(os.path.realpath(path))
+    for cap in captures:
+        root = Path(os.path.realpath(cap))
+        if not root.is_dir() or (target != root and root not in target.parents):
+            continue
+        if target != root and INPUT_FILE_RE.match(target.name):
+            return f"it names a file of the capture {cap} ({target.name})"
+        for folder in [target, *target.parents]:
+            if folder.name in (OUTPUT_DIR, MSPROF_DIR):
+                return (f"it is inside the profiler output folder {Path(cap) / folder.relative_to(root)} of the "
+                        f"capture {cap}")
+            if folder == root:
+                break
+    return None
+
+
+def refuse_outputs_among_inputs(captures, outputs: dict) -> None:
+    """Refuse, before anything is removed or written, an output (``outputs``: option name ->
+    path; None and ``-`` skipped) that lands among the input files of one of ``captures``
+    (:func:`output_among_inputs`): an earlier output is removed before a capture is read, so such
+    a path would delete the very file the run then reports missing.
+
+    Raises:
+        UsageError (exit 2): naming the option, the path and the capture file or folder."""
+    captures = [captures] if isinstance(captures, (str, os.PathLike)) else list(captures)
+    for option, path in outputs.items():
+        if path is None or str(path) == "-":
+            continue
+        why = output_among_inputs(path, captures)
+        if why:
+            raise UsageError(f"{option} {path}: {why}; perfgate never writes among a capture's files",
+                             hint=f"point {option} outside the capture's profiler folders, e.g. at its default")
