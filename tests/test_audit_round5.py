@@ -72,3 +72,32 @@ def test_a_link_to_a_capture_file_is_refused_by_its_target(synth_cap, tmp_path):
     assert r.exit_code == 2, r.output
     assert "kernel_details.csv" in r.output
     assert _snapshot(synth_cap) == before
+
+
+def _policy_with(tmp_path, old: str, new: str):
+    from importlib.resources import files
+    text = (files("perfgate") / "policies" / "default.yaml").read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    p = tmp_path / "policy.yaml"
+    p.write_text(text.replace(old, new), encoding="utf-8")
+    return p
+
+
+def test_require_trace_fails_a_rank_without_its_trace_also_beside_step_trace_time(synth_cap, tmp_path):
+    """``self_checks.require_trace: true`` on a rank whose trace_view.json is gone but whose
+    step_trace_time.csv is there: the check against the trace (``trace_vs_step_trace``) stayed
+    "skipped" and the check passed. The policy asked for the trace: exit 3, naming the key."""
+    (synth_cap / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").unlink()
+    strict = _policy_with(tmp_path, "require_trace: false", "require_trace: true")
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", strict, "--out", tmp_path / "o", synth_cap)
+    assert r.exit_code == 3, r.output
+    res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
+    assert res["status"] == "INVALID_CAPTURE"
+    failed = [c for c in res["self_checks"] if c["status"] == "fail"]
+    assert failed and {c["name"] for c in failed} == {"trace_vs_step_trace"} and {c["rank"] for c in failed} == {1}
+    assert all("self_checks.require_trace: true" in c["message"] for c in failed)
+    # the default policy: skipped, as before
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o2", synth_cap)
+    assert r.exit_code == 0, r.output

@@ -260,9 +260,12 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
             out.extend(_kernel_vs_reference(rank.rank, labels, stats, refs, ref_name, kfile, tolp))
 
     if st_by_step is not None and ov is None:
-        out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, SKIPPED,
+        required = bool(policy.self_checks.get("require_trace"))
+        out.append(SelfCheck("trace_vs_step_trace", rank.rank, None, FAIL if required else SKIPPED,
                              f"no trace Overlap Analysis events to compare {st_name} with ({tfile} "
-                             f"or the OVERLAP_ANALYSIS table absent or not read)"))
+                             f"or the OVERLAP_ANALYSIS table absent or not read)"
+                             + ("; the policy requires the trace (self_checks.require_trace: true)" if required
+                                else "")))
     if ov is not None and st_by_step is not None:
         out.extend(_trace_vs_step_trace(rank.rank, ov, st_by_step, policy.self_checks["step_trace_abs_us"],
                                         st_name, trace_name, tfile))

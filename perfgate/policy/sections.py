@@ -43,7 +43,8 @@ class _Section(Mapping):
 @dataclass(frozen=True, eq=True)
 class SelfCheckSettings(_Section):
     """``self_checks:`` tolerances of :mod:`perfgate.metrics.selfcheck` (us), and
-    ``require_trace`` (a rank without trace_view.json fails instead of skipping its checks).
+    ``require_trace`` (a rank without trace_view.json fails instead of skipping its checks: those against the
+    trace, and ``trace_vs_step_trace`` where step_trace_time.csv is there).
     ``time_base_abs_us``: the largest offset (us) between the kernel table's task starts and the
     trace's Overlap Analysis events accepted as one time base (:func:`perfgate.metrics.selfcheck.time_base`)."""
     abs_us_per_row: float = 0.001
