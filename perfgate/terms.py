@@ -149,6 +149,14 @@ VIEW_MAX = "max"
 VIEW_ALL = "all"   # for sets: families ranked by ΣDuration summed over ranks
 VIEWS = (VIEW_RANK0, VIEW_P50, VIEW_MAX)
 
+#: every finding code perfgate emits (:class:`perfgate.model.Finding` ``code``): the names a
+#: policy's ``findings.fail_closed`` may list (docs/policy.md "Findings")
+FINDING_CODES = frozenset({
+    "DEVICE_IDLE_GAP_HEAVY", "PRELAUNCH_GAP_HEAVY", "TAIL_GAP_HEAVY", "INTERNAL_BUBBLE_HEAVY", "IDLE_GAP_UNEXPLAINED",
+    "RECOMPILE_SUSPECTED", "EXPOSED_COMM_SIGNIFICANT", "COMM_WELL_HIDDEN", "SLOW_RANK", "RANK_STEP_MISMATCH",
+    "COMM_JSON_MISSING", "BUBBLE_UNRELIABLE", "WARMUP_NOT_STRIPPED", "RANKS_FROM_DIFFERENT_RUNS",
+    "RANKS_WITHOUT_COMMON_STEP", "DEVICE_TASKS_LOST"})
+
 # canonical communication core-type label
 COMM_CORE = "COMMUNICATION"
 

@@ -101,3 +101,56 @@ def test_require_trace_fails_a_rank_without_its_trace_also_beside_step_trace_tim
     # the default policy: skipped, as before
     r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o2", synth_cap)
     assert r.exit_code == 0, r.output
+
+
+def test_a_misspelt_fail_closed_code_is_a_policy_error(synth_cap, tmp_path):
+    """``findings.fail_closed: [WARMUP_NOT_STRIPED, ...]`` loaded and ran: the warmup finding then
+    silently stopped failing closed. Every other policy key refuses unknown names: exit 2,
+    naming the key, the code and the nearest known one."""
+    bad = _policy_with(tmp_path, "fail_closed: [WARMUP_NOT_STRIPPED,", "fail_closed: [WARMUP_NOT_STRIPED,")
+    r = _run("fingerprint", "--policy", bad, synth_cap)
+    assert r.exit_code == 2, r.output
+    assert "findings.fail_closed" in r.output and "'WARMUP_NOT_STRIPED'" in r.output
+    assert "did you mean 'WARMUP_NOT_STRIPPED'" in r.output
+
+
+def test_every_emitted_finding_code_is_registered():
+    """terms.FINDING_CODES (what fail_closed may list) holds every code the source emits: the
+    first argument of each Finding(...) with a literal code, and every UPPER_SNAKE literal of
+    the modules that build findings from columns."""
+    import ast
+    import pathlib
+    import re
+
+    import perfgate
+    from perfgate import terms
+    root = pathlib.Path(perfgate.__file__).parent
+    emitted = set()
+    for p in root.rglob("*.py"):
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "Finding":
+                a = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "code"), None)
+                if isinstance(a, ast.Constant):
+                    emitted.add(a.value)
+    text = (root / "metrics/steps.py").read_text(encoding="utf-8") + (root / "metrics/fingerprint.py").read_text(
+        encoding="utf-8")
+    emitted |= set(re.findall(r'"([A-Z]+(?:_[A-Z]+)*_(?:HEAVY|SUSPECTED|SIGNIFICANT|HIDDEN|LOST|UNEXPLAINED))"', text))
+    assert emitted and emitted <= terms.FINDING_CODES, emitted - terms.FINDING_CODES
+    assert {"DEVICE_TASKS_LOST", "TAIL_GAP_HEAVY", "WARMUP_NOT_STRIPPED"} <= emitted
+    docs = (root.parent / "docs/policy.md").read_text(encoding="utf-8")
+    assert all(c in docs for c in terms.FINDING_CODES - {"DEVICE_TASKS_LOST", "IDLE_GAP_UNEXPLAINED"})
+
+
+def test_empty_gate_views_is_a_policy_error(synth_cap, tmp_path):
+    """``gate_views: []`` loaded, ``baseline save`` succeeded, and ``check`` then exited 4 "no
+    gated metric could be compared ... record a new baseline": a policy that gates nothing. Now
+    exit 2 at load, naming gate_views."""
+    from importlib.resources import files
+    text = (files("perfgate") / "policies" / "default.yaml").read_text(encoding="utf-8")
+    lines = [ln for ln in text.splitlines() if not ln.startswith("gate_views")]
+    p = tmp_path / "p.yaml"
+    p.write_text("\n".join(lines) + "\ngate_views: []\n", encoding="utf-8")
+    r = _run("baseline", "save", "--name", "b", "--baseline-dir", tmp_path / "bl", "--policy", p, synth_cap)
+    assert r.exit_code == 2, r.output
+    assert "gate_views" in r.output and "is empty" in r.output
+    assert not (tmp_path / "bl").exists() or not any((tmp_path / "bl").iterdir())

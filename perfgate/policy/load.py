@@ -398,6 +398,10 @@ def _load_policy(path: Path) -> Policy:
     for v in views:
         if not isinstance(v, str) or v not in terms.VIEWS:
             raise _err(path, "gate_views", f"unknown view {v!r}; use {list(terms.VIEWS)}")
+    if not views:   # every metric informational: a check could only end "nothing gated comparable"
+        raise _err(path, "gate_views", f"is empty: no metric would gate; name at least one view of "
+                                       f"{list(terms.VIEWS)} (to report a metric without gating it, "
+                                       f"override it with gated: false)")
     fp = _mapping(path, "fingerprint", doc.get("fingerprint"), f"a mapping of {', '.join(sorted(_FP_KEYS))}")
     unknown = set(fp) - _FP_KEYS
     if unknown:
@@ -480,6 +484,13 @@ def _load_policy(path: Path) -> Policy:
     fail_closed = fd.get("fail_closed", list(FAIL_CLOSED))
     if not isinstance(fail_closed, list) or not all(isinstance(x, str) for x in fail_closed):
         raise _err(path, "findings.fail_closed", "must be a list of finding codes")
+    for code in fail_closed:   # a misspelt code would silently stop failing closed
+        if code not in terms.FINDING_CODES:
+            import difflib
+            near = difflib.get_close_matches(code, sorted(terms.FINDING_CODES), n=1)
+            raise _err(path, "findings.fail_closed", f"unknown finding code {code!r}"
+                       + (f"; did you mean {near[0]!r}?" if near else "")
+                       + f"; codes: {', '.join(sorted(terms.FINDING_CODES))}")
     hist = {}
     hd = doc.get("history") or {}
     if not isinstance(hd, dict):
