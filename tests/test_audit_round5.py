@@ -154,3 +154,51 @@ def test_empty_gate_views_is_a_policy_error(synth_cap, tmp_path):
     assert r.exit_code == 2, r.output
     assert "gate_views" in r.output and "is empty" in r.output
     assert not (tmp_path / "bl").exists() or not any((tmp_path / "bl").iterdir())
+
+
+@pytest.fixture
+def history_db(synth_cap, tmp_path):
+    db = tmp_path / "h.sqlite"
+    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, synth_cap)
+    assert r.exit_code == 0, r.output
+    return db
+
+
+@pytest.mark.parametrize("metric, said", [("kernel.topn{view=p50}", "is a set metric"),
+                                          ("nope{view=p50}", "unknown metric 'nope{view=p50}'"),
+                                          ("step.time_us{view=rank7}", "no recorded metric")])
+def test_the_journal_refuses_a_metric_it_cannot_follow(history_db, metric, said):
+    """``history journal --metric 'kernel.topn{view=p50}'`` on a healthy database was an internal
+    error (exit 70, ``ufunc 'isnan'``: a set metric's values are NULL); an unknown metric printed
+    a table of "—" with exit 0, where ``history query`` / ``trend`` say "no recorded metric"."""
+    r = _run("history", "journal", "--branch", "main", "--metric", metric, "--db", history_db)
+    assert r.exit_code == 2, r.output
+    assert said in r.output
+    assert "internal error" not in r.output
+
+
+def test_a_bogus_key_metric_is_a_policy_error(synth_cap, tmp_path):
+    bad = _policy_with(tmp_path, "key_metric: step.time_us{view=p50}", "key_metric: bogus.metric")
+    r = _run("fingerprint", "--policy", bad, synth_cap)
+    assert r.exit_code == 2, r.output
+    assert "history.key_metric" in r.output and "unknown metric 'bogus.metric'" in r.output
+
+
+@pytest.mark.parametrize("value", ["'abc'", "NULL"])
+@pytest.mark.parametrize("command", [["journal", "--branch", "main"], ["report", "--branch", "main"],
+                                     ["query", "--metric", "step.time_us{view=p50}"],
+                                     ["trend", "--metric", "step.time_us{view=p50}"]])
+def test_a_damaged_value_row_is_a_store_error_for_every_history_read(history_db, tmp_path, command, value):
+    """A metric_values row whose value is text or NULL (and no set value): ``check --baseline
+    history:main`` already said DAMAGED_BASELINE (exit 5); ``history journal`` and ``history
+    report`` were internal errors (exit 70). Every read names the run, commit and metric, exit 5."""
+    import sqlite3
+    con = sqlite3.connect(history_db)
+    con.execute(f"update metric_values set value={value} where key = 'step.time_us{{view=p50}}'")
+    con.commit()
+    con.close()
+    extra = ["--out", tmp_path / "rep"] if command[0] == "report" else []
+    r = _run("history", *command, *extra, "--db", history_db)
+    assert r.exit_code == 5, r.output
+    assert "history database is damaged" in r.output and "commit c1" in r.output
+    assert "step.time_us{view=p50}" in r.output

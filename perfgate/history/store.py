@@ -656,12 +656,32 @@ class HistoryStore:
         series_key (the run's :func:`series_id`: stored key and profiler level), value (float; NaN for a set metric such as ``kernel.topn``), and with
         ``with_set`` also set_value (the JSON list of a set metric, None for numbers)."""
         where, args = self._filters(branch, since, "r.", ["v.key = ?"], [key])
-        extra = ", v.set_value" if with_set else ""
-        return self._ordered(_clean_commits(pd.read_sql_query(
+        df = self._ordered(_clean_commits(pd.read_sql_query(
             "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, "
-            + _SERIES_SQL.format(p="r.") + " as series_key, v.value"
-            + extra + " from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
+            + _SERIES_SQL.format(p="r.") + " as series_key, v.value, v.set_value"
+            + " from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
             + " order by r.recorded_at, r.id", self.conn, params=args)))
+        df["value"] = self._numeric_values(df, key)
+        return df if with_set else df.drop(columns="set_value")
+
+    def _numeric_values(self, df: pd.DataFrame, key: str) -> pd.Series:
+        """``df["value"]`` as float64 (NULL -> NaN), where each row holds a finite number, or NULL
+        beside a ``set_value`` (a set metric), as :meth:`record` writes them.
+
+        Raises:
+            StoreError: a damaged row (text or NULL where a number belongs, a non-finite number;
+                exit 5, as :meth:`_check_rows` says it), naming its run, commit and the metric."""
+        raw = df["value"]
+        values = pd.to_numeric(raw, errors="coerce").astype(np.float64)
+        written = raw.notna().to_numpy()
+        bad = (written & ~np.isfinite(values.to_numpy())) | (~written & df["set_value"].isna().to_numpy())
+        if bad.any():
+            i = int(np.argmax(bad))
+            r = df.iloc[i]
+            shown = "NULL" if not written[i] else repr(raw.iloc[i])[:40]
+            raise self._damaged(ValueError(f"run {r['run_id']} (commit {r['commit'] or 'none'}): metric {key!r} "
+                                           f"has value {shown}, not a number"))
+        return values
 
     @_reading
     def keys(self, prefix: str | None = None) -> list[str]:

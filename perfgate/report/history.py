@@ -122,7 +122,22 @@ def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
 
 def branch_journal(hs, branch: str, key: str) -> pd.DataFrame:
     """:func:`journal_table` of every run of ``branch`` in ``hs`` (a
-    :class:`perfgate.history.store.HistoryStore`; read, never written) for the metric ``key``."""
+    :class:`perfgate.history.store.HistoryStore`; read, never written) for the metric ``key``.
+
+    Raises:
+        UsageError (exit 2): ``key`` names no number metric of the registry (unknown, or a set
+            such as ``kernel.topn``: :func:`perfgate.policy.load.journal_metric_problem`);
+        PerfgateError (exit 2): the database holds runs but never recorded ``key``
+            (:func:`perfgate.history.trend.require_metric`);
+        StoreError (exit 5): a damaged value row of ``key``."""
+    from perfgate.errors import UsageError
+    from perfgate.history.trend import require_metric
+    from perfgate.policy.load import journal_metric_problem
+    why = journal_metric_problem(key)
+    if why:
+        raise UsageError(f"--metric / history.key_metric: {why}")
+    if hs.keys():   # a database without a run yet: the journal is empty, as for an unknown branch
+        require_metric(hs, key)
     values = hs.series(key, branch=branch).set_index("run_id")["value"]
     return journal_table(hs.runs(branch=branch), values, key)
 
