@@ -202,3 +202,21 @@ def test_a_damaged_value_row_is_a_store_error_for_every_history_read(history_db,
     assert r.exit_code == 5, r.output
     assert "history database is damaged" in r.output and "commit c1" in r.output
     assert "step.time_us{view=p50}" in r.output
+
+
+@pytest.mark.parametrize("key, value", [("kernel.topn{view=p50}", 5), ("step.time_us{view=p50}", ["a", "b"])])
+def test_a_baseline_value_of_the_wrong_kind_is_a_damaged_baseline(synth_cap, tmp_path, key, value):
+    """A stored baseline whose ``kernel.topn`` holds a number (or a number metric a list): check
+    was an internal error (exit 70, ``'int' object is not iterable``) and wrote no report; a
+    string value already gave DAMAGED_BASELINE. Now the same: exit 5, the reports written,
+    naming the metric."""
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
+    doc = json.loads((bl / "b.json").read_text())
+    doc["fingerprint"]["metrics"][key]["value"] = value
+    (bl / "b.json").write_text(json.dumps(doc))
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", synth_cap)
+    assert r.exit_code == 5, r.output
+    res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
+    assert res["status"] == "DAMAGED_BASELINE"
+    assert key in json.dumps(res)

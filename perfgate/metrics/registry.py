@@ -320,8 +320,8 @@ def check_stored(key: str, m) -> None:
     baseline file or the history database) against its key and its kind: ``name`` and ``labels``
     those of ``key`` (:func:`perfgate.model.parse_metric_key`; labels compared as
     :func:`perfgate.model.metric_key` writes them), tier one of ``terms.TIER_*``, caliber one of
-    ``terms.CALIBERS`` or None, unit a string, value a finite number within 64 bits or a list
-    of str, and physically possible by the registry's unit of the name: a time (us, ms) not
+    ``terms.CALIBERS`` or None, unit a string, value a list of str for a set metric (unit
+    ``set``, e.g. ``kernel.topn``) and else a finite number within 64 bits, and physically possible by the registry's unit of the name: a time (us, ms) not
     negative except :data:`SIGNED_TIMES`, a count (:data:`COUNT_UNITS`) not negative, a share
     (a ratio of tier ``TIER_SHARE``: ``share.*``, ``pipe.bound_share``, ``block.share``) within
     [0, 1]. A metric name the registry does not know is checked by its stored unit only.
@@ -351,7 +351,11 @@ def check_stored(key: str, m) -> None:
     unit = d.unit if d is not None else m.unit
     v = m.value
     if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        if unit != "set":   # the comparison would subtract it from a number
+            raise ValueError(f"metric {key!r} has the list value {str(v)[:40]} where a number belongs")
         return
+    if unit == "set":   # the comparison would iterate it (Top-N set membership)
+        raise ValueError(f"metric {key!r} has value {str(v)[:40]} where a list of names belongs")
     if not isinstance(v, (int, float)) or isinstance(v, bool):
         raise ValueError(f"metric {key!r} has value {v!r}")
     if type(v) is int and abs(v) >= 2 ** 63:   # never written by perfgate; no float holds it
