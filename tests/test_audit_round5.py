@@ -220,3 +220,23 @@ def test_a_baseline_value_of_the_wrong_kind_is_a_damaged_baseline(synth_cap, tmp
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
     assert res["status"] == "DAMAGED_BASELINE"
     assert key in json.dumps(res)
+
+
+@pytest.mark.parametrize("cell", ["abc", "1e300", "-3", "2.5"])
+def test_a_stream_id_that_is_not_a_stream_number_is_a_bad_cell(copy_capture, tmp_path, cell):
+    """One kernel_details.csv row's ``Stream ID`` set to ``abc`` (or ``1e300``) was read as a stream
+    of its own: the layer count on the compute stream changed and the check failed as a
+    REGRESSION ("model structure forward layers 2 -> 0"). Every real export writes integers or
+    N/A there: exit 3 naming file, row, column and the cell."""
+    import csv
+    cap = copy_capture("level1")
+    p = sorted(cap.rglob("kernel_details.csv"))[0]
+    rows = list(csv.reader(open(p, newline="", encoding="utf-8-sig")))
+    i = rows[0].index("Stream ID")
+    j = next(n for n, r in enumerate(rows[1:], start=1) if r[i].strip().isdigit())
+    rows[j][i] = cell
+    with open(p, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3, r.output
+    assert f"row {j}: Stream ID is not a stream number" in r.output and repr(cell) in r.output

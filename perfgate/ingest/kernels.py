@@ -58,6 +58,25 @@ IMPLICIT_STEP = "implicit"
 _PMU_TIME = re.compile(r"^((?:aic|aiv)_[a-z0-9]+_time|aicore_time|aiv_time)\(us\)$")
 _UPPER_TOKEN = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _STEP_ID = re.compile(r"-?\d+")
+_STREAM_ID = re.compile(r"\s*\d+\s*")
+
+
+def refuse_non_integer_streams(path: Path, streams: pd.Series, column: str) -> None:
+    """Every ``Stream ID`` cell is a non-negative integer, or N/A / empty (communication rows):
+    every real export writes these (SCHEMAS.md). Another value (``abc``, ``1e300``) would become
+    a stream of its own and split the rank's structure (layers counted on the compute stream),
+    gated as a regression.
+
+    Raises:
+        InvalidCaptureError: the first such cell, naming file, data row, column and the cell."""
+    cats = streams.cat.categories.tolist()
+    bad = [i for i, c in enumerate(cats) if not _STREAM_ID.fullmatch(str(c))]
+    if not bad:
+        return
+    codes = streams.array.codes
+    i = int(np.argmax(np.isin(codes, bad)))
+    from perfgate.ingest.csvread import cell_error
+    raise cell_error(path, i + 1, column, cats[codes[i]], "is not a stream number (a non-negative integer, or N/A)")
 
 
 @dataclass(frozen=True)
@@ -476,6 +495,8 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     data["op_type"] = _categorical(raw["op_type"])
     data["core_type"] = _categorical(raw["core_type"]) if "core_type" in cols else _null_categorical(n)
     data["stream_id"] = _categorical(raw["stream_id"]) if "stream_id" in cols else _null_categorical(n)
+    if "stream_id" in cols:
+        refuse_non_integer_streams(path, data["stream_id"], cols["stream_id"])
     data["start_ns"] = start
     data["dur_ns"] = dur
     data["wait_us"] = floats["wait_us"] if "wait_us" in cols else np.full(n, np.nan)
