@@ -240,3 +240,22 @@ def test_a_stream_id_that_is_not_a_stream_number_is_a_bad_cell(copy_capture, tmp
     r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert f"row {j}: Stream ID is not a stream number" in r.output and repr(cell) in r.output
+
+
+@pytest.mark.parametrize("empty", ["''", "'N/A'"])
+def test_a_db_task_without_a_name_is_refused_as_the_csv_row_is(ascend, tmp_path, empty):
+    """A DB export whose kernel name string is empty: ``check`` / ``fingerprint`` were internal
+    errors (exit 70, "'list' argument must have no negative elements" in the family view). The
+    text export's empty Name cell is exit 3 "Name is empty": so is this, naming the DB."""
+    import shutil
+    import sqlite3
+    cap = tmp_path / "db1"
+    shutil.copytree(ascend / "msinsight/test/data/pytorch/db/level1", cap)
+    db = next(cap.rglob("ascend_pytorch_profiler_0.db"))
+    con = sqlite3.connect(db)
+    con.execute(f"update STRING_IDS set value={empty} where id=(select name from COMPUTE_TASK_INFO limit 1)")
+    con.commit()
+    con.close()
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3, r.output
+    assert "a task has no name" in r.output and db.name in r.output

@@ -319,6 +319,13 @@ def _read_kernels(con, path: Path, windows: list) -> KernelTable:
             f"task {r['name']!r} (stream {r['stream_id']}) ends before it starts: startNs {int(r['start_ns'])}, "
             f"endNs {int(r['end_ns'])} ({int(bad.sum())} such task(s))", path=path,
             hint="the database was edited or damaged after export: re-export the profiling data")
+    nameless = out["name"].isna().to_numpy()
+    if nameless.any():   # as an empty Name cell of the CSV exports: every task is named
+        r = out.iloc[int(np.argmax(nameless))]
+        raise InvalidCaptureError(
+            f"a task has no name (its name id is missing from STRING_IDS, or the string is empty or N/A): "
+            f"startNs {int(r['start_ns'])}, stream {r['stream_id']} ({int(nameless.sum())} such task(s))",
+            path=path, hint="the database was edited or damaged after export: re-export the profiling data")
     invalid = ()
     compute = ~out["is_comm"]
     warnings = []
