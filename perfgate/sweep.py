@@ -11,7 +11,7 @@ dropped.
 
 Captures are fingerprinted in a process pool (:func:`perfgate.run.fingerprint_path`, one
 process per capture); a result is cached under ``cache_dir`` keyed on the size and mtime of
-every file below the capture, the policy's fingerprint / segment rule digests and the perfgate
+every file below the capture, the digests of the whole policy and its segment rules and the perfgate
 version, so an unchanged capture is not recomputed.
 
 Rollup columns (:data:`COLUMNS`): ``capture`` (path relative to its root), ``status`` (ok |
@@ -112,7 +112,8 @@ def code_digest() -> str:
 
 def cache_key(capture: Path, policy) -> str:
     """Digest of (relative path, size, mtime_ns, ctime_ns, inode) of every file below ``capture``
-    plus the policy's rule digests, the perfgate version and the digest of its code
+    plus the digests of the whole policy (:meth:`perfgate.policy.Policy.digest`) and its segment
+    rules, the perfgate version and the digest of its code
     (:func:`code_digest`). The inode change time is in the key because no tool can set it: a
     file rewritten in place with its size and mtime put back (``touch -r``, a restore keeping
     times) still misses the cache (fresh-user report, round 8), at the price of one recompute
@@ -128,7 +129,9 @@ def cache_key(capture: Path, policy) -> str:
                 continue
             h.update(f"{p.relative_to(capture)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode())
     seg = policy.segments.digest if getattr(policy, "segments", None) else "-"
-    h.update(f"{policy.fingerprint_digest()}|{seg}|{__version__}|{code_digest()}".encode())
+    # the whole policy, not its fingerprint rules alone: require_pipe, the self-check tolerances or
+    # fail_closed decide whether a capture is "ok" (a policy change was served the old status)
+    h.update(f"{policy.digest()}|{seg}|{__version__}|{code_digest()}".encode())
     return h.hexdigest()[:32]
 
 

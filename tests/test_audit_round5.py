@@ -259,3 +259,25 @@ def test_a_db_task_without_a_name_is_refused_as_the_csv_row_is(ascend, tmp_path,
     r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert "a task has no name" in r.output and db.name in r.output
+
+
+def test_a_sweep_after_a_policy_change_recomputes(copy_capture, tmp_path):
+    """``sweep`` cached per capture under a key holding only the policy's fingerprint and segment
+    rules: run again with ``operators.require_pipe: true`` (or other self-check / findings
+    settings) it served the cached "ok" for a capture that policy refuses."""
+    import csv
+    root = tmp_path / "sw"
+    root.mkdir()
+    cap = copy_capture("level0")
+    cap.rename(root / "L0")
+    strict = _policy_with(tmp_path, "require_pipe: false", "require_pipe: true")
+    out = tmp_path / "o"
+
+    def status(*policy):
+        r = _run("sweep", *policy, "--out", out, root)
+        assert r.exit_code == 0, r.output
+        rows = list(csv.DictReader(open(out / "sweep.csv", newline="", encoding="utf-8")))
+        return [(row["status"], row["cached"]) for row in rows]
+    assert status() == [("ok", "False")]
+    assert status() == [("ok", "True")]                       # the same policy: served from the cache
+    assert status("--policy", strict) == [("failed", "False")]

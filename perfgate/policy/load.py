@@ -269,6 +269,13 @@ class Policy:
         blob = json.dumps(self.raw.get("fingerprint", {}), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
+    def digest(self) -> str:
+        """Digest of the whole policy document as loaded (every section: what gates, the
+        self-check tolerances, the findings that fail closed, ...): anything that can change a
+        capture's fingerprint, its validity or its verdict."""
+        blob = json.dumps(self.raw, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
     def category_digest(self) -> str:
         blob = json.dumps(self.raw.get("fingerprint", {}).get("categories", []), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
