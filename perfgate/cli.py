@@ -543,7 +543,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     policy sets statistics.unsure_fails.
     """
     from perfgate.ingest.discover import refuse_outputs_among_inputs
-    from perfgate.store.reportpaths import remove_stale_check_reports
+    from perfgate.store.reportpaths import refuse_shared_report_paths, remove_stale_check_reports
+    refuse_shared_report_paths(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
     refuse_outputs_among_inputs(capture, {"--out": out, "--junit": junit, "--markdown": markdown, "--json": json_path,
                                           "--html": html_path})   # before any earlier output is removed
     # first of all (before the heavy imports below): a run refused for its policy or arguments, or

@@ -281,3 +281,18 @@ def test_a_sweep_after_a_policy_change_recomputes(copy_capture, tmp_path):
     assert status() == [("ok", "False")]
     assert status() == [("ok", "True")]                       # the same policy: served from the cache
     assert status("--policy", strict) == [("failed", "False")]
+
+
+@pytest.mark.parametrize("opts", [("--junit", "x", "--json", "x", "--markdown", "x"),
+                                  ("--json", "o/perfgate-junit.xml"),
+                                  ("--html", "o/perfgate-report.md")])
+def test_two_reports_on_one_file_are_a_usage_error(synth_cap, tmp_path, opts):
+    """``check --junit x --json x --markdown x`` ran, exited 1 and left JSON in the file CI reads
+    as JUnit. Now exit 2 naming both options, before anything is written."""
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
+    args = [str(tmp_path / a) if not a.startswith("--") else a for a in opts]
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", *args, synth_cap)
+    assert r.exit_code == 2, r.output
+    assert "are one file" in r.output
+    assert not (tmp_path / "x").exists() and not (tmp_path / "o").exists()

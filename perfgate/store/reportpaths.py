@@ -31,3 +31,34 @@ def remove_stale_check_reports(out, *, junit=None, markdown=None, json_path=None
     paths = list(check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path).values())
     for p in paths + ([Path(html_path)] if html_path else []):
         discard_stale(p)
+
+
+def refuse_shared_report_paths(out, *, junit=None, markdown=None, json_path=None, html_path=None) -> None:
+    """Refuse two of ``perfgate check``'s reports written to one file (``--junit x --json x``,
+    or ``--json`` naming the default JUnit file under ``--out``): the later write would replace
+    the earlier, leaving JSON where CI reads JUnit. Paths are compared as a write resolves them
+    (symbolic links followed); ``--json -`` (stdout) and streams such as ``/dev/stdout``, which
+    are written in place, share nothing.
+
+    Raises:
+        UsageError (exit 2, before anything is removed or read): naming both options and the file."""
+    import os
+
+    from perfgate.errors import UsageError
+    named = {"--junit": junit, "--markdown": markdown, "--json": None if json_path == "-" else json_path,
+             "--html": html_path}
+    paths = check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path)
+    options = {"--junit": paths["junit"], "--markdown": paths["markdown"], "--json": paths["json"]}
+    if html_path:
+        options["--html"] = Path(html_path)
+    seen: dict = {}
+    for option, p in options.items():
+        real = os.path.realpath(p)
+        if real.startswith("/dev/") or real.startswith("/proc/"):
+            continue
+        if real in seen:
+            first = seen[real]
+            said = lambda o: f"{o} {named[o]}" if named.get(o) else f"{o} (default {options[o]})"
+            raise UsageError(f"{said(first)} and {said(option)} are one file: each report needs its own",
+                             hint="give each of --junit, --markdown, --json and --html a path of its own")
+        seen[real] = option
