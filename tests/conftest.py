@@ -21,7 +21,7 @@ def _need(path: Path) -> Path:
     if path.exists():
         return path
     msg = (f"real Ascend captures not found at {path} (this workplace's ../shared/fixtures/ascend; "
-           f"set PERFGATE_SHARED to its parent folder)")
+           f"elsewhere set PERFGATE_SHARED to the folder holding fixtures/)")
     if os.environ.get("PERFGATE_REQUIRE_REAL") == "1":
         pytest.fail(msg + " and PERFGATE_REQUIRE_REAL=1", pytrace=False)
     pytest.skip(msg)

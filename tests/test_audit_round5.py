@@ -296,3 +296,22 @@ def test_two_reports_on_one_file_are_a_usage_error(synth_cap, tmp_path, opts):
     assert r.exit_code == 2, r.output
     assert "are one file" in r.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "o").exists()
+
+
+def test_no_baseline_names_the_folder_searched_and_how_to_point_elsewhere(synth_cap, tmp_path, monkeypatch):
+    """Run from another folder than the one holding ./baselines: "no baseline named 'main' in
+    baselines" and "record one with: perfgate baseline save" while one was saved, elsewhere. The
+    message now names the absolute folder searched and --baseline-dir / PERFGATE_BASELINE_DIR."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    r = _run("check", "--baseline", "main", "--out", tmp_path / "o", synth_cap)
+    assert r.exit_code == 4, r.output
+    assert str(elsewhere / "baselines") in r.output
+    assert "--baseline-dir" in r.output and "PERFGATE_BASELINE_DIR" in r.output
+
+
+def test_a_missing_capture_is_named_once(tmp_path):
+    r = _run("fingerprint", tmp_path / "leve2")
+    assert r.exit_code == 3
+    assert r.output.count(str(tmp_path / "leve2")) == 1, r.output

@@ -536,7 +536,7 @@ def discover(path) -> list[RankLocation]:
     if entry_kind(root) in ("loop", "dangling"):
         present_file(root, want="folder")
     if not root.exists():  # the profiling step failed or wrote elsewhere: an invalid capture, as an empty folder
-        raise InvalidCaptureError(f"capture directory does not exist: {root}", path=root,
+        raise InvalidCaptureError("capture directory does not exist", path=root,
                                   hint="the profiling step wrote no capture here; check its log and the path")
     if not root.is_dir():
         raise InvalidCaptureError(f"capture must be a directory (a run folder, a *_ascend_pt folder or an "

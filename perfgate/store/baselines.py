@@ -187,9 +187,11 @@ class BaselineStore:
         self._require_folder()   # not "no baseline": the store cannot exist where a file is
         if not path.is_file():
             have = ", ".join(self.names()) or "none"
-            raise NoBaselineError(f"no baseline named {name!r} in {self.dir} (stored: {have})",
-                                  path=path, hint=f"record one with: perfgate baseline save --name "
-                                                  f"{name} CAPTURE")
+            where = Path(os.path.abspath(self.dir))
+            raise NoBaselineError(f"no baseline named {name!r} in {where} (stored: {have})",
+                                  path=path, hint=f"record one with: perfgate baseline save --name {name} CAPTURE; "
+                                                  f"a store elsewhere: --baseline-dir DIR or PERFGATE_BASELINE_DIR "
+                                                  f"(the default is ./baselines of the working folder)")
         try:
             doc = _parse(path.read_bytes())
         except UnicodeDecodeError as e:
