@@ -315,3 +315,25 @@ def test_a_missing_capture_is_named_once(tmp_path):
     r = _run("fingerprint", tmp_path / "leve2")
     assert r.exit_code == 3
     assert r.output.count(str(tmp_path / "leve2")) == 1, r.output
+
+
+def test_db_tasks_inserted_twice_are_counted_once_as_csv_rows_are(ascend, tmp_path):
+    """``insert into TASK select * from TASK`` in both rank DBs: check said REGRESSION (196
+    failing metrics, layer count 5 -> 10). The text export's exact duplicate rows are counted
+    once with a warning: so are the DB's tasks, and the capture gates unchanged against itself."""
+    import shutil
+    import sqlite3
+    src = ascend / "msinsight/test/data/pytorch/db/level1"
+    cap = tmp_path / "db1"
+    shutil.copytree(src, cap)
+    for db in cap.rglob("ascend_pytorch_profiler_*.db"):
+        con = sqlite3.connect(db)
+        con.execute("insert into TASK select * from TASK")
+        con.commit()
+        con.close()
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, src).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cap)
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
+    assert "exact duplicate task(s) (same start, stream, name, duration) counted once" in json.dumps(res)

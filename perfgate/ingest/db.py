@@ -306,6 +306,14 @@ def _read_kernels(con, path: Path, windows: list) -> KernelTable:
     out["wait_us"] = pd.to_numeric(df.get("wait_ns"), errors="coerce").astype("float64") / 1000.0
     out["is_comm"] = df["is_comm"].astype(bool).to_numpy()
     out = out.sort_values(["start_ns", "dur_ns"], kind="stable").reset_index(drop=True)
+    # exact duplicates (same start, duration, name, stream), as the text exports' rows are: counted
+    # once, with a warning (a TASK table whose rows were inserted twice doubled every count)
+    dup = out.duplicated(subset=["start_ns", "dur_ns", "name", "stream_id"], keep="first").to_numpy()
+    warnings = []
+    if dup.any():
+        warnings.append(f"{path.name}: {int(dup.sum()):,} exact duplicate task(s) (same start, stream, name, "
+                        f"duration) counted once")
+        out = out.loc[~dup].reset_index(drop=True)
     out["step"] = pd.array(_assign(out["start_ns"].to_numpy(), windows), dtype="string")
     out.insert(0, "row", np.arange(1, len(out) + 1, dtype=np.int64))
     out["end_ns"] = out["start_ns"] + out["dur_ns"]
@@ -328,7 +336,6 @@ def _read_kernels(con, path: Path, windows: list) -> KernelTable:
             path=path, hint="the database was edited or damaged after export: re-export the profiling data")
     invalid = ()
     compute = ~out["is_comm"]
-    warnings = []
     unassigned = int(out["step"].isna().sum())
     if unassigned:
         warnings.append(f"{path.name}: {unassigned} task(s) outside every STEP_TIME window (unassigned bucket)")
