@@ -337,3 +337,18 @@ def test_db_tasks_inserted_twice_are_counted_once_as_csv_rows_are(ascend, tmp_pa
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
     assert "exact duplicate task(s) (same start, stream, name, duration) counted once" in json.dumps(res)
+
+
+def test_a_huge_negative_step_trace_time_is_called_negative(copy_capture, tmp_path):
+    """step_trace_time.csv ``Preparing`` -1e10 was refused as "-10,000,000,000.000 us is longer than
+    the whole collection window": it is refused still (exit 3), saying it is negative."""
+    import csv
+    cap = copy_capture("level1")
+    p = sorted(cap.rglob("step_trace_time.csv"))[0]
+    rows = list(csv.reader(open(p, newline="", encoding="utf-8-sig")))
+    rows[1][rows[0].index("Preparing")] = "-10000000000"
+    with open(p, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 3, r.output
+    assert "Preparing -10,000,000,000.000 us is negative" in r.output and "is longer than" not in r.output

@@ -328,8 +328,10 @@ def check_step_trace_values(step_trace, path: Path, window: tuple[int, int] | No
         if bad.any():
             i = int(np.argmax(bad))
             raise InvalidCaptureError(
-                f"{names.get(c, c)} {v[i]:,.3f} us is longer than the whole collection window ({limit_us - 2e6:,.0f} us, "
-                f"{window_source}): no profiler writes this value", path=path, row=int(step_trace["row"].iloc[i]),
+                f"{names.get(c, c)} {v[i]:,.3f} us "
+                + ("is longer than" if v[i] > 0 else "is negative, and further from 0 than the length of")
+                + f" the whole collection window ({limit_us - 2e6:,.0f} us, {window_source}): no profiler writes "
+                f"this value", path=path, row=int(step_trace["row"].iloc[i]),
                 hint="the row was altered or comes from another capture")
 
 
