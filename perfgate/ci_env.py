@@ -49,10 +49,14 @@ def commit_facts(commit: str, cwd=None) -> dict:
 
 def gather_provenance(env=None, cwd=None) -> dict:
     """Commit, branch, runner and CI run id from the CI environment (GitHub Actions names),
-    falling back to ``git`` in ``cwd`` and the host name. Values that are unknown are omitted."""
+    falling back to ``git`` in ``cwd`` and the host name. Values that are unknown are omitted.
+    ``commit_source`` says where the commit came from (``GITHUB_SHA``, ``CI_COMMIT_SHA``, or
+    ``git HEAD of <folder>``: the working folder's repository, which is the code under test in
+    CI, not necessarily the capture's)."""
     env = os.environ if env is None else env
     out = {}
     commit = env.get("GITHUB_SHA") or env.get("CI_COMMIT_SHA")
+    source = "GITHUB_SHA" if env.get("GITHUB_SHA") else "CI_COMMIT_SHA" if commit else None
     branch = env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or env.get("CI_COMMIT_REF_NAME")
     if not commit or not branch:
         for args, key in ((["rev-parse", "HEAD"], "commit"),
@@ -64,12 +68,14 @@ def gather_provenance(env=None, cwd=None) -> dict:
                 if r.returncode == 0 and r.stdout.strip():
                     if key == "commit":
                         commit = r.stdout.strip()
+                        source = f"git HEAD of {os.path.abspath(cwd or os.getcwd())}"
                     else:
                         branch = r.stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 pass
     if commit:
         out["commit"] = commit
+        out["commit_source"] = source
     if branch:
         out["branch"] = branch
     out["runner"] = env.get("RUNNER_NAME") or platform.node()

@@ -413,6 +413,8 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     _interrupt_leaves(f"no baseline saved: {name!r} in the store is as it was")   # before the slow imports
     from perfgate.gate import save_baseline
     prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
+    if commit:
+        prov["commit_source"] = "--commit"
     path, fp = save_baseline(_one_or_many(capture), name, policy=_policy(policy_path), store=_store(baseline_dir),
                              with_trace=_with_trace(trace_mode, no_trace), provenance=prov, force=force,
                              workers=workers, progress=_Progress(False))

@@ -321,7 +321,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         raise UsageError(why)
     prov = dict(gather_provenance(env, cwd=cwd))
     if commit:
-        prov["commit"] = commit
+        prov["commit"], prov["commit_source"] = commit, "--commit"
     if prov.get("commit"):  # for history in commit order (perfgate.history.order)
         prov.update(commit_facts(prov["commit"], cwd=cwd))
     try:

@@ -352,3 +352,21 @@ def test_a_huge_negative_step_trace_time_is_called_negative(copy_capture, tmp_pa
     r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert "Preparing -10,000,000,000.000 us is negative" in r.output and "is longer than" not in r.output
+
+
+def test_the_commit_says_where_it_came_from(tmp_path, monkeypatch):
+    """A baseline saved from a clone of perfgate recorded perfgate's own commit for a capture
+    outside any repository, with nothing saying so. The provenance now names its source."""
+    import subprocess
+
+    from perfgate.ci_env import gather_provenance
+    assert gather_provenance({"GITHUB_SHA": "abc", "GITHUB_REF_NAME": "main"})["commit_source"] == "GITHUB_SHA"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
+                                  "-m", "x"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    p = gather_provenance({}, cwd=repo)
+    assert p["commit_source"] == f"git HEAD of {repo}" and len(p["commit"]) == 40
+    monkeypatch.chdir(tmp_path)   # not a work tree: no commit, no source
+    assert "commit_source" not in gather_provenance({}, cwd=tmp_path)

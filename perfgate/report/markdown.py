@@ -290,7 +290,8 @@ def render_markdown(result, key: str | None = None) -> str:
             bits = [f"source `{_cell(p.get('source', '?'))}`", f"ranks {p.get('ranks')}"]
             for k in ("commit", "branch", "runner", "created_at"):
                 if p.get(k):
-                    bits.append(f"{k} `{_cell(p[k])}`")
+                    bits.append(f"{k} `{_cell(p[k])}`" + (f" ({_cell(p['commit_source'])})"
+                                                          if k == "commit" and p.get("commit_source") else ""))
             prov.append(f"- {side}: " + ", ".join(bits))
     if prov:
         details += ["<details><summary>Provenance</summary>", ""] + prov + ["", "</details>", ""]
