@@ -25,11 +25,13 @@ from perfgate.store.atomic import discard_stale
 from perfgate.store.baselines import BaselineStore
 
 def load_checked_policy(path=None):
-    """Load a policy and reject metric names no metric has (typos would silently un-gate)."""
-    from perfgate.metrics.registry import REGISTRY, all_label_keys
+    """Load a policy and reject metric names no metric has (typos would silently un-gate), and a
+    ``history.key_metric`` the tuning journal cannot follow."""
+    from perfgate.metrics.registry import REGISTRY, all_label_keys, journal_metric_problem
     from perfgate.policy import load_policy
     policy = load_policy(path)
     policy.check_names(set(REGISTRY))
+    policy.check_key_metric(journal_metric_problem)   # the tuning journal's metric: a number the registry has
     policy.check_labels(all_label_keys())  # label keys of overrides / suggestions (typos would silently not match)
     return policy
 

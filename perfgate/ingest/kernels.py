@@ -495,8 +495,6 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     data["op_type"] = _categorical(raw["op_type"])
     data["core_type"] = _categorical(raw["core_type"]) if "core_type" in cols else _null_categorical(n)
     data["stream_id"] = _categorical(raw["stream_id"]) if "stream_id" in cols else _null_categorical(n)
-    if "stream_id" in cols:
-        refuse_non_integer_streams(path, data["stream_id"], cols["stream_id"])
     data["start_ns"] = start
     data["dur_ns"] = dur
     data["wait_us"] = floats["wait_us"] if "wait_us" in cols else np.full(n, np.nan)
@@ -517,6 +515,8 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     for c in ("name", "op_type", "core_type", "stream_id", "input_shapes", "input_dtypes"):
         if c in cols:
             refuse_control_characters(path, data[c], cols[c])
+    if "stream_id" in cols:   # after the control characters, which name their own fault
+        refuse_non_integer_streams(path, data["stream_id"], cols["stream_id"])
     if "device_id" in cols and "device_id" in raw:
         dev = _categorical(raw["device_id"])
         if len(dev.cat.categories) > 1:

@@ -368,3 +368,21 @@ def check_stored(key: str, m) -> None:
         raise ValueError(f"metric {key!r} has value {v!r} (a negative count of {unit})")
     if d is not None and d.tier == terms.TIER_SHARE and d.unit == "ratio" and not 0 <= v <= 1 + _SHARE_SLACK:
         raise ValueError(f"metric {key!r} has value {v!r} (a share, within 0..1)")
+
+
+def journal_metric_problem(key: str) -> str | None:
+    """Why ``key`` cannot be the tuning journal's key metric (``history.key_metric``, ``history
+    journal --metric``), or None: its name must be a metric of the registry
+    (:mod:`perfgate.metrics.registry`) that holds a number, not a set such as ``kernel.topn``
+    (the journal divides values)."""
+    import difflib
+    try:
+        name, _ = parse_metric_key(key)
+        d = get(name)
+    except (KeyError, ValueError):
+        near = difflib.get_close_matches(str(key).split("{")[0], sorted(REGISTRY), n=1)
+        return f"unknown metric {key!r}" + (f"; did you mean {near[0]!r}?" if near else "")
+    if d.unit == "set":
+        return (f"{name} is a set metric ({d.description}): the journal follows a number, e.g. "
+                f"step.time_us{{view=p50}}")
+    return None

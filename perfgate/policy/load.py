@@ -190,6 +190,14 @@ class Policy:
                                          "from a copy of the built-in perfgate/policies/default.yaml "
                                          "(docs/policy.md)")
 
+    def check_key_metric(self, why_not) -> None:
+        """Raise PolicyError naming ``history.key_metric`` when ``why_not(key)`` (a higher
+        layer's test, :func:`perfgate.metrics.registry.journal_metric_problem`) says why the
+        tuning journal cannot follow it (an unknown or set metric)."""
+        why = why_not(self.history["key_metric"])
+        if why:
+            raise _err(self.path, "history.key_metric", why)
+
     def check_names(self, known: set) -> None:
         """Raise PolicyError for a metric name under ``metrics:`` / ``overrides:`` that no
         metric has (a typo would otherwise silently un-gate a metric)."""
@@ -508,9 +516,6 @@ def _load_policy(path: Path) -> Policy:
         if k == "key_metric":
             if not isinstance(v, str):
                 raise _err(path, "history.key_metric", "must be a metric key such as step.time_us{view=p50}")
-            why = journal_metric_problem(v)
-            if why:
-                raise _err(path, "history.key_metric", why)
         elif _bad_number(v):
             raise _err(path, f"history.{k}", f"must be a finite non-negative number, got {v!r}")
         elif k in ("window", "min_runs", "min_size", "min_after") and (int(v) != v or v < 1):
@@ -579,23 +584,3 @@ def _statistics(path, doc) -> StatisticsSettings:
             out[k] = v
     return StatisticsSettings().with_values(out)
 
-
-def journal_metric_problem(key: str) -> str | None:
-    """Why ``key`` cannot be the tuning journal's key metric (``history.key_metric``, ``history
-    journal --metric``), or None: its name must be a metric of the registry
-    (:mod:`perfgate.metrics.registry`) that holds a number, not a set such as ``kernel.topn``
-    (the journal divides values)."""
-    import difflib
-
-    from perfgate.metrics import registry
-    from perfgate.model import parse_metric_key
-    try:
-        name, _ = parse_metric_key(key)
-        d = registry.get(name)
-    except (KeyError, ValueError):
-        near = difflib.get_close_matches(str(key).split("{")[0], sorted(registry.REGISTRY), n=1)
-        return f"unknown metric {key!r}" + (f"; did you mean {near[0]!r}?" if near else "")
-    if d.unit == "set":
-        return (f"{name} is a set metric ({d.description}): the journal follows a number, e.g. "
-                f"step.time_us{{view=p50}}")
-    return None

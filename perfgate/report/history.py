@@ -126,13 +126,13 @@ def branch_journal(hs, branch: str, key: str) -> pd.DataFrame:
 
     Raises:
         UsageError (exit 2): ``key`` names no number metric of the registry (unknown, or a set
-            such as ``kernel.topn``: :func:`perfgate.policy.load.journal_metric_problem`);
+            such as ``kernel.topn``: :func:`perfgate.metrics.registry.journal_metric_problem`);
         PerfgateError (exit 2): the database holds runs but never recorded ``key``
             (:func:`perfgate.history.trend.require_metric`);
         StoreError (exit 5): a damaged value row of ``key``."""
     from perfgate.errors import UsageError
     from perfgate.history.trend import require_metric
-    from perfgate.policy.load import journal_metric_problem
+    from perfgate.metrics.registry import journal_metric_problem
     why = journal_metric_problem(key)
     if why:
         raise UsageError(f"--metric / history.key_metric: {why}")
