@@ -370,3 +370,39 @@ def test_the_commit_says_where_it_came_from(tmp_path, monkeypatch):
     assert p["commit_source"] == f"git HEAD of {repo}" and len(p["commit"]) == 40
     monkeypatch.chdir(tmp_path)   # not a work tree: no commit, no source
     assert "commit_source" not in gather_provenance({}, cwd=tmp_path)
+
+
+def _slow_everything(factor: str) -> list:
+    fams = ["aclnnAdd_AddAiCore_Add", "aclnnCast_CastAiCore_Cast", "aclnnDropoutGenMaskV2_DSAGenBitMask_DSAGenBitMask",
+            "aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore",
+            "aclnnInplaceCopy_TensorMoveAiCore_TensorMove", "aclnnMatmul_MatMulV3Common_MatMulV3",
+            "aclnnNonzero_NonZeroAiCpu_NonZero", "aclnnRmsNorm_RmsNormAiCore_RmsNorm",
+            "aclnnSwiGlu_SwiGluAiCore_SwiGlu", "trans_TransData"]
+    return [a for f in fams for a in ("--slowdown", f"{f}={factor}")]
+
+
+def test_a_baseline_of_several_runs_never_weakens_the_gate(tmp_path):
+    """A baseline saved from 3 runs, one candidate whose every kernel runs 2x slower: step time
+    6,901 -> 13,557 us was UNSURE (exit 0) — 3 vs 1 runs cannot reach alpha in an exact test —
+    while the same candidate against any one of those runs is a REGRESSION. When every pairing
+    of a baseline run with a candidate run lies beyond the tolerance, the direction decides;
+    an unchanged candidate stays unsure, never a regression."""
+    bl = tmp_path / "bl"
+    runs = []
+    for s in (1, 2, 3):
+        runs.append(tmp_path / f"r{s}")
+        assert _run("synth", runs[-1], "--seed", s).exit_code == 0
+    assert _run("baseline", "save", "--name", "multi", "--baseline-dir", bl, *runs).exit_code == 0
+    assert _run("synth", tmp_path / "slow", "--seed", 70, *_slow_everything("2")).exit_code == 0
+    r = _run("check", "--baseline", "multi", "--baseline-dir", bl, "--out", tmp_path / "o", tmp_path / "slow")
+    assert r.exit_code == 1, r.output
+    res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
+    st = next(c for c in res["comparisons"] if c["key"] == "step.time_us{view=rank0}")
+    assert st["verdict"] == "regression" and "whichever runs are compared" in st["reason"]
+    assert st["stats"]["run_pair_effects"][0] > 0.5
+    # an unchanged candidate against the same baseline: no regression (unsure at most)
+    assert _run("synth", tmp_path / "same", "--seed", 70).exit_code == 0
+    r = _run("check", "--baseline", "multi", "--baseline-dir", bl, "--out", tmp_path / "o2", tmp_path / "same")
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "o2/perfgate-result.json").read_text())
+    assert not [c for c in res["comparisons"] if c["gated"] and c["verdict"] == "regression"]

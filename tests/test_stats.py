@@ -113,14 +113,30 @@ def test_interval_straddling_the_tolerance_is_unsure_with_runs_hint(policy):
     assert "runs per side" in c.reason or "cannot decide" in c.reason
 
 
-def test_too_few_runs_is_unsure_never_pass_or_regression(policy):
+def test_too_few_runs_is_unsure_never_pass_unless_every_run_pair_decides(policy):
+    """2 vs 2 runs cannot reach alpha in an exact test. A change that straddles the tolerance
+    across the run pairs is unsure, with the runs needed; a doubling that every pairing of a
+    baseline run with a candidate run shows beyond the tolerance is a regression, as a
+    single-capture check of any one pair says (a baseline of several runs never weakens the
+    gate: fifth audit round, a doubled step time was UNSURE, exit 0)."""
     base = step_side([1000.0] * 10 + [1001.0] * 10, 2)
-    cand = step_side([2000.0] * 10 + [2001.0] * 10, 2)              # doubled, but only 2 vs 2 runs
+    cand = step_side([1050.0] * 10 + [1150.0] * 10, 2)              # +5 % and +15 %: straddles 10 %
     c = _cmp(base, cand, policy)
     assert c.verdict == terms.UNSURE and not c.fails
     assert c.stats["runs_needed"] == {"base": 4, "cand": 4}
     assert "4 baseline and 4 candidate runs are needed (2 + 2 more)" in c.reason
     assert summarize([c]) == terms.UNSURE_STATUS
+    def runs_of_ten(side):   # the samples' split into runs, as merge_fingerprints records it
+        for m in side.metrics.values():
+            m.context["run_sizes"] = [10, 10]
+        return side
+    assert _cmp(base, step_side([2000.0] * 10 + [2001.0] * 10, 2), policy).verdict == terms.UNSURE  # runs unknown
+    base = runs_of_ten(base)
+    assert _cmp(base, runs_of_ten(step_side([1050.0] * 10 + [1150.0] * 10, 2)), policy).verdict == terms.UNSURE
+    doubled = _cmp(base, runs_of_ten(step_side([2000.0] * 10 + [2001.0] * 10, 2)), policy)
+    assert doubled.verdict == terms.REGRESSION and doubled.fails
+    assert doubled.stats["run_pair_effects"] == pytest.approx([0.998, 1.001], abs=1e-3)
+    assert "whichever runs are compared" in doubled.reason
 
 
 def test_single_captures_keep_the_tolerance_rule(policy):

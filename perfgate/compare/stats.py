@@ -12,8 +12,11 @@ both sides and a policy rule:
    independent runs bounds what can be concluded: with ``r_b`` baseline and ``r_c`` candidate
    runs even a perfect separation of the runs gives an exact two-sided Mann-Whitney U p of
    ``2 / C(r_b + r_c, r_b)``; when that is above ``alpha`` the verdict is ``unsure`` and says
-   how many more runs are needed (:func:`runs_needed`). Never a silent pass, never a
-   regression.
+   how many more runs are needed (:func:`runs_needed`), unless every pairing of a baseline
+   run with a candidate run (their step medians) differs beyond the tolerance: then the
+   direction decides, as a single-capture check of any one pair would
+   (:func:`_beyond_for_every_run_pair`), so a baseline of several runs never makes the gate
+   weaker than a baseline of one. Never a silent pass.
 2. **Significance.** Mann-Whitney U, two-sided, on the pooled step samples
    (``scipy.stats.mannwhitneyu``, ``method="auto"``: exact for small samples without ties),
    then Benjamini-Hochberg over all gated metrics of one check that reached this step
@@ -279,7 +282,9 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
     Returns:
         A new list of :class:`Comparison`; re-judged ones carry ``stats`` (``n_base``,
         ``n_cand``, ``runs_base``, ``runs_cand``, ``p``, ``q``, ``effect``, ``effect_kind``
-        (rel / diff), ``ci`` [low, high], ``tolerance``, ``runs_needed`` {base, cand}).
+        (rel / diff), ``ci`` [low, high], ``tolerance`` (text), ``allowance`` (the tolerance in
+        the effect's unit), ``runs_needed`` {base, cand}; ``run_pair_effects`` [low, high] when
+        judged run pair by run pair).
     """
     st = settings(policy)
     if not st["enabled"] or (runs_of(base) <= 1 and runs_of(cand) <= 1):
@@ -300,7 +305,7 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
         kind = _effect_kind(tol, c.unit)
         rb, rc = metric_runs(b), metric_runs(k)
         d = {"n_base": len(b.samples), "n_cand": len(k.samples), "runs_base": rb, "runs_cand": rc,
-             "effect_kind": kind, "tolerance": tol.describe(c.unit), "alpha": alpha,
+             "effect_kind": kind, "tolerance": tol.describe(c.unit), "allowance": tol.allowance(), "alpha": alpha,
              "effect": effect(b.samples, k.samples, kind)}
         info[i] = d
         if min_exact_p(rb, rc) > alpha:
@@ -343,6 +348,51 @@ def _judged_without_samples(c: Comparison, base: Fingerprint, cand: Fingerprint)
     return not (b and k and b.samples and k.samples)
 
 
+def run_medians(m) -> list[float]:
+    """The median of each capture's step samples of ``m`` (:func:`run_sizes` splits them)."""
+    bounds = np.cumsum([0, *run_sizes(m)])
+    x = np.asarray(m.samples, dtype=float)
+    return [float(np.median(x[a:z])) for a, z in zip(bounds[:-1], bounds[1:])]
+
+
+def _beyond_for_every_run_pair(c: Comparison, d: dict, b, k, rule, subject: str, sizes: str,
+                               info: str) -> Comparison | None:
+    """With too few runs for the exact test: the verdict a single-capture check would give when
+    it gives it for every pairing of a baseline run with a candidate run, else None (unsure).
+
+    Each pairing's effect is that of the two runs' step medians (a ratio − 1 for a ``rel``
+    tolerance, a difference else: :func:`effect` of one value each), judged against the rule's
+    single-capture tolerance (not the tighter ``statistics.tolerances``, which assume averaged
+    runs). Needs the samples' split into runs (``context["run_sizes"]``). When the whole range of
+    those effects lies beyond the tolerance, the metric's direction decides, as it would for
+    any one baseline run against any one candidate run: a baseline of several runs never makes
+    the gate weaker than a baseline of one (three baseline runs against one candidate whose step
+    time doubled were "unsure", exit 0, where each run alone was a regression). Within or
+    straddling the tolerance it stays unsure: run-to-run noise is not known from this few runs."""
+    single = rule.tolerance   # the single-capture tolerance: what a check of one pair applies
+    kind = _effect_kind(single, c.unit)
+    mb, mk = run_medians(b), run_medians(k)
+    if len(mb) != d["runs_base"] or len(mk) != d["runs_cand"]:
+        return None   # the samples' runs are not known: no pairing of runs to judge
+    pairs = [effect([x], [y], kind) for x in mb for y in mk]
+    if not pairs or not all(math.isfinite(p) for p in pairs):
+        return None
+    lo, hi = min(pairs), max(pairs)
+    verdict = terms.Direction(rule.direction).judge(lo, hi, single.allowance())
+    if verdict not in (terms.REGRESSION, terms.IMPROVEMENT):
+        return None
+    d["run_pair_effects"] = [lo, hi]
+    span = (f"{_fmt_effect(lo, kind, c.unit)}" if lo == hi else
+            f"{_fmt_effect(lo, kind, c.unit)} to {_fmt_effect(hi, kind, c.unit)}")
+    tol_text = single.describe(c.unit)
+    reason = (f"{subject}: every baseline run against every candidate run differs by {span} (run step medians), "
+              f"entirely beyond the single-capture tolerance {tol_text}: a {verdict} whichever runs are compared. Too few "
+              f"runs for the Mann-Whitney test (smallest p {min_exact_p(d['runs_base'], d['runs_cand']):.3g} > "
+              f"alpha {d['alpha']:g}), so this is the single-capture judgement, run by run; {sizes}{info}")
+    return replace(c, verdict=verdict, fails=c.gated and verdict == terms.REGRESSION, reason=reason, stats=d,
+                   tolerance=f"{tol_text} (every run pair; too few runs for the two-gate test)")
+
+
 def _verdict(c: Comparison, d: dict, b, k, rule, st: dict) -> Comparison:
     tol = st["tolerances"].get(c.name, rule.tolerance)
     kind, alpha = d["effect_kind"], d["alpha"]
@@ -356,6 +406,9 @@ def _verdict(c: Comparison, d: dict, b, k, rule, st: dict) -> Comparison:
     info = "" if c.gated else "; informational"
     if d.get("runs_needed"):
         nb, nc = d["runs_needed"]["base"], d["runs_needed"]["cand"]
+        clear = _beyond_for_every_run_pair(c, d, b, k, rule, subject, sizes, info)
+        if clear is not None:
+            return clear
         reason = (f"{subject}: unsure: {sizes}; Hodges-Lehmann shift {eff}. With this few runs the smallest "
                   f"p an exact Mann-Whitney U test can give is {min_exact_p(d['runs_base'], d['runs_cand']):.3g} "
                   f"> alpha {alpha:g}, so no difference can be shown or ruled out: {nb} baseline and {nc} "

@@ -273,9 +273,9 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         out.append(f"  … and {len(result.unexplained) - 3} more unexplained change(s)")
     for line in missing_lines(result):
         out.append(_clip("  " + line, width))
-    uns = [c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE]
-    if uns:
-        out.append(_clip(f"  unsure: {len(uns)} gated metric(s), e.g. {uns[0].reason}", width))
+    uns = sorted((c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE), key=_unsure_weight)
+    if uns:   # the example: the largest shift against its tolerance (a reviewer looks there first)
+        out.append(_clip(f"  unsure: {len(uns)} gated metric(s), largest shift first, e.g. {uns[0].reason}", width))
     other = [x for x in result.notes if x not in config_changes(result)]
     for note in (other if verbose else other[:2]):
         out.append("  note: " + (note if verbose else _clip(note, width)))
@@ -292,3 +292,13 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
             tag = "REGRESSION " if c.fails else f"{c.verdict:<11}"
             out.append(f"  {tag} {c.reason}  [{c.evidence}]")
     return out
+
+
+def _unsure_weight(c) -> float:
+    """Sort key of an unsure comparison, largest first: its Hodges-Lehmann shift in units of its
+    tolerance (``stats`` ``effect`` / ``allowance``; 0 when either is unknown)."""
+    st = c.stats or {}
+    eff, allow = st.get("effect"), st.get("allowance")
+    if not isinstance(eff, (int, float)) or not isinstance(allow, (int, float)) or eff != eff:
+        return 0.0
+    return -abs(eff) / allow if allow > 0 else -abs(eff) * 1e12
