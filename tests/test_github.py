@@ -163,7 +163,8 @@ def test_token_never_in_output_even_when_the_server_echoes_it(server, tmp_path):
     assert all(READ not in t for t in texts) and "***" in out.warning
     # the standalone command too: exit 5, one line, no token
     body = tmp_path / "perfgate-comment.md"
-    r = CliRunner().invoke(main, ["comment", str(body), "--meta", str(tmp_path / "perfgate-comment.json")],
+    r = CliRunner().invoke(main, ["comment", str(body), "--meta", str(tmp_path / "perfgate-comment.json"),
+                                  "--pr", str(PR)],
                            env={"GITHUB_TOKEN": READ, "GITHUB_EVENT_PATH": None, "GITHUB_REPOSITORY": REPO,
                                 "GITHUB_API_URL": server.api_url})
     assert r.exit_code == 5 and "HTTP 403" in r.output and READ not in r.output
@@ -266,8 +267,10 @@ def test_check_comment_fork_403_keeps_exit_code_and_writes_files(server, tmp_pat
         assert READ not in f.read_text(), f
     # the workflow_run follow-up posts what the fork run left, with a write token
     o1 = tmp_path / "o1"
+    head = json.loads((o1 / "perfgate-comment.json").read_text())["head_sha"]   # the run's head commit
+    server.heads[(REPO, PR)] = head
     r = CliRunner().invoke(main, ["comment", str(o1 / "perfgate-comment.md"), "--meta", str(o1 / "perfgate-comment.json"),
-                                  "--repo", REPO], env={"GITHUB_TOKEN": WRITE, "GITHUB_EVENT_PATH": None,
+                                  "--repo", REPO, "--head-sha", head], env={"GITHUB_TOKEN": WRITE, "GITHUB_EVENT_PATH": None,
                                                         "GITHUB_API_URL": server.api_url})
     assert r.exit_code == 0 and "comment created" in r.output, r.output
     assert len(comments(server)) == 1 and "**REGRESSION**" in comments(server)[0]["body"]
@@ -492,8 +495,10 @@ def test_meta_never_chooses_the_api_host(server, tmp_path):
     try:
         trap.add_pr(REPO, PR)
         body, meta = _left_behind(server, tmp_path, api_url=trap.api_url)
+        head = json.loads(meta.read_text())["head_sha"]
+        server.heads[(REPO, PR)] = head
         n = len(server.log)
-        r = _comment(body, meta, server)
+        r = _comment(body, meta, server, "--head-sha", head)
         assert r.exit_code == 0, r.output
         assert not trap.log and len(server.log) > n and len(comments(server)) == 1
     finally:
@@ -536,3 +541,17 @@ def test_meta_pr_number_must_be_plain_digits(server, tmp_path):
         r = _comment(body, meta, server)
         assert r.exit_code == 2 and "is not a positive integer" in r.output, (bad, r.output)
         assert len(server.log) == n
+
+
+@pytest.mark.parametrize("head", [None, ""])
+def test_a_meta_pr_number_without_head_sha_is_refused(server, tmp_path, head):
+    """``perfgate comment --meta M`` without ``--head-sha`` (or with an empty one: a workflow whose
+    HEAD_SHA is unset) used the PR number the fork's job wrote, unverified: any pull request of
+    the repository could get the comment. The docs promise it is used only once that PR's head
+    is the run's commit: exit 2, nothing sent."""
+    body, meta = _left_behind(server, tmp_path)
+    n = len(server.log)
+    r = _comment(body, meta, server, *([] if head is None else ["--head-sha", head]))
+    assert r.exit_code == 2, r.output
+    assert "comes from the comment metadata" in r.output and "--head-sha" in r.output
+    assert len(server.log) == n and not comments(server)

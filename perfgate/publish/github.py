@@ -514,14 +514,15 @@ def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, m
     write token goes. The API URL is the argument, else ``$GITHUB_API_URL`` (else github.com); the
     repository the argument, else ``$GITHUB_REPOSITORY``; a ``meta`` naming another repository is
     refused. The key comes from the argument, else ``meta``, else the file's own marker; the PR
-    number from the argument, else ``meta``, else the event. ``head_sha`` (the workflow run's
-    ``head_sha``): the pull request must have that head commit, and ``meta``'s ``head_sha`` (when
-    it has one) must be it, so a ``meta`` naming another pull request is refused before anything
-    is written.
+    number from the argument, else ``meta``, else the event; a number from ``meta`` is used only
+    with ``head_sha`` (else UsageError). ``head_sha`` (the workflow run's ``head_sha``): the pull
+    request must have that head commit, and ``meta``'s ``head_sha`` (when it has one) must be it,
+    so a ``meta`` naming another pull request is refused before anything is written.
 
     Raises:
         UsageError: no key, no PR, no token, unreadable ``meta``, a ``meta`` naming another
-            repository, a PR whose head is not ``head_sha``.
+            repository, a PR number taken from ``meta`` without ``head_sha`` (empty counts as
+            none), a PR whose head is not ``head_sha``.
         PublishError: GitHub refused or could not be reached (message token-free).
     """
     import dataclasses
@@ -545,6 +546,7 @@ def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, m
         raise UsageError(f"the comment metadata names repository {str(claimed)[:100]!r}, this run is for "
                          f"{repository!r}: not posted (the metadata comes from the pull request's job and "
                          f"never chooses where the token goes)", path=meta)
+    from_meta = not pr_number and bool(extra.get("pr_number"))
     pr_number = pr_number or extra.get("pr_number") or ctx.pr_number
     if not key:
         raise UsageError("no comment key: the body has no perfgate marker; pass --key", path=body_file)
@@ -553,6 +555,13 @@ def post_comment_file(body_file, *, key=None, repository=None, pr_number=None, m
                          "or run in a pull_request event)")
     if isinstance(pr_number, bool) or not re.fullmatch(r"[1-9][0-9]{0,9}", str(pr_number)):
         raise UsageError(f"the pull request number {str(pr_number)[:40]!r} is not a positive integer", path=meta)
+    if from_meta and not head_sha:
+        # the number was written by the pull request's own job: it may name any pull request of
+        # this repository, so it is used only once that pull request's head is the run's commit
+        raise UsageError("the pull request number comes from the comment metadata, which the pull request's "
+                         "job wrote (untrusted): pass --head-sha (the workflow run's head commit, "
+                         "github.event.workflow_run.head_sha) so its head can be verified, or --pr; not posted",
+                         path=meta)
     if head_sha and extra.get("head_sha") and extra["head_sha"] != head_sha:
         raise UsageError(f"the comment metadata was written for commit {str(extra['head_sha'])[:40]}, the "
                          f"workflow run is for {head_sha}: not posted", path=meta)
