@@ -266,3 +266,23 @@ def test_no_baseline_ok_input_passes_the_first_pull_requests(tmp_path, captures)
     for yes in ("true", "True"):
         code, outs, log = run_action({**inputs, "no-baseline-ok": yes}, _plain_env(tmp_path), tmp_path)
         assert code == 0 and outs["verdict"] == "NO_BASELINE", log
+
+
+@pytest.mark.slow
+def test_boolean_inputs_take_any_case_and_refuse_anything_else(tmp_path, captures):
+    """``fail-on-regression: True`` (or ``TRUE``, ``yes``, ``1``) compared case-sensitively with
+    "true" turned a regression into exit 0: the action failed open. Now true / false in any case
+    decide, and any other value stops the step with exit 2 before the check runs."""
+    d, worse = captures
+    inputs = {"capture": str(worse), "baseline-dir": str(d / "baselines"), "install": "false", "comment": "false"}
+    for yes in ("True", "TRUE"):
+        code, outs, log = run_action({**inputs, "fail-on-regression": yes}, _plain_env(tmp_path), tmp_path)
+        assert code == 1 and outs["verdict"] == "REGRESSION", log
+    code, outs, log = run_action({**inputs, "fail-on-regression": "False"}, _plain_env(tmp_path), tmp_path)
+    assert code == 0 and outs["verdict"] == "REGRESSION", log
+    for bad in ("yes", "1", "ture"):
+        code, outs, log = run_action({**inputs, "fail-on-regression": bad}, _plain_env(tmp_path), tmp_path)
+        assert code == 2 and f"input fail-on-regression must be true or false, got '{bad}'" in log, log
+        assert not outs.get("verdict"), outs
+    code, outs, log = run_action({**inputs, "comment": "maybe"}, _plain_env(tmp_path), tmp_path)
+    assert code == 2 and "input comment must be true or false" in log
