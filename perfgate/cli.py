@@ -571,7 +571,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         _print_summary(result, paths, quiet, verbose, err=json_path == "-")
     except BrokenPipeError:  # `perfgate check ... | head -1`: the reader left; the gate goes on
         _stdout_to_devnull()
-    _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary)
+    _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary,
+                    to_stderr=json_path == "-")
     sys.exit(result.exit_code)
 
 
@@ -591,8 +592,10 @@ def _verdict_unwritten(e, quiet, verbose, err):
         click.echo(line, err=err)
 
 
-def _publish_github(result, paths, out, comment, key, token_env, summary):
-    """Job summary, sticky PR comment and step outputs (GitHub Actions); warnings only."""
+def _publish_github(result, paths, out, comment, key, token_env, summary, to_stderr=False):
+    """Job summary, sticky PR comment and step outputs (GitHub Actions); warnings only.
+    ``to_stderr``: the lines saying what was posted go to stderr (``check --json -``: stdout
+    holds the JSON document alone)."""
     import os
     if not (comment or os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_OUTPUT")):
         return
@@ -603,9 +606,10 @@ def _publish_github(result, paths, out, comment, key, token_env, summary):
     c = res["comment"]
     if c is not None and c.action in ("created", "updated"):
         click.echo(f"  comment {c.action}: {c.url}" + (" (truncated to GitHub's limit)" if c.truncated else "")
-                   + (f" ({c.foreign} comment(s) with the marker by someone else left untouched)" if c.foreign else ""))
+                   + (f" ({c.foreign} comment(s) with the marker by someone else left untouched)" if c.foreign else ""),
+                   err=to_stderr)
     if res["summary"]:
-        click.echo(f"  job summary: appended to {res['summary']}")
+        click.echo(f"  job summary: appended to {res['summary']}", err=to_stderr)
     for w in res["warnings"]:
         if os.environ.get("GITHUB_ACTIONS"):  # a workflow command: one line, % and newlines escaped
             w = "::warning title=perfgate::" + w.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")

@@ -406,3 +406,20 @@ def test_a_baseline_of_several_runs_never_weakens_the_gate(tmp_path):
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o2/perfgate-result.json").read_text())
     assert not [c for c in res["comparisons"] if c["gated"] and c["verdict"] == "regression"]
+
+
+def test_json_on_stdout_stays_one_document_in_github_actions(synth_cap, tmp_path):
+    """``check --json -`` under GitHub Actions (which always sets GITHUB_STEP_SUMMARY): the line
+    "job summary: appended to ..." followed the JSON on stdout ("Extra data" for any reader)."""
+    import subprocess
+    import sys
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
+    env = {"PATH": "/usr/bin:/bin", "GITHUB_EVENT_NAME": "push", "GITHUB_STEP_SUMMARY": str(tmp_path / "sum.md"),
+           "GITHUB_OUTPUT": str(tmp_path / "out.txt")}
+    r = subprocess.run([sys.executable, "-m", "perfgate", "check", "--baseline", "b", "--baseline-dir", str(bl),
+                        "--out", str(tmp_path / "o"), "--json", "-", str(synth_cap)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "PASS"
+    assert "job summary: appended to" in r.stderr and (tmp_path / "sum.md").read_text()
