@@ -412,6 +412,8 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     per-step samples are pooled for the statistical comparison."""
     _interrupt_leaves(f"no baseline saved: {name!r} in the store is as it was")   # before the slow imports
     from perfgate.gate import save_baseline
+    from perfgate.history.store import require_commit
+    require_commit(commit)   # as history record: a SHA or ref name, one line
     prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
     if commit:
         prov["commit_source"] = "--commit"

@@ -315,8 +315,9 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
             (``merge_group``) unless ``force``.
         InvalidCaptureError / StoreError.
     """
-    from perfgate.history.store import HistoryStore, require_branch
+    from perfgate.history.store import HistoryStore, require_branch, require_commit
     require_branch(branch)   # a blank branch could never be read back as history:BRANCH (exit 2)
+    require_commit(commit)
     env = os.environ if env is None else env
     why = refuse_untrusted_write(env, f"history of branch {branch!r}", "to the history", force)
     if why:

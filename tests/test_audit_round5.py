@@ -423,3 +423,20 @@ def test_json_on_stdout_stays_one_document_in_github_actions(synth_cap, tmp_path
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "PASS"
     assert "job summary: appended to" in r.stderr and (tmp_path / "sum.md").read_text()
+
+
+@pytest.mark.parametrize("commit", ["bad|commit\n## x", "a b", "x" * 201, ""])
+def test_a_commit_that_is_no_sha_or_ref_is_refused(synth_cap, tmp_path, commit):
+    """``history record --commit $'bad|commit\\n## x'`` was recorded, and ``history trend`` /
+    ``report`` printed it into their table rows, splitting them. Exit 2, nothing recorded."""
+    db = tmp_path / "h.sqlite"
+    r = _run("history", "record", "--branch", "main", "--commit", commit, "--db", db, synth_cap)
+    assert r.exit_code == 2, r.output
+    assert "not a commit SHA or ref name" in r.output and not db.exists()
+    r = _run("baseline", "save", "--name", "b", "--commit", commit, "--baseline-dir", tmp_path / "bl", synth_cap)
+    assert r.exit_code == 2 and not (tmp_path / "bl" / "b.json").exists()
+
+
+def test_an_old_odd_commit_stays_in_its_row():
+    from perfgate.report.history import _commit
+    assert _commit("bad|commit\n## x") == "bad?commit??" and _commit("0123456789abcdef") == "0123456789ab"

@@ -45,6 +45,7 @@ import json
 import math
 import os
 import random
+import re
 import sqlite3
 import time
 import weakref
@@ -238,6 +239,25 @@ def parse_since(text: str | None) -> str | None:
         return _dt.datetime.fromisoformat(text).isoformat(timespec="seconds")
     except ValueError:
         raise UsageError(f"--since {text!r}: {_SINCE_FORMS}") from None
+
+
+_COMMIT_RE = re.compile(r"[0-9A-Za-z._/@+-]{1,200}")
+
+
+def require_commit(commit, what: str = "--commit") -> str | None:
+    """A commit as recorded (None: none given): a SHA or a ref name of at most 200 characters
+    from ``0-9 A-Z a-z . _ / @ + -``. A newline, ``|`` or other character no SHA or ref name
+    needs would break the one-line rows of ``history trend`` / ``report`` / ``journal``.
+
+    Raises:
+        UsageError: another value (exit 2), shown escaped."""
+    if commit is None:
+        return None
+    if not _COMMIT_RE.fullmatch(str(commit)):
+        shown = str(commit)[:60].encode("unicode_escape").decode("ascii")
+        raise UsageError(f"{what} {shown!r}: not a commit SHA or ref name (1-200 characters of 0-9, A-Z, a-z "
+                         f"and . _ / @ + -)", hint="pass the commit SHA, e.g. $GITHUB_SHA")
+    return str(commit)
 
 
 def require_branch(branch, what: str = "--branch") -> str:

@@ -653,10 +653,16 @@ def output_among_inputs(path, captures) -> str | None:
     folder it is in, up to the capture itself, is a profiler output folder
     (``ASCEND_PROFILER_OUTPUT``, ``mindstudio_profiler_output``). A report folder beside the rank
     folders (``RUN/perfgate-out``) is not among them."""
-    target = Path(os.path.realpath(path))
+    try:
+        target = Path(os.path.realpath(path))
+    except (OSError, ValueError):   # a path the system cannot hold (too long, NUL): the write says why
+        return None
     for cap in captures:
-        root = Path(os.path.realpath(cap))
-        if not root.is_dir() or (target != root and root not in target.parents):
+        try:
+            root = Path(os.path.realpath(cap))
+            if not root.is_dir() or (target != root and root not in target.parents):
+                continue
+        except (OSError, ValueError):   # a capture path that cannot exist: discovery says why (exit 3)
             continue
         if target != root and INPUT_FILE_RE.match(target.name):
             return f"it names a file of the capture {cap} ({target.name})"

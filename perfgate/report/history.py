@@ -16,8 +16,12 @@ NO_COMMIT = "(no commit)"  # a run recorded without a commit (same text as perfg
 
 
 def _commit(c) -> str:
-    """First 12 characters of a commit, or ``(no commit)`` for None / NaN / empty."""
-    return c[:12] if isinstance(c, str) and c.strip() and c.strip().lower() != "nan" else NO_COMMIT
+    """First 12 characters of a commit, or ``(no commit)`` for None / NaN / empty; a character
+    no SHA or ref name has (a newline or ``|`` recorded by an older perfgate) shown as ``?``, so a
+    table row stays one row."""
+    if not (isinstance(c, str) and c.strip() and c.strip().lower() != "nan"):
+        return NO_COMMIT
+    return "".join(ch if ch.isalnum() or ch in "._/@+-" else "?" for ch in c[:12])
 
 
 def _is_ratio(key: str) -> bool:
