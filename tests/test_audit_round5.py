@@ -440,3 +440,23 @@ def test_a_commit_that_is_no_sha_or_ref_is_refused(synth_cap, tmp_path, commit):
 def test_an_old_odd_commit_stays_in_its_row():
     from perfgate.report.history import _commit
     assert _commit("bad|commit\n## x") == "bad?commit??" and _commit("0123456789abcdef") == "0123456789ab"
+
+
+@pytest.mark.parametrize("change", [["--extra-calls", "aclnnAdd_AddAiCore_Add=2"],
+                                    ["--slowdown", "aclnnRmsNorm_RmsNormAiCore_RmsNorm=3"]])
+def test_exposed_communication_moved_by_compute_is_a_side_effect(tmp_path, change):
+    """Twice the Add calls: the causes listed "improved step anatomy exposed communication: comm not
+    overlapped 119.6 -> 161.9 us per step (+42.3 us)", an improvement beside an increase (the p50
+    ratio fell as ranks rebalanced). RmsNorm x3: exposed communication fell only because more
+    compute hid the same communication. Neither is a gain: the cause is a side effect."""
+    bl = tmp_path / "bl"
+    assert _run("synth", tmp_path / "base").exit_code == 0
+    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, tmp_path / "base").exit_code == 0
+    assert _run("synth", tmp_path / "cand", *change).exit_code == 0
+    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", tmp_path / "cand")
+    assert r.exit_code == 1, r.output
+    res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
+    exposed = [x for x in res["causes"] if x["subject"] == "exposed communication"]
+    assert exposed and all(x["verdict"] == "side_effect" for x in exposed), exposed
+    assert "improved step anatomy exposed communication" not in r.output
+    assert not [x for x in res["causes"] if x["verdict"] == "improvement" and x["kind"] == "step anatomy"]

@@ -279,6 +279,10 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 x["verdict"] = presence
         if x["fails"]:
             x["verdict"] = terms.REGRESSION
+        elif x["kind"] == "step anatomy" and x["verdict"] == terms.IMPROVEMENT and not _own_part_fell(x, by_key, first):
+            # its symptoms improved (a ratio, another view) while its own time did not fall where the
+            # cause is measured: a consequence of the rest of the step, never a gain
+            x["verdict"] = SIDE_EFFECT
 
     # 2. what changed, per view; step-time accounting
     for x in causes.values():
@@ -291,6 +295,9 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 text = x["what"] + (f"; ΣDuration of its families {d_us:+,.0f} us/step" if d_us is not None else "")
             elif x["kind"] == "step anatomy":
                 text, d_us = _anatomy_text(x, by_key, view)
+                if x["verdict"] == SIDE_EFFECT:
+                    text += ("; not a gain: it fell only as Computing grew over the same communication"
+                             if (d_us or 0) < 0 else "; its own time did not fall: not a gain")
                 if view == first:   # the anatomy figure's own caliber (busy union, elapsed), not ΣDuration
                     part = by_key.get(metric_key(_ANATOMY_METRIC.get(x["subject"], "step.time_us"), view=view))
                     x["step_delta_caliber"] = terms.CALIBER_LABEL.get(part.caliber) if part is not None else None
@@ -488,6 +495,35 @@ _ANATOMY_SUBJECT = {"step.underfeed_ratio": "device idle (underfeed)", "step.fre
                     "step.comm_not_overlapped_us": "exposed communication", "step.comm_us": "communication time",
                     "step.time_us": "step time (no kernel family explains it)",
                     "step.computing_us": _COMPUTING}
+
+
+def _material(c: Comparison | None) -> int:
+    """+1 / -1 when ``c`` moved by more than max(1 us, 5 %) up / down, 0 when it did not, None
+    when unknown."""
+    if c is None or c.delta is None or c.baseline is None or c.candidate is None:
+        return None
+    if abs(c.delta) <= max(MIN_STEP_DELTA_US, MATERIAL * max(abs(c.baseline), abs(c.candidate))):
+        return 0
+    return 1 if c.delta > 0 else -1
+
+
+def _own_part_fell(x: dict, by_key: dict, view) -> bool:
+    """Whether the step-anatomy cause ``x``'s own time (:data:`_ANATOMY_METRIC` of its subject,
+    in ``view``) fell by more than max(1 us, 5 %): what an improvement of it needs. Exposed
+    communication that fell only because Computing grew (more compute to hide the same
+    communication under: ``step.comm_us`` not fallen) did not fall by itself: a slower kernel
+    is no gain. Unknown (the metric absent) counts as fallen, leaving the symptoms' verdict."""
+    own = _material(by_key.get(metric_key(_ANATOMY_METRIC.get(x["subject"], "step.time_us"), view=view)))
+    if own is None:
+        return True
+    if own >= 0:
+        return False
+    if x["subject"] == "exposed communication":
+        computing = _material(by_key.get(metric_key("step.computing_us", view=view)))
+        comm = _material(by_key.get(metric_key("step.comm_us", view=view)))
+        if computing == 1 and comm != -1:
+            return False
+    return True
 
 
 def _anatomy_subject(c: Comparison, by_key: dict) -> str:
