@@ -460,3 +460,30 @@ def test_exposed_communication_moved_by_compute_is_a_side_effect(tmp_path, chang
     assert exposed and all(x["verdict"] == "side_effect" for x in exposed), exposed
     assert "improved step anatomy exposed communication" not in r.output
     assert not [x for x in res["causes"] if x["verdict"] == "improvement" and x["kind"] == "step anatomy"]
+
+
+NAMES = ["aclnnSwi<Glu>&amp;_x|y`z`_SwiGlu", "**b** [x](http://e) ~~s~~ \\ `", "`lead", "plain_name_Add"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_names_render_as_written_in_the_markdown(name):
+    """Kernel names with Markdown / HTML characters: in code spans ``&lt;`` showed literally (no
+    entity is decoded in a code span), ``\\|`` kept its backslash outside tables, a backtick became
+    a different character, and ``**b**`` rendered bold in plain text. Rendered with markdown-it
+    (CommonMark + GFM tables), every form shows the name exactly."""
+    import re as _re
+
+    from markdown_it import MarkdownIt
+
+    from perfgate.report.mdtext import cell, code
+    md = MarkdownIt("commonmark").enable("table")
+
+    def text_of(html):
+        import html as h
+        return h.unescape(_re.sub(r"<[^>]+>", "", html)).strip()
+    table = md.render(f"| a | b |\n|---|---|\n| {code(name, table=True)} | {cell(name)} |\n")
+    cells = _re.findall(r"<td>(.*?)</td>", table, _re.S)
+    assert [text_of(c) for c in cells] == [name, name], cells
+    item = md.render(f"- {code(name)}: {cell(name)}\n")
+    assert text_of(item) == f"{name}: {name}", item
+    assert "<strong>" not in item and "<a " not in item and "<b>" not in table

@@ -7,10 +7,7 @@ Returns lines; never prints. Shares are of ΣDuration (communication overlapped 
 counted twice) and rendered as percent."""
 from __future__ import annotations
 
-
-def _cell(v) -> str:
-    s = str(v).replace("\r", " ").replace("\n", " ").replace("`", "ˋ")
-    return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+from perfgate.report.mdtext import cell as _cell, code as _code
 
 
 def _pct(v) -> str:
@@ -46,7 +43,7 @@ def operator_section(result) -> list[str]:
     if not ops:
         return []
     out = [f"### Family view (rank {ops.get('rank')}, ΣDuration {ops.get('total_sum_dur_us', 0):,.1f} us "
-           f"over the steps of `{_cell(ops.get('kernel_file'))}`)", ""]
+           f"over the steps of {_code(ops.get('kernel_file'))})", ""]
     sugg = detail.get("suggestions") or []
     if sugg:
         out += ["**Suggestions** (informational, never gated):", ""]
@@ -61,7 +58,7 @@ def operator_section(result) -> list[str]:
         unk = ops.get("unknown") or []
         if unk:
             out.append("\nUnknown bucket (no category rule matched; add one to the policy): " + "; ".join(
-                f"`{_cell(u['family'])}` ({_cell(u['core_type'])}, {u['calls']} call(s), {_pct(u['share'])})"
+                f"{_code(u['family'])} ({_cell(u['core_type'])}, {u['calls']} call(s), {_pct(u['share'])})"
                 for u in unk[:10]))
         else:
             out.append("\nUnknown bucket: empty (every kernel matched a category rule).")
@@ -94,7 +91,7 @@ def operator_section(result) -> list[str]:
                 "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if has_mfu else "")]
         for f in fams:
             mb = f.get("memory_bound")
-            row = (f"| `{_cell(f['family'])}` | {f['calls_per_step']:g} | {f['calls']} | {f['sum_dur_us']:,.1f} | "
+            row = (f"| {_code(f['family'], table=True)} | {f['calls_per_step']:g} | {f['calls']} | {f['sum_dur_us']:,.1f} | "
                    f"{_pct(f['share'])} | {_cell(f['category'])} | {_cell(f['phase'])} | {_cell(f['core_type'])} | "
                    f"{f['op_class']} | {f['bound']}" + (f" ({f['bound_stage']})" if f.get("bound_stage") else "")
                    + f" | {'—' if mb is None else f'{mb:.2f}'} |")
@@ -107,7 +104,7 @@ def operator_section(result) -> list[str]:
         out += [f"<details><summary>MFU by call class ({len(classes)})</summary>", "",
                 "| family | Input Shapes | dtype | calls | FLOPs / call | mean duration (us) | peak (TFLOP/s) | MFU |",
                 "|---|---|---|---|---|---|---|---|"]
-        out += [f"| `{_cell(c['family'])}` | `{_cell(c['input_shapes'])}` | {c['dtype']} | {c['calls']} | "
+        out += [f"| {_code(c['family'], table=True)} | {_code(c['input_shapes'], table=True)} | {c['dtype']} | {c['calls']} | "
                 f"{c['flops_per_call']:.4g} | {c['mean_dur_us']:,.2f} | {c['peak'] / 1e12:g} | {_pct(c['mfu'])} |"
                 for c in classes[:50]]
         out += ["", "</details>", ""]
@@ -127,16 +124,16 @@ def operator_section(result) -> list[str]:
             for m in cmp.get("category_moves") or []:
                 out.append(f"- category **{_cell(m['category'])}** moved from {_cell(m['from'])} to {_cell(m['to'])}")
             for m in cmp.get("moves") or []:
-                out.append(f"- `{_cell(m['family'])}` moved: {m['field']} {_cell(m['from'])} → {_cell(m['to'])}")
+                out.append(f"- {_code(m['family'])} moved: {m['field']} {_cell(m['from'])} → {_cell(m['to'])}")
             for m in cmp.get("renames") or []:
-                out.append(f"- `{_cell(m['from'])}` renamed to `{_cell(m['to'])}` (same calls per step, core type "
+                out.append(f"- {_code(m['from'])} renamed to {_code(m['to'])} (same calls per step, core type "
                            f"and Type class; informational)")
             if changed:
                 out += ["", "| family | status | calls/step | Δ calls | share | Δ share | ΣDuration ratio | category |",
                         "|---|---|---|---|---|---|---|---|"]
                 for r in changed[:40]:
                     ratio = "—" if r["dur_ratio"] is None else f"{r['dur_ratio']:.2f}x"
-                    out.append(f"| `{_cell(r['family'])}` | {r['status']} | {r['calls_per_step_base']:g} → "
+                    out.append(f"| {_code(r['family'], table=True)} | {r['status']} | {r['calls_per_step_base']:g} → "
                                f"{r['calls_per_step_cand']:g} | {r['count_delta']:+g} | {_pct(r['share_base'])} → "
                                f"{_pct(r['share_cand'])} | {r['share_delta_pp']:+.2f} pp | {ratio} | "
                                f"{_cell(r['category'])} |")

@@ -13,6 +13,7 @@ import re
 
 from perfgate import terms
 from perfgate.report.families import operator_section
+from perfgate.report.mdtext import cell as _cell, code as _code
 from perfgate.report.selfchecks import group_self_checks
 from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, gated_tail_text, missing_lines, explains_text, group_views,
                                      short_change, step_share_text, verdict_detail, verdict_line, view_columns)
@@ -25,11 +26,6 @@ _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.I
 def marker(key: str) -> str:
     """Hidden HTML comment that identifies perfgate's sticky PR comment for ``key``."""
     return f"<!-- perfgate:report key={key} -->"
-
-
-def _cell(v) -> str:
-    s = str(v).replace("\r", " ").replace("\n", " ").replace("`", "ˋ")
-    return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _val(v, unit):
@@ -60,7 +56,7 @@ def _table(rows) -> list[str]:
     for c in rows:
         icon = "🔴" if c.fails else ("🟢" if c.verdict == terms.IMPROVEMENT else "🟡")
         cal = terms.CALIBER_LABEL.get(c.caliber, "—")
-        out.append(f"| {icon} | `{_cell(c.key)}` | {_cell(_val(c.baseline, c.unit))} | "
+        out.append(f"| {icon} | {_code(c.key, table=True)} | {_cell(_val(c.baseline, c.unit))} | "
                    f"{_cell(_val(c.candidate, c.unit))} | {_cell(_delta(c))} | {cal} | "
                    f"{_cell(c.tolerance)} | {_cell(c.evidence)} |")
     return out
@@ -80,12 +76,12 @@ def _causes_table(result, limit: int = 5) -> list[str]:
            "|---|---|---|---|---|"]
     for x in causes[:limit]:
         icon = "🔴" if x["fails"] else {terms.IMPROVEMENT: "🟢", "gone": "⚪", "new": "⚪", "side_effect": "⚪"}.get(x["verdict"], "🟡")
-        out.append(f"| {icon} | {_cell(x['kind'])} `{_cell(x['subject'])}` | {_cell(x['what'])} | "
+        out.append(f"| {icon} | {_cell(x['kind'])} {_code(x['subject'], table=True)} | {_cell(x['what'])} | "
                    f"{len(x['explains'])}: {_cell(explains_text(x, 3))} | {_cell(step_share_text(x))} |")
     for row in group_views(un)[: max(0, limit + 2 - min(limit, len(causes)))]:
         icon = "🔴" if row["fails"] else ("🟢" if row["verdict"] == terms.IMPROVEMENT else "🟡")
         views = "; ".join(f"{v}: {short_change(c)}" for v, c in row["views"].items())
-        out.append(f"| {icon} | no cause found | {_cell(row['subject'])}: {_cell(views)} | `{_cell(row['key'])}` | — |")
+        out.append(f"| {icon} | no cause found | {_cell(row['subject'])}: {_cell(views)} | {_code(row['key'], table=True)} | — |")
     return out
 
 
@@ -147,7 +143,7 @@ def render_markdown(result, key: str | None = None) -> str:
     status, _, rest = line.partition(" ")
     head = f"## {_ICON.get(result.status, '')} perfgate: **{_cell(status)}**" + (f" {_cell(rest)}" if rest else "")
     if result.baseline_name:
-        head += f" against baseline `{_cell(result.baseline_name)}`"
+        head += f" against baseline {_code(result.baseline_name)}"
     if detail:
         head += f": {_cell(detail)}"
     lines.append(head)
@@ -161,14 +157,14 @@ def render_markdown(result, key: str | None = None) -> str:
         lines.append(f"The capture failed closed: nothing was compared, and nothing was written to baselines or history: "
                      f"**{_cell(err.get('message', ''))}**")
         if err.get("path"):
-            lines.append(f"File: `{_cell(err['path'])}`" + (f", row {err['row']}" if err.get("row") is not None else "")
+            lines.append(f"File: {_code(err['path'])}" + (f", row {err['row']}" if err.get("row") is not None else "")
                          + (f", byte {err['byte_offset']}" if err.get("byte_offset") is not None else ""))
     elif result.status in terms.STORE_FAILED:
         err = result.error or {}
         lines.append(f"{store_failure(result.status).capitalize()}: **{_cell(err.get('message', ''))}**")
         where = error_where(err)
         if where:
-            lines.append(f"File: `{_cell(where)}`")
+            lines.append(f"File: {_code(where)}")
         if err.get("hint"):
             lines.append(f"Hint: {_cell(err['hint'])}")
         lines.append(_cell(DAMAGED_NOTE))
@@ -200,7 +196,7 @@ def render_markdown(result, key: str | None = None) -> str:
     if len(result.causes) > 5:
         details += [f"<details><summary>All {len(result.causes)} causes</summary>", "",
                     "| cause | what changed | views | explains | step time |", "|---|---|---|---|---|"]
-        details += [f"| {_cell(x['kind'])} `{_cell(x['subject'])}` | {_cell(x['what'])} | "
+        details += [f"| {_cell(x['kind'])} {_code(x['subject'], table=True)} | {_cell(x['what'])} | "
                     f"{_cell('; '.join(f'{v}: {t}' for v, t in x['views'].items()))} | "
                     f"{_cell(explains_text(x, 50))} | {_cell(step_share_text(x))} |" for x in result.causes]
         details += ["", "</details>", ""]
@@ -214,7 +210,7 @@ def render_markdown(result, key: str | None = None) -> str:
                          terms.INCOMPATIBLE else "") + "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
                     "judged by its part's own ΣDuration relative to the device scale: a share that moved only "
                     "because other parts moved is unchanged.", "", "Why, per metric:", ""]
-        details += [f"- `{_cell(c.key)}`: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")
+        details += [f"- {_code(c.key)}: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")
                     for c in main]
         details += ["", "</details>", ""]
     # failing findings first (stable): the list is cut at 30 and a capture can hold one warning per step
@@ -222,7 +218,7 @@ def render_markdown(result, key: str | None = None) -> str:
     if shown:
         details.append(f"<details><summary>Findings in the candidate capture ({len(shown)})</summary>")
         details.append("")
-        details += [f"- **{f.code}**: {_cell(f.message)}" + (f" — `{_cell(f.evidence)}`" if f.evidence else "")
+        details += [f"- **{f.code}**: {_cell(f.message)}" + (f" — {_code(f.evidence)}" if f.evidence else "")
                     for f in shown[:30]]
         details += ["", "</details>", ""]
     ops = operator_section(result)
@@ -268,7 +264,7 @@ def render_markdown(result, key: str | None = None) -> str:
     inc = [c for c in result.comparisons if c.verdict in (terms.INCOMPARABLE, terms.NEW, terms.MISSING)]
     if inc:
         details += [f"<details><summary>Incomparable / new / missing ({len(inc)})</summary>", ""]
-        details += [f"- **{c.verdict}** `{_cell(c.key)}`: {_cell(c.reason)}" for c in inc] + ["", "</details>", ""]
+        details += [f"- **{c.verdict}** {_code(c.key)}: {_cell(c.reason)}" for c in inc] + ["", "</details>", ""]
     if result.self_checks:
         counts = {}
         for c in result.self_checks:
@@ -287,10 +283,10 @@ def render_markdown(result, key: str | None = None) -> str:
     prov = []
     for side, p in (("baseline", result.baseline_provenance), ("candidate", result.candidate_provenance)):
         if p:
-            bits = [f"source `{_cell(p.get('source', '?'))}`", f"ranks {p.get('ranks')}"]
+            bits = [f"source {_code(p.get('source', '?'))}", f"ranks {p.get('ranks')}"]
             for k in ("commit", "branch", "runner", "created_at"):
                 if p.get(k):
-                    bits.append(f"{k} `{_cell(p[k])}`" + (f" ({_cell(p['commit_source'])})"
+                    bits.append(f"{k} {_code(p[k])}" + (f" ({_cell(p['commit_source'])})"
                                                           if k == "commit" and p.get("commit_source") else ""))
             prov.append(f"- {side}: " + ", ".join(bits))
     if prov:
@@ -313,7 +309,7 @@ def _unsure_section(result) -> list[str]:
         return []
     out = [f"### Unsure ({len(uns)}): not shown to regress, not shown to be unchanged", "",
            "<details><summary>Each unsure metric and the runs needed</summary>", ""]
-    out += [f"- ❔ `{_cell(c.key)}`: {_cell(c.reason)}" for c in uns[:40]]
+    out += [f"- ❔ {_code(c.key)}: {_cell(c.reason)}" for c in uns[:40]]
     if len(uns) > 40:
         out.append(f"- … and {len(uns) - 40} more (see the JSON result)")
     return out + ["", "</details>", ""]
