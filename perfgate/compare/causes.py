@@ -497,7 +497,7 @@ _ANATOMY_SUBJECT = {"step.underfeed_ratio": "device idle (underfeed)", "step.fre
                     "step.computing_us": _COMPUTING}
 
 
-def _material(c: Comparison | None) -> int:
+def _material(c: Comparison | None) -> int | None:
     """+1 / -1 when ``c`` moved by more than max(1 us, 5 %) up / down, 0 when it did not, None
     when unknown."""
     if c is None or c.delta is None or c.baseline is None or c.candidate is None:

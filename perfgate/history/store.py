@@ -241,7 +241,9 @@ def parse_since(text: str | None) -> str | None:
         raise UsageError(f"--since {text!r}: {_SINCE_FORMS}") from None
 
 
-_COMMIT_RE = re.compile(r"[0-9A-Za-z._/@+-]{1,200}")
+#: the characters of a commit SHA or ref name as perfgate records it (besides letters and digits)
+COMMIT_PUNCTUATION = "._/@+-"
+_COMMIT_RE = re.compile(r"[0-9A-Za-z" + re.escape(COMMIT_PUNCTUATION) + r"]{1,200}")
 
 
 def require_commit(commit, what: str = "--commit") -> str | None:

@@ -10,9 +10,7 @@ import numpy as np
 import pandas as pd
 
 from perfgate import terms
-
-
-NO_COMMIT = "(no commit)"  # a run recorded without a commit (same text as perfgate.history.store)
+from perfgate.history.store import COMMIT_PUNCTUATION, NO_COMMIT   # as recorded and displayed
 
 
 def _commit(c) -> str:
@@ -21,7 +19,7 @@ def _commit(c) -> str:
     table row stays one row."""
     if not (isinstance(c, str) and c.strip() and c.strip().lower() != "nan"):
         return NO_COMMIT
-    return "".join(ch if ch.isalnum() or ch in "._/@+-" else "?" for ch in c[:12])
+    return "".join(ch if (ch.isascii() and ch.isalnum()) or ch in COMMIT_PUNCTUATION else "?" for ch in c[:12])
 
 
 def _is_ratio(key: str) -> bool:
