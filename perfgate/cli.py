@@ -546,14 +546,11 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     one commit: step metrics are judged statistically; UNSURE (too few runs) exits 0 unless the
     policy sets statistics.unsure_fails.
     """
-    from perfgate.ingest.discover import refuse_outputs_among_inputs
-    from perfgate.store.reportpaths import refuse_shared_report_paths, remove_stale_check_reports
-    refuse_shared_report_paths(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
-    refuse_outputs_among_inputs(capture, {"--out": out, "--junit": junit, "--markdown": markdown, "--json": json_path,
-                                          "--html": html_path})   # before any earlier output is removed
+    from perfgate.store.reportpaths import remove_stale_check_reports
     # first of all (before the heavy imports below): a run refused for its policy or arguments, or
-    # interrupted while it starts, leaves no earlier verdict either
-    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
+    # interrupted while it starts, leaves no earlier verdict either (never a capture's file: exit 2)
+    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+                               captures=capture)
     from perfgate.gate import check_and_report
     _on_error(lambda e: _verdict_unwritten(e, quiet, verbose, json_path == "-"))
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
@@ -937,8 +934,6 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
     when the capture cannot be read (a page stating the error is still written)."""
     from perfgate.gate import capture_report, require_writable
-    from perfgate.ingest.discover import refuse_outputs_among_inputs
-    refuse_outputs_among_inputs(capture, {"--html": html_path})
     policy = _policy(policy_path)
     require_writable("--html", html_path)
     _on_error(lambda e: _report_read_error(e, capture, html_path))

@@ -429,15 +429,17 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
     A DAMAGED_BASELINE or STORE_ERROR result (exit 5) is not forgiven by ``no_baseline_ok`` (only a missing
     baseline is). Raises:
         as :func:`check`; UsageError (exit 2, before any work) when a report destination cannot
-        be written (a parent is a regular file, a read-only folder); StoreError when a report
-        write fails all the same (exit 5).
+        be written (a parent is a regular file, a read-only folder), two reports name one file, or
+        one lies among the capture's files (:func:`perfgate.store.reportpaths.remove_stale_check_reports`);
+        StoreError when a report write fails all the same (exit 5).
     """
     import dataclasses
     from perfgate.report.writers import remove_stale_check_reports, write_check_html, write_check_reports
     if html_path:  # an optional part: refused before any work, not after the verdict
         errors.require_extra("html", "--html")
     _require_report_destinations(out=out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
-    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
+    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+                               captures=capture_path)
     result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
         result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
@@ -480,11 +482,15 @@ def capture_report(capture_path, html_path, *, policy, history_path=None, with_t
     Raises:
         InvalidCaptureError: the capture cannot be read (``perfgate report`` then writes the page
             saying why, :func:`perfgate.report.writers.write_capture_error_html`).
+        UsageError: ``html_path`` lies among the capture's files (exit 2, nothing removed:
+            :func:`perfgate.ingest.discover.refuse_outputs_among_inputs`).
         StoreError: the write failed (exit 5).
     """
     from perfgate.metrics.fingerprint import blocking_findings, failed_checks
     from perfgate.report.writers import write_capture_html
     errors.require_extra("html", "perfgate report")  # refused before any work
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
+    refuse_outputs_among_inputs(capture_path, {"--html": html_path})   # before the earlier page is removed
     discard_stale(html_path)
     fp = fingerprint_path(capture_path, policy, with_trace=with_trace, workers=workers, progress=progress)
     path = write_capture_html(fp, html_path, policy=policy, history_path=history_path)

@@ -20,13 +20,27 @@ def check_report_paths(out, *, junit=None, markdown=None, json_path=None) -> dic
     }
 
 
-def remove_stale_check_reports(out, *, junit=None, markdown=None, json_path=None, html_path=None) -> None:
+def remove_stale_check_reports(out, *, junit=None, markdown=None, json_path=None, html_path=None,
+                               captures=None) -> None:
     """Delete an earlier run's report files (the three of :func:`check_report_paths` and, when
     given, the ``--html`` page) before a check starts, so that a run that ends without writing
     its own (an internal error, a killed job) never leaves a previous verdict where CI reads one
     (an ``if: always()`` JUnit upload would show a stale PASS). Each goes through
     :func:`perfgate.store.atomic.discard_stale`: a link stays a link (its target is removed);
-    missing files, folders, streams and FIFOs are left alone (the write then reports them)."""
+    missing files, folders, streams and FIFOs are left alone (the write then reports them).
+
+    First, nothing is removed where it must not be: two reports on one file
+    (:func:`refuse_shared_report_paths`), or, with ``captures`` (the check's capture path or
+    paths), a report among a capture's files
+    (:func:`perfgate.ingest.discover.refuse_outputs_among_inputs`).
+
+    Raises:
+        UsageError (exit 2): either refusal, before any file is touched."""
+    refuse_shared_report_paths(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
+    if captures is not None:
+        from perfgate.ingest.discover import refuse_outputs_among_inputs
+        refuse_outputs_among_inputs(captures, {"--out": out, "--junit": junit, "--markdown": markdown,
+                                               "--json": json_path, "--html": html_path})
     from perfgate.store.atomic import discard_stale
     paths = list(check_report_paths(out, junit=junit, markdown=markdown, json_path=json_path).values())
     for p in paths + ([Path(html_path)] if html_path else []):
