@@ -86,6 +86,8 @@ no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace ne
 
 
 def _with_trace(trace_mode, no_trace) -> TraceMode:
+    if no_trace and trace_mode == "always":   # a requirement never dropped in silence
+        raise errors.UsageError("--no-trace and --trace always contradict each other: give one")
     return TraceMode.NEVER if no_trace else TraceMode.of(trace_mode)
 
 

@@ -218,6 +218,20 @@ def local_pool(n: int):
 SCHEDULER_TIMEOUT_S = 10.0
 
 
+def _require_workers(client, scheduler: str, timeout_s: float = SCHEDULER_TIMEOUT_S) -> None:
+    """Wait at most ``timeout_s`` for the scheduler to have a worker: work mapped onto a
+    scheduler without one waits forever (a CI gate would hang until the job's own timeout).
+
+    Raises:
+        UsageError: no worker joined within ``timeout_s``."""
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - dask's TimeoutError (asyncio's or its own) or a closed connection
+        raise UsageError(f"the dask scheduler {scheduler} has no worker (none joined within {timeout_s:g} s): "
+                         f"nothing would run the ranks",
+                         hint="start workers for it (dask worker tcp://HOST:8786), or drop --scheduler") from None
+
+
 def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_TIMEOUT_S):
     """A dask.distributed client for ``scheduler``, under a hard deadline: the connection is
     made in a daemon thread, because a port that accepts but never answers the dask handshake
@@ -281,6 +295,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
         Client = require_extra("dask", "--scheduler (dask.distributed)").Client
         client = _connect_scheduler(Client, scheduler)
         try:
+            _require_workers(client, scheduler, SCHEDULER_TIMEOUT_S)
             futures = client.map(_summarize_location, locs, config=config, pure=False)
             from distributed import as_completed
             for fut in as_completed(futures):

@@ -274,22 +274,32 @@ def write_rollup(table, out_dir, *, xlsx: bool | None = None) -> dict:
     CSV: the spreadsheet is the extra, the rollup is not (it refused the whole sweep before).
 
     Raises:
-        StoreError: a write failed (a previous file is kept).
+        StoreError: a write failed; neither file of this run is left (the sweep removed the
+            previous rollup before it started).
     """
     out = Path(out_dir)
     if xlsx is None:
         xlsx = xlsx_available()
     paths = {"csv": out / "sweep.csv", **({"xlsx": out / "sweep.xlsx"} if xlsx else {})}
+    tmps = {kind: p.with_name(f".{p.name}.tmp{os.getpid()}") for kind, p in paths.items()}
+    placed = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for kind, p in paths.items():
-            tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+        for kind, tmp in tmps.items():   # both written first, then both put in place
             if kind == "csv":
                 table.to_csv(tmp, index=False)
             else:
                 table.to_excel(tmp, index=False, sheet_name="sweep", engine="openpyxl")
-            os.replace(tmp, p)
+        for kind, p in paths.items():
+            os.replace(tmps[kind], p)
+            placed.append(p)
     except OSError as e:
+        # one rollup or none: a CSV put in place beside an XLSX that could not be is taken back
+        for f in [*tmps.values(), *placed]:
+            try:
+                f.unlink()
+            except OSError:
+                pass
         raise StoreError(f"cannot write the sweep rollup: {e}", path=out) from None
     return {k: str(v) for k, v in paths.items()}
 

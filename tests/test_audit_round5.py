@@ -487,3 +487,57 @@ def test_names_render_as_written_in_the_markdown(name):
     item = md.render(f"- {code(name)}: {cell(name)}\n")
     assert text_of(item) == f"{name}: {name}", item
     assert "<strong>" not in item and "<a " not in item and "<b>" not in table
+
+
+@pytest.mark.parametrize("k", ["inf", "1e308", "1e20", "nan", "0"])
+def test_calibrate_refuses_a_k_that_gates_nothing(tmp_path, k):
+    """``calibrate --k=inf`` (or 1e308) was exit 70 (OverflowError in the rounding); ``--k=1e20``
+    wrote share tolerances of 3.5e19 pp, a policy that lets any change through. Exit 2."""
+    caps = []
+    for s in (1, 2, 3):
+        caps.append(tmp_path / f"s{s}")
+        assert _run("synth", caps[-1], "--seed", s).exit_code == 0
+    r = _run("calibrate", *caps, "--out", tmp_path / "c.yaml", f"--k={k}")
+    assert r.exit_code == 2, r.output
+    assert "k must be a finite number in (0, 100]" in r.output and not (tmp_path / "c.yaml").exists()
+
+
+def test_no_trace_beside_trace_always_is_a_usage_error(synth_cap, tmp_path):
+    """``--trace always --no-trace`` on a capture without trace_view.json passed (exit 0): the
+    flag won and the requirement was dropped in silence."""
+    for p in synth_cap.rglob("trace_view.json"):
+        p.unlink()
+    for order in (["--trace", "always", "--no-trace"], ["--no-trace", "--trace", "always"]):
+        r = _run("fingerprint", synth_cap, *order, "-o", tmp_path / "fp.json")
+        assert r.exit_code == 2 and "contradict" in r.output, r.output
+    assert _run("fingerprint", synth_cap, "--trace", "always", "-o", tmp_path / "fp.json").exit_code == 3
+
+
+def test_a_sweep_that_cannot_write_its_xlsx_leaves_no_fresh_csv(copy_capture, tmp_path):
+    """``sweep --out o`` with ``o/sweep.xlsx`` a folder: exit 5, but a new sweep.csv stayed and
+    looked current. One rollup or none."""
+    pytest.importorskip("openpyxl")
+    root = tmp_path / "sw"
+    root.mkdir()
+    copy_capture("level1").rename(root / "L1")
+    out = tmp_path / "o"
+    (out / "sweep.xlsx").mkdir(parents=True)
+    r = _run("sweep", "--out", out, root)
+    assert r.exit_code == 5, r.output
+    assert not (out / "sweep.csv").exists() and not list(out.glob(".sweep.*.tmp*"))
+
+
+@pytest.mark.slow
+def test_a_scheduler_without_workers_is_refused_in_bounded_time(synth_cap, monkeypatch):
+    """``--scheduler`` pointing at a dask scheduler with no worker hung forever (a CI gate until
+    the job's timeout). Now exit 2 after the connection timeout."""
+    distributed = pytest.importorskip("distributed")
+    import time
+
+    import perfgate.run as run
+    monkeypatch.setattr(run, "SCHEDULER_TIMEOUT_S", 3.0)
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        t = time.perf_counter()
+        r = _run("fingerprint", synth_cap, "--scheduler", cluster.scheduler_address)
+        assert r.exit_code == 2, r.output
+        assert "has no worker" in r.output and time.perf_counter() - t < 30

@@ -43,6 +43,8 @@ from perfgate.policy import Policy, Tolerance
 from perfgate.compare.stats import interval_level, robust_sigma, settings
 
 MIN_CAPTURES = 3
+#: the largest k: a tolerance of more robust sigmas than this lets any change through
+MAX_K = 100.0
 POWER_RUNS = (5, 10, 20)
 
 
@@ -114,14 +116,15 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
     set ``proposed_single``).
 
     Raises:
-        UsageError: fewer than :data:`MIN_CAPTURES` captures, ``k`` not positive, or captures of
+        UsageError: fewer than :data:`MIN_CAPTURES` captures, ``k`` not in (0, :data:`MAX_K`], or captures of
             different configurations (:func:`refuse_mixed`).
     """
     if len(fps) < MIN_CAPTURES:
         raise UsageError(f"calibrate needs at least {MIN_CAPTURES} repeated captures of one commit, got "
                          f"{len(fps)}", hint="profile the same commit several times (5-10 runs)")
-    if not k > 0:
-        raise UsageError(f"k must be positive, got {k}")
+    if not 0 < k <= MAX_K:   # NaN and infinity too: a tolerance of more sigmas gates nothing
+        raise UsageError(f"k must be a finite number in (0, {MAX_K:g}], got {k}",
+                         hint="the tolerance is k x the robust sigma of the runs: 2-5 is usual")
     refuse_mixed(fps)
     stat_tols = (policy.statistics or {}).get("tolerances", {})
     worst: dict[str, tuple[float, str, str]] = {}
