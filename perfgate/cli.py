@@ -934,8 +934,11 @@ def demo(out):
 def report_capture(capture, html_path, history_path, policy_path, trace_mode, no_trace, workers):
     """Write a self-contained HTML report (plots, self-checks, provenance) for one CAPTURE.
     Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
-    when the capture cannot be read (a page stating the error is still written)."""
+    when the capture cannot be read (a page stating the error is still written where the capture
+    path exists; for a path that does not exist, no page)."""
     from perfgate.gate import capture_report, require_writable
+    if html_path == "-":   # a page is a file: "-" would be a file of that name in the working folder
+        raise errors.UsageError("--html needs a file path: the page is not written to stdout")
     policy = _policy(policy_path)
     require_writable("--html", html_path)
     _on_error(lambda e: _report_read_error(e, capture, html_path))

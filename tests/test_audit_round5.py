@@ -541,3 +541,12 @@ def test_a_scheduler_without_workers_is_refused_in_bounded_time(synth_cap, monke
         r = _run("fingerprint", synth_cap, "--scheduler", cluster.scheduler_address)
         assert r.exit_code == 2, r.output
         assert "has no worker" in r.output and time.perf_counter() - t < 30
+
+
+def test_report_html_dash_is_no_file_named_dash(synth_cap, tmp_path, monkeypatch):
+    """``report --html -`` wrote a file literally named ``-``, while ``-`` means stdout for
+    ``fingerprint -o`` and ``check --json``: exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    r = _run("report", synth_cap, "--html", "-")
+    assert r.exit_code == 2 and "--html needs a file path" in r.output
+    assert not (tmp_path / "-").exists()
