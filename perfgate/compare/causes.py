@@ -337,6 +337,12 @@ _PART_LABELS = ("category", "core_type", "phase", "bound")
 MATERIAL = OWN_CHANGE   # a ΣDuration change within ±5 % of the larger side is no change of time (ratio)
 
 
+def _immaterial(delta: float, before: float, after: float) -> bool:
+    """A change of time ``delta`` (us) from ``before`` to ``after`` below max(1 us, 5 % of the
+    larger side): no change (:data:`MIN_STEP_DELTA_US`, :data:`MATERIAL`)."""
+    return abs(delta) < max(MIN_STEP_DELTA_US, MATERIAL * max(abs(before), abs(after)))
+
+
 def _own_change(base, cand, x: dict, view) -> tuple[float | None, float | None]:
     """(ΣDuration change per step in us, calls-per-step change) of family or communication-kind
     cause ``x`` in ``view``; None where unknown. A ΣDuration change below max(1 us, 5 %) is 0."""
@@ -351,7 +357,7 @@ def _own_change(base, cand, x: dict, view) -> tuple[float | None, float | None]:
     d = None
     if tb is not None and tc is not None:
         d = tc - tb
-        if abs(d) < max(MIN_STEP_DELTA_US, MATERIAL * max(abs(tb), abs(tc))):
+        if _immaterial(d, tb, tc):
             d = 0.0
     return d, ((cc - cb) if cb is not None and cc is not None else None)
 
@@ -502,7 +508,7 @@ def _material(c: Comparison | None) -> int | None:
     when unknown."""
     if c is None or c.delta is None or c.baseline is None or c.candidate is None:
         return None
-    if abs(c.delta) <= max(MIN_STEP_DELTA_US, MATERIAL * max(abs(c.baseline), abs(c.candidate))):
+    if _immaterial(c.delta, c.baseline, c.candidate):
         return 0
     return 1 if c.delta > 0 else -1
 

@@ -6,6 +6,7 @@ earlier verdict either (a fresh-user report: SIGINT at 0.3 s left the previous P
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -56,8 +57,6 @@ def refuse_shared_report_paths(out, *, junit=None, markdown=None, json_path=None
 
     Raises:
         UsageError (exit 2, before anything is removed or read): naming both options and the file."""
-    import os
-
     from perfgate.errors import UsageError
     named = {"--junit": junit, "--markdown": markdown, "--json": None if json_path == "-" else json_path,
              "--html": html_path}
