@@ -28,7 +28,7 @@ import _selfcheck_oracle as old_sc  # noqa: E402
 import _steps_round2_oracle as old_steps  # noqa: E402
 
 from perfgate.ingest import load_capture  # noqa: E402
-from perfgate.ingest.comm import _gather, read_communication  # noqa: E402
+from perfgate.ingest.comm import _fast, read_communication  # noqa: E402
 from perfgate.metrics import comm as cm  # noqa: E402
 from perfgate.metrics import kernels as km  # noqa: E402
 from perfgate.metrics import selfcheck as sc  # noqa: E402
@@ -258,7 +258,7 @@ def test_comm_tables_and_checks_equal_the_former_forms(captures, name):
 
 
 def test_comm_gather_equals_the_former_gather(ascend, tmp_path, text_captures):
-    """_gather (C-level passes) gives the frames of its former form on every real
+    """The fast path (msgspec records, C-level passes) gives the frames of its former form on every real
     communication.json and on a 300-step replica; also on documents with Total Op Info entries,
     leading-zero and bare step keys, missing start times and empty / None bandwidth."""
     files = sorted(ascend.rglob("communication.json"))
@@ -284,12 +284,12 @@ def test_comm_gather_equals_the_former_gather(ascend, tmp_path, text_captures):
                     info["Communication Bandwidth Info"] = None if j % 2 else {}
     docs.append(none_bw)
     for doc in docs:
-        got, want = _gather(doc), old_comm._gather(doc)
+        got, want = _fast(orjson.dumps(doc)), old_comm._gather(doc)
         assert (got[0] is None) == (want[0] is None)
         if got[0] is not None:
             pd.testing.assert_frame_equal(got[0], want[0], check_exact=True)
             pd.testing.assert_frame_equal(got[1], want[1], check_exact=True)
-    assert {"0", "7", "implicit"} & set(_gather(odd)[0]["step"]) == {"0", "7"}
+    assert {"0", "7", "implicit"} & set(_fast(orjson.dumps(odd))[0]["step"]) == {"0", "7"}
 
 
 @FAST

@@ -19,12 +19,12 @@ import json
 import math
 import re
 from itertools import chain, compress, repeat
-from operator import eq, getitem, is_, itemgetter, methodcaller, not_
+from operator import attrgetter, eq, itemgetter, methodcaller, not_
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import orjson
+import msgspec
 import pandas as pd
 import pyarrow as pa
 
@@ -81,14 +81,14 @@ def _ms(info: dict, key: str, where: str = "Communication Time Info.") -> float:
 def read_communication(path: Path) -> CommData:
     """Read communication.json.
 
-    Parsed by orjson (with the cyclic garbage collector paused: the parse allocates ~60 objects
-    per op, and collections triggered by them cost as much as the parse), then gathered column
-    by column (:func:`_gather`) and checked with numpy: 0.38 s CPU for a 30 MB file of 20,944
-    ops over 5,236 steps (the per-op loop: 1.1-1.2 s; Python's json module in orjson's place:
-    0.58 s; measured paired on a shared 2-core machine, load ~6), linear in ops. Any file the fast path does not take cleanly (orjson
-    refuses it, a structure or value the checks refuse) is read again by the reference reader
-    :func:`read_communication_loop` (Python's json module, one dict per op), which gives the
-    same tables or raises the error naming the op, field and value.
+    Decoded by msgspec into typed records holding only the fields read here (:func:`_fast`):
+    the parts perfgate does not read (each link's ``Size Distribution``, bandwidths, ratios) are
+    skipped without a Python object, and the fields are gathered column by column with C-level
+    passes. 0.15 s for a 30 MB file of 26,180 ops over 5,236 steps, where orjson's parse into
+    dicts plus the gather took 0.33 s (issue 21, shape a, inside a fingerprint). Any file the fast path does not take
+    cleanly (msgspec refuses its JSON or its structure, or a value the checks refuse) is read
+    again by the reference reader :func:`read_communication_loop` (Python's json module, one dict
+    per op), which gives the same tables or raises the error naming the op, field and value.
 
     Returns:
         :class:`CommData` (times in us, sizes in MB; see there).
@@ -105,18 +105,7 @@ def read_communication(path: Path) -> CommData:
     path = Path(path)
     data = path.read_bytes()
     if data.strip():
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            try:
-                doc = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                doc = None  # the reference reader names the fault (or accepts NaN tokens, then refuses them)
-            ops, links = _gather(doc) if isinstance(doc, dict) else (None, None)
-            del doc
-        finally:
-            if enabled:
-                gc.enable()
+        ops, links = _fast(data)
         if ops is not None:
             return _refuse_control_names(CommData(path=path, ops=ops, links=links))
     return read_communication_loop(path, data)
@@ -146,39 +135,70 @@ def _refuse_control_names(comm: CommData) -> CommData:
     return comm
 
 
-_ABSENT = float("nan")  # Start Timestamp(us) missing: NaN (this very object, told from a NaN value)
 _TIME_INFO, _BANDWIDTH_INFO = "Communication Time Info", "Communication Bandwidth Info"
-_OP_FIELDS = ("Start Timestamp(us)", "Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)",
-              "Synchronization Time(ms)", "Idle Time(ms)")
-_LINK_FIELDS = ("Transit Size(MB)", "Transit Time(ms)")
 
 
-def _numbers(objs: list, fields: tuple, absent: tuple) -> np.ndarray | None:
-    """``fields`` of every dict in ``objs`` as a float64 array (rows x fields; a missing key
-    reads as its ``absent`` value), or None when a value is not a finite non-negative JSON
-    number (a missing ``Start Timestamp(us)``, ``_ABSENT``, is allowed): the reference reader
-    then names it. C-level passes only (``itemgetter`` when every key is present, else one
-    ``dict.get`` map per field): no Python call per object."""
+class _Link(msgspec.Struct, gc=False):
+    """One link of an op's ``Communication Bandwidth Info`` (the fields read; others skipped)."""
+    size_mb: float = msgspec.field(name="Transit Size(MB)", default=0.0)
+    time_ms: float = msgspec.field(name="Transit Time(ms)", default=0.0)
+
+
+class _TimeInfo(msgspec.Struct, gc=False):
+    """An op's ``Communication Time Info`` (the fields read; ``Elapse Time(ms)`` required, as by
+    the reference reader; a missing start time reads as NaN, the others as 0)."""
+    elapse_ms: float = msgspec.field(name="Elapse Time(ms)")
+    start_us: float = msgspec.field(name="Start Timestamp(us)", default=float("nan"))
+    transit_ms: float = msgspec.field(name="Transit Time(ms)", default=0.0)
+    wait_ms: float = msgspec.field(name="Wait Time(ms)", default=0.0)
+    sync_ms: float = msgspec.field(name="Synchronization Time(ms)", default=0.0)
+    idle_ms: float = msgspec.field(name="Idle Time(ms)", default=0.0)
+
+
+class _Op(msgspec.Struct, gc=False):
+    """One op's entry (``Total Op Info`` has the same form)."""
+    time: _TimeInfo = msgspec.field(name=_TIME_INFO)
+    links: dict[str, _Link] | None = msgspec.field(name=_BANDWIDTH_INFO, default=None)
+
+
+_DECODER = msgspec.json.Decoder(dict[str, dict[str, dict[str, _Op]]])
+_OP_NUMBERS = attrgetter("start_us", "elapse_ms", "transit_ms", "wait_ms", "sync_ms", "idle_ms")
+_LINK_NUMBERS = attrgetter("size_mb", "time_ms")
+
+
+def _fast(data: bytes):
+    """``(ops, links)`` DataFrames of a communication.json's bytes, or ``(None, None)`` when
+    anything differs from what the reference reader (:func:`read_communication_loop`) accepts
+    without error: msgspec refuses the JSON (invalid, cut short, ``NaN`` tokens) or its structure
+    (a value of another type, a missing ``Elapse Time(ms)``, a link that is not an object), a key
+    is not ``step<N>``, or a number is not finite and non-negative. The reference reader then
+    reads the file again and names the fault. The cyclic garbage collector is paused during the
+    decode (the dicts it makes would trigger collections that find nothing)."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        rows = list(map(itemgetter(*fields), objs)) if len(fields) > 1 else list(zip(map(itemgetter(fields[0]), objs)))
-    except KeyError:
-        rows = list(zip(*[list(map(dict.get, objs, repeat(f), repeat(d))) for f, d in zip(fields, absent)]))
-    if not rows:
-        return np.zeros((0, len(fields)))
-    if not set(map(type, chain.from_iterable(rows))) <= {int, float}:  # bool, None, str, list, dict
-        return None
-    try:
-        arr = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=len(rows) * len(fields))
-        arr = arr.reshape(len(rows), len(fields))
-    except (OverflowError, ValueError, TypeError):
-        return None
-    ok = np.isfinite(arr)
-    if not ok.all():
-        bad = np.argwhere(~ok)
-        picked = map(getitem, map(rows.__getitem__, bad[:, 0].tolist()), bad[:, 1].tolist())
-        if not all(map(is_, picked, repeat(_ABSENT))):
-            return None
-    return arr if not (arr < 0).any() else None
+        try:
+            doc = _DECODER.decode(data)
+        except msgspec.DecodeError:   # ValidationError included
+            return None, None
+        return _gather(doc)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _numbers(records: list, getter, n_fields: int, start_col: int | None = None) -> np.ndarray | None:
+    """``getter``'s fields of every record as a float64 array (rows x fields), or None when a
+    value is not finite and non-negative. NaN is allowed in column ``start_col`` only: there it
+    can only be the default of an absent start time (JSON has no NaN literal)."""
+    if not records:
+        return np.zeros((0, n_fields))
+    arr = np.fromiter(chain.from_iterable(map(getter, records)), dtype=np.float64,
+                      count=len(records) * n_fields).reshape(len(records), n_fields)
+    bad = ~np.isfinite(arr)
+    if start_col is not None:
+        bad[:, start_col] &= ~np.isnan(arr[:, start_col])
+    return None if bad.any() or (arr < 0).any() else arr
 
 
 def _step_labels(keys: list) -> np.ndarray | None:
@@ -200,21 +220,17 @@ def _step_labels(keys: list) -> np.ndarray | None:
 
 
 def _gather(doc: dict):
-    """``(ops, links)`` DataFrames from a parsed communication.json, gathered column by column
-    (C-level passes over the parsed dicts: no Python call per step, kind, op or link), or
-    ``(None, None)`` when anything differs from what the reference reader
-    (:func:`read_communication_loop`) accepts without error."""
+    """``(ops, links)`` DataFrames from a decoded communication.json (:data:`_DECODER`: step ->
+    kind -> op -> :class:`_Op`), gathered column by column (C-level passes: no Python call per
+    step, kind, op or link), or ``(None, None)`` when a top-level key is not ``step<N>`` or a
+    number is not finite and non-negative."""
     kinds_list = list(doc.values())
-    if not set(map(type, kinds_list)) <= {dict}:
-        return None, None
     step_lab = _step_labels(list(doc))
     if step_lab is None:
         return None, None
     kind_names = np.empty(sum(map(len, kinds_list)), dtype=object)
     kind_names[:] = list(chain.from_iterable(kinds_list))
     ops_list = list(chain.from_iterable(map(dict.values, kinds_list)))
-    if not set(map(type, ops_list)) <= {dict}:
-        return None, None
     nops = list(map(len, ops_list))
     keys = list(chain.from_iterable(ops_list))
     infos = list(chain.from_iterable(map(dict.values, ops_list)))
@@ -227,41 +243,21 @@ def _gather(doc: dict):
         step_of, kind_of = step_of[keep], kind_of[keep]
     if not keys:
         return pd.DataFrame([], columns=OP_COLUMNS), pd.DataFrame([], columns=LINK_COLUMNS)
-    steps, kinds_col = step_of.tolist(), kind_of.tolist()
-    parts = list(map(str.partition, keys, repeat("@")))
-    names = list(map(itemgetter(0), parts))
-    groups = list(map(itemgetter(2), parts))
-    if set(map(type, infos)) != {dict}:
-        return None, None
-    times = list(map(dict.get, infos, repeat(_TIME_INFO)))
-    if set(map(type, times)) != {dict} or not all(map(dict.__contains__, times, repeat("Elapse Time(ms)"))):
-        return None, None
-    op_num = _numbers(times, _OP_FIELDS, (_ABSENT, 0.0, 0.0, 0.0, 0.0, 0.0))
+    op_num = _numbers(list(map(attrgetter("time"), infos)), _OP_NUMBERS, 6, start_col=0)
     if op_num is None:
         return None, None
-    bws = list(map(dict.get, infos, repeat(_BANDWIDTH_INFO)))
-    bw_types = set(map(type, bws))
-    if not bw_types <= {dict, type(None)} and not all(type(b) is dict or not b for b in bws):
-        return None, None
-    per_op = list(map(dict.values, bws)) if bw_types <= {dict} else [b.values() if b else () for b in bws]
-    if set(map(type, chain.from_iterable(per_op))) <= {dict}:  # the usual file: every link an object
-        l_idx = np.repeat(np.arange(len(bws), dtype=np.int64), list(map(len, per_op)))
-        l_name = list(chain.from_iterable(bws)) if bw_types <= {dict} else [link for b in bws if b for link in b]
-        l_info = list(chain.from_iterable(per_op))
-    else:  # a link that is not an object is skipped, as by the reference reader
-        l_idx, l_name, l_info = [], [], []
-        for j, b in enumerate(bws):
-            for link, li in (b.items() if b else ()):
-                if type(li) is dict:
-                    l_idx.append(j)
-                    l_name.append(link)
-                    l_info.append(li)
-    link_num = _numbers(l_info, _LINK_FIELDS, (0.0, 0.0))
+    bws = list(map(attrgetter("links"), infos))
+    if None in bws:
+        bws = [b or {} for b in bws]
+    l_idx = np.repeat(np.arange(len(bws), dtype=np.int64), list(map(len, bws)))
+    link_num = _numbers(list(chain.from_iterable(map(dict.values, bws))), _LINK_NUMBERS, 2)
     if link_num is None:
         return None, None
+    parts = list(map(str.partition, keys, repeat("@")))
     # string columns through Arrow (pandas' own list -> str conversion checks every element)
-    text = {"step": pa.array(steps, pa.string()), "kind": pa.array(kinds_col, pa.string()),
-            "op": pa.array(names, pa.string()), "group": pa.array(groups, pa.string())}
+    text = {"step": pa.array(step_of.tolist(), pa.string()), "kind": pa.array(kind_of.tolist(), pa.string()),
+            "op": pa.array(list(map(itemgetter(0), parts)), pa.string()),
+            "group": pa.array(list(map(itemgetter(2), parts)), pa.string())}
     cols = {c: text[c].to_pandas() for c in text}
     cols["start_us"] = op_num[:, 0].copy()
     for j, c in enumerate(("elapse_us", "transit_us", "wait_us", "sync_us", "idle_us"), start=1):
@@ -272,8 +268,9 @@ def _gather(doc: dict):
     take = pa.array(l_idx, pa.int64())
     links = pd.DataFrame({"step": text["step"].take(take).to_pandas(), "kind": text["kind"].take(take).to_pandas(),
                           "op": text["op"].take(take).to_pandas(),
-                          "link": pa.array(l_name, pa.string()).to_pandas(), "size_mb": link_num[:, 0].copy(),
-                          "time_us": link_num[:, 1] * 1000.0}, columns=LINK_COLUMNS)
+                          "link": pa.array(list(chain.from_iterable(bws)), pa.string()).to_pandas(),
+                          "size_mb": link_num[:, 0].copy(), "time_us": link_num[:, 1] * 1000.0},
+                         columns=LINK_COLUMNS)
     return ops, links
 
 
