@@ -309,7 +309,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
 
     if not steps:
         return out
-    sums, unions = _step_sums_and_unions(k)
+    sums, unions = _step_sums_and_unions(k, anatomy)
     out[("device.time_us", (("caliber", terms.SUM_DURATION),))] = (
         float(np.median(sums)), f"{kfile} Σ Duration(us)", dict(_samples(sums), caliber=terms.SUM_DURATION))
     out[("device.time_us", (("caliber", terms.BUSY_UNION),))] = (
@@ -367,10 +367,22 @@ def _comm_rows_by_kind(k: pd.DataFrame) -> dict:
     return {str(u): rows[bounds[i]:bounds[i + 1]].tolist() for i, u in enumerate(uniq.tolist())}
 
 
-def _step_sums_and_unions(k: pd.DataFrame) -> tuple[list, list]:
+def _step_sums_and_unions(k: pd.DataFrame, anatomy: pd.DataFrame | None = None) -> tuple[list, list]:
     """Per step of the step-assigned kernel rows ``k``, in order of the step's first row:
     ΣDuration and busy union (us). One pass over the step codes (integer sums per code,
-    :func:`perfgate.metrics.intervals.segmented_union_ns`), not one merge per step."""
+    :func:`perfgate.metrics.intervals.segmented_union_ns`), not one merge per step.
+
+    ``anatomy``: the rank's :func:`perfgate.metrics.steps.step_table` of the same rows, whose
+    ``kernel_sum_us`` and ``busy_us`` are these figures (the same integer-ns sums, divided once):
+    they are taken from it, ordered by ``first_row``, when ``k``'s row numbers rise with its
+    positions (then the smallest row of a step is its first row). That saves a second sort of
+    every row by (step, start) (issue 21: ~0.05 s per 1M rows)."""
+    if anatomy is not None and len(anatomy) and len(k):
+        row = k["row"].to_numpy()
+        if len(row) < 2 or bool((row[1:] > row[:-1]).all()):
+            order = np.argsort(anatomy["first_row"].to_numpy(), kind="stable")
+            return ((anatomy["kernel_sum_us"].to_numpy()[order]).tolist(),
+                    (anatomy["busy_us"].to_numpy()[order]).tolist())
     codes = km.as_category(k["step"]).cat.codes.to_numpy().astype(np.int64)
     ok = np.flatnonzero(codes >= 0)
     if not len(ok):
