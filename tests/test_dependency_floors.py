@@ -19,6 +19,8 @@ FLOORS = {
     "pyarrow": ((16,), "dictionary_encode of a dictionary column (ingest/kernels.py _categorical) fails "
                        "on pyarrow 14 ('no kernel matching input types'); 16.1 is the oldest seen working"),
     "pandas": ((2, 2, 2), "the oldest pandas seen running the whole demo and history with numpy 2"),
+    "msgspec": ((0, 14), "msgspec.field(name=...) (the Structs of ingest/comm.py: JSON keys such as "
+                         "'Elapse Time(ms)') is new in 0.14; 0.13.1 fails at import"),
     "sqlite-utils": ((4, 0), "sqlite-utils 3.x commits inside perfgate's explicit transaction "
                              "(history/store.py): 'cannot commit - no transaction is active', and a "
                              "write reported failed is kept"),
