@@ -112,7 +112,7 @@ _median = km.median_nan   # median skipping NaN, as pd.Series.median
 def _samples(values) -> dict:
     """Context entry carrying the per-step values (in step order) a median was taken over;
     :func:`_views` moves them into :attr:`MetricValue.samples` per view."""
-    return {"samples": [float(x) for x in np.asarray(values, dtype=float)]}
+    return {"samples": np.asarray(values, dtype=float).tolist()}   # Python floats, as float(x) each
 
 
 def _view_samples(per_rank_samples: dict, ranks: list, r0) -> dict:
@@ -123,8 +123,8 @@ def _view_samples(per_rank_samples: dict, ranks: list, r0) -> dict:
     vecs = [per_rank_samples.get(r) for r in ranks]
     if all(v is not None for v in vecs) and len({len(v) for v in vecs}) == 1 and vecs and len(vecs[0]):
         arr = np.array(vecs, dtype=float)
-        out[terms.VIEW_P50] = [float(x) for x in np.median(arr, axis=0)]
-        out[terms.VIEW_MAX] = [float(x) for x in arr.max(axis=0)]
+        out[terms.VIEW_P50] = np.median(arr, axis=0).tolist()
+        out[terms.VIEW_MAX] = arr.max(axis=0).tolist()
     return out
 
 
