@@ -14,6 +14,8 @@ Layer: stdlib + orjson only; used by the CLI and the baseline store.
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 _ATOMS = frozenset((str, int, bool, type(None)))
 _ATOMS_F = _ATOMS | {float}
@@ -95,9 +97,21 @@ def loads(data, **kw):
     """``json.loads(data, **kw)`` where a document nested deeper than Python's recursion limit
     (``[[[[...]]]]`` a thousand levels down: never a profiler's, a baseline's or GitHub's file)
     raises ``json.JSONDecodeError("nesting too deep", ...)`` like any other invalid JSON instead
-    of ``RecursionError``, so every reader's invalid-JSON error (exit 3 / 5 / 2) names the file."""
+    of ``RecursionError``, so every reader's invalid-JSON error (exit 3 / 5 / 2) names the file.
+    An integer longer than ``sys.get_int_max_str_digits()`` (4,300 digits) is a
+    ``json.JSONDecodeError`` too (Python raises ``ValueError`` for it)."""
     try:
         return json.loads(data, **kw)
     except RecursionError:
         text = data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else str(data)
         raise json.JSONDecodeError("nesting too deep", text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:   # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        if "digits" not in str(e):
+            raise
+        text = data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else str(data)
+        limit = sys.get_int_max_str_digits()
+        m = re.search("[0-9]{%d,}" % (limit + 1), text)
+        raise json.JSONDecodeError(f"a number has more digits than Python reads ({limit})",
+                                   text, m.start() if m else 0) from None

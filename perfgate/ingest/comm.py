@@ -34,7 +34,7 @@ from perfgate.ingest.jsonscan import load_error
 from perfgate.ingest.kernels import IMPLICIT_STEP, refuse_control_characters
 
 TOTAL_KEY = "Total Op Info"
-_STEP_RE = re.compile(r"^step(\d*)$")
+_STEP_RE = re.compile(r"^step([0-9]*)$")   # ASCII digits only: \d also takes "step٥٠"
 OP_COLUMNS = ["step", "kind", "op", "group", "start_us", "elapse_us", "transit_us", "wait_us",
               "sync_us", "idle_us"]
 LINK_COLUMNS = ["step", "kind", "op", "link", "size_mb", "time_us"]
@@ -68,9 +68,22 @@ def _num(info: dict, key: str, absent: float = 0.0, where: str = "") -> float:
     v = info[key]
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{where}{key} is {json.dumps(v)}, not a number")
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{where}{key} is {json.dumps(v)}, not a finite non-negative number")
-    return float(v)
+    try:
+        f = float(v)
+    except OverflowError:   # an integer beyond a float (1 followed by 400 zeros)
+        f = math.inf
+    if not math.isfinite(f) or f < 0:
+        raise ValueError(f"{where}{key} is {_shown(v)}, not a finite non-negative number")
+    return f
+
+
+def _shown(v) -> str:
+    """A JSON number as the message quotes it: its JSON text, an integer of more than 20 digits
+    shortened to its first digits and its length."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10 ** 20:
+        digits = str(abs(v))
+        return f"{'-' if v < 0 else ''}{digits[:6]}... ({len(digits)} digits)"
+    return json.dumps(v)
 
 
 def _ms(info: dict, key: str, where: str = "Communication Time Info.") -> float:
@@ -179,7 +192,7 @@ def _fast(data: bytes):
     try:
         try:
             doc = _DECODER.decode(data)
-        except msgspec.DecodeError:   # ValidationError included
+        except (msgspec.DecodeError, RecursionError):   # ValidationError included; nested ~1,000 deep
             return None, None
         return _gather(doc)
     finally:
@@ -316,12 +329,16 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
                                  "transit_us": _ms(t, "Transit Time(ms)"), "wait_us": _ms(t, "Wait Time(ms)"),
                                  "sync_us": _ms(t, "Synchronization Time(ms)"),
                                  "idle_us": _ms(t, "Idle Time(ms)")})
-                    for link, li in ((info.get("Communication Bandwidth Info") or {}).items()):
-                        if isinstance(li, dict):
-                            where = f"Communication Bandwidth Info.{link}."
-                            links.append({"step": step, "kind": kind, "op": name, "link": link,
-                                          "size_mb": _num(li, "Transit Size(MB)", where=where),
-                                          "time_us": _ms(li, "Transit Time(ms)", where)})
+                    bw = info.get(_BANDWIDTH_INFO)
+                    if bw is not None and not isinstance(bw, dict):
+                        raise ValueError(f"{_BANDWIDTH_INFO} is {json.dumps(bw)[:40]}, not an object")
+                    for link, li in (bw or {}).items():
+                        where = f"{_BANDWIDTH_INFO}.{link}."
+                        if not isinstance(li, dict):
+                            raise ValueError(f"{where[:-1]} is {json.dumps(li)[:40]}, not an object")
+                        links.append({"step": step, "kind": kind, "op": name, "link": link,
+                                      "size_mb": _num(li, "Transit Size(MB)", where=where),
+                                      "time_us": _ms(li, "Transit Time(ms)", where)})
                 except (TypeError, ValueError) as e:
                     raise InvalidCaptureError(f"{step_key}.{kind}.{op}: {e}", path=path) from None
     try:

@@ -57,8 +57,8 @@ from perfgate.policy.opspec import PIPE_STAGES
 IMPLICIT_STEP = "implicit"
 _PMU_TIME = re.compile(r"^((?:aic|aiv)_[a-z0-9]+_time|aicore_time|aiv_time)\(us\)$")
 _UPPER_TOKEN = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_STEP_ID = re.compile(r"-?\d+")
-_STREAM_ID = re.compile(r"\s*\d+\s*")
+_STEP_ID = re.compile(r"-?[0-9]+")          # ASCII digits only (\d takes "٥٠", which int() reads as 50)
+_STREAM_ID = re.compile(r"\s*[0-9]+\s*")
 
 
 def refuse_non_integer_streams(path: Path, streams: pd.Series, column: str) -> None:

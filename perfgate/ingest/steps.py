@@ -118,13 +118,13 @@ def read_step_trace_pandas(path: Path) -> pd.DataFrame:
     raw = read_string_table(path, cols, len(header), numeric={c for c in TIME_COLUMNS if c in cols})
     out = pd.DataFrame({"row": raw["row"]})
     step = raw["step"].astype("string").fillna(IMPLICIT_STEP)
-    digits = step.str.fullmatch(r"\d+").fillna(False).astype(bool)
+    digits = step.str.fullmatch(r"[0-9]+").fillna(False).astype(bool)   # ASCII digits only (\d takes ٥٠)
     bad = ~digits & raw["step"].notna()
     if bad.any():   # "50.0" (a pandas float round trip) was kept as a label no kernel row carries
         i = int(np.argmax(bad.to_numpy()))
         raise cell_error(path, int(raw["row"].iloc[i]), cols["step"], raw["step"].iloc[i],
                          "is not an integer step id (torch_npu writes the N of ProfilerStep#N, or nothing)")
-    out["step"] = step.where(~step.str.fullmatch(r"\d+").fillna(False).astype(bool),
+    out["step"] = step.where(~step.str.fullmatch(r"[0-9]+").fillna(False).astype(bool),
                              step.str.lstrip("0").replace("", "0"))
     out["device_id"] = raw["device_id"].astype("string") if "device_id" in cols else pd.NA
     for c in TIME_COLUMNS:

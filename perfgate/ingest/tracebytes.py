@@ -460,7 +460,7 @@ def _layout(b: np.ndarray, e_open: int, e_close: int):
     path does not take events of this form."""
     try:
         pairs = json.loads(b[e_open:e_close + 1].tobytes(), object_pairs_hook=list, parse_float=_Float)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     keys = [k for k, _ in pairs]
     if len(set(keys)) != len(keys) or not {"name", "ph", "ts", "pid"} <= set(keys):
@@ -1425,7 +1425,7 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         try:                                        # json.loads(raw, parse_float=str) without its per-call decoder
             raw = buf[start + int(eo[e]):start + int(ec[e]) + 1]
             ev = _DECODER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: nested ~1,000 deep
             raise NoFastPath("invalid event") from None
         out["parsed"].append((base_idx + e, ev))
     return cut, ne, closed

@@ -54,6 +54,9 @@ STREAM_OVERLAP_NS = 1_000                  # a task starting > 1 us before its s
 def collection_window(info_path: Path | None) -> tuple[int, int] | None:
     """``(begin_ns, end_ns)`` host wall clock of the profiler's collection, from
     profiler_info_<N>.json (see module doc); None when the file lacks any of the three fields.
+    Raises InvalidCaptureError (naming the file and field) when one is present but not a
+    non-negative integer, or the monotonic end is not after its start: a damaged window must not
+    silently switch the check off.
     Remembered per file version (path, device, inode, size, modification and change times): a rank's
     reader asks up to three times for the same file (kernel table, step trace, communication)."""
     if info_path is None:
@@ -71,12 +74,24 @@ def _collection_window(info_path: str, *_version) -> tuple[int, int] | None:
     its stat fields, the cache key only)."""
     try:
         doc = json.loads(Path(info_path).read_bytes())
-        end = doc["end_info"]["collectionTimeEnd"]
-        span = doc["end_info"]["MonotonicTimeEnd"] - doc["start_info"]["start_monotonic"]
+        fields = {"end_info.collectionTimeEnd": doc["end_info"]["collectionTimeEnd"],
+                  "end_info.MonotonicTimeEnd": doc["end_info"]["MonotonicTimeEnd"],
+                  "start_info.start_monotonic": doc["start_info"]["start_monotonic"]}
     except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (end, span)) or span <= 0:
-        return None
+        return None   # unreadable (its reader names that) or a field absent: no recorded window
+    for name, v in fields.items():   # present but not what the profiler writes: never read as "no window"
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise InvalidCaptureError(f"{name} is {json.dumps(v)[:40]}, not a non-negative integer (ns): the "
+                                      f"collection window that every kernel start is checked against cannot be "
+                                      f"read", path=Path(info_path),
+                                      hint="the file was edited or damaged after export: re-export the profiling data")
+    end = fields["end_info.collectionTimeEnd"]
+    span = fields["end_info.MonotonicTimeEnd"] - fields["start_info.start_monotonic"]
+    if span <= 0:
+        raise InvalidCaptureError(f"end_info.MonotonicTimeEnd ({fields['end_info.MonotonicTimeEnd']}) is not after "
+                                  f"start_info.start_monotonic ({fields['start_info.start_monotonic']}): the "
+                                  f"collection window cannot be read", path=Path(info_path),
+                                  hint="the file was edited or damaged after export: re-export the profiling data")
     return end - span, end
 
 
