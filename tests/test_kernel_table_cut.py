@@ -114,6 +114,7 @@ def test_a_row_altered_inside_the_table_keeps_the_altered_wording(tmp_path):
     code, out, doc = fingerprint(cap, tmp_path, "--trace", "never")
     assert code == 3, out
     failed = _failed(doc)
-    assert list(failed) == [("comm_equality", "10"), ("overlap_gap", "10")]
+    assert list(failed) == [("comm_equality", "10"), ("overlap_gap", "10"), ("comm_ops_vs_kernels", "10")]
     assert failed[("comm_equality", "10")].endswith(": the files are not from one capture or a row was altered")
+    assert "Σ Elapse of 2 op(s) in" in failed[("comm_ops_vs_kernels", "10")]
     assert "truncated" not in out

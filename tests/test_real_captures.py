@@ -33,7 +33,7 @@ def test_level1_baseline_level2_passes(text_captures, store, policy):
     r = check(text_captures / "level2", "main", policy=policy, store=store, env={})
     assert r.status == terms.PASS and r.exit_code == EXIT_PASS
     assert r.counts()["all"][terms.UNCHANGED] > 300 and not _fail_keys(r)
-    assert all(c.status == "pass" for c in r.self_checks) and len(r.self_checks) == 12
+    assert all(c.status == "pass" for c in r.self_checks) and len(r.self_checks) == 14   # 7 per rank of its one step
 
 
 def test_level1_rank0_fingerprint_matches_independent_figures(text_captures, policy):
@@ -172,4 +172,4 @@ def test_reports_on_real_check(text_captures, store, policy, tmp_path):
     assert md.startswith("<!-- perfgate:report key=main -->")
     assert "perfgate: **PASS** against baseline `main`" in md
     assert "Gated regressions" not in md  # nothing to tabulate on a clean pass
-    assert "Self-checks (12 pass)" in md and "profiler level changed" in md
+    assert "Self-checks (14 pass)" in md and "profiler level changed" in md

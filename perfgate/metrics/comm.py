@@ -207,3 +207,100 @@ def bandwidth(comm) -> dict:
         return {}
     g = comm.links.groupby("link")[["size_mb", "time_us"]].sum()
     return {str(link): float(r["size_mb"] / (r["time_us"] / 1000.0)) for link, r in g.iterrows() if r["time_us"] > 0}
+
+
+def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: str,
+                         tol: tuple[float, float] = (0.001, 0.01)) -> list[SelfCheck]:
+    """``comm_ops_vs_kernels`` per step: communication.json's ops are the kernel table's
+    communication rows (``is_comm``), the same names as often, and Σ Elapse equals Σ Duration
+    within ``per_row × ops + floor`` us (policy ``self_checks.abs_us_per_row`` /
+    ``abs_us_floor``: kernel_details writes Duration with 3 decimals of us).
+
+    Source: msprof-analyze's communication analysis times each op from its HCCL task, so both
+    files hold one entry per task. Measured on every fixture with both files (5 ranks, 4-15 ops
+    a step): the same name multiset in every step, each op's Elapse within 0.001 us of its row's
+    Duration and its start within 0.25 us. A step where they differ means communication.json
+    was altered (an op lost under a duplicated key, a step counted under two spellings, an
+    unknown kind, another rank's or run's file): fail closed, as the other self-checks.
+
+    Steps: an op's ``step`` label; a kernel row without a Step Id pairs with a bare ``"step"``
+    key (:data:`perfgate.ingest.kernels.IMPLICIT_STEP`). Only the steps the kernel table has rows
+    in are compared (a step it lacks is ``steps_present``'s: a table cut short). One ``skipped`` check for the rank
+    (nothing compared) when the kernel table has no communication row, or when no op name of
+    communication.json is among the kernel table's (another naming: they cannot be paired).
+    Returns [] when communication.json holds no op."""
+    from perfgate.ingest.kernels import IMPLICIT_STEP
+    ops = comm.ops
+    if ops.empty:
+        return []
+    df = kernels.df
+    is_comm = df["is_comm"].to_numpy().astype(bool)
+    k_names = df["name"].to_numpy(dtype=object)[is_comm].astype(str)
+    j_names = ops["op"].to_numpy(dtype=object).astype(str)
+
+    def skipped(why):
+        return [SelfCheck("comm_ops_vs_kernels", rank_id, None, "skipped", why,
+                          evidence=f"{comm_file}; {kernel_file}")]
+    if not len(k_names):
+        return skipped(f"{kernel_file} has no communication row to pair communication.json's "
+                       f"{len(j_names)} op(s) with")
+    if not np.isin(j_names, k_names).any():
+        return skipped(f"no op name of {comm_file} (e.g. {j_names[0]}) is among the communication rows of "
+                       f"{kernel_file} (e.g. {k_names[0]}): the files name ops differently and cannot be paired")
+    all_steps = df["step"].astype("string").fillna(IMPLICIT_STEP).to_numpy(dtype=object)
+    k_step = all_steps[is_comm]
+    j_step = ops["step"].astype("string").fillna(IMPLICIT_STEP).to_numpy(dtype=object)
+    k_dur = df["dur_ns"].to_numpy()[is_comm].astype(np.float64) / 1000.0
+    j_el = ops["elapse_us"].to_numpy(dtype=float)
+    # a step the kernel table has no row in is the steps_present check's (a table cut short):
+    # only the steps of the kernel table are compared
+    keep = pd.Index(pd.unique(all_steps)).get_indexer(j_step) >= 0
+    if not keep.all():
+        j_step, j_names, j_el = j_step[keep], j_names[keep], j_el[keep]
+        if not len(j_step):
+            return skipped(f"no op of {comm_file} is in a step of {kernel_file}")
+    # per step: counts and sums of both sides; per (step, name): json count − kernel count
+    steps_codes, steps = pd.factorize(np.concatenate([j_step, k_step]), sort=False)
+    nj = len(j_step)
+    sj, sk = steps_codes[:nj], steps_codes[nj:]
+    ns = len(steps)
+    n_j = np.bincount(sj, minlength=ns)
+    n_k = np.bincount(sk, minlength=ns)
+    sum_j = np.bincount(sj, weights=j_el, minlength=ns)
+    sum_k = np.bincount(sk, weights=k_dur, minlength=ns)
+    name_codes, names = pd.factorize(np.concatenate([j_names, k_names]), sort=False)
+    pair_codes, pairs = pd.factorize(steps_codes.astype(np.int64) * len(names) + name_codes, sort=False)
+    delta = (np.bincount(pair_codes[:nj], minlength=len(pairs)) - np.bincount(pair_codes[nj:], minlength=len(pairs)))
+    pair_step, pair_name = pairs // len(names), pairs % len(names)
+    off = np.flatnonzero(delta != 0)
+    first_off = np.full(ns, -1)
+    if len(off):
+        st_off, at = np.unique(pair_step[off], return_index=True)
+        first_off[st_off] = off[at]
+    per_row, floor = tol
+    tol_us = per_row * np.maximum(n_j, n_k) + floor
+    sums_off = ~(np.abs(sum_j - sum_k) <= tol_us)
+    names_off = first_off >= 0
+    fail = names_off | sums_off
+    labels = [str(s) for s in steps]
+    msg = []
+    for i in range(ns):   # one message per step
+        if names_off[i]:
+            name = str(names[pair_name[first_off[i]]])
+            d = int(delta[first_off[i]])
+            msg.append(f"op {name} is in {comm_file} {int(np.sum((j_step == steps[i]) & (j_names == name)))} "
+                       f"time(s) but among the communication rows of {kernel_file} "
+                       f"{int(np.sum((k_step == steps[i]) & (k_names == name)))} time(s) ({int(n_j[i])} op(s) against "
+                       f"{int(n_k[i])} row(s)); the files are not from one capture or communication.json was altered"
+                       if d else "")
+        elif sums_off[i]:
+            msg.append(f"Σ Elapse of {int(n_j[i])} op(s) in {comm_file} is {sum_j[i]:.3f} us but Σ Duration "
+                       f"of the same communication rows of {kernel_file} is {sum_k[i]:.3f} us (difference "
+                       f"{sum_j[i] - sum_k[i]:+.3f} us, tolerance {tol_us[i]:.3f} us): the files are not from one "
+                       f"capture or communication.json was altered")
+        else:
+            msg.append(f"{int(n_j[i])} op(s) of {comm_file} are the communication rows of {kernel_file} by name; "
+                       f"Σ Elapse {sum_j[i]:.3f} us = Σ Duration {sum_k[i]:.3f} us")
+    return from_columns(SelfCheck, repeat("comm_ops_vs_kernels"), repeat(rank_id), labels,
+                        np.where(fail, "fail", "pass").tolist(), msg, sum_k.tolist(), sum_j.tolist(),
+                        tol_us.tolist(), repeat(f"{comm_file}; {kernel_file}"))

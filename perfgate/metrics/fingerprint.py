@@ -27,7 +27,8 @@ from perfgate.metrics import kernels as km
 from perfgate.metrics import operators as opv
 from perfgate.metrics import registry
 from perfgate.metrics import suggest
-from perfgate.metrics.comm import bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, wait_ratio
+from perfgate.metrics.comm import (bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, ops_vs_kernel_checks,
+                                   wait_ratio)
 from perfgate.metrics.intervals import segmented_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks, step_trace_sums
 from perfgate.metrics.summary import RankSummary
@@ -738,8 +739,12 @@ def _summarize_kernel_rank(rank, policy, root, pre=None) -> RankSummary:
     st_sums = step_trace_sums(rank.step_trace) if rank.step_trace is not None else None
     checks = list(run_self_checks(rank, policy, st_sums))
     if rank.comm is not None:
-        checks.extend(op_identity_checks(rank.comm, rank.rank, _rel(rank.comm_path, root),
+        cfile = _rel(rank.comm_path, root)
+        checks.extend(op_identity_checks(rank.comm, rank.rank, cfile,
                                          tol_us=policy.self_checks["comm_op_identity_abs_us"]))
+        checks.extend(ops_vs_kernel_checks(rank.comm, rank.kernels, rank.rank, cfile, _rel(rank.kernels.path, root),
+                                           tol=(policy.self_checks["abs_us_per_row"],
+                                                policy.self_checks["abs_us_floor"])))
     overlap = _overlap_steps(rank, st_sums)
     step_time = _step_time(rank, overlap[0], anatomy)
     kinds = kind_table(rank.kernels.df)
