@@ -409,8 +409,10 @@ def baseline():
                                            "merge-queue (merge_group) run.")
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
-    """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid,
-    partial or pull-request runs). Several CAPTUREs = repeated runs of one commit: their
+    """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid captures,
+    partial ones (ranks with different step counts, or a rank with no kernel row in any step; a
+    partial *rank* without a kernel table is allowed) and pull-request runs). Several CAPTUREs =
+    repeated runs of one commit: their
     per-step samples are pooled for the statistical comparison."""
     _interrupt_leaves(f"no baseline saved: {name!r} in the store is as it was")   # before the slow imports
     from perfgate.gate import save_baseline
@@ -444,7 +446,9 @@ def baseline_list(baseline_dir):
     store = _store(baseline_dir)
     names = store.names()
     if not names:
-        click.echo(f"no baselines in {store.dir}")
+        where = Path(store.dir).absolute()
+        click.echo(f"no baselines in {where}" + ("" if where.is_dir() else " (the folder does not exist; "
+                                                   "--baseline-dir names another)"))
     damaged, rows = [], []
     for n in names:   # every file read first: the exit code is decided before a line is printed,
         try:          # so a reader that leaves early (| head -1) cannot turn a damaged store into 0
@@ -514,8 +518,9 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet "
                    "(a damaged baseline file or history database still exits 5, DAMAGED_BASELINE, and so does "
                    "a history database that cannot be opened, STORE_ERROR).")
-@click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
-@click.option("-v", "--verbose", is_flag=True, help="Every gated change, note and failed self-check in full.")
+@click.option("--quiet", is_flag=True, help="Only the verdict line and report paths (and, when the capture "
+                                            "or store is refused, the reason and its hint).")
+@click.option("-v", "--verbose", is_flag=True, help="Every line in full (nothing cut at the right): every cause, gated, unexplained and unsure change, note and failed self-check.")
 @common_history
 @common_workers
 @click.option("--scheduler", default=None,
@@ -837,7 +842,8 @@ def history_journal(branch, metric, history_path, policy_path):
                    "failed self-check still writes this run's fingerprint (exit 3).")
 @common_workers
 @click.option("--scheduler", default=None, help="dask.distributed scheduler address (tcp://HOST:PORT): "
-                                                 "per-rank work runs on that cluster.")
+                                                 "per-rank work runs on that cluster (needs pip install "
+                                                 "'perfgate[dask]').")
 def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, scheduler):
     """Print the fingerprint of CAPTURE (metrics, self-checks, provenance) as JSON.
     Exits 3 when a self-check fails."""

@@ -135,3 +135,113 @@ def test_a_damaged_collection_window_is_exit_3_not_a_silent_skip(copy_capture, t
     del doc["end_info"][field]
     info.write_text(json.dumps(doc))
     assert _fingerprint(cap, tmp_path).exit_code == 0
+
+
+def _comm_doc(cap, rank=0):
+    path = cap / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    return path, json.loads(path.read_text())
+
+
+def _dup_key_text(doc):
+    """The document as JSON text with its second op's key repeated as its first's (last one wins)."""
+    text = json.dumps(doc)
+    names = list(doc["step50"]["collective"])
+    return text.replace(json.dumps(names[1]), json.dumps(names[0]), 1)
+
+
+@pytest.mark.parametrize("mutate, says", [
+    (lambda d: _dup_key_text(d), "is in rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json 0 time(s) but among"),
+    (lambda d: {**d, "step050": d["step50"]}, "2 time(s) but among"),
+    (lambda d: {"step50": {**d["step50"], "weird": d["step50"]["collective"]}}, "2 time(s) but among"),
+    (lambda d: json.dumps(d).replace('"Total Op Info"', '"Total Op Info "'), "op Total Op Info  is in"),
+    (lambda d: json.dumps(d)[:-1] + ', "step50": {"collective": {}, "p2p": {}}}', "0 time(s) but among"),
+])
+def test_communication_json_is_checked_against_the_kernel_table(copy_capture, tmp_path, mutate, says):
+    """communication.json was checked only against itself (Elapse = Transit + Wait + Idle), so an
+    op lost under a duplicated key, a step under two spellings, an unknown kind, a renamed Total
+    Op Info or a step emptied by a repeated key changed the comm metrics and passed (exit 0), and
+    went into the baseline. comm_ops_vs_kernels pairs its ops with the kernel table's
+    communication rows step by step: exit 3 naming the op and both files."""
+    cap = copy_capture("level1")
+    path, doc = _comm_doc(cap)
+    out = mutate(doc)
+    path.write_text(out if isinstance(out, str) else json.dumps(out))
+    r = _fingerprint(cap, tmp_path)
+    assert r.exit_code == 3, r.output
+    assert "self-check comm_ops_vs_kernels failed on rank 0 step 50" in r.output and says in r.output, r.output
+
+
+def test_another_ranks_communication_json_is_exit_3(copy_capture, tmp_path):
+    cap = copy_capture("level1")
+    a, _ = _comm_doc(cap, 0)
+    b, _ = _comm_doc(cap, 1)
+    ta, tb = a.read_text(), b.read_text()
+    a.write_text(tb)
+    b.write_text(ta)
+    r = _fingerprint(cap, tmp_path)
+    assert r.exit_code == 3, r.output
+    assert "comm_ops_vs_kernels failed on rank 0 step 50: Σ Elapse of 4 op(s)" in r.output
+    assert "(difference -5616.591 us, tolerance 0.014 us)" in r.output
+
+
+def test_ops_named_otherwise_are_skipped_not_failed(copy_capture, tmp_path):
+    """A kernel table that names its communication tasks otherwise than communication.json (no
+    name in common) cannot be paired: the check is skipped for the rank, the capture passes."""
+    cap = copy_capture("level1")
+    path, doc = _comm_doc(cap)
+    path.write_text(json.dumps(doc).replace('"hcom_', '"hccl_'))
+    assert _fingerprint(cap, tmp_path).exit_code == 0
+    fp = json.loads((tmp_path / "fp.json").read_text())
+    mine = [c for c in fp["self_checks"] if c["name"] == "comm_ops_vs_kernels"]
+    assert [(c["rank"], c["status"]) for c in mine] == [(0, "skipped"), (1, "pass")]
+    assert "name ops differently and cannot be paired" in mine[0]["message"]
+
+
+def test_a_spurious_second_cut_does_not_hide_a_real_shift():
+    """A fresh-user trial: 12 runs, a +48 % step at run 7 on a very quiet p50 series. PELT cut it
+    at 6 and again at 9; the real cut was then tested on runs 7-9 only (6 against 3 runs: the rank
+    test cannot reach alpha 0.01) and dropped together with the spurious one, so `history trend`
+    reported no change point on the p50 view while the rank0 view had one. A failed cut is now
+    dropped first and the others are tested again over the merged segments."""
+    import pandas as pd
+    from perfgate.history.changepoints import change_points
+    y = [0.416, 0.418, 0.420, 0.420, 0.417, 0.419, 0.619, 0.622, 0.620, 0.624, 0.624, 0.624]
+    series = pd.DataFrame({"run_id": range(1, 13), "commit": [f"c{i}" for i in range(12)], "value": y})
+    cps = change_points(series, "share.family{view=p50}")
+    assert [(c.index, c.run_id, c.n_before, c.n_after) for c in cps] == [(6, 7, 6, 6)]
+    assert cps[0].p_value < 0.01 and cps[0].rel_change > 0.4
+    flat = pd.DataFrame({"run_id": range(1, 13), "commit": [f"c{i}" for i in range(12)],
+                         "value": [0.416, 0.418, 0.420, 0.420, 0.417, 0.419] * 2})
+    assert change_points(flat, "k") == []
+
+
+def test_history_report_without_matplotlib_is_refused_even_with_nothing_to_report(tmp_path, monkeypatch):
+    """`history report` without the html extra exited 0 while no metric had changed and exit 2
+    (after its work, leaving an empty folder) on the first night one had: a nightly job passed
+    for weeks, then lost its report on the first regression. It is now refused up front, every
+    time, as docs/install.md says."""
+    import sys
+    from perfgate.synth.writer import SynthSpec, write_capture
+    cap = write_capture(tmp_path / "cap", SynthSpec(steps=3))
+    db = tmp_path / "h.sqlite"
+    assert _run("history", "record", "--branch", "main", "--commit", "c0", "--db", db, cap).exit_code == 0
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    r = _run("history", "report", "--db", db, "--out", tmp_path / "hr")
+    assert r.exit_code == 2, r.output
+    assert "perfgate history report (its plots) needs matplotlib" in r.output and "perfgate[html]" in r.output
+    assert not (tmp_path / "hr" / "report.md").exists()
+
+
+def test_verbose_prints_every_line_in_full(tmp_path):
+    """`check -v` promised everything "in full" but still cut the cause lines and the unsure line
+    at 160 characters (the part saying how many runs are needed was lost)."""
+    from perfgate.synth import write_demo_pair
+    base, cand = write_demo_pair(tmp_path / "caps")
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
+    short = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o1", cand)
+    full = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o2", "-v", cand)
+    assert short.exit_code == full.exit_code == 1
+    assert any(line.endswith("…") for line in short.output.splitlines())
+    assert not any(line.endswith("…") for line in full.output.splitlines()), full.output
+    assert max(map(len, full.output.splitlines())) > 160

@@ -37,7 +37,7 @@ def test_generation_change_keeps_counts_comparable(tmp_path, policy):
     b = fingerprint_capture(load_capture(write_capture(tmp_path / "b", SynthSpec(header="g83"))), policy)
     cmps, notes = compare_fingerprints(a, b, policy)
     assert not [c.key for c in cmps if c.fails]
-    assert any("kernel_details header changed" in n for n in notes)
+    assert any("kernel table format (export / header) changed" in n for n in notes)
     comm = {c.key: c for c in cmps}["share.core_type{core_type=COMMUNICATION,view=rank0}"]
     assert comm.verdict == terms.UNCHANGED  # HCCL and COMMUNICATION are one core type
 

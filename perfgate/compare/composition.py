@@ -144,7 +144,8 @@ def scale_factor(base: Fingerprint, cand: Fingerprint, view: str | None) -> Scal
         return Scale(view, 1.0, None, ratios, False, "no device ΣDuration per step on both sides")
     if len(ratios) < MIN_FAMILIES:
         return Scale(view, device, device, ratios, False,
-                     f"only {len(ratios)} kernel families with ≥ {MIN_FAMILY_SHARE:.1%} of ΣDuration on both sides")
+                     f"only {len(ratios)} kernel {'family' if len(ratios) == 1 else 'families'} with ≥ "
+                     f"{MIN_FAMILY_SHARE:.1%} of ΣDuration on both sides")
     s = Scale(view, float(statistics.median(ratios.values())), device, ratios)
     if 2 * s.agreeing <= len(ratios):
         return Scale(view, device, device, ratios, False,

@@ -100,7 +100,7 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     for key, label in (("profiler_level", "profiler level"), ("aic_metrics", "aic_metrics"),
                        ("export_type", "export type"), ("cann_version", "CANN version"),
                        ("torch_npu_version", "torch_npu version"), ("world_size", "rank count"),
-                       ("kernel_variants", "kernel_details header")):
+                       ("kernel_variants", "kernel table format (export / header)")):
         b, c = base.config.get(key), cand.config.get(key)
         if b != c:
             notes.append(f"{label} changed: baseline {terms.shown_value(b)} -> candidate {terms.shown_value(c)}")

@@ -92,18 +92,18 @@ def change_points(series: pd.DataFrame, key: str, *, direction: str = terms.LOWE
     z = (y - np.median(y)) / sigma
     bkps = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(z).predict(pen=penalty * np.log(n))
     cuts = [b for b in bkps if b < n]
+    # each cut is tested between its neighbouring cuts; a cut that fails is dropped (the least
+    # significant first) and the others are tested again over the merged segments, so a spurious
+    # extra cut (a quiet series cut twice) cannot hide a real shift by shrinking its segment
+    while True:
+        tests = [_test_cut(y, a, c, b) for a, c, b in zip([0] + cuts[:-1], cuts, cuts[1:] + [n])]
+        failed = [i for i, (p, rel, _, _) in enumerate(tests) if not (p < alpha and abs(rel) >= min_rel)]
+        if not failed:
+            break
+        del cuts[max(failed, key=lambda i: (tests[i][0], -abs(tests[i][1])))]
     out = []
-    bounds = [0] + cuts + [n]
-    for i, c in enumerate(cuts):
-        left = y[bounds[i]:c]
-        right = y[c:bounds[i + 2]]
-        if len(left) < 2 or len(right) < 1:
-            continue
-        p = float(mannwhitneyu(left, right, alternative="two-sided").pvalue) if len(right) > 1 else 1.0
-        before, after = float(np.median(left)), float(np.median(right))
-        rel = (after - before) / abs(before) if before else float("inf")
-        if not (p < alpha and abs(rel) >= min_rel):
-            continue
+    for a, c, b, (p, rel, before, after) in zip([0] + cuts[:-1], cuts, cuts[1:] + [n], tests):
+        left_n, right_n = c - a, b - c
         if direction == terms.EXACT:
             kind = "change"
         else:
@@ -114,8 +114,21 @@ def change_points(series: pd.DataFrame, key: str, *, direction: str = terms.LOWE
         out.append(ChangePoint(key=key, index=int(pos[c]), run_id=int(row["run_id"]),
                                commit=commit if isinstance(commit, str) and commit else None,
                                before=before, after=after, rel_change=float(rel), direction=kind, p_value=p,
-                               n_before=len(left), n_after=len(right), confirmed=(n - c) >= min_after))
+                               n_before=left_n, n_after=right_n, confirmed=(n - c) >= min_after))
     return out
+
+
+def _test_cut(y: np.ndarray, a: int, c: int, b: int) -> tuple[float, float, float, float]:
+    """``(p, rel, before, after)`` of the cut at ``c`` between ``y[a:c]`` and ``y[c:b]``: the
+    two-sided Mann-Whitney p-value (1.0 when a side is too short to test: < 2 before or < 2 after),
+    the relative change of the medians and the medians."""
+    left, right = y[a:c], y[c:b]
+    if len(left) < 2 or len(right) < 2:
+        return 1.0, 0.0, float("nan"), float("nan")
+    p = float(mannwhitneyu(left, right, alternative="two-sided").pvalue)
+    before, after = float(np.median(left)), float(np.median(right))
+    rel = (after - before) / abs(before) if before else float("inf")
+    return p, rel, before, after
 
 
 def numeric_values(series: pd.DataFrame) -> np.ndarray:

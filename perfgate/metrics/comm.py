@@ -228,14 +228,17 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
     in are compared (a step it lacks is ``steps_present``'s: a table cut short). One ``skipped`` check for the rank
     (nothing compared) when the kernel table has no communication row, or when no op name of
     communication.json is among the kernel table's (another naming: they cannot be paired).
-    Returns [] when communication.json holds no op."""
+    Returns [] when neither file holds a communication op. A communication.json without any op
+    beside a kernel table with communication rows fails in each of their steps."""
     from perfgate.ingest.kernels import IMPLICIT_STEP
+    from perfgate.metrics import kernels as km
     ops = comm.ops
-    if ops.empty:
-        return []
     df = kernels.df
     is_comm = df["is_comm"].to_numpy().astype(bool)
-    k_names = df["name"].to_numpy(dtype=object)[is_comm].astype(str)
+    comm_at = np.flatnonzero(is_comm)
+    if ops.empty and not len(comm_at):
+        return []
+    k_names = df["name"].iloc[comm_at].to_numpy(dtype=object).astype(str)
     j_names = ops["op"].to_numpy(dtype=object).astype(str)
 
     def skipped(why):
@@ -244,17 +247,24 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
     if not len(k_names):
         return skipped(f"{kernel_file} has no communication row to pair communication.json's "
                        f"{len(j_names)} op(s) with")
-    if not np.isin(j_names, k_names).any():
+    if len(j_names) and not np.isin(j_names, k_names).any():
         return skipped(f"no op name of {comm_file} (e.g. {j_names[0]}) is among the communication rows of "
                        f"{kernel_file} (e.g. {k_names[0]}): the files name ops differently and cannot be paired")
-    all_steps = df["step"].astype("string").fillna(IMPLICIT_STEP).to_numpy(dtype=object)
-    k_step = all_steps[is_comm]
+    # the kernel table's steps as its category codes (a row without a Step Id: one code more),
+    # so no per-row text is made of its million rows
+    step_cat = km.as_category(df["step"])
+    labels_k = [str(c) for c in step_cat.cat.categories] + [IMPLICIT_STEP]
+    codes = step_cat.cat.codes.to_numpy().astype(np.int64)
+    codes = np.where(codes < 0, len(labels_k) - 1, codes)
+    present = np.bincount(codes, minlength=len(labels_k)) > 0
+    k_step = np.asarray(labels_k, dtype=object)[codes[comm_at]]
     j_step = ops["step"].astype("string").fillna(IMPLICIT_STEP).to_numpy(dtype=object)
-    k_dur = df["dur_ns"].to_numpy()[is_comm].astype(np.float64) / 1000.0
+    k_dur = df["dur_ns"].to_numpy()[comm_at].astype(np.float64) / 1000.0
     j_el = ops["elapse_us"].to_numpy(dtype=float)
     # a step the kernel table has no row in is the steps_present check's (a table cut short):
     # only the steps of the kernel table are compared
-    keep = pd.Index(pd.unique(all_steps)).get_indexer(j_step) >= 0
+    jc = pd.Index(labels_k).get_indexer(j_step)
+    keep = (jc >= 0) & present[np.maximum(jc, 0)]
     if not keep.all():
         j_step, j_names, j_el = j_step[keep], j_names[keep], j_el[keep]
         if not len(j_step):
@@ -282,25 +292,27 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
     sums_off = ~(np.abs(sum_j - sum_k) <= tol_us)
     names_off = first_off >= 0
     fail = names_off | sums_off
-    labels = [str(s) for s in steps]
-    msg = []
-    for i in range(ns):   # one message per step
+    labels = list(map(str, np.asarray(steps, dtype=object).tolist()))
+    # the messages: one format map over the passing steps, one message per failing step
+    msg = np.empty(ns, dtype=object)
+    ok = np.flatnonzero(~fail)
+    msg[ok] = list(map(("{} op(s) of " + comm_file.replace("{", "{{").replace("}", "}}") + " are the communication "
+                        "rows of " + kernel_file.replace("{", "{{").replace("}", "}}") +
+                        " by name; Σ Elapse {:.3f} us = Σ Duration {:.3f} us").format,
+                       n_j[ok].tolist(), sum_j[ok].tolist(), sum_k[ok].tolist()))
+    for i in np.flatnonzero(fail).tolist():
         if names_off[i]:
             name = str(names[pair_name[first_off[i]]])
-            d = int(delta[first_off[i]])
-            msg.append(f"op {name} is in {comm_file} {int(np.sum((j_step == steps[i]) & (j_names == name)))} "
-                       f"time(s) but among the communication rows of {kernel_file} "
-                       f"{int(np.sum((k_step == steps[i]) & (k_names == name)))} time(s) ({int(n_j[i])} op(s) against "
-                       f"{int(n_k[i])} row(s)); the files are not from one capture or communication.json was altered"
-                       if d else "")
-        elif sums_off[i]:
-            msg.append(f"Σ Elapse of {int(n_j[i])} op(s) in {comm_file} is {sum_j[i]:.3f} us but Σ Duration "
-                       f"of the same communication rows of {kernel_file} is {sum_k[i]:.3f} us (difference "
-                       f"{sum_j[i] - sum_k[i]:+.3f} us, tolerance {tol_us[i]:.3f} us): the files are not from one "
-                       f"capture or communication.json was altered")
+            msg[i] = (f"op {name} is in {comm_file} {int(np.sum((j_step == steps[i]) & (j_names == name)))} "
+                      f"time(s) but among the communication rows of {kernel_file} "
+                      f"{int(np.sum((k_step == steps[i]) & (k_names == name)))} time(s) ({int(n_j[i])} op(s) against "
+                      f"{int(n_k[i])} row(s)); the files are not from one capture or communication.json was altered")
         else:
-            msg.append(f"{int(n_j[i])} op(s) of {comm_file} are the communication rows of {kernel_file} by name; "
-                       f"Σ Elapse {sum_j[i]:.3f} us = Σ Duration {sum_k[i]:.3f} us")
+            msg[i] = (f"Σ Elapse of {int(n_j[i])} op(s) in {comm_file} is {sum_j[i]:.3f} us but Σ Duration "
+                      f"of the same communication rows of {kernel_file} is {sum_k[i]:.3f} us (difference "
+                      f"{sum_j[i] - sum_k[i]:+.3f} us, tolerance {tol_us[i]:.3f} us): the files are not from one "
+                      f"capture or communication.json was altered")
+    msg = msg.tolist()
     return from_columns(SelfCheck, repeat("comm_ops_vs_kernels"), repeat(rank_id), labels,
                         np.where(fail, "fail", "pass").tolist(), msg, sum_k.tolist(), sum_j.tolist(),
                         tol_us.tolist(), repeat(f"{comm_file}; {kernel_file}"))

@@ -96,7 +96,7 @@ def plot_series(key: str, series: pd.DataFrame, cps: list) -> bytes:
     Raises:
         UsageError: matplotlib (the ``html`` extra) is not installed."""
     from perfgate.errors import require_extra
-    require_extra("html", "perfgate history report's plots")
+    require_extra("html", "perfgate history report (its plots)")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -11,7 +11,7 @@ from perfgate.compare.causes import MIN_STEP_DELTA_US
 VIEW_ORDER = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
 _CONFIG_WORDS = ("partial comparison:", "profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
                  "toolchain changed", "rank ids differ", "CANN version changed", "torch_npu version changed",
-                 "kernel_details header changed")
+                 "kernel table format (export / header) changed")
 
 
 def informational_text(counts: dict) -> str:
@@ -224,8 +224,11 @@ def _clip(text: str, width: int) -> str:
 def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: int = 160) -> list[str]:
     """The console summary of ``perfgate check``: the verdict, configuration changes, the causes
     (at most 5, one line each, plus a line of the metrics each explains), unexplained
-    symptoms, the two most important notes; about 15 lines. ``verbose`` adds every gated change,
-    every note and failed self-check in full; ``quiet`` keeps the verdict line only."""
+    symptoms, the two most important notes; about 15 lines. ``verbose`` shows every line in full
+    (nothing clipped at ``width``) and adds every cause, unexplained and unsure change, note,
+    failed self-check and gated change; ``quiet`` keeps the verdict line only."""
+    if verbose:
+        width = 10 ** 9   # nothing clipped
     detail = verdict_detail(result)
     out = [f"perfgate: {verdict_line(result)} (exit {result.exit_code})"
            + (f" against baseline {result.baseline_name!r}" if result.baseline_name else "")
@@ -252,29 +255,32 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
                    + (f", {g['unsure']} unsure" if g["unsure"] else "")
                    + f"; informational: {informational_text(n)}")
     causes = list(result.causes)
-    for x in causes[:5]:
+    for x in causes[: (None if verbose else 5)]:
         icon = "REGRESSION " if x["fails"] else {terms.IMPROVEMENT: "improved   ", "gone": "gone       ",
                                                   "new": "new        ", "side_effect": "side effect"}.get(
                                                       x["verdict"], "worse      ")
         out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
         out.append(_clip(f"              step time share: {step_share_text(x)}; explains {len(x['explains'])} gated "
                          f"metric(s): {explains_text(x)}", width))
-    if len(causes) > 5:
+    if len(causes) > 5 and not verbose:
         out.append(f"  … and {len(causes) - 5} more cause(s) (see the reports, or -v)")
     by_key = {c.key: c for c in result.comparisons}
     if result.unexplained:
         out.append("  not explained by a cause:")
-    for k in list(result.unexplained)[:3]:
+    for k in list(result.unexplained)[: (None if verbose else 3)]:
         c = by_key.get(k)
         if c is not None:
             tag = "REGRESSION " if c.fails else f"{c.verdict:<11}"
             out.append(_clip(f"  {tag} {c.reason}", width))
-    if len(result.unexplained) > 3:
+    if len(result.unexplained) > 3 and not verbose:
         out.append(f"  … and {len(result.unexplained) - 3} more unexplained change(s)")
     for line in missing_lines(result):
         out.append(_clip("  " + line, width))
     uns = sorted((c for c in result.comparisons if c.gated and c.verdict == terms.UNSURE), key=_unsure_weight)
-    if uns:   # the example: the largest shift against its tolerance (a reviewer looks there first)
+    if uns and verbose:
+        out.append(f"  unsure: {len(uns)} gated metric(s), largest shift first:")
+        out.extend(f"  unsure      {c.reason}" for c in uns)
+    elif uns:   # the example: the largest shift against its tolerance (a reviewer looks there first)
         out.append(_clip(f"  unsure: {len(uns)} gated metric(s), largest shift first, e.g. {uns[0].reason}", width))
     other = [x for x in result.notes if x not in config_changes(result)]
     for note in (other if verbose else other[:2]):
@@ -283,8 +289,7 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         out.append(f"  ({len(other) - 2} more note(s); -v shows everything)")
     bad = [c for c in result.self_checks if c.status == "fail"]
     for c in bad[: (None if verbose else 3)]:
-        out.append(_clip(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}",
-                         10_000 if verbose else width))
+        out.append(_clip(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}", width))
     if verbose:
         changed = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
         out.append("  every gated change:" if changed else "  every gated change: none")

@@ -96,12 +96,16 @@ def write_history_report(hs, policy, out, *, branch: str | None = None, last_n: 
     (``out/metric-NNN.png``). Returns ``(metrics reported, path of report.md)``.
 
     Raises:
+        UsageError: matplotlib (the ``html`` extra) is not installed: refused before any work,
+            whether or not a metric changed (exit 2).
         StoreError: a write failed (exit 5).
     """
+    from perfgate.errors import require_extra
     from perfgate.history.trend import gated_keys, trends
     from perfgate.report.history import plot_series, render_trend
     outp = Path(out)
     remove_stale_history_report(outp)
+    require_extra("html", "perfgate history report (its plots)")
     try:
         outp.mkdir(parents=True, exist_ok=True)
     except OSError as e:
