@@ -245,3 +245,35 @@ def test_verbose_prints_every_line_in_full(tmp_path):
     assert any(line.endswith("…") for line in short.output.splitlines())
     assert not any(line.endswith("…") for line in full.output.splitlines()), full.output
     assert max(map(len, full.output.splitlines())) > 160
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("hcom_allReduce__586_0_1@", "hcom_allReduce\\ud800_0_1@",
+     "step50.collective.hcom_allReduce\\ud800_0_1@17522688603477080586: a name holds an escaped lone surrogate"),
+    ("@17522688603477080586", "@1752268860347708\\ud8000586",
+     "step50.collective.hcom_allReduce__586_0_1@1752268860347708\\ud8000586: a name holds"),
+])
+def test_a_lone_surrogate_is_named_where_it_is(copy_capture, tmp_path, old, new, says):
+    """The message read "50.collective.hcom_allReduce\\ud800_0_1": "50" for step50 and without the
+    @group, and a surrogate in the group named an op with nothing wrong in it."""
+    cap = copy_capture("level1")
+    _edit(cap / OUT / "communication.json", old, new)
+    r = _fingerprint(cap, tmp_path)
+    assert r.exit_code == 3 and says in r.output, r.output
+
+
+@pytest.mark.parametrize("value, says", [
+    ("1e308", "Elapse Time(ms) beyond 1.8e305 ms (its us value overflows a float) is longer than the whole"),
+    ("1e300", "Elapse Time(ms) 1e+300 ms is longer than the whole collection window"),
+])
+def test_a_huge_time_is_quoted_readably(copy_capture, tmp_path, value, says):
+    """1e308 ms was quoted "inf ms" after a numpy overflow warning on stderr; 1e300 as a
+    300-digit number with thousands separators."""
+    cap = copy_capture("level1")
+    path = cap / OUT / "communication.json"
+    text = path.read_text()
+    at = text.index('"Elapse Time(ms)": ') + len('"Elapse Time(ms)": ')
+    path.write_text(text[:at] + value + text[text.index(",", at):])
+    r = _fingerprint(cap, tmp_path)
+    assert r.exit_code == 3 and says in r.output, r.output
+    assert "RuntimeWarning" not in r.output

@@ -273,16 +273,19 @@ def _gather(doc: dict):
             "group": pa.array(list(map(itemgetter(2), parts)), pa.string())}
     cols = {c: text[c].to_pandas() for c in text}
     cols["start_us"] = op_num[:, 0].copy()
-    for j, c in enumerate(("elapse_us", "transit_us", "wait_us", "sync_us", "idle_us"), start=1):
-        cols[c] = op_num[:, j] * 1000.0
+    with np.errstate(over="ignore"):   # ms beyond 1.8e305: inf us, which the value checks refuse by name
+        for j, c in enumerate(("elapse_us", "transit_us", "wait_us", "sync_us", "idle_us"), start=1):
+            cols[c] = op_num[:, j] * 1000.0
     ops = pd.DataFrame(cols, columns=OP_COLUMNS)
     if not len(l_idx):
         return ops, pd.DataFrame([], columns=LINK_COLUMNS)
     take = pa.array(l_idx, pa.int64())
+    with np.errstate(over="ignore"):
+        link_us = link_num[:, 1] * 1000.0
     links = pd.DataFrame({"step": text["step"].take(take).to_pandas(), "kind": text["kind"].take(take).to_pandas(),
                           "op": text["op"].take(take).to_pandas(),
                           "link": pa.array(list(chain.from_iterable(bws)), pa.string()).to_pandas(),
-                          "size_mb": link_num[:, 0].copy(), "time_us": link_num[:, 1] * 1000.0},
+                          "size_mb": link_num[:, 0].copy(), "time_us": link_us},
                          columns=LINK_COLUMNS)
     return ops, links
 
@@ -345,9 +348,14 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
         return _refuse_control_names(CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
                                               links=pd.DataFrame(links, columns=LINK_COLUMNS)))
     except UnicodeEncodeError:   # a "\\ud800"-style escape: json.loads makes a lone surrogate, no text
+        def shown(v) -> str:
+            return str(v).encode("utf-8", "backslashreplace").decode()
         bad = next((r for r in rows + links if any(_not_text(v) for v in r.values())), {})
-        where = ".".join(str(bad.get(k, "")).encode("utf-8", "backslashreplace").decode()
-                         for k in ("step", "kind", "op", "link") if bad.get(k) is not None)
+        step = "step" + ("" if bad.get("step") == IMPLICIT_STEP else shown(bad.get("step", "")))
+        if "link" in bad:   # a link row: its op as written (without the group), then the link
+            where = f"{step}.{shown(bad['kind'])}.{shown(bad['op'])}.{_BANDWIDTH_INFO}.{shown(bad['link'])}"
+        else:
+            where = f"{step}.{shown(bad.get('kind', ''))}.{shown(bad.get('op', '')) + '@' + shown(bad.get('group', ''))}"
         raise InvalidCaptureError(f"{where}: a name holds an escaped lone surrogate (such as \\ud800), "
                                   f"which is not text", path=path,
                                   hint="the file was edited or damaged after export: re-export the profiling data") from None

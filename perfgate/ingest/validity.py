@@ -95,6 +95,16 @@ def _collection_window(info_path: str, *_version) -> tuple[int, int] | None:
     return end - span, end
 
 
+def _ms_text(us: float) -> str:
+    """A communication.json time (held in us) as the message quotes it, in ms: 3 decimals with
+    thousands separators up to 10^12 ms, 6 significant digits beyond (not a 300-digit number),
+    and a value whose us figure overflowed a float named as such."""
+    ms = us / 1000
+    if not np.isfinite(ms):
+        return "beyond 1.8e305 ms (its us value overflows a float)"
+    return f"{ms:,.3f} ms" if abs(ms) < 1e12 else f"{ms:.6g} ms"
+
+
 def check_time_values(kernels, window: tuple[int, int] | None, window_source: str = "") -> None:
     """Refuse kernel-table times no profiler writes (see module doc).
 
@@ -387,6 +397,6 @@ def check_comm_values(comm, window: tuple[int, int] | None, window_source: str =
         v = ops[c].to_numpy(dtype=float)
         bad = np.nan_to_num(v) > limit_us
         if bad.any():
-            refuse(bad, lambda i: f"{field} {v[i] / 1000:,.3f} ms is longer than the whole collection window "
+            refuse(bad, lambda i: f"{field} {_ms_text(v[i])} is longer than the whole collection window "
                                   f"({(limit_us - 2e6) / 1000:,.3f} ms, {window_source}): no profiler writes this value",
                    "the file was altered or comes from another capture")
