@@ -50,6 +50,19 @@ def _store(directory):
     return BaselineStore(directory)
 
 
+def _inputs(policy_path=None, history_path=None, baseline_dir=None, *, history=True, store=True) -> dict:
+    """The files and folders a command reads besides its captures (option -> path, defaults
+    resolved as the command resolves them): no report may be written over one of them
+    (:func:`perfgate.store.reportpaths.refuse_outputs_on_inputs`)."""
+    import os
+    out = {"--policy": policy_path}
+    if history:
+        out["--db"] = history_path or os.environ.get("PERFGATE_HISTORY") or "perfgate-history.sqlite"
+    if store:
+        out["--baseline-dir"] = _store(baseline_dir).dir
+    return out
+
+
 def _kv(values, what, known=None):
     out = {}
     for v in values:
@@ -110,6 +123,19 @@ def _branch_name(ctx, param, value):
         raise click.BadParameter(f"{value!r} holds a control character (a branch name never does)")
     if value is not None and (not value.strip() or value != value.strip()):  # as history:BRANCH reads it
         raise click.BadParameter(f"{value!r}: a branch name is not empty and has no surrounding whitespace")
+    return _utf8_text(ctx, param, value)
+
+
+def _utf8_text(ctx, param, value):
+    """An argument that is stored (a branch, a note) must be text: bytes that are not UTF-8 on the
+    command line (``$'ma\xffin'``) arrive as lone surrogates, which a baseline or the history
+    would keep and every later read fail on."""
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise click.BadParameter(f"{shown!r} holds bytes that are not UTF-8 text") from None
     return value
 
 
@@ -421,7 +447,10 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
     if commit:
         prov["commit_source"] = "--commit"
-    path, fp = save_baseline(_one_or_many(capture), name, policy=_policy(policy_path), store=_store(baseline_dir),
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
+    store = _store(baseline_dir)
+    refuse_outputs_among_inputs(_one_or_many(capture), {"--baseline-dir": store.path_for(name)})
+    path, fp = save_baseline(_one_or_many(capture), name, policy=_policy(policy_path), store=store,
                              with_trace=_with_trace(trace_mode, no_trace), provenance=prov, force=force,
                              workers=workers, progress=_Progress(False))
     checks = [c for c in fp.self_checks]
@@ -557,7 +586,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     # first of all (before the heavy imports below): a run refused for its policy or arguments, or
     # interrupted while it starts, leaves no earlier verdict either (never a capture's file: exit 2)
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
-                               captures=capture)
+                               captures=capture, inputs=_inputs(policy_path, history_path, baseline_dir))
     from perfgate.gate import check_and_report
     _on_error(lambda e: _verdict_unwritten(e, quiet, verbose, json_path == "-"))
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
@@ -666,7 +695,7 @@ def history():
 @click.argument("capture", type=click.Path())
 @click.option("--branch", required=True, callback=_branch_name, help="Branch the run belongs to, e.g. main.")
 @click.option("--commit", default=None, help="Commit SHA (default: from CI env or git).")
-@click.option("--note", default=None, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
+@click.option("--note", default=None, callback=_utf8_text, help="Tuning-journal note, e.g. 'BLOCK_SIZE_KV 128->64'.")
 @click.option("--status", type=click.Choice(["kept", "reverted"]), default="kept", show_default=True,
               help="Tuning journal: whether the change this run tried was kept or reverted.")
 @click.option("--allow-duplicate", is_flag=True,
@@ -686,6 +715,8 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     to change) nothing is recorded, exit 5."""
     _interrupt_leaves("nothing recorded: the history database is as it was")   # before the slow imports
     from perfgate.gate import record_history
+    from perfgate.ingest.discover import refuse_outputs_among_inputs
+    refuse_outputs_among_inputs(capture, {"--db": _history_path(history_path)})   # never a capture's profiler .db
     run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
                                      branch=branch, commit=commit, note=note, status=status,
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
@@ -851,7 +882,9 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
     from perfgate.metrics.fingerprint import failed_checks
     from perfgate.gate import require_writable
     from perfgate.ingest.discover import refuse_outputs_among_inputs
+    from perfgate.store.reportpaths import refuse_outputs_on_inputs
     refuse_outputs_among_inputs(capture, {"--output": output})
+    refuse_outputs_on_inputs({"--output": output}, _inputs(policy_path, history=False, store=False))
     require_writable("--output", output)
     if output and output != "-":
         from perfgate.store.atomic import discard_stale
@@ -945,6 +978,8 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     from perfgate.gate import capture_report, require_writable
     if html_path == "-":   # a page is a file: "-" would be a file of that name in the working folder
         raise errors.UsageError("--html needs a file path: the page is not written to stdout")
+    from perfgate.store.reportpaths import refuse_outputs_on_inputs
+    refuse_outputs_on_inputs({"--html": html_path}, _inputs(policy_path, history_path, store=False))
     policy = _policy(policy_path)
     require_writable("--html", html_path)
     _on_error(lambda e: _report_read_error(e, capture, html_path))
@@ -1104,7 +1139,9 @@ def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers)
     policy file with them and says which tolerances could be tightened."""
     from perfgate.gate import calibrate as run_calibrate
     from perfgate.ingest.discover import refuse_outputs_among_inputs
+    from perfgate.store.reportpaths import refuse_outputs_on_inputs
     refuse_outputs_among_inputs(captures, {"--out": out_path})
+    refuse_outputs_on_inputs({"--out": out_path}, _inputs(policy_path, history=False, store=False))
     proposals, path = run_calibrate(list(captures), out_path, policy=_policy(policy_path), k=k,
                                     with_trace=_with_trace(trace_mode, no_trace), workers=workers)
 

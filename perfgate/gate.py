@@ -439,7 +439,7 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
         errors.require_extra("html", "--html")
     _require_report_destinations(out=out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
-                               captures=capture_path)
+                               captures=capture_path, inputs={"--db": history_path, "--baseline-dir": store.dir})
     result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
         result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (

@@ -277,3 +277,130 @@ def test_a_huge_time_is_quoted_readably(copy_capture, tmp_path, value, says):
     r = _fingerprint(cap, tmp_path)
     assert r.exit_code == 3 and says in r.output, r.output
     assert "RuntimeWarning" not in r.output
+
+
+# ---- the store / history / CLI helper (A: data loss and false passes, B: exit 70) ----
+
+@pytest.fixture
+def demo(tmp_path):
+    from perfgate.synth import write_demo_pair
+    base, cand = write_demo_pair(tmp_path / "caps")
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
+    return base, cand, bl
+
+
+def test_a_report_never_replaces_the_baseline_it_compares_against(demo, tmp_path):
+    """``check --markdown STORE/main.json --no-baseline-ok`` removed the baseline before reading
+    it, then passed as NO_BASELINE (exit 0) and left Markdown where the baseline was."""
+    _, cand, bl = demo
+    before = (bl / "main.json").read_bytes()
+    r = _run("check", "--baseline", "main", "--baseline-dir", bl, cand, "--no-baseline-ok",
+             "--markdown", bl / "main.json", "--out", tmp_path / "out")
+    assert r.exit_code == 2, r.output
+    assert "--markdown" in r.output and "inside the --baseline-dir folder" in r.output
+    assert (bl / "main.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["check", "report", "fingerprint"])
+def test_a_report_never_replaces_the_policy_or_the_history(demo, tmp_path, command):
+    _, cand, bl = demo
+    pol = tmp_path / "p.yaml"
+    pol.write_text("version: 1\n")
+    db = tmp_path / "h.sqlite"
+    assert _run("history", "record", "--branch", "main", "--commit", "c0", "--db", db, cand).exit_code == 0
+    kept = {p: p.read_bytes() for p in (pol, db)}
+    for target, option in ((pol, "--policy"), (db, "--db")):
+        if command == "fingerprint" and option == "--db":
+            continue
+        args = {"check": ["check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o",
+                          "--json", target],
+                "report": ["report", "--html", target],
+                "fingerprint": ["fingerprint", "-o", target]}[command]
+        r = _run(*args, "--policy", pol, *(["--db", db] if command != "fingerprint" else []), cand)
+        assert r.exit_code == 2, r.output
+        assert f"is the {option} {target}, which this command reads" in r.output, r.output
+    assert {p: p.read_bytes() for p in kept} == kept
+
+
+def test_the_baseline_store_and_the_history_never_write_into_a_capture(copy_capture, tmp_path):
+    cap = copy_capture("level1")
+    out = cap / OUT
+    before = (out / "trace_view.json").read_bytes()
+    r = _run("baseline", "save", "--name", "trace_view", "--baseline-dir", out, cap)
+    assert r.exit_code == 2 and "never writes among a capture's files" in r.output, r.output
+    assert (out / "trace_view.json").read_bytes() == before
+    r = _run("history", "record", "--branch", "main", "--db", out / "h.db", cap)
+    assert r.exit_code == 2 and "never writes among a capture's files" in r.output, r.output
+    assert not (out / "h.db").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["history", "record", "--branch", "ma\udcffin"], ["history", "record", "--branch", "main", "--note", "bad\udcff"],
+    ["baseline", "save", "--name", "x", "--branch", "ma\udcffin"],
+])
+def test_arguments_that_are_not_utf8_are_refused_not_stored(demo, tmp_path, argv):
+    """``baseline save --branch $'ma\\xffin'`` stored a lone surrogate: every later check of that
+    baseline was exit 70; ``history record --note $'bad\\xff'`` was exit 70."""
+    _, cand, bl = demo
+    extra = ["--db", tmp_path / "h.sqlite"] if argv[0] == "history" else ["--baseline-dir", bl]
+    r = _run(*argv, *extra, cand)
+    assert r.exit_code == 2 and "not UTF-8 text" in r.output, r.output
+    assert not (bl / "x.json").exists() and not (tmp_path / "h.sqlite").exists()
+
+
+@pytest.mark.parametrize("edit, says", [
+    ("d['provenance']['steps'] = 5", "provenance.steps is a number, not an object"),
+    ("d['config']['ranks'] = '0,1'", 'config.ranks is "0,1", not an array of rank numbers'),
+    ("d['config']['coverage'] = [1]", "config.coverage is an array, not an object"),
+    ("d['metrics'][next(iter(d['metrics']))]['context'] = None", "is not an object with an object context"),
+    ("d['detail']['operators'] = 'x'", "detail.operators is a string, not an object"),
+    ("d['detail']['segments'] = 5", "detail.segments is a number, not an array"),
+    ("d['detail']['step_time'] = 5", "detail.step_time is a number, not an array"),
+])
+def test_a_hand_edited_baseline_is_damaged_not_an_internal_error(demo, tmp_path, edit, says):
+    _, cand, bl = demo
+    doc = json.loads((bl / "main.json").read_text())
+    d = doc["fingerprint"]
+    exec(edit, {"d": d})
+    (bl / "main.json").write_text(json.dumps(doc))
+    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert r.exit_code == 5 and says in r.output, r.output
+
+
+@pytest.mark.parametrize("text, says", [
+    ("self_checks:\n  abs_us_per_row: 99999999999999999999999999\n", "self_checks.abs_us_per_row"),
+    ("history:\n  min_size: 99999999999999999999999999\n", "history.min_size"),
+    ("overrides:\n  - {metric: kernel.time_us, labels: {family: [a, b]}, gated: true}\n",
+     "overrides[0].labels.family': must be one label value (a string or number), got a list"),
+    ("overrides:\n  - {metric: kernel.time_us, labels: {family: null}, gated: true}\n",
+     "overrides[0].labels.family': must be one label value"),
+])
+def test_policy_values_that_cannot_work_are_exit_2(demo, tmp_path, text, says):
+    _, cand, bl = demo
+    pol = tmp_path / "p.yaml"
+    pol.write_text("version: 1\n" + text)
+    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", "--policy", pol, cand)
+    assert r.exit_code == 2 and says in r.output, r.output
+
+
+@pytest.mark.parametrize("where", ["import", "call"])
+def test_a_flops_spec_calling_sys_exit_is_a_policy_error(tmp_path, where):
+    """A FLOPs spec that called sys.exit(0) ended `check` with exit 0, no output and no reports."""
+    from perfgate.errors import PolicyError
+    from perfgate.policy.opspec import load_flops_function
+    spec = tmp_path / "flops.py"
+    spec.write_text("import sys\nsys.exit(0)\n" if where == "import" else
+                    "import sys\ndef flops(row):\n    sys.exit(0)\n")
+    if where == "import":
+        with pytest.raises(PolicyError, match="SystemExit"):
+            load_flops_function(spec)
+    else:
+        import types
+
+        import pandas as pd
+        from perfgate.metrics.mfu import _flops_per_row
+        rows = pd.DataFrame({"name": ["MatMul_1"], "op_type": ["MatMul"], "core_type": ["AI_CORE"],
+                             "input_shapes": ["2,2;2,2"], "input_dtypes": ["FLOAT16"]})
+        with pytest.raises(PolicyError, match="flops\\(row\\) failed for kernel 'MatMul_1'.*SystemExit"):
+            _flops_per_row(rows, types.SimpleNamespace(python=spec))

@@ -335,7 +335,13 @@ def _bad_number(v, lo: float = 0.0) -> bool:
     """Not a finite number >= ``lo``: a bool, text, None, or YAML's ``.nan`` / ``.inf`` (a NaN
     passes every ``v < 0`` test and then poisons every comparison: exit 70 or every self-check
     failing instead of exit 2 naming the key)."""
-    return not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < lo
+    return (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < lo
+            or abs(v) > MAX_POLICY_NUMBER)   # 10**26 passes isfinite, then overflows numpy's int64 (exit 70)
+
+
+#: the largest number a policy setting may hold (2**53: every integer up to it is exact as a float;
+#: no tolerance, window or count comes near it)
+MAX_POLICY_NUMBER = 2 ** 53
 
 
 def _tolerance(path, key, d) -> Tolerance:
@@ -424,7 +430,7 @@ def _load_policy(path: Path) -> Policy:
     top_n = fp.get("top_n", 10)
     slack = fp.get("top_n_slack", 5)
     for k, v in (("top_n", top_n), ("top_n_slack", slack)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (k == "top_n" and v == 0):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (k == "top_n" and v == 0) or v > MAX_POLICY_NUMBER:
             raise _err(path, f"fingerprint.{k}", f"must be a positive integer, got {v!r}")
     suffix = _regex(path, "fingerprint.family_suffix", fp.get("family_suffix", r"(?:_+\d+)+$"))
     suffix = family_rules(path, suffix, fp.get("family_volatile"))   # volatile name parts (issue 17)
@@ -468,6 +474,10 @@ def _load_policy(path: Path) -> Policy:
         labels = ov.get("labels") or {}
         if not isinstance(labels, dict):
             raise _err(path, f"{key}.labels", f"must be a mapping of label -> value, got {_kind(labels)}")
+        for lk, lv in labels.items():   # a list or null would become the text "['a', 'b']" / "None": a rule that never applies
+            if not isinstance(lk, str) or isinstance(lv, bool) or not isinstance(lv, (str, int, float)):
+                raise _err(path, f"{key}.labels.{lk}", f"must be one label value (a string or number), got "
+                                                      f"{_kind(lv)}: one override per value")
         fields = {k: v for k, v in ov.items() if k not in ("metric", "labels")}
         overrides.append(Override(ov["metric"], {str(k): str(v) for k, v in labels.items()},
                                   _rule_fields(path, key, fields, partial=True)))

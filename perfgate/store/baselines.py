@@ -76,6 +76,30 @@ def _require_shape(fpd: dict) -> None:
     missing = [k for k in _CONFIG_KEYS if k not in fpd["config"]]
     if missing:
         raise ValueError(f"config has no {', '.join(missing)}")
+    # the nested parts a comparison reads as a mapping or a list (a hand edit made them a number:
+    # exit 70 in the comparison instead of DAMAGED_BASELINE)
+    ranks = fpd["config"]["ranks"]
+    if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+        raise ValueError(f"config.ranks is {json.dumps(ranks)[:40]}, not an array of rank numbers")
+    for where, value, kind in (("config.coverage", fpd["config"].get("coverage"), dict),
+                               ("provenance.steps", fpd["provenance"].get("steps"), dict),
+                               ("detail.operators", fpd["detail"].get("operators"), dict),
+                               ("detail.segments", fpd["detail"].get("segments"), list),
+                               ("detail.step_time", fpd["detail"].get("step_time"), list),
+                               ("detail.steps", fpd["detail"].get("steps"), list)):
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"{where} is {_JSON_TYPE.get(type(value), type(value).__name__)}, not {_JSON_TYPE[kind]}")
+    steps = fpd["provenance"].get("steps")
+    if isinstance(steps, dict):
+        bad = next((r for r, v in steps.items() if not isinstance(v, list)), None)
+        if bad is not None:
+            raise ValueError(f"provenance.steps[{bad!r}] is not an array of steps")
+    metrics = fpd.get("metrics")
+    if isinstance(metrics, dict):
+        bad = next((k for k, m in metrics.items()
+                    if not isinstance(m, dict) or ("context" in m and not isinstance(m["context"], dict))), None)
+        if bad is not None:
+            raise ValueError(f"metric {bad!r} is not an object with an object context")
 
 
 class BaselineStore:
