@@ -155,6 +155,10 @@ def load_history_baseline(baseline_name: str, cand, policy, history_path):
     if left:
         note += (f"; run(s) {left} of this series left out: another workload than the candidate "
                  f"(other kernel families)")
+    mine = base.provenance.get("candidate_runs") or []
+    if mine:
+        note += (f"; run(s) {mine} left out: the candidate itself, already recorded (the same metrics), is "
+                 f"not part of its own baseline")
     ranks_left = base.provenance.get("other_rank_runs") or []
     if ranks_left:
         note += (f"; run(s) {ranks_left} of this series left out: they profiled other ranks than the "

@@ -404,3 +404,25 @@ def test_a_flops_spec_calling_sys_exit_is_a_policy_error(tmp_path, where):
                              "input_shapes": ["2,2;2,2"], "input_dtypes": ["FLOAT16"]})
         with pytest.raises(PolicyError, match="flops\\(row\\) failed for kernel 'MatMul_1'.*SystemExit"):
             _flops_per_row(rows, types.SimpleNamespace(python=spec))
+
+
+def test_a_recorded_candidate_is_not_part_of_its_own_rolling_baseline(tmp_path):
+    """A regressing candidate checked against history:main failed (exit 1); recorded, then
+    checked again, it joined the median it was compared with and passed (exit 0)."""
+    from perfgate.synth.writer import SynthSpec, write_capture
+    db = tmp_path / "h.sqlite"
+    for i in range(1, 6):
+        cap = write_capture(tmp_path / f"s{i}", SynthSpec(steps=5, seed=i))
+        assert _run("history", "record", "--branch", "main", "--commit", f"p{i}", "--db", db, cap).exit_code == 0
+    slow = {"aclnnMatmul_MatMulV3Common_MatMulV3": 1.3}
+    for i in (6, 7):
+        cap = write_capture(tmp_path / f"c{i}", SynthSpec(steps=5, seed=10 + i, slowdown=slow))
+        assert _run("history", "record", "--branch", "main", "--commit", f"p{i}", "--db", db, cap).exit_code == 0
+    cand = write_capture(tmp_path / "c8", SynthSpec(steps=5, seed=18, slowdown=slow))
+    args = ("check", "--baseline", "history:main", "--db", db, "--out", tmp_path / "o", "-v", cand)
+    first = _run(*args)
+    assert first.exit_code == 1, first.output
+    assert _run("history", "record", "--branch", "main", "--commit", "p8", "--db", db, cand).exit_code == 0
+    again = _run(*args)
+    assert again.exit_code == 1, again.output
+    assert "left out: the candidate itself, already recorded" in again.output

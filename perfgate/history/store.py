@@ -163,6 +163,15 @@ def series_id(config: dict) -> str:
 _SERIES_SQL = "{p}series_key || coalesce('/' || {p}profiler_level, '')"
 
 
+def _provenance_digest(provenance) -> str | None:
+    """The ``metrics_digest`` a run's stored provenance (JSON text) records, or None."""
+    try:
+        d = json.loads(provenance) if isinstance(provenance, str) else provenance
+    except ValueError:
+        return None
+    return d.get("metrics_digest") if isinstance(d, dict) else None
+
+
 def metrics_digest(fp: Fingerprint) -> str:
     """Content identity of a fingerprint: sha256 (first 16 hex) over every metric key and value.
 
@@ -745,6 +754,15 @@ class HistoryStore:
             + " as series, config, provenance from runs where branch = ? and "
             "status = 'kept' order by recorded_at, id", self.conn, params=[branch])
         runs = self._ordered(_clean_commits(runs)).iloc[::-1].reset_index(drop=True)  # newest commit first
+        # the candidate itself, already recorded (the same metrics digest): never part of its own
+        # baseline, where it would pull the median toward itself (a regression recorded, then
+        # checked, passed: sixth audit round)
+        own_runs: list = []
+        if cand is not None and len(runs):
+            digest = metrics_digest(cand)
+            mine = runs["provenance"].map(lambda p: _provenance_digest(p) == digest).astype(bool)
+            own_runs = sorted(int(i) for i in runs["id"][mine])
+            runs = runs[~mine].reset_index(drop=True)
         in_key = runs[runs["series_key"] == sk]
         # one rank set per pool: the series key hashes the rank count, so runs that profiled other
         # ranks (ranks 0,1 against 0,3: another pipeline stage) share it; a stored baseline of other
@@ -820,6 +838,7 @@ class HistoryStore:
         prov = {"source": f"history:{branch}", "runs": ids, "commits": list(same["commit"]),  # None = no commit
                 "other_workload_runs": sorted(other),
                 "other_rank_runs": sorted(other_ranks),
+                "candidate_runs": own_runs,
                 "ranks": cfg.get("ranks"),
                 "window": window, "series_key": sk, "series": same.iloc[0]["series"], "db": str(self.path),
                 "steps": prov_steps}
