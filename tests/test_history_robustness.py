@@ -140,8 +140,10 @@ def test_check_against_history_with_a_run_without_commit(no_commit_db, tmp_path)
     assert r.exit_code in (0, 1), r.output
     doc = json.loads((out / "perfgate-result.json").read_text())
     note = next(n for n in doc["notes"] if n.startswith("baseline history:main"))
-    assert "commits ['(no commit)', 'c6', 'c5', 'c4', 'c3']" in note
-    assert doc["baseline_provenance"]["commits"] == [None, "c6", "c5", "c4", "c3"]
+    # s6 is recorded as run 6 (c6): the candidate itself is left out of its own baseline
+    assert "commits ['(no commit)', 'c5', 'c4', 'c3', 'c2']" in note
+    assert "run(s) [6] left out: the candidate itself, already recorded" in note
+    assert doc["baseline_provenance"]["commits"] == [None, "c5", "c4", "c3", "c2"]
     assert (out / "perfgate-report.md").is_file() and (out / "perfgate-junit.xml").is_file()
 
 
@@ -166,7 +168,8 @@ def test_existing_db_with_nan_or_empty_commits_still_works(no_commit_db, tmp_pat
     con.close()
     r = run("check", "--baseline", "history:main", root / "s6", "--db", db, "--out", tmp_path / "o")
     assert r.exit_code in (0, 1), r.output
-    assert "commits ['(no commit)', 'c6', '(no commit)', '(no commit)', '(no commit)']" in r.output
+    # s6 (run 6) is the candidate itself: left out of its pool
+    assert "commits ['(no commit)', '(no commit)', '(no commit)', '(no commit)', 'c2']" in r.output, r.output
     r = run("history", "runs", "--db", db)
     assert r.output.count("(no commit)") == 4 and "NaN" not in r.output
     hs = HistoryStore(db, readonly=True)

@@ -24,7 +24,9 @@ def test_the_baseline_pools_the_candidates_workload_only(mixed_history, policy):
     r = check(caps[3], "history:main", policy=policy, history_path=db, env={}, store=BaselineStore(db.parent / "bl"))
     assert r.exit_code == 0, [c.reason for c in r.comparisons if c.fails][:3]
     note = next(n for n in r.notes if n.startswith("baseline history:main"))
-    assert "median of 4 run(s)" in note and "run(s) [5] of this series left out: another workload" in note
+    # caps[3] is recorded (run 4): the candidate itself is left out of its own pool, and level1 (run 5) too
+    assert "median of 3 run(s)" in note and "run(s) [5] of this series left out: another workload" in note
+    assert "run(s) [4] left out: the candidate itself" in note
     topn = [c for c in r.comparisons if c.name == "kernel.topn"]
     assert topn and all(c.verdict == "unchanged" for c in topn)
 
