@@ -426,3 +426,17 @@ def test_a_recorded_candidate_is_not_part_of_its_own_rolling_baseline(tmp_path):
     again = _run(*args)
     assert again.exit_code == 1, again.output
     assert "left out: the candidate itself, already recorded" in again.output
+
+
+def test_a_damaged_history_database_costs_only_the_sparklines(demo, tmp_path):
+    """With a stored baseline the history database only draws the HTML page's trend sparklines; a
+    damaged one made `check --html` exit 5 and write no JUnit, Markdown or JSON at all."""
+    _, cand, bl = demo
+    db = tmp_path / "bad.sqlite"
+    db.write_text("not a database")
+    out = tmp_path / "o"
+    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", out, "--html", tmp_path / "r.html",
+             "--db", db, cand)
+    assert r.exit_code == 1, r.output
+    assert {p.name for p in out.iterdir()} == {"perfgate-junit.xml", "perfgate-report.md", "perfgate-result.json"}
+    assert "trend sparklines not drawn: the history database" in (tmp_path / "r.html").read_text()

@@ -34,9 +34,10 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     adds its per-rank step times and config; an unreadable one is left out, not an error.
     Trend sparklines are drawn when ``history_path`` is an existing history database.
 
+    An unreadable history database draws no trends and the page says why in its notes.
+
     Raises:
-        StoreError: the history database is unreadable (except for a DAMAGED_BASELINE or
-            STORE_ERROR result, whose page reports it and draws no trends), or the write failed (exit 5).
+        StoreError: the write failed (exit 5).
     """
     from perfgate.report.html import render_html, sparkline_keys   # HTML only: not imported by check's files
     base = None
@@ -49,10 +50,15 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     keys = sparkline_keys(result)
     try:
         history = _history(history_path, keys, base.config if base else None)
-    except StoreError:
+    except StoreError as e:
+        # the history database only draws trend sparklines here (a history:BRANCH baseline that
+        # cannot be read is already the result's STORE_ERROR): a damaged one costs the trends, with
+        # a note on the page, never the verdict or the other reports (sixth audit round)
+        history = None
         if result.status not in terms.STORE_FAILED:
-            raise
-        history = None   # the damaged / unopenable history database is what this page reports: no trends
+            import dataclasses
+            result = dataclasses.replace(result, notes=tuple(result.notes) + (
+                f"trend sparklines not drawn: the history database {history_path} cannot be read ({e})",))
     text = render_html(result, baseline=base, history=history, trend_keys=keys)
     path = Path(path)
     write_atomic(path, text)
