@@ -166,6 +166,23 @@ def rollup_row(fp) -> dict:
     return row
 
 
+_ROW_KEYS = frozenset(c for c in COLUMNS if c not in ("capture", "cached"))
+
+
+def _valid_cached_row(row) -> bool:
+    """A cached row as :func:`sweep_one` writes it: an ``ok`` row with every column (scalar
+    values), or a ``failed`` row with its reason text. Anything else (a damaged or hand-edited
+    cache file: ``null``, ``{"status": "ok"}``) is recomputed, never trusted: a bare
+    ``{"status": "ok"}`` counted a failing capture as ok (sixth audit round)."""
+    if not isinstance(row, dict) or "seconds" not in row:
+        return False
+    if not all(v is None or isinstance(v, (str, int, float)) for v in row.values()):
+        return False
+    if row.get("status") == "failed":
+        return isinstance(row.get("reason"), str) and bool(row["reason"])
+    return row.get("status") == "ok" and _ROW_KEYS <= set(row)
+
+
 def sweep_one(capture, policy) -> dict:
     """Fingerprint one capture into a rollup row; a capture perfgate cannot read gives a
     ``failed`` row with the reason (never raises a :class:`PerfgateError`)."""
@@ -212,12 +229,14 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
             keys[cap] = cache_key(cap, policy)
             hit = cache / f"{keys[cap]}.json"
             try:
-                rows[cap] = dict(json.loads(hit.read_text(encoding="utf-8")), cached=True)
+                row = json.loads(hit.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                row = None
+            if _valid_cached_row(row):
+                rows[cap] = dict(row, cached=True)
                 if progress:
                     progress(len(rows), len(caps), cap)
                 continue
-            except (OSError, ValueError):
-                pass
         todo.append(cap)
     from perfgate.run import usable_cpus
     n = workers or min(usable_cpus(), max(1, len(todo)))  # the CPUs this process may run on (taskset, cpuset)

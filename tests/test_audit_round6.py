@@ -440,3 +440,26 @@ def test_a_damaged_history_database_costs_only_the_sparklines(demo, tmp_path):
     assert r.exit_code == 1, r.output
     assert {p.name for p in out.iterdir()} == {"perfgate-junit.xml", "perfgate-report.md", "perfgate-result.json"}
     assert "trend sparklines not drawn: the history database" in (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.parametrize("content", ["null", '{"status": "ok"}', '{"status": "ok", "ranks": "x"}', "[]"])
+def test_a_damaged_sweep_cache_entry_is_recomputed_not_trusted(text_captures, tmp_path, content):
+    """`{"status": "ok"}` in every cache file made a sweep report all 14 captures ok (5 fail);
+    `null` was exit 70."""
+    root = tmp_path / "caps"
+    root.mkdir()
+    import shutil
+    shutil.copytree(text_captures / "level1", root / "good")
+    (root / "bad" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)   # nothing to read
+    out = tmp_path / "sw"
+    first = _run("sweep", root, "--out", out, "--workers", "1")
+    assert first.exit_code == 0, first.output
+    caches = list((out / ".cache").glob("*.json")) if (out / ".cache").is_dir() else []
+    assert len(caches) == 2, first.output
+    for c in caches:
+        c.write_text(content)
+    again = _run("sweep", root, "--out", out, "--workers", "1")
+    assert again.exit_code == 0, again.output
+    assert again.output == first.output, again.output   # recomputed: the same summary, one capture failed
+    rows = (out / "sweep.csv").read_text()
+    assert "failed" in rows and ",ok," in rows
