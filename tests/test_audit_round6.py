@@ -463,3 +463,20 @@ def test_a_damaged_sweep_cache_entry_is_recomputed_not_trusted(text_captures, tm
     assert again.output == first.output, again.output   # recomputed: the same summary, one capture failed
     rows = (out / "sweep.csv").read_text()
     assert "failed" in rows and ",ok," in rows
+
+
+@pytest.mark.parametrize("kind", ["folder", "dangling link"])
+def test_a_baseline_name_that_is_no_file_is_a_damaged_store(demo, tmp_path, kind):
+    """A folder `dir.json` or a dangling `dangling.json` link was listed UNREADABLE with exit 0,
+    and `check` said "no baseline named 'dir' (stored: ..., dir, ...)", which
+    --no-baseline-ok then passed."""
+    _, cand, bl = demo
+    path = bl / "odd.json"
+    if kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(tmp_path / "missing.json")
+    r = _run("baseline", "list", "--baseline-dir", bl)
+    assert r.exit_code == 5 and "odd\tUNREADABLE: baseline file is a" in r.output, r.output
+    r = _run("check", "--baseline", "odd", "--baseline-dir", bl, "--out", tmp_path / "o", "--no-baseline-ok", cand)
+    assert r.exit_code == 5 and "DAMAGED_BASELINE" in r.output, r.output

@@ -209,6 +209,11 @@ class BaselineStore:
         path = self.path_for(name)
         repair = _REPAIR.format(name=name)
         self._require_folder()   # not "no baseline": the store cannot exist where a file is
+        if path.is_dir() or (os.path.islink(path) and not path.exists()):
+            # NAME.json is there but is no file: a damaged store, never "no baseline" (which
+            # --no-baseline-ok passes), and never listed as a baseline that then "does not exist"
+            what = "a folder" if path.is_dir() else f"a symbolic link to a missing file ({os.readlink(path)})"
+            raise CorruptBaselineError(f"baseline file is {what}, not a baseline", path=path, hint=repair)
         if not path.is_file():
             have = ", ".join(self.names()) or "none"
             where = Path(os.path.abspath(self.dir))
