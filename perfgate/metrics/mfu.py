@@ -95,7 +95,7 @@ def _flops_per_row(k: pd.DataFrame, spec) -> np.ndarray:
                 try:
                     v = fn({"name": row[0], "type": row[1], "core_type": row[2], "input_shapes": row[3],
                             "input_dtypes": row[4]})
-                except (Exception, SystemExit) as e:  # user code: any failure is a spec error, sys.exit() too
+                except (Exception, SystemExit) as e:  # user code: any failure is a spec error, SystemExit too
                     raise PolicyError(f"flops(row) failed for kernel {row[0]!r} (shapes {row[3]!r}): "
                                       f"{type(e).__name__}: {e}", path=spec.python) from None
                 cache[row] = float(v) if v else np.nan

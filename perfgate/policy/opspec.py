@@ -195,7 +195,7 @@ class SuggestionRule:
 
 def _number(path, key, v, lo=0.0, hi=None):
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < lo \
-            or (hi is not None and v > hi) or abs(v) > 2 ** 53:
+            or (hi is not None and v > hi):
         raise policy_error(path, key, f"must be a number in [{lo}, {hi if hi is not None else '∞'}], got {v!r}")
     return float(v)
 
@@ -335,7 +335,7 @@ def load_flops_function(py_path: str):
     mod = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(mod)
-    except (Exception, SystemExit) as e:  # a user file: any error is a spec error, sys.exit() too
+    except (Exception, SystemExit) as e:  # a user file: any error is a spec error, SystemExit too
         raise PolicyError(f"the FLOPs spec failed to import: {type(e).__name__}: {e}", path=py_path) from None
     fn = getattr(mod, "flops", None)
     if not callable(fn):
