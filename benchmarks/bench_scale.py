@@ -177,12 +177,12 @@ def typed_floor_fn(cap: Path, policy):
 
 def reads_fn(cap: Path, policy):
     """Every read perfgate's ``--trace never`` fingerprint makes, done by the libraries alone, with
-    nothing computed: the typed kernel parse (:func:`typed_floor_fn`), orjson parsing each
-    communication.json (perfgate's own parser, with the cyclic collector paused as perfgate pauses
-    it: with it running, the ~60 objects per op make the parse ~4x slower) and pyarrow reading
-    each step_trace_time.csv. What a fingerprint costs beyond this is its own work; the issue's
-    2x-the-floor line leaves ``2 * floor - reads`` seconds for it."""
-    import orjson
+    nothing computed: the typed kernel parse (:func:`typed_floor_fn`), msgspec decoding each
+    communication.json into the typed records perfgate reads (``perfgate.ingest.comm._DECODER``,
+    with the cyclic collector paused as perfgate pauses it; orjson's parse into dicts until the
+    twelfth session) and pyarrow reading each step_trace_time.csv. What a fingerprint costs beyond
+    this is its own work; the issue's 2x-the-floor line leaves ``2 * floor - reads`` seconds for it."""
+    from perfgate.ingest.comm import _DECODER
     typed = typed_floor_fn(cap, policy)
     outs = sorted({f.parent for f in kernel_files(cap)})
     comm = [o / "communication.json" for o in outs if (o / "communication.json").is_file()]
@@ -193,7 +193,7 @@ def reads_fn(cap: Path, policy):
         gc.disable()
         try:
             for f in comm:
-                orjson.loads(f.read_bytes())
+                _DECODER.decode(f.read_bytes())
         finally:
             gc.enable()
         for f in st:
