@@ -480,3 +480,17 @@ def test_a_baseline_name_that_is_no_file_is_a_damaged_store(demo, tmp_path, kind
     assert r.exit_code == 5 and "odd\tUNREADABLE: baseline file is a" in r.output, r.output
     r = _run("check", "--baseline", "odd", "--baseline-dir", bl, "--out", tmp_path / "o", "--no-baseline-ok", cand)
     assert r.exit_code == 5 and "DAMAGED_BASELINE" in r.output, r.output
+
+
+def test_a_journal_note_with_a_bar_or_a_newline_stays_in_its_cell(tmp_path):
+    from perfgate.synth.writer import SynthSpec, write_capture
+    db = tmp_path / "h.sqlite"
+    for i, note in enumerate(["base", "BLOCK | 128->64\nsecond line"]):
+        cap = write_capture(tmp_path / f"c{i}", SynthSpec(steps=3, seed=i))
+        r = _run("history", "record", "--branch", "main", "--commit", f"c{i}", "--note", note, "--db", db, cap)
+        assert r.exit_code == 0, r.output
+    r = _run("history", "journal", "--branch", "main", "--db", db)
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if "BLOCK" in line)
+    assert "BLOCK \\| 128->64 second line" in row
+    assert row.count(" | ") == r.output.splitlines()[0].count(" | ")   # as many columns as the header

@@ -226,7 +226,8 @@ def render_journal(table: pd.DataFrame, key: str) -> str:
     for d in table.to_dict("records"):
         v = d[key]
         pct = lambda x: "—" if pd.isna(x) else f"{x:+.1%}"
-        lines.append(f"| {d['round']} | {d['change']} | {d['status']} |{' ' + str(d['series']) + ' |' if multi else ''} "
+        change = " ".join(str(d["change"]).split()).replace("|", "\\|")   # one row: no line break, no column break
+        lines.append(f"| {d['round']} | {change} | {d['status']} |{' ' + str(d['series']) + ' |' if multi else ''} "
                      f"{'—' if pd.isna(v) else f'{v:,.1f}'} | {pct(d['vs_previous_kept'])} | {pct(d['vs_first'])} |")
     kept_rows = table[(table["status"] == "kept") & table[key].notna()]
     if multi and len(kept_rows):
