@@ -54,10 +54,12 @@ def _inputs(policy_path=None, history_path=None, baseline_dir=None, *, history=T
     """The files and folders a command reads besides its captures (option -> path, defaults
     resolved as the command resolves them): no report may be written over one of them
     (:func:`perfgate.store.reportpaths.refuse_outputs_on_inputs`)."""
-    import os
     out = {"--policy": policy_path}
     if history:
-        out["--db"] = history_path or os.environ.get("PERFGATE_HISTORY") or "perfgate-history.sqlite"
+        try:
+            out["--db"] = _history_path(history_path, only_if_given=True)
+        except errors.StoreError:   # a folder named as the database: refused where it is opened, as before
+            pass
     if store:
         out["--baseline-dir"] = _store(baseline_dir).dir
     return out
