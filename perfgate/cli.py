@@ -746,6 +746,11 @@ def _order_warnings(hs):
 
 
 def _emit(df, fmt):
+    # a text cell the database holds as bytes that are not UTF-8 (a note written by another tool)
+    # is shown with its bad bytes escaped: the JSON writer would stop at it (exit 70)
+    for c in df.columns[df.dtypes == object]:
+        if df[c].map(lambda v: isinstance(v, bytes)).any():
+            df = df.assign(**{c: df[c].map(lambda v: v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v)})
     if fmt == "json":
         click.echo(df.to_json(orient="records", indent=1))
     elif fmt == "csv":

@@ -494,3 +494,21 @@ def test_a_journal_note_with_a_bar_or_a_newline_stays_in_its_cell(tmp_path):
     row = next(line for line in r.output.splitlines() if "BLOCK" in line)
     assert "BLOCK \\| 128->64 second line" in row
     assert row.count(" | ") == r.output.splitlines()[0].count(" | ")   # as many columns as the header
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "table"])
+def test_history_runs_shows_a_note_that_is_not_utf8(tmp_path, fmt):
+    """A note stored as bytes that are not UTF-8 (by another tool) made `history runs --format
+    json` exit 70; its bad bytes are now shown escaped in every format."""
+    import sqlite3
+    from perfgate.synth.writer import SynthSpec, write_capture
+    db = tmp_path / "h.sqlite"
+    cap = write_capture(tmp_path / "c", SynthSpec(steps=3))
+    assert _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cap).exit_code == 0
+    con = sqlite3.connect(db)
+    con.execute("update runs set note = x'ff41'")
+    con.commit()
+    con.close()
+    r = _run("history", "runs", "--db", db, "--format", fmt)
+    assert r.exit_code == 0, r.output
+    assert "xffA" in r.output, r.output
