@@ -261,7 +261,11 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
     out = []
     for root, cap in caps:
         rel = os.path.relpath(cap, Path(root).resolve())
-        out.append({**{c: None for c in COLUMNS}, **rows[cap], "capture": str(Path(root) / rel) if rel != "." else str(root)})
+        name = str(Path(root) / rel) if rel != "." else str(root)
+        # a folder name that is not UTF-8 (its bytes as surrogates) is shown with them escaped: the
+        # rollup's text columns hold text only (it was exit 70 and no rollup)
+        name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        out.append({**{c: None for c in COLUMNS}, **rows[cap], "capture": name})
     table = pd.DataFrame(out, columns=COLUMNS)
     for c in ("ranks", "steps", "layers", "self_checks_failed"):  # counts stay integers (blank when failed)
         table[c] = pd.to_numeric(table[c]).round().astype("Int64")

@@ -512,3 +512,17 @@ def test_history_runs_shows_a_note_that_is_not_utf8(tmp_path, fmt):
     r = _run("history", "runs", "--db", db, "--format", fmt)
     assert r.exit_code == 0, r.output
     assert "xffA" in r.output, r.output
+
+
+def test_a_sweep_over_a_folder_name_that_is_not_utf8_writes_its_rollup(text_captures, tmp_path):
+    """A capture folder `cap\\xe9` beside a good one: the rollup stopped at its name (exit 70)."""
+    import os
+    import shutil
+    root = tmp_path / "caps"
+    root.mkdir()
+    shutil.copytree(text_captures / "level1", root / "good")
+    shutil.copytree(text_captures / "level1", os.fsdecode(os.fsencode(str(root)) + b"/cap\xe9"))
+    r = _run("sweep", root, "--out", tmp_path / "sw", "--workers", "1")
+    assert r.exit_code == 0, r.output
+    rows = (tmp_path / "sw" / "sweep.csv").read_text(encoding="utf-8")
+    assert "cap\\xe9," in rows and "good,ok," in rows
