@@ -526,3 +526,23 @@ def test_a_sweep_over_a_folder_name_that_is_not_utf8_writes_its_rollup(text_capt
     assert r.exit_code == 0, r.output
     rows = (tmp_path / "sw" / "sweep.csv").read_text(encoding="utf-8")
     assert "cap\\xe9," in rows and "good,ok," in rows
+
+
+def test_another_applications_sqlite_file_is_not_adopted_as_the_history(tmp_path):
+    """`history record --db OTHER.sqlite` added perfgate's tables to any SQLite file (a
+    profiler's .db, an application's database); reads told the user to "open it once for
+    writing to migrate". Both are now exit 5 naming it, and the file is left as it was."""
+    import sqlite3
+    from perfgate.synth.writer import SynthSpec, write_capture
+    db = tmp_path / "other.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("create table foo(x)")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    cap = write_capture(tmp_path / "c", SynthSpec(steps=3))
+    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cap)
+    assert r.exit_code == 5 and "not a perfgate history database: it holds other tables (foo)" in r.output, r.output
+    r = _run("history", "runs", "--db", db)
+    assert r.exit_code == 5 and "not a perfgate history database" in r.output, r.output
+    assert db.read_bytes() == before

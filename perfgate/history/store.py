@@ -489,6 +489,14 @@ class HistoryStore:
     def _check_version(self):
         v = self._version()
         if v != SCHEMA_VERSION:
+            others = [t for t in self.db.table_names() if not t.startswith("sqlite_")]
+            if v == 0 and others and "runs" not in others:
+                raise StoreError(f"not a perfgate history database: it holds other tables "
+                                 f"({', '.join(sorted(others)[:5])}) and no perfgate schema", path=self.path,
+                                 hint="give perfgate a database file of its own (--db)")
+            if v > SCHEMA_VERSION:
+                raise StoreError(f"history schema version {v} is newer than this perfgate ({SCHEMA_VERSION})",
+                                 path=self.path, hint="read it with the perfgate version that wrote it, or a newer one")
             raise StoreError(f"history schema version {v} is not {SCHEMA_VERSION}; open it once for writing "
                              f"with this perfgate to migrate", path=self.path)
 
@@ -497,6 +505,11 @@ class HistoryStore:
             self.conn.execute("begin immediate")
             try:
                 v = self._version()
+                others = [t for t in self.db.table_names() if not t.startswith("sqlite_")]
+                if v == 0 and others:   # another application's database: never adopted (sixth audit round)
+                    raise StoreError(f"not a perfgate history database: it holds other tables "
+                                     f"({', '.join(sorted(others)[:5])}) and no perfgate schema", path=self.path,
+                                     hint="give perfgate a database file of its own (--db)")
                 if v > SCHEMA_VERSION:
                     raise StoreError(f"history schema version {v} is newer than this perfgate ({SCHEMA_VERSION})",
                                      path=self.path)
