@@ -386,6 +386,7 @@ class HistoryStore:
                 conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout_ms / 1000)
                 conn.execute(f"pragma busy_timeout = {int(busy_timeout_ms)}")
                 self.conn = conn
+                self._refuse_foreign()   # before WAL mode rewrites another application's file header
                 self._retry(lambda: conn.execute("pragma journal_mode = wal"))
                 conn.execute("pragma synchronous = normal")
         except sqlite3.DatabaseError as e:
@@ -480,6 +481,16 @@ class HistoryStore:
         self._intact = True
 
     # -- schema ---------------------------------------------------------------------------
+    def _refuse_foreign(self) -> None:
+        """Raise StoreError (exit 5) when the file is another application's SQLite database: it
+        holds tables and none of perfgate's (no ``meta`` schema version, no ``runs``)."""
+        names = [r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")]
+        others = [t for t in names if not t.startswith("sqlite_")]
+        if others and "meta" not in others and "runs" not in others:
+            raise StoreError(f"not a perfgate history database: it holds other tables "
+                             f"({', '.join(sorted(others)[:5])}) and no perfgate schema", path=self.path,
+                             hint="give perfgate a database file of its own (--db)")
+
     def _version(self) -> int:
         if "meta" not in self.db.table_names():
             return 0
@@ -489,11 +500,8 @@ class HistoryStore:
     def _check_version(self):
         v = self._version()
         if v != SCHEMA_VERSION:
-            others = [t for t in self.db.table_names() if not t.startswith("sqlite_")]
-            if v == 0 and others and "runs" not in others:
-                raise StoreError(f"not a perfgate history database: it holds other tables "
-                                 f"({', '.join(sorted(others)[:5])}) and no perfgate schema", path=self.path,
-                                 hint="give perfgate a database file of its own (--db)")
+            if v == 0:
+                self._refuse_foreign()   # another application's database (sixth audit round)
             if v > SCHEMA_VERSION:
                 raise StoreError(f"history schema version {v} is newer than this perfgate ({SCHEMA_VERSION})",
                                  path=self.path, hint="read it with the perfgate version that wrote it, or a newer one")
@@ -505,11 +513,6 @@ class HistoryStore:
             self.conn.execute("begin immediate")
             try:
                 v = self._version()
-                others = [t for t in self.db.table_names() if not t.startswith("sqlite_")]
-                if v == 0 and others:   # another application's database: never adopted (sixth audit round)
-                    raise StoreError(f"not a perfgate history database: it holds other tables "
-                                     f"({', '.join(sorted(others)[:5])}) and no perfgate schema", path=self.path,
-                                     hint="give perfgate a database file of its own (--db)")
                 if v > SCHEMA_VERSION:
                     raise StoreError(f"history schema version {v} is newer than this perfgate ({SCHEMA_VERSION})",
                                      path=self.path)
