@@ -280,7 +280,9 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
     sum_k = np.bincount(sk, weights=k_dur, minlength=ns)
     name_codes, names = pd.factorize(np.concatenate([j_names, k_names]), sort=False)
     pair_codes, pairs = pd.factorize(steps_codes.astype(np.int64) * len(names) + name_codes, sort=False)
-    delta = (np.bincount(pair_codes[:nj], minlength=len(pairs)) - np.bincount(pair_codes[nj:], minlength=len(pairs)))
+    cnt_j = np.bincount(pair_codes[:nj], minlength=len(pairs))   # per (step, name): ops in communication.json
+    cnt_k = np.bincount(pair_codes[nj:], minlength=len(pairs))   # ... and rows in the kernel table
+    delta = cnt_j - cnt_k
     pair_step, pair_name = pairs // len(names), pairs % len(names)
     off = np.flatnonzero(delta != 0)
     first_off = np.full(ns, -1)
@@ -302,10 +304,10 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
                        n_j[ok].tolist(), sum_j[ok].tolist(), sum_k[ok].tolist()))
     for i in np.flatnonzero(fail).tolist():
         if names_off[i]:
-            name = str(names[pair_name[first_off[i]]])
-            msg[i] = (f"op {name} is in {comm_file} {int(np.sum((j_step == steps[i]) & (j_names == name)))} "
+            p = first_off[i]
+            msg[i] = (f"op {names[pair_name[p]]} is in {comm_file} {int(cnt_j[p])} "
                       f"time(s) but among the communication rows of {kernel_file} "
-                      f"{int(np.sum((k_step == steps[i]) & (k_names == name)))} time(s) ({int(n_j[i])} op(s) against "
+                      f"{int(cnt_k[p])} time(s) ({int(n_j[i])} op(s) against "
                       f"{int(n_k[i])} row(s)); the files are not from one capture or communication.json was altered")
         else:
             msg[i] = (f"Σ Elapse of {int(n_j[i])} op(s) in {comm_file} is {sum_j[i]:.3f} us but Σ Duration "
