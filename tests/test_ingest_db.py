@@ -132,10 +132,23 @@ def test_op_summary_slices_in_order_with_cross_slice_duplicate(ascend, tmp_path)
     lines = src.read_text(encoding="utf-8").splitlines()
     out = tmp_path / "PROF_1" / "mindstudio_profiler_output"
     out.mkdir(parents=True)
-    (out / "op_summary_slice_10_20260823165335.csv").write_text("\n".join([lines[0], lines[3], lines[1]]) + "\n")
-    (out / "op_summary_slice_2_20260823165335.csv").write_text("\n".join(lines[:3]) + "\n")
+    # eleven slices of one row each (slice 10 sorts after slice 2 by number, not by name), each
+    # row the first one started k ms later; the row of slice 2 is written again in slice 10
+    import csv as _csv
+    import io
+    header, first = list(_csv.reader(lines[:2]))
+    at = header.index("Task Start Time(us)")
+    rows = {}
+    for k in range(11):
+        cells = list(first)
+        cells[at] = f"{float(first[at]) + 1000 * (2 if k == 10 else k):.3f}"
+        buf = io.StringIO()
+        _csv.writer(buf, lineterminator="").writerow(cells)
+        rows[k] = buf.getvalue()
+    for k, row in rows.items():
+        (out / f"op_summary_slice_{k}_20260823165335.csv").write_text("\n".join([lines[0], row]) + "\n")
     k = load_capture(tmp_path).ranks[0].kernels
-    assert len(k.df) == 3  # lines[1] appears in both slices: counted once
+    assert len(k.df) == 10  # the row of slice 2 appears in slices 2 and 10: counted once
     order = next(w for w in k.warnings if "slices read in order" in w)
     assert order.index("slice_2_") < order.index("slice_10_")
     assert any("repeated across slices" in w for w in k.warnings)

@@ -117,37 +117,81 @@ _UNSLICED = re.compile(r"^op_summary_(\d{14})\.csv$")   # CANN >= 8.0.RC1: op_su
 
 
 def _refuse_mixed_exports(out: Path, files: list) -> None:
-    """Several op_summary files in one output folder are read as one table only when they are the
-    slices of one export: ``op_summary_slice_<k>_<ts>.csv`` with one ``<ts>`` and distinct ``k``
-    (SCHEMAS.md, raw msprof naming). Two exports (``op_summary_<ts1>.csv`` and ``<ts2>``), a
-    sliced beside an unsliced one, or slices of two timestamps were summed as slices: every call
-    counted twice, a false REGRESSION (fourth audit round). Names of other generations (CANN 7.0
+    """Several op_summary files in one output folder are read as one table only when their names
+    say they are the slices of one export, with none lost. msprof (``FileSliceHelper``) writes a
+    summary of more than ``CSV_LIMIT`` (1,000,000) rows as ``op_summary_slice_<k>_<ts>.csv`` for
+    k = 0, 1, 2, ... (one generation names the first file ``op_summary_<ts>.csv`` and numbers the
+    rest from 1), full slices first and the remainder last, each file stamped with the time it
+    was written: the stamps of one export rise with ``k`` and may differ by seconds.
+
+    Refused: two exports (``op_summary_<ts1>.csv`` and ``<ts2>``; the fourth audit round: every
+    call counted twice, a false REGRESSION), repeated slice numbers, a missing slice number
+    (the seventh: the table read without a third of its rows, saved as a baseline), and stamps
+    that fall as ``k`` rises (not written in one pass). The slices' row counts are checked after
+    reading (:func:`_refuse_uneven_slices`). Names of other generations (CANN 7.0
     ``op_summary_<dev>_<model>_<ts>.csv``) are read as before.
 
     Raises:
-        InvalidCaptureError: the files are provably from more than one export (names them)."""
+        InvalidCaptureError: the files are provably from more than one export, or a slice is
+            missing (names them)."""
     if len(files) < 2:
         return
     sliced = {f.name: _SLICE.match(f.name) for f in files if _SLICE.match(f.name)}
     whole = [f.name for f in files if _UNSLICED.match(f.name)]
-    why = None
-    if sliced and whole:
-        why = f"a sliced export ({sorted(sliced)[0]}) beside an unsliced one ({whole[0]})"
-    elif len(whole) > 1:
+    ks = sorted(int(m.group(1)) for m in sliced.values())
+    why = missing = None
+    if len(whole) > 1:
         why = f"{len(whole)} exports ({', '.join(whole[:3])})"
+    elif sliced and whole and 0 in ks:
+        why = f"a sliced export ({sorted(sliced)[0]}) beside an unsliced one ({whole[0]})"
     elif sliced:
-        stamps = sorted({m.group(2) for m in sliced.values()})
-        ks = [int(m.group(1)) for m in sliced.values()]
-        if len(stamps) > 1:
-            why = f"slices of {len(stamps)} exports (timestamps {', '.join(stamps[:3])})"
-        elif len(set(ks)) < len(ks):
-            why = f"slice numbers repeated ({sorted(ks)})"
+        if len(set(ks)) < len(ks):
+            why = f"slice numbers repeated ({ks})"
+        else:
+            first = 1 if whole else 0   # op_summary_<ts>.csv is slice 0 of the generation that numbers from 1
+            missing = sorted(set(range(first, ks[-1] + 1)) - set(ks))
+            stamps = ([_UNSLICED.match(whole[0]).group(1)] if whole else []) + \
+                [m.group(2) for m in sorted(sliced.values(), key=lambda m: int(m.group(1)))]
+            fall = next((i for i in range(1, len(stamps)) if stamps[i] < stamps[i - 1]), None)
+            if not missing and fall is not None:
+                why = (f"slice stamps that fall as the slice number rises ({stamps[fall - 1]} then "
+                       f"{stamps[fall]}): not written in one pass")
+    if missing:
+        present = (["op_summary_<ts>.csv as slice 0"] if whole else []) + [str(k) for k in ks]
+        raise InvalidCaptureError(
+            f"op_summary slice{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:8]))} "
+            f"missing (slices present: {', '.join(present[:12])}): the kernel table would be read "
+            f"without its rows", path=out,
+            hint="msprof numbers the slices of one export 0, 1, 2, ... with none left out; restore the "
+                 "missing file or re-export the run")
     if why:
         raise InvalidCaptureError(
             f"op_summary files of more than one export in one folder: {why}; they would be summed as "
             f"one capture's slices", path=out,
             hint="keep one export's op_summary files (op_summary_<ts>.csv, or op_summary_slice_<k>_<ts>.csv "
-                 "of one <ts>) and move the others out; re-export if unsure which belongs to this run")
+                 "numbered from 0) and move the others out; re-export if unsure which belongs to this run")
+
+
+def _refuse_uneven_slices(tables: list) -> None:
+    """The slices of one export (:func:`_refuse_mixed_exports`) hold the same number of data rows
+    each (msprof's ``CSV_LIMIT``, 1,000,000), but the last, which holds the remainder (no more).
+    Checked on the rows as written (invalid and repeated rows included), only for
+    ``op_summary_slice_<k>_<ts>.csv`` names.
+
+    Raises:
+        InvalidCaptureError: a slice other than the last holds another number of rows than the
+            first, or the last holds more (names the file and both counts)."""
+    if len(tables) < 2 or not all(_SLICE.match(t.path.name) or _UNSLICED.match(t.path.name) for t in tables):
+        return
+    counts = [len(t.df) + len(t.invalid_rows) + len(t.duplicate_rows) for t in tables]
+    full = counts[0]
+    for t, n, last in zip(tables, counts, [False] * (len(tables) - 1) + [True]):
+        if (n > full) if last else (n != full):
+            raise InvalidCaptureError(
+                f"op_summary slice {t.path.name} holds {n:,} rows where {tables[0].path.name} holds {full:,}: "
+                f"slices of one export are full ({full:,} rows each) but the last, so these are not one "
+                f"export's slices, or a slice was cut short", path=t.path,
+                hint="msprof writes full slices and the remainder last; re-export the run")
 
 
 def _slice_key(p: Path):
@@ -164,6 +208,7 @@ def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> 
     tables = [read_kernels(f, pmu=pmu, shapes=shapes) for f in files]
     if len(tables) == 1:
         return tables[0]
+    _refuse_uneven_slices(tables)
     import pandas as _pd
     frames, spans, offset = [], [], 0
     for t in tables:

@@ -1,0 +1,81 @@
+"""Defects found by the seventh audit round (2026-12-06, thirteenth session): helpers trying the
+installed wheel as a new user, breaking ingest with damaged captures, and judging verdicts; each
+test holds the behaviour wanted."""
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from perfgate.cli import main
+from perfgate.errors import InvalidCaptureError
+from perfgate.ingest.load import load_capture
+
+
+def _run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], env={"GITHUB_EVENT_NAME": "push"})
+
+
+def _msprof_rows(ascend):
+    src = next((ascend / "vllm_ascend_msprof/prof_unpack").rglob("op_summary_20260823165335.csv"))
+    return src.read_text(encoding="utf-8").splitlines()
+
+
+def _slices(tmp_path, lines, names_rows):
+    out = tmp_path / "cap" / "PROF_1" / "mindstudio_profiler_output"
+    out.mkdir(parents=True)
+    for name, rows in names_rows.items():
+        (out / name).write_text("\n".join([lines[0], *rows]) + "\n", encoding="utf-8")
+    return tmp_path / "cap"
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("names, says", [
+    # slice 1 lost: the table was read from slices 0 and 2 and saved as a baseline
+    (["op_summary_slice_0_20260823165335.csv", "op_summary_slice_2_20260823165337.csv"],
+     "op_summary slice 1 missing (slices present: 0, 2)"),
+    (["op_summary_slice_1_20260823165335.csv", "op_summary_slice_2_20260823165337.csv"],
+     "op_summary slice 0 missing (slices present: 1, 2)"),
+    (["op_summary_20260823165335.csv", "op_summary_slice_2_20260823165337.csv"],
+     "op_summary slice 1 missing (slices present: op_summary_<ts>.csv as slice 0, 2)"),
+])
+def test_a_missing_op_summary_slice_is_refused(ascend, tmp_path, names, says):
+    lines = _msprof_rows(ascend)
+    cap = _slices(tmp_path, lines, {n: lines[1:3] for n in names})
+    with pytest.raises(InvalidCaptureError, match=pytest.importorskip("re").escape(says)):
+        load_capture(cap)
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
+    assert r.exit_code == 3 and says in r.output, r.output
+    assert not bl.exists() or not list(bl.iterdir())
+
+
+@pytest.mark.real
+def test_slices_of_one_pass_are_one_table_whatever_their_stamps(ascend, tmp_path):
+    """msprof stamps each slice when it writes it: a 3M-row export's slices differ by seconds. Both
+    naming generations (slice 0 named as a slice, or as op_summary_<ts>.csv) are one table."""
+    lines = _msprof_rows(ascend)
+    cap = _slices(tmp_path / "a", lines, {"op_summary_slice_0_20260823165335.csv": lines[1:2],
+                                          "op_summary_slice_1_20260823165349.csv": lines[2:3],
+                                          "op_summary_slice_2_20260823165402.csv": lines[3:4]})
+    assert len(load_capture(cap).ranks[0].kernels.df) == 3
+    cap = _slices(tmp_path / "b", lines, {"op_summary_20260823165335.csv": lines[1:3],
+                                          "op_summary_slice_1_20260823165349.csv": lines[3:4]})
+    assert len(load_capture(cap).ranks[0].kernels.df) == 3
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("sizes, bad", [((2, 1, 2), "op_summary_slice_1_"), ((2, 2, 3), "op_summary_slice_2_")])
+def test_slices_that_are_not_full_but_the_last_are_refused(ascend, tmp_path, sizes, bad):
+    """msprof writes full slices (1,000,000 rows) and the remainder last: a short slice in the
+    middle was cut, and a last slice larger than the others is not this export's."""
+    lines = _msprof_rows(ascend)
+    at, rows = 0, {}
+    for k, n in enumerate(sizes):   # the file's 3 rows over and over (repeats across slices are allowed)
+        rows[f"op_summary_slice_{k}_2026082316533{k}.csv"] = [lines[1 + (at + i) % 3] for i in range(n)]
+        at += n
+    with pytest.raises(InvalidCaptureError, match="slices of one export are full") as e:
+        load_capture(_slices(tmp_path, lines, rows))
+    assert bad in e.value.path
