@@ -79,3 +79,58 @@ def test_slices_that_are_not_full_but_the_last_are_refused(ascend, tmp_path, siz
     with pytest.raises(InvalidCaptureError, match="slices of one export are full") as e:
         load_capture(_slices(tmp_path, lines, rows))
     assert bad in e.value.path
+
+
+def _scaled_msprof(ascend, tmp_path, name, factor):
+    cap = tmp_path / name
+    shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack", cap)
+    for p in cap.rglob("op_summary_*.csv"):
+        rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
+        i = rows[0].index("Task Duration(us)")
+        for r in rows[1:]:
+            r[i] = f"{float(r[i]) * factor:.3f}"
+        with p.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(rows)
+    return cap
+
+
+@pytest.mark.real
+def test_without_step_time_the_device_busy_union_gates(ascend, tmp_path):
+    """Raw msprof output has no step_trace_time.csv and no timeline here: no time figure was gated
+    and every kernel 3x slower passed (exit 0, 34 unchanged). The device busy union per step now
+    gates with step time's rule, says so, and names the cause."""
+    base = _scaled_msprof(ascend, tmp_path, "base", 1)
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    same = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o0", base)
+    assert same.exit_code == 0, same.output
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o",
+             _scaled_msprof(ascend, tmp_path, "slow", 3))
+    assert r.exit_code == 1, r.output
+    assert "REGRESSION step anatomy device time (no kernel family explains it): device busy union 39.3 -> 118.0 us per step" in r.output
+    assert "no step time on either side" in r.output
+    import json
+    res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    failing = sorted(c["key"] for c in res["comparisons"] if c["fails"])
+    assert failing == ["device.time_us{caliber=busy_union,view=p50}", "device.time_us{caliber=busy_union,view=rank0}"]
+    assert not res["unexplained"]
+
+
+@pytest.mark.real
+def test_an_underfeed_that_fell_as_kernels_grew_is_no_gain(ascend, tmp_path):
+    """Every kernel 50x slower on raw msprof output: the underfeed ratio fell (99.7 % -> 87.2 %)
+    because the kernels filled the step, while the idle time (bubbles) did not fall by 5 %. It was
+    "improved ... device idle (underfeed): changed"; now a side effect saying why."""
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl,
+                _scaled_msprof(ascend, tmp_path, "base", 1)).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o",
+             _scaled_msprof(ascend, tmp_path, "slow", 50))
+    assert r.exit_code == 1, r.output
+    assert "side effect step anatomy device idle (underfeed): bubble 13,986.6 -> 13,366.2 us per step" in r.output
+    assert "improved step anatomy" not in r.output and ": changed" not in r.output
+    import json
+    causes = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())["causes"]
+    idle = next(x for x in causes if x["subject"] == "device idle (underfeed)")
+    assert idle["verdict"] == "side_effect"
+    assert idle["what"].endswith("its own time did not fall by more than max(1 us, 5 %): not a gain")

@@ -258,7 +258,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             hit = explain([cause("capture quality", _QUALITY[c.name], c.verdict)], c)
         else:
             hit = False
-        if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us", "step.computing_us"):
+        if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us", "step.computing_us", "device.time_us"):
             hit = explain([cause("step anatomy", _anatomy_subject(c, by_key), c.verdict)], c)
 
     _fold_into_structure(causes, symptoms, explain, base, cand, first)
@@ -297,9 +297,10 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 text, d_us = _anatomy_text(x, by_key, view)
                 if x["verdict"] == SIDE_EFFECT:
                     text += ("; not a gain: it fell only as Computing grew over the same communication"
-                             if (d_us or 0) < 0 else "; its own time did not fall: not a gain")
+                             if (d_us or 0) < 0 and x["subject"] == "exposed communication" else
+                             "; its own time did not fall by more than max(1 us, 5 %): not a gain")
                 if view == first:   # the anatomy figure's own caliber (busy union, elapsed), not ΣDuration
-                    part = by_key.get(metric_key(_ANATOMY_METRIC.get(x["subject"], "step.time_us"), view=view))
+                    part = _anatomy_part(x["subject"], by_key, view)
                     x["step_delta_caliber"] = terms.CALIBER_LABEL.get(part.caliber) if part is not None else None
             elif x["kind"] == "capture quality":
                 q = by_key[x["explains"][0]]
@@ -494,13 +495,14 @@ def _calls_changed(base, cand, x: dict, view) -> bool:
 
 
 _COMPUTING = "Computing (no kernel family explains it)"   # every family as the device: compute as a whole
+_DEVICE = "device time (no kernel family explains it)"      # device busy union where no step time is (rules.step_time_stand_in)
 _ANATOMY_SUBJECT = {"step.underfeed_ratio": "device idle (underfeed)", "step.free_us": "device idle (free time)",
                     "step.bubble_us": "device idle (bubbles)", "step.internal_bubble_us": "device idle (bubbles)",
                     "step.prelaunch_gap_us": "pre-launch gap", "step.tail_gap_us": "tail gap",
                     "step.exposed_comm_ratio": "exposed communication",
                     "step.comm_not_overlapped_us": "exposed communication", "step.comm_us": "communication time",
                     "step.time_us": "step time (no kernel family explains it)",
-                    "step.computing_us": _COMPUTING}
+                    "step.computing_us": _COMPUTING, "device.time_us": _DEVICE}
 
 
 def _material(c: Comparison | None) -> int | None:
@@ -519,7 +521,7 @@ def _own_part_fell(x: dict, by_key: dict, view) -> bool:
     communication that fell only because Computing grew (more compute to hide the same
     communication under: ``step.comm_us`` not fallen) did not fall by itself: a slower kernel
     is no gain. Unknown (the metric absent) counts as fallen, leaving the symptoms' verdict."""
-    own = _material(by_key.get(metric_key(_ANATOMY_METRIC.get(x["subject"], "step.time_us"), view=view)))
+    own = _material(_anatomy_part(x["subject"], by_key, view))
     if own is None:
         return True
     if own >= 0:
@@ -545,20 +547,43 @@ def _anatomy_subject(c: Comparison, by_key: dict) -> str:
             "step.computing_us": _COMPUTING}.get(best, _ANATOMY_SUBJECT[c.name])
 
 
-#: the step metric an anatomy cause's subject is measured by
-_ANATOMY_METRIC = {"device idle (underfeed)": "step.free_us", "device idle (free time)": "step.free_us",
-                   "device idle (bubbles)": "step.bubble_us", "pre-launch gap": "step.prelaunch_gap_us",
-                   "tail gap": "step.tail_gap_us", "exposed communication": "step.comm_not_overlapped_us",
-                   "communication time": "step.comm_us", _COMPUTING: "step.computing_us"}
+#: the step metrics an anatomy cause's subject is measured by, the first one compared wins: device
+#: idle is step_trace_time.csv's Free time, else the kernel table's bubbles (raw msprof output and
+#: a bare kernel_details.csv have no Free column: an underfeed "gain" there was judged by nothing)
+_ANATOMY_METRIC = {"device idle (underfeed)": ("step.free_us", "step.bubble_us"),
+                   "device idle (free time)": ("step.free_us",),
+                   "device idle (bubbles)": ("step.bubble_us",), "pre-launch gap": ("step.prelaunch_gap_us",),
+                   "tail gap": ("step.tail_gap_us",), "exposed communication": ("step.comm_not_overlapped_us",),
+                   "communication time": ("step.comm_us",), _COMPUTING: ("step.computing_us",),
+                   _DEVICE: ("device.time_us",)}
+
+
+def _anatomy_part(subject: str, by_key: dict, view) -> Comparison | None:
+    """The comparison of the metric that measures anatomy cause ``subject`` in ``view``
+    (:data:`_ANATOMY_METRIC`; ``device.time_us`` in its busy-union caliber), or None."""
+    for name in _ANATOMY_METRIC.get(subject, ("step.time_us",)):
+        labels = {"caliber": terms.BUSY_UNION} if name == "device.time_us" else {}
+        c = by_key.get(metric_key(name, view=view, **labels))
+        if c is not None and c.delta is not None:
+            return c
+    return None
 
 
 def _anatomy_text(x: dict, by_key: dict, view) -> tuple[str, float | None]:
-    name = _ANATOMY_METRIC.get(x["subject"], "step.time_us")
-    c = by_key.get(metric_key(name, view=view))
-    if c is None or c.delta is None:
-        return "changed", None
+    c = _anatomy_part(x["subject"], by_key, view)
+    if c is None:
+        # the part's own time is measured by nothing this capture holds: say what moved
+        mine = [by_key[k] for k in x["explains"] if k in by_key and by_key[k].labels.get("view") == view]
+        m = mine[0] if mine else None
+        if m is None or m.delta is None:
+            return "its own time is not measured in this capture", None
+        if m.unit == "ratio":
+            return f"{m.subject_text()} {m.baseline:.2%} -> {m.candidate:.2%} ({m.delta * 100:+.2f} pp)", None
+        return f"{m.subject_text()} {_us(m.baseline)} -> {_us(m.candidate)} {m.unit}", None
+    name = c.name
     what = name.split('.', 1)[1].removesuffix('_us').replace('_', ' ')
     what = "step time" if what == "time" else what   # step.time_us: "time" alone names nothing
+    what = "device busy union" if name == "device.time_us" else what
     cal = terms.CALIBER_LABEL.get(c.caliber)
     return (f"{what} {_us(c.baseline)} -> {_us(c.candidate)} us per step ({c.delta:+,.1f} us"
             + (f", {cal}" if cal else "") + ")"), c.delta

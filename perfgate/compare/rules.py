@@ -338,6 +338,28 @@ def _compare_topn(key, name, labels, b, c, gated: bool) -> Comparison:
                       subject=subject)
 
 
+def step_time_stand_in(base: Fingerprint, cand: Fingerprint, policy: Policy) -> dict:
+    """``{device.time_us busy-union key: view}`` for each gated view in which neither side has a
+    step time (``step.time_us``: no step_trace_time.csv and no timeline, as in raw msprof output or
+    a bare kernel_details.csv) while both have the device busy union per step. There the busy
+    union is judged with step time's rule (direction, tolerance, gated): without it no time figure
+    was gated at all, and every kernel 3x slower passed (seventh audit round). Empty when step
+    time is not gated or either side has it (a step time on one side only is ``missing`` / ``new``
+    as any metric)."""
+    out = {}
+    for view in policy.gate_views:
+        rule = policy.rule_for("step.time_us", {"view": view})
+        if not (rule and rule.gated):
+            continue
+        if any(m.name == "step.time_us" and dict(m.labels).get("view") == view
+               for fp in (base, cand) for m in fp.metrics.values()):
+            continue
+        keys = [k for k, m in base.metrics.items() if m.name == "device.time_us" and k in cand.metrics
+                and dict(m.labels).get("view") == view and dict(m.labels).get("caliber") == terms.BUSY_UNION]
+        out.update({k: view for k in keys})
+    return out
+
+
 def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                          noise: dict | None = None) -> tuple[list, list]:
     """Compare baseline and candidate fingerprints under ``policy``.
@@ -354,13 +376,19 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     out: list[Comparison] = []
     rules: dict = {}
     lost_reason = _lost_tasks_reason(base, cand)     # one scan of the findings, not one per count
+    stand_in = step_time_stand_in(base, cand, policy)
+    if stand_in:
+        notes.append(f"no step time on either side (no step_trace_time.csv, no timeline): the device busy "
+                     f"union per step (device.time_us, busy union) is gated in its place, with step time's "
+                     f"rule, in the {'/'.join(sorted(stand_in.values()))} view(s)")
     for key in sorted(set(base.metrics) | set(cand.metrics)):
         b = base.metrics.get(key)
         c = cand.metrics.get(key)
         ref = c or b
         name, labels = ref.name, dict(ref.labels)
         d = registry.REGISTRY.get(name)
-        rule = rules[key] = policy.rule_for(name, labels)   # resolved once per metric
+        rule = rules[key] = (policy.rule_for("step.time_us", {"view": stand_in[key]}) if key in stand_in
+                             else policy.rule_for(name, labels))   # resolved once per metric
         view = labels.get("view")
         gated = bool(rule and rule.gated and (view is None or view in policy.gate_views))
         if toolchain and d is not None and d.per_kernel:
