@@ -286,3 +286,23 @@ def test_boolean_inputs_take_any_case_and_refuse_anything_else(tmp_path, capture
         assert not outs.get("verdict"), outs
     code, outs, log = run_action({**inputs, "comment": "maybe"}, _plain_env(tmp_path), tmp_path)
     assert code == 2 and "input comment must be true or false" in log
+
+
+def test_exit_1_without_a_verdict_is_no_regression_to_excuse(tmp_path, captures):
+    """With fail-on-regression false, any exit 1 was "regression reported, not failing" (exit 0),
+    also from a python3 that has no perfgate (install: false, a broken import): a job that never
+    ran the gate went green (seventh audit round). Only an exit 1 whose step outputs say
+    exit-code=1 is excused; a python3 without perfgate fails the step."""
+    d, worse = captures
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\necho '/usr/bin/python3: No module named perfgate' >&2\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    env = _plain_env(tmp_path)
+    inputs = {"capture": str(worse), "baseline-dir": str(d / "baselines"), "install": "false", "comment": "false",
+              "fail-on-regression": "false"}
+    code, outs, log = run_action(inputs, {**env, "PATH": f"{fake}:{env.get('PATH', '/usr/bin:/bin')}"}, tmp_path)
+    assert code == 1 and "perfgate exited 1 without a verdict" in log, log
+    assert "regression reported, not failing" not in log and not outs.get("verdict"), log
+    code, outs, log = run_action(inputs, env, tmp_path)   # the real perfgate: a regression, excused
+    assert code == 0 and outs["verdict"] == "REGRESSION" and "regression reported, not failing" in log, log
