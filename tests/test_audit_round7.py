@@ -134,3 +134,27 @@ def test_an_underfeed_that_fell_as_kernels_grew_is_no_gain(ascend, tmp_path):
     idle = next(x for x in causes if x["subject"] == "device idle (underfeed)")
     assert idle["verdict"] == "side_effect"
     assert idle["what"].endswith("its own time did not fall by more than max(1 us, 5 %): not a gain")
+
+
+def test_step_time_is_charged_to_the_largest_cause_of_its_sign(tmp_path):
+    """Communication fully exposed (+2,917 us busy union per step) and MatMul 1.2x (+793 us
+    ΣDuration): both causes were listed, exposed communication first, yet the step-time
+    regression was charged to MatMul in the console, the Markdown and the JUnit failure."""
+    import json
+    from perfgate.synth.writer import SynthSpec, write_capture
+    base = write_capture(tmp_path / "base", SynthSpec(seed=1))
+    cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, overlap=1.0,
+                                                      slowdown={"aclnnMatmul_MatMulV3Common_MatMulV3": 1.2}))
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert r.exit_code == 1, r.output
+    res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    by_subject = {x["subject"]: x for x in res["causes"]}
+    exposed = by_subject["exposed communication"]
+    assert "step.time_us{view=rank0}" in exposed["explains"] and "step.time_us{view=p50}" in exposed["explains"]
+    assert not any(k.startswith("step.time_us") for k in by_subject["aclnnMatmul_MatMulV3Common_MatMulV3"]["explains"])
+    assert res["causes"][0]["subject"] == "exposed communication"
+    md = (tmp_path / "o" / "perfgate-report.md").read_text()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| 🔴 | step time"))
+    assert row.rstrip().endswith("| exposed communication |"), row

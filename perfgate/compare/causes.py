@@ -252,6 +252,9 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             hit = explain(compute, c)
         elif c.name in _COMM_SYMPTOMS or c.name.startswith("comm."):
             hit = explain(comm, c)
+        elif c.name == "step.time_us" and (part := _larger_idle_or_exposed(c, by_key, same)):
+            # exposed communication or idle time moved the step more than any family of its sign
+            hit = explain([cause("step anatomy", part, c.verdict)], c)
         elif c.name in ("step.time_us", "device.time_us"):
             hit = explain(same, c)
         elif c.name in _QUALITY:
@@ -532,6 +535,28 @@ def _own_part_fell(x: dict, by_key: dict, view) -> bool:
         if computing == 1 and comm != -1:
             return False
     return True
+
+
+def _larger_idle_or_exposed(c: Comparison, by_key: dict, families: list) -> str | None:
+    """The step-anatomy subject (exposed communication, device idle) that changed step time
+    ``c`` more than every kernel family cause in ``families`` (same verdict): its own figure
+    (``step.comm_not_overlapped_us``, ``step.free_us``, busy union / elapsed) moved the step's
+    way by more than max(1 us, 5 %) and by more than the largest family's ΣDuration change per
+    step; None when a family is the largest ("step time by the largest cause of its sign",
+    docs/verdicts.md: exposed communication +2,917 us was passed over for MatMul's +793 us)."""
+    if c.delta is None or not c.delta:
+        return None
+    view = c.labels.get("view")
+    fam = max((abs(x.get("_d_us") or 0.0) for x in families), default=0.0)
+    best, best_d = None, fam
+    for name, subject in (("step.comm_not_overlapped_us", "exposed communication"),
+                          ("step.free_us", "device idle (free time)")):
+        o = by_key.get(metric_key(name, view=view))
+        if o is None or o.delta is None or (o.delta > 0) != (c.delta > 0) or _material(o) in (0, None):
+            continue
+        if abs(o.delta) > best_d:
+            best, best_d = subject, abs(o.delta)
+    return best
 
 
 def _anatomy_subject(c: Comparison, by_key: dict) -> str:
