@@ -158,3 +158,34 @@ def test_step_time_is_charged_to_the_largest_cause_of_its_sign(tmp_path):
     md = (tmp_path / "o" / "perfgate-report.md").read_text()
     row = next(ln for ln in md.splitlines() if ln.startswith("| 🔴 | step time"))
     assert row.rstrip().endswith("| exposed communication |"), row
+
+
+@pytest.fixture(scope="module")
+def faster_compute_db(tmp_path_factory):
+    """14 runs on main; from run 9 every compute kernel family is 0.7x as long, communication as
+    it was (the helper's recipe)."""
+    from perfgate.gate import record_history
+    from perfgate.policy import load_policy
+    from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
+    d = tmp_path_factory.mktemp("trend7")
+    faster = {f[0]: 0.7 for f in DEFAULT_FAMILIES}
+    db = d / "h.sqlite"
+    for i in range(1, 15):
+        spec = SynthSpec(seed=200 + i, **({"slowdown": faster} if i > 8 else {}))
+        record_history(write_capture(d / f"r{i}", spec), policy=load_policy(), history_path=db,
+                       branch="main", commit=f"{i:02d}" + "0" * 38, env={})
+    return db
+
+
+def test_trend_calls_no_side_effect_of_faster_compute_a_change(faster_compute_db):
+    """Compute 0.7x with communication as it was: `check` calls the Comm shares unchanged and the
+    larger exposed communication a consequence; `history trend` reported them as confirmed
+    regressions (+13 pp, +20 pp). Only Computing and step time change now."""
+    r = _run("history", "trend", "--db", faster_compute_db)
+    assert r.exit_code == 0, r.output
+    sections = r.output.split("\n### ")[1:]
+    changed = {sec.split("`")[1].split(" (series")[0]: [ln for ln in sec.splitlines() if ln.startswith("| 9 (#9)")
+                                                        or ln.startswith("| 10 (#10)")] for sec in sections}
+    changed = {k: v for k, v in changed.items() if v}
+    assert sorted({k.split("{")[0] for k in changed}) == ["step.computing_us", "step.time_us"], changed
+    assert all("improvement" in row for rows in changed.values() for row in rows), changed

@@ -62,7 +62,7 @@ def trends(hs, policy, keys, branch: str | None = None) -> list[Trend]:
     when None), in the order of ``keys`` (``[(metric key, direction)]``). Parts of the whole
     (shares) are trended on their normalised series (:mod:`perfgate.history.parts`), as a check
     judges them; an exact part then reads lower as better."""
-    from perfgate.history.parts import is_part, normalised_part_series
+    from perfgate.history.parts import exposure_consequence, is_part, normalised_part_series, own_time_disagrees
     h = policy.history
     res, cache = [], {}
     for key, direction in keys:
@@ -76,6 +76,10 @@ def trends(hs, policy, keys, branch: str | None = None) -> list[Trend]:
             cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
                                 min_size=int(h["min_size"]), alpha=float(h["alpha"]),
                                 min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
+            if is_part(key):   # a shift the part's own time does not back is another part's
+                cps = [cp for cp in cps if not own_time_disagrees(key, part, cp)]
+            # exposed communication that only followed Computing (a check calls it unchanged)
+            cps = [cp for cp in cps if not exposure_consequence(hs, key, part, cp, policy, branch, cache)]
             res.append(Trend(key, sk, part, cps))
     return res
 

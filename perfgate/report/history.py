@@ -70,14 +70,15 @@ def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = N
              f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
              f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
     if part:
-        lines += ["Judged as a part of the whole: the part's own ΣDuration relative to the device scale, in % "
-                  "of the first run's ΣDuration (perfgate.history.parts), so other parts moving do not move it. "
-                  "Before / after below are that quantity, not the share itself (it can exceed 100 %); "
+        lines += ["Judged as a part of the whole: the part's own ΣDuration relative to the device scale, as the "
+                  "share it would have had in the first run had only it changed (perfgate.history.parts), so "
+                  "other parts moving do not move it; a shift its own ΣDuration does not back is not a change "
+                  "point. Before / after below are that quantity, not the share itself; "
                   "`perfgate history query` gives the recorded shares.", ""]
     if not cps:
         lines.append("No change point." if not note else note[0].upper() + note[1:] + ".")
     else:
-        head = ("| run | commit | part before (% of run 1's ΣDuration) | part after | change | p | runs before / after "
+        head = ("| run | commit | part before (share had only it changed) | part after | change | p | runs before / after "
                 "| status |" if part else "| run | commit | before | after | change | p | runs before / after | status |")
         lines += [head, "|---|---|---|---|---|---|---|---|"]
         for c in cps:
