@@ -189,3 +189,20 @@ def test_trend_calls_no_side_effect_of_faster_compute_a_change(faster_compute_db
     changed = {k: v for k, v in changed.items() if v}
     assert sorted({k.split("{")[0] for k in changed}) == ["step.computing_us", "step.time_us"], changed
     assert all("improvement" in row for rows in changed.values() for row in rows), changed
+
+
+def test_uniform_device_drift_over_repeated_captures_moves_no_part(tmp_path):
+    """5 vs 5 runs, every compute family 1.04x in the candidate (device drift): the MatMul share
+    was UNSURE (exit 1 with unsure_fails) because the interval around the Hodges-Lehmann shift
+    was corrected by a difference of medians, 0.13 pp off Δ*. Drift moves no part: PASS."""
+    from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
+    drift = {f[0]: 1.04 for f in DEFAULT_FAMILIES}
+    base = [write_capture(tmp_path / f"b{s}", SynthSpec(seed=s, steps=10)) for s in range(1, 6)]
+    cand = [write_capture(tmp_path / f"c{s}", SynthSpec(seed=s + 30, steps=10, slowdown=drift)) for s in range(1, 6)]
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, *base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", *cand)
+    assert r.exit_code == 0 and r.output.startswith("perfgate: PASS"), r.output
+    import json
+    res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    assert not [c["key"] for c in res["comparisons"] if c["gated"] and c["verdict"] != "unchanged"]

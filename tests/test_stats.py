@@ -307,7 +307,12 @@ def test_two_vs_two_is_unsure_with_runs_needed(same_job, repeated, policy, tmp_p
     assert "### Unsure" in md and "4 baseline and 4 candidate runs are needed" in md
     strict = load_policy()
     strict = strict.__class__(**{**strict.__dict__, "statistics": dict(strict.statistics, unsure_fails=True)})
-    assert check(same_job[2:], "main", policy=strict, store=store, env={}, workers=1, with_trace=False).exit_code == 1
+    failed = check(same_job[2:], "main", policy=strict, store=store, env={}, workers=1, with_trace=False)
+    assert failed.exit_code == 1
+    # exit 1 from an unsure metric is a <failure> in JUnit, else a CI test view shows green while
+    # the job fails (seventh audit round: 0 failures, 2 skipped)
+    junit = render_junit(failed)
+    assert 'type="unsure"' in junit and "statistics.unsure_fails" in junit, junit
     root, base, cand = repeated
     save_baseline(base[:2], "slow", policy=policy, store=store, env={}, workers=1, with_trace=False)
     res = check(cand[:2], "slow", policy=policy, store=store, env={}, workers=1, with_trace=False)

@@ -9,7 +9,8 @@ per gated metric). A gated regression is a ``<failure>`` whose text names its ca
 (:mod:`perfgate.compare.causes`), an invalid capture an ``<error>``, a damaged baseline store (a
 damaged baseline file or history database, DAMAGED_BASELINE) an ``<error>`` naming the file and
 the hint, a missing baseline ``<skipped>``; an ``unsure`` metric (repeated captures, too few runs)
-is ``<skipped>`` with its reason, never a failure. There is always at least one testcase; names are XML-escaped by junit-xml.
+is ``<skipped>`` with its reason, a ``<failure>`` (type ``unsure``) only when the policy's
+``statistics.unsure_fails`` made the check exit 1. There is always at least one testcase; names are XML-escaped by junit-xml.
 
 Matrix builds (case Q06): with a ``key`` (the leg's key, as ``--comment-key``) every suite name
 and testcase class name carries it as a ``[KEY]`` suffix (``perfgate.metrics[main/llama-7b]``,
@@ -76,6 +77,7 @@ def render_junit(result, key: str | None = None) -> str:
     for x in result.causes:
         for k in x["explains"]:
             cause_of.setdefault(k, []).append(f"{x['kind']} {x['subject']} ({x['what']})")
+    unsure_fails = result.status == terms.UNSURE_STATUS and result.exit_code != 0
     for cmp in result.comparisons:
         if not cmp.gated:
             continue
@@ -93,6 +95,10 @@ def render_junit(result, key: str | None = None) -> str:
                      "communication kinds and the step anatomy\n")
                     + (f"kernel families that grew most: {culprits}\n" if culprits else "") + f"evidence: {cmp.evidence}")
             tc.add_failure_info(head, text, failure_type="regression")
+        elif cmp.verdict == terms.UNSURE and unsure_fails:
+            # statistics.unsure_fails made this check exit 1: a CI test view must show it red too
+            tc.add_failure_info(f"{cmp.verdict}: {cmp.reason}", "the policy sets statistics.unsure_fails: an "
+                                f"unsure gated metric fails the check\nevidence: {cmp.evidence}", failure_type="unsure")
         elif cmp.verdict in (terms.INCOMPARABLE, terms.UNSURE):
             tc.add_skipped_info(f"{cmp.verdict}: {cmp.reason}")
         else:
