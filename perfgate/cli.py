@@ -910,7 +910,7 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
     bad = failed_checks(fp)
     if bad:
         for c in bad[:5]:
-            click.echo(f"perfgate: invalid capture: self-check {c.name} failed on rank {c.rank} step {c.step}: "
+            click.echo(f"perfgate: invalid capture: self-check {c.name} failed on rank {c.rank}{'' if c.step is None else f' step {c.step}'}: "
                        f"{c.message}", err=True)
         sys.exit(errors.EXIT_INVALID_CAPTURE)
 
@@ -993,10 +993,17 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     rep = capture_report(capture, html_path, policy=policy, history_path=_history_path(history_path, only_if_given=True),
                          with_trace=_with_trace(trace_mode, no_trace), workers=workers, progress=_Progress(False))
     fp = rep.fingerprint
-    click.echo(f"perfgate: {'INVALID_CAPTURE' if rep.problems else 'VALID_CAPTURE'}: {len(fp.metrics)} metrics, "
-               f"ranks {fp.provenance['ranks']}\n  html: {rep.path}")
-    if rep.problems:
+    if rep.problems:   # the cause first, as check says it: a metric count would read as a usable capture
+        first = rep.problems[0]
+        if hasattr(first, "status"):
+            why = (f"self-check {first.name} failed on rank {first.rank}"
+                   f"{'' if first.step is None else f' step {first.step}'}: {first.message}")
+        else:
+            why = f"{first.code} on rank {first.rank}: {first.message}"
+        more = f" (and {len(rep.problems) - 1} more problem(s): the page lists them)" if len(rep.problems) > 1 else ""
+        click.echo(f"perfgate: INVALID_CAPTURE: {why}{more}\n  html: {rep.path}")
         sys.exit(errors.EXIT_INVALID_CAPTURE)
+    click.echo(f"perfgate: VALID_CAPTURE: {len(fp.metrics)} metrics, ranks {fp.provenance['ranks']}\n  html: {rep.path}")
 
 
 def _report_read_error(e, capture, html_path):

@@ -33,7 +33,8 @@ def test_level1_baseline_level2_passes(text_captures, store, policy):
     r = check(text_captures / "level2", "main", policy=policy, store=store, env={})
     assert r.status == terms.PASS and r.exit_code == EXIT_PASS
     assert r.counts()["all"][terms.UNCHANGED] > 300 and not _fail_keys(r)
-    assert all(c.status == "pass" for c in r.self_checks) and len(r.self_checks) == 14   # 7 per rank of its one step
+    # 7 per rank of its one step, and op_statistic_vs_kernels per rank
+    assert all(c.status == "pass" for c in r.self_checks) and len(r.self_checks) == 16
 
 
 def test_level1_rank0_fingerprint_matches_independent_figures(text_captures, policy):
@@ -172,4 +173,4 @@ def test_reports_on_real_check(text_captures, store, policy, tmp_path):
     assert md.startswith("<!-- perfgate:report key=main -->")
     assert "perfgate: **PASS** against baseline `main`" in md
     assert "Gated regressions" not in md  # nothing to tabulate on a clean pass
-    assert "Self-checks (14 pass)" in md and "profiler level changed" in md
+    assert "Self-checks (16 pass)" in md and "profiler level changed" in md

@@ -222,6 +222,9 @@ def _lose_head(cap, rank=0, n=20):
     cut = Decimal(rows[order[n]][i].strip())
     drop = set(order[:n])
     _write(out / "kernel_details.csv", h, [r for j, r in enumerate(rows) if j not in drop])
+    # the export counts what the device reported: op_statistic.csv lacks the lost tasks too
+    from perfgate.synth.mutate import count_in_op_statistic
+    count_in_op_statistic(out, h, [r for j, r in enumerate(rows) if j in drop], sign=-1)
     ev = json.loads((out / "trace_view.json").read_text())
     pname = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"}
     keep, sums = [], {k: Decimal(0) for k in _OVERLAP}

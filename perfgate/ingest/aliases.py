@@ -46,6 +46,16 @@ STEP_TRACE_ALIASES: dict[str, tuple[str, ...]] = {
 }
 STEP_TRACE_REQUIRED = ("step", "computing_us", "comm_not_overlapped_us", "comm_us", "free_us")
 
+# op_statistic.csv / op_statistic_<ts>.csv (SCHEMAS.md §3): one row per (OP Type, Core Type)
+OP_STATISTIC_ALIASES: dict[str, tuple[str, ...]] = {
+    "device_id": ("Device_id",),
+    "op_type": ("OP Type",),
+    "core_type": ("Core Type",),
+    "count": ("Count",),
+    "total_us": ("Total Time(us)",),
+}
+OP_STATISTIC_REQUIRED = ("op_type", "core_type", "count", "total_us")
+
 # Values of the core-type column (Accelerator Core / Task Type) seen in real captures.
 KNOWN_CORE_TYPES = frozenset({
     "AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU", "DSA_SQE", "HCCL",

@@ -302,17 +302,21 @@ def check_world_size(locs: list, root: Path) -> int | None:
     torch_npu folder names (``<worker>_<pid>_<ts>_ascend_pt``) carry none either.
 
     Raises:
-        InvalidCaptureError: ranks disagree on the world size (ranks of different jobs), or a
-            rank id lies outside 0..world_size-1.
+        InvalidCaptureError: ranks disagree on the world size (ranks of different jobs), a
+            rank id lies outside 0..world_size-1, or a rank folder's profiler_metadata.json names
+            another rank (``distributed_args.rank``) than the folder's rank id.
     """
-    sizes = {}
+    sizes, swapped = {}, []
     for loc in locs:
         if loc.layout != "torch_npu":
             continue
         meta = read_profiler_metadata(loc.rank_dir)
+        if meta["rank"] is not None and meta["rank"] != loc.rank:
+            swapped.append((loc, meta))
         if meta["world_size"] is not None:
             sizes.setdefault(meta["world_size"], []).append((loc.rank, meta["path"]))
     if not sizes:
+        _refuse_swapped_metadata(swapped)
         return None
     if len(sizes) > 1:
         seen = "; ".join(f"world_size {w} in rank(s) {[r for r, _ in v]}" for w, v in sorted(sizes.items()))
@@ -325,7 +329,23 @@ def check_world_size(locs: list, root: Path) -> int | None:
     if outside:
         raise InvalidCaptureError(f"profiler_metadata.json says world_size {w} but rank(s) {outside} outside "
                                   f"0..{w - 1} are present (ranks {present})", path=holders[0][1])
+    _refuse_swapped_metadata(swapped)
     return w
+
+
+def _refuse_swapped_metadata(swapped: list) -> None:
+    """A rank folder whose profiler_metadata.json names another rank (``distributed_args.rank``)
+    than the folder's rank id: two rank folders' files swapped (seventh audit round: a partial
+    PASS, no word).
+
+    Raises:
+        InvalidCaptureError: names the file, both ranks and where the folder's rank came from."""
+    if swapped:
+        loc, meta = swapped[0]
+        raise InvalidCaptureError(
+            f"distributed_args.rank is {meta['rank']}, but the folder's rank is {loc.rank} ({loc.rank_source}): "
+            f"files of two ranks in one folder", path=meta["path"],
+            hint="keep each rank's profiler_metadata.json in its own rank folder, or re-export the run")
 
 
 def _rank_id(value, path: Path) -> int | None:

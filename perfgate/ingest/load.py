@@ -15,6 +15,7 @@ from perfgate.terms import TraceMode
 from perfgate.ingest.comm import read_communication
 from perfgate.ingest.discover import RankLocation, discover, mixed_levels_warning, present_file
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
+from perfgate.ingest.opstat import read_op_statistic
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
 from perfgate.ingest import traceahead
@@ -54,6 +55,8 @@ class RankCapture:
     warnings: tuple = ()
     host_clock_ok: bool = True  # False: the timeline's host step windows are on another time base
     lost_launches: dict = field(default_factory=dict)  # validity.lost_launches: {step: counts}
+    op_statistic: pd.DataFrame | None = None   # perfgate.ingest.opstat (text / raw msprof exports)
+    op_statistic_path: Path | None = None
 
     @property
     def tables(self) -> tuple:
@@ -485,6 +488,7 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
         cwin = validity.collection_window(loc.info_path)
         validity.check_comm_values(comm, cwin, f"{loc.info_path.name} start_info / end_info" if cwin else "")
     held = _held_steps(kernels)
+    _refuse_foreign_comm_steps(comm, cm_path, held, kernels.path.name, step_trace, st_path)
     warnings.extend(_steps_missing(kernels, step_trace, st_path, comm, cm_path, held))
     warnings.extend(_schedule_short(loc, kernels, held))
     tv_path, timelines = _timeline_path(loc)  # raw msprof: msprof_<ts>.json (sliced: msprof_slice_<k>_*)
@@ -514,6 +518,12 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
             raise InvalidCaptureError(f"{what} is missing, and reading the timeline was required (--trace always)",
                                       path=tv_path, hint="re-export the profiling data, or use --trace auto")
         missing.append(what)
+    if trace is not None and not trace.has_overlap and len(kernels.df):
+        # every torch_npu timeline has the device's Overlap Analysis track: without it (events
+        # without "ph", the process renamed) the trace checks are skipped, and that is said
+        warnings.append(f"{tv_path.name} holds no Overlap Analysis X event (process \"Overlap Analysis\"): the "
+                        f"trace self-checks that need it are skipped" + ("; step_trace_time.csv stands in for it"
+                                                                        if step_trace is not None else ""))
     lost = validity.lost_launches(tv_path, trace.steps, getattr(trace, "flows", None)) if trace is not None else {}
     clock = validity.host_clock_mismatch(trace, kernels)
     if clock:
@@ -521,12 +531,29 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
     if trace is not None and trace.dropped_negative:
         warnings.append(f"{tv_path.name}: {trace.dropped_negative} X event(s) with a negative "
                         f"duration dropped")
+    stat_path = _op_statistic_path(out, files)
     return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
                        step_trace_path=st_path if step_trace is not None else None,
                        comm=comm, comm_path=cm_path if comm is not None else None,
                        trace=trace, trace_path=tv_path if trace is not None else None,
                        missing=tuple(missing), warnings=tuple(warnings), host_clock_ok=clock is None,
-                       lost_launches=lost)
+                       lost_launches=lost, op_statistic=read_op_statistic(stat_path) if stat_path else None,
+                       op_statistic_path=stat_path)
+
+
+def _op_statistic_path(out: Path, kernel_files: list) -> Path | None:
+    """The op_statistic table of this kernel table's export: ``op_statistic.csv`` beside
+    kernel_details.csv, or the one ``op_statistic_<ts>.csv`` beside a single raw msprof
+    ``op_summary_<ts>.csv`` with the same ``<ts>``; None otherwise (sliced exports, a stamp
+    that differs: not provably this table's)."""
+    if kernel_files and kernel_files[0].name == "kernel_details.csv":
+        p = out / "op_statistic.csv"
+        return p if p.is_file() else None
+    if len(kernel_files) == 1:
+        m = _UNSLICED.match(kernel_files[0].name)
+        p = out / f"op_statistic_{m.group(1)}.csv" if m else None
+        return p if p is not None and p.is_file() else None
+    return None
 
 
 def _held_steps(kernels: KernelTable) -> set[str] | None:
@@ -541,6 +568,41 @@ def _held_steps(kernels: KernelTable) -> set[str] | None:
     names = list(map(str, col.cat.categories.tolist()))
     seen = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
     return {c for c, h in zip(names, seen.tolist()) if h and c != IMPLICIT_STEP}
+
+
+def _refuse_foreign_comm_steps(comm, cm_path: Path, held: set | None, kfile: str | None,
+                               step_trace, st_path: Path) -> None:
+    """communication.json's steps must be steps of the rank's other files: a step neither the
+    kernel table (its step labels, when it has any) nor step_trace_time.csv lists is another
+    capture's or an edited file's, and its ops were averaged into the communication metrics
+    (seventh audit round: a step 14 copied into the file gave comm.elapse_us -47 %, "improved",
+    exit 0). Nothing is checked when neither file names its steps.
+
+    Raises:
+        InvalidCaptureError: names the file, the foreign step(s) and the steps the others list."""
+    if comm is None or not len(comm.ops):
+        return
+    known: dict[str, set] = {}
+    if held:
+        known[kfile] = held
+    if step_trace is not None and len(step_trace):
+        st = {str(x) for x in step_trace["step"].tolist() if x == x and x is not None} - {IMPLICIT_STEP, "", "nan", "None"}
+        if st:
+            known[st_path.name] = st
+    if not known:
+        return
+    steps = {str(x) for x in comm.ops["step"].tolist()} - {IMPLICIT_STEP}
+    foreign = sorted(steps - set().union(*known.values()), key=lambda x: (len(x), x))
+    if foreign:
+        def few(xs):
+            xs = sorted(xs, key=lambda x: (len(x), x))
+            return ", ".join(xs[:6]) + (f" (+{len(xs) - 6} more)" if len(xs) > 6 else "")
+        named = [f"{name} (steps {few(v)})" for name, v in known.items()]
+        where = f"neither {' nor '.join(named)} lists" if len(named) > 1 else f"{named[0]} does not list"
+        raise InvalidCaptureError(
+            f"holds ops in step(s) {few(foreign)}, which {where}: not this capture's steps "
+            f"(another run's file, or an edited one)", path=cm_path,
+            hint="keep the communication.json the profiler wrote with these files, or re-export the run")
 
 
 def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_path: Path,
@@ -620,6 +682,7 @@ def _load_partial_rank(loc: RankLocation) -> RankCapture:
                                      f"{loc.info_path.name} start_info / end_info" if window else "")
     comm = read_communication(cm_path) if cm_path.is_file() else None
     validity.check_comm_values(comm, window, f"{loc.info_path.name} start_info / end_info" if window else "")
+    _refuse_foreign_comm_steps(comm, cm_path, None, None, step_trace, st_path)
     held = [p.name for p, v in ((st_path, step_trace), (cm_path, comm)) if v is not None]
     missing = ["kernel_details.csv", "trace_view.json"] + [p.name for p, v in ((st_path, step_trace),
                                                                               (cm_path, comm)) if v is None]

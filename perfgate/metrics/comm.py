@@ -15,7 +15,7 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 
-from perfgate.metrics.intervals import merge
+from perfgate.metrics.intervals import merge, segmented_union_ns
 from perfgate.metrics.steps import covered_ns
 from perfgate.model import SelfCheck, from_columns
 
@@ -318,3 +318,41 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
     return from_columns(SelfCheck, repeat("comm_ops_vs_kernels"), repeat(rank_id), labels,
                         np.where(fail, "fail", "pass").tolist(), msg, sum_k.tolist(), sum_j.tolist(),
                         tol_us.tolist(), repeat(f"{comm_file}; {kernel_file}"))
+
+
+def ops_vs_step_trace_checks(comm, step_trace, rank_id, cfile: str, stfile: str, tol: tuple) -> list[SelfCheck]:
+    """``comm_ops_vs_step_trace`` per step of a *partial* rank (no kernel table, so
+    ``comm_ops_vs_kernels`` cannot link its communication.json to anything): the busy union of
+    the step's ops (``[Start Timestamp, + Elapse Time)``, µs) equals step_trace_time.csv's
+    Communication within ``abs_us_per_row * ops + abs_us_floor`` (``tol``). torch_npu writes
+    Communication as the union of the step's communication tasks, which communication.json's
+    ops are (every real capture: equal within 0.001 µs per op). Another rank's or run's file
+    with the same step names was accepted (seventh audit round: rank 0's file in rank 1's
+    folder, Σ Elapse 420,174 us against its own Communication 441,708 us, PASS).
+    Steps in only one file are left to the step checks of ingest."""
+    ops = comm.ops
+    if ops.empty or step_trace is None or not len(step_trace):
+        return []
+    st = step_trace.dropna(subset=["step"]).groupby(step_trace["step"].astype(str))["comm_us"].sum()
+    steps = sorted(set(map(str, ops["step"])) & set(st.index), key=lambda x: (len(x), x))
+    if not steps:
+        return []
+    code = {s_: i for i, s_ in enumerate(steps)}
+    keep = ops["step"].astype(str).isin(code).to_numpy()
+    seg = np.array([code[x] for x in ops["step"].astype(str).to_numpy()[keep]], dtype=np.int64)
+    start = np.round(ops["start_us"].to_numpy(dtype=float)[keep] * 1000).astype(np.int64)
+    end = start + np.round(ops["elapse_us"].to_numpy(dtype=float)[keep] * 1000).astype(np.int64)
+    union_us = segmented_union_ns(seg, start, end, len(steps)) / 1000.0
+    nops = np.bincount(seg, minlength=len(steps))
+    out = []
+    for i, step in enumerate(steps):
+        want = float(st[step])
+        allow = tol[0] * int(nops[i]) + tol[1]
+        ok = abs(union_us[i] - want) <= allow
+        msg = (f"busy union of {int(nops[i])} op(s) in {cfile} {union_us[i]:,.3f} us "
+               + ("equals" if ok else "differs from") + f" {stfile} Communication {want:,.3f} us"
+               + ("" if ok else f" (difference {union_us[i] - want:+,.3f} us, tolerance {allow:.3f} us): not this "
+                                f"rank's or this run's communication.json"))
+        out.append(SelfCheck("comm_ops_vs_step_trace", rank_id, step, "pass" if ok else "fail", msg,
+                             want, float(union_us[i]), allow, f"{cfile}; {stfile}"))
+    return out

@@ -28,7 +28,7 @@ from perfgate.metrics import operators as opv
 from perfgate.metrics import registry
 from perfgate.metrics import suggest
 from perfgate.metrics.comm import (bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, ops_vs_kernel_checks,
-                                   wait_ratio)
+                                   ops_vs_step_trace_checks, wait_ratio)
 from perfgate.metrics.intervals import segmented_union_ns
 from perfgate.metrics.selfcheck import FAIL, overlap_per_step, run_self_checks, step_trace_sums
 from perfgate.metrics.summary import RankSummary
@@ -868,6 +868,11 @@ def _partial_summary(rank, policy, root) -> RankSummary:
         cfile = _rel(rank.comm_path, root)
         checks.extend(op_identity_checks(rank.comm, rank.rank, cfile,
                                          tol_us=policy.self_checks["comm_op_identity_abs_us"]))
+        if rank.step_trace is not None:
+            checks.extend(ops_vs_step_trace_checks(rank.comm, rank.step_trace, rank.rank, cfile,
+                                                   _rel(rank.step_trace_path, root),
+                                                   (policy.self_checks["abs_us_per_row"],
+                                                    policy.self_checks["abs_us_floor"])))
         if not steps:
             steps = sorted(map(str, pd.unique(rank.comm.ops["step"].dropna())))
     warnings = [f"rank {rank.rank}: {w}" for w in rank.warnings]
@@ -1187,7 +1192,8 @@ def require_valid(fp: Fingerprint, fail_closed=(), path=None) -> Fingerprint:
         first = bad[0]
         more = f" (and {len(bad) - 1} more failed self-check(s))" if len(bad) > 1 else ""
         raise InvalidCaptureError(
-            f"self-check {first.name} failed on rank {first.rank} step {first.step}: {first.message}{more}",
+            f"self-check {first.name} failed on rank {first.rank}{'' if first.step is None else f' step {first.step}'}: "
+            f"{first.message}{more}",
             path=where,
             problems=[c.to_dict() for c in bad])
     block = blocking_findings(fp, fail_closed)

@@ -277,7 +277,89 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
     tb = time_base(rank, policy.self_checks.get("time_base_abs_us", 1.0), kfile, tfile, trace_name)
     if tb is not None:
         out.append(tb)
+    out.extend(op_statistic_checks(rank, _tol_params(policy)))
     return name_rank_files(out, rank)
+
+
+def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
+    """``op_statistic_vs_kernels``: op_statistic.csv (:mod:`perfgate.ingest.opstat`) counts the
+    kernel table's compute rows per (OP Type, Core Type), and its Total Time(us) is their
+    ΣDuration within the row tolerance (``abs_us_per_row * Count + abs_us_floor``; a count that
+    differs fails, equal counts with another ΣDuration warn: see the code). Both files
+    come from one export of the same tasks, so this proves the table intact, not its parsing:
+    a compute row deleted (or added) after the export was saved as a baseline while the step
+    time checks' tolerance swallowed a short kernel (seventh audit round, st/level2 row 895).
+    Communication rows are left out (the export does not count them). Empty when the rank has no
+    op_statistic file; ``skipped`` when the kernel table left rows out (N/A Duration, exact
+    duplicates: the file counts them) or has no Type / core column values."""
+    stat = getattr(rank, "op_statistic", None)
+    if stat is None or rank.kernels is None:
+        return []
+    kt = rank.kernels
+    sname, kfile = rank.op_statistic_path.name, kt.path.name
+    why = None
+    if kt.invalid_rows or kt.duplicate_rows:
+        why = (f"{kfile} left {len(kt.invalid_rows) + len(kt.duplicate_rows)} row(s) out (N/A Duration or exact "
+               f"duplicates) that {sname} counts")
+    elif not (kt.type_available and kt.core_available):
+        why = f"{kfile} has no Type / core type values to group its rows by"
+    if why:
+        return [SelfCheck("op_statistic_vs_kernels", rank.rank, None, SKIPPED, why, evidence=sname)]
+    k = kt.df
+    compute = ~k["is_comm"].to_numpy()
+    # one bincount over (type code, core code) pairs: no Python object per row (1M-row ranks)
+    tcat, ccat = k["op_type"].array, k["core_type"].array
+    tnames = [str(x) for x in tcat.categories.tolist()] + ["N/A"]    # code -1 (no value): "N/A"
+    cnames = [str(x) for x in ccat.categories.tolist()] + ["N/A"]
+    tc = np.where(tcat.codes < 0, len(tnames) - 1, tcat.codes).astype(np.int64)[compute]
+    cc = np.where(ccat.codes < 0, len(cnames) - 1, ccat.codes).astype(np.int64)[compute]
+    pair = tc * len(cnames) + cc
+    size = len(tnames) * len(cnames)
+    nrows = np.bincount(pair, minlength=size)
+    sums = np.bincount(pair, weights=k["dur_ns"].to_numpy()[compute].astype(np.float64), minlength=size)
+    used = np.flatnonzero(nrows)
+    mine = pd.DataFrame({"op_type": [tnames[i // len(cnames)] for i in used.tolist()],
+                         "core_type": [cnames[i % len(cnames)] for i in used.tolist()],
+                         "rows": nrows[used], "sum_ns": sums[used]}).groupby(
+        ["op_type", "core_type"], sort=False).sum()   # two codes may name one text (never in practice)
+    theirs = stat.set_index(["op_type", "core_type"])
+    both = mine.join(theirs[["count", "total_us", "row"]], how="outer")
+    rows = both["rows"].fillna(0).astype("int64").to_numpy()
+    count = both["count"].fillna(0).astype("int64").to_numpy()
+    sum_us = both["sum_ns"].fillna(0).to_numpy(dtype=float) / 1000.0
+    total = both["total_us"].fillna(0).to_numpy(dtype=float)
+    tol = np.array([_tol(tolp, int(n)) for n in np.maximum(rows, count)])
+    off_count = rows != count
+    off_time = ~off_count & (np.abs(sum_us - total) > tol)
+    bad = np.flatnonzero(off_count | off_time)
+    if not len(bad):
+        return [SelfCheck("op_statistic_vs_kernels", rank.rank, None, PASS,
+                          f"{sname}: {len(stat)} (OP Type, Core Type) pair(s), {int(count.sum()):,} task(s), equal "
+                          f"{kfile}'s {int(rows.sum()):,} compute row(s) in count and ΣDuration",
+                          float(total.sum()), float(sum_us.sum()), float(tol.sum()), sname)]
+    # a count that differs is a row lost or added: fail. Equal counts whose ΣDuration differs
+    # (an edited Duration, the same workload's file from another run) are said, as a warning:
+    # the trace and step_trace checks judge the times, and a slowdown simulated by editing
+    # durations is still compared
+    status = FAIL if off_count.any() else WARN
+    texts = []
+    for i in bad[:4]:
+        op, core = both.index[i]
+        at = f" (its row {int(both['row'].iloc[i])})" if np.isfinite(both["row"].iloc[i]) else ""
+        texts.append(f"({op}, {core}): {count[i]:,} task(s) {total[i]:,.3f} us in {sname}{at}, "
+                     f"{rows[i]:,} row(s) {sum_us[i]:,.3f} us in {kfile}")
+    more = f"; {len(bad) - 4} more pair(s)" if len(bad) > 4 else ""
+    i = bad[0]
+    if status == WARN:
+        return [SelfCheck("op_statistic_vs_kernels", rank.rank, None, WARN,
+                          f"{kfile}'s compute rows are the tasks {sname} counts, but their ΣDuration differs: "
+                          f"{'; '.join(texts)}{more}: Durations edited after the export, or {sname} from another "
+                          f"run of the same workload", float(total[i]), float(sum_us[i]), float(tol[i]),
+                          f"{kfile}; {sname}")]
+    return [SelfCheck("op_statistic_vs_kernels", rank.rank, None, FAIL,
+                      f"{kfile} does not hold the compute tasks {sname} counts: {'; '.join(texts)}{more}: a row "
+                      f"was lost or added after the export, or the files are from different exports",
+                      float(total[i]), float(sum_us[i]), float(tol[i]), f"{kfile}; {sname}")]
 
 
 TIME_BASE_SAMPLE = 4096     # Overlap Analysis events paired with kernel starts (evenly spread)

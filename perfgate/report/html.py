@@ -777,7 +777,7 @@ def render_capture_html(fp: Fingerprint, *, history: dict | None = None, trend_k
              f"<div>{len(fp.metrics)} metrics, ranks {_e(_short(fp.provenance.get('ranks')))}; self-checks: "
              + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "</div>"]
     for c in bad[:5]:
-        lines.append(f"<div><b>self-check {_e(c.name)} failed</b> (rank {_e(c.rank)}, step {_e(c.step)}): "
+        lines.append(f"<div><b>self-check {_e(c.name)} failed</b> (rank {_e(c.rank)}{'' if c.step is None else ', step ' + _e(c.step)}): "
                      f"{_e(c.message)}</div>")
     for f in block[:5]:
         lines.append(f"<div><b>{_e(f.code)}</b>: {_e(f.message)}</div>")

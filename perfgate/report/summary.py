@@ -289,7 +289,7 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
         out.append(f"  ({len(other) - 2} more note(s); -v shows everything)")
     bad = [c for c in result.self_checks if c.status == "fail"]
     for c in bad[: (None if verbose else 3)]:
-        out.append(_clip(f"  self-check {c.name} FAILED (rank {c.rank}, step {c.step}): {c.message}", width))
+        out.append(_clip(f"  self-check {c.name} FAILED (rank {c.rank}{'' if c.step is None else f', step {c.step}'}): {c.message}", width))
     if verbose:
         changed = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
         out.append("  every gated change:" if changed else "  every gated change: none")

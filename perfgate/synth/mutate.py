@@ -73,6 +73,7 @@ def add_calls(output_dir, family: str, factor: int = 2, *, suffix: re.Pattern = 
         added, per_step, new_rows = _place_in_row_gaps(rows, originals, factor, family, ci_start, ci_dur, ci_step)
         rows.extend(new_rows)
         _write_csv(kd, header, rows, crlf)
+        count_in_op_statistic(out, header, new_rows)
         _shift_step_trace(out, per_step)
         return added
     events = json.loads(trace_path.read_text(encoding="utf-8"))
@@ -117,9 +118,39 @@ def add_calls(output_dir, family: str, factor: int = 2, *, suffix: re.Pattern = 
             per_step[key] = per_step.get(key, 0) + dur
     rows.extend(new_rows)
     _write_csv(kd, header, rows, crlf)
+    count_in_op_statistic(out, header, new_rows)
     trace_path.write_text(json.dumps(events), encoding="utf-8")
     _shift_step_trace(out, per_step)
     return added
+
+
+def count_in_op_statistic(out: Path, header, new_rows, sign: int = 1) -> None:
+    """Add (``sign`` 1) or take away (-1) ``new_rows`` (kernel_details rows under ``header``) in
+    the op_statistic.csv of folder ``out`` when it holds one: their (Type, Accelerator Core)
+    pair's Count and Total Time(us) move, Avg follows, Ratio(%) is recomputed over the file
+    (SCHEMAS.md §3), as the export would have written them, so ``op_statistic_vs_kernels``
+    still passes."""
+    path = out / "op_statistic.csv"
+    if not path.is_file() or not new_rows:
+        return
+    sh, srows, crlf = _read_csv(path)
+    ti, ci = _col(header, "op_type"), _col(header, "core_type")
+    di = _col(header, "dur_us")
+    at = {(r[sh.index("OP Type")], r[sh.index("Core Type")]): r for r in srows}
+    total_i, count_i = sh.index("Total Time(us)"), sh.index("Count")
+    for nr in new_rows:
+        row = at.get((nr[ti].strip(), nr[ci].strip()))
+        if row is None:
+            continue   # a pair the file does not count (communication): nothing to add
+        row[count_i] = str(int(row[count_i]) + sign)
+        row[total_i] = str(Decimal(row[total_i].strip()) + sign * Decimal(nr[di].strip()))
+        if "Avg Time(us)" in sh and int(row[count_i]):
+            row[sh.index("Avg Time(us)")] = f"{Decimal(row[total_i]) / int(row[count_i]):.3f}"
+    if "Ratio(%)" in sh:
+        whole = sum(Decimal(r[total_i]) for r in srows) or Decimal(1)
+        for r in srows:
+            r[sh.index("Ratio(%)")] = f"{Decimal(r[total_i]) * 100 / whole:.3f}"
+    _write_csv(path, sh, srows, crlf)
 
 
 def _shift_step_trace(out: Path, per_step: dict) -> None:

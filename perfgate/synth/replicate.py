@@ -55,7 +55,8 @@ def _tile(col: pa.Array, n: int) -> pa.Array:
 def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step: int = 1, run: int = 0,
                    trace: bool = True) -> Path:
     """Write ``ranks`` copies of the real rank folder ``src`` (``rank0_ascend_pt``), each with
-    ``steps`` steps made of the source's kernel rows; returns ``out_dir``.
+    ``steps`` steps made of the source's kernel rows; returns ``out_dir``. op_statistic.csv is
+    written for the copies (each Count and Total Time ``steps`` times the source's).
 
     ``run`` shifts every time by ``run`` x 7 s (a second run of the same model: same rows,
     fresh absolute times). ``trace=False`` writes no trace_view.json. The source must hold
@@ -120,6 +121,8 @@ def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step
                     row[st_hdr.index("Device_id")] = str(r)
                 rows.append(",".join(row))
             (odir / "step_trace_time.csv").write_text(st_lines[0] + "\n" + "\n".join(rows) + "\n")
+        if (sdir / "op_statistic.csv").is_file():
+            _write_op_statistic(sdir / "op_statistic.csv", odir / "op_statistic.csv", steps)
         if comm is not None:
             (odir / "communication.json").write_text(
                 _comm_steps(next(iter(comm.values())), (offs + shift) / 1000.0, first_step))
@@ -143,6 +146,21 @@ def replicate_rank(src: Path, out_dir, *, steps: int, ranks: int = 1, first_step
                 info.pop("parallel_group_info", None)
             (rdir / name).write_text(json.dumps(info, indent=1))
     return out
+
+
+def _write_op_statistic(src: Path, dst: Path, steps: int) -> None:
+    """op_statistic.csv of ``steps`` copies of the source's step: Count and Total Time(us) times
+    ``steps`` (exact decimals), Min / Avg / Max and Ratio(%) as they were."""
+    from decimal import Decimal
+    with open(src, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f))
+    head = rows[0]
+    ci, ti = head.index("Count"), head.index("Total Time(us)")
+    for r in rows[1:]:
+        r[ci] = str(int(r[ci]) * steps)
+        r[ti] = str(Decimal(r[ti].strip()) * steps)
+    with open(dst, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
 
 
 def _comm_steps(one: dict, offs_us: np.ndarray, first_step: int) -> str:
