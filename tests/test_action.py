@@ -78,7 +78,8 @@ def run_action(inputs: dict, env: dict, workdir: Path, action_path: Path = ROOT)
     a = load_action()
     given = {k: v.get("default", "") for k, v in a["inputs"].items()}
     given.update(inputs)
-    ctx = {"inputs": {}, "github": {"token": env.get("GITHUB_TOKEN", ""), "action_path": str(action_path)}}
+    ctx = {"inputs": {}, "github": {"token": env.get("GITHUB_TOKEN", ""), "action_path": str(action_path)},
+           "steps": {}}   # "ID.outputs.NAME" -> value, as ${{ steps.ID.outputs.NAME }} reads it
     ctx["inputs"] = {k: _eval(v, ctx) for k, v in given.items()}
     outputs_by_step, log, code = {}, [], 0
     for i, st in enumerate(a["runs"]["steps"]):
@@ -92,6 +93,8 @@ def run_action(inputs: dict, env: dict, workdir: Path, action_path: Path = ROOT)
                            env=step_env, capture_output=True, text=True, timeout=300)
         log.append(r.stdout + r.stderr)
         outputs_by_step[st.get("id", str(i))] = parse_outputs(out_file.read_text())
+        ctx["steps"].update({f"{st.get('id', str(i))}.outputs.{k}": v
+                             for k, v in outputs_by_step[st.get("id", str(i))].items()})
         code = r.returncode
         if code:
             break

@@ -84,13 +84,17 @@ def test_slices_that_are_not_full_but_the_last_are_refused(ascend, tmp_path, siz
 def _scaled_msprof(ascend, tmp_path, name, factor):
     cap = tmp_path / name
     shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack", cap)
-    for p in cap.rglob("op_summary_*.csv"):
-        rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
-        i = rows[0].index("Task Duration(us)")
-        for r in rows[1:]:
-            r[i] = f"{float(r[i]) * factor:.3f}"
-        with p.open("w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows(rows)
+    # a run whose every task took `factor` times as long: the tasks and their op_statistic sums
+    for pattern, columns in (("op_summary_*.csv", ("Task Duration(us)",)),
+                             ("op_statistic_*.csv", ("Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)"))):
+        for p in cap.rglob(pattern):
+            rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
+            for col in columns:
+                i = rows[0].index(col)
+                for r in rows[1:]:
+                    r[i] = f"{float(r[i]) * factor:.3f}"
+            with p.open("w", newline="", encoding="utf-8") as f:
+                csv.writer(f).writerows(rows)
     return cap
 
 
@@ -206,3 +210,287 @@ def test_uniform_device_drift_over_repeated_captures_moves_no_part(tmp_path):
     import json
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
     assert not [c["key"] for c in res["comparisons"] if c["gated"] and c["verdict"] != "unchanged"]
+
+
+def _delete_line(path, lineno):
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    del lines[lineno - 1]
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.mark.real
+def test_a_compute_row_lost_after_the_export_is_refused(ascend, tmp_path):
+    """st/level2 with one 1.40 us Cast row deleted mid-step: the step time checks' tolerance
+    swallowed it and the capture was saved as a baseline (the intact one then 'regressed').
+    op_statistic.csv still counts 287 Cast tasks: exit 3 naming both files, nothing saved."""
+    cap = tmp_path / "lost"
+    shutil.copytree(ascend / "msinsight/test/st/level2", cap)
+    _delete_line(cap / "rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 895)
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
+    assert r.exit_code == 3, r.output
+    assert "self-check op_statistic_vs_kernels failed on rank 0:" in r.output
+    assert "(Cast, AI_VECTOR_CORE): 287 task(s) 5,998.280 us in op_statistic.csv (its row 10), 286 row(s)" in r.output
+    assert not bl.exists() or not list(bl.iterdir())
+
+
+@pytest.mark.real
+def test_a_raw_msprof_row_lost_is_refused_by_its_op_statistic(ascend, tmp_path):
+    cap = tmp_path / "pu"
+    shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack/PROF_GROUP_20260823_165254/PROF_PipeUtilization", cap)
+    _delete_line(next(cap.rglob("op_summary_20260823165335.csv")), 2)
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    assert r.exit_code == 3 and "op_statistic_vs_kernels" in r.output and "op_statistic_20260823165335.csv" in r.output, r.output
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("edit, says", [
+    (("57,1423.208", "57.5,1423.208"), "Count is not a non-negative integer: '57.5'"),
+    (("57,1423.208", "57,N/A"), "Total Time(us)"),
+    (("TransData,AI_VECTOR_CORE", "ForeachAddList,AI_VECTOR_CORE"), "(ForeachAddList, AI_VECTOR_CORE) appears twice"),
+])
+def test_a_damaged_op_statistic_is_an_invalid_capture(copy_capture, tmp_path, edit, says):
+    cap = copy_capture("level1")
+    p = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv"
+    text = p.read_text(encoding="utf-8")
+    assert edit[0] in text
+    p.write_text(text.replace(edit[0], edit[1], 1), encoding="utf-8")
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    assert r.exit_code == 3 and says in r.output and "op_statistic.csv" in r.output, r.output
+
+
+def test_op_statistic_check_is_skipped_when_rows_were_left_out(tmp_path):
+    """A kernel table with an exact duplicate row (counted once) cannot be matched against a
+    file that counts it: skipped, saying why."""
+    from perfgate.ingest.load import load_capture
+    from perfgate.metrics.selfcheck import op_statistic_checks
+    from perfgate.synth import SynthSpec, write_capture
+    root = write_capture(tmp_path / "s", SynthSpec(ranks=1, steps=2))
+    out = root / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
+    kd = out / "kernel_details.csv"
+    lines = kd.read_text(encoding="utf-8").splitlines()
+    kd.write_text("\n".join(lines + [lines[1]]) + "\n", encoding="utf-8")
+    (out / "op_statistic.csv").write_text("OP Type,Core Type,Count,Total Time(us)\nX,AI_CORE,1,1.0\n", encoding="utf-8")
+    rank = load_capture(root, with_trace="never").ranks[0]
+    (check,) = op_statistic_checks(rank, (0.001, 0.01))
+    assert check.status == "skipped" and "left 1 row(s) out" in check.message
+
+
+@pytest.mark.real
+def test_a_step_only_communication_json_has_is_refused(ascend, tmp_path):
+    """A step 14 added to communication.json (in neither kernel_details.csv nor
+    step_trace_time.csv) was averaged into comm.elapse_us: -47 %, "improved", exit 0."""
+    import copy
+    import json
+    cap = tmp_path / "phantom"
+    shutil.copytree(ascend / "msinsight/test/st/level2", cap)
+    for r in (0, 1):
+        p = cap / f"rank_{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json"
+        d = json.loads(p.read_text(encoding="utf-8"))
+        d["step14"] = copy.deepcopy(d["step13"])
+        p.write_text(json.dumps(d), encoding="utf-8")
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    assert r.exit_code == 3, r.output
+    assert ("holds ops in step(s) 14, which neither kernel_details.csv (steps 13) nor step_trace_time.csv "
+            "(steps 13) lists") in r.output
+    assert "holds ops in step(s) 14, which step_trace_time.csv (steps 13) does not list" in r.output   # partial rank 1
+
+
+@pytest.mark.real
+def test_a_partial_rank_with_another_ranks_communication_json_is_refused(ascend, tmp_path):
+    """st/level2 rank 1 (partial: no kernel table) given rank 0's communication.json: PASS and
+    saved. Its ops' busy union (420,174 us) is not its own step_trace Communication (441,708 us)."""
+    cap = tmp_path / "foreign"
+    shutil.copytree(ascend / "msinsight/test/st/level2", cap)
+    shutil.copy(cap / "rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json",
+                cap / "rank_1_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "f", "--baseline-dir", bl, cap)
+    assert r.exit_code == 3, r.output
+    assert "self-check comm_ops_vs_step_trace failed on rank 1 step 13" in r.output
+    assert "420,174.260 us differs from" in r.output and "Communication 441,708.380 us" in r.output
+    assert not bl.exists() or not list(bl.iterdir())
+
+
+@pytest.mark.real
+def test_a_count_between_two_ranks_says_which_ranks_ran_what(copy_capture, tmp_path):
+    """InplaceRelu doubled on rank 1 of 2: "calls 7 -> 10.5/step", a count no rank ran, with no
+    word of the ranks. The p50 count still gates (half the ranks regressed) and now says so."""
+    from perfgate.synth.mutate import add_calls
+    base, cand = copy_capture("level1", "base"), copy_capture("level1", "cand")
+    add_calls(cand / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT", "aclnnInplaceRelu_Relu_Relu", 2)
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert r.exit_code == 1, r.output
+    assert ("kernel family aclnnInplaceRelu_Relu_Relu: calls 7 -> 10.5/step (median of 2 ranks, no rank's "
+            "count: rank0 7 -> 7; max 7 -> 14)") in r.output
+
+
+def test_a_policy_with_another_top_n_still_compares_the_families_both_sides_recorded(tmp_path):
+    """Baseline fingerprinted with top_n 10, check with top_n 5: every per-family call count was
+    'not compared, policy top_n differs' and a doubled Cast count was 'unexplained'. A family's
+    calls do not depend on top_n: the families both sides recorded are compared."""
+    import json
+    from perfgate.policy import DEFAULT_POLICY
+    from perfgate.synth.writer import SynthSpec, write_capture
+    text = open(DEFAULT_POLICY, encoding="utf-8").read()
+    assert "\n  top_n: 10" in text
+    pol = tmp_path / "top5.yaml"
+    pol.write_text(text.replace("\n  top_n: 10", "\n  top_n: 5"), encoding="utf-8")
+    base = write_capture(tmp_path / "base", SynthSpec(seed=1))
+    cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, extra_calls={"aclnnCast_CastAiCore_Cast": 2}))
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", pol, "--out", tmp_path / "o", cand)
+    assert r.exit_code == 1 and "REGRESSION kernel family aclnnCast_CastAiCore_Cast: calls 10 -> 20/step" in r.output, r.output
+    res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    not_compared = {c["key"] for c in res["comparisons"] if c["gated"] and c["verdict"] == "incomparable"}
+    assert not_compared == {"kernel.topn{view=p50}", "kernel.topn{view=rank0}"}, not_compared
+    assert not res["unexplained"]
+
+
+@pytest.mark.real
+def test_a_kernel_table_with_no_device_time_is_refused(ascend, tmp_path):
+    """Every Task Duration 0.000: saved as a baseline, and checks against it read shares as
+    0 / 0 = 0 % ("MatMul 67.80 % -> 0.00 % regression" beside a -100 % ΣDuration "regression")."""
+    cap = tmp_path / "zero"
+    shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack/PROF_GROUP_20260823_165254/PROF_PipeUtilization", cap)
+    p = next(cap.rglob("op_summary_*.csv"))
+    rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
+    i = rows[0].index("Task Duration(us)")
+    for r in rows[1:]:
+        r[i] = "0.000"
+    with p.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    bl = tmp_path / "bl"
+    r = _run("baseline", "save", "--name", "z", "--baseline-dir", bl, cap)
+    assert r.exit_code == 3 and "every one of its 3 row(s) has Task Duration(us) 0: no device time" in r.output, r.output
+    assert not bl.exists() or not list(bl.iterdir())
+
+
+@pytest.mark.real
+def test_report_on_an_invalid_capture_says_why_first(ascend, tmp_path):
+    """`perfgate report` printed "INVALID_CAPTURE: 675 metrics, ranks [0, 1]": no reason, and a
+    metric count that reads as a usable capture. It now names the failed self-check as check does."""
+    cap = tmp_path / "slow"
+    shutil.copytree(ascend / "msinsight/test/st/level2", cap)
+    p = cap / "rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
+    ni, di = rows[0].index("Name"), rows[0].index("Duration(us)")
+    for r in rows[1:]:
+        if "FlashAttentionScore_" in r[ni] and "Grad" not in r[ni]:
+            r[di] = f"{float(r[di]) * 1.3:.3f}"
+    with p.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    r = _run("report", "--html", tmp_path / "r.html", cap)
+    assert r.exit_code == 3, r.output
+    first = r.output.splitlines()[0]
+    assert first.startswith("perfgate: INVALID_CAPTURE: self-check compute_union failed on rank 0 step 13:"), first
+    assert " metrics, ranks" not in r.output and (tmp_path / "r.html").is_file()
+
+
+@pytest.mark.real
+def test_history_runs_names_the_rank_count_as_such(ascend, tmp_path):
+    """`history runs` showed world_size 2 for st/level2, whose job has world size 4 (PP2 x DP2, 2
+    ranks profiled): the column is the number of rank folders read, and is named so."""
+    db = tmp_path / "h.sqlite"
+    assert _run("history", "record", "--db", db, "--branch", "main", "--commit", "abc",
+                ascend / "msinsight/test/st/level2").exit_code == 0
+    r = _run("history", "runs", "--db", db)
+    assert r.exit_code == 0 and "world_size" not in r.output and "ranks" in r.output.splitlines()[0], r.output
+
+
+@pytest.mark.real
+def test_full_width_digits_in_a_duration_are_refused(copy_capture, tmp_path):
+    """A Duration(us) cell "５３.７４１" was read as 53.741 (Decimal takes any Unicode digit), while
+    Step Id and communication.json refuse non-ASCII digits."""
+    cap = copy_capture("level1")
+    p = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    text = p.read_text(encoding="utf-8")
+    assert "\t,53.741," in text
+    p.write_text(text.replace("\t,53.741,", "\t,５３.７４１,", 1), encoding="utf-8")
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    assert r.exit_code == 3 and "is not a finite number (non-ASCII characters)" in r.output, r.output
+
+
+def test_repeated_captures_name_the_family_behind_a_part_and_no_comm_side_effect(tmp_path):
+    """5 vs 5 runs, MatMul 1.06x: the MatMul category share failed (statistics tolerance 0.25 pp)
+    while the family share, judged by the single-capture 2 pp, did not: "no cause found" beside a
+    reason naming MatMul; and the Comm share, whose own ΣDuration did not move (x0.99), was
+    unsure (exit 1 with unsure_fails). Now the MatMul family is the cause and Comm is unchanged."""
+    import json
+    from perfgate.synth.writer import SynthSpec, write_capture
+    mm = "aclnnMatmul_MatMulV3Common_MatMulV3"
+    base = [write_capture(tmp_path / f"b{s}", SynthSpec(seed=s, steps=10)) for s in range(1, 6)]
+    cand = [write_capture(tmp_path / f"c{s}", SynthSpec(seed=s + 40, steps=10, slowdown={mm: 1.06}))
+            for s in range(1, 6)]
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, *base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", *cand)
+    assert r.exit_code == 1, r.output
+    res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    assert [x["subject"] for x in res["causes"]] == [mm] and not res["unexplained"]
+    verdicts = {c["key"]: c["verdict"] for c in res["comparisons"] if c["gated"]}
+    assert verdicts["share.category{category=Comm,view=rank0}"] == "unchanged"
+    assert "unsure" not in verdicts.values()
+    assert "no cause found" not in (tmp_path / "o" / "perfgate-report.md").read_text()
+
+
+def test_one_kernel_per_step_is_no_family_share_to_gate(tmp_path):
+    """A family of one call per step 600 -> 1,200 us (a single kernel's time, which drifts up to
+    ~2x between devices): "REGRESSION kernel family ... x2.06 vs the device", exit 1, on
+    share.family alone. Its share is now context; step time still gates (+9 %, within 10 %)."""
+    import json
+    from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
+    gm = "aclnnGroupedMatmul_GroupedMatmul_GroupedMatmul"
+    fams = tuple(DEFAULT_FAMILIES) + ((gm, "GroupedMatmul", "AI_CORE", 1, 600.0),)
+    base = write_capture(tmp_path / "base", SynthSpec(seed=1, families=fams))
+    cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, families=fams, slowdown={gm: 2.0}))
+    bl = tmp_path / "bl"
+    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
+    share = {c["key"]: c for c in res["comparisons"]}[f"share.family{{family={gm},view=rank0}}"]
+    assert not share["gated"] and "one kernel per step on both sides" in share["reason"], share
+    assert r.exit_code == 0 and not [c["key"] for c in res["comparisons"] if c["fails"]], r.output
+
+
+@pytest.mark.real
+def test_a_rank_folder_whose_metadata_names_another_rank_is_refused(ascend, tmp_path):
+    """st/level2's two rank folders with their profiler_info files swapped back: each folder's
+    profiler_metadata.json names the other rank. It was a partial PASS with no word."""
+    import json
+    src = ascend / "msinsight/test/st/level2"
+    cap = tmp_path / "sw"
+    shutil.copytree(src / "rank_0_ascend_pt", cap / "rank_1_ascend_pt")
+    shutil.copytree(src / "rank_1_ascend_pt", cap / "rank_0_ascend_pt")
+    for new, old in ((1, 0), (0, 1)):
+        d = cap / f"rank_{new}_ascend_pt"
+        info = json.loads((d / f"profiler_info_{old}.json").read_text(encoding="utf-8"))
+        info["rank_id"] = str(new) if isinstance(info.get("rank_id"), str) else new
+        (d / f"profiler_info_{old}.json").unlink()
+        (d / f"profiler_info_{new}.json").write_text(json.dumps(info), encoding="utf-8")
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    assert r.exit_code == 3 and "distributed_args.rank is 1, but the folder's rank is 0" in r.output, r.output
+
+
+@pytest.mark.real
+def test_a_timeline_without_its_overlap_analysis_track_is_said(copy_capture, tmp_path):
+    """level1 rank 0's Overlap Analysis X events without "ph": trace_vs_step_trace became
+    "skipped" and the fingerprint had no warning at all."""
+    import json
+    cap = copy_capture("level1")
+    p = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    ev = json.loads(p.read_text(encoding="utf-8"))
+    pid = next(e["pid"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"
+               and (e.get("args") or {}).get("name") == "Overlap Analysis")
+    for e in ev:
+        if e.get("pid") == pid and e.get("ph") == "X":
+            del e["ph"]
+    p.write_text(json.dumps(ev), encoding="utf-8")
+    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    assert r.exit_code == 0, r.output
+    fp = json.loads((tmp_path / "fp.json").read_text())
+    assert any("holds no Overlap Analysis X event" in w and "step_trace_time.csv stands in" in w
+               for w in fp["warnings"]), fp["warnings"]

@@ -99,8 +99,10 @@ def test_wheel_carries_the_policies_and_runs_from_an_empty_folder(wheel, tmp_pat
 
 @pytest.mark.slow
 def test_composite_action_installs_itself(source, tmp_path):
-    """action.yml with its default `install: true`: `pip install "$GITHUB_ACTION_PATH"` into the
-    job's Python, then the gate runs from that installation (no PYTHONPATH, a workspace outside the repo)."""
+    """action.yml with its default `install: true`: `pip install "$GITHUB_ACTION_PATH"` into a
+    virtual environment of the action's own under $RUNNER_TEMP (a runner's system Python may refuse
+    pip: PEP 668), then the gate runs from that installation (no PYTHONPATH, a workspace outside the
+    repo); the job's own Python is left as it was."""
     from github_fake import FakeGitHub
     from test_action import REPO, PR, TOKEN, load_action, run_action
     from perfgate.synth import write_demo_pair
@@ -115,7 +117,10 @@ def test_composite_action_installs_itself(source, tmp_path):
         event = tmp_path / "event.json"
         event.write_text(json.dumps({"pull_request": {"number": PR, "head": {"sha": "c" * 40, "repo": {
             "full_name": REPO}}, "base": {"sha": "d" * 40, "repo": {"full_name": REPO}}}}))
-        env = _clean_env(venv, GITHUB_ACTIONS="true", GITHUB_JOB="gate", HOME=os.environ.get("HOME", "/tmp"))
+        runner_temp = tmp_path / "runner-temp"
+        runner_temp.mkdir()
+        env = _clean_env(venv, GITHUB_ACTIONS="true", GITHUB_JOB="gate", HOME=os.environ.get("HOME", "/tmp"),
+                         RUNNER_TEMP=str(runner_temp))
         # before the action runs, the venv holds no perfgate of its own (the machine's editable
         # install of this checkout may still be visible through --system-site-packages)
         before = subprocess.run([str(venv / "bin/python"), "-c", "import perfgate; print(perfgate.__file__)"], cwd=ws,
@@ -129,10 +134,15 @@ def test_composite_action_installs_itself(source, tmp_path):
         code, outs, log = run_action({"capture": str(cand)}, env, ws, action_path=source)
         assert code == 1 and outs["verdict"] == "REGRESSION", log
         assert "comment created" in log and len(srv.comments[(REPO, PR)]) == 1
-        installed = subprocess.run([str(venv / "bin/python"), "-c", "import perfgate; print(perfgate.__file__)"],
+        own = runner_temp / "perfgate-venv"
+        assert outs.get("verdict") and (own / "bin/python").is_file(), log
+        installed = subprocess.run([str(own / "bin/python"), "-c", "import perfgate; print(perfgate.__file__)"],
                                    cwd=ws, env=env, capture_output=True, text=True, check=True).stdout.strip()
-        assert installed.startswith(str(venv)) and Path(installed).with_name("policies").joinpath(
+        assert installed.startswith(str(own)) and Path(installed).with_name("policies").joinpath(
             "default.yaml").is_file(), installed
+        after = subprocess.run([str(venv / "bin/python"), "-c", "import perfgate; print(perfgate.__file__)"], cwd=ws,
+                               env=env, capture_output=True, text=True).stdout.strip()
+        assert after == before, (before, after)   # the job's Python got nothing
     finally:
         srv.stop()
 

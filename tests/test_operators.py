@@ -468,9 +468,11 @@ def test_real_level1_vs_level2_operator_metrics_unchanged(text_captures, tmp_pat
     save_baseline(text_captures / "level1", "main", policy=policy, store=store, env={})
     r = check(text_captures / "level2", "main", policy=policy, store=store, env={})
     assert r.status == terms.PASS
-    fam = [c for c in r.comparisons if c.name == "share.family" and c.gated]
-    assert len(fam) > 100 and all(c.verdict == terms.UNCHANGED for c in fam)
-    assert max(abs(c.delta) for c in fam) < 0.005                          # measured 0.42 pp, tolerance 2 pp
+    # families of one kernel per step are context, not gated (a single kernel's time)
+    fam = [c for c in r.comparisons if c.name == "share.family" and c.verdict != terms.INCOMPARABLE]
+    assert len(fam) > 100 and all(c.verdict == terms.UNCHANGED for c in fam if c.gated)
+    assert 40 < len([c for c in fam if c.gated]) < len(fam)
+    assert max(abs(c.delta) for c in fam if c.gated) < 0.005               # measured 0.42 pp, tolerance 2 pp
     bound = [c for c in r.comparisons if c.name == "pipe.bound_share"]
     assert bound and max(abs(c.delta) for c in bound) < 0.005
     oc = r.detail["operator_compare"]

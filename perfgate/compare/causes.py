@@ -142,6 +142,23 @@ def _family_text(ch: dict, rel: float | None) -> str:
     return "; ".join(bits) or "changed"
 
 
+def _between_ranks(base, cand, fam: str, view, ch: dict) -> str:
+    """For the p50 view of an even number of ranks, a call count that is the mean of the two
+    middle ranks' counts is no count any rank ran ("calls 7 -> 10.5/step" when rank 1 of 2
+    doubled): say so, with the rank0 and max views' counts (seventh audit round)."""
+    if view != terms.VIEW_P50 or float(ch["calls_base"]).is_integer() and float(ch["calls_cand"]).is_integer():
+        return ""
+    def calls(fp, v):
+        return _num(fp, metric_key("kernel.calls_per_step", family=fam, view=v))
+    r0 = (calls(base, terms.VIEW_RANK0), calls(cand, terms.VIEW_RANK0))
+    mx = (calls(base, terms.VIEW_MAX), calls(cand, terms.VIEW_MAX))
+    m = cand.metrics.get(metric_key("kernel.calls_per_step", family=fam, view=view))
+    n = (m.context or {}).get("ranks") if m is not None else None
+    seen = "; ".join(f"{name} {a:g} -> {b:g}" for name, (a, b) in (("rank0", r0), ("max", mx))
+                     if a is not None and b is not None)
+    return f" (median of {n or 'an even number of'} ranks, no rank's count" + (f": {seen}" if seen else "") + ")"
+
+
 def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50)
                 ) -> tuple[list[dict], list[str]]:
     """Group gated findings into causes (module doc).
@@ -248,6 +265,16 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             # a part whose own families did not change (ΣDuration within max(1 us, 5 %), same calls)
             # moved its share because the rest of the step did: those families are the cause
             hit = explain(moved or rest or mine, c)
+            if not hit and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT):
+                # no family symptom gated (repeated captures judge the part's share against the
+                # statistics tolerance, a family's share against the single-capture one): the part
+                # is still explained by its largest family of the same sign (docs/verdicts.md)
+                fam = _largest_family_in_part(c, base, cand, parts)
+                if fam is not None:
+                    x = cause("communication" if COMM_FAMILY.match(fam) else "kernel family", fam, c.verdict)
+                    x["_d_us"], x["_d_calls"] = _own_change(base, cand, x, first)
+                    fam_causes.append(x)
+                    hit = explain([x], c)
         elif c.name == "step.computing_us":
             hit = explain(compute, c)
         elif c.name in _COMM_SYMPTOMS or c.name.startswith("comm."):
@@ -321,6 +348,8 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                 share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
                 rel = ((share.stats or {}).get("composition") or {}).get("relative") if share else None
                 text, d_us = _family_text(ch, rel), ch["delta_us"]
+                # right after the counts it explains: "calls 7 -> 10.5/step (median of 2 ranks: ...)"
+                text = text.replace("/step", "/step" + _between_ranks(base, cand, x["subject"], view, ch), 1)
                 if x["verdict"] == SIDE_EFFECT:
                     text += "; own ΣDuration and calls within 5 %: its share fell as the rest of the step grew"
             x["views"][str(view)] = text
@@ -379,6 +408,24 @@ def _verdict_of(x: dict, symptom_verdicts) -> str:
     # its own time and calls were measured and did not move: the share fell because the rest of
     # the step changed (a side effect, never a gain); unknown own figures keep the symptoms' sign
     return SIDE_EFFECT if x.get("_d_us") == 0.0 and not x.get("_d_calls") else terms.IMPROVEMENT
+
+
+def _largest_family_in_part(c: Comparison, base: Fingerprint, cand: Fingerprint, parts: dict) -> str | None:
+    """The kernel family of part share ``c`` (category / core type / phase / bound, from the
+    family view) whose ΣDuration per step changed most in ``c``'s direction, in ``c``'s view;
+    None when no family of the part moved that way."""
+    view = c.labels.get("view")
+    up = (c.delta or 0.0) > 0
+    best, best_d = None, 0.0
+    for fam, labels in parts.items():
+        if not all(labels.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in labels):
+            continue
+        if not any(k in labels for k in c.labels if k in _PART_LABELS):
+            continue
+        d = _family_change(base, cand, fam, view)["delta_us"]
+        if d is not None and (d > 0) == up and abs(d) > abs(best_d):
+            best, best_d = fam, d
+    return best
 
 
 def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:

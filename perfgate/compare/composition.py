@@ -210,6 +210,22 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
         consequence = (f"communication's own ΣDuration per step did not move (×{r_own:.3f}): its share moved "
                        f"because compute changed (a consequence; communication time is set by the links and the "
                        f"other ranks, not by the device's compute speed)")
+    elif verdict == terms.UNSURE and r_own is not None:
+        # the interval straddles the tolerance: only the outcomes the part's own time allows are
+        # open (an improvement needs its own ΣDuration fallen; a communication part's regression
+        # its own ΣDuration grown). None left: unchanged, a consequence (seventh audit round: the
+        # Comm share was unsure under MatMul 1.06x with its own ΣDuration x0.992, and
+        # unsure_fails would have failed the check on it)
+        lo, hi = interval[0] - side, interval[1] - side
+        up_open, down_open = hi > allow, lo < -allow
+        may_regress = up_open if worse_up else down_open
+        may_improve = down_open if worse_up else up_open
+        own_better = r_own < 1.0 - OWN_CHANGE if worse_up else r_own > 1.0 + OWN_CHANGE
+        own_worse = r_own > 1.0 + OWN_CHANGE if worse_up else r_own < 1.0 - OWN_CHANGE
+        if not (may_improve and own_better) and not (may_regress and (own_worse or not is_comm_part(c))):
+            consequence = (f"its own ΣDuration per step ×{r_own:.3f} allows neither a gain nor "
+                           f"{'a communication regression' if is_comm_part(c) else 'a regression'} the interval "
+                           f"leaves open: its share moved because other parts changed (a consequence)")
     if consequence:
         verdict = terms.UNCHANGED
     if c.stats.get("q") is not None and c.verdict == terms.UNCHANGED:

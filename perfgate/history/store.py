@@ -686,9 +686,11 @@ class HistoryStore:
     @_reading
     def runs(self, branch: str | None = None, since: str | None = None, limit: int | None = None) -> pd.DataFrame:
         """Runs, oldest commit first (see the module docstring): id, branch, commit, recorded_at,
-        status, note, series_key, ..."""
+        status, note, series_key, ranks (the number of rank folders the run's capture held: the
+        ``world_size`` column, which is not the job's world size when a subset of ranks was
+        profiled), ..."""
         where, args = self._filters(branch, since)
-        sql = ("select id, branch, commit_sha as \"commit\", recorded_at, status, note, series_key, world_size, profiler_level, "
+        sql = ("select id, branch, commit_sha as \"commit\", recorded_at, status, note, series_key, world_size as ranks, profiler_level, "
                "cann_version, torch_npu_version, ci_run_id, source from runs")
         if where:
             sql += " where " + " and ".join(where)
