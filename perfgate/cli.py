@@ -555,10 +555,10 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
 @common_history
 @common_workers
 @click.option("--scheduler", default=None,
-              help="dask.distributed scheduler address for per-rank work (needs pip install 'perfgate[dask]').")
+              help="dask.distributed scheduler address for per-rank work (needs dask.distributed: the 'dask' extra).")
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
               help="Also write a self-contained HTML report with plots here (trend sparklines when the "
-                   "--history database exists; needs pip install 'perfgate[html]').")
+                   "--history database exists; needs matplotlib: the 'html' extra).")
 @click.option("--comment", is_flag=True,
               help="GitHub Actions: post the report as the pull request's sticky comment (created once, then "
                    "updated in place). A failure is a warning and never changes the exit code.")
@@ -1113,7 +1113,7 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
             bar["p"].stop()
     if "xlsx" not in files:
         click.echo("perfgate: warning: sweep.xlsx not written: it needs openpyxl, an optional part of perfgate "
-                   "(pip install 'perfgate[xlsx]'); sweep.csv holds the same rollup", err=True)
+                   "(pip install openpyxl: the 'xlsx' extra); sweep.csv holds the same rollup", err=True)
     click.echo(json.dumps(summary(table, files), indent=1, ensure_ascii=False))
 
 

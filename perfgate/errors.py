@@ -107,7 +107,8 @@ def require_extra(extra: str, what: str):
 
     Raises:
         UsageError: the module is not installed (exit 2); the message names ``what`` needs it
-            and the command that installs it: ``pip install 'perfgate[EXTRA]'``.
+            and the commands that install it (the module itself, or the extra from a clone:
+            perfgate is not on PyPI).
     """
     import importlib
     module = EXTRAS[extra]
@@ -115,7 +116,7 @@ def require_extra(extra: str, what: str):
         return importlib.import_module(module)
     except ImportError:
         raise UsageError(f"{what} needs {module}, which is not installed (an optional part of perfgate)",
-                         hint=f"pip install 'perfgate[{extra}]'") from None
+                         hint=f"pip install {module} (the '{extra}' extra: pip install '.[{extra}]' from a clone)") from None
 
 
 class PolicyError(PerfgateError):

@@ -228,7 +228,7 @@ def test_history_report_without_matplotlib_is_refused_even_with_nothing_to_repor
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = _run("history", "report", "--db", db, "--out", tmp_path / "hr")
     assert r.exit_code == 2, r.output
-    assert "perfgate history report (its plots) needs matplotlib" in r.output and "perfgate[html]" in r.output
+    assert "perfgate history report (its plots) needs matplotlib" in r.output and "pip install matplotlib (the 'html' extra" in r.output
     assert not (tmp_path / "hr" / "report.md").exists()
 
 

@@ -162,15 +162,15 @@ def test_a_missing_extra_is_exit_2_naming_it(tmp_path, monkeypatch):
     out = tmp_path / "out"
     r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cand), "--baseline-dir", str(tmp_path / "bl"),
                                   "--out", str(out), "--html", str(tmp_path / "r.html")], env={"GITHUB_OUTPUT": None})
-    assert r.exit_code == 2 and "pip install 'perfgate[html]'" in r.output and "--html needs matplotlib" in r.output
+    assert r.exit_code == 2 and "pip install matplotlib (the 'html' extra: pip install '.[html]' from a clone)" in r.output and "--html needs matplotlib" in r.output
     assert not out.exists() and not (tmp_path / "r.html").exists()
     r = CliRunner().invoke(main, ["report", str(base), "--html", str(tmp_path / "c.html")])
-    assert r.exit_code == 2 and "pip install 'perfgate[html]'" in r.output and not (tmp_path / "c.html").exists()
+    assert r.exit_code == 2 and "pip install matplotlib (the 'html' extra: pip install '.[html]' from a clone)" in r.output and not (tmp_path / "c.html").exists()
     # sweep: the rollup is not the extra, the spreadsheet is: sweep.csv written, a warning for the xlsx
     # (a base install refused the whole sweep: second audit round)
     r = CliRunner().invoke(main, ["sweep", str(tmp_path / "caps"), "--out", str(tmp_path / "sw"), "--workers", "1"])
     assert r.exit_code == 0, r.output
-    assert "sweep.xlsx not written" in r.output and "pip install 'perfgate[xlsx]'" in r.output
+    assert "sweep.xlsx not written" in r.output and "pip install openpyxl: the 'xlsx' extra" in r.output
     assert (tmp_path / "sw" / "sweep.csv").is_file() and not (tmp_path / "sw" / "sweep.xlsx").exists()
 
 

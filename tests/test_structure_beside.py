@@ -115,7 +115,7 @@ def test_a_rank_refused_after_its_kernel_table_leaves_no_thread(copy_capture, po
     """communication.json is read after the thread starts: refusing it joins the thread."""
     cap = copy_capture("level1")
     for cm in cap.rglob("communication.json"):
-        cm.write_text('{"step1": ')
+        cm.write_text('{"step1": ' + cm.parent.parent.name)   # not JSON (and each rank's its own)
     with pytest.raises(InvalidCaptureError) as e:
         fingerprint_path(cap, policy, with_trace="never")
     assert "communication.json" in str(e.value)

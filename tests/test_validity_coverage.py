@@ -102,8 +102,11 @@ def test_coverage_mismatch_is_incomparable_naming_the_ranks(st_level2, tmp_path)
     assert _run("baseline", "save", "--name", "main", st_level2, "--baseline-dir", bl)[0] == 0
     cand = _copy_st(st_level2, tmp_path / "cand")
     out0, out1 = (cand / f"rank_{r}_ascend_pt/ASCEND_PROFILER_OUTPUT" for r in (0, 1))
-    for f in ("kernel_details.csv", "step_trace_time.csv", "communication.json"):
+    for f in ("kernel_details.csv", "step_trace_time.csv"):
         shutil.copy(out0 / f, out1 / f)
+    # rank 0's ops, written out again (a byte copy of another rank's file is refused on its own)
+    (out1 / "communication.json").write_text(json.dumps(json.loads((out0 / "communication.json").read_text()),
+                                                        indent=2))
     code, out = _run("check", "--baseline", "main", cand, "--baseline-dir", bl, "--out", tmp_path / "o")
     doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
     by_key = {c["key"]: c for c in doc["comparisons"]}

@@ -144,19 +144,31 @@ def _family_text(ch: dict, rel: float | None) -> str:
 
 def _between_ranks(base, cand, fam: str, view, ch: dict) -> str:
     """For the p50 view of an even number of ranks, a call count that is the mean of the two
-    middle ranks' counts is no count any rank ran ("calls 7 -> 10.5/step" when rank 1 of 2
-    doubled): say so, with the rank0 and max views' counts (seventh audit round)."""
-    if view != terms.VIEW_P50 or float(ch["calls_base"]).is_integer() and float(ch["calls_cand"]).is_integer():
+    middle ranks' counts may be no count any rank ran ("calls 12 -> 18/step" when rank 1 of 2
+    went 12 -> 24): say so, with the rank0 and max views' counts (and, for two ranks, the other
+    rank's, which is 2 x p50 - rank0). Empty when the p50 is rank0's or max's count on both
+    sides, or the number of ranks is odd (seventh audit round)."""
+    if view != terms.VIEW_P50:
         return ""
+
     def calls(fp, v):
         return _num(fp, metric_key("kernel.calls_per_step", family=fam, view=v))
-    r0 = (calls(base, terms.VIEW_RANK0), calls(cand, terms.VIEW_RANK0))
-    mx = (calls(base, terms.VIEW_MAX), calls(cand, terms.VIEW_MAX))
     m = cand.metrics.get(metric_key("kernel.calls_per_step", family=fam, view=view))
     n = (m.context or {}).get("ranks") if m is not None else None
-    seen = "; ".join(f"{name} {a:g} -> {b:g}" for name, (a, b) in (("rank0", r0), ("max", mx))
-                     if a is not None and b is not None)
-    return f" (median of {n or 'an even number of'} ranks, no rank's count" + (f": {seen}" if seen else "") + ")"
+    r0 = (calls(base, terms.VIEW_RANK0), calls(cand, terms.VIEW_RANK0))
+    mx = (calls(base, terms.VIEW_MAX), calls(cand, terms.VIEW_MAX))
+    p50 = (ch["calls_base"], ch["calls_cand"])
+    fractional = not all(float(v).is_integer() for v in p50)
+    observed = all(v in (a, b) for v, a, b in zip(p50, r0, mx) if a is not None and b is not None)
+    if not fractional and (not isinstance(n, int) or n % 2 or observed):
+        return ""
+    if n == 2 and None not in r0:   # the other rank's count: 2 x median - rank0's
+        views = (("rank0", r0), ("the other rank", (2 * p50[0] - r0[0], 2 * p50[1] - r0[1])))
+    else:
+        views = (("rank0", r0), ("max", mx))
+    seen = [f"{name} {a:g} -> {b:g}" for name, (a, b) in views if a is not None and b is not None]
+    claim = ", no rank's count" if fractional or n == 2 else ""
+    return f" (median of {n or 'an even number of'} ranks{claim}" + (f": {'; '.join(seen)}" if seen else "") + ")"
 
 
 def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50)

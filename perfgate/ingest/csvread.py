@@ -512,6 +512,8 @@ def exact_scaled_arrow(values, scale: int, *, path: Path, column: str, allow_nul
             text = arr[int(idx)].as_py()
             if not text.isascii():   # Decimal takes full-width / Arabic-Indic digits ("５３.７４１"): no profiler writes them
                 raise cell_error(path, int(idx) + 1, column, text, "is not a finite number (non-ASCII characters)")
+            if "_" in text:          # nor digit separators ("5_3.741"), which Decimal also takes
+                raise cell_error(path, int(idx) + 1, column, text, "is not a finite number (a '_' in it)")
             try:
                 v = _decimal_to_units(text, scale)
             except (InvalidOperation, ValueError, OverflowError):

@@ -653,6 +653,7 @@ def discover(path) -> list[RankLocation]:
                 hint="a capture holds one folder per rank; do not mix runs in one directory")
         seen[loc.rank] = loc.rank_dir
     check_world_size(locs, root)
+    refuse_shared_communication(locs)
     locs = sorted(locs, key=lambda x: x.rank)
     if aliases and locs:
         shown = "; ".join(f"{a.relative_to(root) if a.is_relative_to(root) else a} -> "
@@ -660,6 +661,38 @@ def discover(path) -> list[RankLocation]:
         locs[0] = replace(locs[0], warnings=tuple(locs[0].warnings) + (
             f"{len(aliases)} folder(s) name a folder already read ({shown}): read once",))
     return locs
+
+
+def refuse_shared_communication(locs: list) -> None:
+    """Two ranks of one capture cannot hold the same communication.json: each rank writes its own
+    ops' timestamps and times (a copy of rank 0's file in a partial rank 1's folder passed, seventh
+    audit round). Files of equal size are compared by content (SHA-256); nothing else is read.
+
+    Raises:
+        InvalidCaptureError: names both files."""
+    import hashlib
+    by_size: dict = {}
+    for loc in locs:
+        p = loc.output_dir / "communication.json"
+        try:
+            if p.is_file() and p.stat().st_size > 2:   # "{}" holds no op: nothing to tell apart
+                by_size.setdefault(p.stat().st_size, []).append((loc.rank, p))
+        except OSError:
+            continue
+    for same in by_size.values():
+        seen: dict = {}
+        for rank, p in same if len(same) > 1 else ():
+            try:
+                digest = hashlib.sha256(p.read_bytes()).hexdigest()
+            except OSError:
+                continue
+            if digest in seen:
+                other = seen[digest]
+                raise InvalidCaptureError(
+                    f"is byte for byte the communication.json of rank {other[0]} ({other[1]}): every rank "
+                    f"writes its own ops' times, so one of them is a copy", path=p,
+                    hint="put each rank's own communication.json back, or re-export the run")
+            seen[digest] = (rank, p)
 
 
 def output_among_inputs(path, captures) -> str | None:

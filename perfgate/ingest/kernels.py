@@ -457,7 +457,7 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
             PMU ratio / pipe time cell read that is not a finite number (``nan``, ``NaN``, ``inf``, ``None``, text: only ``N/A`` and empty
             mean "not applicable"), a negative Duration or PMU cell read or a ``*_ratio`` cell
             above 1 (:func:`refuse_impossible_pmu`), a column whose values contradict its
-            header, no valid row at all, or every Duration 0. Messages name the file and row (cells also the column, the cell text
+            header, or no valid row at all. Messages name the file and row (cells also the column, the cell text
             and the CSV row counting the header as 1).
     """
     path = Path(path)
@@ -537,11 +537,6 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
         df = df.loc[~invalid]
     if df.empty:
         raise InvalidCaptureError(f"no row has a valid {cols['dur_us']}", path=path)
-    if not int(df["dur_ns"].to_numpy().any()):
-        # every share would be 0 / 0 (read as 0 %) and every time 0: not a capture of any work
-        raise InvalidCaptureError(f"every one of its {len(df):,} row(s) has {cols['dur_us']} 0: no device time "
-                                  f"was recorded", path=path,
-                                  hint="the export lost the task durations; re-export the run")
 
     dup = _exact_duplicates(df)
     duplicate_rows = tuple(df["row"].to_numpy()[dup].tolist())

@@ -15,7 +15,7 @@ from perfgate.terms import TraceMode
 from perfgate.ingest.comm import read_communication
 from perfgate.ingest.discover import RankLocation, discover, mixed_levels_warning, present_file
 from perfgate.ingest.kernels import IMPLICIT_STEP, KernelTable, read_kernels
-from perfgate.ingest.opstat import read_op_statistic
+from perfgate.ingest.opstat import known_layout, read_op_statistic
 from perfgate.ingest.steps import read_step_trace
 from perfgate.ingest.trace import TraceSummary, read_trace
 from perfgate.ingest import traceahead
@@ -207,8 +207,21 @@ def _slice_key(p: Path):
 def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> KernelTable:
     """One kernel table from msprof op_summary slices, in slice order. Rows keep one running
     number; a warning maps row ranges to slice files. Exact duplicates across slices are
-    reported and counted once (same rule as within one file)."""
+    reported and counted once (same rule as within one file).
+
+    Raises:
+        InvalidCaptureError: a slice cannot be read (:func:`read_kernels`), the slices are not
+            one export's (:func:`_refuse_uneven_slices`), or every row of the table has Duration 0
+            (no device time)."""
     tables = [read_kernels(f, pmu=pmu, shapes=shapes) for f in files]
+    if not any(bool(t.df["dur_ns"].to_numpy().any()) for t in tables):
+        # every share would be 0 / 0 (read as 0 %) and every time 0: not a capture of any work.
+        # Judged on the whole table: one slice of zero-duration rows is possible (seventh audit round)
+        t = tables[0]
+        n = sum(len(x.df) for x in tables)
+        raise InvalidCaptureError(f"every one of its {n:,} row(s) has {t.columns['dur_us']} 0: no device time "
+                                  f"was recorded", path=t.path if len(tables) == 1 else t.path.parent,
+                                  hint="the export lost the task durations; re-export the run")
     if len(tables) == 1:
         return tables[0]
     _refuse_uneven_slices(tables)
@@ -532,6 +545,9 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
         warnings.append(f"{tv_path.name}: {trace.dropped_negative} X event(s) with a negative "
                         f"duration dropped")
     stat_path = _op_statistic_path(out, files)
+    if stat_path is not None and (why := known_layout(stat_path)):
+        warnings.append(f"{stat_path.name} not used to check {kernels.path.name}'s rows: {why}")
+        stat_path = None
     return RankCapture(rank=loc.rank, location=loc, kernels=kernels, step_trace=step_trace,
                        step_trace_path=st_path if step_trace is not None else None,
                        comm=comm, comm_path=cm_path if comm is not None else None,

@@ -26,21 +26,19 @@ from perfgate.ingest.csvread import cell_error, read_header, read_string_table, 
 def read_op_statistic(path: Path) -> pd.DataFrame:
     """Read op_statistic.csv (columns above).
 
+    An empty or ``N/A`` OP Type / Core Type is the text ``N/A`` (the kernel table's rows without
+    one are counted under it); a pair on several rows (a generation keyed by more columns) is
+    summed.
+
     Raises:
         InvalidCaptureError: empty / header-only / malformed file, a required column (OP Type,
-            Core Type, Count, Total Time(us)) missing, a Count that is not a non-negative
-            integer, a Total Time that is not a finite non-negative number, an empty OP Type /
-            Core Type, the same (OP Type, Core Type) on two rows, or more than one Device_id
-            (names file, row, column and cell)."""
+            Core Type, Count, Total Time(us)) missing (:func:`known_layout` tells it first), a
+            Count that is not a non-negative integer, a Total Time that is not a finite
+            non-negative number, or more than one Device_id (names file, row, column and cell)."""
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, OP_STATISTIC_ALIASES, OP_STATISTIC_REQUIRED, path)
     raw = read_string_table(path, cols, len(header), numeric={"count", "total_us"})
-    for c in ("op_type", "core_type"):
-        empty = raw[c].isna() | (raw[c].astype("string").str.strip() == "")
-        if empty.any():
-            i = int(np.argmax(empty.to_numpy()))
-            raise cell_error(path, int(raw["row"].iloc[i]), cols[c], raw[c].iloc[i], "is empty")
     count = raw["count"].astype("string").str.strip()
     bad = ~count.fillna("").str.fullmatch(r"[0-9]+")
     if bad.any():
@@ -57,13 +55,30 @@ def read_op_statistic(path: Path) -> pd.DataFrame:
         if len(devs) > 1:
             raise InvalidCaptureError(f"holds {len(devs)} devices ({', '.join(devs[:4])}): one rank folder is one "
                                       f"device", path=path, hint="split the capture per device")
-    out = pd.DataFrame({"row": raw["row"].to_numpy(), "op_type": raw["op_type"].astype(str).str.strip().to_numpy(),
-                        "core_type": raw["core_type"].astype(str).str.strip().to_numpy(),
+    def text(col):   # N/A, empty (a type the export could not name) -> "N/A", as the kernel table's null
+        v = raw[col].astype("string").str.strip()
+        return v.where(v.notna() & (v != ""), "N/A").astype(str).to_numpy()
+
+    out = pd.DataFrame({"row": raw["row"].to_numpy(), "op_type": text("op_type"), "core_type": text("core_type"),
                         "count": count.astype("int64").to_numpy(), "total_us": total.to_numpy()})
-    dup = out.duplicated(["op_type", "core_type"])
-    if dup.any():
-        i = int(np.argmax(dup.to_numpy()))
-        raise InvalidCaptureError(f"({out['op_type'].iloc[i]}, {out['core_type'].iloc[i]}) appears twice",
-                                  path=path, row=int(out["row"].iloc[i]),
-                                  hint="op_statistic holds one row per (OP Type, Core Type); re-export the run")
+    if out.duplicated(["op_type", "core_type"]).any():
+        # a generation keyed by more columns (a model name) splits a pair over rows: summed
+        out = out.groupby(["op_type", "core_type"], sort=False, as_index=False).agg(
+            row=("row", "first"), count=("count", "sum"), total_us=("total_us", "sum"))[
+            ["row", "op_type", "core_type", "count", "total_us"]]
     return out
+
+
+def known_layout(path: Path) -> str | None:
+    """None when op_statistic's header has every column :func:`read_op_statistic` reads, else a
+    sentence saying which are missing (a header generation perfgate does not know: the file is
+    then left out as a witness, never a reason to refuse the capture).
+
+    Raises:
+        InvalidCaptureError: the file is empty or has no header line."""
+    header = read_header(Path(path))
+    try:
+        resolve_columns(header, OP_STATISTIC_ALIASES, OP_STATISTIC_REQUIRED, Path(path))
+    except InvalidCaptureError as e:
+        return e.message
+    return None

@@ -326,9 +326,11 @@ def ops_vs_step_trace_checks(comm, step_trace, rank_id, cfile: str, stfile: str,
     the step's ops (``[Start Timestamp, + Elapse Time)``, µs) equals step_trace_time.csv's
     Communication within ``abs_us_per_row * ops + abs_us_floor`` (``tol``). torch_npu writes
     Communication as the union of the step's communication tasks, which communication.json's
-    ops are (every real capture: equal within 0.001 µs per op). Another rank's or run's file
-    with the same step names was accepted (seventh audit round: rank 0's file in rank 1's
-    folder, Σ Elapse 420,174 us against its own Communication 441,708 us, PASS).
+    ops are (the 2024-2025 captures: equal within 0.001 µs per op). A difference warns: the
+    2023-era files (msinsight server test_data) differ by ~0.9 % on every rank, so it cannot
+    fail closed; a copy of another rank's file is refused by
+    :func:`perfgate.ingest.load.refuse_shared_communication` (seventh audit round: rank 0's file
+    in rank 1's folder, 420,174 us against its own Communication 441,708 us, PASS).
     Steps in only one file are left to the step checks of ingest."""
     ops = comm.ops
     if ops.empty or step_trace is None or not len(step_trace):
@@ -351,8 +353,9 @@ def ops_vs_step_trace_checks(comm, step_trace, rank_id, cfile: str, stfile: str,
         ok = abs(union_us[i] - want) <= allow
         msg = (f"busy union of {int(nops[i])} op(s) in {cfile} {union_us[i]:,.3f} us "
                + ("equals" if ok else "differs from") + f" {stfile} Communication {want:,.3f} us"
-               + ("" if ok else f" (difference {union_us[i] - want:+,.3f} us, tolerance {allow:.3f} us): not this "
-                                f"rank's or this run's communication.json"))
-        out.append(SelfCheck("comm_ops_vs_step_trace", rank_id, step, "pass" if ok else "fail", msg,
+               + ("" if ok else f" (difference {union_us[i] - want:+,.3f} us, tolerance {allow:.3f} us): another "
+                                f"rank's or run's communication.json, or an export generation whose Communication "
+                                f"is not the ops' union (2023 files differ by ~0.9 %)"))
+        out.append(SelfCheck("comm_ops_vs_step_trace", rank_id, step, "pass" if ok else "warn", msg,
                              want, float(union_us[i]), allow, f"{cfile}; {stfile}"))
     return out

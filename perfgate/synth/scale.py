@@ -62,6 +62,7 @@ def _rank(out: Path, rank: int, steps: int, kernels: int, seed: int, trace_mb: f
                         repr(sums["Free"]), repr((hi - lo) / 1000), "0", repr(cno), repr((lo - host) / 1000)])
         steps_ev.append((step, host, hi + 100_000))
         ops = {f"hcom_allReduce__1_{j}_1@1234": {"Communication Time Info": {   # the kernel rows' names (one name on every rank, as real files)
+            "Start Timestamp(us)": float(cstart[j]) / 1000,   # the rank's own clock: no two ranks write one file
             "Elapse Time(ms)": float(cdur[j]) / 1e6, "Transit Time(ms)": float(cdur[j]) / 2e6,
             "Wait Time(ms)": float(cdur[j]) / 2e6, "Idle Time(ms)": 0.0, "Synchronization Time(ms)": 0.0}}
                for j in range(2)}
