@@ -410,9 +410,10 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     lost_reason = _lost_tasks_reason(base, cand)     # one scan of the findings, not one per count
     stand_in = step_time_stand_in(base, cand, policy)
     if stand_in:
-        notes.append(f"no step time on {'either side' if not any(m.name == 'step.time_us' for fp in (base, cand) for m in fp.metrics.values()) else 'one side'} (no step_trace_time.csv, no timeline): the device busy "
-                     f"union per step (device.time_us, busy union) is gated in its place, with step time's "
-                     f"rule, in the {'/'.join(sorted(stand_in.values()))} view(s)")
+        sides = sum(any(m.name == "step.time_us" for m in fp.metrics.values()) for fp in (base, cand))
+        notes.append(f"no step time on {'either side' if not sides else 'one side'} (no step_trace_time.csv, no "
+                     f"timeline): the device busy union per step (device.time_us, busy union) is gated in its "
+                     f"place, with step time's rule, in the {'/'.join(sorted(set(stand_in.values())))} view(s)")
     for key in sorted(set(base.metrics) | set(cand.metrics)):
         b = base.metrics.get(key)
         c = cand.metrics.get(key)
