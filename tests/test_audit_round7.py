@@ -590,3 +590,25 @@ def test_a_zero_duration_slice_of_a_table_with_device_time_is_read(ascend, tmp_p
     cap = _slices(tmp_path, lines, {"op_summary_slice_0_20260823165335.csv": lines[1:3],
                                     "op_summary_slice_1_20260823165336.csv": [buf.getvalue()]})
     assert len(load_capture(cap).ranks[0].kernels.df) == 3
+
+
+def test_a_one_kernel_family_within_the_drift_is_still_named_as_the_cause(tmp_path):
+    """One call per step 600 -> ~1,500 us (2.4x, inside the drift bound, so its share does not
+    gate): Computing and step time regressed and were charged to "Computing (no kernel family
+    explains it)", though that family's own time accounts for all of it."""
+    r, res = _one_kernel_family_check(tmp_path, 2.4)
+    assert r.exit_code == 1, r.output
+    assert [x["subject"] for x in res["causes"]] == [_ONE], res["causes"]
+    assert "no kernel family explains it" not in r.output
+
+
+def test_ranks_whose_communication_json_holds_no_op_may_be_equal(tmp_path):
+    """Identical communication.json files without an op ({}, steps with no op) hold no times that
+    could have been copied: not refused (a byte copy of one with ops is)."""
+    from perfgate.synth.writer import SynthSpec, write_capture
+    root = write_capture(tmp_path / "x", SynthSpec(comm_ops=0))
+    for text in ('{}\\n', '{"step10": {"collective": {}, "p2p": {}}}'):
+        for cm in root.rglob("communication.json"):
+            cm.write_text(text, encoding="utf-8")
+        r = _run("fingerprint", root, "-o", tmp_path / "fp.json", "--trace", "never")
+        assert r.exit_code == 0, (text, r.output)

@@ -289,6 +289,17 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
                     hit = explain([x], c)
         elif c.name == "step.computing_us":
             hit = explain(compute, c)
+            if not hit and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT):
+                # no family symptom gated (a family of one kernel per step is context, seventh audit
+                # round): Computing is still explained by the compute family that moved it most
+                fam = _largest_family_in_part(c, base, cand, {f: v for f, v in parts.items()
+                                                               if not COMM_FAMILY.match(f)}, any_part=True,
+                                              beyond_device=True)
+                if fam is not None:
+                    x = cause("kernel family", fam, c.verdict)
+                    x["_d_us"], x["_d_calls"] = _own_change(base, cand, x, first)
+                    fam_causes.append(x)
+                    hit = explain([x], c)
         elif c.name in _COMM_SYMPTOMS or c.name.startswith("comm."):
             hit = explain(comm, c)
         elif c.name == "step.time_us" and (part := _larger_idle_or_exposed(c, by_key, same)):
@@ -422,18 +433,34 @@ def _verdict_of(x: dict, symptom_verdicts) -> str:
     return SIDE_EFFECT if x.get("_d_us") == 0.0 and not x.get("_d_calls") else terms.IMPROVEMENT
 
 
-def _largest_family_in_part(c: Comparison, base: Fingerprint, cand: Fingerprint, parts: dict) -> str | None:
+def _largest_family_in_part(c: Comparison, base: Fingerprint, cand: Fingerprint, parts: dict,
+                            any_part: bool = False, beyond_device: bool = False) -> str | None:
     """The kernel family of part share ``c`` (category / core type / phase / bound, from the
-    family view) whose ΣDuration per step changed most in ``c``'s direction, in ``c``'s view;
-    None when no family of the part moved that way."""
+    family view; ``any_part``: of ``parts`` whatever ``c``'s labels) whose ΣDuration per step
+    changed most in ``c``'s direction, in ``c``'s view, by more than max(1 us, 5 %); with
+    ``beyond_device`` only a family whose ΣDuration ratio differs from the view's device scale
+    (:func:`perfgate.compare.composition.scale_factor`) by more than 5 % (every family x1.5 is the
+    device, Computing as a whole, not one family). None when no family moved that way."""
     view = c.labels.get("view")
     up = (c.delta or 0.0) > 0
     best, best_d = None, 0.0
+    scale = None
+    if beyond_device:
+        from perfgate.compare.composition import scale_factor
+        sc = scale_factor(base, cand, view)
+        scale = sc.value if sc.identified else 1.0
     for fam, labels in parts.items():
-        if not all(labels.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in labels):
+        if not any_part:
+            if not all(labels.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in labels):
+                continue
+            if not any(k in labels for k in c.labels if k in _PART_LABELS):
+                continue
+        ch = _family_change(base, cand, fam, view)
+        if ch["delta_us"] is None or _immaterial(ch["delta_us"], ch["sum_dur_base_us"] or 0.0, ch["sum_dur_cand_us"] or 0.0):
             continue
-        if not any(k in labels for k in c.labels if k in _PART_LABELS):
-            continue
+        if scale is not None and ch["sum_dur_base_us"] and ch["sum_dur_cand_us"] and \
+                abs(ch["sum_dur_cand_us"] / ch["sum_dur_base_us"] / scale - 1.0) <= OWN_CHANGE:
+            continue   # moved with the device
         d = _family_change(base, cand, fam, view)["delta_us"]
         if d is not None and (d > 0) == up and abs(d) > abs(best_d):
             best, best_d = fam, d

@@ -666,7 +666,8 @@ def discover(path) -> list[RankLocation]:
 def refuse_shared_communication(locs: list) -> None:
     """Two ranks of one capture cannot hold the same communication.json: each rank writes its own
     ops' timestamps and times (a copy of rank 0's file in a partial rank 1's folder passed, seventh
-    audit round). Files of equal size are compared by content (SHA-256); nothing else is read.
+    audit round). Files of equal size are compared by content (SHA-256); files holding no op (no
+    ``Communication Time Info``: ``{}``, steps without ops) are left alone; nothing else is read.
 
     Raises:
         InvalidCaptureError: names both files."""
@@ -675,7 +676,7 @@ def refuse_shared_communication(locs: list) -> None:
     for loc in locs:
         p = loc.output_dir / "communication.json"
         try:
-            if p.is_file() and p.stat().st_size > 2:   # "{}" holds no op: nothing to tell apart
+            if p.is_file():
                 by_size.setdefault(p.stat().st_size, []).append((loc.rank, p))
         except OSError:
             continue
@@ -683,9 +684,12 @@ def refuse_shared_communication(locs: list) -> None:
         seen: dict = {}
         for rank, p in same if len(same) > 1 else ():
             try:
-                digest = hashlib.sha256(p.read_bytes()).hexdigest()
+                data = p.read_bytes()
             except OSError:
                 continue
+            if b'"Communication Time Info"' not in data:   # no op: no times anyone could have copied
+                continue
+            digest = hashlib.sha256(data).hexdigest()
             if digest in seen:
                 other = seen[digest]
                 raise InvalidCaptureError(
