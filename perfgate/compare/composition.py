@@ -220,11 +220,11 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
         up_open, down_open = hi > allow, lo < -allow
         may_regress = up_open if worse_up else down_open
         may_improve = down_open if worse_up else up_open
-        own_better = r_own < 1.0 - OWN_CHANGE if worse_up else r_own > 1.0 + OWN_CHANGE
-        own_worse = r_own > 1.0 + OWN_CHANGE if worse_up else r_own < 1.0 - OWN_CHANGE
-        if not (may_improve and own_better) and not (may_regress and (own_worse or not is_comm_part(c))):
+        comm = is_comm_part(c)
+        if not (may_improve and own_time_backs(terms.IMPROVEMENT, r_own, comm, worse_up)) and \
+                not (may_regress and own_time_backs(terms.REGRESSION, r_own, comm, worse_up)):
             consequence = (f"its own ΣDuration per step ×{r_own:.3f} allows neither a gain nor "
-                           f"{'a communication regression' if is_comm_part(c) else 'a regression'} the interval "
+                           f"{'a communication regression' if comm else 'a regression'} the interval "
                            f"leaves open: its share moved because other parts changed (a consequence)")
     if consequence:
         verdict = terms.UNCHANGED
@@ -258,6 +258,21 @@ def judge_part(c: Comparison, rule, scale: Scale, base: Fingerprint, cand: Finge
 
 
 ATTR_SPLIT = ". Kernel families that grew most: "
+
+
+def own_time_backs(outcome: str, r_own: float, comm: bool, worse_up: bool = True) -> bool:
+    """Whether a part's own ΣDuration per step ratio ``r_own`` (candidate / baseline) allows
+    ``outcome`` (module doc, "The part's own time must agree"): an improvement needs it beyond
+    :data:`OWN_CHANGE` in the better direction; a communication part's (``comm``) regression
+    needs it beyond OWN_CHANGE in the worse direction; a compute part's regression is always
+    allowed (relative to the device). ``worse_up``: more own time is worse (shares)."""
+    grew, fell = r_own > 1.0 + OWN_CHANGE, r_own < 1.0 - OWN_CHANGE
+    better, worse = (fell, grew) if worse_up else (grew, fell)
+    if outcome == terms.IMPROVEMENT:
+        return better
+    if outcome == terms.REGRESSION:
+        return worse or not comm
+    return True
 
 
 def is_comm_part(c: Comparison) -> bool:

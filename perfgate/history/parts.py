@@ -107,7 +107,7 @@ def own_time_disagrees(key: str, series: pd.DataFrame, cp) -> bool:
     compares; False when ``own`` is unknown there."""
     from types import SimpleNamespace
 
-    from perfgate.compare.composition import OWN_CHANGE, is_comm_part
+    from perfgate.compare.composition import is_comm_part, own_time_backs
     if "own" not in series:
         return False
     own = pd.to_numeric(series["own"], errors="coerce").to_numpy(dtype=float)
@@ -117,11 +117,8 @@ def own_time_disagrees(key: str, series: pd.DataFrame, cp) -> bool:
     if not len(before) or not len(after) or float(np.median(before)) <= 0:
         return False
     ratio = float(np.median(after)) / float(np.median(before))
-    if cp.direction == terms.IMPROVEMENT:
-        return ratio > 1 - OWN_CHANGE
-    if cp.direction == terms.REGRESSION and is_comm_part(SimpleNamespace(labels=parse_metric_key(key)[1])):
-        return ratio < 1 + OWN_CHANGE
-    return False
+    comm = is_comm_part(SimpleNamespace(labels=parse_metric_key(key)[1]))
+    return not own_time_backs(cp.direction, ratio, comm)
 
 
 def exposure_consequence(hs, key: str, series: pd.DataFrame, cp, policy, branch=None, cache: dict | None = None) -> bool:

@@ -178,8 +178,8 @@ def _refuse_mixed_exports(out: Path, files: list) -> None:
 def _refuse_uneven_slices(tables: list) -> None:
     """The slices of one export (:func:`_refuse_mixed_exports`) hold the same number of data rows
     each (msprof's ``CSV_LIMIT``, 1,000,000), but the last, which holds the remainder (no more).
-    Checked on the rows as written (invalid and repeated rows included), only for
-    ``op_summary_slice_<k>_<ts>.csv`` names.
+    Checked on the rows as written (invalid and repeated rows included), only when every name is
+    ``op_summary_slice_<k>_<ts>.csv`` or (slice 0 of one generation) ``op_summary_<ts>.csv``.
 
     Raises:
         InvalidCaptureError: a slice other than the last holds another number of rows than the
@@ -586,6 +586,19 @@ def _held_steps(kernels: KernelTable) -> set[str] | None:
     return {c for c, h in zip(names, seen.tolist()) if h and c != IMPLICIT_STEP}
 
 
+def _listed(steps, limit: int = 8) -> str:
+    """Step labels in numeric order, the first ``limit`` and how many more."""
+    xs = sorted(steps, key=lambda x: (len(x), x))
+    return ", ".join(xs[:limit]) + (f" (+{len(xs) - limit} more)" if len(xs) > limit else "")
+
+
+def _step_trace_steps(step_trace) -> set[str]:
+    """The step labels step_trace_time.csv has rows for (the implicit step and blanks left out)."""
+    if step_trace is None or not len(step_trace):
+        return set()
+    return {str(x) for x in step_trace["step"].tolist() if x == x and x is not None} - {IMPLICIT_STEP, "", "nan", "None"}
+
+
 def _refuse_foreign_comm_steps(comm, cm_path: Path, held: set | None, kfile: str | None,
                                step_trace, st_path: Path) -> None:
     """communication.json's steps must be steps of the rank's other files: a step neither the
@@ -601,22 +614,18 @@ def _refuse_foreign_comm_steps(comm, cm_path: Path, held: set | None, kfile: str
     known: dict[str, set] = {}
     if held:
         known[kfile] = held
-    if step_trace is not None and len(step_trace):
-        st = {str(x) for x in step_trace["step"].tolist() if x == x and x is not None} - {IMPLICIT_STEP, "", "nan", "None"}
-        if st:
-            known[st_path.name] = st
+    st = _step_trace_steps(step_trace)
+    if st:
+        known[st_path.name] = st
     if not known:
         return
     steps = {str(x) for x in comm.ops["step"].tolist()} - {IMPLICIT_STEP}
-    foreign = sorted(steps - set().union(*known.values()), key=lambda x: (len(x), x))
+    foreign = steps - set().union(*known.values())
     if foreign:
-        def few(xs):
-            xs = sorted(xs, key=lambda x: (len(x), x))
-            return ", ".join(xs[:6]) + (f" (+{len(xs) - 6} more)" if len(xs) > 6 else "")
-        named = [f"{name} (steps {few(v)})" for name, v in known.items()]
+        named = [f"{name} (steps {_listed(v, 6)})" for name, v in known.items()]
         where = f"neither {' nor '.join(named)} lists" if len(named) > 1 else f"{named[0]} does not list"
         raise InvalidCaptureError(
-            f"holds ops in step(s) {few(foreign)}, which {where}: not this capture's steps "
+            f"holds ops in step(s) {_listed(foreign, 6)}, which {where}: not this capture's steps "
             f"(another run's file, or an edited one)", path=cm_path,
             hint="keep the communication.json the profiler wrote with these files, or re-export the run")
 
@@ -640,18 +649,15 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
     names = list(map(str, cats.tolist()))
     out = []
 
-    def listed(xs) -> str:
-        xs = sorted(xs, key=lambda x: (len(x), x))
-        return ", ".join(xs[:8]) + (f" (+{len(xs) - 8} more)" if len(xs) > 8 else "")
     if step_trace is not None and len(step_trace):
-        traced = {str(x) for x in step_trace["step"].tolist() if x == x and x is not None} - {IMPLICIT_STEP, "", "nan", "None"}
+        traced = _step_trace_steps(step_trace)
         lost = steps - traced
         if lost:
-            out.append(f"{st_path.name} has no row for step(s) {listed(lost)} of {kernels.path.name}: the "
+            out.append(f"{st_path.name} has no row for step(s) {_listed(lost)} of {kernels.path.name}: the "
                        f"step metrics from it cover the other steps only (a row deleted or the export cut?)")
         empty = traced - steps if steps else set()
         if empty:
-            out.append(f"{kernels.path.name} has no kernel row in step(s) {listed(empty)} of {st_path.name}: "
+            out.append(f"{kernels.path.name} has no kernel row in step(s) {_listed(empty)} of {st_path.name}: "
                        f"their kernel rows were lost or deleted (every profiled step launches kernels); the "
                        f"kernel metrics cover the other steps only, and a step without Communication leaves "
                        f"step.exposed_comm_ratio out")
@@ -660,7 +666,7 @@ def _steps_missing(kernels: KernelTable, step_trace, st_path: Path, comm, cm_pat
         with_comm = {names[c] for c in np.flatnonzero(np.bincount(comm_codes, minlength=len(cats))).tolist()}
         lost = (with_comm - {IMPLICIT_STEP}) - {str(x) for x in comm.ops["step"].tolist()}
         if lost:
-            out.append(f"{cm_path.name} has no op in step(s) {listed(lost)}, where {kernels.path.name} has "
+            out.append(f"{cm_path.name} has no op in step(s) {_listed(lost)}, where {kernels.path.name} has "
                        f"communication rows: its metrics cover the other steps only (a step deleted?)")
     return out
 

@@ -284,8 +284,9 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
 def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
     """``op_statistic_vs_kernels``: op_statistic.csv (:mod:`perfgate.ingest.opstat`) counts the
     kernel table's compute rows per (OP Type, Core Type), and its Total Time(us) is their
-    ΣDuration within the row tolerance (``abs_us_per_row * Count + abs_us_floor``; a count that
-    differs fails, equal counts with another ΣDuration warn: see the code). Both files
+    ΣDuration within the row tolerance (``abs_us_per_row * Count + abs_us_floor``, µs). A count
+    that differs fails (exit 3); equal counts with another ΣDuration warn (Durations edited, or the
+    file of another run of the same workload: the trace checks judge times). Both files
     come from one export of the same tasks, so this proves the table intact, not its parsing:
     a compute row deleted (or added) after the export was saved as a baseline while the step
     time checks' tolerance swallowed a short kernel (seventh audit round, st/level2 row 895).
