@@ -300,9 +300,16 @@ FAMILY_COLUMNS = ["family", "calls", "calls_per_step", "sum_dur_us", "share", "c
                   "op_class", "bound_stage", "bound", "memory_bound"] + [f"{s}_us" for s in PIPE_STAGES]
 
 
-def _family_columns(k: pd.DataFrame, mixed_within: float) -> dict | None:
-    """The columns of :func:`family_table` as numpy arrays in table order (None for no rows)."""
+def _family_columns(k: pd.DataFrame, mixed_within: float, with_type: bool = False) -> dict | None:
+    """The columns of :func:`family_table` as numpy arrays in table order (None for no rows);
+    ``with_type``: also ``op_type``, the operator Type with the largest ΣDuration in the family
+    (``"n/a"`` where every Type cell is N/A, as at Level0), after ``core_type``: the family
+    view records it so a family renamed between two fingerprints can be told to be the same
+    operator on the same core (:mod:`perfgate.compare.renames`)."""
     cols = FAMILY_COLUMNS
+    if with_type:
+        at = cols.index("core_type") + 1
+        cols = cols[:at] + ["op_type"] + cols[at:]
     if k.empty:
         return None
     fam = km.as_category(k["family"])
@@ -327,7 +334,7 @@ def _family_columns(k: pd.DataFrame, mixed_within: float) -> dict | None:
         per_step = per_step[np.bincount(sc[keep], minlength=ns) > 0]
         srt = np.sort(per_step, axis=0)
         out["calls_per_step"] = srt[(len(srt) - 1) // 2].astype(float)
-    for col in ("category", "phase", "core_type", "op_class"):
+    for col in ("category", "phase", "core_type", "op_class") + (("op_type",) if with_type else ()):
         out[col] = _dominant(codes, nf, k[col], w)
     # per-stage sums straight from the columns' arrays (no frame of stage times); where every
     # value is finite the masks are skipped, which gives the same sums
@@ -529,8 +536,9 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         ``{(name, labels_tuple): (value, evidence, context)}`` (``share.family``,
         ``share.phase`` / ``share.phase_category`` when the policy has phase rules,
         ``pipe.bound_share`` / ``pipe.memory_bound`` when the capture has pipe data, ``mfu.ratio``
-        when the policy has an MFU spec), and a JSON-safe detail dict (families, categories,
-        phases, bound shares, MFU call classes, consecutive runs for suggestions).
+        when the policy has an MFU spec), and a JSON-safe detail dict (families: the
+        :func:`family_table` records plus ``op_type``; categories, phases, bound shares, MFU
+        call classes, consecutive runs for suggestions).
 
     Raises:
         InvalidCaptureError: pipe data required by the policy but absent (exit 3).
@@ -548,7 +556,7 @@ def rank_family_view(k: pd.DataFrame, policy, *, categories: pd.Series | None, k
         pd.Categorical(["n/a"] * len(k)), index=k.index)
     kk = k.assign(category=km.aligned(cat, k) if categories is not None else cat,
                   phase=assign_phases(k, policy.phases), op_class=op_type_class(k))
-    fam_cols = _family_columns(kk, spec.mixed_within)
+    fam_cols = _family_columns(kk, spec.mixed_within, with_type=True)
     # the family table as its arrays; a frame only where one is needed (MFU adds columns to it)
     if fam_cols is None:
         fam = pd.DataFrame(columns=FAMILY_COLUMNS)
