@@ -1,42 +1,70 @@
-"""Detection and false-alarm rates of the gate's verdicts, measured (issue 7).
+"""Does the gate's verdict meet the scenario catalogue on re-timed REAL captures?
 
-Builds many re-captures of one job, with and without an injected regression, and checks
-``--runs`` candidate captures against ``--runs`` baseline captures, trial after trial:
+Ground truth comes from ``../shared/tools/scenarios`` (README.md, CATALOGUE.md there): its
+``scenarios.make`` re-times a real Ascend rank folder (one family x1.3, every compute task x1.15,
+a family renamed, 20 device tasks lost, ...) keeping every file the gate cross-checks consistent,
+and says which outcome the catalogue requires (``expected``). This bench runs the catalogue rows
+(``ROWS`` below) on three real rank folders (``SOURCES``: text level1 rank 0, text level2 rank 0,
+st/level2 rank 0) and judges each comparison through the library, as ``perfgate check`` would:
+``fingerprint_path`` -> ``require_valid`` (fail-closed findings; InvalidCaptureError = exit 3) ->
+``gate.judge(base, cand, policy)`` with the default policy.
 
-* **synthetic** re-captures from :mod:`perfgate.synth.writer` (``--ranks`` ranks, ``--steps`` steps),
-  noise model: lognormal per-kernel durations (sigma ``--jitter``), outliers (probability
-  ``--outlier-prob`` per kernel call, x uniform(1.5, 3)), device-to-device drift of single
-  collectives (each collective on each rank x uniform(1, ``--comm-drift``)). Each capture is
-  a different seed; a pool of captures per scenario is written and fingerprinted once, and
-  every trial draws its baseline and candidate runs from the pools without replacement.
-* **real** re-captures by resampling steps of the real captures in
-  ``../shared/fixtures/ascend/msinsight/test/data/pytorch/text/level{1,2}`` (two runs of one
-  job, one step each): a re-capture keeps level1's counts and sets and draws its
-  ``--steps`` per-step samples of every step metric with replacement from the two real steps;
-  injections are applied to the fingerprint (step metrics x 1.1; Comm share + 1 pp; a family's
-  calls x 2; a new family). Only two distinct real steps exist, so this part is weak evidence.
+Settings (``--setting``):
 
-Scenarios without a regression (every failing check is a false alarm): ``no_change``,
-``family_faster`` (aclnnMatmul_MatMulV3 30 % faster: the other parts' shares grow, issue 18),
-``device_drift`` (every kernel and collective x 1.05: a slower device, no part changed).
+* ``single``: baseline = the source unchanged (``identity``), candidate = the scenario capture,
+  one capture each, no noise: one deterministic trial per (source, row).
+* ``repeated``: ``--runs`` baseline runs (identity with the scenarios noise model, one seed per
+  run) against ``--runs`` candidate runs (the scenario with noise, other seeds), each side merged
+  with ``perfgate.metrics.repeat.merge_fingerprints``. A pool of ``--pool`` noisy baseline captures
+  per source (seeds 0..pool-1, shared by that source's rows) and of ``--pool`` candidate captures
+  per (source, row) (seeds pool..2*pool-1) is written and fingerprinted once; each of the
+  ``--trials`` trials draws its runs from the pools without replacement.
 
-Injected regressions: ``extra_calls`` (aclnnCast calls x 2), ``comm_share`` (+1 pp
-communication share: collectives made longer by the factor that adds 1 pp to the median Comm
-share of the no-change pool), ``step_time`` (every kernel, collective and launch gap x 1.1:
-+10 % step time on every step), ``new_family`` (one new kernel family, 2 calls per step).
+What "meets the catalogue" means, per expected outcome (``assess``):
 
-Rules compared, all on the same trials:
+* ``PASS``: status PASS (exit 0). UNSURE is not a PASS (repeated counts PASS / UNSURE /
+  REGRESSION apart; a REGRESSION there is a false alarm). ``rename`` also needs the rename
+  reported: a cause with verdict ``renamed`` naming the pair, or the candidate's family set equal
+  to the baseline's (perfgate's family rules folded the new name into the old family); the row
+  says which.
+* ``never REGRESSION``: exit code != 1; ``drop_family`` also needs a cause on the family with
+  verdict ``gone``.
+* ``REGRESSION``: exit 1 and the cause the catalogue names: ``all_factor`` -> at least one
+  failing cause and every failing cause of kind ``device`` (no kernel family, communication or
+  step-anatomy cause fails); ``compute_factor`` -> first failing cause ``device`` / ``Computing``;
+  ``comm_factor`` -> first failing cause of kind ``communication`` (or ``device`` /
+  ``communication``); ``family_factor`` -> first failing cause ``kernel family`` / the family;
+  ``calls`` -> some failing cause on the family; ``new_family`` -> some failing cause on the new
+  family; ``two_opposite`` -> first failing cause on the up family, and the down family never the
+  subject of a failing cause nor of one with verdict ``regression``.
+* ``exit 3 (invalid capture), never a REGRESSION``: the candidate is refused (InvalidCaptureError).
+* ``not defined by the catalogue`` (e.g. a family change that is not material): reported, not
+  counted. A scenario the source cannot make (lose_tasks without trace_view.json, a family rank
+  that does not resolve) is reported "not applicable".
 
-* ``default``: the default policy on ``--runs`` vs ``--runs`` merged captures (two-gate
-  statistics, Benjamini-Hochberg, ``unsure``);
-* ``naive``: a regression when the mean over captures of any gated metric in a gated view
-  moved more than 10 % (ratio of means) in its bad direction;
-* ``single``: the default policy on one capture vs one capture (tolerance only).
+Then the issue's targets with measured values: single capture 100 % on every defined row;
+repeated: no-change false alarms <= 1 %, speed-ups 0 % REGRESSION, compute_factor 1.15 and a
+material family x1.3 detected and named >= 99 % with UNSURE <= 5 %, two_opposite up named
+>= 99 % and down never.
 
-Detection = the check fails (any gated regression); false alarm = the check fails on a
-no-change trial. Printed per scenario and, for no-change trials, per metric class.
+Run (from the repo root; needs ``../shared`` or ``$PERFGATE_SHARED``)::
 
-    python3 benchmarks/bench_verdicts.py [--trials 200] [--runs 5] [--steps 40] [--pool 20]
+    python3 benchmarks/bench_verdicts.py --setting single
+    python3 benchmarks/bench_verdicts.py --setting repeated [--runs 5 --trials 20 --pool 10]
+    python3 benchmarks/bench_verdicts.py --rows family_factor two_opposite --sources level1_rank0
+    python3 benchmarks/bench_verdicts.py --json rows.json --keep /tmp/bench-captures
+
+``--rows`` / ``--sources`` keep the rows / sources whose id contains any of the given substrings
+(space- or comma-separated, repeatable; ``level2`` matches level2_rank0 and st_level2_rank0).
+``--keep DIR`` writes the captures under DIR and leaves them there (debugging); otherwise they
+live in a temp folder, each deleted once fingerprinted. ``--setting`` defaults to single;
+``both`` runs single, then repeated.
+
+Time (measured on a 2-CPU machine shared with other work; writing and fingerprinting the
+captures dominates, judging is ~30 ms): ``single``, all 31 rows: 10-17 s per text source, 23-26 s
+for st/level2 (its re-timing is slower), ~1 min for the three. ``repeated`` with the default pools
+(5 v 5, 20 trials, pools of 10: ~1050 captures): 14 min wall (10 min CPU), of which
+st/level2 7 min; ``--trials 3 --pool 6``: 8 min.
 """
 from __future__ import annotations
 
@@ -47,371 +75,571 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import replace
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the shared data folder, resolved as tests/conftest.py does: $PERFGATE_SHARED, else ../shared
+#: the shared data folder, resolved as tests/conftest.py does: $PERFGATE_SHARED (set and not empty),
+#: else the repository's sibling ../shared
 SHARED = Path(os.environ.get("PERFGATE_SHARED") or ROOT.parent / "shared")
+SCENARIO_TOOL = SHARED / "tools" / "scenarios"
+MSINSIGHT = SHARED / "fixtures" / "ascend" / "msinsight"
 sys.path.insert(0, str(ROOT))
 
-from perfgate import terms  # noqa: E402
-from perfgate.compare import compare_fingerprints  # noqa: E402
-from perfgate.gate import load_checked_policy  # noqa: E402
-from perfgate.run import fingerprint_path  # noqa: E402
+from perfgate import gate  # noqa: E402
+from perfgate.errors import InvalidCaptureError  # noqa: E402
+from perfgate.metrics.fingerprint import require_valid  # noqa: E402
 from perfgate.metrics.repeat import merge_fingerprints  # noqa: E402
-from perfgate.model import Fingerprint, MetricValue, metric_key  # noqa: E402
-from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture  # noqa: E402
+from perfgate.model import parse_metric_key  # noqa: E402
+from perfgate.run import fingerprint_path  # noqa: E402
 
-SCENARIOS = ("no_change", "extra_calls", "comm_share", "step_time", "new_family", "family_faster", "device_drift")
-#: scenarios where nothing got slower: any failing check is a false alarm (issue 18)
-NO_REGRESSION = ("no_change", "family_faster", "device_drift")
-REAL_SCENARIOS = ("no_change", "extra_calls", "comm_share", "step_time", "new_family")
-MATMUL = "aclnnMatmul_MatMulV3Common_MatMulV3"
-TARGET = {"extra_calls": "counts", "comm_share": "shares", "step_time": "step", "new_family": "counts"}
-CLASSES = ("counts", "sets", "shares", "step", "other")
-CAST = "aclnnCast_CastAiCore_Cast"
-NEW_FAMILY = ("aclnnGeluV2_GeluV2AiCore_GeluV2", "GeluV2", "AI_VECTOR_CORE", 2, 15.0)
+#: source id -> real rank folder (read in place, never copied into the repo)
+SOURCES = {
+    "level1_rank0": MSINSIGHT / "test/data/pytorch/text/level1/rank0_ascend_pt",
+    "level2_rank0": MSINSIGHT / "test/data/pytorch/text/level2/rank0_ascend_pt",
+    "st_level2_rank0": MSINSIGHT / "test/st/level2/rank_0_ascend_pt",   # no trace_view.json
+}
 
+#: the catalogue rows: (row id, scenario, parameters for scenarios.make). Extend here.
+ROWS = [
+    ("identity", "identity", {}),
+    ("all_factor 0.6", "all_factor", {"factor": 0.6}),
+    ("all_factor 0.95", "all_factor", {"factor": 0.95}),
+    ("all_factor 1.05", "all_factor", {"factor": 1.05}),
+    ("all_factor 1.2", "all_factor", {"factor": 1.2}),
+    ("all_factor 1.5", "all_factor", {"factor": 1.5}),
+    ("compute_factor 0.7", "compute_factor", {"factor": 0.7}),
+    ("compute_factor 1.15", "compute_factor", {"factor": 1.15}),
+    ("compute_factor 1.3", "compute_factor", {"factor": 1.3}),
+    ("comm_factor 0.7", "comm_factor", {"factor": 0.7}),
+    ("comm_factor 1.5", "comm_factor", {"factor": 1.5}),
+    ("family_factor largest x1.3", "family_factor", {"family": "auto_largest_compute", "factor": 1.3}),
+    ("family_factor largest x0.7", "family_factor", {"family": "auto_largest_compute", "factor": 0.7}),
+    ("family_factor second x1.5", "family_factor", {"family": "auto_second_compute", "factor": 1.5}),
+    ("family_factor third x2", "family_factor", {"family": "auto_third_compute", "factor": 2.0}),
+    ("family_factor share3 x1.3", "family_factor", {"family": "auto_share3_compute", "factor": 1.3}),
+    ("calls mid x2", "calls", {"family": "auto_mid_compute", "times": 2}),
+    ("calls largest x2", "calls", {"family": "auto_largest_compute", "times": 2}),
+    ("new_family mid (default)", "new_family", {}),
+    ("new_family largest", "new_family", {"family": "auto_largest_compute"}),
+    ("drop_family mid (default)", "drop_family", {}),
+    ("drop_family largest", "drop_family", {"family": "auto_largest_compute"}),
+    ("two_opposite 1.25/0.75 (default)", "two_opposite", {}),
+    ("two_opposite 1.3/0.7", "two_opposite", {"k1": 1.3, "k2": 0.7}),
+    ("rename plain", "rename", {"kind": "plain"}),
+    ("rename inductor_hash", "rename", {"kind": "inductor_hash"}),
+    ("rename hex64", "rename", {"kind": "hex64"}),
+    ("rename triton_config", "rename", {"kind": "triton_config"}),
+    ("lose_tasks head", "lose_tasks", {"where": "head"}),
+    ("lose_tasks middle", "lose_tasks", {"where": "middle"}),
+    ("lose_tasks tail", "lose_tasks", {"where": "tail"}),
+]
 
-def metric_class(name: str) -> str:
-    if name.endswith("calls_per_step") or name in ("kernel.invalid_rows", "kernel.unassigned_rows"):
-        return "counts"
-    if name == "kernel.topn":
-        return "sets"
-    if name.startswith("share."):
-        return "shares"
-    if name.startswith(("step.", "device.")):
-        return "step"
-    return "other"
-
-
-# ---------------------------------------------------------------- synthetic pools
-def synth_spec(args, seed: int, scenario: str, comm_factor: float) -> SynthSpec:
-    kw = dict(ranks=args.ranks, steps=args.steps, seed=seed, jitter=args.jitter, outlier_prob=args.outlier_prob,
-              comm_drift=args.comm_drift)
-    if args.capture_drift > 0:
-        # capture-level effect: each rank of each re-capture runs every kernel x lognormal(0, sigma)
-        # (a different device allocation per capture): shared by all steps of that capture
-        rng = np.random.default_rng(10_000_000 + seed)
-        kw["rank_slowdown"] = {r: float(rng.lognormal(0.0, args.capture_drift)) for r in range(args.ranks)}
-    if scenario == "extra_calls":
-        kw["extra_calls"] = {CAST: 2}
-    elif scenario == "comm_share":
-        kw["comm_us"] = 1500.0 * comm_factor
-    elif scenario == "step_time":  # every task and launch gap 1.1x: +10 % step time on every step
-        kw.update(slowdown={f[0]: 1.1 for f in DEFAULT_FAMILIES}, comm_us=1500.0 * 1.1, gap_us=3.0 * 1.1)
-    elif scenario == "new_family":
-        kw["families"] = DEFAULT_FAMILIES + (NEW_FAMILY,)
-    elif scenario == "family_faster":   # one family 30 % faster: nothing else may fail
-        kw["slowdown"] = {MATMUL: 1.0 / 1.3}
-    elif scenario == "device_drift":    # every kernel and collective x 1.05 (a slower device)
-        kw.update(slowdown={f[0]: 1.05 for f in DEFAULT_FAMILIES}, comm_us=1500.0 * 1.05)
-    return SynthSpec(**kw)
-
-
-def _pool_capture(args, policy, work: Path, scenario: str, seed: int, comm_factor: float):
-    """Write and fingerprint one re-capture; with ``--pool-cache`` the fingerprint is kept as
-    JSON under a name made of every parameter that shapes it (reuse it only with the same
-    perfgate code and policy: the cache cannot see code changes)."""
-    spec = synth_spec(args, seed, scenario, comm_factor)
-    cache = None
-    if args.pool_cache:
-        key = (f"r{args.ranks}_s{args.steps}_j{args.jitter}_o{args.outlier_prob}_d{args.comm_drift}"
-               + (f"_c{args.capture_drift}" if args.capture_drift > 0 else "") +
-               f"_f{comm_factor:.10f}_{scenario}_{seed}.json")
-        cache = Path(args.pool_cache) / key
-        if cache.is_file():
-            return Fingerprint.from_dict(json.loads(cache.read_text()))
-    path = write_capture(work / f"{scenario}_{seed}", spec)
-    fp = fingerprint_path(path, policy, with_trace=False, workers=1)
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(json.dumps(fp.to_dict()))
-        tmp.replace(cache)
-    shutil.rmtree(path, ignore_errors=True)
-    return fp
+PASS, NEVER, REGRESSION = "PASS", "never REGRESSION", "REGRESSION"
+INVALID = "exit 3 (invalid capture), never a REGRESSION"
+UNDEFINED = "not defined by the catalogue"
+NOT_APPLICABLE = "not applicable"
+STATUSES = ("PASS", "UNSURE", "REGRESSION", "INVALID_CAPTURE", "other")
 
 
-def synth_pools(args, policy, work: Path) -> dict:
-    pools = {}
-    seed = 1000
-    comm_factor = 1.0
-    for scenario in args.scenarios:
-        n = args.pool * (2 if scenario == "no_change" else 1)
-        fps = []
-        for _ in range(n):
-            seed += 1
-            fps.append(_pool_capture(args, policy, work, scenario, seed, comm_factor))
-        pools[scenario] = fps
-        if scenario == "no_change":
-            # the collective length that adds 1 pp to the median Comm share of this pool
-            s = float(np.median([fp.metrics["share.category{category=Comm,view=p50}"].value for fp in fps]))
-            t = s + 0.01
-            comm_factor = (t / (1 - t)) / (s / (1 - s))
-            pools["_comm_factor"] = comm_factor
-            pools["_comm_share"] = s
-        print(f"  pool {scenario}: {n} captures", file=sys.stderr, flush=True)
-    return pools
+def load_scenarios():
+    """The ground-truth tool (never part of perfgate), imported from the shared folder."""
+    if not (SCENARIO_TOOL / "scenarios.py").is_file():
+        raise SystemExit(f"bench_verdicts: scenarios tool not found at {SCENARIO_TOOL} "
+                         f"(set PERFGATE_SHARED to the folder holding tools/ and fixtures/)")
+    if str(SCENARIO_TOOL) not in sys.path:
+        sys.path.insert(0, str(SCENARIO_TOOL))
+    import scenarios  # noqa: PLC0415
+    return scenarios
 
 
-# ---------------------------------------------------------------- real pools
-def _with_samples(fp, pick, rng, steps: int):
-    metrics = {}
-    for k, m in fp.metrics.items():
-        if m.samples:
-            vals = [pick[k][i] for i in rng.integers(0, len(pick[k]), steps)]
-            metrics[k] = replace(m, samples=vals, value=float(np.median(vals)))
+def _s(x) -> str:
+    return "" if x is None else str(getattr(x, "value", x))
+
+
+def _same(a, b) -> bool:
+    """Family names equal, up to the characters a metric key replaces (``,={}`` -> ``_``)."""
+    if a is None or b is None:
+        return False
+    clean = str.maketrans({c: "_" for c in ",={}"})
+    return str(a).translate(clean) == str(b).translate(clean)
+
+
+def families_of(fp) -> set:
+    """The kernel families a fingerprint has calls per step for (any view)."""
+    out = set()
+    for key in fp.metrics:
+        name, labels = parse_metric_key(key)
+        if name == "kernel.calls_per_step" and "family" in labels:
+            out.add(labels["family"])
+    return out
+
+
+# ---------------------------------------------------------------- one comparison
+
+def fingerprint_checked(capture: Path, policy):
+    """``(fingerprint, None)``, or ``(fingerprint or None, error dict)`` when the capture is refused
+    (InvalidCaptureError, exit 3) as the command line would."""
+    try:
+        fp = fingerprint_path(capture, policy, workers=1)
+    except InvalidCaptureError as e:
+        return None, {"exit_code": e.exit_code, "message": str(e)}
+    try:
+        require_valid(fp, fail_closed=set(policy.fail_closed) | gate.ALWAYS_FAIL_CLOSED, path=str(capture))
+    except InvalidCaptureError as e:
+        return fp, {"exit_code": e.exit_code, "message": str(e)}
+    return fp, None
+
+
+def cause_brief(c: dict) -> dict:
+    out = {k: _s(c.get(k)) if k in ("kind", "subject", "verdict", "what") else c.get(k)
+           for k in ("kind", "subject", "verdict", "fails", "what")}
+    if c.get("renamed_from"):
+        out["renamed_from"] = _s(c["renamed_from"])
+    return out
+
+
+def outcome_of(result=None, invalid: dict | None = None, base_fp=None, cand_fp=None) -> dict:
+    """What the gate said, reduced to what ``assess`` needs."""
+    if invalid is not None:
+        return {"status": "INVALID_CAPTURE", "exit_code": invalid["exit_code"], "causes": [],
+                "error": invalid["message"][:300]}
+    out = {"status": _s(result.status), "exit_code": result.exit_code,
+           "causes": [cause_brief(c) for c in result.causes],
+           "unexplained": [_s(k) for k in result.unexplained]}
+    if base_fp is not None and cand_fp is not None:
+        out["same_family_set"] = families_of(base_fp) == families_of(cand_fp)
+    return out
+
+
+def first_failing(out: dict) -> dict | None:
+    return next((c for c in out["causes"] if c["fails"]), None)
+
+
+def describe(c: dict | None, out: dict | None = None) -> str:
+    """One cause in a few words; with ``out``, no failing cause names the unexplained failing metrics."""
+    if c is None:
+        left = (out or {}).get("unexplained") or []
+        return "no failing cause" + (f" (unexplained: {', '.join(left[:3])}{' ...' if len(left) > 3 else ''})"
+                                     if left and (out or {}).get("exit_code") == 1 else "")
+    return f"{c['kind']} '{c['subject']}' ({c['verdict']})"
+
+
+def _first_note(out: dict) -> str:
+    """The first failing cause, for an outcome whose exit code is 1 (else empty)."""
+    return f"first failing: {describe(first_failing(out), out)}" if out["exit_code"] == 1 else ""
+
+
+def _join(*parts) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def assess(scenario: str, expected: dict, params: dict, families: list, out: dict) -> dict:
+    """Does one gate outcome meet the catalogue? ``{"meets": bool | None, "why": str, ...}``;
+    ``meets`` None when the catalogue does not define the case; ``why`` says what the gate named
+    (the status and exit code are in ``out``). Extra flags for the targets: ``named`` (REGRESSION
+    rows: exit 1 and the required cause named), ``down_named`` (two_opposite: the down family
+    named as a regression), ``rename_reported`` (rename: how)."""
+    want = expected.get("outcome")
+    code, status, causes = out["exit_code"], out["status"], out["causes"]
+    first = first_failing(out)
+    failing = [c for c in causes if c["fails"]]
+    if want == UNDEFINED:
+        return {"meets": None, "why": expected.get("why", UNDEFINED)}
+    if want == PASS and scenario != "rename":
+        return {"meets": status == "PASS", "why": _first_note(out)}
+    if want == PASS:  # rename: PASS and reported as renamed (or folded into the old family)
+        old, new = params.get("family"), families[-1] if families else None
+        named = [c for c in causes if c["verdict"] == "renamed" and _same(c.get("renamed_from"), old)
+                 and (_same(c["subject"], new) or c["subject"] != old)]
+        how = ("renamed cause" if named else "family set unchanged (folded)" if out.get("same_family_set")
+               else "neither renamed nor folded")
+        return {"meets": status == "PASS" and how != "neither renamed nor folded",
+                "why": _join(how, _first_note(out)), "rename_reported": how}
+    if want == NEVER:
+        ok, why = code != 1, _first_note(out)
+        if scenario == "drop_family":
+            gone = any(_same(c["subject"], params["family"]) and c["verdict"] == "gone" for c in causes)
+            ok, why = ok and gone, _join("reported as gone" if gone else "not reported as gone", why)
+        return {"meets": ok, "why": why}
+    if want == INVALID:
+        return {"meets": code == 3, "why": _first_note(out)}
+    if want != REGRESSION:
+        return {"meets": None, "why": f"unknown expected outcome {want!r}"}
+    if scenario == "all_factor":
+        named = bool(failing) and all(c["kind"] == "device" for c in failing)
+        why = f"failing causes: {', '.join(describe(c) for c in failing) or describe(None, out)}"
+    elif scenario in ("compute_factor", "comm_factor", "family_factor"):
+        if scenario == "compute_factor":
+            named = first is not None and first["kind"] == "device" and first["subject"] == "Computing"
+        elif scenario == "comm_factor":
+            named = first is not None and (first["kind"] == "communication" or
+                                           (first["kind"] == "device" and first["subject"] == "communication"))
         else:
-            metrics[k] = m
-    return replace(fp, metrics=metrics)
+            named = first is not None and first["kind"] == "kernel family" and _same(first["subject"], params["family"])
+        why = f"first failing: {describe(first, out)}"
+    elif scenario in ("calls", "new_family"):
+        fam = params["family"] if scenario == "calls" else params["new"]
+        named = any(_same(c["subject"], fam) for c in failing)
+        why = f"failing cause on {fam}" if named else f"no failing cause on {fam}; first failing: {describe(first, out)}"
+    elif scenario == "two_opposite":
+        named = first is not None and _same(first["subject"], params["up"])
+        down = any(_same(c["subject"], params["down"]) and (c["fails"] or c["verdict"] == "regression")
+                   for c in causes)
+        return {"meets": code == 1 and named and not down, "named": code == 1 and named, "down_named": down,
+                "why": _join(f"first failing: {describe(first, out)}", "DOWN named as a regression" if down else "")}
+    else:
+        return {"meets": None, "why": f"no rule for a REGRESSION of {scenario}"}
+    return {"meets": code == 1 and named, "named": code == 1 and named, "why": why}
 
 
-def _inject_real(fp, scenario: str):
-    ms = dict(fp.metrics)
-    if scenario == "step_time":
-        for k, m in ms.items():
-            if m.samples and m.name in ("step.time_us", "step.computing_us", "device.time_us"):
-                ms[k] = replace(m, samples=[v * 1.1 for v in m.samples], value=m.value * 1.1)
-    elif scenario == "comm_share":
-        for k, m in ms.items():
-            if m.samples and (m.labels.get("category") == "Comm" or m.labels.get("core_type") in
-                              ("HCCL", terms.COMM_CORE)):
-                ms[k] = replace(m, samples=[v + 0.01 for v in m.samples], value=m.value + 0.01)
-    elif scenario == "extra_calls":
-        fams = sorted({m.labels["family"] for m in ms.values() if m.name == "kernel.calls_per_step"})
-        fam = fams[0]
-        for k, m in ms.items():
-            if m.name == "kernel.calls_per_step" and m.labels.get("family") == fam:
-                ms[k] = replace(m, value=m.value * 2)
-    elif scenario == "new_family":
-        for view in (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX):
-            key = metric_key("kernel.calls_per_step", family="NewFamily", view=view)
-            ms[key] = MetricValue(key=key, name="kernel.calls_per_step", labels={"family": "NewFamily", "view": view},
-                                  value=2.0, unit="calls")
-    return replace(fp, metrics=ms)
+# ---------------------------------------------------------------- captures
+
+class Workspace:
+    """Where captures are written: a temp folder removed at the end, or ``--keep DIR``."""
+
+    def __init__(self, keep: str | None):
+        self.keep = Path(keep) if keep else None
+        if self.keep:
+            self.keep.mkdir(parents=True, exist_ok=True)
+        self.root = self.keep or Path(tempfile.mkdtemp(prefix="bench-verdicts-"))
+
+    def dir(self, *parts) -> Path:
+        return self.root.joinpath(*[p.replace("/", "_").replace(" ", "_") for p in parts])
+
+    def done(self, capture: Path):
+        if not self.keep:
+            shutil.rmtree(capture, ignore_errors=True)
+
+    def close(self):
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
-def real_pools(args, policy, rng) -> dict | None:
-    text = SHARED / "fixtures" / "ascend" / "msinsight" / "test" / "data" / "pytorch" / "text"
-    if not (text / "level1").is_dir():
-        print(f"  real captures not found at {text}: skipped", file=sys.stderr)
-        return None
-    l1 = fingerprint_path(text / "level1", policy, workers=1)
-    l2 = fingerprint_path(text / "level2", policy, workers=1)
-    pick = {k: [float(l1.metrics[k].value), float(l2.metrics[k].value)]
-            for k, m in l1.metrics.items() if m.samples and k in l2.metrics}
-    pools = {}
-    for scenario in [x for x in args.scenarios if x in REAL_SCENARIOS]:
-        n = args.pool * (2 if scenario == "no_change" else 1)
-        pools[scenario] = [_inject_real(_with_samples(l1, pick, rng, args.steps), scenario) for _ in range(n)]
-    return pools
+def make_capture(sc, src: Path, where: Path, scenario: str, params: dict, seed=0, noise=False):
+    """``(summary, capture folder)``, or ``(None, reason)`` when the source cannot make it."""
+    if where.exists():
+        shutil.rmtree(where)
+    try:
+        return sc.make(src, where, scenario, seed=seed, noise=noise, params=dict(params)), where
+    except ValueError as e:
+        shutil.rmtree(where, ignore_errors=True)
+        return None, str(e)
 
 
-# ---------------------------------------------------------------- rules
-def _gated_keys(policy, fp):
-    for k, m in fp.metrics.items():
-        rule = policy.rule_for(m.name, m.labels)
-        view = m.labels.get("view")
-        if rule and rule.gated and (view is None or view in policy.gate_views):
-            yield k, m, rule
+def _row_record(setting, source, row_id, scenario, params, summary=None, reason=None) -> dict:
+    rec = {"setting": setting, "source": source, "row": row_id, "scenario": scenario, "params": dict(params)}
+    if summary is None:
+        rec.update(expected={"outcome": NOT_APPLICABLE, "why": reason}, resolved={}, meets=None,
+                   applicable=False, defined=False)
+    else:
+        exp = summary["expected"]
+        rec.update(expected=exp, resolved=summary["params"], families=summary["families"], applicable=True,
+                   defined=exp["outcome"] != UNDEFINED)
+    return rec
 
 
-def rule_default(base, cand, policy):
-    cmps, _ = compare_fingerprints(merge_fingerprints(base), merge_fingerprints(cand), policy)
-    failed = {metric_class(c.name) for c in cmps if c.fails}
-    unsure = any(c.gated and c.verdict == terms.UNSURE for c in cmps)
-    return failed, unsure
+# ---------------------------------------------------------------- settings
 
-
-def rule_single(base, cand, policy):
-    cmps, _ = compare_fingerprints(base[0], cand[0], policy)
-    return {metric_class(c.name) for c in cmps if c.fails}, False
-
-
-def rule_naive(base, cand, policy):
-    failed = set()
-    keys = {k: (m, r) for k, m, r in _gated_keys(policy, base[0])}
-    keys.update({k: (m, r) for k, m, r in _gated_keys(policy, cand[0]) if k not in keys})
-    for k, (m, rule) in keys.items():
-        if m.unit == "set":
-            continue
-        zero = 0.0 if m.name.endswith("calls_per_step") else None
-
-        def mean(fps):
-            vals = [float(fp.metrics[k].value) if k in fp.metrics else zero for fp in fps]
-            return None if any(v is None for v in vals) else float(np.mean(vals))
-        mb, mc = mean(base), mean(cand)
-        if mb is None or mc is None:
-            continue
-        if mb == 0:
-            ratio = np.inf if mc > 0 else 1.0
-        else:
-            ratio = mc / mb
-        worse_up = rule.direction in (terms.LOWER_IS_BETTER, terms.EXACT)
-        worse_down = rule.direction in (terms.HIGHER_IS_BETTER, terms.EXACT)
-        if (worse_up and ratio > 1.10) or (worse_down and ratio < 1 / 1.10):
-            failed.add(metric_class(m.name))
-    return failed, False
-
-
-RULES = {"default": rule_default, "naive": rule_naive, "single": rule_single}
-
-
-def run_trials(pools, args, policy, rng, source: str) -> list[dict]:
-    rows = []
-    for scenario in [x for x in args.scenarios if x in pools]:
+def run_single(sc, policy, sources, rows, ws: Workspace, log) -> list:
+    out = []
+    for source, src in sources.items():
         t0 = time.perf_counter()
-        stats = {r: {"fail": 0, "target": 0, "unsure": 0, "classes": {c: 0 for c in CLASSES}} for r in RULES}
-        for _ in range(args.trials):
-            nc = pools["no_change"]
-            if scenario == "no_change":
-                idx = rng.choice(len(nc), 2 * args.runs, replace=False)
-                base = [nc[i] for i in idx[: args.runs]]
-                cand = [nc[i] for i in idx[args.runs:]]
-            else:
-                base = [nc[i] for i in rng.choice(len(nc), args.runs, replace=False)]
-                pool = pools[scenario]
-                cand = [pool[i] for i in rng.choice(len(pool), args.runs, replace=False)]
-            for name, fn in RULES.items():
-                failed, unsure = fn(base, cand, policy)
-                s = stats[name]
-                s["fail"] += bool(failed)
-                s["unsure"] += unsure and not failed
-                s["target"] += TARGET.get(scenario) in failed
-                for c in failed:
-                    s["classes"][c] += 1
-        rows.append({"source": source, "scenario": scenario, "trials": args.trials, "stats": stats,
-                     "seconds": time.perf_counter() - t0})
-        print(f"  {source} {scenario}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    return rows
+        base_dir = ws.dir("single", source, "baseline")
+        summary, base_dir = make_capture(sc, src, base_dir, "identity", {})
+        base_fp, bad = fingerprint_checked(base_dir, policy)
+        if bad:
+            raise SystemExit(f"bench_verdicts: the unchanged {source} is refused: {bad['message']}")
+        for row_id, scenario, params in rows:
+            summary, cap = make_capture(sc, src, ws.dir("single", source, row_id), scenario, params)
+            rec = _row_record("single", source, row_id, scenario, params, summary, cap)
+            if summary is not None:
+                cand_fp, bad = fingerprint_checked(cap, policy)
+                if bad:
+                    res = outcome_of(invalid=bad)
+                else:
+                    res = outcome_of(gate.judge(base_fp, cand_fp, policy, baseline_name="bench"),
+                                     base_fp=base_fp, cand_fp=cand_fp)
+                ws.done(cap)
+                verdict = assess(scenario, summary["expected"], summary["params"], summary["families"], res)
+                ff = first_failing(res)
+                rec.update(trials=1, status=res["status"], exit_code=res["exit_code"], causes=res["causes"],
+                           first_failing=ff, meets=verdict["meets"], why=verdict["why"],
+                           **{k: v for k, v in verdict.items() if k not in ("meets", "why")})
+                if "error" in res:
+                    rec["error"] = res["error"]
+            out.append(rec)
+        ws.done(base_dir)
+        log(f"single {source}: {len(rows)} rows in {time.perf_counter() - t0:.1f} s")
+    return out
 
 
-REFERENCE = {"comm_share": ("share.category{category=Comm,view=p50}", "share.category", False),
-             "step_time": ("step.time_us{view=p50}", "step.time_us", True)}
+def _pool(sc, policy, ws, src, where: Path, scenario, params, seeds) -> tuple[list, list, str | None]:
+    """Write and fingerprint one noisy capture per seed: ``([(fp, invalid)], [summaries], reason)``."""
+    fps, sums = [], []
+    for seed in seeds:
+        summary, cap = make_capture(sc, src, where / f"seed{seed}", scenario, params, seed=seed, noise=True)
+        if summary is None:
+            return [], [], cap
+        fps.append(fingerprint_checked(cap, policy))
+        sums.append(summary)
+        ws.done(cap)
+    return fps, sums, None
 
 
-def reference_power(pools, args, policy) -> list[str]:
-    """What an ideal test could reach on the target metric of the share / step classes: a
-    one-sided z-test on the difference of pooled means with the noise's true standard
-    deviation known (the most powerful test for a Gaussian shift, Neyman-Pearson), with n =
-    runs x steps per-step samples per side, the per-step sd measured on the whole no-change
-    pool and the injected shift as measured (median of the scenario pool minus median of the
-    no-change pool). Two figures: at false-alarm level 1 % with no tolerance, and the two-gate
-    question the default policy asks (one-sided 95 % bound beyond the statistics tolerance).
-    A reference for the table, not a bound for non-Gaussian noise."""
-    from scipy.stats import norm
-    st = getattr(policy, "statistics", None) or {}
-    lines = []
-    for scenario, (key, name, logs) in REFERENCE.items():
-        if scenario not in pools:
-            continue
-        tr = (lambda v: np.log(np.asarray(v, dtype=float))) if logs else (lambda v: np.asarray(v, dtype=float))
-        base = np.concatenate([tr(fp.metrics[key].samples) for fp in pools["no_change"]])
-        inj = np.concatenate([tr(fp.metrics[key].samples) for fp in pools[scenario]])
-        sd = float(np.std(base, ddof=1))
-        delta = float(np.median(inj) - np.median(base))
-        n = args.runs * args.steps
-        se = sd * np.sqrt(2.0 / n)
-        tol = st.get("tolerances", {}).get(name)
-        lim = (tol.value / 100.0 if tol.kind == "pp" else tol.value) if tol else 0.0
-        p1 = float(norm.cdf(delta / se - norm.ppf(0.99)))
-        p2 = float(norm.cdf((delta - lim) / se - norm.ppf(0.95)))
-        unit = "log" if logs else "ratio"
-        lines.append(f"| {scenario} | `{key}` | {sd:.4f} {unit} | {delta:+.4f} {unit} | {n} | {100 * p1:5.1f}% | "
-                     f"{lim:g} | {100 * p2:5.1f}% |")
-    if not lines:
-        return []
-    return ["", "Reference: an ideal test on the pooled mean with the per-step noise sd known (Gaussian "
-            "shift, Neyman-Pearson), same runs x steps per side:", "",
-            "| scenario | metric | per-step sd | injected shift | samples per side | ideal power at 1 % false alarms, "
-            "no tolerance | statistics tolerance | ideal power of the default two-gate question |",
-            "|---|---|---|---|---|---|---|---|"] + lines
+def run_repeated(sc, policy, sources, rows, ws: Workspace, args, log) -> list:
+    out = []
+    runs, pool, trials = args.runs, args.pool, args.trials
+    if pool < runs:
+        raise SystemExit(f"bench_verdicts: --pool {pool} < --runs {runs}: runs are drawn without replacement")
+    base_seeds, cand_seeds = range(pool), range(pool, 2 * pool)
+    for source, src in sources.items():
+        t0 = time.perf_counter()
+        base_pool, _, reason = _pool(sc, policy, ws, src, ws.dir("repeated", source, "baseline"), "identity", {},
+                                     base_seeds)
+        refused = [bad for _, bad in base_pool if bad]
+        if reason or refused:
+            raise SystemExit(f"bench_verdicts: a noisy re-run of the unchanged {source} is refused: "
+                             f"{reason or refused[0]['message']}")
+        for row_id, scenario, params in rows:
+            # the catalogue's outcome of the change itself, without the noise of one run
+            truth, why = make_capture(sc, src, ws.dir("repeated", source, row_id, "truth"), scenario, params)
+            rec = _row_record("repeated", source, row_id, scenario, params, truth, why)
+            if truth is not None:
+                ws.done(why)
+                cand_pool, sums, reason = _pool(sc, policy, ws, src, ws.dir("repeated", source, row_id), scenario,
+                                                params, cand_seeds)
+                if reason:
+                    rec.update(_row_record("repeated", source, row_id, scenario, params, None, reason))
+                    out.append(rec)
+                    continue
+                rec.update(_repeat_trials(truth, base_pool, cand_pool, policy, runs, trials, source, row_id))
+                drift = sum(1 for s in sums if s["expected"]["outcome"] != truth["expected"]["outcome"])
+                if drift:
+                    rec["note"] = (f"{drift} of {len(sums)} noisy candidates have another expected outcome "
+                                   f"(materiality on noisy rows); judged against the noise-free one")
+            out.append(rec)
+            log(f"repeated {source} / {row_id}: " + (f"meets {_pct(rec['meets'])}" if rec["applicable"]
+                                                     else NOT_APPLICABLE))
+        log(f"repeated {source}: {len(rows)} rows in {time.perf_counter() - t0:.1f} s")
+    return out
 
 
-def _pct(k, n):
-    return f"{100.0 * k / n:5.1f}%"
+def _repeat_trials(truth, base_pool, cand_pool, policy, runs, trials, source, row_id) -> dict:
+    rng = np.random.default_rng(zlib.crc32(f"{source}|{row_id}".encode()))
+    counts = {s: 0 for s in STATUSES}
+    meets = named = down_named = 0
+    examples = []
+    for _ in range(trials):
+        b = [base_pool[i] for i in rng.choice(len(base_pool), runs, replace=False)]
+        c = [cand_pool[i] for i in rng.choice(len(cand_pool), runs, replace=False)]
+        bad = next((x for _, x in c if x), None)
+        if bad:
+            res = outcome_of(invalid=bad)
+        else:
+            base_fp, cand_fp = merge_fingerprints([fp for fp, _ in b]), merge_fingerprints([fp for fp, _ in c])
+            res = outcome_of(gate.judge(base_fp, cand_fp, policy, baseline_name="bench"),
+                             base_fp=base_fp, cand_fp=cand_fp)
+        v = assess(truth["scenario"], truth["expected"], truth["params"], truth["families"], res)
+        counts[res["status"] if res["status"] in counts else "other"] += 1
+        meets += bool(v["meets"])
+        named += bool(v.get("named"))
+        down_named += bool(v.get("down_named"))
+        if v["meets"] is False and len(examples) < 3:
+            examples.append({"status": res["status"], "first_failing": first_failing(res), "why": v["why"]})
+    defined = truth["expected"]["outcome"] != UNDEFINED
+    return {"trials": trials, "runs": runs, "counts": counts,
+            "rates": {s: counts[s] / trials for s in STATUSES},
+            "meets": (meets / trials) if defined else None, "named_rate": named / trials,
+            "down_named_rate": down_named / trials, "misses": examples}
 
 
-def render(rows, args) -> str:
-    out = [f"runs per side: {args.runs} (single: 1 vs 1); ranks: {args.ranks}; steps per capture: {args.steps}; "
-           f"trials per row: {args.trials}; noise: lognormal sigma {args.jitter}, outliers p={args.outlier_prob} x U(1.5,3), "
-           f"collective drift x U(1,{args.comm_drift})"
-           + (f", capture drift x lognormal(0, {args.capture_drift}) per capture and rank" if args.capture_drift else ""), "",
-           "| source | scenario | trials | default: fails | default: target class | default: unsure | "
-           "naive mean>10%: fails | naive: target | single 1v1: fails |",
-           "|---|---|---|---|---|---|---|---|---|"]
+# ---------------------------------------------------------------- printing
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.0f} %"
+
+
+def _cell_single(r: dict) -> str:
+    if not r["applicable"]:
+        return "n/a"
+    if r["meets"] is None:
+        return f"not defined ({r['status']})"
+    if r["meets"]:
+        extra = f", {r['rename_reported']}" if r.get("rename_reported") and r["rename_reported"] != "renamed cause" else ""
+        return "yes" + extra
+    return f"NO: {r['status']} (exit {r['exit_code']})" + (f"; {r['why']}" if r["why"] else "")
+
+
+def print_single(rows: list, sources: list, p=print):
+    p("\n## single: one capture v one capture (source unchanged v scenario, no noise)\n")
+    p("| row | expected | " + " | ".join(sources) + " |")
+    p("|---|---|" + "---|" * len(sources))
+    by = {(r["source"], r["row"]): r for r in rows}
+    for row_id in dict.fromkeys(r["row"] for r in rows):
+        outs = {by[(s, row_id)]["expected"]["outcome"] for s in sources
+                if (s, row_id) in by and by[(s, row_id)]["applicable"]}
+        exp = " / ".join(sorted(outs)) or NOT_APPLICABLE
+        p(f"| {row_id} | {exp} | " + " | ".join(_cell_single(by[(s, row_id)]) if (s, row_id) in by else ""
+                                                for s in sources) + " |")
+    na = [r for r in rows if not r["applicable"]]
+    for r in na:
+        p(f"- n/a {r['source']} {r['row']}: {r['expected']['why']}")
+
+
+def print_repeated(rows: list, args, p=print):
+    p(f"\n## repeated: {args.runs} v {args.runs} runs (noise), {args.trials} trials, pools of {args.pool} per side\n")
+    p("| source | row | expected | meets | PASS | UNSURE | REGRESSION | other |")
+    p("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        n, s = r["trials"], r["stats"]
-        tgt = lambda name: "—" if r["scenario"] not in TARGET else _pct(s[name]["target"], n)
-        out.append(f"| {r['source']} | {r['scenario']} | {n} | {_pct(s['default']['fail'], n)} | {tgt('default')} | "
-                   f"{_pct(s['default']['unsure'], n)} | {_pct(s['naive']['fail'], n)} | {tgt('naive')} | "
-                   f"{_pct(s['single']['fail'], n)} |")
-    out += ["", "False alarms per metric class on trials where nothing got slower (no_change, family_faster, "
-            "device_drift; share of trials with a gated regression in that class):", "",
-            "| source | scenario | rule | " + " | ".join(CLASSES) + " | any |",
-            "|---|---|---|" + "---|" * (len(CLASSES) + 1)]
-    for r in rows:
-        if r["scenario"] not in NO_REGRESSION:
+        if not r["applicable"]:
+            p(f"| {r['source']} | {r['row']} | {NOT_APPLICABLE} | - | - | - | - | - |")
             continue
-        for name in RULES:
-            s = r["stats"][name]
-            out.append(f"| {r['source']} | {r['scenario']} | {name} | "
-                       + " | ".join(_pct(s["classes"][c], r["trials"]) for c in CLASSES)
-                       + f" | {_pct(s['fail'], r['trials'])} |")
-    return "\n".join(out)
+        rt = r["rates"]
+        other = rt["INVALID_CAPTURE"] + rt["other"]
+        p(f"| {r['source']} | {r['row']} | {r['expected']['outcome']} | {_pct(r['meets'])} | {_pct(rt['PASS'])} | "
+          f"{_pct(rt['UNSURE'])} | {_pct(rt['REGRESSION'])} | {_pct(other) if other else '-'} |")
+    for r in rows:
+        if r.get("note"):
+            p(f"- note {r['source']} / {r['row']}: {r['note']}")
+        for m in r.get("misses", ())[:1]:
+            p(f"- e.g. miss {r['source']} / {r['row']}: {m['status']}" + (f"; {m['why']}" if m["why"] else ""))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--pool", type=int, default=20, help="captures per regression scenario (x2 for no-change)")
-    ap.add_argument("--jitter", type=float, default=0.05)
-    ap.add_argument("--outlier-prob", type=float, default=0.01)
-    ap.add_argument("--comm-drift", type=float, default=2.0)
-    ap.add_argument("--capture-drift", type=float, default=0.0,
-                    help="sigma of a per-capture, per-rank lognormal factor on every kernel (0 = off): steps of "
-                         "one capture then share an effect, the case the pooled-steps test does not model")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--policy", default=None)
-    ap.add_argument("--no-real", action="store_true")
-    ap.add_argument("--pool-cache", default=None,
-                    help="directory keeping the pool fingerprints between runs (same code and policy only)")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
-                    help="comma-separated injected scenarios to run (no_change always runs)")
+def _is_speedup(r) -> bool:
+    return float(r["params"].get("factor", 1.0)) < 1.0
+
+
+def targets(rows: list) -> list:
+    """``[(target, measured, met)]`` for the settings present in ``rows``."""
+    out = []
+    single = [r for r in rows if r["setting"] == "single" and r["applicable"] and r["meets"] is not None]
+    if single:
+        ok = [r for r in single if r["meets"]]
+        miss = ", ".join(f"{r['source']}/{r['row']}" for r in single if not r["meets"])
+        out.append(("single capture: 100 % of defined rows meet the catalogue",
+                    f"{len(ok)}/{len(single)} ({100 * len(ok) / len(single):.0f} %)" + (f"; missed: {miss}" if miss else ""),
+                    len(ok) == len(single)))
+    rep = [r for r in rows if r["setting"] == "repeated" and r["applicable"]]
+    if not rep:
+        return out
+
+    def pooled(sel, key):
+        n = sum(r["trials"] for r in sel)
+        return (sum(r["counts"][key] for r in sel) / n) if n else None
+
+    def each(sel, fn):
+        return "; ".join(f"{r['source']}/{r['row']} {fn(r)}" for r in sel)
+
+    same = [r for r in rep if r["scenario"] == "identity"]
+    if same:
+        fa = pooled(same, "REGRESSION")
+        out.append(("repeated: no-change false alarms <= 1 %",
+                    f"REGRESSION {_pct1(fa)} (" + each(same, lambda r: f"REGRESSION {_pct1(r['rates']['REGRESSION'])}, "
+                                                         f"PASS {_pct1(r['rates']['PASS'])}, "
+                                                         f"UNSURE {_pct1(r['rates']['UNSURE'])}") + ")",
+                    fa <= 0.01))
+    fast = [r for r in rep if _is_speedup(r)]
+    if fast:
+        fa = pooled(fast, "REGRESSION")
+        worst = max(fast, key=lambda r: r["rates"]["REGRESSION"])
+        out.append(("repeated: speed-ups 0 % REGRESSION",
+                    f"{_pct1(fa)} over {len(fast)} rows (worst {worst['source']}/{worst['row']} "
+                    f"{_pct1(worst['rates']['REGRESSION'])})", fa == 0))
+    det = [r for r in rep if r["expected"]["outcome"] == REGRESSION and (
+        (r["scenario"] == "compute_factor" and float(r["params"].get("factor", 0)) == 1.15)
+        or (r["scenario"] == "family_factor" and float(r["params"].get("factor", 0)) == 1.3))]
+    if det:
+        ok = all(r["named_rate"] >= 0.99 and r["rates"]["UNSURE"] <= 0.05 for r in det)
+        out.append(("repeated: compute_factor 1.15 and material family x1.3 named >= 99 %, UNSURE <= 5 %",
+                    each(det, lambda r: f"named {_pct1(r['named_rate'])} UNSURE {_pct1(r['rates']['UNSURE'])}"), ok))
+    opp = [r for r in rep if r["scenario"] == "two_opposite" and r["expected"]["outcome"] == REGRESSION]
+    if opp:
+        ok = all(r["named_rate"] >= 0.99 and r["down_named_rate"] == 0 for r in opp)
+        out.append(("repeated: two_opposite up named >= 99 %, down never",
+                    each(opp, lambda r: f"up {_pct1(r['named_rate'])} down {_pct1(r['down_named_rate'])}"), ok))
+    return out
+
+
+def _pct1(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+# ---------------------------------------------------------------- main
+
+def _pick(table, wanted, key):
+    if not wanted:
+        return table
+    wanted = [w for arg in wanted for w in arg.split(",") if w]
+    return [x for x in table if any(w in key(x) for w in wanted)]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--setting", choices=("single", "repeated", "both"), default="single",
+                    help="single (default): one capture v one, no noise; repeated: --runs v --runs noisy runs; both")
+    ap.add_argument("--rows", action="append", nargs="+", default=[], metavar="SUBSTRING",
+                    help="keep the rows whose id contains any of these (repeatable; also comma-separated)")
+    ap.add_argument("--sources", action="append", nargs="+", default=[], metavar="SUBSTRING",
+                    help=f"keep the sources whose id contains any of these: {', '.join(SOURCES)}")
+    ap.add_argument("--runs", type=int, default=5, help="repeated: runs per side (default 5)")
+    ap.add_argument("--trials", type=int, default=20, help="repeated: trials per (source, row) (default 20)")
+    ap.add_argument("--pool", type=int, default=10, help="repeated: captures per side to draw runs from (default 10)")
+    ap.add_argument("--json", metavar="FILE", help="write every row (and the targets) as JSON")
+    ap.add_argument("--keep", metavar="DIR", help="write the captures under DIR and keep them")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args(argv)
-    args.scenarios = ["no_change"] + [x for x in args.scenarios.split(",") if x and x != "no_change"]
-    unknown = set(args.scenarios) - set(SCENARIOS)
-    if unknown:
-        ap.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
-    if args.pool < args.runs:
-        ap.error("--pool must be at least --runs")
-    policy = load_checked_policy(args.policy)
-    rng = np.random.default_rng(args.seed)
-    t0 = time.perf_counter()
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="perfgate-bench-") as tmp:
-        pools = synth_pools(args, policy, Path(tmp))
-        print(f"  comm_share: median Comm share {pools['_comm_share']:.4f}, collectives x "
-              f"{pools['_comm_factor']:.4f}", file=sys.stderr)
-        rows += run_trials(pools, args, policy, rng, "synthetic")
-        reference = reference_power(pools, args, policy)
-    if not args.no_real:
-        rp = real_pools(args, policy, rng)
-        if rp:
-            rows += run_trials(rp, args, policy, rng, "real (resampled)")
-    text = render(rows, args)
-    print(text)
-    print("\n".join(reference))
-    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
-    return rows
+    args.rows = [w for group in args.rows for w in group]
+    args.sources = [w for group in args.sources for w in group]
+    return args
+
+
+def main(argv=None) -> list:
+    """Run the bench; return the row dicts (one per setting x source x row)."""
+    args = parse_args(argv)
+    sc = load_scenarios()
+    sources = dict(_pick(list(SOURCES.items()), args.sources, lambda kv: kv[0]))
+    rows = _pick(ROWS, args.rows, lambda r: r[0])
+    if not sources or not rows:
+        raise SystemExit("bench_verdicts: --sources / --rows left nothing to run")
+    missing = [str(p) for p in sources.values() if not p.is_dir()]
+    if missing:
+        raise SystemExit(f"bench_verdicts: real rank folder(s) not found: {', '.join(missing)}")
+    policy = gate.load_checked_policy(None)
+    log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    ws = Workspace(args.keep)
+    out, took = [], {}
+    try:
+        if args.setting in ("single", "both"):
+            t0 = time.perf_counter()
+            single = run_single(sc, policy, sources, rows, ws, log)
+            took["single"] = time.perf_counter() - t0
+            print_single(single, list(sources))
+            out += single
+        if args.setting in ("repeated", "both"):
+            t0 = time.perf_counter()
+            rep = run_repeated(sc, policy, sources, rows, ws, args, log)
+            took["repeated"] = time.perf_counter() - t0
+            print_repeated(rep, args)
+            out += rep
+    finally:
+        ws.close()
+    tg = targets(out)
+    print("\n## targets\n")
+    for what, measured, met in tg:
+        print(f"- {'MET    ' if met else 'NOT MET'} {what}: {measured}")
+    print("\ntook " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()))
+    if args.keep:
+        print(f"captures kept under {ws.root}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": out, "took_s": took, "targets": [
+            {"target": a, "measured": b, "met": c} for a, b, c in tg]}, indent=1, default=str) + "\n",
+            encoding="utf-8")
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
