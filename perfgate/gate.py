@@ -24,6 +24,14 @@ from perfgate.run import fingerprint_path, fingerprint_paths, refuse_same_conten
 from perfgate.store.atomic import discard_stale
 from perfgate.store.baselines import BaselineStore
 
+#: findings that make a capture invalid whatever the policy's ``findings.fail_closed`` says: steps
+#: whose warm-up was not stripped, and device tasks the profiler lost (host launches that never reached
+#: the device, Ascend/pytorch#167). A lost task shortens the step and removes a call: compared, it
+#: would read as a family with fewer calls and a step that got faster, or blame a family whose time
+#: did not change. Neither can be a baseline, a history run or a checked candidate (exit 3).
+ALWAYS_FAIL_CLOSED = frozenset({"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
+
+
 def load_checked_policy(path=None):
     """Load a policy and reject metric names no metric has (typos would silently un-gate), and a
     ``history.key_metric`` the tuning journal cannot follow."""
@@ -99,7 +107,7 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
                                          workers=workers, progress=progress),
-                       fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"},
+                       fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED,
                        path=_as_given(capture_path))
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
@@ -197,7 +205,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, baseline_name=baseline_name,
                           error=e.to_dict(), elapsed_s=time.perf_counter() - t0)
     try:
-        require_valid(cand, fail_closed=policy.fail_closed, path=_as_given(capture_path))
+        require_valid(cand, fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=_as_given(capture_path))
     except InvalidCaptureError as e:
         return GateResult(status=terms.INVALID, exit_code=e.exit_code, self_checks=cand.self_checks,
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
@@ -223,6 +231,20 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
                           notes=tuple(cand.warnings), baseline_name=baseline_name,
                           candidate_provenance=cand.provenance, error=e.to_dict(),
                           elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
+    return judge(base, cand, policy, baseline_name=baseline_name, noise=noise, extra_notes=extra, t0=t0)
+
+
+def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | None = None, noise=None,
+          extra_notes=(), t0: float | None = None) -> GateResult:
+    """Judge a candidate fingerprint against a baseline fingerprint (both already fingerprinted and
+    the candidate's self-checks passed): the comparisons, the gate status and exit code, the causes.
+    ``check`` calls it after reading the capture and the baseline; benchmarks and library callers
+    holding two fingerprints call it directly. Pure apart from the clock.
+
+    Returns a :class:`GateResult` with status PASS / REGRESSION / UNSURE, or INCOMPATIBLE_BASELINE
+    (exit 4) when the baseline cannot judge the candidate (nothing judged)."""
+    t0 = time.perf_counter() if t0 is None else t0
+    extra = list(extra_notes)
     comparisons, notes = compare_fingerprints(base, cand, policy, noise=noise)
     status = summarize(comparisons)
     code = errors.EXIT_REGRESSION if status == terms.FAIL else errors.EXIT_PASS
@@ -244,8 +266,11 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     if base.policy_digest and base.policy_digest != cand.policy_digest:
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
-    from perfgate.compare.causes import find_causes
+    from perfgate.compare.causes import find_causes, waterfall
     causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views)
+    view = next((v for v in policy.gate_views if any(c.labels.get("view") == v for c in comparisons)), None)
+    detail["waterfall"] = waterfall(base, cand, view) if view is not None else None
+    detail["sensitivity"] = sensitivity(comparisons, view)
     partial, error = _partial_note(comparisons, policy), None
     if partial:
         notes.insert(0, partial[0])
@@ -261,6 +286,19 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
                       elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=detail,
                       causes=tuple(causes), unexplained=tuple(unexplained), error=error)
+
+
+def sensitivity(comparisons, view) -> dict:
+    """What a pass of this check vouches for in ``view`` (the first gated view): ``family_excess_us``,
+    the smallest kernel-family excess beyond the device's speed it would have failed on (us per step,
+    :func:`perfgate.compare.parts.smallest_caught`); ``step_time`` / ``computing``, the tolerances
+    step time and Computing were judged by (text)."""
+    from perfgate.compare.parts import smallest_caught
+    in_view = [c for c in comparisons if c.labels.get("view") == view]
+    by_name = {c.name: c for c in in_view if c.gated and c.verdict != terms.INCOMPARABLE}
+    return {"view": view, "family_excess_us": smallest_caught(in_view),
+            "step_time": by_name["step.time_us"].tolerance if "step.time_us" in by_name else None,
+            "computing": by_name["step.computing_us"].tolerance if "step.computing_us" in by_name else None}
 
 
 def _not_judged(comparisons) -> tuple:
@@ -333,7 +371,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         prov.update(commit_facts(prov["commit"], cwd=cwd))
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
-                           fail_closed=set(policy.fail_closed) | {"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"},
+                           fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED,
                            path=capture_path)
         _refuse_partial(fp, "be recorded in the history")
     except InvalidCaptureError as e:
@@ -382,7 +420,7 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     paths = list(capture_paths)
     refuse_same_path(paths)
     fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
-                         fail_closed=policy.fail_closed, path=p) for p in paths]
+                         fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=p) for p in paths]
     refuse_same_content(paths, fps)
     from perfgate.metrics.repeat import require_one_job
     require_one_job(fps)   # noise is learned from repeated runs of one job, never across jobs

@@ -55,15 +55,15 @@ def test_compute_faster_with_communication_as_it_was_is_no_communication_regress
             and ("hcom" in str(c["labels"].get("family", "")) or c["labels"].get("category") == "Comm"
                  or c["labels"].get("core_type") in ("HCCL", "COMMUNICATION"))]
     assert comm and all(c["verdict"] == "unchanged" for c in comm), [(c["key"], c["verdict"]) for c in comm]
-    assert any("communication's own ΣDuration per step did not move" in c["reason"] for c in comm)
+    assert any("within the bound" in c["reason"] for c in comm)
     assert not any(x["subject"].startswith("hcom") for x in res["causes"])
 
 
-def test_a_compute_family_that_kept_its_time_on_a_faster_device_still_regresses(tmp_path):
-    """The other side of the rule: the relative judgement stays for compute parts. Every compute
-    family ×0.5 except MatMulV3 (its time as before, on a device twice as fast): that family is
-    slower than the device, the regression the scale factor exists to see, though its own
-    ΣDuration did not move."""
+def test_a_compute_family_that_kept_its_time_on_a_faster_device_is_no_regression(tmp_path):
+    """Every compute family ×0.5 except MatMulV3 (its time as before, on a device twice as fast):
+    the device's speed explains any own time between the baseline's and s times it, so a family
+    that kept its time did not regress (nothing got slower; the step got faster). Its reason says
+    which range the device explains."""
     from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
     keep = "aclnnMatmul_MatMulV3Common_MatMulV3"
     base = write_capture(tmp_path / "base", SynthSpec())
@@ -72,10 +72,13 @@ def test_a_compute_family_that_kept_its_time_on_a_faster_device_still_regresses(
     assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
     r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
     res = _result(out)
-    assert r.exit_code == 1, r.output
-    assert any(c["fails"] and c["name"] == "share.family" and c["labels"]["family"] == keep
-               and "slower than the device" in c["reason"] for c in res["comparisons"]), r.output
-    assert not any(c["fails"] and "hcom" in str(c["labels"].get("family", "")) for c in res["comparisons"])
+    assert r.exit_code == 0, r.output
+    share = next(c for c in res["comparisons"] if c["name"] == "share.family" and c["labels"]["family"] == keep
+                 and c["labels"]["view"] == "rank0")
+    assert share["verdict"] == "unchanged" and "within the bound" in share["reason"]
+    lo, hi = share["stats"]["part"]["explained_us"]
+    assert lo < share["stats"]["part"]["cand_us"] <= hi and share["stats"]["part"]["scale"] < 0.6
+    assert not any(x["fails"] for x in res["causes"])
 
 
 def test_uniform_compute_slowdown_names_computing_and_calls_nothing_a_gain(tmp_path):
@@ -93,9 +96,9 @@ def test_uniform_compute_slowdown_names_computing_and_calls_nothing_a_gain(tmp_p
     assert r.exit_code == 1
     assert res["counts"]["gated"]["improvement"] == 0, r.output
     top = res["causes"][0]
-    assert top["kind"] == "step anatomy" and top["subject"].startswith("Computing"), res["causes"]
+    assert top["kind"] == "device" and top["subject"] == "Computing", res["causes"]
     assert any(k.startswith("step.computing_us") for k in top["explains"])
-    assert top["step_delta_caliber"] == "busy union" and "computing" in top["what"]
+    assert top["step_delta_caliber"] == "busy union" and "every compute kernel ×1.5" in top["what"]
     assert not [k for k in res["unexplained"] if k.startswith("step.computing_us")]
     assert "more than the step's change" not in r.output   # +3,298 of +3,297 us is 100 %, not "more"
 

@@ -45,7 +45,14 @@ def step_side(values, runs):
 
 @pytest.fixture(scope="module")
 def policy():
-    return load_policy()
+    """The default policy with step time's repeated-capture tolerance at 5 %: these tests pin the
+    statistics' mechanics at hand-chosen shifts, not the default's figure."""
+    from dataclasses import replace as dc_replace
+
+    from perfgate.policy import Tolerance
+    p = load_policy()
+    tol = dict(p.statistics["tolerances"], **{"step.time_us": Tolerance("rel", 0.05)})
+    return dc_replace(p, statistics=p.statistics.with_values({"tolerances": tol}))
 
 
 # ------------------------------------------------------------------ exact small-sample facts
@@ -90,16 +97,16 @@ def test_clear_shift_beyond_tolerance_is_a_regression(policy):
     c = _cmp(step_side(1000 * rng.lognormal(0, 0.02, 50), 5),
              step_side(1100 * rng.lognormal(0, 0.02, 50), 5), policy)
     assert c.verdict == terms.REGRESSION and c.fails
-    assert c.stats["q"] < 0.05 and c.stats["ci"][0] > 0.05          # whole interval beyond +5 %
+    assert c.stats["ci"][0] > 0.05                                   # whole interval beyond +5 %
     assert 0.08 < c.stats["effect"] < 0.12
-    assert "Mann-Whitney U" not in c.reason or "significant" in c.reason
+    assert "entirely beyond the tolerance" in c.reason
 
 
 def test_significant_but_small_change_is_unchanged(policy):
     rng = np.random.default_rng(2)
     c = _cmp(step_side(1000 * rng.lognormal(0, 0.005, 50), 5),
              step_side(1010 * rng.lognormal(0, 0.005, 50), 5), policy)
-    assert c.stats["q"] < 0.05                                       # real, but +1 % < 5 %
+    assert 0 < c.stats["ci"][0] and c.stats["ci"][1] < 0.05         # real, but +1 % < 5 %
     assert c.verdict == terms.UNCHANGED and not c.fails
     assert "within the tolerance" in c.reason
 
@@ -146,24 +153,29 @@ def test_single_captures_keep_the_tolerance_rule(policy):
     assert c.verdict == terms.UNCHANGED and c.stats == {}
 
 
-def test_benjamini_hochberg_q_at_least_p_and_counts_stay_exact(policy):
+def test_the_interval_decides_without_a_p_value_gate_and_counts_stay_exact(policy):
+    """Many metrics in one check do not make a clear shift "not significant": the interval alone
+    decides (a Benjamini-Hochberg gate over every gated metric let Computing +15.6 % at 5 v 5 runs
+    pass). Shares with samples are not judged here but through their parts' own time; counts
+    stay exact comparisons."""
     rng = np.random.default_rng(5)
-    ms_b, ms_c = [], []
+    base = list(1000 * np.exp(rng.normal(0, 0.02, 5)))
+    cand = list(1150 * np.exp(rng.normal(0, 0.02, 5)))
+    ms_b = [mv("step.time_us", float(np.median(base)), samples=base, runs=5),
+            mv("kernel.calls_per_step", 4.0, unit="calls", family="Add", runs=5)]
+    ms_c = [mv("step.time_us", float(np.median(cand)), samples=cand, runs=5),
+            mv("kernel.calls_per_step", 5.0, unit="calls", family="Add", runs=5)]
     for i, cat in enumerate(["FA", "MatMul", "Vector", "Comm"]):
-        base = list(rng.normal(0.2, 0.01, 50))
-        shift = 0.01 if cat == "Comm" else 0.0
-        cand = list(rng.normal(0.2 + shift, 0.01, 50))
-        ms_b.append(mv("share.category", float(np.median(base)), unit="ratio", samples=base, runs=5, category=cat))
-        ms_c.append(mv("share.category", float(np.median(cand)), unit="ratio", samples=cand, runs=5, category=cat))
-    ms_b.append(mv("kernel.calls_per_step", 4.0, unit="calls", family="Add", runs=5))
-    ms_c.append(mv("kernel.calls_per_step", 5.0, unit="calls", family="Add", runs=5))
+        vals = list(rng.normal(0.2, 0.01, 5))
+        ms_b.append(mv("share.category", float(np.median(vals)), unit="ratio", samples=vals, runs=5, category=cat))
+        ms_c.append(mv("share.category", float(np.median(vals)), unit="ratio", samples=vals, runs=5, category=cat))
     cmps, _ = compare_fingerprints(fp(*ms_b, captures=5), fp(*ms_c, captures=5), policy)
     by = {c.key: c for c in cmps}
-    tested = [c for c in cmps if c.stats.get("p") is not None]
-    assert len(tested) == 4 and all(c.stats["q"] >= c.stats["p"] - 1e-15 for c in tested)
-    assert by["share.category{category=Comm,view=p50}"].verdict == terms.REGRESSION
+    st = by["step.time_us{view=p50}"]
+    assert st.verdict == terms.REGRESSION and st.stats["ci"][0] > 0.05 and "q" not in st.stats
+    assert all("ci" not in c.stats for c in cmps if c.name == "share.category")
     calls = by["kernel.calls_per_step{family=Add,view=p50}"]
-    assert calls.verdict == terms.REGRESSION and calls.stats == {}   # exact, outside the FDR family
+    assert calls.verdict == terms.REGRESSION and calls.stats == {}
 
 
 def test_old_baseline_without_samples_loads_and_compares(policy):
@@ -193,13 +205,13 @@ def test_merge_pools_samples_and_keeps_counts_exact():
         merge_fingerprints([a, other])
 
 
-def test_family_deltas_rank_growth_first():
+def test_family_deltas_rank_excess_beyond_the_device_first():
     base = fp(mv("kernel.calls_per_step", 16.0, unit="calls", family="MatMul"),
               mv("kernel.time_us", 4000.0, family="MatMul"),
               mv("kernel.calls_per_step", 10.0, unit="calls", family="Cast"),
               mv("kernel.time_us", 80.0, family="Cast"))
     cand = fp(mv("kernel.calls_per_step", 16.0, unit="calls", family="MatMul"),
-              mv("kernel.time_us", 4100.0, family="MatMul"),
+              mv("kernel.time_us", 4400.0, family="MatMul"),
               mv("kernel.calls_per_step", 20.0, unit="calls", family="Cast"),
               mv("kernel.time_us", 160.0, family="Cast"),
               mv("kernel.calls_per_step", 2.0, unit="calls", family="Gelu"),
@@ -207,7 +219,10 @@ def test_family_deltas_rank_growth_first():
     rows = family_deltas(base, cand, "p50")
     assert [r["family"] for r in rows] == ["MatMul", "Cast", "Gelu"]
     assert rows[1]["calls_base"] == 10 and rows[1]["calls_cand"] == 20 and rows[1]["delta_us"] == 80.0
-    assert rows[2]["calls_base"] == 0 and rows[2]["sum_dur_base_us"] is None and rows[2]["delta_us"] == 30.0
+    assert rows[2]["calls_base"] == 0 and rows[2]["sum_dur_base_us"] == 0.0 and rows[2]["delta_us"] == 30.0
+    # on a device 1.1x slower, MatMul's +10 % is the device's: Cast's doubled calls lead
+    rows = family_deltas(base, cand, "p50", scale=1.1)
+    assert [r["family"] for r in rows] == ["Cast", "Gelu", "MatMul"] and rows[2]["excess_us"] == pytest.approx(0.0)
 
 
 def test_calibrate_proposes_k_times_robust_sigma(policy):

@@ -1,16 +1,15 @@
-"""Attribution: which kernel families make up the delta of a regressed aggregate.
+"""Attribution: which kernel families make up the change of a regressed aggregate.
 
 For a regression of a step aggregate (step time, Computing, device time, a ΣDuration share,
 exposed communication, the step anatomy) the comparison gets the kernel families whose
-per-step ΣDuration grew most in the same cross-rank view, with their calls per step and
-ΣDuration per step on both sides, so the PR comment says *what* got slower. Communication
-families (``hcom_*``) explain only communication aggregates and the Comm share; compute
-families only Computing and the other shares; step and device time may be either.
-
-Inputs are the fingerprints' ``kernel.calls_per_step{family}`` (calls, the median over steps)
-and ``kernel.time_us{family}`` (ΣDuration per step in us, the median over steps; kept for the
-Top-N + slack families only, so a family beyond that depth shows its count change with
-``delta_us`` None). A family absent on one side counts 0 calls / 0 us. Pure.
+ΣDuration per step grew most *beyond the device's speed* in the same cross-rank view, with their
+calls per step and ΣDuration per step on both sides, so the PR comment says *what* got slower and
+never lists a family that only moved with the device. A family's excess is
+``T_c − s · T_b`` (us per step; ``s`` the view's device scale, :func:`perfgate.compare.parts.scale_factor`;
+``T`` its ``share.family`` times the device ΣDuration, so every family has one). Communication
+families (``hcom_*``) explain only communication aggregates and the Comm share; compute families
+only Computing and the other shares; step and device time may be either. A family absent on one
+side counts 0 calls / 0 us. Pure.
 """
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ import re
 from dataclasses import replace
 
 from perfgate import terms
-from perfgate.model import Comparison, Fingerprint
+from perfgate.model import Comparison, Fingerprint, metric_key
 
 AGGREGATE_PREFIXES = ("step.", "share.", "device.")
 TOP = 3
@@ -38,38 +37,24 @@ def _scope(c: Comparison) -> str:
     return "all"
 
 
-def family_deltas(base: Fingerprint, cand: Fingerprint, view: str | None) -> list[dict]:
-    """Per kernel family in ``view``: ``family``, ``calls_base``, ``calls_cand`` (calls per
-    step), ``sum_dur_base_us``, ``sum_dur_cand_us`` (ΣDuration per step, us; None when not in
-    the fingerprint) and ``delta_us`` (candidate − baseline ΣDuration, None if unknown),
-    sorted by ``delta_us`` then by the change of calls, largest growth first."""
-    fams: dict[str, dict] = {}
-    for side, fp in (("base", base), ("cand", cand)):
-        for m in fp.metrics.values():
-            if m.labels.get("view") != view or "family" not in m.labels:
-                continue
-            rec = fams.setdefault(m.labels["family"], {"family": m.labels["family"]})
-            if m.name == "kernel.calls_per_step":
-                rec[f"calls_{side}"] = float(m.value)
-            elif m.name == "kernel.time_us":
-                rec[f"sum_dur_{side}_us"] = float(m.value)
+def family_deltas(base: Fingerprint, cand: Fingerprint, view: str | None, scale: float = 1.0) -> list[dict]:
+    """Per kernel family in ``view``: ``family``, ``calls_base``, ``calls_cand`` (calls per step),
+    ``sum_dur_base_us``, ``sum_dur_cand_us`` (ΣDuration per step, us), ``delta_us`` (candidate −
+    baseline) and ``excess_us`` (``T_c − scale · T_b``), sorted by excess, then by the change of
+    calls, largest growth first."""
+    from perfgate.compare.parts import family_time
+    fams = sorted({m.labels["family"] for fp in (base, cand) for m in fp.metrics.values()
+                   if m.labels.get("view") == view and m.name in ("share.family", "kernel.calls_per_step", "kernel.time_us")
+                   and "family" in m.labels})
     out = []
-    for rec in fams.values():
-        rec.setdefault("calls_base", 0.0)
-        rec.setdefault("calls_cand", 0.0)
-        has_b, has_c = "sum_dur_base_us" in rec, "sum_dur_cand_us" in rec
-        if has_b or has_c:
-            # a family below the Top-N depth on one side but with calls there is unknown, not 0
-            if not has_b and rec["calls_base"] > 0 or not has_c and rec["calls_cand"] > 0:
-                rec["delta_us"] = None
-            else:
-                rec["delta_us"] = rec.get("sum_dur_cand_us", 0.0) - rec.get("sum_dur_base_us", 0.0)
-        else:
-            rec["delta_us"] = None
-        rec.setdefault("sum_dur_base_us", None)
-        rec.setdefault("sum_dur_cand_us", None)
-        out.append(rec)
-    out.sort(key=lambda r: (-(r["delta_us"] or 0.0), -(r["calls_cand"] - r["calls_base"]), r["family"]))
+    for fam in fams:
+        def calls(fp):
+            m = fp.metrics.get(metric_key("kernel.calls_per_step", family=fam, view=view))
+            return float(m.value) if m is not None else 0.0
+        tb, tc = family_time(base, fam, view), family_time(cand, fam, view)
+        out.append({"family": fam, "calls_base": calls(base), "calls_cand": calls(cand), "sum_dur_base_us": tb,
+                    "sum_dur_cand_us": tc, "delta_us": tc - tb, "excess_us": tc - scale * tb})
+    out.sort(key=lambda r: (-r["excess_us"], -(r["calls_cand"] - r["calls_base"]), r["family"]))
     return out
 
 
@@ -78,12 +63,11 @@ def _text(r: dict) -> str:
         return "n/a" if v is None else f"{v:,.1f}"
     calls = f"calls {r['calls_base']:g} -> {r['calls_cand']:g}"
     dur = f"ΣDuration {us(r['sum_dur_base_us'])} -> {us(r['sum_dur_cand_us'])} us/step"
-    d = f" ({r['delta_us']:+,.1f} us)" if r["delta_us"] is not None else ""
-    return f"{r['family']} {calls}, {dur}{d}"
+    return f"{r['family']} {calls}, {dur} ({r['excess_us']:+,.1f} us beyond the device)"
 
 
 #: Joins a regression's reason and its attribution text (reports may split on it).
-ATTRIBUTION_LEAD = ". Kernel families that grew most: "
+ATTRIBUTION_LEAD = ". Kernel families beyond the device's speed: "
 
 
 _PART_LABELS = ("category", "core_type", "phase")   # share labels that a family's detail row carries
@@ -117,17 +101,24 @@ def _part_members(c: Comparison, base: Fingerprint, cand: Fingerprint) -> set | 
     return {f for f, p in parts.items() if all(p.get(k) == v for k, v in want.items())}
 
 
-def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top: int = TOP) -> Comparison:
-    """Attach to a regressed aggregate the ``top`` families that grew most (ΣDuration up or
-    more calls), in ``attribution`` and appended to the reason. For a share of one part (a
-    family, a category, a core type, a phase) that rose, only the families inside that part
-    count: a family outside it that grew lowers the share, it cannot explain a rise (a
-    communication family's own share rising was once "explained" by the MatMul family that grew
-    beside it); for one that fell (``exact`` direction), only the families outside it.
-    Other comparisons unchanged."""
+def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top: int = TOP,
+                       scales: dict | None = None) -> Comparison:
+    """Attach to a regressed aggregate the ``top`` families whose ΣDuration grew most beyond the
+    device's speed (or whose calls grew), in ``attribution`` and appended to the reason. For a share
+    of one part (a family, a category, a core type, a phase) that rose, only the families inside
+    that part count; for one that fell (``exact`` direction), only the families outside it. When
+    every family moved with the device, nothing is attached: no family explains it. ``scales``
+    ({view: Scale}) reuses the device scales already computed. Other comparisons unchanged."""
     if c.verdict != terms.REGRESSION or not c.name.startswith(AGGREGATE_PREFIXES):
         return c
-    rows = family_deltas(base, cand, c.labels.get("view"))
+    view = c.labels.get("view")
+    scale = (scales or {}).get(view)
+    if scale is None:
+        from perfgate.compare.parts import scale_factor
+        scale = scale_factor(base, cand, view)
+        if scales is not None:
+            scales[view] = scale
+    rows = family_deltas(base, cand, view, scale.value)
     scope = _scope(c)
     members = _part_members(c, base, cand)
     if members is not None:   # a share that rose: families inside its part; one that fell: outside it
@@ -137,8 +128,12 @@ def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top:
         rows = [r for r in rows if not COMM_FAMILY.match(r["family"])]
     elif scope == "comm":
         rows = [r for r in rows if COMM_FAMILY.match(r["family"])]
-    grew = [r for r in rows if (r["delta_us"] or 0.0) > 0 or r["calls_cand"] > r["calls_base"]][:top]
+    grew = [r for r in rows if r["excess_us"] >= MIN_EXCESS_US or r["calls_cand"] > r["calls_base"]][:top]
     if not grew:
         return c
     return replace(c, attribution=grew,
                    reason=c.reason + ATTRIBUTION_LEAD + "; ".join(_text(r) for r in grew))
+
+
+#: an excess below this (us per step) is rounding, not a family that explains anything
+MIN_EXCESS_US = 1.0

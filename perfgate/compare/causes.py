@@ -1,475 +1,197 @@
-"""Causes, not symptoms: group the gated findings of one check into the changes that explain them.
+"""Causes, not symptoms: the changes that explain one check's gated findings, ranked by what they
+did to the step.
+
+The step is a sum of parts (:mod:`perfgate.compare.parts`)::
+
+    Δ step time = Δ Computing + Δ exposed communication + Δ idle           (step_trace_time.csv)
+    Δ Computing = (s − 1) · Computing_b  +  Σ_f E_f  +  other compute        (s: device scale)
+
+with ``E_f = T_c(f) − s · T_b(f)`` a compute family's ΣDuration per step beyond the device's
+speed and *other compute* the rest (overlap between streams: Computing is a busy union, the
+families ΣDuration). When the collectives moved with the device too (their ΣDuration ratio is
+nearer ``s`` than 1) the device's share of exposed communication, ``(s − 1) · exposed_b``, is the
+device's as well. :func:`waterfall` writes this decomposition; its items add up to the step-time
+change exactly.
 
 A *cause* is one of
 
-- a **kernel family** whose calls per step changed (including a family that is new or gone), or
-  whose ΣDuration per step changed relative to the device's scale factor
-  (:mod:`perfgate.compare.composition`, judged through its ``share.family`` comparison);
-  communication families (``hcom_*``) are named *communication* causes;
-- a **communication kind** whose collectives per step (``comm.calls_per_step{kind}``) changed;
-- a **part of the step anatomy** (device idle / underfeed, free time, exposed communication)
-  that moved while no kernel family explains it;
-- the **capture quality**: kernel rows left out (N/A or empty Duration) or outside every step
-  (blank Step Id) whose count changed.
+- a **kernel family** (``kernel family``; ``communication`` for an ``hcom_*`` / HCCL family) whose
+  calls per step changed (new, gone, more, fewer) or whose own time per step moved beyond the
+  device (its ``share.family`` judged through its excess);
+- a **communication kind** whose collectives per step changed (``communication``);
+- the **device** (``device``): every part moved with the device scale. Its subject is
+  ``Computing`` when the compute kernels did and the collectives did not, ``device-wide`` when
+  both did; it is named only when it explains a step-level change no part explains as much;
+- a **step-anatomy** part (``step anatomy``): ``exposed communication`` when no communication
+  family explains its excess, ``idle time`` (host-bound gaps);
+- the **model structure** (layer / micro-batch / pass counts) absorbing families whose calls moved
+  with it; the **capture quality** (rows left out or outside every step).
 
-One family, communication kind or anatomy part is one cause whatever the signs of its symptoms
-(issue: a family with fewer calls but more ΣDuration was listed as an improvement, and as two
-causes). Its ``verdict`` is what it did to the step: the sign of its ΣDuration change per step in
-the first gated view (below max(1 us, 5 %) = none), else of its calls-per-step change; a cause
-explaining a failing metric is a regression. A family with calls per step in the baseline and none
-in the candidate (first gated view) has verdict ``gone`` ("no longer runs", never an improvement:
-its ΣDuration did not shrink, it is absent), one only the candidate runs has verdict ``new``; either
-is a regression only when it explains a failing gated metric. A family whose ΣDuration and calls
-per step did not move, whose symptoms are improvements only (its share fell because the rest of the
-step grew: compute ×1.5 made every collective's share fall), has verdict ``side_effect``: named,
-never called an improvement (third audit round).
+Each gated symptom (a comparison judged regression or improvement) is explained by exactly one
+cause: a family's own counts and share by that family; an aggregate share (category, core type,
+phase, block) by the family inside it whose excess is largest with the symptom's sign; total and
+operator-type call counts by the family whose calls moved most that way; exposed communication by
+a communication family that regressed, else by itself; step time, Computing and the device busy
+union by the largest contribution of the symptom's sign in the waterfall (Computing: compute
+families or the device only). A part that got faster never explains a regression.
 
-A *symptom* is a gated comparison judged ``regression`` or ``improvement``. It is explained by
-exactly one cause among those it follows from (of the symptom's sign when there is one, then the
-one that changed most: calls for call counts, ΣDuration per step otherwise):
-
-============================================  =========================================
-symptom                                        explained by
-============================================  =========================================
-``kernel.calls_per_step{family}``, ``share.family{family}``, ``mfu.ratio{family}``  that family
-``kernel.total_calls_per_step``, ``optype.calls_per_step``  families whose calls changed
-``share.category`` / ``share.core_type`` / ``share.phase*`` / ``block.share``  families of the scope that changed (Comm parts: communication families; others: compute families); when none of them changed (ΣDuration within max(1 us, 5 %), same calls), the families outside it that did: the share moved because the rest of the step did
-``step.computing_us``                          compute families
-``step.exposed_comm_ratio``, ``comm.*``        communication families and kinds
-``step.time_us``, ``device.time_us``           the largest cause of that sign
-``kernel.topn``                                families that entered or left
-``step.underfeed_ratio``, ``step.free_us``     the step-anatomy cause
-``kernel.invalid_rows``, ``kernel.unassigned_rows``  a *capture quality* cause (rows the capture
-                                               could not give a time or a step: its data changed)
-============================================  =========================================
-
-Symptoms no cause explains are returned as ``unexplained``. Views (rank0 / p50 / max) are
-columns of one cause, never separate causes. Each cause says what changed (calls per step,
-ΣDuration per step and its ratio to the device scale, in the first gated view), its evidence
-rows, the gated metric keys it explains, and how much of the step-time change it accounts
-for: ``ΔΣDuration per step of the cause / Δ step time`` (ΣDuration and busy-union calibers
-differ, so with overlap the figure can exceed 100 %; it is a share of the explanation, not a
-decomposition). Pure.
+Each cause carries ``kind``, ``subject``, ``verdict`` (regression | improvement | new | gone |
+renamed), ``fails`` (explains a failing metric), ``what`` and ``views`` (text), ``evidence``,
+``explains`` (metric keys), ``step_delta_us`` (its contribution to the step-time change, us per
+step, first gated view; the same figure in the waterfall), ``step_time_delta_us`` and
+``step_fraction`` (their quotient). Causes are sorted failing first, then by contribution. Pure.
 """
 from __future__ import annotations
 
+import math
+
 from perfgate import terms
-from perfgate.compare.attribution import COMM_FAMILY
-from perfgate.compare.composition import OWN_CHANGE, is_comm_part
+from perfgate.compare.parts import (SCALE_AGREEMENT, family_time, is_comm_family, part_of, scale_factor,
+                                    share_time_runs, value_of)
 from perfgate.model import Comparison, Fingerprint, metric_key
 
 MOVED = (terms.REGRESSION, terms.IMPROVEMENT)
-GONE = "gone"   # cause verdict: a family of the baseline that no longer runs in the candidate (not a gain)
-#: cause verdict: a family whose own ΣDuration and calls per step did not move (below max(1 us,
-#: 5 %)) while its share improved because the rest of the step changed: a side effect, never a gain
-SIDE_EFFECT = "side_effect"
-NEW = "new"     # cause verdict: a family only the candidate runs (a regression only when a gated metric fails)
+GONE = "gone"       # cause verdict: a family of the baseline that no longer runs (not a gain)
+NEW = "new"         # cause verdict: a family only the candidate runs
+RENAMED = "renamed"  # cause verdict: a family under another name (perfgate.compare.renames)
+DEVICE = "device"
+COMPUTING = "Computing"
+DEVICE_WIDE = "device-wide"
+EXPOSED = "exposed communication"
+IDLE = "idle time"
+MIN_STEP_DELTA_US = 1.0   # a step-time change below this is no change to apportion (us)
+
 _FAMILY_SYMPTOMS = ("kernel.calls_per_step", "share.family", "mfu.ratio", "pipe.memory_bound")
 _CALL_SYMPTOMS = ("kernel.total_calls_per_step", "optype.calls_per_step")
 _PART_SYMPTOMS = ("share.category", "share.core_type", "share.phase", "share.phase_category", "block.share",
                   "pipe.bound_share")
-_ANATOMY = ("step.underfeed_ratio", "step.free_us", "step.bubble_us", "step.internal_bubble_us",
-            "step.prelaunch_gap_us", "step.tail_gap_us")
-_COMM_SYMPTOMS = ("step.exposed_comm_ratio", "step.comm_us", "step.comm_not_overlapped_us")
-# counts of kernel rows a rank could not use: the change is in the capture's data, not its performance
+_STEP_SYMPTOMS = ("step.time_us", "step.computing_us", "device.time_us")
+_PART_LABELS = ("category", "core_type", "phase", "bound")
 _QUALITY = {"kernel.invalid_rows": "kernel rows left out (N/A or empty Duration)",
             "kernel.unassigned_rows": "kernel rows outside every step (blank Step Id)"}
-
-
-def _num(fp: Fingerprint, key: str) -> float | None:
-    m = fp.metrics.get(key)
-    if m is None:
-        return None
-    try:
-        return float(m.value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _sign(verdict) -> int:
-    return 1 if verdict == terms.REGRESSION else -1
+_LAYOUT = ("layer.count", "microbatch.count_per_step", "pass.count_per_step")   # the model itself changed
+_STRUCTURE = ("layer.count", "microbatch.count_per_step", "pass.count_per_step", "layer.class_count",
+              "block.count")
+_COUNT_SYMPTOMS = ("kernel.calls_per_step", "kernel.total_calls_per_step", "optype.calls_per_step",
+                   "comm.calls_per_step")
 
 
 def _us(v) -> str:
-    return "n/a" if v is None else f"{v:,.1f}"
-
-
-def _us0(v) -> str:
     return "n/a" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}")
 
 
-def _family_change(base, cand, fam: str, view) -> dict:
-    cb = _num(base, metric_key("kernel.calls_per_step", family=fam, view=view)) or 0.0
-    cc = _num(cand, metric_key("kernel.calls_per_step", family=fam, view=view)) or 0.0
-    tb = _num(base, metric_key("kernel.time_us", family=fam, view=view))
-    tc = _num(cand, metric_key("kernel.time_us", family=fam, view=view))
-    if tb is None and cb == 0:
-        tb = 0.0
-    if tc is None and cc == 0:
-        tc = 0.0
-    return {"calls_base": cb, "calls_cand": cc, "sum_dur_base_us": tb, "sum_dur_cand_us": tc,
-            "delta_us": (tc - tb) if tb is not None and tc is not None else None}
+# ---------------------------------------------------------------- the waterfall
 
-
-def _presence(ch: dict) -> str | None:
-    """``gone`` (calls per step > 0 in the baseline, 0 in the candidate), ``new`` (the reverse), else None."""
-    if ch["calls_base"] > 0 and ch["calls_cand"] == 0:
-        return GONE
-    if ch["calls_base"] == 0 and ch["calls_cand"] > 0:
-        return NEW
-    return None
-
-
-def _family_text(ch: dict, rel: float | None) -> str:
-    presence = _presence(ch)
-    if presence == GONE:   # no ratio, no percentage: it did not get faster, it no longer runs
-        tb = ch["sum_dur_base_us"]
-        return (f"gone: no longer runs in the candidate ({ch['calls_base']:g} calls/step"
-                + (f", ΣDuration {_us0(tb)} us/step" if tb else "") + " in the baseline)")
-    if presence == NEW:
-        tc = ch["sum_dur_cand_us"]
-        return (f"new: runs only in the candidate ({ch['calls_cand']:g} calls/step"
-                + (f", ΣDuration {_us0(tc)} us/step" if tc else "") + "; absent from the baseline)")
-    bits = []
-    if ch["calls_base"] != ch["calls_cand"]:
-        bits.append(f"calls {ch['calls_base']:g} -> {ch['calls_cand']:g}/step")
-    tb, tc = ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
-    if tb is not None and tc is not None and (tb or tc):
-        pct = f" ({tc / tb - 1:+.0%})" if tb else ""
-        bits.append(f"ΣDuration {_us0(tb)} -> {_us0(tc)} us/step{pct}")
-    if rel is not None and abs(rel - 1.0) > 1e-3:
-        bits.append(f"×{rel:.2f} vs the device")
-    return "; ".join(bits) or "changed"
-
-
-def _between_ranks(base, cand, fam: str, view, ch: dict) -> str:
-    """For the p50 view of an even number of ranks, a call count that is the mean of the two
-    middle ranks' counts may be no count any rank ran ("calls 12 -> 18/step" when rank 1 of 2
-    went 12 -> 24): say so, with the rank0 and max views' counts (and, for two ranks, the other
-    rank's, which is 2 x p50 - rank0). Empty when the p50 is rank0's or max's count on both
-    sides, or the number of ranks is odd (seventh audit round)."""
-    if view != terms.VIEW_P50:
-        return ""
-
-    def calls(fp, v):
-        return _num(fp, metric_key("kernel.calls_per_step", family=fam, view=v))
-    m = cand.metrics.get(metric_key("kernel.calls_per_step", family=fam, view=view))
-    n = (m.context or {}).get("ranks") if m is not None else None
-    r0 = (calls(base, terms.VIEW_RANK0), calls(cand, terms.VIEW_RANK0))
-    mx = (calls(base, terms.VIEW_MAX), calls(cand, terms.VIEW_MAX))
-    p50 = (ch["calls_base"], ch["calls_cand"])
-    fractional = not all(float(v).is_integer() for v in p50)
-    observed = all(v in (a, b) for v, a, b in zip(p50, r0, mx) if a is not None and b is not None)
-    if not fractional and (not isinstance(n, int) or n % 2 or observed):
-        return ""
-    if n == 2 and None not in r0:   # the other rank's count: 2 x median - rank0's
-        views = (("rank0", r0), ("the other rank", (2 * p50[0] - r0[0], 2 * p50[1] - r0[1])))
-    else:
-        views = (("rank0", r0), ("max", mx))
-    seen = [f"{name} {a:g} -> {b:g}" for name, (a, b) in views if a is not None and b is not None]
-    claim = ", no rank's count" if fractional or n == 2 else ""
-    return f" (median of {n or 'an even number of'} ranks{claim}" + (f": {'; '.join(seen)}" if seen else "") + ")"
-
-
-def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50)
-                ) -> tuple[list[dict], list[str]]:
-    """Group gated findings into causes (module doc).
-
-    Returns:
-        ``(causes, unexplained)``: causes as dicts — ``kind`` (kernel family | communication |
-        step anatomy), ``subject``, ``verdict`` (regression | improvement | gone | new | side_effect), ``fails`` (explains
-        a failing metric), ``what`` (text, first gated view), ``views`` ({view: short text}),
-        ``evidence`` (list of evidence strings), ``explains`` (gated metric keys),
-        ``step_delta_us`` (ΣDuration change per step, us, or None; for a step-anatomy part its
-        own figure's change, in the caliber ``step_delta_caliber`` names: "busy union", "elapsed"), ``step_time_delta_us``
-        (step.time_us change, elapsed, us), ``step_fraction`` (their quotient or None) —
-        failing causes first, then by |step_delta_us|; ``unexplained``: keys of gated moved
-        metrics no cause explains.
-    """
-    symptoms = [c for c in comparisons if c.gated and c.verdict in MOVED]
-    by_key = {c.key: c for c in comparisons}
-    views = [v for v in gate_views if any(c.labels.get("view") == v for c in symptoms)] or [None]
-    first = views[0]
-    causes: dict[tuple, dict] = {}
-    owner: dict[str, dict] = {}   # symptom key -> the one cause that explains it
-
-    def cause(kind, subject, verdict) -> dict:
-        k = (kind, subject)   # one cause per thing that changed, whatever the signs of its symptoms
-        if k not in causes:
-            causes[k] = {"kind": kind, "subject": subject, "verdict": str(verdict), "fails": False, "what": "",
-                         "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
-                         "step_time_delta_us": None, "step_fraction": None, "_own_time": False}
-        return causes[k]
-
-    # 1. family causes: calls changed, or own time relative to the device (share.family judged)
-    for c in symptoms:
-        fam = c.labels.get("family")
-        if c.name in ("kernel.calls_per_step", "share.family") and fam:
-            kind = "communication" if COMM_FAMILY.match(fam) else "kernel family"
-            x = cause(kind, fam, c.verdict)
-            x["_own_time"] = x["_own_time"] or c.name == "share.family"
-        elif c.name == "comm.calls_per_step":
-            cause("communication", c.labels.get("kind", "?"), c.verdict)
-        elif c.name == "kernel.topn":
-            for fam in set(c.candidate or []) ^ set(c.baseline or []):
-                cause("communication" if COMM_FAMILY.match(fam) else "kernel family", fam, c.verdict)
-    fam_causes = [v for v in causes.values() if v["kind"] in ("kernel family", "communication")]
-    for x in fam_causes:   # the verdict follows what the change did to the step (module doc)
-        x["_d_us"], x["_d_calls"] = _own_change(base, cand, x, first)
-        own = [c.verdict for c in symptoms if c.labels.get("family") == x["subject"]
-               or (c.name == "comm.calls_per_step" and c.labels.get("kind") == x["subject"])]
-        x["verdict"] = str(_verdict_of(x, own or [x["verdict"]]))
-
-    def explain(cs: list[dict], c: Comparison) -> bool:
-        """``c`` is explained by one cause of ``cs``: of the same verdict if any, then the one that
-        changed most (calls for a call-count symptom, ΣDuration per step otherwise); a later call
-        re-assigns it."""
-        if not cs:
-            return False
-        calls = c.name in _COUNT_SYMPTOMS
-        best = max(cs, key=lambda x: (x["verdict"] == str(c.verdict), abs(x.get("_d_calls") or 0.0) if calls else 0.0,
-                                      abs(x.get("_d_us") or 0.0)))
-        prev = owner.get(c.key)
-        if prev is not None and prev is not best:
-            prev["explains"].remove(c.key)
-        if c.key not in best["explains"]:
-            best["explains"].append(c.key)
-        owner[c.key] = best
+def _comm_followed(base: Fingerprint, cand: Fingerprint, view, s: float) -> bool:
+    """Did the collectives' ΣDuration per step move with the device scale ``s``? Their ratio must lie
+    nearer ``s`` than 1, ``s`` beyond ±:data:`SCALE_AGREEMENT` of 1, and over repeated captures the
+    interval of that ratio must exclude 1 (collectives drift far more between runs than compute
+    kernels: a ratio near ``s`` by chance is no evidence)."""
+    if abs(s - 1.0) <= SCALE_AGREEMENT:
+        return False
+    keys = [k for k, m in base.metrics.items() if m.name == "share.family" and m.labels.get("view") == view
+            and is_comm_family(m.labels.get("family"))]
+    tb = sum(family_time(base, base.metrics[k].labels["family"], view) for k in keys)
+    tc = sum(family_time(cand, base.metrics[k].labels["family"], view) for k in keys)
+    if tb <= 0 or tc <= 0:
+        return False
+    r = tc / tb
+    if abs(math.log(r / s)) >= abs(math.log(r)):
+        return False
+    runs = [[share_time_runs(fp, k, view) for k in keys] for fp in (base, cand)]
+    if any(x is None for side in runs for x in side):
+        return True   # a single capture (or runs that cannot be aligned): the point decides
+    from perfgate.compare.stats import effect_ci
+    xb, xc = ([sum(v) for v in zip(*side)] for side in runs)
+    if min(xb) <= 0 or min(xc) <= 0:
         return True
-
-    parts = _family_parts(base, cand)
-
-    def in_part(x: dict, c: Comparison) -> bool:
-        """Does family cause ``x`` belong to the part of symptom ``c`` (category / core type /
-        phase / bound, from the family view of either side; unknown families: by scope)."""
-        known = parts.get(x["subject"])
-        if known is None:
-            return (x["kind"] == "communication") == is_comm_part(c)
-        return all(known.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in known)
-
-    for c in symptoms:
-        same = [x for x in fam_causes if x["verdict"] == str(c.verdict)]
-        comm = [x for x in same if x["kind"] == "communication"]
-        compute = [x for x in same if x["kind"] == "kernel family"]
-        fam = c.labels.get("family")
-        if c.name in _FAMILY_SYMPTOMS and fam:
-            hit = explain([x for x in fam_causes if x["subject"] == fam], c)
-        elif c.name == "comm.calls_per_step":
-            hit = explain([x for x in fam_causes if x["subject"] == c.labels.get("kind")], c)
-        elif c.name == "kernel.topn":
-            moved = set(c.candidate or []) ^ set(c.baseline or [])
-            movers = [x for x in fam_causes if x["subject"] in moved]
-            # a family that is gone or new moved the others in or out of the Top-N: it is the cause
-            present = [x for x in movers
-                       if _presence(_family_change(base, cand, x["subject"], c.labels.get("view"))) is not None]
-            hit = explain(present or movers, c)
-        elif c.name in _CALL_SYMPTOMS:
-            # families whose calls moved the way the count did (whatever their time did)
-            sign = (c.delta or 0.0) > 0
-            callers = [x for x in fam_causes if _calls_changed(base, cand, x, c.labels.get("view"))
-                       and (_family_change(base, cand, x["subject"], c.labels.get("view"))["calls_cand"]
-                            > _family_change(base, cand, x["subject"], c.labels.get("view"))["calls_base"]) == sign]
-            hit = explain(callers, c)
-        elif c.name in _PART_SYMPTOMS:
-            mine = [x for x in same if in_part(x, c)]
-            moved = [x for x in mine if x.get("_d_us") or x.get("_d_calls")]
-            rest = [x for x in fam_causes if not in_part(x, c) and (x.get("_d_us") or x.get("_d_calls"))]
-            # a part whose own families did not change (ΣDuration within max(1 us, 5 %), same calls)
-            # moved its share because the rest of the step did: those families are the cause
-            hit = explain(moved or rest or mine, c)
-            if not hit and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT):
-                # no family symptom gated (repeated captures judge the part's share against the
-                # statistics tolerance, a family's share against the single-capture one): the part
-                # is still explained by its largest family of the same sign (docs/verdicts.md)
-                fam = _largest_family_in_part(c, base, cand, parts)
-                if fam is not None:
-                    x = cause("communication" if COMM_FAMILY.match(fam) else "kernel family", fam, c.verdict)
-                    x["_d_us"], x["_d_calls"] = _own_change(base, cand, x, first)
-                    fam_causes.append(x)
-                    hit = explain([x], c)
-        elif c.name == "step.computing_us":
-            hit = explain(compute, c)
-            if not hit and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT):
-                # no family symptom gated (a family of one kernel per step is context, seventh audit
-                # round): Computing is still explained by the compute family that moved it most
-                fam = _largest_family_in_part(c, base, cand, {f: v for f, v in parts.items()
-                                                               if not COMM_FAMILY.match(f)}, any_part=True,
-                                              beyond_device=True)
-                if fam is not None:
-                    x = cause("kernel family", fam, c.verdict)
-                    x["_d_us"], x["_d_calls"] = _own_change(base, cand, x, first)
-                    fam_causes.append(x)
-                    hit = explain([x], c)
-        elif c.name in _COMM_SYMPTOMS or c.name.startswith("comm."):
-            hit = explain(comm, c)
-        elif c.name == "step.time_us" and (part := _larger_idle_or_exposed(c, by_key, same)):
-            # exposed communication or idle time moved the step more than any family of its sign
-            hit = explain([cause("step anatomy", part, c.verdict)], c)
-        elif c.name in ("step.time_us", "device.time_us"):
-            hit = explain(same, c)
-        elif c.name in _QUALITY:
-            hit = explain([cause("capture quality", _QUALITY[c.name], c.verdict)], c)
-        else:
-            hit = False
-        if not hit and c.name in _ANATOMY + _COMM_SYMPTOMS + ("step.time_us", "step.computing_us", "device.time_us"):
-            hit = explain([cause("step anatomy", _anatomy_subject(c, by_key), c.verdict)], c)
-
-    _fold_into_structure(causes, symptoms, explain, base, cand, first)
-    explained = {k for x in causes.values() for k in x["explains"]}
-    unexplained = [c.key for c in symptoms if c.key not in explained]
-    for x in causes.values():   # fails / evidence from the symptoms it explains; a failing cause is a regression
-        mine = [by_key[k] for k in x["explains"]]
-        x["fails"] = any(c.fails for c in mine)
-        x["evidence"] = []
-        for c in mine:
-            if c.evidence and len(x["evidence"]) < 4 and c.evidence not in x["evidence"]:
-                x["evidence"].append(c.evidence)
-        if x["kind"] not in ("kernel family", "communication", "model structure") and mine:
-            x["verdict"] = str(_verdict_of({"_d_us": None, "_d_calls": None}, [c.verdict for c in mine]))
-        if x["kind"] == "kernel family" or (x["kind"] == "communication" and COMM_FAMILY.match(x["subject"])):
-            presence = _presence(_family_change(base, cand, x["subject"], first))
-            if presence is not None:   # gone / new is what it did, whatever its time did to the step
-                x["verdict"] = presence
-        if x["fails"]:
-            x["verdict"] = terms.REGRESSION
-        elif x["kind"] == "step anatomy" and x["verdict"] == terms.IMPROVEMENT and not _own_part_fell(x, by_key, first):
-            # its symptoms improved (a ratio, another view) while its own time did not fall where the
-            # cause is measured: a consequence of the rest of the step, never a gain
-            x["verdict"] = SIDE_EFFECT
-
-    # 2. what changed, per view; step-time accounting
-    for x in causes.values():
-        for view in views:
-            st = by_key.get(metric_key("step.time_us", view=view))
-            st_delta = st.delta if st is not None and st.delta is not None else None
-            if x["kind"] == "model structure":
-                d_us = sum(_family_change(base, cand, f, view)["delta_us"] or 0.0 for f in x["_families"]) \
-                    if x["_families"] else None
-                text = x["what"] + (f"; ΣDuration of its families {d_us:+,.0f} us/step" if d_us is not None else "")
-            elif x["kind"] == "step anatomy":
-                text, d_us = _anatomy_text(x, by_key, view)
-                if x["verdict"] == SIDE_EFFECT:
-                    text += ("; not a gain: it fell only as Computing grew over the same communication"
-                             if (d_us or 0) < 0 and x["subject"] == "exposed communication" else
-                             "; its own time did not fall by more than max(1 us, 5 %): not a gain")
-                if view == first:   # the anatomy figure's own caliber (busy union, elapsed), not ΣDuration
-                    part = _anatomy_part(x["subject"], by_key, view)
-                    x["step_delta_caliber"] = terms.CALIBER_LABEL.get(part.caliber) if part is not None else None
-            elif x["kind"] == "capture quality":
-                q = by_key[x["explains"][0]]
-                text, d_us = f"{q.baseline:g} -> {q.candidate:g} row(s)" + (f" ({q.evidence})" if q.evidence else ""), None
-            elif x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
-                cb = _num(base, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
-                cc = _num(cand, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
-                tb = _num(base, metric_key("comm.time_us", kind=x["subject"], view=view))
-                tc = _num(cand, metric_key("comm.time_us", kind=x["subject"], view=view))
-                d_us = (tc - tb) if tb is not None and tc is not None else None
-                text = (f"{x['subject']} collectives {_us(cb) if cb is None else f'{cb:g}'} -> "
-                        f"{'n/a' if cc is None else f'{cc:g}'} per step; ΣDuration {_us(tb)} -> {_us(tc)} us")
-            else:
-                ch = _family_change(base, cand, x["subject"], view)
-                share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
-                rel = ((share.stats or {}).get("composition") or {}).get("relative") if share else None
-                text, d_us = _family_text(ch, rel), ch["delta_us"]
-                # right after the counts it explains: "calls 7 -> 10.5/step (median of 2 ranks: ...)"
-                text = text.replace("/step", "/step" + _between_ranks(base, cand, x["subject"], view, ch), 1)
-                if x["verdict"] == SIDE_EFFECT:
-                    text += "; own ΣDuration and calls within 5 %: its share fell as the rest of the step grew"
-            x["views"][str(view)] = text
-            if view == first:
-                x["what"] = text
-                x["step_delta_us"] = d_us
-                x["step_time_delta_us"] = st_delta
-                if d_us is not None and st_delta and abs(st_delta) >= MIN_STEP_DELTA_US:
-                    x["step_fraction"] = d_us / st_delta   # no fraction of a step time that did not move
-    out = sorted(causes.values(), key=lambda x: (not x["fails"], x["kind"] != "model structure", x["verdict"] != terms.REGRESSION,
-                                                 -abs(x["step_delta_us"] or 0.0), -len(x["explains"]),
-                                                 x["subject"]))
-    out = [{k: v for k, v in x.items() if not k.startswith("_")} for x in out if x["explains"]]
-    return out, unexplained
+    lo, hi = effect_ci(xb, xc, "rel", confidence=0.98)   # one-sided 99 %: the subject needs strong evidence
+    return lo > 0 if s > 1 else hi < 0
 
 
-_PART_LABELS = ("category", "core_type", "phase", "bound")
-MATERIAL = OWN_CHANGE   # a ΣDuration change within ±5 % of the larger side is no change of time (ratio)
+def family_excess(base: Fingerprint, cand: Fingerprint, view, s: float) -> dict:
+    """``{family: T_c − s·T_b}`` (us per step, ΣDuration) of every family either side runs in ``view``;
+    a new family's whole time, a gone family's whole time negative."""
+    fams = {m.labels["family"] for fp in (base, cand) for m in fp.metrics.values()
+            if m.name == "share.family" and m.labels.get("view") == view}
+    return {f: family_time(cand, f, view) - s * family_time(base, f, view) for f in fams}
 
 
-def _immaterial(delta: float, before: float, after: float) -> bool:
-    """A change of time ``delta`` (us) from ``before`` to ``after`` below max(1 us, 5 % of the
-    larger side): no change (:data:`MIN_STEP_DELTA_US`, :data:`MATERIAL`)."""
-    return abs(delta) < max(MIN_STEP_DELTA_US, MATERIAL * max(abs(before), abs(after)))
+def waterfall(base: Fingerprint, cand: Fingerprint, view, scale=None, top: int = 5) -> dict | None:
+    """The step-time change of ``view`` as contributions that add up to it (module doc), or None
+    when a side lacks step time, Computing, exposed communication or idle time
+    (``step.time_us`` / ``step.computing_us`` / ``step.comm_not_overlapped_us`` / ``step.free_us``).
+
+    Returns ``{"view", "scale", "comm_followed", "step_base_us", "step_cand_us", "step_delta_us",
+    "items": [{"part", "kind", "us"}]}``: ``kind`` is device | family | communication | compute |
+    anatomy; the ``top`` compute families by |excess| are items of their own, the rest join
+    "other compute"."""
+    def fig(fp, name):
+        return value_of(fp, metric_key(name, view=view))
+    names = ("step.time_us", "step.computing_us", "step.comm_not_overlapped_us", "step.free_us")
+    b = [fig(base, n) for n in names]
+    c = [fig(cand, n) for n in names]
+    if None in b or None in c:
+        return None
+    scale = scale or scale_factor(base, cand, view)
+    s = scale.value
+    followed = _comm_followed(base, cand, view, s)
+    (sb, cb, xb, ib), (sc, cc, xc, ic) = b, c
+    device = (s - 1.0) * cb + ((s - 1.0) * xb if followed else 0.0)
+    ex = {f: e for f, e in family_excess(base, cand, view, s).items() if not is_comm_family(f)}
+    ranked = sorted((f for f in ex if abs(ex[f]) >= MIN_STEP_DELTA_US), key=lambda f: (-abs(ex[f]), f))[:top]
+    items = []
+    if abs(device) >= MIN_STEP_DELTA_US:
+        items.append({"part": DEVICE_WIDE if followed else COMPUTING, "kind": DEVICE, "us": device})
+    items += [{"part": f, "kind": "family", "us": ex[f]} for f in ranked]
+    other = (cc - cb) - (s - 1.0) * cb - sum(ex[f] for f in ranked)
+    items.append({"part": "other compute (smaller families, overlap between streams)", "kind": "compute",
+                  "us": other})
+    items.append({"part": EXPOSED, "kind": "anatomy", "us": (xc - xb) - ((s - 1.0) * xb if followed else 0.0)})
+    items.append({"part": IDLE, "kind": "anatomy", "us": ic - ib})
+    # step = Computing + exposed communication + idle (msprof); a capture's own rounding is "other"
+    rest = (sc - sb) - sum(i["us"] for i in items)
+    items[-3]["us"] += rest
+    return {"view": view, "scale": s, "comm_followed": followed, "step_base_us": sb, "step_cand_us": sc,
+            "step_delta_us": sc - sb, "items": items}
 
 
-def _own_change(base, cand, x: dict, view) -> tuple[float | None, float | None]:
-    """(ΣDuration change per step in us, calls-per-step change) of family or communication-kind
-    cause ``x`` in ``view``; None where unknown. A ΣDuration change below max(1 us, 5 %) is 0."""
-    if x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
-        tb = _num(base, metric_key("comm.time_us", kind=x["subject"], view=view))
-        tc = _num(cand, metric_key("comm.time_us", kind=x["subject"], view=view))
-        cb = _num(base, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
-        cc = _num(cand, metric_key("comm.calls_per_step", kind=x["subject"], view=view))
-    else:
-        ch = _family_change(base, cand, x["subject"], view)
-        tb, tc, cb, cc = ch["sum_dur_base_us"], ch["sum_dur_cand_us"], ch["calls_base"], ch["calls_cand"]
-    d = None
-    if tb is not None and tc is not None:
-        d = tc - tb
-        if _immaterial(d, tb, tc):
-            d = 0.0
-    return d, ((cc - cb) if cb is not None and cc is not None else None)
+# ---------------------------------------------------------------- causes
+
+class _Book:
+    """The causes found so far and which one explains each symptom."""
+
+    def __init__(self):
+        self.causes: dict[tuple, dict] = {}
+        self.owner: dict[str, dict] = {}
+
+    def cause(self, kind: str, subject: str) -> dict:
+        k = (kind, subject)   # one cause per thing that changed, whatever the signs of its symptoms
+        if k not in self.causes:
+            self.causes[k] = {"kind": kind, "subject": subject, "verdict": "", "fails": False, "what": "",
+                              "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
+                              "step_time_delta_us": None, "step_fraction": None}
+        return self.causes[k]
+
+    def family(self, fam: str) -> dict:
+        return self.cause("communication" if is_comm_family(fam) else "kernel family", fam)
+
+    def explain(self, x: dict, c: Comparison) -> None:
+        prev = self.owner.get(c.key)
+        if prev is not None and prev is not x:
+            prev["explains"].remove(c.key)
+        if c.key not in x["explains"]:
+            x["explains"].append(c.key)
+        self.owner[c.key] = x
 
 
-def _verdict_of(x: dict, symptom_verdicts) -> str:
-    """A cause's verdict: the sign of its ΣDuration change per step (what it did to the step);
-    when that did not move, the sign of its calls-per-step change; else its symptoms' (a regression
-    among them wins)."""
-    if x.get("_d_us"):
-        return terms.REGRESSION if x["_d_us"] > 0 else terms.IMPROVEMENT
-    if x.get("_d_calls"):
-        return terms.REGRESSION if x["_d_calls"] > 0 else terms.IMPROVEMENT
-    if terms.REGRESSION in [str(v) for v in symptom_verdicts]:
-        return terms.REGRESSION
-    # its own time and calls were measured and did not move: the share fell because the rest of
-    # the step changed (a side effect, never a gain); unknown own figures keep the symptoms' sign
-    return SIDE_EFFECT if x.get("_d_us") == 0.0 and not x.get("_d_calls") else terms.IMPROVEMENT
-
-
-def _largest_family_in_part(c: Comparison, base: Fingerprint, cand: Fingerprint, parts: dict,
-                            any_part: bool = False, beyond_device: bool = False) -> str | None:
-    """The kernel family of part share ``c`` (category / core type / phase / bound, from the
-    family view; ``any_part``: of ``parts`` whatever ``c``'s labels) whose ΣDuration per step
-    changed most in ``c``'s direction, in ``c``'s view, by more than max(1 us, 5 %); with
-    ``beyond_device`` only a family whose ΣDuration ratio differs from the view's device scale
-    (:func:`perfgate.compare.composition.scale_factor`) by more than 5 % (every family x1.5 is the
-    device, Computing as a whole, not one family). None when no family moved that way."""
-    view = c.labels.get("view")
-    up = (c.delta or 0.0) > 0
-    best, best_d = None, 0.0
-    scale = None
-    if beyond_device:
-        from perfgate.compare.composition import scale_factor
-        sc = scale_factor(base, cand, view)
-        scale = sc.value if sc.identified else 1.0
-    for fam, labels in parts.items():
-        if not any_part:
-            if not all(labels.get(k) == v for k, v in c.labels.items() if k in _PART_LABELS and k in labels):
-                continue
-            if not any(k in labels for k in c.labels if k in _PART_LABELS):
-                continue
-        ch = _family_change(base, cand, fam, view)
-        if ch["delta_us"] is None or _immaterial(ch["delta_us"], ch["sum_dur_base_us"] or 0.0, ch["sum_dur_cand_us"] or 0.0):
-            continue
-        if scale is not None and ch["sum_dur_base_us"] and ch["sum_dur_cand_us"] and \
-                abs(ch["sum_dur_cand_us"] / ch["sum_dur_base_us"] / scale - 1.0) <= OWN_CHANGE:
-            continue   # moved with the device
-        d = _family_change(base, cand, fam, view)["delta_us"]
-        if d is not None and (d > 0) == up and abs(d) > abs(best_d):
-            best, best_d = fam, d
-    return best
+def _calls(fp, fam, view) -> float:
+    return value_of(fp, metric_key("kernel.calls_per_step", family=fam, view=view)) or 0.0
 
 
 def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
     """{family: {category, core_type, phase, bound}} from the family view (``detail.operators
-    .families``) of the baseline and the candidate; families below its share cut are absent."""
+    .families``) of both sides; families below its share cut are absent."""
     out: dict = {}
     for fp in (base, cand):
         for f in ((fp.detail or {}).get("operators") or {}).get("families") or []:
@@ -478,223 +200,329 @@ def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
     return out
 
 
-MIN_STEP_DELTA_US = 1.0   # a step-time change below this is no change to apportion (us)
-_LAYOUT = ("layer.count", "microbatch.count_per_step", "pass.count_per_step")   # the model itself changed
-_STRUCTURE = ("layer.count", "microbatch.count_per_step", "pass.count_per_step", "layer.class_count",
-              "block.count")   # issue 17's structure metrics
-_COUNT_SYMPTOMS = ("kernel.calls_per_step", "kernel.total_calls_per_step", "optype.calls_per_step",
-                   "comm.calls_per_step")
+def _in_part(fam: str, c: Comparison, parts: dict) -> bool:
+    """Does family ``fam`` belong to the part of share ``c``? From the family view; a family the
+    view does not list belongs to the communication part when it is a communication family."""
+    known = parts.get(fam)
+    want = {k: v for k, v in c.labels.items() if k in _PART_LABELS}
+    if known is None or not any(k in known for k in want):
+        comm_part = c.labels.get("category") == "Comm" or c.labels.get("core_type") in ("HCCL", terms.COMM_CORE)
+        return bool(want) and is_comm_family(fam) == comm_part and comm_part
+    return all(known.get(k) == v for k, v in want.items() if k in known)
 
 
-def _fold_into_structure(causes: dict, symptoms: list, explain, base, cand, view) -> None:
-    """A changed model layout (layer, micro-batch or pass count) is one *model structure* cause; it
-    explains the structure metrics and every call-count symptom of the same sign (a layer more adds calls of every
-    family in it). Family causes that only explained call counts fold into it (named in its
-    evidence). When only layer classes or block counts moved (the layout is the same) and some
-    family's calls changed, those families are the causes and the class changes their symptoms;
-    so too when the layout moved but only one or two families changed calls while at least four
-    times as many kept theirs (:func:`_few_movers`: a doubled FlashAttention, the layer anchor,
-    cuts every layer in two)."""
+def _presence(base, cand, fam, view) -> str | None:
+    cb, cc = _calls(base, fam, view), _calls(cand, fam, view)
+    return GONE if cb > 0 and cc == 0 else NEW if cb == 0 and cc > 0 else None
+
+
+def _sign(c: Comparison) -> int:
+    return 1 if c.verdict == terms.REGRESSION else -1
+
+
+def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50)
+                ) -> tuple[list[dict], list[str]]:
+    """Group gated findings into causes (module doc).
+
+    Returns:
+        ``(causes, unexplained)``: the cause dicts described in the module doc, failing first, then
+        by contribution to the step-time change; ``unexplained``: keys of gated moved metrics no
+        cause explains.
+    """
+    from perfgate.compare.renames import find_renames
+    symptoms = [c for c in comparisons if c.gated and c.verdict in MOVED]
+    by_key = {c.key: c for c in comparisons}
+    views = [v for v in gate_views if any(c.labels.get("view") == v for c in symptoms)] or list(gate_views[:1]) or [None]
+    first = views[0]
+    scales = {v: scale_factor(base, cand, v) for v in views}
+    falls = {v: waterfall(base, cand, v, scales[v]) for v in views}
+    excess = {v: family_excess(base, cand, v, scales[v].value) for v in views}
+    parts = _family_parts(base, cand)
+    book = _Book()
+
+    def ex(fam, view):
+        return excess.get(view, {}).get(fam) if view in excess else \
+            family_time(cand, fam, view) - family_time(base, fam, view)
+
+    for c in symptoms:
+        view = c.labels.get("view")
+        fam = c.labels.get("family")
+        sign = _sign(c)
+        if c.name in _FAMILY_SYMPTOMS and fam:
+            book.explain(book.family(fam), c)
+        elif c.name == "comm.calls_per_step":
+            book.explain(book.cause("communication", c.labels.get("kind", "?")), c)
+        elif c.name == "kernel.topn":
+            moved = sorted(set(c.candidate or []) - set(c.baseline or [])) or \
+                sorted(set(c.baseline or []) - set(c.candidate or []))
+            if moved:
+                book.explain(book.family(max(moved, key=lambda f: abs(ex(f, view) or 0.0))), c)
+        elif c.name in _PART_SYMPTOMS:
+            # a block kind's families are not listed per kernel family: any family may be inside it
+            member = (lambda f: True) if c.name == "block.share" else (lambda f: _in_part(f, c, parts))
+            mine = [f for f in excess.get(view, {}) if member(f) and (ex(f, view) or 0.0) * sign > 0]
+            if mine:
+                book.explain(book.family(max(mine, key=lambda f: abs(ex(f, view)))), c)
+        elif c.name in _CALL_SYMPTOMS:
+            fams = {m.labels["family"] for fp in (base, cand) for m in fp.metrics.values()
+                    if m.name == "kernel.calls_per_step" and m.labels.get("view") == view}
+            if c.name == "optype.calls_per_step":
+                ops = {f: r.get("op_type") for fp in (base, cand)
+                       for r in ((fp.detail or {}).get("operators") or {}).get("families") or () if (f := r.get("family"))}
+                fams = {f for f in fams if ops.get(f) in (None, c.labels.get("type"))}
+            moved = [(_calls(cand, f, view) - _calls(base, f, view), f) for f in fams]
+            moved = [(d, f) for d, f in moved if d * sign > 0]
+            if moved:
+                book.explain(book.family(max(moved, key=lambda x: (abs(x[0]), x[1]))[1]), c)
+        elif c.name in _QUALITY:
+            book.explain(book.cause("capture quality", _QUALITY[c.name]), c)
+    _explain_structure(book, symptoms, base, cand, first, scales[first].value if first in scales else 1.0)
+
+    def contribution(x: dict, view) -> float | None:
+        """What cause ``x`` did to the step in ``view`` (us per step, the waterfall's figure)."""
+        wf = falls.get(view)
+        if x["kind"] == DEVICE:
+            return next((i["us"] for i in wf["items"] if i["kind"] == DEVICE), 0.0) if wf else None
+        if x["kind"] == "step anatomy":
+            return next((i["us"] for i in wf["items"] if i["part"] == x["subject"]), None) if wf else None
+        if x["kind"] == "model structure":
+            return sum(ex(f, view) or 0.0 for f in x.get("_families", ())) or None
+        if x["kind"] == "communication" and is_comm_family(x["subject"]):
+            own = ex(x["subject"], view) or 0.0
+            if not wf:
+                return own
+            exposed = next(i["us"] for i in wf["items"] if i["part"] == EXPOSED)
+            grown = sum(max(0.0, e) for f, e in excess.get(view, {}).items() if is_comm_family(f))
+            return exposed * own / grown if grown > 0 and own > 0 and exposed > 0 else 0.0
+        if x["kind"] in ("kernel family",):
+            return ex(x["subject"], view)
+        return None
+
+    # exposed communication and idle time: a communication family that regressed explains the first
+    for c in symptoms:
+        if c.name == "step.exposed_comm_ratio":
+            comm = [x for x in book.causes.values() if x["kind"] == "communication" and is_comm_family(x["subject"])
+                    and (ex(x["subject"], c.labels.get("view")) or 0.0) * _sign(c) > 0]
+            book.explain(max(comm, key=lambda x: abs(ex(x["subject"], c.labels.get("view")) or 0.0))
+                         if comm else book.cause("step anatomy", EXPOSED), c)
+        elif c.name == "step.underfeed_ratio":
+            book.explain(book.cause("step anatomy", IDLE), c)
+
+    # step time, Computing, device busy union: the largest contribution of the symptom's sign
+    for c in symptoms:
+        if c.name not in _STEP_SYMPTOMS:
+            continue
+        view, sign = c.labels.get("view"), _sign(c)
+        compute_only = c.name == "step.computing_us"
+        pool = [x for x in book.causes.values()
+                if x["kind"] in ("kernel family", "model structure") or
+                (not compute_only and x["kind"] in ("communication", "step anatomy"))]
+        wf = falls.get(view)
+        subject = DEVICE_WIDE if wf and wf["comm_followed"] else COMPUTING
+        extra = [(DEVICE, subject)]
+        if not compute_only:
+            extra += [("step anatomy", EXPOSED), ("step anatomy", IDLE)]
+            if any(x["kind"] == "communication" and (contribution(x, view) or 0.0) * sign > 0 for x in pool):
+                extra.remove(("step anatomy", EXPOSED))   # the communication families own it
+        scored = [((contribution(x, view) or 0.0) * sign, x) for x in pool]
+        for kind, subj in extra:
+            probe = {"kind": kind, "subject": subj, "_families": ()}
+            scored.append(((contribution(probe, view) or 0.0) * sign, (kind, subj)))
+        scored = [(v, x) for v, x in scored if v > 0]
+        if scored:
+            _, best = max(scored, key=lambda t: t[0])
+            book.explain(book.cause(*best) if isinstance(best, tuple) else best, c)
+            continue
+        # nothing named moved the step that way (no step_trace_time.csv for a waterfall, or only
+        # "other compute" did): the compute family beyond the device that moved most that way, else
+        # the device as a whole
+        moved = [f for f in excess.get(view, {}) if not is_comm_family(f) and (ex(f, view) or 0.0) * sign > 0]
+        book.explain(book.family(max(moved, key=lambda f: abs(ex(f, view)))) if moved else
+                     book.cause(DEVICE, subject), c)
+
+    return _finish(book, symptoms, by_key, base, cand, views, first, contribution, find_renames(base, cand, views))
+
+
+def _finish(book: _Book, symptoms, by_key, base, cand, views, first, contribution, renames):
+    explained = {k for x in book.causes.values() for k in x["explains"]}
+    unexplained = [c.key for c in symptoms if c.key not in explained]
+    for x in book.causes.values():
+        mine = [by_key[k] for k in x["explains"]]
+        x["fails"] = any(c.fails for c in mine)
+        for c in mine:
+            if c.evidence and len(x["evidence"]) < 4 and c.evidence not in x["evidence"]:
+                x["evidence"].append(c.evidence)
+        presence = (_presence(base, cand, x["subject"], first)
+                    if x["kind"] in ("kernel family", "communication") else None)
+        if x["fails"]:
+            x["verdict"] = terms.REGRESSION
+        elif presence:
+            x["verdict"] = presence
+        elif any(c.verdict == terms.REGRESSION for c in mine):
+            x["verdict"] = terms.REGRESSION
+        else:
+            x["verdict"] = terms.IMPROVEMENT
+    out = [x for x in book.causes.values() if x["explains"]]
+    for r in renames:
+        out.append({"kind": "communication" if is_comm_family(r.new) else "kernel family", "subject": r.new,
+                    "verdict": RENAMED, "renamed_from": r.old, "fails": False,
+                    "what": (f"renamed from {r.old}: same calls ({r.calls_per_step:g}/step), Type and core; ΣDuration "
+                             f"{_us(r.time_base_us)} -> {_us(r.time_cand_us)} us/step"),
+                    "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
+                    "step_time_delta_us": None, "step_fraction": None})
+    for x in out:
+        for view in views:
+            st = by_key.get(metric_key("step.time_us", view=view))
+            st_delta = st.delta if st is not None and st.delta is not None else None
+            d_us = contribution(x, view) if x["verdict"] != RENAMED else None
+            text = x["what"] if x["verdict"] == RENAMED else _what(x, base, cand, view, d_us, by_key)
+            x["views"][str(view)] = text
+            if view == first:
+                x["what"] = text
+                x["step_delta_us"] = d_us
+                # the device's and the anatomy parts' figures are step_trace_time.csv's (Computing and
+                # exposed communication are busy unions, idle is elapsed); families' are ΣDuration
+                x["step_delta_caliber"] = ("busy union" if x["kind"] == DEVICE or x["subject"] == EXPOSED
+                                           else "elapsed" if x["subject"] == IDLE else None)
+                x["step_time_delta_us"] = st_delta
+                if d_us is not None and st_delta and abs(st_delta) >= MIN_STEP_DELTA_US:
+                    x["step_fraction"] = d_us / st_delta
+    out.sort(key=lambda x: (not x["fails"], x["verdict"] != terms.REGRESSION, -(x["step_delta_us"] or 0.0)
+                            if x["verdict"] == terms.REGRESSION else -abs(x["step_delta_us"] or 0.0),
+                            -len(x["explains"]), x["subject"]))
+    return [{k: v for k, v in x.items() if not k.startswith("_")} for x in out], unexplained
+
+
+def _what(x: dict, base, cand, view, d_us, by_key) -> str:
+    """One line of what cause ``x`` changed in ``view``."""
+    kind, subj = x["kind"], x["subject"]
+    if kind == DEVICE:
+        sc = scale_factor(base, cand, view)
+        comp = by_key.get(metric_key("step.computing_us", view=view))
+        head = (f"every compute kernel ×{sc.value:.3f} (the device scale: {sc.agreeing} of {len(sc.ratios)} compute "
+                f"families within ±{SCALE_AGREEMENT:.0%} of it)"
+                + ("; the collectives moved with it" if subj == DEVICE_WIDE else "; the collectives did not"))
+        if comp is not None and comp.delta is not None:
+            head += f"; Computing {_us(comp.baseline)} -> {_us(comp.candidate)} us/step"
+        return head + (f"; {d_us:+,.0f} us/step of the step" if d_us is not None else "")
+    if kind == "step anatomy":
+        name = "step.comm_not_overlapped_us" if subj == EXPOSED else "step.free_us"
+        b, c = value_of(base, metric_key(name, view=view)), value_of(cand, metric_key(name, view=view))
+        return (f"{subj} {_us(b)} -> {_us(c)} us/step"
+                + (f"; {d_us:+,.0f} us/step beyond the device" if d_us is not None else ""))
+    if kind == "capture quality":
+        q = by_key[x["explains"][0]]
+        return f"{q.baseline:g} -> {q.candidate:g} row(s)" + (f" ({q.evidence})" if q.evidence else "")
+    if kind == "model structure":
+        return x["what"] + (f"; ΣDuration of its families {d_us:+,.0f} us/step" if d_us is not None else "")
+    if kind == "communication" and not is_comm_family(subj):
+        cb = value_of(base, metric_key("comm.calls_per_step", kind=subj, view=view))
+        cc = value_of(cand, metric_key("comm.calls_per_step", kind=subj, view=view))
+        return f"{subj} collectives {_us(cb)} -> {_us(cc)} per step"
+    cb, cc = _calls(base, subj, view), _calls(cand, subj, view)
+    tb, tc = family_time(base, subj, view), family_time(cand, subj, view)
+    presence = _presence(base, cand, subj, view)
+    if presence == GONE:
+        return f"gone: no longer runs in the candidate ({cb:g} calls/step, ΣDuration {_us(tb)} us/step in the baseline)"
+    if presence == NEW:
+        return f"new: runs only in the candidate ({cc:g} calls/step, ΣDuration {_us(tc)} us/step)"
+    bits = []
+    if cb != cc:
+        bits.append(f"calls {cb:g} -> {cc:g}/step{_between_ranks(base, cand, subj, view, cb, cc)}")
+    bits.append(f"ΣDuration {_us(tb)} -> {_us(tc)} us/step" + (f" ({tc / tb - 1:+.0%})" if tb else ""))
+    share = by_key.get(metric_key("share.family", family=subj, view=view))
+    p = part_of(share)
+    if p is not None:
+        bits.append(f"excess {p['excess_us']:+,.0f} us/step beyond the device ×{p['scale']:.3f} "
+                    f"(bound {p['bound_us']:,.0f})")
+    return "; ".join(bits)
+
+
+def _between_ranks(base, cand, fam: str, view, cb: float, cc: float) -> str:
+    """For the p50 view of an even number of ranks, a call count that is the mean of the two
+    middle ranks' counts may be no count any rank ran ("calls 12 -> 18/step" when rank 1 of 2 went
+    12 -> 24): say so, with the rank0 and max views' counts (for two ranks, the other rank's,
+    which is 2 × p50 − rank0). Empty when the p50 is an observed count."""
+    if view != terms.VIEW_P50:
+        return ""
+    m = cand.metrics.get(metric_key("kernel.calls_per_step", family=fam, view=view))
+    n = (m.context or {}).get("ranks") if m is not None else None
+    r0 = (_calls(base, fam, terms.VIEW_RANK0), _calls(cand, fam, terms.VIEW_RANK0))
+    mx = (_calls(base, fam, terms.VIEW_MAX), _calls(cand, fam, terms.VIEW_MAX))
+    p50 = (cb, cc)
+    fractional = not all(float(v).is_integer() for v in p50)
+    observed = all(v in (a, b) for v, a, b in zip(p50, r0, mx))
+    if not fractional and (not isinstance(n, int) or n % 2 or observed):
+        return ""
+    views = ((("rank0", r0), ("the other rank", (2 * p50[0] - r0[0], 2 * p50[1] - r0[1]))) if n == 2
+             else (("rank0", r0), ("max", mx)))
+    seen = [f"{name} {a:g} -> {b:g}" for name, (a, b) in views]
+    claim = ", no rank's count" if fractional or n == 2 else ""
+    return f" (median of {n or 'an even number of'} ranks{claim}: {'; '.join(seen)})"
+
+
+def _explain_structure(book: _Book, symptoms, base, cand, view, s: float) -> None:
+    """A changed model layout (layer, micro-batch or pass count) is one *model structure* cause: it
+    explains the structure metrics and every call-count symptom of the same sign (a layer more adds
+    calls of every family in it), and absorbs the family causes whose calls changed while their time
+    per call moved with the device. When only layer classes or block counts moved, or the layout
+    moved while only one or two families changed calls and at least four times as many kept theirs
+    (a doubled FlashAttention, the layer anchor, cuts every layer in two), those families are the
+    cause and the structure metrics their symptoms."""
     struct = sorted((c for c in symptoms if c.name in _STRUCTURE), key=lambda c: _STRUCTURE.index(c.name))
     if not struct:
         return
-    movers = [y for y in causes.values() if y["kind"] in ("kernel family", "communication")
-              and _calls_changed(base, cand, y, view)]
-    if movers and (not any(c.name in _LAYOUT for c in struct) or _few_movers(base, cand, movers, view)):
-        # layers and passes are as many as before, only their classes / block counts moved; or the
-        # layer count moved while one or two families' calls changed and most families' did not (a
-        # doubled layer anchor, FlashAttention, cuts every layer in two): a family whose calls
-        # changed reshaped the layers it sits in; it is the cause, the structure metrics its symptoms
+    fams = [x for x in book.causes.values() if x["kind"] in ("kernel family", "communication")
+            and is_comm_family(x["subject"]) == (x["kind"] == "communication")
+            and _calls(base, x["subject"], view) != _calls(cand, x["subject"], view)]
+    if fams and (not any(c.name in _LAYOUT for c in struct) or _few_movers(base, cand, fams, view)):
+        top = max(fams, key=lambda x: abs(_calls(cand, x["subject"], view) - _calls(base, x["subject"], view)))
         for c in struct:
-            explain(movers, c)
+            book.explain(top, c)
         return
-    cache: list = []
-
-    def scale():   # the view's device scale, computed once for every family folded below
-        if not cache:
-            from perfgate.compare.composition import scale_factor
-            cache.append(scale_factor(base, cand, view))
-        return cache[0]
-    for verdict in {c.verdict for c in struct}:
+    for verdict in sorted({c.verdict for c in struct}):
         mine = [c for c in struct if c.verdict == verdict]
-        first = mine[0]
         texts = []
         for c in mine:
             t = f"{c.subject_text().split(' [')[0]} {c.baseline:g} -> {c.candidate:g}"
             if t not in texts:
                 texts.append(t)
-        x = {"kind": "model structure", "subject": texts[0], "verdict": str(verdict), "fails": False,
-             "what": "; ".join(texts[1:4]) or texts[0], "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
-             "step_time_delta_us": None, "step_fraction": None, "_families": [], "_own_time": False}
-        causes[("model structure", x["subject"], str(verdict))] = x
-        explain([x], first)
-        for c in mine[1:]:
-            explain([x], c)
-        counts = [c for c in symptoms if c.name in _COUNT_SYMPTOMS and c.verdict == verdict]
-        for c in counts:
-            explain([x], c)
-        folded = []
-        for k, y in list(causes.items()):
-            if y is x or y["kind"] not in ("kernel family", "communication") or y["verdict"] != str(verdict):
+        x = book.cause("model structure", texts[0])
+        x["what"] = "; ".join(texts[1:4]) or texts[0]
+        x.setdefault("_families", [])
+        for c in mine:
+            book.explain(x, c)
+        for c in symptoms:
+            if c.name in _COUNT_SYMPTOMS and c.verdict == verdict:
+                book.explain(x, c)
+        for k, y in list(book.causes.items()):
+            if y is x or y["kind"] not in ("kernel family", "communication"):
                 continue
-            if not y["_own_time"] or _per_call_unchanged(base, cand, y["subject"], view, scale()):
-                # its calls changed and its time per call did not: the structure change explains it
-                folded.append(y["subject"])
+            if _per_call_moved_with_device(base, cand, y["subject"], view, s):
                 for key in list(y["explains"]):
-                    c = next(c for c in symptoms if c.key == key)
-                    explain([x], c)
-                del causes[k]
-        x["_families"] = folded
-        if folded:
-            x["evidence"].insert(0, f"kernel families with more or fewer calls per step: {', '.join(sorted(folded)[:8])}"
+                    book.explain(x, next(c for c in symptoms if c.key == key))
+                x["_families"].append(y["subject"])
+                del book.causes[k]
+        if x["_families"]:
+            folded = sorted(x["_families"])
+            x["evidence"].insert(0, f"kernel families with more or fewer calls per step: {', '.join(folded[:8])}"
                                     + (f" (+{len(folded) - 8} more)" if len(folded) > 8 else ""))
 
 
 def _few_movers(base, cand, movers: list, view) -> bool:
-    """At most two families changed calls per step while at least four times as many kept them
-    (``kernel.calls_per_step`` equal on both sides in ``view``): more layers would change the calls
-    of every family inside them, so such a layout change is those families' doing."""
+    """At most two families changed calls per step while at least four times as many kept them."""
     if len(movers) > 2:
         return False
-    same = 0
-    for k, m in base.metrics.items():
-        if m.name == "kernel.calls_per_step" and m.labels.get("view") == view:
-            c = cand.metrics.get(k)
-            same += c is not None and c.value == m.value
+    same = sum(1 for k, m in base.metrics.items() if m.name == "kernel.calls_per_step" and m.labels.get("view") == view
+               and k in cand.metrics and cand.metrics[k].value == m.value)
     return same >= 4 * len(movers)
 
 
-def _per_call_unchanged(base, cand, fam: str, view, scale) -> bool:
-    """Family ``fam``'s ΣDuration per call moved with the device ``scale``
-    (:func:`perfgate.compare.composition.scale_factor` of ``view``) within ±5 %: its own-time
-    change is its call-count change."""
-    from perfgate.compare.composition import SCALE_AGREEMENT
-    ch = _family_change(base, cand, fam, view)
-    nb, nc, tb, tc = ch["calls_base"], ch["calls_cand"], ch["sum_dur_base_us"], ch["sum_dur_cand_us"]
+def _per_call_moved_with_device(base, cand, fam: str, view, s: float) -> bool:
+    """Family ``fam``'s calls per step changed and its ΣDuration per call moved with the device scale
+    ``s`` (within ±:data:`SCALE_AGREEMENT`): its own-time change is its call-count change."""
+    nb, nc = _calls(base, fam, view), _calls(cand, fam, view)
+    tb, tc = family_time(base, fam, view), family_time(cand, fam, view)
     if not (nb and nc and tb and tc) or nb == nc:
         return False
-    return abs((tc / nc) / (tb / nb) / scale.value - 1.0) <= SCALE_AGREEMENT
-
-
-def _calls_changed(base, cand, x: dict, view) -> bool:
-    if x["kind"] == "communication" and not COMM_FAMILY.match(x["subject"]):
-        return False
-    ch = _family_change(base, cand, x["subject"], view)
-    return ch["calls_base"] != ch["calls_cand"]
-
-
-_COMPUTING = "Computing (no kernel family explains it)"   # every family as the device: compute as a whole
-_DEVICE = "device time (no kernel family explains it)"      # device busy union where no step time is (rules.step_time_stand_in)
-_ANATOMY_SUBJECT = {"step.underfeed_ratio": "device idle (underfeed)", "step.free_us": "device idle (free time)",
-                    "step.bubble_us": "device idle (bubbles)", "step.internal_bubble_us": "device idle (bubbles)",
-                    "step.prelaunch_gap_us": "pre-launch gap", "step.tail_gap_us": "tail gap",
-                    "step.exposed_comm_ratio": "exposed communication",
-                    "step.comm_not_overlapped_us": "exposed communication", "step.comm_us": "communication time",
-                    "step.time_us": "step time (no kernel family explains it)",
-                    "step.computing_us": _COMPUTING, "device.time_us": _DEVICE}
-
-
-def _material(c: Comparison | None) -> int | None:
-    """+1 / -1 when ``c`` moved by more than max(1 us, 5 %) up / down, 0 when it did not, None
-    when unknown."""
-    if c is None or c.delta is None or c.baseline is None or c.candidate is None:
-        return None
-    if _immaterial(c.delta, c.baseline, c.candidate):
-        return 0
-    return 1 if c.delta > 0 else -1
-
-
-def _own_part_fell(x: dict, by_key: dict, view) -> bool:
-    """Whether the step-anatomy cause ``x``'s own time (:data:`_ANATOMY_METRIC` of its subject,
-    in ``view``) fell by more than max(1 us, 5 %): what an improvement of it needs. Exposed
-    communication that fell only because Computing grew (more compute to hide the same
-    communication under: ``step.comm_us`` not fallen) did not fall by itself: a slower kernel
-    is no gain. Unknown (the metric absent) counts as fallen, leaving the symptoms' verdict."""
-    own = _material(_anatomy_part(x["subject"], by_key, view))
-    if own is None:
-        return True
-    if own >= 0:
-        return False
-    if x["subject"] == "exposed communication":
-        computing = _material(by_key.get(metric_key("step.computing_us", view=view)))
-        comm = _material(by_key.get(metric_key("step.comm_us", view=view)))
-        if computing == 1 and comm != -1:
-            return False
-    return True
-
-
-def _larger_idle_or_exposed(c: Comparison, by_key: dict, families: list) -> str | None:
-    """The step-anatomy subject (exposed communication, device idle) that changed step time
-    ``c`` more than every kernel family cause in ``families`` (same verdict): its own figure
-    (``step.comm_not_overlapped_us``, ``step.free_us``, busy union / elapsed) moved the step's
-    way by more than max(1 us, 5 %) and by more than the largest family's ΣDuration change per
-    step; None when a family is the largest ("step time by the largest cause of its sign",
-    docs/verdicts.md: exposed communication +2,917 us was passed over for MatMul's +793 us)."""
-    if c.delta is None or not c.delta:
-        return None
-    view = c.labels.get("view")
-    fam = max((abs(x.get("_d_us") or 0.0) for x in families), default=0.0)
-    best, best_d = None, fam
-    for name, subject in (("step.comm_not_overlapped_us", "exposed communication"),
-                          ("step.free_us", "device idle (free time)")):
-        o = by_key.get(metric_key(name, view=view))
-        if o is None or o.delta is None or (o.delta > 0) != (c.delta > 0) or _material(o) in (0, None):
-            continue
-        if abs(o.delta) > best_d:
-            best, best_d = subject, abs(o.delta)
-    return best
-
-
-def _anatomy_subject(c: Comparison, by_key: dict) -> str:
-    if c.name != "step.time_us":
-        return _ANATOMY_SUBJECT.get(c.name, c.name)
-    view = c.labels.get("view")
-    best, best_d = None, 0.0
-    for name in ("step.free_us", "step.comm_not_overlapped_us", "step.computing_us"):
-        o = by_key.get(metric_key(name, view=view))
-        if o is not None and o.delta is not None and abs(o.delta) > abs(best_d):
-            best, best_d = name, o.delta
-    return {"step.free_us": "device idle (free time)", "step.comm_not_overlapped_us": "exposed communication",
-            "step.computing_us": _COMPUTING}.get(best, _ANATOMY_SUBJECT[c.name])
-
-
-#: the step metrics an anatomy cause's subject is measured by, the first one compared wins: device
-#: idle is step_trace_time.csv's Free time, else the kernel table's bubbles (raw msprof output and
-#: a bare kernel_details.csv have no Free column: an underfeed "gain" there was judged by nothing)
-_ANATOMY_METRIC = {"device idle (underfeed)": ("step.free_us", "step.bubble_us"),
-                   "device idle (free time)": ("step.free_us",),
-                   "device idle (bubbles)": ("step.bubble_us",), "pre-launch gap": ("step.prelaunch_gap_us",),
-                   "tail gap": ("step.tail_gap_us",), "exposed communication": ("step.comm_not_overlapped_us",),
-                   "communication time": ("step.comm_us",), _COMPUTING: ("step.computing_us",),
-                   _DEVICE: ("device.time_us",)}
-
-
-def _anatomy_part(subject: str, by_key: dict, view) -> Comparison | None:
-    """The comparison of the metric that measures anatomy cause ``subject`` in ``view``
-    (:data:`_ANATOMY_METRIC`; ``device.time_us`` in its busy-union caliber), or None."""
-    for name in _ANATOMY_METRIC.get(subject, ("step.time_us",)):
-        labels = {"caliber": terms.BUSY_UNION} if name == "device.time_us" else {}
-        c = by_key.get(metric_key(name, view=view, **labels))
-        if c is not None and c.delta is not None:
-            return c
-    return None
-
-
-def _anatomy_text(x: dict, by_key: dict, view) -> tuple[str, float | None]:
-    c = _anatomy_part(x["subject"], by_key, view)
-    if c is None:
-        # the part's own time is measured by nothing this capture holds: say what moved
-        mine = [by_key[k] for k in x["explains"] if k in by_key and by_key[k].labels.get("view") == view]
-        m = mine[0] if mine else None
-        if m is None or m.delta is None:
-            return "its own time is not measured in this capture", None
-        if m.unit == "ratio":
-            return f"{m.subject_text()} {m.baseline:.2%} -> {m.candidate:.2%} ({m.delta * 100:+.2f} pp)", None
-        return f"{m.subject_text()} {_us(m.baseline)} -> {_us(m.candidate)} {m.unit}", None
-    name = c.name
-    what = name.split('.', 1)[1].removesuffix('_us').replace('_', ' ')
-    what = "step time" if what == "time" else what   # step.time_us: "time" alone names nothing
-    what = "device busy union" if name == "device.time_us" else what
-    cal = terms.CALIBER_LABEL.get(c.caliber)
-    return (f"{what} {_us(c.baseline)} -> {_us(c.candidate)} us per step ({c.delta:+,.1f} us"
-            + (f", {cal}" if cal else "") + ")"), c.delta
+    return abs((tc / nc) / (tb / nb) / s - 1.0) <= SCALE_AGREEMENT

@@ -201,6 +201,10 @@ def apply_renames(comparisons: list[Comparison], renames) -> list[Comparison]:
       set is judged, and is the same).
     * ``kernel.total_calls_per_step`` / ``optype.calls_per_step`` carry no family and are left as
       they are: a rename does not move their counts.
+    * Layer classes are named by a hash of the families in each layer, so a renamed family inside a
+      repeated layer makes its class gone and another new. Within one pass and view, classes gone and
+      classes new whose counts are the same multiset are those layers renamed
+      (:func:`_renamed_layer_classes`): informational, like the families.
     """
     renames = list(renames or ())
     if not renames:
@@ -210,6 +214,7 @@ def apply_renames(comparisons: list[Comparison], renames) -> list[Comparison]:
         by_family[r.old] = r
         by_family[r.new] = r
     to_new = {r.old: r.new for r in renames}
+    classes = _renamed_layer_classes(comparisons)
     out = []
     for c in comparisons:
         fam = (c.labels or {}).get("family")
@@ -220,6 +225,12 @@ def apply_renames(comparisons: list[Comparison], renames) -> list[Comparison]:
             out.append(replace(c, verdict=terms.UNCHANGED, gated=False, fails=False,
                                reason=f"{rename_text(r)}: {c.subject_text()}, {side} under that name, "
                                       f"not judged as a new or gone family{was}"))
+        elif c.key in classes and c.verdict != terms.UNCHANGED:   # idempotent: already paired
+            names = ", ".join(f"{r.old} -> {r.new}" for r in renames)
+            out.append(replace(c, verdict=terms.UNCHANGED, gated=False, fails=False,
+                               reason=f"{c.subject_text()}: {c.baseline or 0:g} -> {c.candidate or 0:g}, a layer class "
+                                      f"renamed with its kernel families ({names}): as many layers of a renamed "
+                                      f"class are new as of the old one are gone"))
         elif c.name == "kernel.topn" and c.verdict != terms.INCOMPARABLE and _topn_explained(c, to_new):
             pairs = ", ".join(f"{o} -> {to_new[o]}" for o in sorted(set(c.baseline) & set(to_new)))
             out.append(replace(c, verdict=terms.UNCHANGED, fails=False,
@@ -227,6 +238,27 @@ def apply_renames(comparisons: list[Comparison], renames) -> list[Comparison]:
         else:
             out.append(c)
     return out
+
+
+def _renamed_layer_classes(comparisons) -> set:
+    """Keys of ``layer.class_count`` comparisons that are layer classes renamed with their families:
+    per (pass, view), the classes only the baseline has and those only the candidate has, when both
+    groups hold the same multiset of counts (a renamed family changes the class hash of every layer
+    it is in, not how many layers there are)."""
+    groups: dict = {}
+    for c in comparisons:
+        if c.name != "layer.class_count" or c.delta is None:
+            continue
+        b, k = float(c.baseline or 0.0), float(c.candidate or 0.0)
+        if (b == 0) == (k == 0):
+            continue
+        g = groups.setdefault((c.labels.get("pass"), c.labels.get("view")), {"gone": [], "new": []})
+        g["new" if b == 0 else "gone"].append((k if b == 0 else b, c.key))
+    keys = set()
+    for g in groups.values():
+        if g["gone"] and sorted(n for n, _ in g["gone"]) == sorted(n for n, _ in g["new"]):
+            keys.update(k for _, k in g["gone"] + g["new"])
+    return keys
 
 
 def _topn_explained(c: Comparison, to_new: dict) -> bool:

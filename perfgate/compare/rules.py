@@ -17,13 +17,14 @@ Rules, in order, for every metric key present on either side:
    beyond rank N + slack on the other side.
 
 4. Repeated captures (either side merged from several runs): metrics with per-step samples
-   are re-judged by the two-gate rule of :mod:`perfgate.compare.stats` (Mann-Whitney U with
-   Benjamini-Hochberg, AND a bootstrap interval of the median change beyond the tolerance),
-   or ``unsure`` with the runs needed.
-5. Parts of the whole (ΣDuration shares): judged by the part's own time relative to the
-   device's scale factor (:mod:`perfgate.compare.composition`), so a share that moved only
-   because other parts moved is unchanged. Regressed aggregates get the kernel families that
-   grew most (:mod:`perfgate.compare.attribution`).
+   are re-judged by the interval of their change (:mod:`perfgate.compare.stats`: the
+   Hodges-Lehmann shift's confidence interval beyond, inside or straddling the tolerance), or
+   ``unsure`` with the runs needed.
+5. Parts of the step: a ΣDuration share and the exposed-communication / underfeed ratios are
+   judged through the time they stand for, against the device's speed
+   (:mod:`perfgate.compare.parts`); the raw share is shown and never fails on its own.
+   Regressed aggregates get the kernel families beyond the device's speed
+   (:mod:`perfgate.compare.attribution`).
 
 Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
 """
@@ -40,7 +41,8 @@ from perfgate.model import Comparison, Fingerprint, metric_key
 from perfgate.policy import Policy, Tolerance, significant
 from perfgate.compare.stats import apply_statistics
 from perfgate.compare.attribution import attribute_families
-from perfgate.compare.composition import judge_parts
+from perfgate.compare.parts import judge_parts
+from perfgate.compare.renames import RENAME_TIME_NOISE, apply_renames, find_renames
 
 _ORDER = {terms.REGRESSION: 0, terms.IMPROVEMENT: 1, terms.INCOMPARABLE: 2, terms.NEW: 3,
           terms.MISSING: 4, terms.UNCHANGED: 5, terms.UNSURE: 1}
@@ -324,16 +326,19 @@ def _compare_topn(key, name, labels, b, c, gated: bool) -> Comparison:
     left = sorted(set(b.value) - depth_c)
     swapped = set(c.value) ^ set(b.value)
     subject = f"Top-{bctx.get('n')} kernel families by ΣDuration [{labels.get('view')}]"
+    # a family entering the set takes more of the device than the families it passed: a regression
+    # (new or grown). One that only left runs less or not at all: reported, never a regression
+    # (a dropped family is a change to review, not a slowdown).
+    verdict = terms.REGRESSION if entered else terms.UNCHANGED
     if entered or left:
-        verdict = terms.REGRESSION
         parts = []
         if entered:
             parts.append("entered: " + ", ".join(entered))
         if left:
             parts.append("left: " + ", ".join(left))
-        reason = (f"{subject}: changed ({'; '.join(parts)}), beyond the slack of {bctx.get('slack')} ranks")
+        reason = (f"{subject}: changed ({'; '.join(parts)}), beyond the slack of {bctx.get('slack')} ranks"
+                  + ("" if entered else "; a family that only left the set is reported, never a regression"))
     else:
-        verdict = terms.UNCHANGED
         reason = (f"{subject}: unchanged"
                   + (f" (swaps near the cut within the slack: {', '.join(sorted(swapped))})"
                      if swapped else ""))
@@ -343,31 +348,6 @@ def _compare_topn(key, name, labels, b, c, gated: bool) -> Comparison:
                       tolerance=f"slack {bctx.get('slack')}", reason=reason,
                       evidence=c.evidence,
                       subject=subject)
-
-
-#: how far one kernel's time may drift between devices: the measured "up to ~2x" with a quarter
-#: more for the "~" (2.06x was seen on a synthetic 2x); a family of one kernel per step whose
-#: ΣDuration moved less than this either way is not gated by its share
-SINGLE_KERNEL_DRIFT = 2.5
-
-
-def _one_kernel_per_step(base: Fingerprint, cand: Fingerprint, labels: dict) -> bool:
-    """Whether the family of ``share.family`` ``labels`` runs at most one kernel per step on both
-    sides (``kernel.calls_per_step`` in the same view) and its ΣDuration per step moved by no more
-    than :data:`SINGLE_KERNEL_DRIFT` either way: its share is then a single kernel's time relative
-    to the device's, within the drift between devices, which the brief never gates (seventh audit
-    round: one GroupedMatmul call 600 -> 1,200 us failed the gate; 10x still gates)."""
-    key = metric_key("kernel.calls_per_step", family=labels.get("family"), view=labels.get("view"))
-    b, c = base.metrics.get(key), cand.metrics.get(key)
-    if b is None or c is None or float(b.value) > 1 or float(c.value) > 1:
-        return False
-    # beyond the drift a device can explain (its own ΣDuration more than 2x or under half the
-    # baseline's) the share gates as any family's
-    tkey = metric_key("kernel.time_us", family=labels.get("family"), view=labels.get("view"))
-    tb, tc = base.metrics.get(tkey), cand.metrics.get(tkey)
-    if tb is None or tc is None or not float(tb.value) or not float(tc.value):
-        return False
-    return 1 / SINGLE_KERNEL_DRIFT <= float(tc.value) / float(tb.value) <= SINGLE_KERNEL_DRIFT
 
 
 def step_time_stand_in(base: Fingerprint, cand: Fingerprint, policy: Policy) -> dict:
@@ -425,9 +405,6 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         view = labels.get("view")
         gated = bool(rule and rule.gated and (view is None or view in policy.gate_views))
         if toolchain and d is not None and d.per_kernel:
-            gated = False
-        single = gated and name == "share.family" and _one_kernel_per_step(base, cand, labels)
-        if single:   # its share is one kernel's time against the device's: context, never a gate
             gated = False
         subject = _subject(name, labels)
         common = dict(key=key, name=name, labels=labels, unit=ref.unit, caliber=ref.caliber,
@@ -503,8 +480,7 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         cal = f", {terms.CALIBER_LABEL[ref.caliber]}" if ref.caliber in terms.CALIBER_LABEL else ""
         reason = (f"{subject}{presence}: {_fmt(bv, ref.unit)} -> {_fmt(cv, ref.unit)} ({dtext}{cal}), "
                   f"{moved} tolerance {tol_text}"
-                  + ("" if gated else "; informational: one kernel per step on both sides, a single kernel's "
-                                      "time, within the ~2x it drifts between devices" if single else "; informational"))
+                  + ("" if gated else "; informational"))
         out.append(Comparison(verdict=verdict, gated=gated,
                               fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
                               candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
@@ -512,10 +488,15 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     out = withhold_moved_gains(out)
     out = negligible_skews(out, base, cand, getattr(getattr(policy, "operators", None), "family_min_share", None))
     out = apply_statistics(out, base, cand, policy, rules=rules)
-    out, part_notes = judge_parts(out, base, cand, rules, noise,
-                                  (getattr(policy, "statistics", None) or {}).get("tolerances", {}))
-    notes.extend(part_notes)
-    out = [attribute_families(_attribute(c, base, cand), base, cand) for c in out]
+    out, scales = judge_parts(out, base, cand, policy.parts, noise=noise,
+                              confidence=float((getattr(policy, "statistics", None) or {}).get("confidence", 0.95)))
+    notes.extend(f"parts [{view}]: {s.describe()}" for view, s in sorted(scales.items(), key=lambda kv: str(kv[0]))
+                 if s.why)
+    out = [attribute_families(_attribute(c, base, cand), base, cand, scales=scales) for c in out]
+    renames = find_renames(base, cand, policy.gate_views)
+    out = apply_renames(out, renames)   # a family under another name is one family: informational
+    notes.extend(f"kernel family renamed: {r.old} -> {r.new} (same calls per step, Type and core; ΣDuration "
+                 f"within {RENAME_TIME_NOISE:.0%})" for r in renames)
     out.sort(key=lambda x: (not x.fails, _ORDER[x.verdict], not x.gated, x.key))
     return out, notes
 

@@ -59,10 +59,10 @@ def require_metric(hs, metric: str) -> None:
 
 def trends(hs, policy, keys, branch: str | None = None) -> list[Trend]:
     """Change points of every (key, series key) over the kept runs of ``branch`` (all branches
-    when None), in the order of ``keys`` (``[(metric key, direction)]``). Parts of the whole
-    (shares) are trended on their normalised series (:mod:`perfgate.history.parts`), as a check
-    judges them; an exact part then reads lower as better."""
-    from perfgate.history.parts import exposure_consequence, is_part, normalised_part_series, own_time_disagrees
+    when None), in the order of ``keys`` (``[(metric key, direction)]``). Parts of the step (shares,
+    exposed-communication and underfeed ratios) are trended on their own time at run 0's device
+    speed (:mod:`perfgate.history.parts`), as a check judges them: more own time is worse."""
+    from perfgate.history.parts import beyond_the_device, is_part, normalised_part_series
     h = policy.history
     res, cache = [], {}
     for key, direction in keys:
@@ -72,14 +72,12 @@ def trends(hs, policy, keys, branch: str | None = None) -> list[Trend]:
             part = part.reset_index(drop=True)
             if is_part(key):   # the part's own time relative to the device, as a check judges it
                 part = normalised_part_series(hs, key, part, branch, cache)
-                direction = terms.LOWER_IS_BETTER if direction == terms.EXACT else direction
+                direction = terms.LOWER_IS_BETTER
             cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
                                 min_size=int(h["min_size"]), alpha=float(h["alpha"]),
                                 min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
-            if is_part(key):   # a shift the part's own time does not back is another part's
-                cps = [cp for cp in cps if not own_time_disagrees(key, part, cp)]
-            # exposed communication that only followed Computing (a check calls it unchanged)
-            cps = [cp for cp in cps if not exposure_consequence(hs, key, part, cp, policy, branch, cache)]
+            if is_part(key):   # a shift its own time does not back is the device moving under it
+                cps = [cp for cp in cps if beyond_the_device(part, cp, float(h["min_rel"]))]
             res.append(Trend(key, sk, part, cps))
     return res
 

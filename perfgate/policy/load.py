@@ -17,15 +17,15 @@ from perfgate.policy import opspec
 from perfgate.policy.families import family_rules
 from perfgate.policy.builtin import builtin_file, resolve_ref
 from perfgate.errors import PolicyError
-from perfgate.policy.sections import (FAIL_CLOSED, FindingThresholds, HistorySettings, SelfCheckSettings,
-                                      StatisticsSettings)
+from perfgate.policy.sections import (FAIL_CLOSED, FindingThresholds, HistorySettings, PartSettings,
+                                      SelfCheckSettings, StatisticsSettings)
 from perfgate.policy.yamlfile import read_mapping
 
 _UNKNOWN_CATEGORY = "unknown"  # the bucket of kernels no category rule matches (perfgate.metrics.kernels.UNKNOWN)
 DEFAULT_POLICY = builtin_file("default.yaml")  # package data: perfgate/policies/default.yaml
 
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
-             "operators", "phases", "mfu", "suggestions", "statistics"}
+             "operators", "phases", "mfu", "suggestions", "statistics", "parts"}
 _TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.policy.knowledge)
 _TOP_KEYS |= {"max_incomparable_fraction"}  # partial comparisons: fail above this fraction (None: never)
 # the settings sections' keys and defaults: perfgate.policy.sections (each default written there once)
@@ -155,6 +155,7 @@ class Policy:
     max_incomparable_fraction: float | None = None
     suggestions: tuple = ()
     statistics: StatisticsSettings = field(default_factory=StatisticsSettings)
+    parts: PartSettings = field(default_factory=PartSettings)
 
     def rule_for(self, name: str, labels: dict | None = None) -> Rule | None:
         """Effective rule: the metric's base settings, then every matching override applied
@@ -545,7 +546,7 @@ def _load_policy(path: Path) -> Policy:
                   mfu=_section(path, "mfu", opspec.parse_mfu, doc.get("mfu")),
                   suggestions=_section(path, "suggestions", opspec.parse_suggestions,
                                        _sequence(path, "suggestions", doc.get("suggestions"), "a list of rules")),
-                  statistics=_statistics(path, doc))
+                  statistics=_statistics(path, doc), parts=_parts(path, doc))
 
 
 def _segments(path: Path, doc: dict):
@@ -561,6 +562,22 @@ def _segments(path: Path, doc: dict):
         raise _err(path, "segments", f"must be a file path or null, got {v!r}")
     return load_segment_rules(resolve_ref(path, v))
 
+
+
+def _parts(path, doc) -> PartSettings:
+    """The ``parts:`` section (:class:`PartSettings`): fractions in (0, 1], unknown keys refused."""
+    sd = doc.get("parts") or {}
+    if not isinstance(sd, dict):
+        raise _err(path, "parts", f"must be a mapping, got {_kind(sd)}")
+    out = {}
+    for k, v in sd.items():
+        key = f"parts.{k}"
+        if k not in PartSettings.allowed():
+            raise _err(path, key, f"unknown key (allowed: {PartSettings.allowed()})")
+        if _bad_number(v, lo=-math.inf) or not 0 < v <= 1:
+            raise _err(path, key, f"must be a fraction in (0, 1], got {v!r}")
+        out[k] = float(v)
+    return PartSettings().with_values(out)
 
 
 def _statistics(path, doc) -> StatisticsSettings:

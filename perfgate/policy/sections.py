@@ -1,8 +1,8 @@
 """The policy's settings sections as frozen dataclasses, each default written once here.
 
-``self_checks:``, ``findings:``, ``history:`` and ``statistics:`` of a policy YAML become
-:class:`SelfCheckSettings`, :class:`FindingThresholds`, :class:`HistorySettings` and
-:class:`StatisticsSettings`. A key absent from the YAML takes the field default below; the
+``self_checks:``, ``findings:``, ``history:``, ``statistics:`` and ``parts:`` of a policy YAML become
+:class:`SelfCheckSettings`, :class:`FindingThresholds`, :class:`HistorySettings`,
+:class:`StatisticsSettings` and :class:`PartSettings`. A key absent from the YAML takes the field default below; the
 allowed keys of a section are its field names. Each section also reads as a read-only mapping
 (``section["alpha"]``, ``section.get("alpha")``, ``dict(section)``), the shape callers used
 before the sections were typed.
@@ -111,3 +111,25 @@ class StatisticsSettings(_Section):
     max_runs_hint: int = 50
     informational: bool = False
     tolerances: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=True)
+class PartSettings(_Section):
+    """``parts:`` (:mod:`perfgate.compare.parts`): when a part of the step (a kernel family, a
+    category, exposed communication, idle time) changed by more than the device's speed explains.
+    All are fractions in (0, 1].
+
+    * ``material_computing`` / ``material_step``: an excess is *material* when it is at least this
+      fraction of the baseline's Computing (busy union of the compute tasks per step) or of the
+      baseline's step time; the smaller of the two is the bound;
+    * ``band_compute`` / ``band_communication`` / ``band_idle``: the noise band of a single capture,
+      a fraction of the part's own baseline time per step. Compute families repeat within a few
+      percent between runs (two runs of the real level1 / level2 job: 187 paired compute rows, robust
+      sigma of the log ratio 0.045); collectives and idle gaps are set by other ranks and the host
+      (the same job's collectives differ x0.40..x1.09 between runs).
+    """
+    material_computing: float = 0.02
+    material_step: float = 0.01
+    band_compute: float = 0.10
+    band_communication: float = 0.25
+    band_idle: float = 0.25

@@ -63,22 +63,21 @@ def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = N
     """Markdown block for one metric: its runs, every change point, and ``note`` (e.g.
     :func:`perfgate.history.changepoints.describe`: why there is none, how many runs are needed).
     Shares and other ratios are shown in % with changes in percentage points (pp)."""
-    ratio = _is_ratio(key)
-    from perfgate.compare.composition import PART_METRICS
+    from perfgate.compare.parts import PART_METRICS
     part = key.split("{", 1)[0] in PART_METRICS
+    ratio = _is_ratio(key) and not part   # a part is trended as its own time (us per step)
     lines = [f"### `{key}` ({unit_text(key)})", "",
              f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
              f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
     if part:
-        lines += ["Judged as a part of the whole: the part's own ΣDuration relative to the device scale, as the "
-                  "share it would have had in the first run had only it changed (perfgate.history.parts), so "
-                  "other parts moving do not move it; a shift its own ΣDuration does not back is not a change "
-                  "point. Before / after below are that quantity, not the share itself; "
-                  "`perfgate history query` gives the recorded shares.", ""]
+        lines += ["Judged as a part of the step: its own time per step at the first run's device speed (us; "
+                  "perfgate.history.parts), so other parts moving do not move it, and a shift its own time does "
+                  "not back is not a change point. Before / after below are that time, not the recorded "
+                  "share or ratio; `perfgate history query` gives those.", ""]
     if not cps:
         lines.append("No change point." if not note else note[0].upper() + note[1:] + ".")
     else:
-        head = ("| run | commit | part before (share had only it changed) | part after | change | p | runs before / after "
+        head = ("| run | commit | own time before (us/step) | own time after | change | p | runs before / after "
                 "| status |" if part else "| run | commit | before | after | change | p | runs before / after | status |")
         lines += [head, "|---|---|---|---|---|---|---|---|"]
         for c in cps:

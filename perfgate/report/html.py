@@ -46,7 +46,7 @@ from collections import Counter
 from perfgate import terms
 from perfgate.errors import require_extra
 from perfgate.model import Fingerprint, GateResult, parse_metric_key
-from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, gated_tail_text, explains_text, group_views,
+from perfgate.report.summary import (DAMAGED_NOTE, green_text, waterfall_text, store_failure, config_changes, error_where, informational_text, gated_tail_text, explains_text, group_views,
                                      short_change, step_share_text, verdict_detail, verdict_line, view_columns)
 
 VIEWS = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
@@ -498,9 +498,11 @@ def _causes(result: GateResult) -> str:
     causes = list(result.causes)
     by_key = {c.key: c for c in result.comparisons}
     un = [by_key[k] for k in result.unexplained if k in by_key]
+    wf, green = waterfall_text(result), green_text(result)
+    lead = "".join(f"<p>{_e(t)}</p>" for t in (wf and f"Step-time change: {wf}", green) if t)
     if not causes and not un:
-        return ""
-    parts = [f'<section id="causes"><h2>Causes ({len(causes)})</h2>']
+        return f'<section id="causes">{lead}</section>' if lead else ""
+    parts = [f'<section id="causes"><h2>Causes ({len(causes)})</h2>', lead]
     if causes:
         parts.append('<table class="causes"><colgroup><col style="width:21%"><col style="width:27%">'
                      '<col style="width:24%"><col style="width:10%"><col style="width:18%"></colgroup>'

@@ -16,7 +16,8 @@ from perfgate.report.families import operator_section
 from perfgate.report.mdtext import cell as _cell, code as _code
 from perfgate.report.selfchecks import group_self_checks
 from perfgate.report.summary import (DAMAGED_NOTE, store_failure, config_changes, error_where, informational_text, gated_tail_text, missing_lines, explains_text, group_views,
-                                     short_change, step_share_text, verdict_detail, verdict_line, view_columns)
+                                     short_change, step_share_text, verdict_detail, verdict_line, view_columns,
+                                     green_text, waterfall_text)
 
 LIMIT = 60_000
 _ICON = {terms.PASS: "✅", terms.FAIL: "❌", terms.NO_BASELINE: "⚪", terms.INVALID: "⛔", terms.INCOMPATIBLE: "⚪",
@@ -75,7 +76,7 @@ def _causes_table(result, limit: int = 5) -> list[str]:
     out = ["| | cause | what changed (first gated view) | explains (gated metrics) | share of the step-time change |",
            "|---|---|---|---|---|"]
     for x in causes[:limit]:
-        icon = "🔴" if x["fails"] else {terms.IMPROVEMENT: "🟢", "gone": "⚪", "new": "⚪", "side_effect": "⚪"}.get(x["verdict"], "🟡")
+        icon = "🔴" if x["fails"] else {terms.IMPROVEMENT: "🟢", "gone": "⚪", "new": "⚪", "renamed": "⚪"}.get(x["verdict"], "🟡")
         out.append(f"| {icon} | {_cell(x['kind'])} {_code(x['subject'], table=True)} | {_cell(x['what'])} | "
                    f"{len(x['explains'])}: {_cell(explains_text(x, 3))} | {_cell(step_share_text(x))} |")
     for row in group_views(un)[: max(0, limit + 2 - min(limit, len(causes)))]:
@@ -184,6 +185,12 @@ def render_markdown(result, key: str | None = None) -> str:
     table = _causes_table(result) if result.status != terms.INCOMPATIBLE else []   # nothing was judged
     if table:
         lines += table + [""]
+    wf = waterfall_text(result) if result.status != terms.INCOMPATIBLE else None
+    if wf:
+        lines += [f"Step-time change: {_cell(wf)}", ""]
+    green = green_text(result) if result.status != terms.INCOMPATIBLE else None
+    if green:
+        lines += [f"{_cell(green)}.", ""]
         if len(result.causes) > 5:
             lines += [f"{len(result.causes) - 5} more cause(s) below.", ""]
     details: list[str] = []

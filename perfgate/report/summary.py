@@ -214,6 +214,41 @@ def step_share_text(x: dict) -> str:
     return f"{cal} {d:+,.0f} of elapsed {st:+,.0f} us/step ({d / st:.0%})"
 
 
+def waterfall_text(result) -> str | None:
+    """The step-time change as contributions that add up to it (``detail["waterfall"]``,
+    :func:`perfgate.compare.causes.waterfall`), largest first, e.g. ``step time 136,581 -> 159,554
+    us/step (+22,973) [rank0] = device-wide +22,960 + exposed communication +10 + ...``; None when
+    the check has no waterfall (no step_trace_time.csv on a side) or the step did not move."""
+    wf = (result.detail or {}).get("waterfall")
+    if not wf or abs(wf.get("step_delta_us") or 0.0) < MIN_STEP_DELTA_US:
+        return None
+    items = sorted((i for i in wf["items"] if abs(i["us"]) >= MIN_STEP_DELTA_US), key=lambda i: -abs(i["us"]))
+    parts = " ".join(f"{'+' if k else ''} {i['part']} {i['us']:+,.0f}".strip() for k, i in enumerate(items[:6]))
+    rest = sum(i["us"] for i in items[6:])
+    return (f"step time {wf['step_base_us']:,.0f} -> {wf['step_cand_us']:,.0f} us/step ({wf['step_delta_us']:+,.0f}) "
+            f"[{wf['view']}] = {parts}" + (f" + {len(items) - 6} more {rest:+,.0f}" if len(items) > 6 else "")
+            + f" (device scale ×{wf['scale']:.3f})")
+
+
+def green_text(result) -> str | None:
+    """What a pass of this check vouches for, from the bounds it used (``detail["sensitivity"]``):
+    the smallest kernel-family excess it would have failed on, the step-time and Computing
+    tolerances, and exact counts. None when nothing was judged."""
+    sens = (result.detail or {}).get("sensitivity")
+    if not sens or str(result.status) not in (terms.PASS, terms.UNSURE_STATUS, terms.FAIL):
+        return None
+    bits = []
+    if sens.get("family_excess_us") is not None:
+        bits.append(f"no kernel family costs ≥ {sens['family_excess_us']:,.0f} us/step more than the device's "
+                    f"speed explains")
+    for name, label in (("step_time", "step time"), ("computing", "Computing")):
+        if sens.get(name):
+            bits.append(f"{label} within {sens[name]}")
+    bits.append("no kernel family called more often per step")
+    view = f" [{sens['view']}]" if sens.get("view") else ""
+    return "A green here means" + view + ": " + "; ".join(bits)
+
+
 def _clip(text: str, width: int) -> str:
     text = str(text)
     lead = text[: len(text) - len(text.lstrip(" "))]
@@ -257,13 +292,19 @@ def console_lines(result, *, verbose: bool = False, quiet: bool = False, width: 
     causes = list(result.causes)
     for x in causes[: (None if verbose else 5)]:
         icon = "REGRESSION " if x["fails"] else {terms.IMPROVEMENT: "improved   ", "gone": "gone       ",
-                                                  "new": "new        ", "side_effect": "side effect"}.get(
+                                                  "new": "new        ", "renamed": "renamed    "}.get(
                                                       x["verdict"], "worse      ")
         out.append(_clip(f"  {icon} {cause_title(x)}: {x['what']}", width))
         out.append(_clip(f"              step time share: {step_share_text(x)}; explains {len(x['explains'])} gated "
                          f"metric(s): {explains_text(x)}", width))
     if len(causes) > 5 and not verbose:
         out.append(f"  … and {len(causes) - 5} more cause(s) (see the reports, or -v)")
+    wf = waterfall_text(result)
+    if wf:
+        out.append(_clip("  " + wf, width))
+    green = green_text(result)
+    if green and str(result.status) != terms.FAIL:
+        out.append(_clip("  " + green, width))
     by_key = {c.key: c for c in result.comparisons}
     if result.unexplained:
         out.append("  not explained by a cause:")
