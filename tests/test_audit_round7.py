@@ -186,16 +186,16 @@ def faster_compute_db(tmp_path_factory):
 
 def test_trend_calls_no_side_effect_of_faster_compute_a_change(faster_compute_db):
     """Compute 0.7x with communication as it was: `check` calls the Comm shares unchanged and the
-    larger exposed communication a consequence; `history trend` reported them as confirmed
-    regressions (+13 pp, +20 pp). Only Computing and step time change now."""
+    larger exposed communication within what the device explains; `history trend` reported them as
+    confirmed regressions (+13 pp, +20 pp). Every change point there is an improvement now."""
     r = _run("history", "trend", "--db", faster_compute_db)
     assert r.exit_code == 0, r.output
     sections = r.output.split("\n### ")[1:]
     changed = {sec.split("`")[1].split(" (series")[0]: [ln for ln in sec.splitlines() if ln.startswith("| 9 (#9)")
                                                         or ln.startswith("| 10 (#10)")] for sec in sections}
     changed = {k: v for k, v in changed.items() if v}
-    assert sorted({k.split("{")[0] for k in changed}) == ["step.computing_us", "step.time_us"], changed
-    assert all("improvement" in row for rows in changed.values() for row in rows), changed
+    assert {"step.computing_us", "step.time_us"} <= {k.split("{")[0] for k in changed}, changed
+    assert all("improvement" in row for rows in changed.values() for row in rows), changed   # nothing got slower
 
 
 def test_uniform_device_drift_over_repeated_captures_moves_no_part(tmp_path):

@@ -37,13 +37,13 @@ def test_trend_finds_the_part_in_both_views_and_no_side_effect(db):
     side = [k for k in found if k.startswith("share.") and "MatMul" not in k and "AI_CORE" not in k]
     assert not side, side          # Comm / FA / Vector shares moved only because MatMul grew
     block = out.split("### `share.category{category=MatMul,view=rank0}")[1].split("### ")[0]
-    assert "| 7 (#7) | c06 |" in block and " pp regression |" in block and "%" in block
+    assert "| 7 (#7) | c06 |" in block and "% regression |" in block
 
 
 def test_comm_share_is_judged_as_a_part_and_has_no_change_point(db):
     # the plain Comm share falls ~4 pp at run 7 (MatMul grew); its own time did not change
     code, out = _run("history", "trend", "--db", db, "--metric", "share.category{category=Comm,view=p50}")
-    assert code == 0 and "Judged as a part of the whole" in out and "No change point" in out
+    assert code == 0 and "Judged as a part of the step" in out and "No change point" in out
 
 
 def test_nightly_report_puts_step_time_first(db, tmp_path):

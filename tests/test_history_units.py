@@ -32,7 +32,8 @@ def test_trend_heading_carries_the_unit():
 def test_part_metric_table_names_its_quantity():
     key = "share.category{category=MatMul,view=p50}"
     text = render_trend(key, _series(), [_cp(key)])
-    assert "part before (share had only it changed)" in text and "not the share itself" in text
+    assert "part before (us/step)" in text and "not the recorded share or ratio" in text
+    assert text.startswith(f"### `{key}` (us per step: the part it stands for)")
     plain = render_trend("step.time_us{view=p50}", _series(), [_cp("step.time_us{view=p50}")])
     assert "| before | after |" in plain
 

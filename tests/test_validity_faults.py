@@ -257,7 +257,7 @@ def _lose_head(cap, rank=0, n=20):
     _write(out / "step_trace_time.csv", h, rows)
 
 
-def test_q03_lost_head_tasks_are_a_finding_refused_as_baseline_counts_not_compared(copy_capture, tmp_path, policy):
+def test_q03_lost_head_tasks_are_an_invalid_capture_as_baseline_and_as_candidate(copy_capture, tmp_path, policy):
     cap = copy_capture("level1", "q03")
     _lose_head(cap, 0, 20)
     fp = fingerprint_capture(load_capture(cap), policy)
@@ -270,11 +270,9 @@ def test_q03_lost_head_tasks_are_a_finding_refused_as_baseline_counts_not_compar
     bl = tmp_path / "bl"
     assert _run("baseline", "save", "--name", "main", copy_capture("level1", "full"), "--baseline-dir", bl)[0] == 0
     code, out = _run("check", "--baseline", "main", cap, "--baseline-dir", bl, "--out", tmp_path / "o")
-    doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
-    counts = [c for c in doc["comparisons"] if c["unit"] == "calls"]
-    assert counts and all(c["verdict"] == "incomparable" and "lost device tasks (rank 0 step 50)" in c["reason"]
-                          for c in counts)
-    assert not [c for c in doc["comparisons"] if c["fails"] and c["unit"] == "calls"]
+    doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())   # never a regression: exit 3
+    assert code == 3 and doc["status"] == "INVALID_CAPTURE" and "DEVICE_TASKS_LOST" in doc["error"]["message"]
+    assert not doc["comparisons"]
 
 
 def test_lost_tasks_on_rank1_only(copy_capture, policy):

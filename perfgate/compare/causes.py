@@ -8,10 +8,10 @@ The step is a sum of parts (:mod:`perfgate.compare.parts`)::
 
 with ``E_f = T_c(f) − s · T_b(f)`` a compute family's ΣDuration per step beyond the device's
 speed and *other compute* the rest (overlap between streams: Computing is a busy union, the
-families ΣDuration). When the collectives moved with the device too (their ΣDuration ratio is
-nearer ``s`` than 1) the device's share of exposed communication, ``(s − 1) · exposed_b``, is the
-device's as well. :func:`waterfall` writes this decomposition; its items add up to the step-time
-change exactly.
+families ΣDuration). Exposed communication and idle time count only their excess beyond the range
+the device explains (:func:`perfgate.compare.parts.range_of`); the rest of their change is the
+device's, with ``(s − 1) · Computing_b``. :func:`waterfall` writes this decomposition; its items
+add up to the step-time change exactly.
 
 A *cause* is one of
 
@@ -46,8 +46,8 @@ from __future__ import annotations
 import math
 
 from perfgate import terms
-from perfgate.compare.parts import (SCALE_AGREEMENT, family_time, is_comm_family, part_of, scale_factor,
-                                    share_time_runs, value_of)
+from perfgate.compare.parts import (SCALE_AGREEMENT, excess, family_time, is_comm_family, part_of, range_of,
+                                    scale_factor, share_time_runs, value_of)
 from perfgate.model import Comparison, Fingerprint, metric_key
 
 MOVED = (terms.REGRESSION, terms.IMPROVEMENT)
@@ -137,7 +137,13 @@ def waterfall(base: Fingerprint, cand: Fingerprint, view, scale=None, top: int =
     s = scale.value
     followed = _comm_followed(base, cand, view, s)
     (sb, cb, xb, ib), (sc, cc, xc, ic) = b, c
-    device = (s - 1.0) * cb + ((s - 1.0) * xb if followed else 0.0)
+    # exposed communication and idle time beyond what the device explains (parts.range_of): the rest
+    # of their change is the device's, like Computing's (s - 1) * Computing_b
+    exposed = excess(xc, *range_of("step.exposed_comm_ratio", xb, s, comm=fig(base, "step.comm_us"),
+                                   overlap=fig(base, "step.overlapped_us")))
+    busy = value_of(base, metric_key("device.time_us", caliber=terms.BUSY_UNION, view=view))
+    idle = excess(ic, *range_of("step.underfeed_ratio", ib, s, busy=busy))
+    device = (s - 1.0) * cb + (xc - xb - exposed) + (ic - ib - idle)
     ex = {f: e for f, e in family_excess(base, cand, view, s).items() if not is_comm_family(f)}
     ranked = sorted((f for f in ex if abs(ex[f]) >= MIN_STEP_DELTA_US), key=lambda f: (-abs(ex[f]), f))[:top]
     items = []
@@ -147,8 +153,8 @@ def waterfall(base: Fingerprint, cand: Fingerprint, view, scale=None, top: int =
     other = (cc - cb) - (s - 1.0) * cb - sum(ex[f] for f in ranked)
     items.append({"part": "other compute (smaller families, overlap between streams)", "kind": "compute",
                   "us": other})
-    items.append({"part": EXPOSED, "kind": "anatomy", "us": (xc - xb) - ((s - 1.0) * xb if followed else 0.0)})
-    items.append({"part": IDLE, "kind": "anatomy", "us": ic - ib})
+    items.append({"part": EXPOSED, "kind": "anatomy", "us": exposed})
+    items.append({"part": IDLE, "kind": "anatomy", "us": idle})
     # step = Computing + exposed communication + idle (msprof); a capture's own rounding is "other"
     rest = (sc - sb) - sum(i["us"] for i in items)
     items[-3]["us"] += rest
@@ -299,11 +305,15 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         return None
 
     # exposed communication and idle time: a communication family that regressed explains the first
+    def grown_comm(view, sign) -> list:
+        """Communication families whose ΣDuration moved beyond the device the symptom's way: what
+        exposed communication is made of, named before exposed communication itself (lost overlap)."""
+        return [f for f, e in excess.get(view, {}).items() if is_comm_family(f) and e * sign > 0]
+
     for c in symptoms:
         if c.name == "step.exposed_comm_ratio":
-            comm = [x for x in book.causes.values() if x["kind"] == "communication" and is_comm_family(x["subject"])
-                    and (ex(x["subject"], c.labels.get("view")) or 0.0) * _sign(c) > 0]
-            book.explain(max(comm, key=lambda x: abs(ex(x["subject"], c.labels.get("view")) or 0.0))
+            comm = grown_comm(c.labels.get("view"), _sign(c))
+            book.explain(book.family(max(comm, key=lambda f: abs(ex(f, c.labels.get("view")))))
                          if comm else book.cause("step anatomy", EXPOSED), c)
         elif c.name == "step.underfeed_ratio":
             book.explain(book.cause("step anatomy", IDLE), c)
@@ -321,8 +331,11 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         subject = DEVICE_WIDE if wf and wf["comm_followed"] else COMPUTING
         extra = [(DEVICE, subject)]
         if not compute_only:
+            extra += [("communication", f) for f in grown_comm(view, sign)
+                      if ("communication", f) not in book.causes]
             extra += [("step anatomy", EXPOSED), ("step anatomy", IDLE)]
-            if any(x["kind"] == "communication" and (contribution(x, view) or 0.0) * sign > 0 for x in pool):
+            if any(k == "communication" for k, _ in extra) or \
+                    any(x["kind"] == "communication" and (contribution(x, view) or 0.0) * sign > 0 for x in pool):
                 extra.remove(("step anatomy", EXPOSED))   # the communication families own it
         scored = [((contribution(x, view) or 0.0) * sign, x) for x in pool]
         for kind, subj in extra:
@@ -408,8 +421,9 @@ def _what(x: dict, base, cand, view, d_us, by_key) -> str:
     if kind == "step anatomy":
         name = "step.comm_not_overlapped_us" if subj == EXPOSED else "step.free_us"
         b, c = value_of(base, metric_key(name, view=view)), value_of(cand, metric_key(name, view=view))
-        return (f"{subj} {_us(b)} -> {_us(c)} us/step"
-                + (f"; {d_us:+,.0f} us/step beyond the device" if d_us is not None else ""))
+        cal = "busy union" if subj == EXPOSED else "elapsed"
+        return (f"{subj} {_us(b)} -> {_us(c)} us/step ("
+                + (f"{d_us:+,.0f} us/step beyond the device, " if d_us is not None else "") + f"{cal})")
     if kind == "capture quality":
         q = by_key[x["explains"][0]]
         return f"{q.baseline:g} -> {q.candidate:g} row(s)" + (f" ({q.evidence})" if q.evidence else "")

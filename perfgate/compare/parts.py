@@ -378,7 +378,12 @@ def judge_parts(comparisons: list, base: Fingerprint, cand: Fingerprint, setting
     scales: dict = {}
     out = []
     for c in comparisons:
-        if c.name in PART_METRICS:
+        if c.name == "kernel.topn" and c.verdict == terms.REGRESSION:
+            view = c.labels.get("view")
+            if view not in scales:
+                scales[view] = scale_factor(base, cand, view)
+            c = judge_topn(c, scales[view], base, cand, settings)
+        elif c.name in PART_METRICS:
             view = c.labels.get("view")
             if view not in scales:
                 scales[view] = scale_factor(base, cand, view)
@@ -395,6 +400,26 @@ def judge_parts(comparisons: list, base: Fingerprint, cand: Fingerprint, setting
             c, _ = judge_part(c, scales[view], base, cand, settings, confidence, band)
         out.append(c)
     return out, scales
+
+
+def judge_topn(c: Comparison, scale: Scale, base: Fingerprint, cand: Fingerprint, settings) -> Comparison:
+    """A Top-N set that a family entered is a regression only when an entering family is new or its
+    own ΣDuration per step grew beyond the range the device explains by more than its noise band: a
+    ranking moves when any family moves, and a family that climbed only because another left or
+    shrank took no more of the device than before."""
+    view = c.labels.get("view")
+    entered = sorted(set(c.candidate or ()) - set(c.baseline or ()))
+    grew = []
+    for fam in entered:
+        tb, tc = family_time(base, fam, view), family_time(cand, fam, view)
+        band = settings["band_communication" if is_comm_family(fam) else "band_compute"] * tb
+        if tb <= 0 or excess(tc, min(1.0, scale.value) * tb, max(1.0, scale.value) * tb) > band:
+            grew.append(fam)
+    if grew:
+        return c
+    return replace(c, verdict=terms.UNCHANGED, fails=False,
+                   reason=(f"{c.reason}; the families that entered ({', '.join(entered)}) kept their own time "
+                           f"within the device's speed and their noise band: they climbed because others left or shrank"))
 
 
 def part_of(c: Comparison) -> dict | None:

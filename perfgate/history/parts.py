@@ -2,22 +2,19 @@
 
 A share's series (``share.*``, ``block.share``, ``pipe.bound_share``) moves whenever any other part
 moves, and so do the step ratios ``step.exposed_comm_ratio`` and ``step.underfeed_ratio``.
-``history trend`` therefore segments, for such a part, its own time per step at run 0's device
-speed::
+``history trend`` therefore segments, for such a part, run 0's own time plus the excess a check of
+run ``i`` against run 0 would find::
 
-    v_i = T_i / s_i      (us per step)
+    v_i = T_0 + E_i,    E_i = excess of T_i beyond range_of(T_0, s_i)   (us per step)
     s_i = median over compute families f of (T_i(f) / n_i(f)) / (T_0(f) / n_0(f))
 
 with ``T_i`` the part's own time in run ``i`` (a share times the device ΣDuration per step,
 ``device.time_us{caliber=sum_duration}``; exposed communication ``step.comm_not_overlapped_us``;
-idle ``step.bubble_us``) and ``s_i`` the check's device scale of run ``i`` against run 0 (families
-holding at least :data:`perfgate.compare.parts.MIN_FAMILY_SHARE` of run 0's ΣDuration, their
-ΣDuration ``T(f)`` from their shares). An unchanged part keeps ``v`` constant however the others
-move, and device-wide drift keeps every ``v`` constant. A change point of ``v`` is reported only
-when the part's own time ``T`` moved the same way by more than ``history.min_rel``
-(:func:`beyond_the_device`): the check's rule that
-the device's speed explains any own time between ``T_0`` and ``s · T_0`` (a part that kept its time
-while the device got faster did not regress). Runs missing the inputs keep ``v_i`` unknown (NaN).
+idle ``step.bubble_us``), ``s_i`` the check's device scale of run ``i`` against run 0 (families
+holding at least :data:`perfgate.compare.parts.MIN_FAMILY_SHARE` of run 0's ΣDuration) and
+:func:`perfgate.compare.parts.range_of` the own times the device's speed explains. A part that only
+moved with the device keeps ``v = T_0``, so a change point of ``v`` is a change a check would call
+one, and nothing has to be filtered afterwards. Runs missing the inputs keep ``v_i`` unknown (NaN).
 Reads the history database; no writes.
 """
 from __future__ import annotations
@@ -28,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from perfgate import terms
-from perfgate.compare.parts import MIN_FAMILIES, MIN_FAMILY_SHARE, PART_METRICS, RATIO_PARTS, is_comm_family
+from perfgate.compare.parts import (MIN_FAMILIES, MIN_FAMILY_SHARE, PART_METRICS, RATIO_PARTS, excess, is_comm_family,
+                                    range_of)
 from perfgate.model import metric_key, parse_metric_key
 
 
@@ -45,7 +43,7 @@ def _by_run(hs, key: str, branch) -> dict:
 
 def normalised_part_series(hs, key: str, series: pd.DataFrame, branch=None, cache: dict | None = None) -> pd.DataFrame:
     """``series`` (one part metric, rows in time order with ``run_id`` and ``value``) with ``value``
-    replaced by ``v_i`` of the module doc (us per step at run 0's device speed), the recorded share
+    replaced by ``v_i`` of the module doc (run 0's own time plus run i's excess, us per step), the recorded share
     or ratio kept in ``share`` and the part's own time per step in ``own``. ``cache`` ({key: {run_id:
     value}}) saves re-reading the family series."""
     cache = {} if cache is None else cache
@@ -81,32 +79,24 @@ def normalised_part_series(hs, key: str, series: pd.DataFrame, branch=None, cach
             p0, n0 = p.get(ref), n.get(ref)
             if p0 and n0 and np.isfinite(p0) and p0 >= MIN_FAMILY_SHARE:
                 usable.append((p, n, p0 * d0 / n0))
+
+    def first(metric, **labels):
+        v = get(metric_key(metric, view=view, **labels)).get(ref)
+        return v if v is not None and np.isfinite(v) else None
+    parts = {"comm": first("step.comm_us"), "overlap": first("step.overlapped_us"),
+             "busy": first("device.time_us", caliber=terms.BUSY_UNION)}
+    t0 = own[0]
     vals = []
     for r, t in zip(runs, own):
         d = dev.get(r)
         ratios = [(p[r] * d / n[r]) / pc0 for p, n, pc0 in usable
                   if d and p.get(r) and n.get(r) and np.isfinite(p[r]) and np.isfinite(n[r])]
         s = float(statistics.median(ratios)) if len(ratios) >= MIN_FAMILIES else 1.0
-        vals.append(t / s if np.isfinite(t) else np.nan)
+        if not np.isfinite(t) or not np.isfinite(t0):
+            vals.append(np.nan)
+            continue
+        lo, hi = range_of(name, t0, s, **parts)
+        vals.append(t0 + excess(t, lo, hi))
     out["value"] = vals
     out["own"] = own
     return out
-
-
-def beyond_the_device(series: pd.DataFrame, cp, min_rel: float) -> bool:
-    """Whether change point ``cp`` on a part's normalised ``series`` (with ``own``) is one a check
-    would call a change: a regression needs the part's own time per step to have grown by more than
-    ``min_rel`` too (the history's ``min_rel``, the smallest relative change it reports), an
-    improvement to have fallen by as much (medians of ``own`` over the runs ``cp`` compares).
-    Otherwise the shift of ``v`` is the device's speed moving under a part that kept its time. True
-    when ``own`` is unknown there."""
-    if "own" not in series:
-        return True
-    own = pd.to_numeric(series["own"], errors="coerce").to_numpy(dtype=float)
-    before = own[max(0, cp.index - cp.n_before):cp.index]
-    after = own[cp.index:cp.index + cp.n_after]
-    before, after = before[np.isfinite(before)], after[np.isfinite(after)]
-    if not len(before) or not len(after) or float(np.median(before)) <= 0:
-        return True
-    ratio = float(np.median(after)) / float(np.median(before))
-    return ratio > 1.0 + min_rel if cp.direction == terms.REGRESSION else ratio < 1.0 - min_rel

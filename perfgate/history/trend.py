@@ -60,9 +60,9 @@ def require_metric(hs, metric: str) -> None:
 def trends(hs, policy, keys, branch: str | None = None) -> list[Trend]:
     """Change points of every (key, series key) over the kept runs of ``branch`` (all branches
     when None), in the order of ``keys`` (``[(metric key, direction)]``). Parts of the step (shares,
-    exposed-communication and underfeed ratios) are trended on their own time at run 0's device
-    speed (:mod:`perfgate.history.parts`), as a check judges them: more own time is worse."""
-    from perfgate.history.parts import beyond_the_device, is_part, normalised_part_series
+    exposed-communication and underfeed ratios) are trended on run 0's own time plus the excess a
+    check against run 0 would find (:mod:`perfgate.history.parts`): more is worse."""
+    from perfgate.history.parts import is_part, normalised_part_series
     h = policy.history
     res, cache = [], {}
     for key, direction in keys:
@@ -76,8 +76,6 @@ def trends(hs, policy, keys, branch: str | None = None) -> list[Trend]:
             cps = change_points(part, key, direction=direction, penalty=float(h["penalty"]),
                                 min_size=int(h["min_size"]), alpha=float(h["alpha"]),
                                 min_rel=float(h["min_rel"]), min_after=int(h["min_after"]))
-            if is_part(key):   # a shift its own time does not back is the device moving under it
-                cps = [cp for cp in cps if beyond_the_device(part, cp, float(h["min_rel"]))]
             res.append(Trend(key, sk, part, cps))
     return res
 

@@ -66,18 +66,18 @@ def render_trend(key: str, series: pd.DataFrame, cps: list, note: str | None = N
     from perfgate.compare.parts import PART_METRICS
     part = key.split("{", 1)[0] in PART_METRICS
     ratio = _is_ratio(key) and not part   # a part is trended as its own time (us per step)
-    lines = [f"### `{key}` ({unit_text(key)})", "",
+    lines = [f"### `{key}` ({'us per step: the part it stands for' if part else unit_text(key)})", "",
              f"{len(series)} run(s), {series['recorded_at'].iloc[0] if len(series) else '-'} .. "
              f"{series['recorded_at'].iloc[-1] if len(series) else '-'}", ""]
     if part:
-        lines += ["Judged as a part of the step: its own time per step at the first run's device speed (us; "
-                  "perfgate.history.parts), so other parts moving do not move it, and a shift its own time does "
-                  "not back is not a change point. Before / after below are that time, not the recorded "
-                  "share or ratio; `perfgate history query` gives those.", ""]
+        lines += ["Judged as a part of the step, as a check judges it: the first run's own time per step plus the "
+                  "excess beyond what the device's speed explains in each later run (us; perfgate.history.parts), "
+                  "so other parts moving, and the device's speed, do not move it. Before / after below are that "
+                  "time, not the recorded share or ratio; `perfgate history query` gives those.", ""]
     if not cps:
         lines.append("No change point." if not note else note[0].upper() + note[1:] + ".")
     else:
-        head = ("| run | commit | own time before (us/step) | own time after | change | p | runs before / after "
+        head = ("| run | commit | part before (us/step) | part after | change | p | runs before / after "
                 "| status |" if part else "| run | commit | before | after | change | p | runs before / after | status |")
         lines += [head, "|---|---|---|---|---|---|---|---|"]
         for c in cps:
