@@ -268,9 +268,11 @@ def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | 
                      "suffix or categories); metrics depending on them may be incomparable")
     from perfgate.compare.causes import find_causes, waterfall
     causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views)
-    view = next((v for v in policy.gate_views if any(c.labels.get("view") == v for c in comparisons)), None)
-    detail["waterfall"] = waterfall(base, cand, view) if view is not None else None
-    detail["sensitivity"] = sensitivity(comparisons, view)
+    views = [v for v in policy.gate_views if any(c.labels.get("view") == v for c in comparisons)]
+    falls = [w for w in (waterfall(base, cand, v) for v in views) if w is not None]
+    # the gated view whose step time moved most (a change on rank 1 of 2 moves p50, not rank0)
+    detail["waterfall"] = max(falls, key=lambda w: abs(w["step_delta_us"])) if falls else None
+    detail["sensitivity"] = sensitivity(comparisons, views[0] if views else None)
     partial, error = _partial_note(comparisons, policy), None
     if partial:
         notes.insert(0, partial[0])
@@ -406,7 +408,8 @@ __all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "r
 
 def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=TraceMode.READ, workers=None):
     """``perfgate calibrate``: fingerprint repeated captures of one commit, propose per-metric
-    tolerances from their run-to-run noise (:func:`perfgate.compare.calibrate.propose_tolerances`) and
+    tolerances and the parts' noise bands from their run-to-run noise
+    (:func:`perfgate.compare.calibrate.propose_tolerances`, :func:`~perfgate.compare.calibrate.propose_part_bands`) and
     write a policy file with them to ``out_path`` (atomic). Returns ``(proposals, path)``.
 
     Raises:
@@ -415,7 +418,7 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
         InvalidCaptureError: a capture fails to read or a self-check fails (nothing written).
         StoreError: the policy file could not be written.
     """
-    from perfgate.compare.calibrate import calibrated_policy_text, propose_tolerances
+    from perfgate.compare.calibrate import calibrated_policy_text, propose_part_bands, propose_tolerances
     from perfgate.store.atomic import write_atomic
     paths = list(capture_paths)
     refuse_same_path(paths)
@@ -424,7 +427,7 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     refuse_same_content(paths, fps)
     from perfgate.metrics.repeat import require_one_job
     require_one_job(fps)   # noise is learned from repeated runs of one job, never across jobs
-    proposals = propose_tolerances(fps, policy, k=k)
+    proposals = propose_tolerances(fps, policy, k=k) + propose_part_bands(fps, policy, k=k)
     text = calibrated_policy_text(policy, proposals, source_note=f"{len(paths)} captures")
     out = Path(out_path)
     write_atomic(out, text)

@@ -261,8 +261,10 @@ class Comparison:
     are ``delta * 100``); ``delta_rel`` is delta / |baseline| (None when baseline is 0).
     ``fails`` is True only for a gated regression. ``reason`` is a full sentence.
     ``stats`` (repeated captures only, :mod:`perfgate.compare.stats`): sample sizes, runs, Mann-Whitney
-    U p and its Benjamini-Hochberg q, the Hodges-Lehmann effect and its distribution-free
-    interval (``ci``, coverage ``ci_level``), runs needed. ``attribution``: for a regressed aggregate, the kernel families
+    U p (reported only), the Hodges-Lehmann effect and its distribution-free
+    interval (``ci``, coverage ``ci_level``), runs needed; for a share or step ratio, ``part``
+    (:class:`perfgate.compare.parts.Part`: own times, device scale, explained range, excess and its
+    bound, us per step). ``attribution``: for a regressed aggregate, the kernel families
     whose calls / ΣDuration per step changed most (dicts with ``family``, ``calls_base``,
     ``calls_cand``, ``sum_dur_base_us``, ``sum_dur_cand_us``, ``delta_us``). ``subject``: the
     text naming the measured value, view tag included ("HCCL allgather calls per step [p50]"),

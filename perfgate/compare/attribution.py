@@ -102,13 +102,15 @@ def _part_members(c: Comparison, base: Fingerprint, cand: Fingerprint) -> set | 
 
 
 def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top: int = TOP,
-                       scales: dict | None = None) -> Comparison:
+                       scales: dict | None = None, beyond: set | None = None) -> Comparison:
     """Attach to a regressed aggregate the ``top`` families whose ΣDuration grew most beyond the
     device's speed (or whose calls grew), in ``attribution`` and appended to the reason. For a share
     of one part (a family, a category, a core type, a phase) that rose, only the families inside
     that part count; for one that fell (``exact`` direction), only the families outside it. When
     every family moved with the device, nothing is attached: no family explains it. ``scales``
-    ({view: Scale}) reuses the device scales already computed. Other comparisons unchanged."""
+    ({view: Scale}) reuses the device scales already computed; ``beyond`` ({(family, view)}: the
+    families whose own part regressed, :mod:`perfgate.compare.parts`) keeps the list
+    to families that moved beyond their noise band as well. Other comparisons unchanged."""
     if c.verdict != terms.REGRESSION or not c.name.startswith(AGGREGATE_PREFIXES):
         return c
     view = c.labels.get("view")
@@ -128,7 +130,8 @@ def attribute_families(c: Comparison, base: Fingerprint, cand: Fingerprint, top:
         rows = [r for r in rows if not COMM_FAMILY.match(r["family"])]
     elif scope == "comm":
         rows = [r for r in rows if COMM_FAMILY.match(r["family"])]
-    grew = [r for r in rows if r["excess_us"] >= MIN_EXCESS_US or r["calls_cand"] > r["calls_base"]][:top]
+    grew = [r for r in rows if r["calls_cand"] > r["calls_base"] or (
+        r["excess_us"] >= MIN_EXCESS_US and (beyond is None or (r["family"], view) in beyond))][:top]
     if not grew:
         return c
     return replace(c, attribution=grew,

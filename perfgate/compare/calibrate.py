@@ -19,7 +19,7 @@ views counts. Proposed tolerances:
 tightened", one above it as "tighter than the measured noise".
 
 Power (how many runs to profile): for ``R`` runs per side the smallest true shift that the
-two-gate rule of :mod:`perfgate.compare.stats` catches with probability ``power`` (default 0.99) is
+interval rule of :mod:`perfgate.compare.stats` catches with probability ``power`` (default 0.99) is
 estimated as ``proposed_stat + (z_c + z_power) · sigma · √(2/R)`` — the normal-approximation
 minimum detectable effect of a difference of two means of ``R`` per-capture values each
 (e.g. Cohen 1988, ch. 2), with ``z_c`` the quantile of the bound the verdict reads (one-sided
@@ -50,7 +50,7 @@ POWER_RUNS = (5, 10, 20)
 
 def detectable_shift(tolerance: float, sigma: float, runs: int, *, z_bound: float, power: float = 0.99) -> float:
     """Minimum detectable effect: the smallest true shift (same unit as ``tolerance`` and
-    ``sigma``: fraction for rel, pp, or the metric unit) whose two-gate verdict is a regression
+    ``sigma``: fraction for rel, pp, or the metric unit) whose interval verdict is a regression
     with probability ``power`` given ``runs`` captures per side, per-capture noise ``sigma``
     and the verdict's bound quantile ``z_bound``: ``tolerance + (z_bound + z_power)·sigma·√(2/runs)``.
 
@@ -183,6 +183,69 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
     return out
 
 
+#: the smallest noise band calibrate writes (a fraction of a part's own time per step)
+BAND_FLOOR = 0.01
+
+
+def propose_part_bands(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -> list[dict]:
+    """The noise bands of the parts of the step (policy ``parts.band_compute`` /
+    ``band_communication`` / ``band_idle``, :mod:`perfgate.compare.parts`) learned from repeated
+    captures of one commit. For every gated part in a gated view, its own time per capture (a share
+    times the device ΣDuration per step, or the step figure a ratio is judged through) gives what
+    one capture may differ from another. A part is governed by ``max(band × T_baseline, material)``,
+    so the band it needs is the largest of ``|T_b − T_a| / T_a`` over ordered pairs of captures whose
+    difference is beyond materiality (every calibration capture passes against every other) and
+    ``k × √2 × robust sigma / median`` when that is beyond materiality (0 when materiality covers it). Per kind the largest need, rounded up to 0.1 %, at
+    least :data:`BAND_FLOOR`, at most the policy's ``BAND_MAX``.
+
+    Returns ``[{"metric": "parts.band_<kind>", "kind": "band", "current", "proposed", "worst_key",
+    "verdict"}]``, one per kind with a measured part (same input checks as :func:`propose_tolerances`)."""
+    from types import SimpleNamespace
+
+    from perfgate.compare.parts import PART_METRICS, RATIO_PARTS, device_sum, material_us, part_kind, value_of
+    from perfgate.policy.sections import BAND_MAX
+    from perfgate.model import metric_key
+    need: dict[str, tuple[float, str]] = {}
+    for key in sorted(set.intersection(*[set(fp.metrics) for fp in fps])):
+        m = fps[0].metrics[key]
+        if m.name not in PART_METRICS:
+            continue
+        rule = policy.rule_for(m.name, m.labels)
+        view = m.labels.get("view")
+        if rule is None or not rule.gated or (view is not None and view not in policy.gate_views):
+            continue
+        if m.name in RATIO_PARTS:
+            own = [value_of(fp, metric_key(RATIO_PARTS[m.name][0], view=view)) for fp in fps]
+        else:
+            own = [(value_of(fp, key) or 0.0) * (device_sum(fp, view) or float("nan")) for fp in fps]
+        mats = [material_us(fp, view, policy.parts) for fp in fps]
+        if any(x is None or not math.isfinite(x) for x in own) or None in mats:
+            continue
+        med = float(np.median(own))
+        if med <= 0 or min(own) <= 0:
+            continue
+        # every calibration capture against every other passes: the need of each ordered pair
+        # (baseline a, candidate b), and k x sqrt(2) x sigma for the runs to come
+        noise = k * math.sqrt(2.0) * robust_sigma(own)
+        band = noise / med if noise > float(np.median(mats)) else 0.0
+        for a, b in ((a, b) for a in range(len(own)) for b in range(len(own)) if a != b):
+            if abs(own[b] - own[a]) > mats[a]:   # beyond materiality, the band alone decides
+                band = max(band, abs(own[b] - own[a]) / own[a])
+        kind = part_kind(SimpleNamespace(name=m.name, labels=m.labels))
+        if kind not in need or band > need[kind][0]:
+            need[kind] = (band, key)
+    out = []
+    for kind, (band, key) in sorted(need.items()):
+        name = f"band_{kind}"
+        cur = float(policy.parts[name])
+        prop = min(BAND_MAX, max(BAND_FLOOR, math.ceil(band * 1000 - 1e-9) / 1000))
+        verdict = ("could be tightened" if prop < cur - 1e-12 else
+                   "tighter than the measured noise" if prop > cur + 1e-12 else "ok")
+        out.append({"metric": f"parts.{name}", "kind": "band", "current": cur, "proposed": prop,
+                    "worst_key": key, "verdict": verdict})
+    return out
+
+
 def calibrated_policy_text(policy: Policy, proposals: list[dict], source_note: str = "") -> str:
     """The policy document with the proposed tolerances written in, as YAML text (comments of
     the original are not kept; a header says where the values came from)."""
@@ -193,13 +256,19 @@ def calibrated_policy_text(policy: Policy, proposals: list[dict], source_note: s
     stats["tolerances"] = tols
     metrics = doc.setdefault("metrics", {})
     for p in proposals:
+        if p["kind"] == "band":   # parts.band_<kind> (propose_part_bands)
+            parts = doc.setdefault("parts", {}) or {}
+            doc["parts"] = parts
+            parts[p["metric"].split(".", 1)[1]] = round(p["proposed"], 6)
+            continue
         tols[p["metric"]] = {p["kind"]: round(p["proposed_stat"], 6)}
         if p["metric"] in metrics:
             metrics[p["metric"]] = dict(metrics[p["metric"]], tolerance={p["kind"]: round(p["proposed_single"], 6)})
     head = ("# perfgate policy written by `perfgate calibrate`"
             + (f" from {source_note}" if source_note else "") + ".\n"
             "# Tolerances = k x robust sigma (1.4826 x MAD) of per-capture values over repeated captures of\n"
-            "# one commit (statistics.tolerances), x sqrt(2) for single-capture comparisons (metrics).\n")
+            "# one commit (statistics.tolerances), x sqrt(2) for single-capture comparisons (metrics);\n"
+            "# parts: the noise band each kind of part needs so that no capture fails against another.\n")
     return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
@@ -245,6 +314,8 @@ def render_table(proposals: list[dict], captures: int, k: float, path=None) -> l
     column, the stability warning when fewer than :data:`STABLE_CAPTURES` captures, and the
     written file. Numbers formatted by :func:`format_value`."""
     fmt = format_value
+    bands = [p for p in proposals if p["kind"] == "band"]
+    proposals = [p for p in proposals if p["kind"] != "band"]
     lines = [f"calibrated from {captures} captures (k = {k:g}):"]
     runs = sorted(proposals[0]["detectable"]) if proposals else []
     lines.append("  metric | noise sigma | repeated-capture tolerance now -> proposed | single-capture now -> proposed"
@@ -263,6 +334,9 @@ def render_table(proposals: list[dict], captures: int, k: float, path=None) -> l
                          f"({fmt(p['k'] * math.sqrt(2) * p['sigma'], p['kind'])}): the single-capture tolerance "
                          f"is set to that spread, so no calibration run fails against another; a run far from "
                          f"the others may be a bad capture: look at it before trusting the band")
+    for p in bands:
+        lines.append(f"  {p['metric']} (noise band of a part's own time) | {p['current']:.1%} -> {p['proposed']:.1%} "
+                     f"({p['verdict']}; set by {p['worst_key']})")
     if runs:
         lines.append("  " + POWER_NOTE)
     warn = stability_warning(captures)

@@ -82,6 +82,15 @@ def _us(v) -> str:
 
 # ---------------------------------------------------------------- the waterfall
 
+def _comm_ratio(base: Fingerprint, cand: Fingerprint, view) -> float:
+    """The collectives' ΣDuration per step, candidate / baseline (1 when there are none)."""
+    fams = {m.labels["family"] for m in base.metrics.values() if m.name == "share.family"
+            and m.labels.get("view") == view and is_comm_family(m.labels.get("family"))}
+    tb = sum(family_time(base, f, view) for f in fams)
+    tc = sum(family_time(cand, f, view) for f in fams)
+    return tc / tb if tb > 0 else 1.0
+
+
 def _comm_followed(base: Fingerprint, cand: Fingerprint, view, s: float) -> bool:
     """Did the collectives' ΣDuration per step move with the device scale ``s``? Their ratio must lie
     nearer ``s`` than 1, ``s`` beyond ±:data:`SCALE_AGREEMENT` of 1, and over repeated captures the
@@ -147,8 +156,8 @@ def waterfall(base: Fingerprint, cand: Fingerprint, view, scale=None, top: int =
     ex = {f: e for f, e in family_excess(base, cand, view, s).items() if not is_comm_family(f)}
     ranked = sorted((f for f in ex if abs(ex[f]) >= MIN_STEP_DELTA_US), key=lambda f: (-abs(ex[f]), f))[:top]
     items = []
-    if abs(device) >= MIN_STEP_DELTA_US:
-        items.append({"part": DEVICE_WIDE if followed else COMPUTING, "kind": DEVICE, "us": device})
+    if abs(device) >= MIN_STEP_DELTA_US:   # labelled by what it is: the device's speed, not one part
+        items.append({"part": f"device ×{s:.3f}", "kind": DEVICE, "us": device})
     items += [{"part": f, "kind": "family", "us": ex[f]} for f in ranked]
     other = (cc - cb) - (s - 1.0) * cb - sum(ex[f] for f in ranked)
     items.append({"part": "other compute (smaller families, overlap between streams)", "kind": "compute",
@@ -209,12 +218,20 @@ def _family_parts(base: Fingerprint, cand: Fingerprint) -> dict:
 def _in_part(fam: str, c: Comparison, parts: dict) -> bool:
     """Does family ``fam`` belong to the part of share ``c``? From the family view; a family the
     view does not list belongs to the communication part when it is a communication family."""
-    known = parts.get(fam)
-    want = {k: v for k, v in c.labels.items() if k in _PART_LABELS}
+    known = _comm_core(parts.get(fam))
+    want = _comm_core({k: v for k, v in c.labels.items() if k in _PART_LABELS})
     if known is None or not any(k in known for k in want):
         comm_part = c.labels.get("category") == "Comm" or c.labels.get("core_type") in ("HCCL", terms.COMM_CORE)
         return bool(want) and is_comm_family(fam) == comm_part and comm_part
     return all(known.get(k) == v for k, v in want.items() if k in known)
+
+
+def _comm_core(labels: dict | None) -> dict | None:
+    """``labels`` with a communication core type named one way: the family view writes HCCL where
+    the core-type share says COMMUNICATION (one set of collectives, two spellings across exports)."""
+    if labels and labels.get("core_type") in ("HCCL", terms.COMM_CORE):
+        return dict(labels, core_type=terms.COMM_CORE)
+    return labels
 
 
 def _presence(base, cand, fam, view) -> str | None:
@@ -306,9 +323,15 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
 
     # exposed communication and idle time: a communication family that regressed explains the first
     def grown_comm(view, sign) -> list:
-        """Communication families whose ΣDuration moved beyond the device the symptom's way: what
-        exposed communication is made of, named before exposed communication itself (lost overlap)."""
-        return [f for f, e in excess.get(view, {}).items() if is_comm_family(f) and e * sign > 0]
+        """Communication families whose own time moved beyond what the device explains, and beyond
+        their noise band, the symptom's way (their ``share.family`` part): what exposed communication
+        is made of, named before exposed communication itself (lost overlap)."""
+        out = []
+        for f in excess.get(view, {}):
+            p = part_of(by_key.get(metric_key("share.family", family=f, view=view))) if is_comm_family(f) else None
+            if p is not None and p["excess_us"] * sign > p["band_us"]:
+                out.append(f)
+        return out
 
     for c in symptoms:
         if c.name == "step.exposed_comm_ratio":
@@ -414,7 +437,8 @@ def _what(x: dict, base, cand, view, d_us, by_key) -> str:
         comp = by_key.get(metric_key("step.computing_us", view=view))
         head = (f"every compute kernel ×{sc.value:.3f} (the device scale: {sc.agreeing} of {len(sc.ratios)} compute "
                 f"families within ±{SCALE_AGREEMENT:.0%} of it)"
-                + ("; the collectives moved with it" if subj == DEVICE_WIDE else "; the collectives did not"))
+                + ("; the collectives moved with it" if subj == DEVICE_WIDE else
+                   f"; the collectives ×{_comm_ratio(base, cand, view):.3f}, not shown to follow it"))
         if comp is not None and comp.delta is not None:
             head += f"; Computing {_us(comp.baseline)} -> {_us(comp.candidate)} us/step"
         return head + (f"; {d_us:+,.0f} us/step of the step" if d_us is not None else "")

@@ -287,6 +287,8 @@ def part_kind(c: Comparison) -> str:
     if c.name in RATIO_PARTS:
         return RATIO_PARTS[c.name][1]
     labels = c.labels
+    if c.name == "block.share" and labels.get("kind") == "unstructured":
+        return "communication"   # the kernels in no layer block: the collectives are among them
     if (is_comm_family(labels.get("family")) or labels.get("category") == "Comm"
             or labels.get("core_type") in ("HCCL", terms.COMM_CORE) or labels.get("bound") == "communication"):
         return "communication"
@@ -367,8 +369,44 @@ def blocks_recut(base: Fingerprint, cand: Fingerprint, view) -> str | None:
             f"{b.get(moved[0], 0):g} -> {c.get(moved[0], 0):g}), so a block kind is another set of kernels on each side")
 
 
+def step_band_us(base: Fingerprint, view, settings) -> float | None:
+    """The noise band of one step time (us): the step is Computing + exposed communication + idle
+    (step_trace_time.csv), each with its kind's band, and independent noise adds in quadrature:
+    ``√((band_compute·C)² + (band_communication·X)² + (band_idle·I)²)`` of the baseline. None when
+    a figure is missing."""
+    figs = [value_of(base, metric_key(n, view=view))
+            for n in ("step.computing_us", "step.comm_not_overlapped_us", "step.free_us")]
+    if None in figs:
+        return None
+    c, x, i = figs
+    return math.sqrt((settings["band_compute"] * c) ** 2 + (settings["band_communication"] * x) ** 2
+                     + (settings["band_idle"] * i) ** 2)
+
+
+def judge_step_time(c: Comparison, rule, base: Fingerprint, settings, noise: float = 0.0) -> Comparison:
+    """A single capture's step time against ``max(tolerance, the step's own noise band)``
+    (:func:`step_band_us`): a step made mostly of collectives drifts with them, and its tolerance
+    cannot be tighter than the parts it is made of (repeated captures are judged by their interval)."""
+    if rule is None or c.delta is None or c.stats or c.verdict not in (terms.REGRESSION, terms.IMPROVEMENT,
+                                                                       terms.UNCHANGED):
+        return c
+    band = step_band_us(base, c.labels.get("view"), settings)
+    allow = rule.tolerance.allowance(float(c.baseline)) + noise
+    if band is None or band <= allow:
+        return c
+    verdict = terms.Direction(rule.direction).judge(c.delta, allowance=band)
+    head = c.reason.split(", within tolerance")[0].split(", beyond tolerance")[0]
+    moved = "within" if verdict == terms.UNCHANGED else "beyond"
+    reason = (f"{head}, {moved} the step's noise band ±{band:,.1f} us (its parts' bands: Computing "
+              f"±{settings['band_compute']:.0%}, exposed communication ±{settings['band_communication']:.0%}, idle "
+              f"±{settings['band_idle']:.0%}, in quadrature; wider than the tolerance {c.tolerance})"
+              + ("" if c.gated else "; informational"))
+    return replace(c, verdict=verdict, fails=c.gated and verdict == terms.REGRESSION, reason=reason,
+                   tolerance=f"±{band:,.0f} us (the step's noise band)")
+
+
 def judge_parts(comparisons: list, base: Fingerprint, cand: Fingerprint, settings, *, noise: dict | None = None,
-                confidence: float = 0.95) -> tuple[list, dict]:
+                confidence: float = 0.95, rules: dict | None = None) -> tuple[list, dict]:
     """Re-judge every share and step ratio in ``comparisons`` through its part's excess.
 
     ``noise`` ({metric key: learned band, in the metric's unit}) widens a part's band: a share's
@@ -378,7 +416,9 @@ def judge_parts(comparisons: list, base: Fingerprint, cand: Fingerprint, setting
     scales: dict = {}
     out = []
     for c in comparisons:
-        if c.name == "kernel.topn" and c.verdict == terms.REGRESSION:
+        if c.name == "step.time_us":
+            c = judge_step_time(c, (rules or {}).get(c.key), base, settings, (noise or {}).get(c.key, 0.0))
+        elif c.name == "kernel.topn" and c.verdict == terms.REGRESSION:
             view = c.labels.get("view")
             if view not in scales:
                 scales[view] = scale_factor(base, cand, view)

@@ -13,7 +13,8 @@ present (``rank0``, ``p50``), they have
 * equal calls per step (``kernel.calls_per_step{family, view}``, an exact count);
 * the same operator Type and Accelerator Core (the family view of the fingerprint,
   ``detail["operators"]["families"]``: the lowest rank's families with the Type and core that
-  carry most of their ΣDuration; a Type or core that is N/A, as at Level0, is not "the same");
+  carry most of their ΣDuration; a Type or core N/A on a row of a capture that records them is
+  not "the same"; a capture that records none, as at profiler Level0, is matched without them);
 * ΣDuration per step within noise: ``|T_new / T_old - 1| <= RENAME_TIME_NOISE`` with ``T`` =
   ``kernel.time_us{family, view}`` (us per step), or where a side does not record it (the family
   is outside that side's Top-N + slack) the estimate ``share.family{family, view}`` x
@@ -49,6 +50,7 @@ _DEVICE = "device.time_us"
 #: metrics whose count does not move when a family is renamed: never touched here
 _UNMOVED = frozenset({"kernel.total_calls_per_step", "optype.calls_per_step"})
 _UNKNOWN = (None, "", "n/a", "N/A")
+_NOT_RECORDED = "not recorded by the capture"
 #: config facets that must agree for two fingerprints' families to be the same kind of thing
 _SAME_FAMILIES = ("family_suffix", "world_size", "ranks")
 
@@ -85,9 +87,14 @@ class _Side:
                 self.device[labels.get("view")] = m.value
         ops = (fp.detail or {}).get("operators") or {}
         self.kind = {}
+        # a capture that records no Type / core at all (profiler Level0) leaves them out of the
+        # match on both sides alike; an N/A on one row of a capture that records them is unknown
+        no_type, no_core = fp.config.get("type_available") is False, fp.config.get("core_available") is False
         for f in ops.get("families") or ():
             if isinstance(f, dict) and "family" in f:
                 t, core = f.get("op_type"), f.get("core_type")
+                t = _NOT_RECORDED if t in _UNKNOWN and no_type else t
+                core = _NOT_RECORDED if core in _UNKNOWN and no_core else core
                 if t not in _UNKNOWN and core not in _UNKNOWN:
                     self.kind[f["family"]] = (t, core)
 

@@ -120,7 +120,7 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     if nb and nc and nb != nc and (runs_of(base) > 1 or runs_of(cand) > 1):
         notes.append(f"step count differs: baseline {sorted(nb)} step(s) per rank over {runs_of(base)} "
                      f"capture(s), candidate {sorted(nc)} over {runs_of(cand)}; metrics with per-step samples "
-                     f"are judged by the two-gate test on all pooled step samples (its runs bound counts "
+                     f"are judged by the interval of their shift over all pooled step samples (its runs bound counts "
                      f"captures, not steps), counts and metrics without samples by their medians")
     elif nb and nc and nb != nc:
         notes.append(f"step count differs: baseline {sorted(nb)} step(s) per rank, candidate "
@@ -488,11 +488,13 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     out = withhold_moved_gains(out)
     out = negligible_skews(out, base, cand, getattr(getattr(policy, "operators", None), "family_min_share", None))
     out = apply_statistics(out, base, cand, policy, rules=rules)
-    out, scales = judge_parts(out, base, cand, policy.parts, noise=noise,
+    out, scales = judge_parts(out, base, cand, policy.parts, noise=noise, rules=rules,
                               confidence=float((getattr(policy, "statistics", None) or {}).get("confidence", 0.95)))
     notes.extend(f"parts [{view}]: {s.describe()}" for view, s in sorted(scales.items(), key=lambda kv: str(kv[0]))
                  if s.why)
-    out = [attribute_families(_attribute(c, base, cand), base, cand, scales=scales) for c in out]
+    beyond = {(c.labels.get("family"), c.labels.get("view")) for c in out
+              if c.name == "share.family" and c.verdict == terms.REGRESSION}
+    out = [attribute_families(_attribute(c, base, cand), base, cand, scales=scales, beyond=beyond) for c in out]
     renames = find_renames(base, cand, policy.gate_views)
     out = apply_renames(out, renames)   # a family under another name is one family: informational
     notes.extend(f"kernel family renamed: {r.old} -> {r.new} (same calls per step, Type and core; ΣDuration "

@@ -13,10 +13,10 @@ both sides and a policy rule:
    runs even a perfect separation of the runs gives an exact two-sided Mann-Whitney U p of
    ``2 / C(r_b + r_c, r_b)``; when that is above ``alpha`` the verdict is ``unsure`` and says
    how many more runs are needed (:func:`runs_needed`), unless every pairing of a baseline
-   run with a candidate run (their step medians) differs beyond the tolerance: then the
-   direction decides, as a single-capture check of any one pair would
-   (:func:`_beyond_for_every_run_pair`), so a baseline of several runs never makes the gate
-   weaker than a baseline of one. Never a silent pass.
+   run with a candidate run (their step medians) gives the same single-capture verdict: beyond
+   the tolerance the direction decides, within it the metric is unchanged, as a check of any one
+   pair would say (:func:`_every_run_pair`). A baseline of several runs never makes the gate
+   weaker than a baseline of one, and three runs a side can pass.
 2. **The interval decides.** The Hodges-Lehmann shift on log times — the median of all pairwise
    ``log cand_j − log base_i``, reported as a ratio − 1 — for a ``rel`` tolerance, on the values
    for ``pp`` / ``abs``, with its distribution-free (Moses) confidence interval (:func:`effect_ci`).
@@ -272,7 +272,7 @@ def _eligible(c: Comparison, base: Fingerprint, cand: Fingerprint, policy: Polic
 
 def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, policy: Policy,
                      rules: dict | None = None) -> list:
-    """Re-judge metrics with samples by the two-gate rule (see module doc) when either side
+    """Re-judge metrics with samples by the interval rule (see module doc) when either side
     stands for more than one capture. Other comparisons are returned unchanged. ``rules``
     ({metric key: :class:`~perfgate.policy.Rule` or None}) are the rules the caller already
     resolved (:func:`perfgate.compare.compare_fingerprints` resolves each once); missing keys
@@ -324,7 +324,7 @@ def apply_statistics(comparisons: list, base: Fingerprint, cand: Fingerprint, po
     return out
 
 
-NO_SAMPLES_NOTE = ("no per-step samples for this metric, so the two-gate test does not apply: judged on the "
+NO_SAMPLES_NOTE = ("no per-step samples for this metric, so the interval rule does not apply: judged on the "
                    "medians over {rb} vs {rc} capture(s) by the single-capture tolerance")
 _COUNT_UNITS = ("calls", "steps", "rows", "set")
 
@@ -347,20 +347,21 @@ def run_medians(m) -> list[float]:
     return [float(np.median(x[a:z])) for a, z in zip(bounds[:-1], bounds[1:])]
 
 
-def _beyond_for_every_run_pair(c: Comparison, d: dict, b, k, rule, subject: str, sizes: str,
+def _every_run_pair(c: Comparison, d: dict, b, k, rule, subject: str, sizes: str,
                                info: str) -> Comparison | None:
     """With too few runs for the exact test: the verdict a single-capture check would give when
-    it gives it for every pairing of a baseline run with a candidate run, else None (unsure).
+    it gives the same one for every pairing of a baseline run with a candidate run (a regression,
+    an improvement, or unchanged), else None (unsure).
 
     Each pairing's effect is that of the two runs' step medians (a ratio − 1 for a ``rel``
     tolerance, a difference else: :func:`effect` of one value each), judged against the rule's
     single-capture tolerance (not the tighter ``statistics.tolerances``, which assume averaged
     runs). Needs the samples' split into runs (``context["run_sizes"]``). When the whole range of
-    those effects lies beyond the tolerance, the metric's direction decides, as it would for
-    any one baseline run against any one candidate run: a baseline of several runs never makes
-    the gate weaker than a baseline of one (three baseline runs against one candidate whose step
-    time doubled were "unsure", exit 0, where each run alone was a regression). Within or
-    straddling the tolerance it stays unsure: run-to-run noise is not known from this few runs."""
+    those effects lies beyond the tolerance, the metric's direction decides; when it lies within
+    it, the metric is unchanged: either as any one baseline run against any one candidate run
+    would be judged. A baseline of several runs never makes the gate weaker than a baseline of one
+    (three baseline runs against one candidate whose step time doubled were "unsure"), nor can
+    three runs a side never pass. Straddling the tolerance it stays unsure."""
     single = rule.tolerance   # the single-capture tolerance: what a check of one pair applies
     kind = _effect_kind(single, c.unit)
     mb, mk = run_medians(b), run_medians(k)
@@ -371,18 +372,19 @@ def _beyond_for_every_run_pair(c: Comparison, d: dict, b, k, rule, subject: str,
         return None
     lo, hi = min(pairs), max(pairs)
     verdict = terms.Direction(rule.direction).judge(lo, hi, single.allowance())
-    if verdict not in (terms.REGRESSION, terms.IMPROVEMENT):
+    if verdict not in (terms.REGRESSION, terms.IMPROVEMENT, terms.UNCHANGED):
         return None
     d["run_pair_effects"] = [lo, hi]
     span = (f"{_fmt_effect(lo, kind, c.unit)}" if lo == hi else
             f"{_fmt_effect(lo, kind, c.unit)} to {_fmt_effect(hi, kind, c.unit)}")
     tol_text = single.describe(c.unit)
+    where = "entirely within" if verdict == terms.UNCHANGED else "entirely beyond"
     reason = (f"{subject}: every baseline run against every candidate run differs by {span} (run step medians), "
-              f"entirely beyond the single-capture tolerance {tol_text}: a {verdict} whichever runs are compared. Too few "
+              f"{where} the single-capture tolerance {tol_text}: {verdict} whichever runs are compared. Too few "
               f"runs for the Mann-Whitney test (smallest p {min_exact_p(d['runs_base'], d['runs_cand']):.3g} > "
               f"alpha {d['alpha']:g}), so this is the single-capture judgement, run by run; {sizes}{info}")
     return replace(c, verdict=verdict, fails=c.gated and verdict == terms.REGRESSION, reason=reason, stats=d,
-                   tolerance=f"{tol_text} (every run pair; too few runs for the two-gate test)")
+                   tolerance=f"{tol_text} (every run pair; too few runs for the interval rule)")
 
 
 def _verdict(c: Comparison, d: dict, b, k, rule, st: dict) -> Comparison:
@@ -398,7 +400,7 @@ def _verdict(c: Comparison, d: dict, b, k, rule, st: dict) -> Comparison:
     info = "" if c.gated else "; informational"
     if d.get("runs_needed"):
         nb, nc = d["runs_needed"]["base"], d["runs_needed"]["cand"]
-        clear = _beyond_for_every_run_pair(c, d, b, k, rule, subject, sizes, info)
+        clear = _every_run_pair(c, d, b, k, rule, subject, sizes, info)
         if clear is not None:
             return clear
         reason = (f"{subject}: unsure: {sizes}; Hodges-Lehmann shift {eff}. With this few runs the smallest "
@@ -407,7 +409,7 @@ def _verdict(c: Comparison, d: dict, b, k, rule, st: dict) -> Comparison:
                   f"candidate runs are needed ({max(0, nb - d['runs_base'])} + {max(0, nc - d['runs_cand'])} "
                   f"more){info}")
         return replace(c, verdict=terms.UNSURE, fails=False, reason=reason, stats=d,
-                       tolerance=f"{d['tolerance']} (two-gate, alpha {alpha:g})")
+                       tolerance=f"{d['tolerance']} (interval, too few runs for alpha {alpha:g})")
     lim = tol.allowance()   # in the effect's unit: a fraction for rel, a ratio for pp, the unit for abs
     direction = terms.Direction(rule.direction)
     # the interval decides: beyond the tolerance a regression / improvement, inside it unchanged,

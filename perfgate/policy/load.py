@@ -17,7 +17,7 @@ from perfgate.policy import opspec
 from perfgate.policy.families import family_rules
 from perfgate.policy.builtin import builtin_file, resolve_ref
 from perfgate.errors import PolicyError
-from perfgate.policy.sections import (FAIL_CLOSED, FindingThresholds, HistorySettings, PartSettings,
+from perfgate.policy.sections import (BAND_MAX, FAIL_CLOSED, FindingThresholds, HistorySettings, PartSettings,
                                       SelfCheckSettings, StatisticsSettings)
 from perfgate.policy.yamlfile import read_mapping
 
@@ -565,7 +565,9 @@ def _segments(path: Path, doc: dict):
 
 
 def _parts(path, doc) -> PartSettings:
-    """The ``parts:`` section (:class:`PartSettings`): fractions in (0, 1], unknown keys refused."""
+    """The ``parts:`` section (:class:`PartSettings`): ``material_*`` fractions in (0, 1], ``band_*`` in
+    (0, BAND_MAX] (a part whose own time varies by more than itself between runs needs a band above 1);
+    unknown keys refused."""
     sd = doc.get("parts") or {}
     if not isinstance(sd, dict):
         raise _err(path, "parts", f"must be a mapping, got {_kind(sd)}")
@@ -574,8 +576,9 @@ def _parts(path, doc) -> PartSettings:
         key = f"parts.{k}"
         if k not in PartSettings.allowed():
             raise _err(path, key, f"unknown key (allowed: {PartSettings.allowed()})")
-        if _bad_number(v, lo=-math.inf) or not 0 < v <= 1:
-            raise _err(path, key, f"must be a fraction in (0, 1], got {v!r}")
+        top = 1.0 if k.startswith("material") else BAND_MAX
+        if _bad_number(v, lo=-math.inf) or not 0 < v <= top:
+            raise _err(path, key, f"must be a number in (0, {top:g}], got {v!r}")
         out[k] = float(v)
     return PartSettings().with_values(out)
 

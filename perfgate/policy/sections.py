@@ -113,11 +113,15 @@ class StatisticsSettings(_Section):
     tolerances: dict = field(default_factory=dict)
 
 
+#: the largest noise band a policy may set (10 x a part's own time per step)
+BAND_MAX = 10.0
+
+
 @dataclass(frozen=True, eq=True)
 class PartSettings(_Section):
     """``parts:`` (:mod:`perfgate.compare.parts`): when a part of the step (a kernel family, a
     category, exposed communication, idle time) changed by more than the device's speed explains.
-    All are fractions in (0, 1].
+    Materiality is a fraction in (0, 1]; a band a number in (0, :data:`BAND_MAX`].
 
     * ``material_computing`` / ``material_step``: an excess is *material* when it is at least this
       fraction of the baseline's Computing (busy union of the compute tasks per step) or of the

@@ -188,7 +188,7 @@ def render_markdown(result, key: str | None = None) -> str:
     wf = waterfall_text(result) if result.status != terms.INCOMPATIBLE else None
     if wf:
         lines += [f"Step-time change: {_cell(wf)}", ""]
-    green = green_text(result) if result.status != terms.INCOMPATIBLE else None
+    green = green_text(result) if result.status not in (terms.INCOMPATIBLE, terms.FAIL) else None
     if green:
         lines += [f"{_cell(green)}.", ""]
         if len(result.causes) > 5:
