@@ -43,7 +43,7 @@ def test_step_count_note_names_the_pooled_test(policy):
     many = config_notes(side(1.0, 3, 10), side(1.0, 3, 6))
     (note,) = [n for n in many if n.startswith("step count differs")]
     assert "[30]" in note and "[18]" in note and "over 3 capture(s)" in note
-    assert "two-gate test on all pooled step samples" in note and "per-step medians are compared" not in note
+    assert "interval of their shift over all pooled step samples" in note and "per-step medians are compared" not in note
     (single,) = [n for n in config_notes(side(1.0, 1, 10), side(1.0, 1, 6)) if n.startswith("step count")]
     assert single.endswith("per-step medians are compared")
 

@@ -563,17 +563,23 @@ def _segments(path: Path, doc: dict):
     return load_segment_rules(resolve_ref(path, v))
 
 
+def _section_items(path, doc, name: str) -> list:
+    """``[(dotted key, key, value)]`` of the policy section ``name`` (absent or null: none).
+
+    Raises:
+        PolicyError: the section is not a mapping (naming it)."""
+    sd = doc.get(name) or {}
+    if not isinstance(sd, dict):
+        raise _err(path, name, f"must be a mapping, got {_kind(sd)}")
+    return [(f"{name}.{k}", k, v) for k, v in sd.items()]
+
 
 def _parts(path, doc) -> PartSettings:
     """The ``parts:`` section (:class:`PartSettings`): ``material_*`` fractions in (0, 1], ``band_*`` in
     (0, BAND_MAX] (a part whose own time varies by more than itself between runs needs a band above 1);
     unknown keys refused."""
-    sd = doc.get("parts") or {}
-    if not isinstance(sd, dict):
-        raise _err(path, "parts", f"must be a mapping, got {_kind(sd)}")
     out = {}
-    for k, v in sd.items():
-        key = f"parts.{k}"
+    for key, k, v in _section_items(path, doc, "parts"):
         if k not in PartSettings.allowed():
             raise _err(path, key, f"unknown key (allowed: {PartSettings.allowed()})")
         top = 1.0 if k.startswith("material") else BAND_MAX
@@ -585,15 +591,11 @@ def _parts(path, doc) -> PartSettings:
 
 def _statistics(path, doc) -> StatisticsSettings:
     """The ``statistics:`` section (repeated captures, :mod:`perfgate.compare.stats`): ``enabled``,
-    ``alpha`` (false discovery rate, 0..1), ``confidence`` (interval of the Hodges-Lehmann
-    shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``),
+    ``alpha`` (the runs bound of the exact rank test, 0..1), ``confidence`` (interval of the
+    Hodges-Lehmann shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``),
     ``max_runs_hint``, ``informational`` (also re-judge ungated metrics) and ``tolerances`` ({metric name: tolerance}, the effect-size gate)."""
-    sd = doc.get("statistics") or {}
-    if not isinstance(sd, dict):
-        raise _err(path, "statistics", f"must be a mapping, got {_kind(sd)}")
     out = {}
-    for k, v in sd.items():
-        key = f"statistics.{k}"
+    for key, k, v in _section_items(path, doc, "statistics"):
         if k == "tolerances":
             if not isinstance(v, dict):
                 raise _err(path, key, f"must be a mapping of metric name -> tolerance, got {_kind(v)}")

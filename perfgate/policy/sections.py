@@ -100,7 +100,7 @@ class HistorySettings(_Section):
 @dataclass(frozen=True, eq=False)  # eq=False: ``tolerances`` is a dict
 class StatisticsSettings(_Section):
     """``statistics:`` (repeated captures, :mod:`perfgate.compare.stats`): ``enabled``,
-    ``alpha`` (false discovery rate, 0..1), ``confidence`` (interval of the Hodges-Lehmann
+    ``alpha`` (the runs bound of the exact rank test, 0..1), ``confidence`` (interval of the Hodges-Lehmann
     shift, 0..1), ``unsure_fails`` (exit 1 on a gated ``unsure``), ``max_runs_hint``,
     ``informational`` (also re-judge ungated metrics) and ``tolerances`` ({metric name:
     :class:`perfgate.policy.Tolerance`}, the effect-size gate)."""
