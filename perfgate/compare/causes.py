@@ -29,11 +29,14 @@ A *cause* is one of
 
 Each gated symptom (a comparison judged regression or improvement) is explained by exactly one
 cause: a family's own counts and share by that family; an aggregate share (category, core type,
-phase, block) by the family inside it whose excess is largest with the symptom's sign; total and
+phase, block) by the family inside it whose excess is largest with the symptom's sign, among those
+whose own part moved that way first; total and
 operator-type call counts by the family whose calls moved most that way; exposed communication by
 a communication family that regressed, else by itself; step time, Computing and the device busy
 union by the largest contribution of the symptom's sign in the waterfall (Computing: compute
-families or the device only). A part that got faster never explains a regression.
+families or the device only), among the parts judged to have changed that way and the device
+first; a part whose own change is within its noise or unsure only when none of those moved the
+step that way. A part that got faster never explains a regression.
 
 Each cause carries ``kind``, ``subject``, ``verdict`` (regression | improvement | new | gone |
 renamed), ``fails`` (explains a failing metric), ``what`` and ``views`` (text), ``evidence``,
@@ -281,9 +284,19 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             if moved:
                 book.explain(book.family(max(moved, key=lambda f: abs(ex(f, view) or 0.0))), c)
         elif c.name in _PART_SYMPTOMS:
-            # a block kind's families are not listed per kernel family: any family may be inside it
-            member = (lambda f: True) if c.name == "block.share" else (lambda f: _in_part(f, c, parts))
+            # a block kind's families are not listed per kernel family: any compute family may be in a
+            # layer block, any family in the unstructured rest
+            if c.name == "block.share":
+                member = (lambda f: True) if c.labels.get("kind") == "unstructured" else \
+                    (lambda f: not is_comm_family(f))
+            else:
+                member = (lambda f: _in_part(f, c, parts))
             mine = [f for f in excess.get(view, {}) if member(f) and (ex(f, view) or 0.0) * sign > 0]
+            # families whose own part was judged to move that way first (a family within its noise
+            # explains a part only when none did)
+            judged = [f for f in mine if getattr(by_key.get(metric_key("share.family", family=f, view=view)),
+                                                 "verdict", None) == c.verdict]
+            mine = judged or mine
             if mine:
                 book.explain(book.family(max(mine, key=lambda f: abs(ex(f, view)))), c)
         elif c.name in _CALL_SYMPTOMS:
@@ -341,6 +354,22 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         elif c.name == "step.underfeed_ratio":
             book.explain(book.cause("step anatomy", IDLE), c)
 
+    def decided(x: dict, view, sign) -> bool:
+        """Whether cause ``x`` is a change judged on its own in ``view`` the symptom's way: a family
+        or structure whose own symptoms moved that way, a part (a family's share, exposed
+        communication, idle time) judged a regression / improvement, or the device."""
+        if x["kind"] == DEVICE:
+            return True
+        want = terms.REGRESSION if sign > 0 else terms.IMPROVEMENT
+        if x["kind"] == "step anatomy":
+            key = metric_key("step.exposed_comm_ratio" if x["subject"] == EXPOSED else "step.underfeed_ratio", view=view)
+            return getattr(by_key.get(key), "verdict", None) == want
+        if any(by_key[k].verdict == want for k in x["explains"] if by_key[k].labels.get("view") in (view, None)
+               and by_key[k].name not in _STEP_SYMPTOMS):
+            return True
+        share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
+        return getattr(share, "verdict", None) == want
+
     # step time, Computing, device busy union: the largest contribution of the symptom's sign
     for c in symptoms:
         if c.name not in _STEP_SYMPTOMS:
@@ -360,13 +389,16 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             if any(k == "communication" for k, _ in extra) or \
                     any(x["kind"] == "communication" and (contribution(x, view) or 0.0) * sign > 0 for x in pool):
                 extra.remove(("step anatomy", EXPOSED))   # the communication families own it
-        scored = [((contribution(x, view) or 0.0) * sign, x) for x in pool]
+        scored = [((contribution(x, view) or 0.0) * sign, x, decided(x, view, sign)) for x in pool]
         for kind, subj in extra:
-            probe = {"kind": kind, "subject": subj, "_families": ()}
-            scored.append(((contribution(probe, view) or 0.0) * sign, (kind, subj)))
-        scored = [(v, x) for v, x in scored if v > 0]
+            probe = {"kind": kind, "subject": subj, "_families": (), "explains": []}
+            scored.append(((contribution(probe, view) or 0.0) * sign, (kind, subj), decided(probe, view, sign)))
+        scored = [t for t in scored if t[0] > 0]
+        # a part judged to have changed (or the device) explains it before a part whose own change is
+        # within its noise or unsure; only when none moved the step that way does the largest move do
+        scored = [t for t in scored if t[2]] or scored
         if scored:
-            _, best = max(scored, key=lambda t: t[0])
+            _, best, _ = max(scored, key=lambda t: t[0])
             book.explain(book.cause(*best) if isinstance(best, tuple) else best, c)
             continue
         # nothing named moved the step that way (no step_trace_time.csv for a waterfall, or only
