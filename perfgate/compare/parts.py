@@ -42,7 +42,9 @@ got faster is never a regression cause, and a part that kept its time while the 
 part regresses when ``E`` is beyond the **bound** ``max(noise band, material)``:
 
 * noise band: :class:`perfgate.policy.PartSettings` ``band_compute`` / ``band_communication`` /
-  ``band_idle`` × ``T_b`` (plus a learned history noise band, when ``--baseline history:``);
+  ``band_idle`` × ``T_b`` (plus a learned history noise band, when ``--baseline history:``); with
+  repeated baseline captures at least :data:`RUN_BAND_K` robust sigmas of the part's own time over
+  them (a collective of a few calls drifts far more than collectives as a kind);
 * material: ``min(material_computing × Computing_b, material_step × step_b)``, in the same view
   (defaults 2 % of Computing, 1 % of step time).
 
@@ -76,6 +78,10 @@ RATIO_PARTS = {"step.exposed_comm_ratio": ("step.comm_not_overlapped_us", "commu
 PART_METRICS = SHARE_METRICS + tuple(RATIO_PARTS)
 MIN_FAMILY_SHARE = 0.001   # of the baseline ΣDuration per step (0.1 %): families that enter the scale
 MIN_FAMILIES = 3
+#: repeated captures: the band of a part is at least this many robust sigmas (1.4826 x MAD) of its
+#: own time over the baseline's captures (as the history's band_k), from this many captures on
+RUN_BAND_K = 3.0
+MIN_RUNS_FOR_BAND = 3
 SCALE_AGREEMENT = 0.05     # a family "moved with the device" when its per-call ratio is within ±5 % of s
 
 
@@ -328,6 +334,11 @@ def judge_part(c: Comparison, scale: Scale, base: Fingerprint, cand: Fingerprint
     e = excess(tc, lo_r, hi_r)
     interval = None
     rb, rc = _run_times(base, c), _run_times(cand, c)
+    if rb and len(rb) >= MIN_RUNS_FOR_BAND and tb > 0:
+        # repeated baseline captures measure the part's own run-to-run noise: the band is at least
+        # RUN_BAND_K robust sigmas of them (a collective with a few calls drifts far more than its kind)
+        from perfgate.compare.stats import robust_sigma
+        band = max(band, RUN_BAND_K * robust_sigma(rb) / float(statistics.median(rb)) * tb + noise_us)
     if (rb or rc) and tb > 0:
         from perfgate.compare.stats import effect_ci, interval_level
         xb, xc = rb or [tb], rc or [tc]
