@@ -187,7 +187,7 @@ def from_columns(cls, *columns) -> list:
     (``itertools.repeat(x)`` for a constant; at least one column finite). Equal to
     ``[cls(*row) for row in zip(*columns)]`` (same fields, values and ``to_dict``), but built by
     C-level passes (``object.__new__`` and one ``__dict__`` per instance, as ``__init__`` would
-    fill it), so a table of N checks or findings costs no Python-level call per row (issue 21)."""
+    fill it), so a table of N checks or findings costs no Python-level call per row."""
     import dataclasses
     import gc
     from collections import deque

@@ -172,8 +172,8 @@ def _rank0_not_held(b, c, base: Fingerprint, cand: Fingerprint) -> str | None:
     """The rank0 view of a metric measured on one side only, where that side's first rank is a
     partial rank (no kernel table: step_trace_time.csv / communication.json only): the metric
     was not measured there, it did not fall to 0. Without this an absent-is-zero count read
-    "gone" (every family, 3 -> 0 calls) and the other direction "new" (second fresh-user audit,
-    round 3: level1 with rank 0 partial gave REGRESSION, 54 causes)."""
+    "gone" (every family, 3 -> 0 calls) and the other direction "new" (level1 with rank 0 partial
+    gave REGRESSION, 54 causes)."""
     if (b is None) == (c is None) or (b or c).labels.get("view") != terms.VIEW_RANK0:
         return None
     side, fp = ("baseline", base) if b is None else ("candidate", cand)
@@ -260,7 +260,7 @@ def _incomparable_reason(name: str, base: Fingerprint, cand: Fingerprint, view: 
     """Why metric ``name`` cannot be compared between the two fingerprints, or None. ``both``:
     the metric was recorded on both sides (a family's calls and time do not depend on the policy's
     ``top_n``, only which families are recorded does: a top_n that differs makes the Top-N set and
-    the families recorded on one side only incomparable, seventh audit round)."""
+    the families recorded on one side only incomparable)."""
     bw, cw = base.config.get("world_size"), cand.config.get("world_size")
     if bw != cw:
         return f"rank count changed ({bw} -> {cw}): per-rank work is not the same job"
@@ -355,8 +355,8 @@ def step_time_stand_in(base: Fingerprint, cand: Fingerprint, policy: Policy) -> 
     time (``step.time_us``: no step_trace_time.csv and no timeline, as in raw msprof output or a
     bare kernel_details.csv) while both have the device busy union per step. There the busy union
     is judged with step time's rule (direction, tolerance, gated): without it no time figure was
-    gated at all, and every kernel 3x slower passed (seventh audit round; a baseline without step
-    time against a candidate with it likewise). Empty when step time is not gated or both sides
+    gated at all, and every kernel 3x slower passed (a baseline without step time against a
+    candidate with it likewise). Empty when step time is not gated or both sides
     have it (a step time the candidate lost is also ``missing``, as any gated metric)."""
     out = {}
     for view in policy.gate_views:

@@ -434,7 +434,7 @@ def _load_policy(path: Path) -> Policy:
         if not isinstance(v, int) or isinstance(v, bool) or v < 0 or (k == "top_n" and v == 0) or v > MAX_POLICY_NUMBER:
             raise _err(path, f"fingerprint.{k}", f"must be a positive integer, got {v!r}")
     suffix = _regex(path, "fingerprint.family_suffix", fp.get("family_suffix", r"(?:_+\d+)+$"))
-    suffix = family_rules(path, suffix, fp.get("family_volatile"))   # volatile name parts (issue 17)
+    suffix = family_rules(path, suffix, fp.get("family_volatile"))   # volatile name parts (hashes, configs)
     cats = []
     seen = {}
     for i, c in enumerate(_sequence(path, "fingerprint.categories", fp.get("categories"),

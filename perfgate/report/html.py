@@ -640,7 +640,7 @@ def _provenance(sides: list) -> str:
 
 
 def _conf_value(c: dict, key: str):
-    """A config facet for the provenance table. Rank coverage (issue 16): ``ranks profiled`` is
+    """A config facet for the provenance table. Rank coverage: ``ranks profiled`` is
     the count and ids of the rank folders read (config ``world_size`` / ``ranks``), ``job world
     size`` the job's size as recorded (or "not recorded": never guessed), ``coverage`` the
     tables each rank holds."""
