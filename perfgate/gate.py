@@ -267,9 +267,10 @@ def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | 
         notes.append("the baseline was fingerprinted under other fingerprint rules (Top-N, family "
                      "suffix or categories); metrics depending on them may be incomparable")
     from perfgate.compare.causes import find_causes, waterfall
-    causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views)
     views = [v for v in policy.gate_views if any(c.labels.get("view") == v for c in comparisons)]
-    falls = [w for w in (waterfall(base, cand, v) for v in views) if w is not None]
+    by_view = {v: waterfall(base, cand, v) for v in views}   # made once, for the causes and the reports
+    causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views, falls=by_view)
+    falls = [w for w in by_view.values() if w is not None]
     # the gated view whose step time moved most (a change on rank 1 of 2 moves p50, not rank0)
     detail["waterfall"] = max(falls, key=lambda w: abs(w["step_delta_us"])) if falls else None
     detail["sensitivity"] = sensitivity(comparisons, views[0] if views else None)

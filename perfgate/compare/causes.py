@@ -246,9 +246,10 @@ def _sign(c: Comparison) -> int:
     return 1 if c.verdict == terms.REGRESSION else -1
 
 
-def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50)
-                ) -> tuple[list[dict], list[str]]:
-    """Group gated findings into causes (module doc).
+def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50),
+                falls: dict | None = None) -> tuple[list[dict], list[str]]:
+    """Group gated findings into causes (module doc). ``falls`` ({view: :func:`waterfall` or None})
+    reuses waterfalls the caller already made; the others are made here.
 
     Returns:
         ``(causes, unexplained)``: the cause dicts described in the module doc, failing first, then
@@ -261,7 +262,7 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
     views = [v for v in gate_views if any(c.labels.get("view") == v for c in symptoms)] or list(gate_views[:1]) or [None]
     first = views[0]
     scales = {v: scale_factor(base, cand, v) for v in views}
-    falls = {v: waterfall(base, cand, v, scales[v]) for v in views}
+    falls = {v: (falls or {})[v] if v in (falls or {}) else waterfall(base, cand, v, scales[v]) for v in views}
     excess = {v: family_excess(base, cand, v, scales[v].value) for v in views}
     parts = _family_parts(base, cand)
     book = _Book()
