@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 import bench_scale  # noqa: E402
 import perfgate.metrics.fingerprint as F  # noqa: E402
 from perfgate.policy import load_policy  # noqa: E402
-from perfgate.run import fingerprint_path  # noqa: E402
+from perfgate.app.run import fingerprint_path  # noqa: E402
 
 
 def _view_beside_run(self, kernels, rank_id, policy, root):

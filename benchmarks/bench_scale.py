@@ -66,7 +66,7 @@ import pyarrow.csv as pacsv  # noqa: E402
 
 from perfgate.ingest.kernels import pmu_columns  # noqa: E402
 from perfgate.policy import load_policy  # noqa: E402
-from perfgate.run import fingerprint_path  # noqa: E402
+from perfgate.app.run import fingerprint_path  # noqa: E402
 from perfgate.synth.replicate import replicate_rank  # noqa: E402
 from perfgate.synth.scale import write_scaled  # noqa: E402
 
@@ -481,7 +481,7 @@ def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
     print(f"5. msprof-analyze compare vs perfgate check, shape a pair (~{rows:,} rows per side, with trace), "
           f"msprof-analyze once, perfgate check median of 3; wall and peak memory (goal: >= 30x faster, "
           f">= 5x leaner)", flush=True)
-    from perfgate.gate import save_baseline
+    from perfgate.app.gate import save_baseline
     from perfgate.store.baselines import BaselineStore
     a = build("a", tmp / "ref_a", rows, trace=True)
     b = build("a", tmp / "ref_b", rows, run=1, trace=True)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 from perfgate.ingest import kernels as kmod  # noqa: E402
 from perfgate.ingest import validity  # noqa: E402
 from perfgate.policy import load_policy  # noqa: E402
-from perfgate.run import fingerprint_path  # noqa: E402
+from perfgate.app.run import fingerprint_path  # noqa: E402
 from perfgate.synth.scale import write_scaled  # noqa: E402
 from perfgate.terms import TraceMode  # noqa: E402
 

@@ -88,12 +88,12 @@ SCENARIO_TOOL = SHARED / "tools" / "scenarios"
 MSINSIGHT = SHARED / "fixtures" / "ascend" / "msinsight"
 sys.path.insert(0, str(ROOT))
 
-from perfgate import gate  # noqa: E402
+from perfgate.app import gate  # noqa: E402
 from perfgate.errors import InvalidCaptureError  # noqa: E402
 from perfgate.metrics.fingerprint import require_valid  # noqa: E402
 from perfgate.metrics.repeat import merge_fingerprints  # noqa: E402
 from perfgate.model import parse_metric_key  # noqa: E402
-from perfgate.run import fingerprint_path  # noqa: E402
+from perfgate.app.run import fingerprint_path  # noqa: E402
 
 #: source id -> real rank folder (read in place, never copied into the repo)
 SOURCES = {

@@ -1,7 +1,7 @@
 """Command line: the only module that imports click, prints or exits.
 
-Each command parses its options, calls one library function (:mod:`perfgate.gate`,
-:mod:`perfgate.run`, :mod:`perfgate.history.trend`, :mod:`perfgate.report.writers`, ...) and
+Each command parses its options, calls one library function (:mod:`perfgate.app.gate`,
+:mod:`perfgate.app.run`, :mod:`perfgate.history.trend`, :mod:`perfgate.report.writers`, ...) and
 renders what it returns. Errors are caught in one place, :class:`_Group`: a PerfgateError prints
 its message (path, row, hint) and exits with its code; a command that must write something
 first (``perfgate report``'s error page) registers that with :func:`_on_error`.
@@ -41,7 +41,7 @@ def _fail(e: PerfgateError):
 
 
 def _policy(path):
-    from perfgate.gate import load_checked_policy
+    from perfgate.app.gate import load_checked_policy
     return load_checked_policy(path)
 
 
@@ -261,7 +261,7 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM: the CI runner cancelled the job
 
 class Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler :func:`_Group.invoke` installs, so the
-    running command unwinds (a local process pool stops its workers, :func:`perfgate.run.local_pool`)
+    running command unwinds (a local process pool stops its workers, :func:`perfgate.app.run.local_pool`)
     and the process exits 143. A BaseException: no ``except Exception`` swallows it."""
 
 
@@ -317,7 +317,7 @@ class _Group(click.Group):
     console script's stderr drops a failed write (:func:`_shield_stderr`). The top-level command runs under :func:`perfgate.hostmem.small_pages` (numpy's
     huge-page hint off where the kernel would stall on it), :func:`perfgate.hostmem.arrow_jemalloc`
     (Arrow's buffers from jemalloc where pyarrow has it) and
-    :func:`perfgate.run.timelines_scanned_ahead`."""
+    :func:`perfgate.app.run.timelines_scanned_ahead`."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """click's ``main``; afterwards the SIGINT handler :meth:`invoke` set aside is restored when
@@ -359,7 +359,7 @@ class _Group(click.Group):
             with contextlib.ExitStack() as top:
                 if ctx.parent is None:
                     from perfgate.hostmem import arrow_jemalloc
-                    from perfgate.run import timelines_scanned_ahead
+                    from perfgate.app.run import timelines_scanned_ahead
                     top.enter_context(small_pages())
                     top.enter_context(arrow_jemalloc())
                     top.enter_context(timelines_scanned_ahead())
@@ -443,7 +443,7 @@ def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace
     repeated runs of one commit: their
     per-step samples are pooled for the statistical comparison."""
     _interrupt_leaves(f"no baseline saved: {name!r} in the store is as it was")   # before the slow imports
-    from perfgate.gate import save_baseline
+    from perfgate.app.gate import save_baseline
     from perfgate.history.store import require_commit
     require_commit(commit)   # as history record: a SHA or ref name, one line
     prov = {k: v for k, v in (("commit", commit), ("branch", branch)) if v}
@@ -589,7 +589,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     # interrupted while it starts, leaves no earlier verdict either (never a capture's file: exit 2)
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
                                captures=capture, inputs=_inputs(policy_path, history_path, baseline_dir))
-    from perfgate.gate import check_and_report
+    from perfgate.app.gate import check_and_report
     _on_error(lambda e: _verdict_unwritten(e, quiet, verbose, json_path == "-"))
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
         from perfgate.publish.github import require_comment_key
@@ -716,7 +716,7 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     lock a line on stderr says so at each retry; after 60 s in all (PERFGATE_HISTORY_LOCK_WAIT=SECONDS
     to change) nothing is recorded, exit 5."""
     _interrupt_leaves("nothing recorded: the history database is as it was")   # before the slow imports
-    from perfgate.gate import record_history
+    from perfgate.app.gate import record_history
     from perfgate.ingest.discover import refuse_outputs_among_inputs
     refuse_outputs_among_inputs(capture, {"--db": _history_path(history_path)})   # never a capture's profiler .db
     run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
@@ -885,9 +885,9 @@ def history_journal(branch, metric, history_path, policy_path):
 def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, scheduler):
     """Print the fingerprint of CAPTURE (metrics, self-checks, provenance) as JSON.
     Exits 3 when a self-check fails."""
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
-    from perfgate.gate import require_writable
+    from perfgate.app.gate import require_writable
     from perfgate.ingest.discover import refuse_outputs_among_inputs
     from perfgate.store.reportpaths import refuse_outputs_on_inputs
     refuse_outputs_among_inputs(capture, {"--output": output})
@@ -954,7 +954,7 @@ def demo(out):
 
     Running it again replaces the earlier demo in --out: its two captures wholesale (a capture
     folder holding more than rank folders is refused, exit 2), its 'main' baseline and reports."""
-    from perfgate.gate import run_demo
+    from perfgate.app.gate import run_demo
     base, cand, path, result, paths = run_demo(out, policy=_policy(None))
     # the commands it ran, as they can be pasted (its own baseline folder and report folder)
     q = shlex.quote
@@ -982,7 +982,7 @@ def report_capture(capture, html_path, history_path, policy_path, trace_mode, no
     Exits 3 when a self-check fails or a fail-closed finding is present (the report says why), or
     when the capture cannot be read (a page stating the error is still written where the capture
     path exists; for a path that does not exist, no page)."""
-    from perfgate.gate import capture_report, require_writable
+    from perfgate.app.gate import capture_report, require_writable
     if html_path == "-":   # a page is a file: "-" would be a file of that name in the working folder
         raise errors.UsageError("--html needs a file path: the page is not written to stdout")
     from perfgate.store.reportpaths import refuse_outputs_on_inputs
@@ -1084,7 +1084,7 @@ def sweep(roots, policy_path, out, cache_dir, no_cache, workers):
     ones with their reason) as OUT/sweep.csv and OUT/sweep.xlsx (the xlsx with the xlsx extra
     only; a warning without it); JSON summary on stdout, progress on stderr. Exits 0 when the
     rollup was written, whatever the captures."""
-    from perfgate.sweep import run_sweep, summary, write_rollup
+    from perfgate.app.sweep import run_sweep, summary, write_rollup
     bar = {}
 
     def progress(done, total, cap):
@@ -1127,7 +1127,7 @@ def structure(capture, as_text, policy_path, trace_mode, no_trace):
     """Print the model structure of CAPTURE (step -> micro-batch -> pass -> layer -> block, the
     named non-layer segments, layer / block classes, fusion candidates) as JSON, or as text
     with --text (fusion candidates are informational: no claim about gains)."""
-    from perfgate.run import structure_report, structure_text
+    from perfgate.app.run import structure_report, structure_text
     rep = structure_report(capture, _policy(policy_path), with_trace=_with_trace(trace_mode, no_trace))
     click.echo(structure_text(rep) if as_text else json.dumps(rep, indent=1, ensure_ascii=False, default=str),
                nl=not as_text)
@@ -1151,7 +1151,7 @@ def calibrate(captures, out_path, k, policy_path, trace_mode, no_trace, workers)
     """Learn tolerances from CAPTURES (>= 3 repeated runs of one commit): per gated step /
     share metric the run-to-run noise (1.4826 x MAD of per-capture values) x k. Writes a
     policy file with them and says which tolerances could be tightened."""
-    from perfgate.gate import calibrate as run_calibrate
+    from perfgate.app.gate import calibrate as run_calibrate
     from perfgate.ingest.discover import refuse_outputs_among_inputs
     from perfgate.store.reportpaths import refuse_outputs_on_inputs
     refuse_outputs_among_inputs(captures, {"--out": out_path})

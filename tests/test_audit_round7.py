@@ -171,7 +171,7 @@ def test_step_time_is_charged_to_the_largest_cause_of_its_sign(tmp_path):
 def faster_compute_db(tmp_path_factory):
     """14 runs on main; from run 9 every compute kernel family is 0.7x as long, communication as
     it was (the helper's recipe)."""
-    from perfgate.gate import record_history
+    from perfgate.app.gate import record_history
     from perfgate.policy import load_policy
     from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
     d = tmp_path_factory.mktemp("trend7")

@@ -269,8 +269,8 @@ def test_empty_capture_argument(env):
 
 def test_internal_error_is_exit_70(env, monkeypatch):
     cand, check, tmp, _ = env
-    import perfgate.gate
-    monkeypatch.setattr(perfgate.gate, "check", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    import perfgate.app.gate
+    monkeypatch.setattr(perfgate.app.gate, "check", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     code, out = check(cand())
     assert code == 70 and "internal error: RuntimeError: boom" in out and "Traceback" not in out
 
@@ -283,8 +283,8 @@ def test_a_crashed_check_leaves_no_earlier_verdict_behind(env, monkeypatch):
     assert code == 0, out
     files = [tmp / "out" / n for n in ("perfgate-junit.xml", "perfgate-report.md", "perfgate-result.json")]
     assert all(f.is_file() for f in files)
-    import perfgate.gate
-    monkeypatch.setattr(perfgate.gate, "check", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    import perfgate.app.gate
+    monkeypatch.setattr(perfgate.app.gate, "check", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     code, out = check(cand("cand2", seed=3))
     assert code == 70, out
     assert not any(f.exists() for f in files), [f for f in files if f.exists()]

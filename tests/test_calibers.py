@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from perfgate import terms
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.metrics import registry
 from perfgate.report import render_markdown
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.writer import SynthSpec, write_capture
 

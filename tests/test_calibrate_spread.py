@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from perfgate.compare.calibrate import propose_tolerances, render_table
-from perfgate.gate import calibrate, check, save_baseline
+from perfgate.app.gate import calibrate, check, save_baseline
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
@@ -34,7 +34,7 @@ def test_every_pair_of_calibration_runs_passes(runs, tmp_path):
 
 
 def test_the_spread_sets_the_single_capture_tolerance_and_is_named(runs):
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     pol = load_policy(None)
     fps = [fingerprint_path(r, pol, with_trace=False) for r in runs]
     props = {p["metric"]: p for p in propose_tolerances(fps, pol)}

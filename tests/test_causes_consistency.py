@@ -110,8 +110,8 @@ def _unfailed(base, cand, tmp_path):
     ones with ``fails`` cleared and causes found again: how a change reads when no gated metric fails."""
     import dataclasses
     from perfgate.compare.causes import find_causes
-    from perfgate.gate import check, load_checked_policy, save_baseline
-    from perfgate.run import fingerprint_path
+    from perfgate.app.gate import check, load_checked_policy, save_baseline
+    from perfgate.app.run import fingerprint_path
     from perfgate.store.baselines import BaselineStore
     policy, store = load_checked_policy(), BaselineStore(tmp_path / "bl-unfailed")
     save_baseline(base, "b", policy=policy, store=store, env={}, workers=1)

@@ -97,7 +97,7 @@ def test_verbose_shows_every_gated_change(demo, tmp_path):
 def test_level0_vs_level1_is_partial_and_states_the_level_change(text_captures, tmp_path, policy):
     from dataclasses import replace
 
-    from perfgate.gate import check, save_baseline
+    from perfgate.app.gate import check, save_baseline
     from perfgate.report import render_markdown
     from perfgate.report.summary import verdict_line
     from perfgate.store.baselines import BaselineStore

@@ -11,7 +11,7 @@ from junitparser import Error, JUnitXml
 
 from perfgate import terms
 from perfgate.compare import rules
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.ingest import load_capture
 from perfgate.metrics.fingerprint import fingerprint_capture
 from perfgate.model import Finding, Fingerprint, SelfCheck

@@ -272,7 +272,7 @@ def test_damaged_history_database_is_a_store_error(tmp_path, pair):
 
 def test_debug_traceback_keeps_the_internal_error_exit_code(tmp_path, monkeypatch):
     """PERFGATE_DEBUG=1 adds the traceback; the exit code stays 70 (1 would read as REGRESSION)."""
-    import perfgate.gate as gate
+    import perfgate.app.gate as gate
 
     def boom(*a, **k):
         raise RuntimeError("boom")
@@ -289,7 +289,7 @@ def test_debug_traceback_keeps_the_internal_error_exit_code(tmp_path, monkeypatc
 def test_unwritable_report_destination_is_refused_before_any_work(tmp_path, pair, monkeypatch, opt, dest):
     """A report path under a regular file (or a folder where a file is wanted): exit 2 naming the
     option and the blocking path, before the capture is read (no verdict lost after the work)."""
-    import perfgate.gate as gate
+    import perfgate.app.gate as gate
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("a file where a folder should be")
     (tmp_path / "adir").mkdir()

@@ -34,26 +34,26 @@ def _commands(tmp_path, write: bool = True):
         body.write_text("<!-- perfgate:main -->\nbody\n")
     hs = [("perfgate.history.store", "HistoryStore")]
     return [
-        ("baseline save", ["baseline", "save", "--name", "m", cap], [("perfgate.gate", "save_baseline")]),
+        ("baseline save", ["baseline", "save", "--name", "m", cap], [("perfgate.app.gate", "save_baseline")]),
         ("baseline list", ["baseline", "list"], [("perfgate.store.baselines.BaselineStore", "names")]),
         ("baseline show", ["baseline", "show", "m"], [("perfgate.store.baselines.BaselineStore", "load")]),
-        ("check", ["check", "--baseline", "m", cap, "--out", tmp_path / "o"], [("perfgate.gate", "check_and_report")]),
+        ("check", ["check", "--baseline", "m", cap, "--out", tmp_path / "o"], [("perfgate.app.gate", "check_and_report")]),
         ("history record", ["history", "record", cap, "--branch", "b", "--db", tmp_path / "h.sqlite"],
-         [("perfgate.gate", "record_history")]),
+         [("perfgate.app.gate", "record_history")]),
         ("history runs", ["history", "runs"], hs),
         ("history query", ["history", "query", "--metric", "step.time_us"], hs),
         ("history trend", ["history", "trend"], hs),
         ("history report", ["history", "report", "--out", tmp_path / "hr"], hs),
         ("history journal", ["history", "journal", "--branch", "b"], hs),
-        ("fingerprint", ["fingerprint", cap], [("perfgate.run", "fingerprint_path")]),
+        ("fingerprint", ["fingerprint", cap], [("perfgate.app.run", "fingerprint_path")]),
         ("synth", ["synth", tmp_path / "s"], [("perfgate.synth", "write_capture")]),
-        ("demo", ["demo", "--out", tmp_path / "d"], [("perfgate.gate", "run_demo")]),
-        ("report", ["report", cap, "--html", tmp_path / "r.html"], [("perfgate.gate", "capture_report")]),
+        ("demo", ["demo", "--out", tmp_path / "d"], [("perfgate.app.gate", "run_demo")]),
+        ("report", ["report", cap, "--html", tmp_path / "r.html"], [("perfgate.app.gate", "capture_report")]),
         ("comment", ["comment", body], [("perfgate.publish.github", "post_comment_file")]),
         ("github-context", ["github-context"], [("perfgate.publish.github", "context_from_env")]),
-        ("sweep", ["sweep", cap, "--out", tmp_path / "sw"], [("perfgate.sweep", "run_sweep")]),
-        ("structure", ["structure", cap], [("perfgate.run", "structure_report")]),
-        ("calibrate", ["calibrate", cap, cap, cap, "--out", tmp_path / "c.yaml"], [("perfgate.gate", "calibrate")]),
+        ("sweep", ["sweep", cap, "--out", tmp_path / "sw"], [("perfgate.app.sweep", "run_sweep")]),
+        ("structure", ["structure", cap], [("perfgate.app.run", "structure_report")]),
+        ("calibrate", ["calibrate", cap, cap, cap, "--out", tmp_path / "c.yaml"], [("perfgate.app.gate", "calibrate")]),
     ]
 
 
@@ -93,7 +93,7 @@ def test_every_command_maps_each_error_to_its_exit_code(command, tmp_path, monke
 
 def test_report_writes_its_error_page_through_the_one_handler(tmp_path, monkeypatch):
     e = errors.InvalidCaptureError("kernel_details.csv has no data rows", path="cap/kernel_details.csv")
-    monkeypatch.setattr("perfgate.gate.capture_report", _Raises(e))
+    monkeypatch.setattr("perfgate.app.gate.capture_report", _Raises(e))
     page = tmp_path / "r.html"
     r = CliRunner().invoke(main, ["report", str(tmp_path), "--html", str(page)], env={}, catch_exceptions=False)
     assert r.exit_code == errors.EXIT_INVALID_CAPTURE
@@ -101,7 +101,7 @@ def test_report_writes_its_error_page_through_the_one_handler(tmp_path, monkeypa
     assert "no data rows" in page.read_text()
     # any other error: no page, the plain message and exit code
     page2 = tmp_path / "r2.html"
-    monkeypatch.setattr("perfgate.gate.capture_report", _Raises(errors.StoreError("disk full")))
+    monkeypatch.setattr("perfgate.app.gate.capture_report", _Raises(errors.StoreError("disk full")))
     r = CliRunner().invoke(main, ["report", str(tmp_path), "--html", str(page2)], env={}, catch_exceptions=False)
     assert r.exit_code == errors.EXIT_STORE and "store error: disk full" in r.output and not page2.exists()
 

@@ -30,7 +30,7 @@ STREAMS = {
     ">&-": ("closed", None),
 }
 
-BOOM = ("import perfgate.gate as g\n"
+BOOM = ("import perfgate.app.gate as g\n"
         "def boom(*a, **k):\n"
         "    raise ZeroDivisionError('boom')\n"
         "g.save_baseline = g.check_and_report = boom\n")

@@ -161,7 +161,7 @@ def test_flat_to_dict_equals_asdict(text_captures):
 
     from perfgate.model import Finding, SelfCheck
     from perfgate.policy import load_policy
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     fp = fingerprint_path(text_captures / "level1", load_policy(), workers=1)
     objs = list(fp.self_checks) + list(fp.findings) + [
         SelfCheck("x", None, None, "pass", "m"), Finding("C", "info", 0, "1", "m", value=float("nan"))]

@@ -14,7 +14,7 @@ import pytest
 
 from perfgate import errors, terms
 from perfgate.errors import StoreError
-from perfgate.gate import check_and_report, save_baseline
+from perfgate.app.gate import check_and_report, save_baseline
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
@@ -181,7 +181,7 @@ def test_history_record_refuses_blank_branch(tmp_path, pair, branch):
 
 
 def test_record_history_library_refuses_blank_branch(tmp_path, pair):
-    from perfgate.gate import record_history
+    from perfgate.app.gate import record_history
     cap, store, policy = pair
     with pytest.raises(errors.UsageError):
         record_history(cap, policy=policy, history_path=tmp_path / "y.sqlite", branch=" ", env={})
@@ -238,7 +238,7 @@ def test_redact_short_token_does_not_mangle_words():
 # 5. pool workers never outlive a SIGKILLed parent
 _POOL_CHILD = r"""
 import os, sys, time
-from perfgate.run import local_pool
+from perfgate.app.run import local_pool
 with local_pool(2) as pool:
     futs = [pool.submit(time.sleep, 0.5) for _ in range(4)]
     for f in futs:

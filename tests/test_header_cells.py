@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from perfgate.cli import main
 from perfgate.history.store import metrics_digest
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 
 OUT = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from perfgate import terms
 from perfgate.cli import main
 from perfgate.errors import NoBaselineError, StoreError
-from perfgate.gate import check, record_history
+from perfgate.app.gate import check, record_history
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
 from perfgate.store.baselines import BaselineStore
 from perfgate.history.store import HistoryStore

@@ -5,7 +5,7 @@ the file as it was. Before, the duplicate lookup read an intact page and the com
 import pytest
 
 from perfgate.errors import EXIT_STORE, StoreError
-from perfgate.gate import record_history
+from perfgate.app.gate import record_history
 from perfgate.history.store import HistoryStore
 from perfgate.policy import load_policy
 from perfgate.synth import SynthSpec, write_capture

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfgate.cli import main
-from perfgate.gate import record_history
+from perfgate.app.gate import record_history
 from perfgate.synth import SynthSpec, write_capture
 
 MATMUL = "aclnnMatmul_MatMulV3Common_MatMulV3"
@@ -13,7 +13,7 @@ MATMUL = "aclnnMatmul_MatMulV3Common_MatMulV3"
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    from perfgate.gate import load_checked_policy
+    from perfgate.app.gate import load_checked_policy
     d = tmp_path_factory.mktemp("hist")
     policy = load_checked_policy()
     for i in range(12):

@@ -42,7 +42,7 @@ def test_query_names_unit_and_caliber_and_runs_print_no_none(tmp_path, policy):
     from click.testing import CliRunner
 
     from perfgate.cli import main
-    from perfgate.gate import record_history
+    from perfgate.app.gate import record_history
     from perfgate.synth import SynthSpec, write_capture
     db = tmp_path / "h.sqlite"
     record_history(write_capture(tmp_path / "s0", SynthSpec(seed=0)), policy=policy, history_path=db,

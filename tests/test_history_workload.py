@@ -4,7 +4,7 @@ baseline became transformer medians with the CNN's Top-N set and step count: a b
 re-run of a recorded capture failed, blaming a family that got 1 % faster)."""
 import pytest
 
-from perfgate.gate import check, record_history
+from perfgate.app.gate import check, record_history
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from perfgate import terms
 from perfgate.cli import main
-from perfgate.gate import check, record_history, save_baseline
+from perfgate.app.gate import check, record_history, save_baseline
 from perfgate.report.writers import write_check_html
 from perfgate.model import parse_metric_key
 from perfgate.report.html import render_html, sparkline_keys
@@ -40,7 +40,7 @@ def _run(*args, env=None):
 def synth_check(tmp_path_factory):
     """A synthetic regression checked against its baseline, with 3 recorded history runs."""
     d = tmp_path_factory.mktemp("html-synth")
-    from perfgate.gate import load_checked_policy
+    from perfgate.app.gate import load_checked_policy
     policy = load_checked_policy()
     store = BaselineStore(d / "bl")
     base = write_capture(d / "base", SynthSpec(ranks=4, steps=3, seed=1))

@@ -3,7 +3,7 @@ Markdown, HTML), not only their total: a Level1 -> Level2 check of the real G202
 passes with "profiler level changed", and a reviewer reading only the summary line must see
 that 18 informational metrics moved beyond their tolerance (10 worse, 8 better)."""
 from perfgate import terms
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.report import render_markdown
 from perfgate.report.html import render_html
 from perfgate.report.summary import console_lines, informational_text

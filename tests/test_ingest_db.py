@@ -9,7 +9,7 @@ import pytest
 
 from perfgate import terms
 from perfgate.errors import InvalidCaptureError
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.ingest import load_capture
 from perfgate.metrics.fingerprint import fingerprint_capture
 from perfgate.store.baselines import BaselineStore

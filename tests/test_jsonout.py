@@ -116,7 +116,7 @@ def test_metric_to_dict_equals_asdict(m):
 
 
 def test_real_fingerprints_write_and_copy_exactly(text_captures, ascend, policy):
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     for cap in (text_captures / "level1", text_captures / "level2", ascend / "msinsight/test/st/level2"):
         fp = fingerprint_path(cap, policy, workers=1)
         for m in fp.metrics.values():
@@ -128,7 +128,7 @@ def test_real_fingerprints_write_and_copy_exactly(text_captures, ascend, policy)
 
 
 def test_baseline_file_reads_back_identically(tmp_path, text_captures, policy):
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     from perfgate.store.baselines import BaselineStore
     fp = fingerprint_path(text_captures / "level1", policy, workers=1)
     store = BaselineStore(tmp_path)

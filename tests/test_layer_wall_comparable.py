@@ -9,7 +9,7 @@ import pytest
 from perfgate import terms
 from perfgate.compare import compare_fingerprints
 from perfgate.policy import load_policy
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 from perfgate.synth import write_demo_pair
 from perfgate.synth.transformer import write_transformer
 from tests.test_compare import fp, mv

@@ -11,11 +11,12 @@
     7  history/                            SQLite run history, change points
     8  store/                              baselines, atomic writes
     9  report/                             text, Markdown, JUnit, JSON, HTML renderers and writers
-    10 run                                 fingerprint paths: process pool, dask fan-out
-    11 gate                                the jobs: save a baseline, check, record, calibrate
-    12 publish/, sweep                     GitHub publishing; fixture sweeps
-    13 cli                                 the thin command line
-    14 __init__, __main__                  lazy re-exports, ``python -m perfgate``
+    10 app/                                the application: run (fingerprint paths: process pool, dask
+                                           fan-out) < gate (save a baseline, check, record, calibrate),
+                                           sweep (fixture sweeps)
+    11 publish/                            GitHub publishing
+    12 cli                                 the thin command line
+    13 __init__, __main__                  lazy re-exports, ``python -m perfgate``
 
 An import may name its own top-level unit or one on a lower layer; nothing else. The checks walk
 every module's imports with ``ast`` (lazy imports inside functions included).
@@ -27,8 +28,8 @@ PKG = Path(__file__).resolve().parent.parent / "perfgate"
 LAYERS = {
     "errors": 0, "terms": 0, "version": 0, "ci_env": 0, "hostmem": 0, "jsonout": 0,
     "model": 1, "policy": 2, "ingest": 3, "metrics": 4, "synth": 5, "compare": 6, "history": 7,
-    "store": 8, "report": 9, "run": 10, "gate": 11, "publish": 12, "sweep": 12, "cli": 13,
-    "__init__": 14, "__main__": 14,
+    "store": 8, "report": 9, "app": 10, "publish": 11, "cli": 12,
+    "__init__": 13, "__main__": 13,
 }
 # what may stand at the package's top level: the units above (modules or packages), nothing else
 ALLOWED_TOP = set(LAYERS)
@@ -129,3 +130,26 @@ def test_only_cli_imports_click_and_prints():
         text = f.read_text()
         assert "import click" not in text, f
         assert not re.search(r"(?<![\w.])print\(", text) and "sys.exit" not in text, f
+
+
+APP_ORDER = {"run": 0, "gate": 1, "sweep": 1}  # within app/: gate and sweep drive run, never back
+
+
+def test_the_application_folder_points_down_too():
+    bad = []
+    for me, mod, f in _imports():
+        parts = mod.split(".")
+        if me != "app" or parts[:2] != ["perfgate", "app"] or len(parts) < 3:
+            continue
+        mine, theirs = f.stem, parts[2]
+        if mine in APP_ORDER and theirs != mine and APP_ORDER[theirs] >= APP_ORDER[mine]:
+            bad.append(f"app/{mine} imports app/{theirs}")
+    assert not bad, bad
+
+
+def test_few_loose_modules_at_the_top():
+    """Beyond the package's spine (cli, errors, terms, model, version), at most four modules stand
+    loose at the top level; the rest live in the folder of their stage."""
+    spine = {"cli", "errors", "terms", "model", "version", "__init__", "__main__"}
+    loose = {p.stem for p in PKG.glob("*.py")} - spine
+    assert len(loose) <= 4, sorted(loose)

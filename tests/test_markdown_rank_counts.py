@@ -2,7 +2,7 @@
 p50 values says so: the real LLM capture's rank 1 is partial (step_trace_time.csv and
 communication.json only), so kernel metrics' "p50" was a median of one rank beside step metrics'
 median of two, under one header (third fresh-user round)."""
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.report import render_markdown
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.mutate import add_calls
@@ -22,6 +22,6 @@ def test_partial_rank_p50_cells_name_their_rank_count(llm_pair, policy, tmp_path
 
 
 def test_full_rank_cells_carry_no_count(tmp_path, policy):
-    from perfgate.gate import run_demo
+    from perfgate.app.gate import run_demo
     *_, result, _ = run_demo(tmp_path / "demo", policy=policy)
     assert " of 2 ranks)" not in render_markdown(result)

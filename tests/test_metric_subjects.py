@@ -59,7 +59,7 @@ def test_a_new_hccl_kind_row_names_its_kind_and_no_cell_is_cut_at_the_reason_col
 
 def test_comparisons_carry_their_subject_and_the_reason_starts_with_it(tmp_path):
     from perfgate.policy.load import load_policy
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
     policy = load_policy(None)
     fp = fingerprint_path(cap, policy)
@@ -86,7 +86,7 @@ def test_a_changed_count_of_left_out_kernel_rows_is_a_capture_quality_cause(tmp_
 
     from perfgate.compare.causes import find_causes
     from perfgate.policy.load import load_policy
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
     policy = load_policy(None)
     base = fingerprint_path(cap, policy)
@@ -130,7 +130,7 @@ def test_a_family_outside_one_ranks_top_n_keeps_its_own_time_there(tmp_path):
     rank's cut was 0 there (rank0 view 0 us, p50 halved, rank skew 200 %: fresh-user report).
     Every rank now holds the family's own ΣDuration per step, 0 only where it does not run."""
     from perfgate.policy.load import load_policy
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     from perfgate.synth.scale import write_scaled
     cap = write_scaled(tmp_path / "sc", ranks=2, steps=4, kernels_per_step=3000)
     fp = fingerprint_path(cap, load_policy(None), with_trace=False)
@@ -152,7 +152,7 @@ def test_a_family_not_recorded_on_one_side_is_not_compared(tmp_path):
     from dataclasses import replace
 
     from perfgate.policy.load import load_policy
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
     policy = load_policy(None)
     fp = fingerprint_path(cap, policy)
@@ -177,7 +177,7 @@ def test_step_anatomy_and_step_share_texts_name_their_calibers(tmp_path):
     from perfgate.compare.causes import find_causes
     from perfgate.policy.load import load_policy
     from perfgate.report.summary import step_share_text
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
     policy = load_policy(None)
     base = fingerprint_path(cap, policy)

@@ -6,7 +6,7 @@ metrics" with no cause, the metrics hidden in a collapsed section)."""
 from junitparser import Failure, JUnitXml
 
 from perfgate import terms
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.policy import load_policy
 from perfgate.report import render_junit, render_markdown
 from perfgate.report.summary import console_lines

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from perfgate.cli import main
 from perfgate.ingest import discover
 from perfgate.ingest.discover import mixed_levels_warning
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 
 
 def test_the_folder_without_profiler_info_is_named(copy_capture, policy):

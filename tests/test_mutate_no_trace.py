@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from perfgate import terms
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.mutate import add_calls
 

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from perfgate import terms
 from perfgate.cli import main
 from perfgate.errors import EXIT_INVALID_CAPTURE, EXIT_USAGE, InvalidCaptureError, PolicyError
-from perfgate.gate import check, save_baseline
-from perfgate.run import fingerprint_path
+from perfgate.app.gate import check, save_baseline
+from perfgate.app.run import fingerprint_path
 from perfgate.ingest import load_capture
 from perfgate.ingest.kernels import read_kernels
 from perfgate.metrics import kernels as km

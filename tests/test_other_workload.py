@@ -11,7 +11,7 @@ import pytest
 
 from perfgate import terms
 from perfgate.compare import rules
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 from perfgate.synth.writer import DEFAULT_FAMILIES, DIFFUSION_FAMILIES, SynthSpec, write_capture
 from test_causes_consistency import _check as check_pair
 

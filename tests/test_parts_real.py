@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from perfgate import terms
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.ingest.aliases import OVERLAP_PROCESS
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.mutate import _col, _ns, _read_csv, _write_csv

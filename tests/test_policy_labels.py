@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from perfgate.cli import main
 from perfgate.errors import PolicyError
-from perfgate.gate import load_checked_policy
-from perfgate.run import fingerprint_path
+from perfgate.app.gate import load_checked_policy
+from perfgate.app.run import fingerprint_path
 from perfgate.metrics.registry import REGISTRY, label_keys
 from perfgate.policy import load_policy
 from perfgate.synth.writer import DIFFUSION_FAMILIES, SynthSpec, write_capture

@@ -278,7 +278,7 @@ def test_a_rank_whose_header_lost_a_column_its_sibling_has_is_refused(copy_captu
 def test_ranks_of_different_levels_may_differ_in_columns(text_captures, tmp_path, policy):
     """A Level0 rank beside a Level1 one (mixed levels: a warning) has no Type / Core values by
     its level, not by damage: not refused."""
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     cap = tmp_path / "mixed"
     shutil.copytree(text_captures / "level0" / "rank0_ascend_pt", cap / "rank0_ascend_pt")
     shutil.copytree(text_captures / "level1" / "rank1_ascend_pt", cap / "rank1_ascend_pt")

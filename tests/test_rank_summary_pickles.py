@@ -11,7 +11,7 @@ import pytest
 from perfgate.ingest import discover, load_rank
 from perfgate.metrics.fingerprint import fingerprint_from_summaries, summarize_rank
 from perfgate.metrics.summary import FingerprintConfig, RankSummary
-from perfgate.run import _summarize_location
+from perfgate.app.run import _summarize_location
 from perfgate.synth import SynthSpec, write_capture
 from perfgate.terms import TraceMode
 

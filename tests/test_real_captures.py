@@ -6,7 +6,7 @@ from junitparser import JUnitXml
 
 from perfgate import terms
 from perfgate.errors import EXIT_INVALID_CAPTURE, EXIT_PASS, EXIT_REGRESSION, InvalidCaptureError
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.ingest import load_capture
 from perfgate.metrics.fingerprint import fingerprint_capture
 from perfgate.metrics.intervals import busy_union_ns

@@ -16,7 +16,7 @@ from conftest import _need
 from perfgate import terms
 from perfgate.compare import compare_fingerprints
 from perfgate.compare.renames import RENAME_TIME_NOISE, Rename, apply_renames, find_renames
-from perfgate.run import fingerprint_paths
+from perfgate.app.run import fingerprint_paths
 
 pytestmark = pytest.mark.real
 

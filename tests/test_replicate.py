@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from perfgate.policy import load_policy
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 from perfgate.synth.replicate import replicate_rank
 
 

@@ -4,7 +4,7 @@ import json
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from perfgate import terms
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.model import Comparison, GateResult, SelfCheck
 from perfgate.report import render_json, render_junit, render_markdown
 from perfgate.store.baselines import BaselineStore

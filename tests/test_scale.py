@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 from perfgate.synth.scale import write_scaled
 
 
@@ -37,7 +37,7 @@ def test_two_runs_of_one_model_gate_unchanged(tmp_path, policy):
 
 
 def test_process_pool_matches_serial(cap, policy, monkeypatch):
-    import perfgate.run as run
+    import perfgate.app.run as run
     monkeypatch.setattr(run, "AUTO_PARALLEL_BYTES", 0)  # this small capture through the pool anyway
     assert same(fingerprint_path(cap, policy, workers=1), fingerprint_path(cap, policy, workers=2))
 
@@ -47,7 +47,7 @@ def test_small_capture_with_workers_runs_in_this_process(tmp_path, policy, monke
     (more CPU than the work), for no gain on wall time."""
     import concurrent.futures
 
-    import perfgate.run as run
+    import perfgate.app.run as run
     c = write_scaled(tmp_path / "c", ranks=3, steps=2, kernels_per_step=50)
     assert run._kernel_bytes(run_locs(c)) <= run.AUTO_PARALLEL_BYTES
 
@@ -64,7 +64,7 @@ def test_default_pool_size_is_the_cpus_this_process_may_run_on(cap, policy, monk
     (taskset, a cpuset), not per CPU of the machine: pinned to one CPU, no pool starts."""
     import contextlib
 
-    import perfgate.run as run
+    import perfgate.app.run as run
     monkeypatch.setattr(run, "AUTO_PARALLEL_BYTES", 0)
     monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: set(allowed), raising=False)
     started = []
@@ -137,7 +137,7 @@ def test_a_port_that_is_not_a_dask_scheduler_is_a_usage_error_never_a_crash_or_a
     from distributed import Client
 
     from perfgate.errors import UsageError
-    from perfgate.run import _connect_scheduler
+    from perfgate.app.run import _connect_scheduler
     srv, addr = _serve(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n" * 4)
     try:  # the reply is read as a frame length: dask fails with MemoryError; perfgate says what it is
         with pytest.raises(UsageError, match=f"cannot reach a dask scheduler at {addr}"):
@@ -207,7 +207,7 @@ def test_out_of_memory_is_a_clear_error_not_an_empty_result(tmp_path, policy, mo
     import pyarrow.csv as pacsv
 
     from perfgate.errors import InvalidCaptureError
-    from perfgate.gate import save_baseline
+    from perfgate.app.gate import save_baseline
     from perfgate.store.baselines import BaselineStore
     c = write_scaled(tmp_path / "c", ranks=2, steps=2, kernels_per_step=50)
     real = pacsv.read_csv
@@ -230,7 +230,7 @@ def test_out_of_memory_under_a_real_limit(tmp_path):
     """The same through the CLI with RLIMIT_AS too small for one rank's kernel table: exit 3
     and the memory message (not exit 70, not an empty fingerprint)."""
     c = write_scaled(tmp_path / "c", ranks=1, steps=2, kernels_per_step=50_000)  # ~35 MiB of CSV
-    probe = subprocess.run([sys.executable, "-c", "import perfgate.gate, perfgate.cli, pyarrow.csv, pandas; print(next("
+    probe = subprocess.run([sys.executable, "-c", "import perfgate.app.gate, perfgate.cli, pyarrow.csv, pandas; print(next("
                             "int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize')))"],
                            capture_output=True, text=True)
     limit = int(probe.stdout.strip()) * 1024 + (120 << 20)  # imports + 120 MiB: too little to parse it

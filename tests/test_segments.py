@@ -10,7 +10,7 @@ import yaml
 
 from perfgate import terms
 from perfgate.errors import EXIT_REGRESSION, InvalidCaptureError, PolicyError
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.ingest import load_capture
 from perfgate.metrics.fingerprint import fingerprint_capture
 from perfgate.metrics import kernels as km
@@ -18,7 +18,7 @@ from perfgate.metrics.fusion import fusion_candidates
 from perfgate.metrics.segments import check_lossless, class_table, segment_rank
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore
-from perfgate.run import structure_report
+from perfgate.app.run import structure_report
 from perfgate.synth.transformer import write_transformer
 
 

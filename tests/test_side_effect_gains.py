@@ -4,7 +4,7 @@ and the rank skews of families at 0.02 % of the device's ΣDuration swung 28 % -
 called better."""
 from perfgate import terms
 from perfgate.compare import compare_fingerprints
-from perfgate.gate import check, save_baseline
+from perfgate.app.gate import check, save_baseline
 from perfgate.model import MetricValue, metric_key
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfgate import run as run_mod
+from perfgate.app import run as run_mod
 from perfgate.cli import main
 from perfgate.ingest import discover
 from perfgate.synth import SynthSpec, write_capture
@@ -23,12 +23,12 @@ def test_keyboard_interrupt_exits_130_without_traceback(tmp_path, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("perfgate.gate.check_and_report", interrupted)
+    monkeypatch.setattr("perfgate.app.gate.check_and_report", interrupted)
     r = CliRunner().invoke(main, ["check", "--baseline", "main", str(cap), "--baseline-dir", str(tmp_path / "bl"),
                                   "--out", str(tmp_path / "o")])
     assert r.exit_code == 130, r.output
     assert "interrupted" in r.output and "Aborted!" not in r.output and "Traceback" not in r.output
-    monkeypatch.setattr("perfgate.gate.save_baseline", interrupted)
+    monkeypatch.setattr("perfgate.app.gate.save_baseline", interrupted)
     r = CliRunner().invoke(main, ["baseline", "save", "--name", "m", str(cap), "--baseline-dir", str(tmp_path / "bl")])
     assert r.exit_code == 130 and "interrupted" in r.output, r.output
 
@@ -150,13 +150,13 @@ def test_an_interrupted_baseline_save_says_no_baseline_was_saved(tmp_path, monke
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("perfgate.gate.save_baseline", interrupted)
+    monkeypatch.setattr("perfgate.app.gate.save_baseline", interrupted)
     r = CliRunner().invoke(main, ["baseline", "save", "--name", "m", str(cap), "--baseline-dir", str(bl)])
     assert r.exit_code == 130, r.output
     assert "interrupted (Ctrl-C); no baseline saved: 'm' in the store is as it was (exit 130)" in r.output
     assert "nothing judged" not in r.output
     assert (bl / "m.json").read_bytes() == before
-    monkeypatch.setattr("perfgate.gate.record_history", interrupted)
+    monkeypatch.setattr("perfgate.app.gate.record_history", interrupted)
     r = CliRunner().invoke(main, ["history", "record", str(cap), "--branch", "main", "--db", str(tmp_path / "h.sqlite")])
     assert r.exit_code == 130 and "nothing recorded: the history database is as it was" in r.output, r.output
 
@@ -225,7 +225,7 @@ def test_an_interrupt_while_history_record_starts_says_nothing_recorded(tmp_path
     real = builtins.__import__
 
     def slow(name, *a, **k):
-        if name == "perfgate.gate":
+        if name == "perfgate.app.gate":
             raise KeyboardInterrupt
         return real(name, *a, **k)
 

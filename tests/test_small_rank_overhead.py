@@ -345,7 +345,7 @@ def test_fingerprints_equal_with_the_replaced_forms(capture_paths, policy, monke
     digest, self-checks, findings and warnings with the old forms put back, on the real,
     replicated and synthetic many-rank captures."""
     from perfgate.history.store import metrics_digest
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
 
     def summary(fp):
         return (metrics_digest(fp), repr(fp.self_checks), repr(fp.findings), repr(fp.warnings), repr(fp.config),
@@ -410,7 +410,7 @@ def test_finished_ranks_out_of_gc_leaves_a_caller_freeze_and_a_stopped_collector
 
 
 def test_serial_fingerprint_path_unfreezes(capture_paths, policy):
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     fingerprint_path(capture_paths["synth_12_ranks"], policy, workers=1, with_trace=False)
     assert gc.get_freeze_count() == 0 and gc.isenabled()
 

@@ -10,7 +10,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from perfgate import gate
+from perfgate.app import gate
 from perfgate.cli import main
 from perfgate.store.atomic import discard_stale
 from perfgate.synth import SynthSpec, write_capture
@@ -134,7 +134,7 @@ def test_history_report_of_an_earlier_run_is_removed_when_the_history_cannot_be_
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     # a good run over a history where nothing changed: its own report.md, no plot left behind
     from perfgate.history.store import HistoryStore
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     from perfgate.policy import load_policy
     db = tmp_path / "h.sqlite"
     hs = HistoryStore(db)
@@ -151,7 +151,7 @@ def test_history_report_of_an_earlier_run_is_removed_when_the_history_cannot_be_
 def test_sweep_rollup_of_an_earlier_run_is_removed_before_the_sweep(tmp_path, monkeypatch):
     """``sweep --out DIR`` removes the earlier sweep.csv / sweep.xlsx before it starts: a sweep
     that dies (here: the rollup write fails) leaves no earlier rollup looking current."""
-    import perfgate.sweep as sweep
+    import perfgate.app.sweep as sweep
     out = tmp_path / "sw"
     _stale(out / "sweep.csv", out / "sweep.xlsx")
     cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
@@ -186,14 +186,14 @@ def test_a_check_refused_for_its_policy_leaves_no_earlier_report(tmp_path, polic
 
 def test_earlier_reports_are_removed_before_the_heavy_imports(tmp_path, monkeypatch):
     """An interrupt while ``check`` starts (the gate's ~0.5 s of imports) leaves no earlier verdict
-    either: the reports are removed before ``perfgate.gate`` is imported (fresh-user report: SIGINT
+    either: the reports are removed before ``perfgate.app.gate`` is imported (fresh-user report: SIGINT
     at 0.3 s left the previous PASS files byte-identical), by a module that imports no pandas."""
     import subprocess
     import sys
     out = tmp_path / "o"
     old = [out / "perfgate-junit.xml", out / "perfgate-report.md", out / "perfgate-result.json"]
     _stale(*old)
-    monkeypatch.setitem(sys.modules, "perfgate.gate", None)   # importing it now fails, as an interrupt would
+    monkeypatch.setitem(sys.modules, "perfgate.app.gate", None)   # importing it now fails, as an interrupt would
     res = CliRunner().invoke(main, ["check", "--baseline", "b", str(tmp_path), "--out", str(out)])
     assert res.exit_code != 0
     assert not any(p.exists() for p in old)

@@ -13,7 +13,7 @@ from perfgate.compare.attribution import family_deltas
 from perfgate.cli import main
 from perfgate.compare import compare_fingerprints, summarize
 from perfgate.errors import PolicyError, UsageError
-from perfgate.gate import check, load_checked_policy, save_baseline
+from perfgate.app.gate import check, load_checked_policy, save_baseline
 from perfgate.metrics.repeat import merge_fingerprints
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
 from perfgate.policy import load_policy

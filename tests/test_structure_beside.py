@@ -1,6 +1,6 @@
 """The structure stage of a large kernel table computed in a thread beside the rest of its rank's
 load and summary (``perfgate.metrics.fingerprint.structure_beside``, started by
-``perfgate.run._summarize_location`` through ``load_rank(after_kernels=...)``): the same
+``perfgate.app.run._summarize_location`` through ``load_rank(after_kernels=...)``): the same
 fingerprint as one thread on every readable real capture, the same first error, nothing left
 running after a refused rank, and no thread with ``--workers 1`` or one usable CPU."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import threading
 import pytest
 
 import perfgate.metrics.fingerprint as F
-import perfgate.run as run
+import perfgate.app.run as run
 from perfgate.errors import InvalidCaptureError
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 from perfgate.synth.replicate import replicate_rank
 
 # every readable real capture (tests/test_sweep.py OK), the DB exports excepted: they have no

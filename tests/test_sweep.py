@@ -9,7 +9,7 @@ from openpyxl import load_workbook
 
 from perfgate.cli import main
 from perfgate.errors import UsageError
-from perfgate.sweep import COLUMNS, discover_captures, run_sweep
+from perfgate.app.sweep import COLUMNS, discover_captures, run_sweep
 from perfgate.synth.transformer import write_transformer
 
 pytestmark = pytest.mark.real
@@ -113,7 +113,7 @@ def test_a_file_rewritten_with_its_size_and_mtime_put_back_is_recomputed(tmp_pat
 
 def test_cache_made_by_other_perfgate_code_is_not_served(tmp_path, policy, monkeypatch):
     """Same version string, other code (an upgrade between builds): every capture is recomputed."""
-    from perfgate import sweep
+    from perfgate.app import sweep
     write_transformer(tmp_path / "root" / "a", 3, ranks=1, steps=1)
     cache = tmp_path / "cache"
     assert not run_sweep([tmp_path / "root"], policy, cache_dir=cache, workers=1)["cached"].any()
@@ -123,7 +123,7 @@ def test_cache_made_by_other_perfgate_code_is_not_served(tmp_path, policy, monke
 
 
 def test_code_digest_covers_the_package_source():
-    from perfgate import sweep
+    from perfgate.app import sweep
     assert len(sweep.code_digest()) == 16 and sweep.code_digest() == sweep.code_digest()
 
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfgate.cli import main
-from perfgate.gate import save_baseline
+from perfgate.app.gate import save_baseline
 from perfgate.ingest import load_capture
 from perfgate.metrics.selfcheck import time_base
 from perfgate.store.baselines import BaselineStore

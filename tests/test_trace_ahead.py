@@ -1,5 +1,5 @@
 """A large timeline scanned in another process while this one reads the kernel table
-(``perfgate.ingest.load.load_rank(trace_pool=...)``, ``perfgate.run._load_with_trace_ahead``):
+(``perfgate.ingest.load.load_rank(trace_pool=...)``, ``perfgate.app.run._load_with_trace_ahead``):
 the same fingerprint and the same errors as a serial read, no process left behind, and only
 when more than one process is allowed."""
 import multiprocessing
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import perfgate.ingest.load as load
-import perfgate.run as run
+import perfgate.app.run as run
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest import traceahead, tracebytes
-from perfgate.run import fingerprint_path
+from perfgate.app.run import fingerprint_path
 from perfgate.synth.scale import write_scaled
 
 
@@ -153,7 +153,7 @@ def test_the_scanning_process_needs_no_pandas():
 
 
 def test_library_callers_scan_in_this_process_unless_they_ask(cap, policy, spy):
-    """Outside :func:`perfgate.run.timelines_scanned_ahead` nothing is spawned: a spawned
+    """Outside :func:`perfgate.app.run.timelines_scanned_ahead` nothing is spawned: a spawned
     process imports the caller's main module again (multiprocessing's "spawn" rule)."""
     with run.timelines_scanned_ahead(False):
         fingerprint_path(cap, policy, with_trace="always")
@@ -165,7 +165,7 @@ def test_the_command_line_scans_ahead(cap, tmp_path, monkeypatch):
     through a wrapper script that sets the threshold to 0 and records whether a scan was
     submitted."""
     import subprocess
-    code = ("import sys, perfgate.ingest.load as L, perfgate.run as R\n"
+    code = ("import sys, perfgate.ingest.load as L, perfgate.app.run as R\n"
             "L.TRACE_AHEAD_BYTES = 0\n"
             "seen = []\n"
             "orig = L._trace_ahead\n"
@@ -300,7 +300,7 @@ def test_a_pool_stopped_while_a_result_is_being_sent_lets_the_process_exit(tmp_p
     script.write_text(
         "import sys, time\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from perfgate.run import local_pool, stop_pool\n"
+        "from perfgate.app.run import local_pool, stop_pool\n"
         "from test_trace_ahead import _big_result_sent_slowly\n"
         "if __name__ == '__main__':\n"
         "    with local_pool(1) as pool:\n"

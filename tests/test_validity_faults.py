@@ -337,7 +337,7 @@ def test_trace_always_on_a_db_export_without_overlap_analysis_is_exit_3(ascend, 
     out = _refused_with(tmp_path, db, "always", ["ascend_pytorch_profiler_0.db", "has no OVERLAP_ANALYSIS table",
                                                  "--trace always"])
     assert "ascend_pytorch_profiler_1.db" in out
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     fp = fingerprint_path(db, policy, workers=1)
     assert fp.config["has_trace"] is False  # a DB without OVERLAP_ANALYSIS holds no timeline to check
 

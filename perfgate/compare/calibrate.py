@@ -26,7 +26,7 @@ minimum detectable effect of a difference of two means of ``R`` per-capture valu
 ``confidence`` for metrics with a direction, two-sided for exact ones:
 :func:`perfgate.compare.stats.interval_level`). It uses the per-capture sigma, so it does not assume
 the steps of one capture are independent: conservative when they are. Pure: returns data and YAML
-text; :func:`perfgate.gate.calibrate` does the I/O.
+text; :func:`perfgate.app.gate.calibrate` does the I/O.
 """
 from __future__ import annotations
 

@@ -255,7 +255,7 @@ def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str =
     """Read one rank's files (text export, raw msprof summaries, or the DB export).
 
     ``trace_pool``: an optional ``concurrent.futures.Executor`` of other *processes* (the
-    caller owns it; :func:`perfgate.run.local_pool`). When given, a trace_view.json of at least
+    caller owns it; :func:`perfgate.app.run.local_pool`). When given, a trace_view.json of at least
     :data:`TRACE_AHEAD_BYTES` that will be read is scanned there while this process reads the
     kernel table and the other files: the same :func:`~perfgate.ingest.trace.read_trace`, the
     same result and errors, raised at the same point as a serial read (a kernel-table error is

@@ -703,7 +703,7 @@ def timeline_free_part(kernels, rank_id: int, policy, root) -> _TimelineFree:
     (:func:`perfgate.metrics.kernels.categorize`) and the structure metrics and tables
     (:func:`_segment_summary_of`), the kernel families and the family view (:func:`_family_view`).
     Computed while another process scans the rank's timeline
-    (:func:`perfgate.run._load_with_trace_ahead`); never raises (an error is kept)."""
+    (:func:`perfgate.app.run._load_with_trace_ahead`); never raises (an error is kept)."""
     out = _TimelineFree(kernels=kernels)
     try:
         out["cat"] = (km.categorize(kernels.df, policy.categories)

@@ -3,7 +3,7 @@ what it sends back (:class:`RankSummary`). Both are frozen, module-level datacla
 values, so they travel through a ``spawn`` process pool and dask.distributed unchanged.
 
 Producer: :func:`perfgate.metrics.fingerprint.summarize_rank`; consumer:
-:func:`perfgate.metrics.fingerprint.fingerprint_from_summaries`; fan-out: :mod:`perfgate.run`.
+:func:`perfgate.metrics.fingerprint.fingerprint_from_summaries`; fan-out: :mod:`perfgate.app.run`.
 """
 from __future__ import annotations
 

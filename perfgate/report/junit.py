@@ -105,7 +105,7 @@ def render_junit(result, key: str | None = None) -> str:
             tc.stdout = cmp.reason
         metrics.append(tc)
     if not metrics and not checks:
-        tc = _case("gate", "perfgate.gate")
+        tc = _case("gate", "perfgate.app.gate")
         tc.add_skipped_info("no gated metric was compared")
         metrics.append(tc)
     suites = [TestSuite("perfgate.self_checks", checks), TestSuite("perfgate.metrics", metrics)]

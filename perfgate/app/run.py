@@ -1,7 +1,7 @@
 """Fingerprint capture paths: discovery, per-rank work in this process, a local process pool or
 a dask.distributed cluster, repeated captures merged, and the model-structure report of a capture.
 
-Layer: above ingest / metrics / history (it reads and fingerprints), below :mod:`perfgate.gate`.
+Layer: above ingest / metrics / history (it reads and fingerprints), below :mod:`perfgate.app.gate`.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ rank folder itself) and every ``mindstudio_profiler_output/`` holding ``op_summa
 they are captures perfgate cannot read, and appear as failed rows with the reason, never
 dropped.
 
-Captures are fingerprinted in a process pool (:func:`perfgate.run.fingerprint_path`, one
+Captures are fingerprinted in a process pool (:func:`perfgate.app.run.fingerprint_path`, one
 process per capture); a result is cached under ``cache_dir`` keyed on the size and mtime of
 every file below the capture, the digests of the whole policy and its segment rules and the perfgate
 version, so an unchanged capture is not recomputed.
@@ -186,7 +186,7 @@ def _valid_cached_row(row) -> bool:
 def sweep_one(capture, policy) -> dict:
     """Fingerprint one capture into a rollup row; a capture perfgate cannot read gives a
     ``failed`` row with the reason (never raises a :class:`PerfgateError`)."""
-    from perfgate.run import fingerprint_path
+    from perfgate.app.run import fingerprint_path
     t0 = time.perf_counter()
     try:
         fp = fingerprint_path(capture, policy, with_trace=TraceMode.AUTO, workers=1)
@@ -238,7 +238,7 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
                     progress(len(rows), len(caps), cap)
                 continue
         todo.append(cap)
-    from perfgate.run import usable_cpus
+    from perfgate.app.run import usable_cpus
     n = workers or min(usable_cpus(), max(1, len(todo)))  # the CPUs this process may run on (taskset, cpuset)
 
     def done(cap, row):
@@ -250,7 +250,7 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
 
     if n > 1 and len(todo) > 1:
         from concurrent.futures import as_completed
-        from perfgate.run import local_pool
+        from perfgate.app.run import local_pool
         with local_pool(n) as pool:  # Ctrl-C / SIGTERM stop the workers
             futs = {pool.submit(sweep_one, cap, policy): cap for cap in todo}
             for fut in as_completed(futs):

@@ -20,7 +20,7 @@ from perfgate.errors import (CorruptBaselineError, InvalidCaptureError, NoBaseli
                              UsageError)
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
-from perfgate.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
+from perfgate.app.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
 from perfgate.store.atomic import discard_stale
 from perfgate.store.baselines import BaselineStore
 
