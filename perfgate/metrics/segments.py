@@ -1020,7 +1020,7 @@ def _strs(values: np.ndarray, codes: np.ndarray | None = None, names: np.ndarray
 def _top_by(owner: np.ndarray, key: np.ndarray, dur_ns: np.ndarray, labels, top: int) -> dict:
     """{owner: [(label, ΣDuration µs), ...] the ``top`` largest, ties by key} in one pass over
     rows (``owner``, ``key``: int codes per row). Integer durations are summed by ``bincount``
-    (float sums of integers below 2**53 ns are exact, as the former pandas group-by's were);
+    (float sums of integers below 2**53 ns are exact, as a pandas group-by's are);
     others through a pandas group-by."""
     if not len(owner):
         return {}
@@ -1475,7 +1475,7 @@ def _codes(*cols) -> tuple[np.ndarray, int]:
 def _median_low_with_zeros(present_values: np.ndarray, units: int) -> float:
     """The lower median of ``units`` values of which ``present_values`` are given and the others 0
     (a class absent from a micro-batch pass counts 0 layers there), as the sorted-``cumcount``
-    pick of the former group-by."""
+    pick of a pandas group-by."""
     want = (units - 1) // 2 - (units - len(present_values))
     return float(np.sort(present_values)[want]) if want >= 0 else 0.0
 
@@ -1541,7 +1541,7 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
     npass = [len([p for p in x.split("+") if p]) for x in passes_text]
     seen = sorted(set("+".join(passes_text).split("+")) - {""})
     out[("pass.count_per_step", ())] = (km.median_low(npass), f"{kfile}: passes {', '.join(seen)}", {})
-    # layers per (micro-batch pass, class): the former per-(step, pass, micro-batch, class) sizes
+    # layers per (micro-batch pass, class): the per-(step, pass, micro-batch, class) group sizes
     cls_code, cls_names = pd.factorize(l_cls)
     ok = has_unit & (cls_code >= 0)
     ncls = len(cls_names)
