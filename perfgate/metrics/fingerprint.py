@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -236,27 +237,7 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
     spos = pos_of_code[step_cat.array.codes].astype(np.int64) if nsteps else np.zeros(0, np.int64)
     dur = k["dur_ns"].to_numpy()
     dur_int = dur.dtype.kind in "iu"
-
-    def wide(col: pd.Series, weighted: bool = False):
-        """(steps x used values) matrix of counts or ΣDuration (ns) and the used values, as
-        ``kernels.per_step_counts / per_step_sum_dur(...).reindex(index=steps, fill_value=0)``
-        (None where that table is empty)."""
-        c = km.as_category(col)
-        kc = c.array.codes.astype(np.int64)
-        cats = c.array.categories
-        keep = kc >= 0
-        if not nsteps or not keep.any():
-            return None, None
-        allk = keep.all()
-        sp, kcc = (spos, kc) if allk else (spos[keep], kc[keep])
-        w = None if not weighted else (dur if allk else dur[keep]).astype(np.float64)
-        nk = len(cats)
-        flat = np.bincount(sp * nk + kcc, weights=w, minlength=nsteps * nk).reshape(nsteps, nk)
-        used = np.bincount(kcc, minlength=nk) > 0
-        flat = flat[:, used]
-        if not weighted or dur_int:
-            flat = flat.astype(np.int64)
-        return flat, cats[used]
+    wide = _StepAxis(spos, nsteps, dur).wide
 
     def put_counts(name, key, label):
         mat, cols = wide(k[key])
@@ -317,18 +298,60 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
         float(np.median(unions)), f"{kfile} merged intervals", dict(_samples(unions), caliber=terms.BUSY_UNION))
 
     _overlap_and_comm_metrics(rank, root, out, overlap)
+    _anatomy_metrics(out, anatomy if anatomy is not None else step_table(rank, policy.findings), kfile)
+    _comm_kind_metrics(out, k, kinds if kinds is not None else kind_table(k), steps, kfile)
+    return out
 
-    if anatomy is None:
-        anatomy = step_table(rank, policy.findings)
-    if len(anatomy):
-        ev = f"{kfile} rows {int(anatomy['first_row'].min())}-{int(anatomy['last_row'].max())}"
-        for name, col in _ANATOMY.items():
-            v = anatomy[col].to_numpy(dtype=float)
-            v = v[~np.isnan(v)]
-            if len(v):
-                out[(name, ())] = (float(np.median(v)), ev, _samples(v))
-    if kinds is None:
-        kinds = kind_table(k)
+
+@dataclass(frozen=True)
+class _StepAxis:
+    """The step axis of one rank's per-step matrices: ``spos`` (per row, its step's position in
+    step order), ``nsteps``, ``dur`` (per row, Duration in ns)."""
+    spos: np.ndarray
+    nsteps: int
+    dur: np.ndarray
+
+    def wide(self, col: pd.Series, weighted: bool = False):
+        """(steps x used values) matrix of counts or ΣDuration (ns) and the used values, as
+        ``kernels.per_step_counts / per_step_sum_dur(...).reindex(index=steps, fill_value=0)``
+        (None where that table is empty)."""
+        spos, nsteps, dur = self.spos, self.nsteps, self.dur
+        c = km.as_category(col)
+        kc = c.array.codes.astype(np.int64)
+        cats = c.array.categories
+        keep = kc >= 0
+        if not nsteps or not keep.any():
+            return None, None
+        allk = keep.all()
+        sp, kcc = (spos, kc) if allk else (spos[keep], kc[keep])
+        w = None if not weighted else (dur if allk else dur[keep]).astype(np.float64)
+        nk = len(cats)
+        flat = np.bincount(sp * nk + kcc, weights=w, minlength=nsteps * nk).reshape(nsteps, nk)
+        used = np.bincount(kcc, minlength=nk) > 0
+        flat = flat[:, used]
+        if not weighted or dur.dtype.kind in "iu":
+            flat = flat.astype(np.int64)
+        return flat, cats[used]
+
+
+def _anatomy_metrics(out: dict, anatomy: pd.DataFrame, kfile: str) -> None:
+    """Into ``out``: the median over steps of each :data:`_ANATOMY` column of the rank's
+    :func:`perfgate.metrics.steps.step_table` (steps where it is NaN left out)."""
+    if not len(anatomy):
+        return
+    ev = f"{kfile} rows {int(anatomy['first_row'].min())}-{int(anatomy['last_row'].max())}"
+    for name, col in _ANATOMY.items():
+        v = anatomy[col].to_numpy(dtype=float)
+        v = v[~np.isnan(v)]
+        if len(v):
+            out[(name, ())] = (float(np.median(v)), ev, _samples(v))
+
+
+def _comm_kind_metrics(out: dict, k: pd.DataFrame, kinds: pd.DataFrame, steps: list, kfile: str) -> None:
+    """Into ``out``: per communication kind of :func:`perfgate.metrics.comm.kind_table`
+    ``kinds``, the median over ``steps`` of its calls, ΣDuration and exposed time (0 in a step
+    without the kind)."""
+    nsteps = len(steps)
     if len(kinds):
         kind_rows = _comm_rows_by_kind(k)
         step_pos = {str(s_): i for i, s_ in enumerate(steps)}
@@ -347,7 +370,6 @@ def rank_metrics(rank, policy, root, anatomy: pd.DataFrame | None = None,
             out[("comm.calls_per_step", lab)] = (km.median_low(per["calls"]), ev, {})
             out[("comm.time_us", lab)] = (_median(per["sum_us"]), ev, {})
             out[("comm.exposed_us", lab)] = (_median(per["exposed_us"]), ev, {})
-    return out
 
 
 def _comm_rows_by_kind(k: pd.DataFrame) -> dict:
@@ -377,7 +399,7 @@ def _step_sums_and_unions(k: pd.DataFrame, anatomy: pd.DataFrame | None = None) 
     ``kernel_sum_us`` and ``busy_us`` are these figures (the same integer-ns sums, divided once):
     they are taken from it, ordered by ``first_row``, when ``k``'s row numbers rise with its
     positions (then the smallest row of a step is its first row). That saves a second sort of
-    every row by (step, start) (issue 21: ~0.05 s per 1M rows)."""
+    every row by (step, start) (~0.05 s per 1M rows)."""
     if anatomy is not None and len(anatomy) and len(k):
         row = k["row"].to_numpy()
         if len(row) < 2 or bool((row[1:] > row[:-1]).all()):
@@ -965,8 +987,8 @@ def refuse_uneven_columns(full: list, root) -> None:
     """Ranks of one profiler level and one kernel-table header generation (``variant``) carry the
     same columns: one capture's ranks are written by one profiler. A rank without operator Type or
     Accelerator Core values where such a sibling has them (a renamed or edited column) would
-    count 0 in every share by category or core type and halve their cross-rank p50 (fresh-user
-    report: a baseline stored share.category{Comm} p50 0.461, the median of 0.92 and 0), while
+    count 0 in every share by category or core type and halve their cross-rank p50 (a baseline
+    would store share.category{Comm} p50 0.461, the median of 0.92 and 0), while
     the comparison calls every core metric incomparable, pointing at Level0.
 
     Raises:
@@ -1024,8 +1046,8 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
                 f"rank {x.rank} has no communication.json while rank(s) {have[:6]} do: communication.json "
                 f"figures are not comparable for this capture", x.output_dir))
     kinds = pd.concat([x.kinds for x in sums if len(x.kinds)] or [pd.DataFrame()], ignore_index=True)
-    # per-step records by columns (h21steps: steps.table_records / step_time_records equal km.records
-    # and the former per-step comprehension)
+    # per-step records by columns (steps.table_records / step_time_records give what km.records
+    # gives, without a Python call per row)
     detail = {"steps": table_records(tables), "comm_kinds": table_records(kinds)}
     # per rank and step: the gated step time (Computing + Communication(Not Overlapped) + Free, or the
     # device wall when no step_trace / Overlap Analysis exists), for per-rank plots

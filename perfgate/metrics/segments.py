@@ -331,7 +331,38 @@ class _Rule:
     fx: "_FamIndex | None" = None
 
 
-def _learn(fam, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule:
+@dataclass(frozen=True)
+class _Hits:
+    """Anchor hits of every step in time order: ``pos`` (position in the concatenated
+    main-stream rows), ``code`` (0 forward, 1 backward hit), ``step`` (the hit's step,
+    nondecreasing)."""
+    pos: np.ndarray
+    code: np.ndarray
+    step: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Fences:
+    """Per hit: the last pipeline row (``pipe``) and the last embedding / loss row
+    (``region``) at or before it in its step (else the step's lo - 1); no layer spans them."""
+    pipe: np.ndarray
+    region: np.ndarray
+
+
+@dataclass(frozen=True)
+class _MainRows:
+    """Per position of the concatenated main-stream rows, what the layer cuts read: ``fam``
+    (family code), ``lead`` (a lead kernel of its step's anchor rule), ``stop`` (a tail /
+    optimizer row), ``pipe`` (a pipeline row comes right before it), ``region_stop`` (an
+    embedding / loss row)."""
+    fam: np.ndarray
+    lead: np.ndarray
+    stop: np.ndarray
+    pipe: np.ndarray
+    region_stop: np.ndarray
+
+
+def _learn(fam, hits: _Hits, nsteps, lead, fences: _Fences, lower, p) -> _Rule:
     """Boundary rule of pass ``p`` (0 forward, 1 backward) in every step, from the step's first
     two consecutive hits (same pass, no pipeline / region-stop row between): the first layer
     starts where the kernel sequence stops repeating backwards (``fam[q] == fam[q + P]``, P = the
@@ -341,20 +372,20 @@ def _learn(fam, hits, code, hstep, nsteps, lead, pp, sph, lower, p) -> _Rule:
 
     Per step: family, k, ``off`` (kernels from the first layer's start to its anchor), ``tail``
     (kernels after the anchor to the layer's end), ``length`` (the first layer's kernels).
-    ``pp`` / ``sph``: per hit, the last pipeline / region-stop row at or before it. ``fx``: the
-    positions of the rules' families (:class:`_FamIndex`), for :func:`_apply`."""
+    ``fx``: the positions of the rules' families (:class:`_FamIndex`), for :func:`_apply`."""
+    code, hstep, pp, sph = hits.code, hits.step, fences.pipe, fences.region
     z = np.zeros(nsteps, dtype=np.int64)
     rule = _Rule(np.zeros(nsteps, dtype=bool), z.copy(), z.copy(), z.copy(), z.copy(), z.copy())
-    if len(hits) < 2:
+    if len(hits.pos) < 2:
         return rule
-    a1, a2 = hits[:-1], hits[1:]
+    a1 = hits.pos[:-1]
     ok = (code[:-1] == p) & (code[1:] == p) & (hstep[:-1] == hstep[1:]) & (pp[1:] <= a1) & (sph[1:] <= a1)
     cand = np.flatnonzero(ok)
     if not len(cand):
         return rule
     cs = hstep[cand]
     i0 = cand[np.concatenate([[True], cs[1:] != cs[:-1]])]       # the first pair of each step
-    a1, a2 = hits[i0], hits[i0 + 1]
+    a1, a2 = hits.pos[i0], hits.pos[i0 + 1]
     P = a2 - a1
     lo = np.maximum(lower[i0], a1 - P + 1)
     q, g = _ragged(lo, a1 - lo)
@@ -396,30 +427,41 @@ def _apply(rule: _Rule, hit_pos, hstep, m, lower, prev_hit, prev_same, lo_of_ste
     return np.minimum(np.maximum(s, lower[m]), hp)
 
 
-def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_stop, sp: "_Steps"):
-    """Layer ranges of every step at once: (starts, ends) aligned with ``hit_pos``, positions
-    in the concatenated main-stream rows (``sp``: its step layout; ``pipe[j]``: a pipeline row
-    comes right before main row j; ``code``: 0 forward, 1 backward hit; ``lead_max`` per
-    step). Start rule per step and pass from :func:`_learn` (forward first: a backward layer
-    right after a forward one starts after that forward layer's learned length); a layer ends
-    where the next one of its step starts, except the last layer before a non-layer region (a
+def _layer_cuts(rows: _MainRows, hits: _Hits, lead_max, sp: "_Steps"):
+    """Layer ranges of every step at once: (starts, ends) aligned with ``hits.pos``, positions
+    in the concatenated main-stream rows (``sp``: its step layout; ``lead_max`` per step).
+    Start rule per step and pass from :func:`_learn` (forward first: a backward layer right
+    after a forward one starts after that forward layer's learned length); a layer ends where
+    the next one of its step starts, except the last layer before a non-layer region (a
     pipeline row, a tail / optimizer row, the step end, or the next pass), which is as long as
     the layer before it, no longer than the repeating part (``fam[q] == fam[q - P]``) and stops
     before a stop row."""
-    n = len(hit_pos)
-    nsteps = len(sp.lo)
-    pipe_at, rstop_at = np.flatnonzero(pipe), np.flatnonzero(region_stop)
-    pp = sp.prev_at(pipe_at, hit_pos)         # per hit: the last pipeline row at or before it
-    sph = sp.prev_at(rstop_at, hit_pos)       # ... embedding / loss row (no layer spans them)
-    hlo, hhi = sp.lo[hstep], sp.hi[hstep]
+    hit_pos, hstep = hits.pos, hits.step
+    fences = _Fences(sp.prev_at(np.flatnonzero(rows.pipe), hit_pos),          # no layer spans a
+                     sp.prev_at(np.flatnonzero(rows.region_stop), hit_pos))   # pipeline / loss row
     first = np.concatenate([[True], hstep[1:] != hstep[:-1]])
-    lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
     prev_hit = np.concatenate([[0], hit_pos[:-1]])
-    prev_hit[first] = hlo[first] - 1
+    prev_hit[first] = sp.lo[hstep][first] - 1
+    starts, rules = _layer_starts(rows, hits, lead_max, sp, fences, prev_hit)
+    ends = np.empty(len(hit_pos), dtype=np.int64)
+    ends[:-1] = starts[1:] - 1
+    lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
+    ends[lastin] = sp.hi[hstep][lastin]
+    _cap_last_layers(rows, hits, sp, fences, (starts, ends), rules)
+    return starts, ends
+
+
+def _layer_starts(rows: _MainRows, hits: _Hits, lead_max, sp: "_Steps", fences: _Fences, prev_hit) -> tuple:
+    """Start of every hit's layer (see :func:`_layer_cuts`) and the learned rule of each pass
+    ({0: forward, 1: backward} :class:`_Rule`, passes without hits left out)."""
+    fam, lead, hit_pos, code, hstep = rows.fam, rows.lead, hits.pos, hits.code, hits.step
+    pp, sph = fences.pipe, fences.region
+    nsteps = len(sp.lo)
+    first = np.concatenate([[True], hstep[1:] != hstep[:-1]])
     prev_code = np.concatenate([[-1], code[:-1]])
     prev_code[first] = -1
     prev_same = (prev_code == code) & (pp <= prev_hit) & (sph <= prev_hit)
-    lower = np.maximum(np.maximum(prev_hit + 1, sph + 1), np.maximum(pp, hlo))
+    lower = np.maximum(np.maximum(prev_hit + 1, sph + 1), np.maximum(pp, sp.lo[hstep]))
     starts = hit_pos.copy()
     rules = {}
     for p in (0, 1):
@@ -431,7 +473,7 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
             fr = rules[0]
             idx = np.flatnonzero((prev_code == 0) & (pp <= prev_hit) & fr.has[hstep] & with_p[hstep])
             lower[idx] = np.maximum(lower[idx], starts[idx - 1] + fr.length[hstep[idx]])
-        r = _learn(fam, hit_pos, code, hstep, nsteps, lead if p == 0 else None, pp, sph, lower, p)
+        r = _learn(fam, hits, nsteps, lead if p == 0 else None, fences, lower, p)
         rules[p] = r
         learned = m & r.has[hstep]
         if learned.any():
@@ -448,10 +490,20 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
             rest, q = rest[near], q[near]
             run0 = _prev_true(~lead)[q] + 1                      # first of the lead run holding q
             starts[rest] = np.maximum(run0, lower[rest])
-    ends = np.empty(n, dtype=np.int64)
-    ends[:-1] = starts[1:] - 1
-    ends[lastin] = hhi[lastin]
-    # the last layer before a non-layer region
+    return starts, rules
+
+
+def _cap_last_layers(rows: _MainRows, hits: _Hits, sp: "_Steps", fences: _Fences, cuts: tuple, rules: dict) -> None:
+    """Shorten, in ``cuts`` (starts, ends), the last layer before a non-layer region (a pipeline
+    or loss row after it, the next pass, or the step end): as long as the layer before it of the
+    same pass, no longer than where the kernel sequence stops repeating that layer, and before
+    the next stop row; the first layer of a run gets its pass's learned length instead."""
+    fam, hit_pos, code, hstep = rows.fam, hits.pos, hits.code, hits.step
+    pp, sph = fences.pipe, fences.region
+    starts, ends = cuts
+    hhi = sp.hi[hstep]
+    first = np.concatenate([[True], hstep[1:] != hstep[:-1]])
+    lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
     nxt_pass_change = np.concatenate([code[1:] != code[:-1], [True]])
     pipe_between = np.concatenate([(pp[1:] > hit_pos[:-1]) | (sph[1:] > hit_pos[:-1]), [True]])
     last = nxt_pass_change | pipe_between | lastin
@@ -460,7 +512,8 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
     a = hit_pos[L]
     cap = ends[L]
     inside = a + 1 <= hhi[L]
-    stop_next = sp.next_at(np.flatnonzero(stop | pipe | region_stop), np.minimum(a + 1, len(fam) - 1))
+    stop_next = sp.next_at(np.flatnonzero(rows.stop | rows.pipe | rows.region_stop),
+                           np.minimum(a + 1, len(fam) - 1))
     cap = np.where(inside, np.minimum(cap, stop_next - 1), cap)
     prevL = np.maximum(L - 1, 0)
     same_prev = ~first[L] & ~last[prevL] & (code[prevL] == code[L])
@@ -477,7 +530,6 @@ def _layer_cuts(fam, hit_pos, code, hstep, lead, lead_max, stop, pipe, region_st
         m = ruled & (code[L] == p) & r.has[hstep[L]]
         cap = np.where(m, np.minimum(cap, starts[L] + r.length[hstep[L]] - 1), cap)
     ends[L] = np.maximum(cap, a)
-    return starts, ends
 
 
 def _step_names(step: pd.Series, at: np.ndarray) -> list:
@@ -501,6 +553,89 @@ def _rows_of(df: pd.DataFrame, pos: np.ndarray, used: list) -> pd.DataFrame:
     return pd.DataFrame({c: df[c].array.take(pos) for c in used}, index=df.index.take(pos), copy=False)
 
 
+@dataclass(frozen=True)
+class _StepBounds:
+    """The steps of one rank's time-ordered kernel rows: ``names`` (step label text), ``lo`` /
+    ``hi`` (first / last row position of each step), ``of`` (per row, its step number)."""
+    names: list
+    lo: np.ndarray
+    hi: np.ndarray
+    of: np.ndarray
+
+
+@dataclass(frozen=True)
+class _RankRows:
+    """One rank's kernel rows in (step, start, row) order: the frame ``k`` (with its ``family``
+    column) and its :class:`_Matcher` ``mk``; per row ``fam`` (family code), ``h`` (signature
+    hash), ``comm`` (communication row), ``side`` (off its step's main stream), ``rows``
+    (source row number), ``start`` / ``end`` / ``dur`` (ns)."""
+    k: pd.DataFrame
+    mk: _Matcher
+    fam: np.ndarray
+    h: np.ndarray
+    comm: np.ndarray
+    side: np.ndarray
+    rows: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    dur: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Regions:
+    """Per row, the non-layer rules: ``tail`` (tail / optimizer rows), ``pipe`` (pipeline rows),
+    ``code`` (``regions`` label code into ``names``, ``names[0] == ""``), ``attach`` (side rows
+    in no named region, which may join the next layer), ``stop`` (embedding / loss rows, which
+    no layer spans)."""
+    tail: np.ndarray
+    pipe: np.ndarray
+    code: np.ndarray
+    names: np.ndarray
+    attach: np.ndarray
+    stop: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """Per row, the masks of its step's chosen anchor rule: ``hit`` (anchor hits), ``bwd``
+    (backward hits), ``lead`` (lead kernels), ``companion`` (companion-rule hits); per step,
+    ``lead_max`` (0: none) and ``anchor`` (the rule's name, None: no rule)."""
+    hit: np.ndarray
+    bwd: np.ndarray
+    lead: np.ndarray
+    companion: np.ndarray
+    lead_max: np.ndarray
+    anchor: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Layers:
+    """The layers of every step in time order: ``lo`` / ``hi`` (first / last row position),
+    ``step``, ``pass`` (forward | recompute | backward), ``microbatch``, ``model_layer``."""
+    lo: np.ndarray
+    hi: np.ndarray
+    step: np.ndarray
+    passes: np.ndarray
+    microbatch: np.ndarray
+    model_layer: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Segs:
+    """Every segment of the rank in row order (layers and non-layer runs): ``lo`` / ``hi``
+    (first / last row position), ``kind``, ``passes`` (layers; "" otherwise), ``step`` (step
+    number), ``anchor`` (layers: the anchor rule's name), ``microbatch``, ``model_layer``
+    (layers; 0 otherwise)."""
+    lo: np.ndarray
+    hi: np.ndarray
+    kind: np.ndarray
+    passes: np.ndarray
+    step: np.ndarray
+    anchor: np.ndarray
+    microbatch: np.ndarray
+    model_layer: np.ndarray
+
+
 def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Series | None = None,
                  path=None) -> RankSegments:
     """Segment every step of one rank's kernel table (:mod:`perfgate.ingest.kernels` columns).
@@ -517,6 +652,24 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     Cost: one sort and O(rows) array passes for all steps at once; no Python loop per step,
     layer, block or row (see the module doc).
     """
+    k, pos = _time_ordered(df, family_suffix)
+    if not len(k):
+        return _empty()
+    bounds = _step_bounds(k["step"])
+    rr = _rank_rows(k, rules, bounds)
+    regions = _regions(rr, rules)
+    chosen = _chosen_anchor(rr, rules, bounds)
+    layers = _layer_ranges(rr, bounds, regions, chosen)
+    segs = _segments(layers, regions, bounds, chosen)
+    _check_all(segs.lo, segs.hi, bounds, rr.rows, segs.kind, path)
+    cats = _category_codes(categories, df, pos, k)
+    return _tables(rr, rules, segs, bounds, cats)
+
+
+def _time_ordered(df: pd.DataFrame, family_suffix) -> tuple:
+    """The step-assigned rows of ``df`` in (step, start, source row) order, with their kernel
+    ``family`` column, and their positions in ``df``. The table itself (no copy) when it is in
+    that order already."""
     used = [c for c in ("row", "step", "name", "op_type", "core_type", "stream_id", "start_ns", "end_ns",
                         "dur_ns", "is_comm", "input_shapes") if c in df.columns]
     keep = np.flatnonzero(df["step"].notna().to_numpy())
@@ -527,28 +680,32 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         k = _rows_of(df, pos, used)
     else:   # rows already in (step, start, row) order: the table itself (columns read by name only)
         k = df
-    k = k.assign(family=km.family_of(k["name"], family_suffix))
-    N = len(k)
-    if not N:
-        return _empty()
+    return k.assign(family=km.family_of(k["name"], family_suffix)), pos
+
+
+def _step_bounds(step: pd.Series) -> _StepBounds:
+    """Where each step's rows begin and end in the time-ordered rows (steps are contiguous)."""
+    N = len(step)
+    scode = pd.factorize(step.astype(str) if not isinstance(step.dtype, pd.CategoricalDtype)
+                         else step.cat.codes, sort=False)[0]
+    cuts = np.flatnonzero(np.diff(scode)) + 1
+    lo = np.concatenate([[0], cuts]).astype(np.int64)
+    hi = np.concatenate([cuts - 1, [N - 1]]).astype(np.int64)
+    return _StepBounds(_step_names(step, lo), lo, hi, np.repeat(np.arange(len(lo)), hi - lo + 1))
+
+
+def _rank_rows(k: pd.DataFrame, rules, bounds: _StepBounds) -> _RankRows:
+    """The per-row arrays of the time-ordered rows (see :class:`_RankRows`). A step's main
+    stream is the stream with most compute rows; rows on other streams and communication rows
+    are side rows (so their timing cannot move a layer boundary)."""
     mk = _Matcher(k)   # the match columns read once, each rule's mask computed once
     fam = mk["family"].cat.codes.to_numpy().astype(np.int64)
     h = _hashes(mk["family"])
     if getattr(rules, "shapes", False) and "input_shapes" in k:
         h = h ^ (_hashes(k["input_shapes"]) * _M)
     comm = k["is_comm"].to_numpy().astype(bool)
-    stream = km.sorted_codes(k["stream_id"]) if "stream_id" in k else np.full(N, -1)
-    rows_all, start, end, dur = (k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns"))
-    scode = pd.factorize(k["step"].astype(str) if not isinstance(k["step"].dtype, pd.CategoricalDtype)
-                         else k["step"].cat.codes, sort=False)[0] if N else np.zeros(0, dtype=np.int64)
-    bounds = np.flatnonzero(np.diff(scode)) + 1
-    step_lo = np.concatenate([[0], bounds]).astype(np.int64) if N else np.zeros(0, dtype=np.int64)
-    step_hi = np.concatenate([bounds - 1, [N - 1]]).astype(np.int64) if N else np.zeros(0, dtype=np.int64)
-    step_names = _step_names(k["step"], step_lo) if N else []
-    nsteps = len(step_lo)
-    sidx = np.repeat(np.arange(nsteps), step_hi - step_lo + 1)
-
-    # main stream per step: the stream with most compute rows; other streams and comm are side rows
+    stream = km.sorted_codes(k["stream_id"]) if "stream_id" in k else np.full(len(k), -1)
+    sidx, nsteps = bounds.of, len(bounds.lo)
     side = comm.copy()
     ok = ~comm & (stream >= 0)
     if ok.any():
@@ -557,8 +714,25 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         has = cnt.sum(axis=1) > 0
         main = cnt.argmax(axis=1)
         side = comm | ((stream >= 0) & has[sidx] & (stream != main[sidx]))
+    rows, start, end, dur = (k[c].to_numpy() for c in ("row", "start_ns", "end_ns", "dur_ns"))
+    return _RankRows(k, mk, fam, h, comm, side, rows, start, end, dur)
 
-    # anchor hits, per step the first rule with enough hits
+
+def _regions(rr: _RankRows, rules) -> _Regions:
+    """The tail, pipeline and ``regions`` rule matches of every row (see :class:`_Regions`)."""
+    N = len(rr.rows)
+    tail = match_mask(rr.mk, rules.tail)
+    pipe = match_mask(rr.mk, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
+    region, rnames = _region_labels(rr.mk, rules, N)          # int codes; rnames[0] == ""
+    attach = rr.side & (region == 0)
+    stop = np.isin(region, [i for i, x in enumerate(rnames) if x in ("embedding", LM_HEAD_LOSS)])
+    return _Regions(tail, pipe, region, rnames, attach, stop)
+
+
+def _anchor_masks(mk: _Matcher, rules, sidx: np.ndarray) -> list:
+    """Per anchor rule: (rule, hit, backward hit, lead, companion-hit mask or None). A hit
+    within ``within`` rows after an ``unless_after`` row of its step does not count."""
+    N = len(mk)
     by_name = {a.name: a for a in rules.anchors}
     masks = []
     for a in rules.anchors:
@@ -575,15 +749,16 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
         lead = match_mask(mk, a.lead + tuple(m for c in comp for m in c.lead))
         cmask = match_mask(mk, tuple(m for c in comp for m in c.match)) & ~hit if comp else None
         masks.append((a, hit, bwd, lead, cmask))
-    choice = _select_anchor(rules, masks, sidx, nsteps) if nsteps else np.zeros(0, dtype=int)
-    tail = match_mask(mk, rules.tail)
-    pipe = match_mask(mk, rules.pipeline) if rules.pipeline else np.zeros(N, dtype=bool)
-    region, rnames = _region_labels(mk, rules, N)          # int codes; rnames[0] == ""
-    attach = side & (region == 0)           # side rows in no named region may join the next layer
-    region_stop = np.isin(region, [i for i, x in enumerate(rnames) if x in ("embedding", LM_HEAD_LOSS)])
+    return masks
 
-    # layers of every step at once, on the concatenated main-stream rows (cuts ignore side rows)
-    ch = choice[sidx] if N else np.zeros(0, dtype=int)
+
+def _chosen_anchor(rr: _RankRows, rules, bounds: _StepBounds) -> _Chosen:
+    """Per step, the first anchor rule with enough hits (:func:`_select_anchor`), and its masks
+    on the step's rows (see :class:`_Chosen`)."""
+    N, sidx = len(rr.rows), bounds.of
+    masks = _anchor_masks(rr.mk, rules, sidx)
+    choice = _select_anchor(rules, masks, sidx, len(bounds.lo))
+    ch = choice[sidx]
     hit_s, bwd_s, lead_s, cm_s = (np.zeros(N, dtype=bool) for _ in range(4))
     for i, (a, hit, bwd, lead, cmask) in enumerate(masks):
         r = ch == i
@@ -594,70 +769,85 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
             cm_s |= cmask & r
     lead_max = np.array([a.lead_max or 0 for a, *_ in masks] + [0], dtype=np.int64)[choice]
     anchor_name = np.array([a.name for a, *_ in masks] + [None], dtype=object)[choice]
-    mi = np.flatnonzero(~side)
-    sp = _Steps(sidx[mi], nsteps)
-    u = np.flatnonzero((hit_s | cm_s)[mi])                       # anchor and companion hits
-    flag = cm_s[mi[u]]
+    return _Chosen(hit_s, bwd_s, lead_s, cm_s, lead_max, anchor_name)
+
+
+def _layer_ranges(rr: _RankRows, bounds: _StepBounds, regions: _Regions, chosen: _Chosen) -> _Layers:
+    """The layers of every step at once (see the module doc). Cuts are made on the concatenated
+    main-stream rows, so side rows cannot move a boundary; then side rows in no named region
+    right before a layer's first main-stream row (e.g. a MoE combine alltoall) join that layer,
+    and side rows between touching layers join the earlier one."""
+    mi = np.flatnonzero(~rr.side)
+    sp = _Steps(bounds.of[mi], len(bounds.lo))
+    u = np.flatnonzero((chosen.hit | chosen.companion)[mi])      # anchor and companion hits
+    flag = chosen.companion[mi[u]]
     ustep = sp.of[u]
     ufirst = np.concatenate([[True], ustep[1:] != ustep[:-1]])
     keepm = ~flag | ufirst | np.concatenate([[True], flag[:-1]])   # a companion right after a hit: same layer
-    hm, is_comp = u[keepm], flag[keepm]
-    hstep = sp.of[hm]
+    hits = _Hits(u[keepm], chosen.bwd[mi[u[keepm]]].astype(np.int64), sp.of[u[keepm]])
+    if not len(hits.pos):
+        z = np.zeros(0, dtype=np.int64)
+        return _Layers(z, z, hits.step, np.zeros(0, dtype=object), z, z)
+    pm = _pipeline_before(regions.pipe, mi, sp, bounds.of)
+    main = _MainRows(rr.fam[mi], chosen.lead[mi], regions.tail[mi], pm, regions.stop[mi])
+    sm, em = _layer_cuts(main, hits, chosen.lead_max, sp)
+    hstep = hits.step
+    lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
+    touch = np.concatenate([(em[:-1] + 1 == sm[1:]) & ~pm[sm[1:]], [False]]) & ~lastin
+    hpass, mb, model = _recompute(hits.code, touch, hstep)
+    starts, ends = mi[sm], mi[em]
+    lo = bounds.lo[hstep]
+    prev_end = np.concatenate([[0], ends[:-1]])
+    hfirst = np.concatenate([[True], hstep[1:] != hstep[:-1]])
+    prev_end[hfirst] = lo[hfirst] - 1
+    p_ = np.maximum(starts - 1, lo)
+    cand = np.maximum(_prev_true(~regions.attach)[p_], lo - 1) + 1    # after the last non-attachable row <= p_
+    starts = np.where((starts > lo) & regions.attach[p_], np.maximum(cand, prev_end + 1), starts)
+    ends[touch] = starts[np.flatnonzero(touch) + 1] - 1
+    return _Layers(starts, ends, hstep, hpass, mb, model)
+
+
+def _pipeline_before(pipe: np.ndarray, mi: np.ndarray, sp: "_Steps", sidx: np.ndarray) -> np.ndarray:
+    """Per main-stream position j: a pipeline row of the same step comes right before main row j."""
     pq = np.flatnonzero(pipe)
     pj = np.searchsorted(mi, pq)
     pok = pj < len(mi)
     pok[pok] = sp.of[pj[pok]] == sidx[pq[pok]]
     pm = np.zeros(len(mi), dtype=bool)
-    pm[pj[pok]] = True                                           # pipeline row right before main row j
-    code = bwd_s[mi[hm]].astype(np.int64)                       # 0 forward, 1 backward
-    starts = ends = np.zeros(0, dtype=np.int64)
-    hpass = np.zeros(0, dtype=object)
-    mb = model = np.zeros(0, dtype=np.int64)
-    if len(hm):
-        sm, em = _layer_cuts(fam[mi], hm, code, hstep, lead_s[mi], lead_max, tail[mi], pm, region_stop[mi], sp)
-        lastin = np.concatenate([hstep[1:] != hstep[:-1], [True]])
-        touch = np.concatenate([(em[:-1] + 1 == sm[1:]) & ~pm[sm[1:]], [False]]) & ~lastin
-        hpass, mb, model = _recompute(code, touch, hstep)
-        starts, ends = mi[sm], mi[em]
-        # side rows (e.g. a MoE combine alltoall) right before a layer's first main-stream row
-        # and in no named region belong to that layer
-        lo = step_lo[hstep]
-        prev_end = np.concatenate([[0], ends[:-1]])
-        hfirst = np.concatenate([[True], hstep[1:] != hstep[:-1]])
-        prev_end[hfirst] = lo[hfirst] - 1
-        p_ = np.maximum(starts - 1, lo)
-        cand = np.maximum(_prev_true(~attach)[p_], lo - 1) + 1    # after the last non-attachable row <= p_
-        starts = np.where((starts > lo) & attach[p_], np.maximum(cand, prev_end + 1), starts)
-        ends[touch] = starts[np.flatnonzero(touch) + 1] - 1     # side rows between touching layers
-    # non-layer rows: runs cut at layers, at step ends and at region-label changes
-    cov = np.bincount(starts, minlength=N + 1) - np.bincount(ends + 1, minlength=N + 1)
+    pm[pj[pok]] = True
+    return pm
+
+
+def _segments(layers: _Layers, regions: _Regions, bounds: _StepBounds, chosen: _Chosen) -> _Segs:
+    """The layers and the non-layer runs (rows outside layers, cut at layers, at step ends and
+    where the ``regions`` label changes; see :func:`_fill_labels`), in row order. An unnamed run
+    between a forward chain and the backward chain right after it is the head + loss."""
+    N = len(bounds.of)
+    cov = np.bincount(layers.lo, minlength=N + 1) - np.bincount(layers.hi + 1, minlength=N + 1)
     free = np.flatnonzero(np.cumsum(cov)[:N] <= 0)
-    fstep = sidx[free]
+    fstep = bounds.of[free]
     grp = np.concatenate([[True], (np.diff(free) != 1) | (fstep[1:] != fstep[:-1])]) if len(free) else \
         np.zeros(0, dtype=bool)
-    lab = _fill_labels(region[free], grp, rnames, OTHER)
+    lab = _fill_labels(regions.code[free], grp, regions.names, OTHER)
     fs = np.flatnonzero(np.concatenate([[True], grp[1:] | (lab[1:] != lab[:-1])])) if len(free) else \
         np.zeros(0, dtype=np.int64)
     fe = np.concatenate([fs[1:] - 1, [len(free) - 1]]) if len(free) else fs
-    nl, nf = len(hm), len(fs)
-    a_lo = np.concatenate([starts, free[fs]]).astype(np.int64)
-    a_hi = np.concatenate([ends, free[fe]]).astype(np.int64)
-    kind = np.concatenate([np.full(nl, LAYER, dtype=object), rnames[lab[fs]]])
-    ps = np.concatenate([hpass.astype(object), np.full(nf, "", dtype=object)])
-    st_ = np.concatenate([hstep, fstep[fs]]).astype(np.int64)
-    anc = np.concatenate([anchor_name[hstep], np.full(nf, None, dtype=object)])
-    compn = np.concatenate([is_comp, np.zeros(nf, dtype=bool)])
-    mbs = np.concatenate([mb, np.zeros(nf, dtype=np.int64)]).astype(np.int64)
-    model = np.concatenate([model, np.zeros(nf, dtype=np.int64)]).astype(np.int64)
+    nl, nf = len(layers.lo), len(fs)
+    a_lo = np.concatenate([layers.lo, free[fs]]).astype(np.int64)
     o = np.argsort(a_lo, kind="stable")
-    a_lo, a_hi, kind, ps, st_, anc, compn, mbs, model = (x[o] for x in (a_lo, a_hi, kind, ps, st_, anc, compn,
-                                                                         mbs, model))
+    seg = _Segs(
+        a_lo[o], np.concatenate([layers.hi, free[fe]]).astype(np.int64)[o],
+        np.concatenate([np.full(nl, LAYER, dtype=object), regions.names[lab[fs]]])[o],
+        np.concatenate([layers.passes.astype(object), np.full(nf, "", dtype=object)])[o],
+        np.concatenate([layers.step, fstep[fs]]).astype(np.int64)[o],
+        np.concatenate([chosen.anchor[layers.step], np.full(nf, None, dtype=object)])[o],
+        np.concatenate([layers.microbatch, np.zeros(nf, dtype=np.int64)]).astype(np.int64)[o],
+        np.concatenate([layers.model_layer, np.zeros(nf, dtype=np.int64)]).astype(np.int64)[o])
+    kind, ps, st_ = seg.kind, seg.passes, seg.step
     if len(kind) > 2:  # an unnamed run between a forward chain and the backward right after it: head + loss
         between = (kind[1:-1] == OTHER) & (ps[:-2] == FORWARD) & (ps[2:] == BACKWARD) & (st_[:-2] == st_[2:])
         kind[1:-1][between] = LM_HEAD_LOSS
-    _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path)
-    return _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc,
-                   compn, mbs, model, step_names, step_lo, step_hi, categories, df, pos, mk=mk)
+    return seg
 
 
 LAYER_COLS = ["step", "layer", "pass", "microbatch", "model_layer", "anchor", "first_row", "last_row", "rows",
@@ -762,9 +952,10 @@ def _region_labels(k: pd.DataFrame, rules, n: int) -> tuple:
     return lab, np.array(names, dtype=object)
 
 
-def _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path):
+def _check_all(a_lo, a_hi, bounds: _StepBounds, rows_all, kind, path):
     """Every row in exactly one segment and no segment across two steps (else
     :func:`check_lossless` names the rows of the first failing step)."""
+    step_lo, step_hi, step_names = bounds.lo, bounds.hi, bounds.names
     n = len(rows_all)
     cov = np.zeros(n + 1, dtype=np.int64)
     np.add.at(cov, a_lo, 1)
@@ -826,14 +1017,10 @@ def _strs(values: np.ndarray, codes: np.ndarray | None = None, names: np.ndarray
         return values
 
 
-def _reduce(a_lo, x, fn):
-    return fn.reduceat(x, a_lo) if len(a_lo) else np.zeros(0, dtype=x.dtype)
-
-
 def _top_by(owner: np.ndarray, key: np.ndarray, dur_ns: np.ndarray, labels, top: int) -> dict:
     """{owner: [(label, ΣDuration µs), ...] the ``top`` largest, ties by key} in one pass over
     rows (``owner``, ``key``: int codes per row). Integer durations are summed by ``bincount``
-    (float sums of integers below 2**53 ns are exact, as the former pandas group-by's were);
+    (float sums of integers below 2**53 ns are exact, as a pandas group-by's are);
     others through a pandas group-by."""
     if not len(owner):
         return {}
@@ -864,67 +1051,183 @@ def _top_by(owner: np.ndarray, key: np.ndarray, dur_ns: np.ndarray, labels, top:
     return out
 
 
-def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc, compn,
-            mbs, model, step_names, step_lo, step_hi, categories, df, pos, mk=None) -> RankSegments:
-    N = len(rows_all)
-    sig = _Sig(h, side, comm)
-    nseg = len(a_lo)
-    wall = (_reduce(a_lo, end, np.maximum) - _reduce(a_lo, start, np.minimum)) / 1000.0 if nseg else np.zeros(0)
-    sdur = _reduce(a_lo, dur.astype(np.float64), np.add) / 1000.0
-    cdur = _reduce(a_lo, np.where(comm, dur, 0).astype(np.float64), np.add) / 1000.0
-    rows_n = a_hi - a_lo + 1
-    is_layer = kind == LAYER
-    seg_of_row = np.repeat(np.arange(nseg), rows_n)
-    step_name = np.array(step_names, dtype=object)[st_] if nseg else np.zeros(0, dtype=object)
-    # per-step numbering of segments and layers
-    first_in_step = np.concatenate([[True], st_[1:] != st_[:-1]]) if nseg else np.zeros(0, bool)
+@dataclass(frozen=True)
+class _SegIndex:
+    """Numbering of the segments: ``is_layer``, ``rows`` (row count per segment), ``of_row``
+    (per row, its segment), ``step_name`` (per segment, its step's label), ``seg_no`` /
+    ``layer_no`` (1-based within the step; layers counted among layers)."""
+    is_layer: np.ndarray
+    rows: np.ndarray
+    of_row: np.ndarray
+    step_name: np.ndarray
+    seg_no: np.ndarray
+    layer_no: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The blocks of every layer in row order, as indexes into ``lp`` (the positions of the rows
+    inside layers): ``bs`` / ``be`` (first / last row), ``kind``, ``layer`` (its segment),
+    ``first`` (index of each layer's first block), ``no`` (1-based within the layer)."""
+    lp: np.ndarray
+    bs: np.ndarray
+    be: np.ndarray
+    kind: np.ndarray
+    layer: np.ndarray
+    first: np.ndarray
+    no: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """Per segment or block (µs): ``wall`` (last end − first start), ``sum_dur`` (ΣDuration),
+    ``comm`` (ΣDuration of its communication rows)."""
+    wall: np.ndarray
+    sum_dur: np.ndarray
+    comm: np.ndarray
+
+
+@dataclass(frozen=True)
+class _SegColumns:
+    """The per-segment columns the layer and segment tables share: ``figures``, ``class_id``
+    (layers: ``L…``; "" otherwise), ``kinds`` (layers: block kinds ``+``-joined), ``companion``."""
+    figures: _Figures
+    class_id: np.ndarray
+    kinds: np.ndarray
+    companion: np.ndarray
+
+
+@dataclass(frozen=True)
+class _ClassRows:
+    """Per row, what a class's summary reads: ``fam`` (family code, names ``fam_names``),
+    ``dur`` (ns), ``cat_codes`` / ``cat_names`` (policy category; None without categories)."""
+    fam: np.ndarray
+    fam_names: np.ndarray
+    dur: np.ndarray
+    cat_codes: np.ndarray | None
+    cat_names: np.ndarray | None
+
+
+def _category_codes(categories: pd.Series | None, df: pd.DataFrame, pos: np.ndarray, k: pd.DataFrame) -> tuple:
+    """Per time-ordered row (``k``, rows ``pos`` of ``df``): the code of its category and the
+    category names, codes in order of first appearance; (None, None) without ``categories``.
+    A categorical aligned with ``df`` is read by its small codes, not its strings."""
+    if categories is None:
+        return None, None
+    same = categories.index.equals(df.index)
+    cc = categories.cat.codes.to_numpy()[pos] if same and isinstance(categories.dtype, pd.CategoricalDtype) \
+        else None
+    if cc is not None and (cc >= 0).all():    # factorize the small codes, not 1M strings
+        seen = pd.unique(cc)                  # categories in order of first appearance
+        remap = np.full(len(categories.cat.categories), -1, dtype=np.int64)
+        remap[seen] = np.arange(len(seen))
+        return remap[cc], np.asarray(categories.cat.categories.astype(str), dtype=object)[seen]
+    cv = categories.iloc[pos] if same else categories.reindex(k.index)
+    return pd.factorize(cv.astype(str).to_numpy())
+
+
+def _tables(rr: _RankRows, rules, segs: _Segs, bounds: _StepBounds, cats: tuple) -> RankSegments:
+    """The rank's tables (module doc) from its segments (at least one: every row of a non-empty
+    rank is in one). ``cats``: :func:`_category_codes`."""
+    idx = _seg_index(segs, bounds)
+    blk = _cut_blocks(rr, rules, segs, idx)
+    layer_kinds, kinv, kuniq = _layer_kinds(blk, len(segs.lo))
+    sig = _Sig(rr.h, rr.side, rr.comm)
+    lsig = sig(segs.lo, segs.hi)
+    cls = np.full(len(segs.lo), "", dtype=object)
+    is_layer = idx.is_layer
+    cls[is_layer] = "L" + _hex(lsig[is_layer]).astype(object) if is_layer.any() else cls[is_layer]
+    cols = _SegColumns(_span_figures(segs.lo, rr.start, rr.end, rr.dur, rr.comm), cls, layer_kinds,
+                       _companions(blk, segs, idx, len(bounds.names)))
+    snames = np.array(bounds.names, dtype=object)
+    seg_tab = _segment_frame(segs, idx, cols, rr.rows, snames)
+    layers = _layer_frame(segs, idx, cols, rr.rows, snames)
+    bs, lp = blk.bs, blk.lp
+    bsig = sig(lp[bs], lp[blk.be]) if len(bs) else np.zeros(0, dtype=np.uint64)
+    bcls = np.array([f"B{x}:" for x in kuniq], dtype=object)[kinv] + _hex(bsig) if len(bs) else \
+        np.zeros(0, dtype=object)
+    blocks = _block_frame(blk, segs, idx, bcls, rr, snames)
+    steps = _step_table(bounds, sig(bounds.lo, bounds.hi), segs, is_layer)
+    fam_names = np.asarray(rr.k["family"].cat.categories.astype(str), dtype=object)
+    classes = _classes(layers, blocks, segs, idx, blk, _ClassRows(rr.fam, fam_names, rr.dur, *cats),
+                       len(bounds.names))
+    return RankSegments(layers, blocks, steps, seg_tab, classes)
+
+
+def _seg_index(segs: _Segs, bounds: _StepBounds) -> _SegIndex:
+    """Per-step numbering of the segments and of the layers among them (see :class:`_SegIndex`)."""
+    st_ = segs.step
+    nseg = len(st_)
+    rows_n = segs.hi - segs.lo + 1
+    is_layer = segs.kind == LAYER
+    first_in_step = np.concatenate([[True], st_[1:] != st_[:-1]])
     fi = np.flatnonzero(first_in_step)
     gid = np.cumsum(first_in_step) - 1
-    seg_no = np.arange(nseg) - fi[gid] + 1 if nseg else np.zeros(0, dtype=np.int64)
     lcum = np.cumsum(is_layer)
-    lbase = np.concatenate([[0], lcum])[fi][gid] if nseg else np.zeros(0, dtype=np.int64)
-    layer_no = lcum - lbase
-    # blocks: cut at norms and AI_CPU runs inside layers, adjacent blocks of one kind merged
-    in_layer = is_layer[seg_of_row] if N else np.zeros(0, bool)
-    mk = mk if mk is not None else _Matcher(k)
-    cut = match_mask(mk, rules.blocks.cut_before)
-    aicpu = km.matches(mk["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else np.zeros(N, bool)
+    lbase = np.concatenate([[0], lcum])[fi][gid]
+    return _SegIndex(is_layer, rows_n, np.repeat(np.arange(nseg), rows_n),
+                     np.array(bounds.names, dtype=object)[st_], np.arange(nseg) - fi[gid] + 1, lcum - lbase)
+
+
+def _span_figures(at: np.ndarray, start, end, dur, comm) -> _Figures:
+    """:class:`_Figures` of the consecutive ranges of rows starting at ``at`` (each up to the
+    next start, the last to the end of the arrays)."""
+    if not len(at):
+        return _Figures(np.zeros(0), np.zeros(0), np.zeros(0))
+    return _Figures((np.maximum.reduceat(end, at) - np.minimum.reduceat(start, at)) / 1000.0,
+                    np.add.reduceat(dur.astype(np.float64), at) / 1000.0,
+                    np.add.reduceat(np.where(comm, dur, 0).astype(np.float64), at) / 1000.0)
+
+
+def _cut_blocks(rr: _RankRows, rules, segs: _Segs, idx: _SegIndex) -> _Blocks:
+    """Blocks inside layers: cut at a layer's start, before ``cut_before`` kernels (norms) and
+    where AI_CPU runs begin or end; typed by :func:`_block_kinds`; default-kind blocks next to an
+    attention block join it (its prologue / epilogue: QKV, q/k norm); adjacent blocks of one kind
+    in one layer merged."""
+    N = len(rr.rows)
+    in_layer = idx.is_layer[idx.of_row]
+    cut = match_mask(rr.mk, rules.blocks.cut_before)
+    aicpu = km.matches(rr.mk["core_type"], rules.blocks.aicpu_core) if rules.blocks.aicpu_core else np.zeros(N, bool)
     seg_start = np.zeros(N, dtype=bool)
-    seg_start[a_lo] = True
-    edge = np.concatenate([[True], aicpu[1:] != aicpu[:-1]]) if N else np.zeros(0, bool)
+    seg_start[segs.lo] = True
+    edge = np.concatenate([[True], aicpu[1:] != aicpu[:-1]])
     lp = np.flatnonzero(in_layer)
-    bmask = (seg_start | cut | edge)[lp]
-    bs = np.flatnonzero(bmask)                                    # block starts, index into lp
-    kinds_list = [kd for kd, _ in rules.blocks.kinds]
-    kmask = [match_mask(mk, m)[lp] for _, m in rules.blocks.kinds]
-
-    def block_kinds(bs_):
-        if not len(bs_):
-            return np.zeros(0, dtype=object)
-        out = np.full(len(bs_), rules.blocks.default, dtype=object)
-        done = np.zeros(len(bs_), dtype=bool)
-        allcpu = np.logical_and.reduceat(aicpu[lp], bs_)
-        out[allcpu] = "aicpu"
-        done |= allcpu
-        for kd, m in zip(kinds_list, kmask):
-            anyk = np.logical_or.reduceat(m, bs_) & ~done
-            out[anyk] = kd
-            done |= anyk
-        return out
-
-    bk = block_kinds(bs)
-    blayer = seg_of_row[lp[bs]] if len(bs) else np.zeros(0, dtype=np.int64)
-    if len(bs):  # default-kind blocks next to an attention block are its prologue / epilogue (QKV, q/k norm)
+    bs = np.flatnonzero((seg_start | cut | edge)[lp])           # block starts, index into lp
+    bk = _block_kinds(rr.mk, rules.blocks, aicpu[lp], lp, bs)
+    blayer = idx.of_row[lp[bs]] if len(bs) else np.zeros(0, dtype=np.int64)
+    if len(bs):
         bk = _absorb(bk, blayer, rules.blocks.default, "attention")
     keepb = np.concatenate([[True], (bk[1:] != bk[:-1]) | (blayer[1:] != blayer[:-1])]) if len(bs) else bs.astype(bool)
     bs, bk, blayer = bs[keepb], bk[keepb], blayer[keepb]
     be = np.concatenate([bs[1:] - 1, [len(lp) - 1]]) if len(bs) else bs
-    blo, bhi = lp[bs], lp[be] if len(bs) else lp[bs]
-    bsig = sig(blo, bhi) if len(bs) else np.zeros(0, dtype=np.uint64)
     bfirst = np.concatenate([[True], blayer[1:] != blayer[:-1]]) if len(bs) else bs.astype(bool)
     bfi = np.flatnonzero(bfirst)
     bno = np.arange(len(bs)) - bfi[np.cumsum(bfirst) - 1] + 1 if len(bs) else bs
-    # a layer's block kinds, '+'-joined: built once per distinct kind sequence
+    return _Blocks(lp, bs, be, bk, blayer, bfi, bno)
+
+
+def _block_kinds(mk: _Matcher, blocks, aicpu_l: np.ndarray, lp: np.ndarray, bs: np.ndarray) -> np.ndarray:
+    """Per block (starts ``bs`` into the layer rows ``lp``): ``aicpu`` when all its rows run on
+    AI_CPU, else the first ``kinds`` rule any of its rows matches, else the default kind."""
+    if not len(bs):
+        return np.zeros(0, dtype=object)
+    out = np.full(len(bs), blocks.default, dtype=object)
+    done = np.zeros(len(bs), dtype=bool)
+    allcpu = np.logical_and.reduceat(aicpu_l, bs)
+    out[allcpu] = "aicpu"
+    done |= allcpu
+    for kd, m in blocks.kinds:
+        anyk = np.logical_or.reduceat(match_mask(mk, m)[lp], bs) & ~done
+        out[anyk] = kd
+        done |= anyk
+    return out
+
+
+def _layer_kinds(blk: _Blocks, nseg: int) -> tuple:
+    """Per segment, its layer's block kinds ``+``-joined ("" for non-layers), built once per
+    distinct kind sequence; per block, the code of its kind among the sorted distinct kinds;
+    and those kinds."""
+    bk, bfi = blk.kind, blk.first
     kinv, kuniq = pd.factorize(bk) if len(bk) else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
     korder = np.argsort(np.asarray(kuniq, dtype=object))          # the few distinct kinds, sorted
     kuniq = np.asarray(kuniq, dtype=object)[korder]
@@ -939,69 +1242,62 @@ def _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi,
         kstr[key] = "+".join(bk[bfi[f]:e])
     layer_kinds = np.full(nseg, "", dtype=object)
     if len(ksig):
-        layer_kinds[blayer[bfi]] = np.array([kstr[x] for x in uk], dtype=object)[np.searchsorted(uk, ksig)]
-    has_att = np.zeros(nseg, dtype=bool)
-    if len(bs):
-        has_att[np.unique(blayer[bk == "attention"])] = True
-    step_att = np.bincount(st_[has_att], minlength=len(step_names)) > 0 if nseg else np.zeros(0, bool)
-    companion = is_layer & ~has_att & step_att[st_] if nseg else np.zeros(0, bool)
-    # class ids
-    lsig = sig(a_lo, a_hi) if nseg else np.zeros(0, dtype=np.uint64)
-    cls = np.full(nseg, "", dtype=object)
-    cls[is_layer] = "L" + _hex(lsig[is_layer]).astype(object) if is_layer.any() else cls[is_layer]
-    bcls = np.array([f"B{x}:" for x in kuniq], dtype=object)[kinv] + _hex(bsig) if len(bk) else \
-        np.zeros(0, dtype=object)
-    bwall = (np.maximum.reduceat(end[lp], bs) - np.minimum.reduceat(start[lp], bs)) / 1000.0 if len(bs) else np.zeros(0)
-    bsum = np.add.reduceat(dur[lp].astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
-    bcomm = np.add.reduceat(np.where(comm[lp], dur[lp], 0).astype(float), bs) / 1000.0 if len(bs) else np.zeros(0)
-    snames = np.array(step_names, dtype=object)
-    seg_tab = pd.DataFrame({
-        "step": _strs(step_name, st_, snames), "seg": seg_no, "kind": _strs(kind), "pass": _strs(ps),
-        "microbatch": mbs, "model_layer": model,
-        "first_row": rows_all[a_lo] if nseg else [], "last_row": rows_all[a_hi] if nseg else [],
-        "rows": rows_n, "class_id": _strs(cls), "wall_us": wall, "sum_dur_us": sdur, "comm_us": cdur})
-    layers = pd.DataFrame({
-        "step": _strs(step_name[is_layer], st_[is_layer], snames), "layer": layer_no[is_layer],
-        "pass": _strs(ps[is_layer]), "microbatch": mbs[is_layer], "model_layer": model[is_layer],
-        "anchor": _strs(anc[is_layer]),
-        "first_row": rows_all[a_lo[is_layer]], "last_row": rows_all[a_hi[is_layer]], "rows": rows_n[is_layer],
-        "class_id": _strs(cls[is_layer]), "kinds": _strs(layer_kinds[is_layer]), "companion": companion[is_layer],
-        "wall_us": wall[is_layer], "sum_dur_us": sdur[is_layer], "comm_us": cdur[is_layer]})
-    blocks = pd.DataFrame({
-        "step": _strs(step_name[blayer], st_[blayer], snames) if len(bs) else [],
-        "layer": layer_no[blayer] if len(bs) else [],
-        "block": bno, "kind": _strs(bk), "class_id": _strs(bcls), "first_row": rows_all[blo] if len(bs) else [],
-        "last_row": rows_all[bhi] if len(bs) else [], "rows": be - bs + 1 if len(bs) else [],
-        "wall_us": bwall, "sum_dur_us": bsum, "comm_us": bcomm})
-    # steps
-    ssig = sig(step_lo, step_hi) if len(step_lo) else np.zeros(0, np.uint64)
-    steps = _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs, a_lo, a_hi)
-    # classes: one group-by over the member rows
-    fam_names = np.asarray(k["family"].cat.categories.astype(str), dtype=object)
-    cat_codes, cat_names = None, None
-    if categories is not None:
-        same = categories.index.equals(df.index)
-        cc = categories.cat.codes.to_numpy()[pos] if same and isinstance(categories.dtype, pd.CategoricalDtype) \
-            else None
-        if cc is not None and (cc >= 0).all():    # factorize the small codes, not 1M strings
-            seen = pd.unique(cc)                  # categories in order of first appearance
-            remap = np.full(len(categories.cat.categories), -1, dtype=np.int64)
-            remap[seen] = np.arange(len(seen))
-            cat_codes = remap[cc]
-            cat_names = np.asarray(categories.cat.categories.astype(str), dtype=object)[seen]
-        else:
-            cv = categories.iloc[pos] if same else categories.reindex(k.index)
-            cat_codes, cat_names = pd.factorize(cv.astype(str).to_numpy())
-    classes = _classes(layers, blocks, st_[is_layer], st_[blayer] if len(bs) else np.zeros(0, dtype=np.int64),
-                       is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes, cat_names, len(step_names))
-    return RankSegments(layers, blocks, steps, seg_tab, classes)
+        layer_kinds[blk.layer[bfi]] = np.array([kstr[x] for x in uk], dtype=object)[np.searchsorted(uk, ksig)]
+    return layer_kinds, kinv, kuniq
 
 
-def _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs, a_lo, a_hi) -> pd.DataFrame:
-    """The steps table (module doc) from the sorted segment arrays, all steps at once."""
+def _companions(blk: _Blocks, segs: _Segs, idx: _SegIndex, nsteps: int) -> np.ndarray:
+    """Per segment: a layer without an attention block in a step where other layers have one."""
+    has_att = np.zeros(len(segs.lo), dtype=bool)
+    if len(blk.bs):
+        has_att[np.unique(blk.layer[blk.kind == "attention"])] = True
+    step_att = np.bincount(segs.step[has_att], minlength=nsteps) > 0
+    return idx.is_layer & ~has_att & step_att[segs.step]
+
+
+def _segment_frame(segs: _Segs, idx: _SegIndex, cols: _SegColumns, rows_all, snames) -> pd.DataFrame:
+    """The segments table (module doc)."""
+    f = cols.figures
+    return pd.DataFrame({
+        "step": _strs(idx.step_name, segs.step, snames), "seg": idx.seg_no, "kind": _strs(segs.kind),
+        "pass": _strs(segs.passes), "microbatch": segs.microbatch, "model_layer": segs.model_layer,
+        "first_row": rows_all[segs.lo], "last_row": rows_all[segs.hi],
+        "rows": idx.rows, "class_id": _strs(cols.class_id), "wall_us": f.wall, "sum_dur_us": f.sum_dur,
+        "comm_us": f.comm})
+
+
+def _layer_frame(segs: _Segs, idx: _SegIndex, cols: _SegColumns, rows_all, snames) -> pd.DataFrame:
+    """The layers table (module doc)."""
+    m, f = idx.is_layer, cols.figures
+    return pd.DataFrame({
+        "step": _strs(idx.step_name[m], segs.step[m], snames), "layer": idx.layer_no[m],
+        "pass": _strs(segs.passes[m]), "microbatch": segs.microbatch[m], "model_layer": segs.model_layer[m],
+        "anchor": _strs(segs.anchor[m]),
+        "first_row": rows_all[segs.lo[m]], "last_row": rows_all[segs.hi[m]], "rows": idx.rows[m],
+        "class_id": _strs(cols.class_id[m]), "kinds": _strs(cols.kinds[m]), "companion": cols.companion[m],
+        "wall_us": f.wall[m], "sum_dur_us": f.sum_dur[m], "comm_us": f.comm[m]})
+
+
+def _block_frame(blk: _Blocks, segs: _Segs, idx: _SegIndex, bcls, rr: _RankRows, snames) -> pd.DataFrame:
+    """The blocks table (module doc)."""
+    bs, be, lp, bl = blk.bs, blk.be, blk.lp, blk.layer
+    f = _span_figures(bs, rr.start[lp], rr.end[lp], rr.dur[lp], rr.comm[lp])
+    some = len(bs) > 0
+    return pd.DataFrame({
+        "step": _strs(idx.step_name[bl], segs.step[bl], snames) if some else [],
+        "layer": idx.layer_no[bl] if some else [],
+        "block": blk.no, "kind": _strs(blk.kind), "class_id": _strs(bcls),
+        "first_row": rr.rows[lp[bs]] if some else [], "last_row": rr.rows[lp[be]] if some else [],
+        "rows": be - bs + 1 if some else [], "wall_us": f.wall, "sum_dur_us": f.sum_dur, "comm_us": f.comm})
+
+
+def _step_table(bounds: _StepBounds, ssig: np.ndarray, segs: _Segs, is_layer: np.ndarray) -> pd.DataFrame:
+    """The steps table (module doc) from the sorted segment arrays, all steps at once (``ssig``:
+    each step's signature)."""
+    step_names, step_lo, step_hi = bounds.names, bounds.lo, bounds.hi
     nsteps = len(step_names)
     lay_idx = np.flatnonzero(is_layer)
-    ls = st_[lay_idx]                                            # nondecreasing: segments in row order
+    ls = segs.step[lay_idx]                                      # nondecreasing: segments in row order
     ar = np.arange(nsteps)
     f_i = np.searchsorted(ls, ar, side="left")
     l_i = np.searchsorted(ls, ar, side="right") - 1
@@ -1009,7 +1305,7 @@ def _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs,
     has = nlay > 0
     first = lay_idx[np.clip(f_i, 0, max(len(lay_idx) - 1, 0))] if len(lay_idx) else np.zeros(nsteps, dtype=np.int64)
     last = lay_idx[np.clip(l_i, 0, max(len(lay_idx) - 1, 0))] if len(lay_idx) else np.zeros(nsteps, dtype=np.int64)
-    pl, mbl = ps[lay_idx], mbs[lay_idx]
+    pl, mbl = segs.passes[lay_idx], segs.microbatch[lay_idx]
     mb = {}
     for p in (FORWARD, BACKWARD):
         m = pl == p
@@ -1021,14 +1317,14 @@ def _step_table(step_names, step_lo, step_hi, ssig, st_, is_layer, anc, ps, mbs,
         bits |= (np.bincount(ls[pl == p], minlength=nsteps) > 0).astype(np.int64) << i
     names = np.array(["+".join(p for i, p in enumerate(PASSES) if b >> i & 1) for b in range(2 ** len(PASSES))],
                      dtype=object)
-    anchor = np.where(has, anc[first] if len(lay_idx) else None, None).astype(object)
+    anchor = np.where(has, segs.anchor[first] if len(lay_idx) else None, None).astype(object)
     rows = step_hi - step_lo + 1
     return pd.DataFrame({
         "step": np.array(step_names, dtype=object), "anchor": anchor, "layers": nlay.astype(np.int64),
         "microbatches": nmb.astype(np.int64), "passes": names[bits],
         "step_class": "S" + _hex(ssig).astype(object) if nsteps else np.zeros(0, dtype=object),
-        "head_rows": np.where(has, a_lo[first] - step_lo if len(lay_idx) else 0, rows).astype(np.int64),
-        "tail_rows": np.where(has, step_hi - a_hi[last] if len(lay_idx) else 0, 0).astype(np.int64),
+        "head_rows": np.where(has, segs.lo[first] - step_lo if len(lay_idx) else 0, rows).astype(np.int64),
+        "tail_rows": np.where(has, step_hi - segs.hi[last] if len(lay_idx) else 0, 0).astype(np.int64),
         "rows": rows.astype(np.int64)}, columns=STEP_COLS)
 
 
@@ -1076,11 +1372,15 @@ def _class_aggregates(t: pd.DataFrame, codes: np.ndarray, nc: int) -> tuple:
     return members, p50, p90, sums[0], sums[1]
 
 
-def _classes(layers, blocks, lstep, bstep, is_layer, seg_of_row, lp, bs, be, fam, fam_names, dur, cat_codes,
-             cat_names, nsteps) -> pd.DataFrame:
+def _classes(layers, blocks, segs: _Segs, idx: _SegIndex, blk: _Blocks, crow: _ClassRows,
+             nsteps: int) -> pd.DataFrame:
     """The classes table (:func:`class_table`): one group-by over int class codes per level."""
     if not len(layers) and not len(blocks):   # no layer (and so no block): the empty table
         return _empty_classes()
+    is_layer, seg_of_row, lp, bs, be = idx.is_layer, idx.of_row, blk.lp, blk.bs, blk.be
+    lstep = segs.step[is_layer]
+    bstep = segs.step[blk.layer] if len(bs) else np.zeros(0, dtype=np.int64)
+    fam, fam_names, dur, cat_codes, cat_names = crow.fam, crow.fam_names, crow.dur, crow.cat_codes, crow.cat_names
     out = []
     blk_of_row = np.repeat(np.arange(len(bs)), be - bs + 1) if len(bs) else np.zeros(0, dtype=np.int64)
     seg_code = np.full(len(is_layer), -1, dtype=np.int64)
@@ -1175,7 +1475,7 @@ def _codes(*cols) -> tuple[np.ndarray, int]:
 def _median_low_with_zeros(present_values: np.ndarray, units: int) -> float:
     """The lower median of ``units`` values of which ``present_values`` are given and the others 0
     (a class absent from a micro-batch pass counts 0 layers there), as the sorted-``cumcount``
-    pick of the former group-by."""
+    pick of a pandas group-by."""
     want = (units - 1) // 2 - (units - len(present_values))
     return float(np.sort(present_values)[want]) if want >= 0 else 0.0
 
@@ -1199,11 +1499,11 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
     * ``layer.wall_p50_us{pass}`` — median layer wall (µs, wall-span caliber: last end − first
       start of the layer's rows, all streams) over all layers of the pass (tier 3).
 
-    Columnar (issue 21): the micro-batch passes, (pass, class) and (pass, kind) groups are joint
-    integer codes over the layer and block tables in first-seen order, every count one
-    ``bincount``; per-step block sums are pandas' own float sums (:func:`perfgate.metrics.kernels.group_sums`).
-    The former pandas group-bys (~30 ms per small rank, ~85 ms in a fresh process) are the
-    oracle of tests/test_segment_metrics_columnar.py.
+    Columnar: the micro-batch passes, (pass, class) and (pass, kind) groups are joint integer
+    codes over the layer and block tables in first-seen order, every count one ``bincount``;
+    per-step block sums are pandas' own float sums (:func:`perfgate.metrics.kernels.group_sums`),
+    so the figures equal the plain pandas group-bys (~30 ms per small rank) that
+    tests/test_segment_metrics_columnar.py checks them against.
     """
     out: dict = {}
     steps = list(seg.steps["step"])
@@ -1223,11 +1523,9 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
     l_mb = lay["microbatch"].to_numpy()
     l_cls = lay["class_id"].to_numpy(dtype=object)
     # micro-batch passes (step, pass, micro-batch), in first-seen order, with their layer counts
-    unit, nu = _codes(l_step, l_pass, l_mb)
+    units = _micro_batch_passes(l_step, l_pass, l_mb)
+    unit, nu, unit_pass = units.of_layer, units.n, units.passes
     has_unit = unit >= 0
-    first_of_unit = np.full(nu, len(unit), dtype=np.int64)
-    np.minimum.at(first_of_unit, unit[has_unit], np.flatnonzero(has_unit))
-    unit_pass = l_pass[first_of_unit]
     unit_layers = np.bincount(unit[has_unit], minlength=nu)
     main = np.flatnonzero(unit_pass == FORWARD)
     if not len(main):
@@ -1243,7 +1541,7 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
     npass = [len([p for p in x.split("+") if p]) for x in passes_text]
     seen = sorted(set("+".join(passes_text).split("+")) - {""})
     out[("pass.count_per_step", ())] = (km.median_low(npass), f"{kfile}: passes {', '.join(seen)}", {})
-    # layers per (micro-batch pass, class): the former per-(step, pass, micro-batch, class) sizes
+    # layers per (micro-batch pass, class): the per-(step, pass, micro-batch, class) group sizes
     cls_code, cls_names = pd.factorize(l_cls)
     ok = has_unit & (cls_code >= 0)
     ncls = len(cls_names)
@@ -1287,14 +1585,34 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
         w = wall[l_pass == p]
         out[("layer.wall_p50_us", (("pass", p),))] = (km.median_nan(w), ev, {"members": int(len(w))})
     layer_recurring = np.append(np.isin(cls_names.astype(object), list(recurring)), False)[cls_code]
-    _block_metrics(out, seg, lay, unit, unit_pass, nu, layer_recurring, steps, kfile, step_sum_us)
+    _block_metrics(out, seg, units, layer_recurring, kfile, step_sum_us)
     return out
 
 
-def _block_metrics(out, seg, lay, unit, unit_pass, nu, layer_recurring, steps, kfile, step_sum_us) -> None:
+@dataclass(frozen=True)
+class _Units:
+    """The micro-batch passes (step, pass, micro-batch) of a layer table, in first-seen order:
+    ``of_layer`` (per layer, its unit; -1 where a key is missing), ``n`` (units), ``passes``
+    (per unit, its pass)."""
+    of_layer: np.ndarray
+    n: int
+    passes: np.ndarray
+
+
+def _micro_batch_passes(l_step: np.ndarray, l_pass: np.ndarray, l_mb: np.ndarray) -> _Units:
+    """:class:`_Units` of the layers with these steps, passes and micro-batches."""
+    unit, nu = _codes(l_step, l_pass, l_mb)
+    has_unit = unit >= 0
+    first_of_unit = np.full(nu, len(unit), dtype=np.int64)
+    np.minimum.at(first_of_unit, unit[has_unit], np.flatnonzero(has_unit))
+    return _Units(unit, nu, l_pass[first_of_unit])
+
+
+def _block_metrics(out, seg, units: _Units, layer_recurring, kfile, step_sum_us) -> None:
     """``block.count`` and ``block.share`` of :func:`segment_metrics` into ``out``: the blocks of
     layers of recurring classes (matched to their layer by (step, layer), as an inner merge)."""
-    blocks = seg.blocks
+    blocks, lay, steps = seg.blocks, seg.layers, list(seg.steps["step"])
+    unit, unit_pass, nu = units.of_layer, units.passes, units.n
     m = blocks[["step", "layer"]].assign(_b=np.arange(len(blocks))).merge(
         lay[["step", "layer"]].assign(_l=np.arange(len(lay))), on=["step", "layer"])
     bi, li = m["_b"].to_numpy(), m["_l"].to_numpy()

@@ -32,12 +32,12 @@ differ from the trace's float timestamps by up to ~0.001 µs; the tolerance is
 ``abs_us_per_row * rows + abs_us_floor`` (policy ``self_checks``). On the real level1 rank0
 capture the observed differences are 0.002 µs (4 comm rows) and 0.019 µs (187 compute rows).
 
-Cost (issue 21): columnar, the Python work independent of the number of steps. Every step's
+Cost: columnar, the Python work independent of the number of steps. Every step's
 figures come from one segmented pass over the step codes (:meth:`_Stats.per_code`); statuses are
 conditions on whole columns; messages are formatted by one ``str.format`` map per message form and
 the :class:`perfgate.model.SelfCheck` objects built by :func:`perfgate.model.from_columns`. The
-trace's Overlap Analysis events are summed per (step window, kind) code before the group-by. The
-per-step loops this replaced are the oracle ``tests/_selfcheck_oracle.py``.
+trace's Overlap Analysis events are summed per (step window, kind) code before the group-by.
+Plain per-step loops in ``tests/_selfcheck_oracle.py`` are the test oracle of these columns.
 """
 from __future__ import annotations
 
@@ -289,7 +289,7 @@ def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
     file of another run of the same workload: the trace checks judge times). Both files
     come from one export of the same tasks, so this proves the table intact, not its parsing:
     a compute row deleted (or added) after the export was saved as a baseline while the step
-    time checks' tolerance swallowed a short kernel (seventh audit round, st/level2 row 895).
+    time checks' tolerance swallowed a short kernel (e.g. st/level2 with its row 895 deleted).
     Communication rows are left out (the export does not count them). Empty when the rank has no
     op_statistic file; ``skipped`` when the kernel table left rows out (N/A Duration, exact
     duplicates: the file counts them) or has no Type / core column values."""
@@ -517,7 +517,7 @@ def diagnose_left_out(checks: list, rank, kfile: str) -> list:
     """Name the kernel rows the rank left out (N/A or empty Duration(us), P06) in its failed
     comm_equality / compute_union / overlap_gap checks: the reference (trace or
     step_trace_time.csv) counts their tasks, the kernel side cannot, so they are the first
-    suspect (fresh-user report: the failure said only that the two sides differ). The rows'
+    suspect (without this the failure would say only that the two sides differ). The rows'
     Step Id is unknown once left out, so every failed summed check of the rank says it."""
     left = tuple(getattr(rank.kernels, "invalid_rows", ()) or ())
     if not left:
@@ -739,8 +739,8 @@ def _kernel_vs_reference(rank_id, labels: list, st: dict, ref: dict, ref_name, k
     """comm_equality, compute_union and overlap_gap of every compared step, in that order per
     step. ``st``: :class:`_Stats` fields as int64 columns (one value per label); ``ref``: the
     reference's ``comm_us``, ``computing_us``, ``overlapped_us`` columns (µs). Each check's
-    figures, statuses and messages are whole-column operations (formerly one call per step,
-    kept as the oracle in tests/_selfcheck_oracle.py)."""
+    figures, statuses and messages are whole-column operations (a per-step loop in
+    tests/_selfcheck_oracle.py is their test oracle)."""
     n = len(labels)
     per_row, floor = tolp
 
@@ -847,8 +847,8 @@ _ID_NAMES = ("step", "row", "comm_us", "comm_not_overlapped_us", "overlapped_us"
 def _step_trace_identities(rank_id, st: pd.DataFrame, policy) -> list[SelfCheck]:
     """step_trace_identities per step_trace_time.csv row (P16): Overlapped = Communication −
     Comm(Not Overlapped) (pass / fail), then, when they do not hold, the Stage and Exclude Receive
-    identities (warn). Whole columns; the former per-row loop is the oracle in
-    tests/_selfcheck_oracle.py."""
+    identities (warn). Whole columns; a per-row loop in tests/_selfcheck_oracle.py is the test
+    oracle."""
     tol = policy.self_checks["step_trace_abs_us"]
     n = len(st)
     c = {name: st[name].to_numpy() if name in st else np.full(n, np.nan) for name in _ID_NAMES}

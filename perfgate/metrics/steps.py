@@ -25,11 +25,11 @@ evidence of recompilation, :func:`confirm_recompile`, else IDLE_GAP_UNEXPLAINED)
 EXPOSED_COMM_SIGNIFICANT (uncovered ratio > 30 %) and COMM_WELL_HIDDEN (< 10 %), WARMUP_NOT_STRIPPED (first of
 several steps longer than 1.5x the median of the others).
 
-Cost (issue 21): columnar, independent of the number of steps beyond the rows themselves. The
+Cost: columnar, independent of the number of steps beyond the rows themselves. The
 kernel rows are sorted once by (step, start); every per-step figure is a segmented reduction over
 that order (:func:`perfgate.metrics.intervals.segmented_merge`, ``np.add.at`` / ``reduceat``), the
 labels are conditions on whole columns, and Python runs once per finding, not once per step. The
-per-step loops these replaced are kept as test oracles (``tests/_steps_oracle.py``).
+plain per-step loops in ``tests/_steps_oracle.py`` are the test oracles of these reductions.
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def numeric_first_order(labels, by_text: bool) -> list:
     ``(0, int(x))`` for a label whose text is all digits, else ``(1, str(x))`` (``by_text``) or
     ``(1, 0)`` (other labels keep their order): the step orders of the step table and the
     self-checks. The keys are built by C-level passes and compared by ``sorted`` itself, not by a
-    Python key function called once per label (issue 21)."""
+    Python key function called once per label."""
     labels = list(labels)
     n = len(labels)
     strs = list(map(str, labels))
@@ -158,6 +158,43 @@ def _uncovered_ns(gid, s, e, dur, is_comm, ngroups) -> np.ndarray:
         cs, ce = merge(s[c], e[c])
         out[m] = d[m] - covered_ns(cs, ce, s[comm_idx[m]], e[comm_idx[m]])
     return out
+
+
+def _host_windows(rank, labels: np.ndarray, t_first: np.ndarray, t_last: np.ndarray) -> tuple:
+    """Per step (``labels``; first task start / last task end ``t_first`` / ``t_last``, ns): the
+    host step time, prelaunch and tail (µs, NaN where unknown). From the trace's
+    ``ProfilerStep#N`` window (the last window of a label wins) when the host clock is usable;
+    for a step without one, prelaunch is step_trace_time.csv's Preparing (the step's first
+    non-missing value, as a group-by ``first()`` gives it)."""
+    ng = len(labels)
+    step_us = np.full(ng, np.nan)
+    pre = np.full(ng, np.nan)
+    tail = np.full(ng, np.nan)
+    have_win = np.zeros(ng, dtype=bool)
+    if rank.trace is not None and not rank.trace.steps.empty and getattr(rank, "host_clock_ok", True):
+        w = rank.trace.steps
+        wl = pd.Index(w["step"].astype(str).to_numpy(dtype=object))
+        keep = ~wl.duplicated(keep="last")
+        wi = pd.Index(wl[keep]).get_indexer(pd.Index(labels))
+        have_win = wi >= 0
+        ws = w["start_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
+        we = w["end_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
+        step_us[have_win] = (we - ws) / 1000.0
+        pre[have_win] = (t_first[have_win] - ws) / 1000.0
+        tail[have_win] = (we - t_last[have_win]) / 1000.0
+    if rank.step_trace is not None and not have_win.all():
+        # Preparing of every step label at once
+        st_ = rank.step_trace
+        ok = ~np.asarray(pd.isna(st_["step"].array), dtype=bool)   # no Series of the mask
+        keys = st_["step"].to_numpy(dtype=object)[ok]
+        vals = st_["preparing_us"].to_numpy(dtype=float)[ok]
+        nn = ~np.isnan(vals)
+        uk, first_at = np.unique(keys[nn].astype(str), return_index=True)
+        from perfgate.metrics import kernels as km
+        at = km.positions_in(uk.astype(object).tolist(), labels)   # uk distinct (np.unique)
+        pv = np.where(at >= 0, vals[nn][first_at][np.maximum(at, 0)] if len(uk) else np.nan, np.nan)
+        pre[~have_win] = pv[~have_win]
+    return step_us, pre, tail
 
 
 def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
@@ -226,35 +263,7 @@ def step_table(rank, thresholds: dict | None = None) -> pd.DataFrame:
         ar[:] = after_row
         ar[gsel] = list(map(int, row[pos].tolist()))
         after_row = ar.tolist()
-    # host step windows (the trace's ProfilerStep#N; the last window of a label wins) or Preparing
-    step_us = np.full(ng, np.nan)
-    pre = np.full(ng, np.nan)
-    tail = np.full(ng, np.nan)
-    have_win = np.zeros(ng, dtype=bool)
-    if rank.trace is not None and not rank.trace.steps.empty and getattr(rank, "host_clock_ok", True):
-        w = rank.trace.steps
-        wl = pd.Index(w["step"].astype(str).to_numpy(dtype=object))
-        keep = ~wl.duplicated(keep="last")
-        wi = pd.Index(wl[keep]).get_indexer(pd.Index(labels))
-        have_win = wi >= 0
-        ws = w["start_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
-        we = w["end_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
-        step_us[have_win] = (we - ws) / 1000.0
-        pre[have_win] = (t_first[have_win] - ws) / 1000.0
-        tail[have_win] = (we - t_last[have_win]) / 1000.0
-    if rank.step_trace is not None and not have_win.all():
-        # step_trace_time.csv Preparing: the first non-missing value of each step (as a
-        # group-by first() gives it), looked up for every step label at once
-        st_ = rank.step_trace
-        ok = ~np.asarray(pd.isna(st_["step"].array), dtype=bool)   # no Series of the mask
-        keys = st_["step"].to_numpy(dtype=object)[ok]
-        vals = st_["preparing_us"].to_numpy(dtype=float)[ok]
-        nn = ~np.isnan(vals)
-        uk, first_at = np.unique(keys[nn].astype(str), return_index=True)
-        from perfgate.metrics import kernels as km
-        at = km.positions_in(uk.astype(object).tolist(), labels)   # uk distinct (np.unique)
-        pv = np.where(at >= 0, vals[nn][first_at][np.maximum(at, 0)] if len(uk) else np.nan, np.nan)
-        pre[~have_win] = pv[~have_win]
+    step_us, pre, tail = _host_windows(rank, labels, t_first, t_last)
     # uncovered communication: per communication row, its duration minus the part the step's
     # compute busy union covers (ΣDuration-based)
     is_comm = k["is_comm"].to_numpy()[order].astype(bool)
@@ -294,7 +303,7 @@ def round6(values, nonfinite: str = "none") -> list:
     half-integer and ``|p| < 2**52``, ``rint(p)`` is the integer ``round`` picks and ``rint(p) / 1e6``
     (one correctly rounded division) is the double nearest that decimal, which is ``round``'s
     result; the few other values (ties, huge values) go through ``round`` itself. One numpy pass
-    and one ``tolist`` instead of one ``round`` call per value (issue 21)."""
+    and one ``tolist`` instead of one ``round`` call per value."""
     a = np.asarray(values, dtype=np.float64)
     fin = np.isfinite(a)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -320,7 +329,7 @@ def table_records(df: pd.DataFrame) -> list[dict]:
     """:func:`perfgate.metrics.kernels.records` of ``df`` (same keys, values and types: numpy
     integers -> int, floats rounded to 6 decimals, NaN / ±inf / ``pd.NA`` -> None), built by
     columns: float columns rounded by :func:`round6`, and the row dicts made by one C-level
-    ``map``, so a table of one row per step costs no Python-level call per row (issue 21). Used
+    ``map``, so a table of one row per step costs no Python-level call per row. Used
     for the fingerprint's ``detail.steps`` and ``detail.comm_kinds``."""
     from perfgate.metrics import kernels as km
     names = list(df.columns)
@@ -563,8 +572,8 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
         shared = Counter(x for v in sets.values() for x in set(v))
         if all(sets.values()) and max(shared.values()) == 1:   # no step held by two ranks
             # every rank of one run profiles the same steps (one schedule): no step in common is a
-            # rank folder of another run, whatever its clock says (second fresh-user round: rank 1
-            # of step 51 beside rank 0 of step 50 passed, and was saved as a baseline)
+            # rank folder of another run, whatever its clock says (rank 1 of step 51 beside rank 0
+            # of step 50 would otherwise pass and be saved as a baseline)
             out.append(Finding("RANKS_WITHOUT_COMMON_STEP", "fail", None, None,
                                f"the ranks share no profiled step ({desc}): one run's ranks profile the same "
                                f"steps, so these rank folders come from different runs",
@@ -588,7 +597,7 @@ def cross_rank_findings(tables: pd.DataFrame, step_time: dict, infos: dict,
     if len(ends) < len(infos) and len(spans) > 1:
         # a rank without profiler_info's collection end: one run's ranks execute together, so their
         # kernel spans overlap; a gap between two of them beyond the same limit is another run
-        # (fourth audit round: level2's rank 1, ~1 h later, beside level1's rank 0 passed)
+        # (e.g. one run's rank 1 folder, captured ~1 h later, beside another run's rank 0)
         early = min(spans, key=lambda r: spans[r][1])
         late = max(spans, key=lambda r: spans[r][0])
         gap = (spans[late][0] - spans[early][1]) / 1e9
@@ -632,7 +641,7 @@ def _slow_ranks(step_time: dict, th: dict) -> list[Finding]:
     hit = np.flatnonzero(slow)
     if not len(hit):
         return []
-    # a step's label keeps its first spelling (the former dict of steps); ranks ascending
+    # a step's label keeps its first spelling (as a dict keyed by step keeps it); ranks ascending
     hit = hit[np.lexsort((rk[hit], sid[hit]))]
     out = []
     for i in hit.tolist():
