@@ -589,16 +589,17 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     # interrupted while it starts, leaves no earlier verdict either (never a capture's file: exit 2)
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
                                captures=capture, inputs=_inputs(policy_path, history_path, baseline_dir))
-    from perfgate.app.gate import check_and_report
+    from perfgate.app.gate import CheckReports, check_and_report
     _on_error(lambda e: _verdict_unwritten(e, quiet, verbose, json_path == "-"))
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
         from perfgate.publish.github import require_comment_key
         require_comment_key(comment_key, "--comment-key")
     result, paths = check_and_report(
-        _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir), out=out,
-        junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+        _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir),
+        reports=CheckReports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+                             key=comment_key or baseline_name, junit_key=comment_key),
         history_path=_check_history_path(history_path, baseline_name), no_baseline_ok=no_baseline_ok,
-        key=comment_key or baseline_name, junit_key=comment_key, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
+        with_trace=_with_trace(trace_mode, no_trace), workers=workers,
         scheduler=scheduler, progress=_Progress(quiet))
     _OUTCOME["code"] = _OUTCOME["reported"] = result.exit_code   # the reports say it: a later Ctrl-C keeps it
     try:
@@ -716,11 +717,11 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     lock a line on stderr says so at each retry; after 60 s in all (PERFGATE_HISTORY_LOCK_WAIT=SECONDS
     to change) nothing is recorded, exit 5."""
     _interrupt_leaves("nothing recorded: the history database is as it was")   # before the slow imports
-    from perfgate.app.gate import record_history
+    from perfgate.app.gate import HistoryEntry, record_history
     from perfgate.ingest.discover import refuse_outputs_among_inputs
     refuse_outputs_among_inputs(capture, {"--db": _history_path(history_path)})   # never a capture's profiler .db
-    run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
-                                     branch=branch, commit=commit, note=note, status=status,
+    run_id, fp, dup = record_history(capture, HistoryEntry(branch, commit=commit, note=note, status=status),
+                                     policy=_policy(policy_path), history_path=_history_path(history_path),
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
                                      force=force, on_wait=lambda line: click.echo(f"perfgate: {line}", err=True))
     if dup:
