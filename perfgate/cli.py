@@ -120,7 +120,7 @@ common_workers = click.option("--workers", type=click.IntRange(1, 512), default=
 
 def _branch_name(ctx, param, value):
     """``--branch``: git refuses control characters in a ref name; here they would forge lines in
-    ``baseline list`` and the history tables (a fresh user's ``$'evil\\nmain'``)."""
+    ``baseline list`` and the history tables (a branch such as ``$'evil\\nmain'``)."""
     if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise click.BadParameter(f"{value!r} holds a control character (a branch name never does)")
     if value is not None and (not value.strip() or value != value.strip()):  # as history:BRANCH reads it
@@ -298,8 +298,8 @@ def _finished(ctx) -> None:
     """The top-level command finished and said so ("saved baseline ...", its verdict): a Ctrl-C
     from here to the process's end (click's exit, the interpreter's shutdown) changes nothing, so
     it is ignored and the decided exit code stands, never click's "Aborted!" / exit 1 or a death
-    by the signal (fresh-user report). :meth:`_Group.main` restores the handler for in-process
-    runs."""
+    by the signal: CI reads the exit code, and it must match what was printed and written.
+    :meth:`_Group.main` restores the handler for in-process runs."""
     import signal
     import threading
     if ctx.parent is None and threading.current_thread() is threading.main_thread():
@@ -589,16 +589,17 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
     # interrupted while it starts, leaves no earlier verdict either (never a capture's file: exit 2)
     remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
                                captures=capture, inputs=_inputs(policy_path, history_path, baseline_dir))
-    from perfgate.app.gate import check_and_report
+    from perfgate.app.gate import CheckReports, check_and_report
     _on_error(lambda e: _verdict_unwritten(e, quiet, verbose, json_path == "-"))
     if comment_key is not None:   # before anything is read or written: the marker must round-trip
         from perfgate.publish.github import require_comment_key
         require_comment_key(comment_key, "--comment-key")
     result, paths = check_and_report(
-        _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir), out=out,
-        junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+        _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir),
+        reports=CheckReports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+                             key=comment_key or baseline_name, junit_key=comment_key),
         history_path=_check_history_path(history_path, baseline_name), no_baseline_ok=no_baseline_ok,
-        key=comment_key or baseline_name, junit_key=comment_key, with_trace=_with_trace(trace_mode, no_trace), workers=workers,
+        with_trace=_with_trace(trace_mode, no_trace), workers=workers,
         scheduler=scheduler, progress=_Progress(quiet))
     _OUTCOME["code"] = _OUTCOME["reported"] = result.exit_code   # the reports say it: a later Ctrl-C keeps it
     try:
@@ -616,8 +617,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
 def _verdict_unwritten(e, quiet, verbose, err):
     """``check`` whose reports could not be written (a full disk: StoreError, exit 5): the verdict
     reached (``e.result``) is still printed, its first line saying the reports were not written
-    and the process exits 5 (it said "PASS (exit 0)" before the store error: fresh-user report),
-    then the store error."""
+    and the process exits 5 (a "PASS (exit 0)" line followed by a store error would contradict the
+    exit code), then the store error."""
     result = getattr(e, "result", None)
     if result is None:
         return
@@ -658,7 +659,7 @@ def _publish_github(result, paths, out, comment, key, token_env, summary, to_std
 def _check_history_path(path, baseline_name: str):
     """``check``'s history path: never refused before the check runs, so that a database that
     cannot be opened is a STORE_ERROR result with its reports written (exit 5), as for the
-    default path (``--history DIR`` exited 5 with no report: second audit round). With a
+    default path (``--history DIR`` must not exit 5 with no report). With a
     ``history:BRANCH`` baseline the check itself refuses it; with a file baseline the history
     only feeds the HTML trend sparklines, and a path that cannot be a database is a warning."""
     import os
@@ -716,11 +717,11 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     lock a line on stderr says so at each retry; after 60 s in all (PERFGATE_HISTORY_LOCK_WAIT=SECONDS
     to change) nothing is recorded, exit 5."""
     _interrupt_leaves("nothing recorded: the history database is as it was")   # before the slow imports
-    from perfgate.app.gate import record_history
+    from perfgate.app.gate import HistoryEntry, record_history
     from perfgate.ingest.discover import refuse_outputs_among_inputs
     refuse_outputs_among_inputs(capture, {"--db": _history_path(history_path)})   # never a capture's profiler .db
-    run_id, fp, dup = record_history(capture, policy=_policy(policy_path), history_path=_history_path(history_path),
-                                     branch=branch, commit=commit, note=note, status=status,
+    run_id, fp, dup = record_history(capture, HistoryEntry(branch, commit=commit, note=note, status=status),
+                                     policy=_policy(policy_path), history_path=_history_path(history_path),
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
                                      force=force, on_wait=lambda line: click.echo(f"perfgate: {line}", err=True))
     if dup:
@@ -794,7 +795,7 @@ def history_query(metric, branch, since, fmt, history_path):
 
 def _with_unit_columns(df, metric: str):
     """``df`` (a history series) with ``unit`` and ``caliber`` columns after ``value``, from the
-    registry (the query printed a bare ``value``: second audit round)."""
+    registry: a bare ``value`` says neither what it measures nor in which unit."""
     from perfgate.report.history import unit_and_caliber
     got = unit_and_caliber(metric)
     if got is None:

@@ -33,8 +33,8 @@ _CONTROL_RUN = re.compile(r"([\x00-\x08\x0b-\x1f\x7f-\x9f])\1*")
 def printable(text):
     """``text`` with every control character written as its escape (``\\x1b``), a run of one
     written once with its length (``\\x00×96``); TAB and LF kept. Error texts quote cells and
-    parser excerpts of damaged files: raw, an ESC or NUL reached the terminal, the PR comment and
-    JUnit (fourth audit round). Non-text passes through unchanged."""
+    parser excerpts of damaged files: raw, an ESC or NUL would reach the terminal, the PR comment
+    and JUnit. Non-text passes through unchanged."""
     if not isinstance(text, str):
         return text
 
@@ -193,7 +193,7 @@ def path_too_long(path) -> str | None:
     """Why ``path`` cannot name anything on this system, or None: a component longer than the
     file system's name limit (``NAME_MAX``, 255 bytes on Linux) or the whole path longer than
     ``PATH_MAX`` (4096). Judged on the text, before the path is used (``os.stat`` raises
-    ENAMETOOLONG for it: an internal error, exit 70, before this check; fresh-user report)."""
+    ENAMETOOLONG for it, which would surface as an internal error, exit 70)."""
     import os
     text = os.fsencode(str(path))
     name_max, path_max = 255, 4096

@@ -171,7 +171,7 @@ def test_step_time_is_charged_to_the_largest_cause_of_its_sign(tmp_path):
 def faster_compute_db(tmp_path_factory):
     """14 runs on main; from run 9 every compute kernel family is 0.7x as long, communication as
     it was (the helper's recipe)."""
-    from perfgate.app.gate import record_history
+    from perfgate.app.gate import HistoryEntry, record_history
     from perfgate.policy import load_policy
     from perfgate.synth.writer import DEFAULT_FAMILIES, SynthSpec, write_capture
     d = tmp_path_factory.mktemp("trend7")
@@ -179,8 +179,8 @@ def faster_compute_db(tmp_path_factory):
     db = d / "h.sqlite"
     for i in range(1, 15):
         spec = SynthSpec(seed=200 + i, **({"slowdown": faster} if i > 8 else {}))
-        record_history(write_capture(d / f"r{i}", spec), policy=load_policy(), history_path=db,
-                       branch="main", commit=f"{i:02d}" + "0" * 38, env={})
+        record_history(write_capture(d / f"r{i}", spec), HistoryEntry("main", commit=f"{i:02d}" + "0" * 38),
+                       policy=load_policy(), history_path=db, env={})
     return db
 
 

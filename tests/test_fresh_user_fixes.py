@@ -14,7 +14,7 @@ import pytest
 
 from perfgate import errors, terms
 from perfgate.errors import StoreError
-from perfgate.app.gate import check_and_report, save_baseline
+from perfgate.app.gate import CheckReports, check_and_report, save_baseline
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
@@ -42,11 +42,11 @@ def test_failed_json_write_removes_junit_and_markdown(pair, tmp_path, monkeypatc
         return real(path, text)
     monkeypatch.setattr(writers, "write_atomic", failing)
     with pytest.raises(StoreError):
-        check_and_report(cap, "l1", policy=policy, store=store, out=out)
+        check_and_report(cap, "l1", policy=policy, store=store, reports=CheckReports(out))
     left = sorted(p.name for p in out.iterdir()) if out.exists() else []
     assert left == []   # no PASS JUnit / Markdown of a run that exits 5
     monkeypatch.setattr(writers, "write_atomic", real)
-    result, paths = check_and_report(cap, "l1", policy=policy, store=store, out=out)
+    result, paths = check_and_report(cap, "l1", policy=policy, store=store, reports=CheckReports(out))
     assert result.status == terms.PASS and sorted(p.name for p in out.iterdir()) == [
         "perfgate-junit.xml", "perfgate-report.md", "perfgate-result.json"]
 
@@ -181,10 +181,10 @@ def test_history_record_refuses_blank_branch(tmp_path, pair, branch):
 
 
 def test_record_history_library_refuses_blank_branch(tmp_path, pair):
-    from perfgate.app.gate import record_history
+    from perfgate.app.gate import HistoryEntry, record_history
     cap, store, policy = pair
     with pytest.raises(errors.UsageError):
-        record_history(cap, policy=policy, history_path=tmp_path / "y.sqlite", branch=" ", env={})
+        record_history(cap, HistoryEntry(" "), policy=policy, history_path=tmp_path / "y.sqlite", env={})
     assert not (tmp_path / "y.sqlite").exists()
 
 
@@ -300,5 +300,6 @@ def test_failed_html_write_removes_the_three_reports(pair, tmp_path, monkeypatch
     except errors.PerfgateError:
         pytest.skip("the html extra is not installed")
     with pytest.raises(StoreError):
-        check_and_report(cap, "l1", policy=policy, store=store, out=out, html_path=tmp_path / "r.html")
+        check_and_report(cap, "l1", policy=policy, store=store,
+                         reports=CheckReports(out, html_path=tmp_path / "r.html"))
     assert sorted(p.name for p in out.iterdir()) == []

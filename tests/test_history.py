@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from perfgate import terms
 from perfgate.cli import main
 from perfgate.errors import NoBaselineError, StoreError
-from perfgate.app.gate import check, record_history
+from perfgate.app.gate import HistoryEntry, check, record_history
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
 from perfgate.store.baselines import BaselineStore
 from perfgate.history.store import HistoryStore
@@ -144,8 +144,8 @@ def test_history_baseline_on_real_captures(text_captures, policy, tmp_path):
     """Must show 3: record level1 twice, check level2 against history:main."""
     db = tmp_path / "h.sqlite"
     for c in ("a1", "b2"):
-        record_history(text_captures / "level1", policy=policy, history_path=db, branch="main", commit=c, env={},
-                       allow_duplicate=True)
+        record_history(text_captures / "level1", HistoryEntry("main", commit=c), policy=policy, history_path=db,
+                       env={}, allow_duplicate=True)
     r = check(text_captures / "level2", "history:main", policy=policy, store=BaselineStore(tmp_path / "bl"),
               env={}, history_path=db)
     assert r.status == terms.PASS and r.exit_code == 0
@@ -184,12 +184,13 @@ def test_journal_and_invalid_rounds(tmp_path, policy, text_captures, copy_captur
     from perfgate.errors import InvalidCaptureError
     from perfgate.synth import mutate
     db = tmp_path / "h.sqlite"
-    record_history(text_captures / "level1", policy=policy, history_path=db, branch="tune", note="baseline", env={})
+    record_history(text_captures / "level1", HistoryEntry("tune", note="baseline"), policy=policy, history_path=db,
+                   env={})
     bad = copy_capture("level1", "bad")
     mutate.header_only(bad / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
     with pytest.raises(InvalidCaptureError):
-        record_history(bad, policy=policy, history_path=db, branch="tune", note="BLOCK 128->64", env={})
-    record_history(text_captures / "level2", policy=policy, history_path=db, branch="tune", note="fuse cast",
+        record_history(bad, HistoryEntry("tune", note="BLOCK 128->64"), policy=policy, history_path=db, env={})
+    record_history(text_captures / "level2", HistoryEntry("tune", note="fuse cast"), policy=policy, history_path=db,
                    env={})
     r = CliRunner().invoke(main, ["history", "journal", "--branch", "tune", "--db", str(db)])
     assert r.exit_code == 0, r.output

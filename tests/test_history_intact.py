@@ -5,7 +5,7 @@ the file as it was. Before, the duplicate lookup read an intact page and the com
 import pytest
 
 from perfgate.errors import EXIT_STORE, StoreError
-from perfgate.app.gate import record_history
+from perfgate.app.gate import HistoryEntry, record_history
 from perfgate.history.store import HistoryStore
 from perfgate.policy import load_policy
 from perfgate.synth import SynthSpec, write_capture
@@ -23,7 +23,7 @@ def test_record_on_a_damaged_database_is_a_store_error(tmp_path, again):
     pol = load_policy()
     db = tmp_path / "h.sqlite"
     cap = write_capture(tmp_path / "c0", SynthSpec())
-    record_history(cap, policy=pol, history_path=db, branch="main")
+    record_history(cap, HistoryEntry("main"), policy=pol, history_path=db)
     HistoryStore(db).close()                       # checkpoint the WAL into the file
     for side in ("-wal", "-shm"):
         (tmp_path / f"h.sqlite{side}").unlink(missing_ok=True)
@@ -31,7 +31,7 @@ def test_record_on_a_damaged_database_is_a_store_error(tmp_path, again):
     before = db.read_bytes()
     nxt = cap if again == "same capture" else write_capture(tmp_path / "c1", SynthSpec(seed=1))
     with pytest.raises(StoreError) as e:
-        record_history(nxt, policy=pol, history_path=db, branch="main")
+        record_history(nxt, HistoryEntry("main"), policy=pol, history_path=db)
     assert e.value.exit_code == EXIT_STORE
     assert "history database is damaged" in e.value.message and "quick_check" in e.value.message
     assert db.read_bytes() == before
@@ -40,7 +40,7 @@ def test_record_on_a_damaged_database_is_a_store_error(tmp_path, again):
         mp = pytest.MonkeyPatch()
         mp.setattr(st.HistoryStore, "require_intact", lambda self: None)
         try:
-            assert record_history(nxt, policy=pol, history_path=db, branch="main").duplicate
+            assert record_history(nxt, HistoryEntry("main"), policy=pol, history_path=db).duplicate
         finally:
             mp.undo()
 
@@ -49,8 +49,8 @@ def test_intact_database_records_and_finds_duplicates(tmp_path):
     pol = load_policy()
     db = tmp_path / "h.sqlite"
     cap = write_capture(tmp_path / "c0", SynthSpec())
-    first = record_history(cap, policy=pol, history_path=db, branch="main")
-    again = record_history(cap, policy=pol, history_path=db, branch="main")
+    first = record_history(cap, HistoryEntry("main"), policy=pol, history_path=db)
+    again = record_history(cap, HistoryEntry("main"), policy=pol, history_path=db)
     assert not first.duplicate and again.duplicate and again.run_id == first.run_id
 
 
@@ -64,8 +64,8 @@ def test_reads_of_a_damaged_database_are_store_errors_never_internal_errors(tmp_
     pol = load_policy()
     db = tmp_path / "h.sqlite"
     for seed in range(3):
-        record_history(write_capture(tmp_path / f"c{seed}", SynthSpec(seed=seed)), policy=pol,
-                       history_path=db, branch="main", commit=f"k{seed}")
+        record_history(write_capture(tmp_path / f"c{seed}", SynthSpec(seed=seed)), HistoryEntry("main", commit=f"k{seed}"),
+                       policy=pol, history_path=db)
     HistoryStore(db).close()
     for side in ("-wal", "-shm"):
         (tmp_path / f"h.sqlite{side}").unlink(missing_ok=True)

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from perfgate.cli import main
-from perfgate.app.gate import record_history
+from perfgate.app.gate import HistoryEntry, record_history
 from perfgate.synth import SynthSpec, write_capture
 
 MATMUL = "aclnnMatmul_MatMulV3Common_MatMulV3"
@@ -18,8 +18,8 @@ def db(tmp_path_factory):
     policy = load_checked_policy()
     for i in range(12):
         spec = SynthSpec(seed=100 + i, jitter=0.02, slowdown={MATMUL: 1.3} if i >= 6 else {})
-        record_history(write_capture(d / f"c{i}", spec), policy=policy, history_path=d / "h.sqlite",
-                       branch="main", commit=f"c{i:02d}", env={})
+        record_history(write_capture(d / f"c{i}", spec), HistoryEntry("main", commit=f"c{i:02d}"), policy=policy,
+                       history_path=d / "h.sqlite", env={})
     return d / "h.sqlite"
 
 

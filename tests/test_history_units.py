@@ -42,11 +42,11 @@ def test_query_names_unit_and_caliber_and_runs_print_no_none(tmp_path, policy):
     from click.testing import CliRunner
 
     from perfgate.cli import main
-    from perfgate.app.gate import record_history
+    from perfgate.app.gate import HistoryEntry, record_history
     from perfgate.synth import SynthSpec, write_capture
     db = tmp_path / "h.sqlite"
-    record_history(write_capture(tmp_path / "s0", SynthSpec(seed=0)), policy=policy, history_path=db,
-                   branch="main", commit="c0", env={})
+    record_history(write_capture(tmp_path / "s0", SynthSpec(seed=0)), HistoryEntry("main", commit="c0"),
+                   policy=policy, history_path=db, env={})
     r = CliRunner().invoke(main, ["history", "query", "--db", str(db), "--metric", "step.time_us{view=p50}",
                                   "--format", "csv"])
     assert r.exit_code == 0 and r.output.splitlines()[0].endswith(",value,unit,caliber"), r.output

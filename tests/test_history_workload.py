@@ -4,7 +4,7 @@ baseline became transformer medians with the CNN's Top-N set and step count: a b
 re-run of a recorded capture failed, blaming a family that got 1 % faster)."""
 import pytest
 
-from perfgate.app.gate import check, record_history
+from perfgate.app.gate import HistoryEntry, check, record_history
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
 
@@ -14,8 +14,8 @@ def mixed_history(tmp_path, text_captures, policy):
     db = tmp_path / "h.sqlite"
     caps = [write_capture(tmp_path / f"s{i}", SynthSpec(seed=i)) for i in range(4)]
     for i, c in enumerate(caps):
-        record_history(c, policy=policy, history_path=db, branch="main", commit=f"c{i}", env={})
-    record_history(text_captures / "level1", policy=policy, history_path=db, branch="main", commit="cnn", env={})
+        record_history(c, HistoryEntry("main", commit=f"c{i}"), policy=policy, history_path=db, env={})
+    record_history(text_captures / "level1", HistoryEntry("main", commit="cnn"), policy=policy, history_path=db, env={})
     return db, caps
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from perfgate import terms
 from perfgate.cli import main
-from perfgate.app.gate import check, record_history, save_baseline
+from perfgate.app.gate import HistoryEntry, check, record_history, save_baseline
 from perfgate.report.writers import write_check_html
 from perfgate.model import parse_metric_key
 from perfgate.report.html import render_html, sparkline_keys
@@ -48,8 +48,8 @@ def synth_check(tmp_path_factory):
     save_baseline(base, "main", policy=policy, store=store, env={})
     db = d / "history.sqlite"
     for seed in (3, 4, 5):
-        record_history(write_capture(d / f"h{seed}", SynthSpec(ranks=4, steps=3, seed=seed)), policy=policy,
-                       history_path=db, branch="main", commit=f"c{seed}", env={})
+        record_history(write_capture(d / f"h{seed}", SynthSpec(ranks=4, steps=3, seed=seed)),
+                       HistoryEntry("main", commit=f"c{seed}"), policy=policy, history_path=db, env={})
     result = check(cand, "main", policy=policy, store=store, env={})
     html = write_check_html(result, d / "synth.html", store=store, history_path=db)
     return result, html, store, db

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from perfgate import errors, terms
@@ -202,15 +203,11 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
         cand = fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov, workers=workers,
                                  scheduler=scheduler, progress=progress)
     except InvalidCaptureError as e:
-        return GateResult(status=terms.INVALID, exit_code=e.exit_code, baseline_name=baseline_name,
-                          error=e.to_dict(), elapsed_s=time.perf_counter() - t0)
+        return _not_compared(terms.INVALID, e, baseline_name, t0)
     try:
         require_valid(cand, fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=_as_given(capture_path))
     except InvalidCaptureError as e:
-        return GateResult(status=terms.INVALID, exit_code=e.exit_code, self_checks=cand.self_checks,
-                          notes=tuple(cand.warnings), baseline_name=baseline_name,
-                          candidate_provenance=cand.provenance, error=e.to_dict(),
-                          elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
+        return _not_compared(terms.INVALID, e, baseline_name, t0, cand)
     noise, extra = None, []
     try:
         if baseline_name.startswith("history:"):
@@ -226,12 +223,21 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
                   else terms.NO_BASELINE if isinstance(e, NoBaselineError)
                   else terms.STORE_ERROR if isinstance(e, errors.StoreUnopenableError)   # not damage
                   else terms.DAMAGED)
-        return GateResult(status=status,
-                          exit_code=e.exit_code, self_checks=cand.self_checks,
-                          notes=tuple(cand.warnings), baseline_name=baseline_name,
-                          candidate_provenance=cand.provenance, error=e.to_dict(),
-                          elapsed_s=time.perf_counter() - t0, findings=cand.findings, detail=cand.detail)
+        return _not_compared(status, e, baseline_name, t0, cand)
     return judge(base, cand, policy, baseline_name=baseline_name, noise=noise, extra_notes=extra, t0=t0)
+
+
+def _not_compared(status: str, error: PerfgateError, baseline_name: str, t0: float,
+                  cand: Fingerprint | None = None) -> GateResult:
+    """The result of a check that compared nothing: ``status`` and the exit code of ``error``
+    (named in the reports with its file, offset and hint). With the candidate's fingerprint
+    (``cand``, when the capture was read) its self-checks, warnings, provenance, findings and
+    detail are kept, so the reports still say what the capture held."""
+    seen = {} if cand is None else dict(
+        self_checks=cand.self_checks, notes=tuple(cand.warnings), candidate_provenance=cand.provenance,
+        findings=cand.findings, detail=cand.detail)
+    return GateResult(status=status, exit_code=error.exit_code, baseline_name=baseline_name, error=error.to_dict(),
+                      elapsed_s=time.perf_counter() - t0, **seen)
 
 
 def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | None = None, noise=None,
@@ -337,9 +343,22 @@ def with_operator_compare(base, cand, policy) -> dict:
     return detail
 
 
-def record_history(capture_path, *, policy, history_path, branch, commit=None, note=None, status="kept",
-                   with_trace=TraceMode.READ, env=None, allow_duplicate=False, force=False, cwd=None, on_wait=None):
-    """Fingerprint a capture and record it in the history database. ``on_wait`` gets one line per
+@dataclass(frozen=True)
+class HistoryEntry:
+    """What a run is recorded as in the history database: the ``branch`` whose series it joins
+    (``--baseline history:BRANCH`` reads that series back), its ``commit`` (default: the one the CI
+    environment or the git checkout names), and for the tuning journal the ``note`` (the change the
+    run tried) and ``status`` (``kept`` or ``reverted``)."""
+    branch: str
+    commit: str | None = None
+    note: str | None = None
+    status: str = "kept"
+
+
+def record_history(capture_path, entry: HistoryEntry, *, policy, history_path, with_trace=TraceMode.READ, env=None,
+                   allow_duplicate=False, force=False, cwd=None, on_wait=None):
+    """Fingerprint a capture and record it in the history database as ``entry`` (branch, commit,
+    tuning-journal note and status: :class:`HistoryEntry`). ``on_wait`` gets one line per
     retry while another process holds the database's lock (:class:`perfgate.history.store.HistoryStore`;
     the wait is bounded, 60 s by default).
 
@@ -361,6 +380,7 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         InvalidCaptureError / StoreError.
     """
     from perfgate.history.store import HistoryStore, require_branch, require_commit
+    branch, commit, note = entry.branch, entry.commit, entry.note
     require_branch(branch)   # a blank branch could never be read back as history:BRANCH (exit 2)
     require_commit(commit)
     env = os.environ if env is None else env
@@ -392,7 +412,8 @@ def record_history(capture_path, *, policy, history_path, branch, commit=None, n
         dup = None if allow_duplicate else hs.same_capture(fp, branch)
         if dup is not None:
             return Recorded(dup, fp, True)
-        return Recorded(hs.record(fp, branch=branch, commit=prov.get("commit"), note=note, status=status), fp, False)
+        run_id = hs.record(fp, branch=branch, commit=prov.get("commit"), note=note, status=entry.status)
+        return Recorded(run_id, fp, False)
     finally:
         hs.close()
 
@@ -404,7 +425,8 @@ class Recorded(NamedTuple):
     duplicate: bool
 
 
-__all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "record_history", "PerfgateError"]
+__all__ = ["check", "save_baseline", "fingerprint_path", "gather_provenance", "record_history", "HistoryEntry",
+           "PerfgateError"]
 
 
 def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=TraceMode.READ, workers=None):
@@ -462,15 +484,34 @@ def _require_report_destinations(**paths) -> None:
         require_writable(_REPORT_OPTIONS[kw], path, folder=kw == "out")
 
 
-def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStore, out, junit=None, markdown=None,
-                     json_path=None, html_path=None, history_path=None, no_baseline_ok: bool = False,
-                     key: str | None = None, junit_key: str | None = None, **check_kw) -> tuple[GateResult, dict]:
+@dataclass(frozen=True)
+class CheckReports:
+    """The files one check writes: the report folder ``out`` (the JUnit / Markdown / JSON reports
+    go there unless ``junit`` / ``markdown`` / ``json_path`` name their own file; ``-`` for the JSON
+    is stdout), the HTML report ``html_path`` (optional), the sticky PR comment's ``key`` (default
+    the baseline name) and ``junit_key``, a matrix leg's key naming the JUnit suites."""
+    out: object
+    junit: object = None
+    markdown: object = None
+    json_path: object = None
+    html_path: object = None
+    key: str | None = None
+    junit_key: str | None = None
+
+    def destinations(self) -> dict:
+        """``{keyword: path}`` of the report files and folder, as the report writers take them."""
+        return {"out": self.out, "junit": self.junit, "markdown": self.markdown, "json_path": self.json_path,
+                "html_path": self.html_path}
+
+
+def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStore, reports: CheckReports,
+                     history_path=None, no_baseline_ok: bool = False, **check_kw) -> tuple[GateResult, dict]:
     """``perfgate check``: :func:`check` (``check_kw``: with_trace, workers, scheduler, progress,
-    env), then its report files: JUnit / Markdown / JSON
-    (:func:`perfgate.report.writers.write_check_reports`, sticky-comment ``key``, default the
-    baseline name; ``junit_key``: a matrix leg's key naming the JUnit suites) and, with
-    ``html_path`` (needs the ``html`` extra, refused before any work), the HTML report. ``no_baseline_ok``: a NO_BASELINE
-    result exits 0, and every report says so. Returns ``(result, {kind: path})``.
+    env), then its report files (:class:`CheckReports`): JUnit / Markdown / JSON
+    (:func:`perfgate.report.writers.write_check_reports`, sticky-comment ``reports.key``, default the
+    baseline name) and, with ``reports.html_path`` (needs the ``html`` extra, refused before any
+    work), the HTML report. ``no_baseline_ok``: a NO_BASELINE result exits 0, and every report says
+    so. Returns ``(result, {kind: path})``.
 
     A DAMAGED_BASELINE or STORE_ERROR result (exit 5) is not forgiven by ``no_baseline_ok`` (only a missing
     baseline is). Raises:
@@ -480,32 +521,41 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
         StoreError when a report write fails all the same (exit 5).
     """
     import dataclasses
-    from perfgate.report.writers import remove_stale_check_reports, write_check_html, write_check_reports
-    if html_path:  # an optional part: refused before any work, not after the verdict
+    from perfgate.report.writers import remove_stale_check_reports
+    if reports.html_path:  # an optional part: refused before any work, not after the verdict
         errors.require_extra("html", "--html")
-    _require_report_destinations(out=out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path)
-    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
-                               captures=capture_path, inputs={"--db": history_path, "--baseline-dir": store.dir})
+    _require_report_destinations(**reports.destinations())
+    remove_stale_check_reports(**reports.destinations(), captures=capture_path,
+                               inputs={"--db": history_path, "--baseline-dir": store.dir})
     result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
         result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
             "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
+    return result, _write_check_reports(result, reports, baseline_name, store, history_path)
+
+
+def _write_check_reports(result: GateResult, reports: CheckReports, baseline_name, store, history_path) -> dict:
+    """Write a check's reports; ``{kind: path}``. A failed write raises StoreError carrying the
+    verdict (``e.result``: the CLI still prints it); a failed HTML write removes the JUnit /
+    Markdown / JSON just written, as the run exits 5 and none of them may look current."""
+    from perfgate.report.writers import write_check_html, write_check_reports
     try:
-        paths = write_check_reports(result, out, junit=junit, markdown=markdown, json_path=json_path,
-                                    key=key or baseline_name, junit_key=junit_key)
+        paths = write_check_reports(result, reports.out, junit=reports.junit, markdown=reports.markdown,
+                                    json_path=reports.json_path, key=reports.key or baseline_name,
+                                    junit_key=reports.junit_key)
     except StoreError as e:
         e.result = result   # the verdict the reports would have held: the CLI still prints it
         raise
-    if html_path:
+    if reports.html_path:
         try:
-            paths["html"] = write_check_html(result, html_path, store=store, history_path=history_path)
+            paths["html"] = write_check_html(result, reports.html_path, store=store, history_path=history_path)
         except BaseException as e:
             from perfgate.report.writers import discard_check_reports
             discard_check_reports(paths.values())   # the run exits 5: its JUnit/Markdown/JSON go too
             if isinstance(e, StoreError):
                 e.result = result
             raise
-    return result, paths
+    return paths
 
 
 class CaptureReport(NamedTuple):

@@ -93,8 +93,8 @@ _CODE_DIGEST: list = []
 def code_digest() -> str:
     """Digest of perfgate's own installed source (every ``.py`` and policy ``.yaml`` file of the
     package, by relative path and content; ~10 ms once per process). The version string alone
-    did not change between builds, so a sweep cache filled by an older perfgate was served to a
-    newer one with other rules (a fresh user saw captures refused today listed as "ok")."""
+    does not change between builds, so a sweep cache filled by an older perfgate would be served
+    to a newer one with other rules: captures the current rules refuse listed as "ok"."""
     if not _CODE_DIGEST:
         root = Path(__file__).resolve().parent
         h = hashlib.sha256()
@@ -116,8 +116,7 @@ def cache_key(capture: Path, policy) -> str:
     rules, the perfgate version and the digest of its code
     (:func:`code_digest`). The inode change time is in the key because no tool can set it: a
     file rewritten in place with its size and mtime put back (``touch -r``, a restore keeping
-    times) still misses the cache (fresh-user report, round 8), at the price of one recompute
-    after a copy, chmod or rename."""
+    times) still misses the cache, at the price of one recompute after a copy, chmod or rename."""
     h = hashlib.sha256()
     for d, dirs, files in os.walk(capture):
         dirs.sort()
@@ -173,7 +172,7 @@ def _valid_cached_row(row) -> bool:
     """A cached row as :func:`sweep_one` writes it: an ``ok`` row with every column (scalar
     values), or a ``failed`` row with its reason text. Anything else (a damaged or hand-edited
     cache file: ``null``, ``{"status": "ok"}``) is recomputed, never trusted: a bare
-    ``{"status": "ok"}`` counted a failing capture as ok (sixth audit round)."""
+    ``{"status": "ok"}`` would count a failing capture as ok."""
     if not isinstance(row, dict) or "seconds" not in row:
         return False
     if not all(v is None or isinstance(v, (str, int, float)) for v in row.values()):

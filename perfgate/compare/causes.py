@@ -47,6 +47,7 @@ step, first gated view; the same figure in the waterfall), ``step_time_delta_us`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from perfgate import terms
 from perfgate.compare.parts import (SCALE_AGREEMENT, excess, family_time, is_comm_family, part_of, range_of,
@@ -246,6 +247,97 @@ def _sign(c: Comparison) -> int:
     return 1 if c.verdict == terms.REGRESSION else -1
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """What one check's causes are found from: its gated ``symptoms`` (metrics judged regression or
+    improvement), every comparison ``by_key``, both fingerprints, the ``views`` explained (the
+    first gated view first), and per view the device scale, the :func:`waterfall` (None without
+    step_trace_time.csv figures) and each family's ΣDuration excess beyond the device
+    (:func:`family_excess`); ``parts``: each family's category / core type / phase / bound."""
+    symptoms: list
+    by_key: dict
+    base: Fingerprint
+    cand: Fingerprint
+    views: list
+    scales: dict
+    falls: dict
+    excess: dict
+    parts: dict
+
+    @property
+    def first(self):
+        return self.views[0]
+
+    def ex(self, fam: str, view) -> float | None:
+        """Family ``fam``'s ΣDuration per step beyond the device in ``view`` (us); in a view not
+        explained, its plain change."""
+        return self.excess.get(view, {}).get(fam) if view in self.excess else \
+            family_time(self.cand, fam, view) - family_time(self.base, fam, view)
+
+    def contribution(self, x: dict, view) -> float | None:
+        """What cause ``x`` did to the step in ``view`` (us per step, the waterfall's figure)."""
+        wf = self.falls.get(view)
+        if x["kind"] == DEVICE:
+            return next((i["us"] for i in wf["items"] if i["kind"] == DEVICE), 0.0) if wf else None
+        if x["kind"] == "step anatomy":
+            return next((i["us"] for i in wf["items"] if i["part"] == x["subject"]), None) if wf else None
+        if x["kind"] == "model structure":
+            return sum(self.ex(f, view) or 0.0 for f in x.get("_families", ())) or None
+        if x["kind"] == "communication" and is_comm_family(x["subject"]):
+            own = self.ex(x["subject"], view) or 0.0
+            if not wf:
+                return own
+            # the exposed communication item, shared among the collectives that grew by their growth
+            exposed = next(i["us"] for i in wf["items"] if i["part"] == EXPOSED)
+            grown = sum(max(0.0, e) for f, e in self.excess.get(view, {}).items() if is_comm_family(f))
+            return exposed * own / grown if grown > 0 and own > 0 and exposed > 0 else 0.0
+        if x["kind"] in ("kernel family",):
+            return self.ex(x["subject"], view)
+        return None
+
+    def grown_comm(self, view, sign) -> list:
+        """Communication families whose own time moved beyond what the device explains, and beyond
+        their noise band, the symptom's way (their ``share.family`` part): what exposed communication
+        is made of, named before exposed communication itself (lost overlap)."""
+        out = []
+        for f in self.excess.get(view, {}):
+            p = part_of(self.by_key.get(metric_key("share.family", family=f, view=view))) if is_comm_family(f) else None
+            if p is not None and p["excess_us"] * sign > p["band_us"]:
+                out.append(f)
+        return out
+
+    def decided(self, x: dict, view, sign) -> bool:
+        """Whether cause ``x`` is a change judged on its own in ``view`` the symptom's way: a family
+        or structure whose own symptoms moved that way, a part (a family's share, exposed
+        communication, idle time) judged a regression / improvement, or the device."""
+        if x["kind"] == DEVICE:
+            return True
+        by_key = self.by_key
+        want = terms.REGRESSION if sign > 0 else terms.IMPROVEMENT
+        if x["kind"] == "step anatomy":
+            key = metric_key("step.exposed_comm_ratio" if x["subject"] == EXPOSED else "step.underfeed_ratio", view=view)
+            return getattr(by_key.get(key), "verdict", None) == want
+        if any(by_key[k].verdict == want for k in x["explains"] if by_key[k].labels.get("view") in (view, None)
+               and by_key[k].name not in _STEP_SYMPTOMS):
+            return True
+        share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
+        return getattr(share, "verdict", None) == want
+
+
+def _judged(comparisons, base: Fingerprint, cand: Fingerprint, gate_views, falls: dict | None) -> _Judged:
+    """The symptoms of ``comparisons`` and what they are explained from (:class:`_Judged`): the
+    gated views holding a symptom (else the first gated view), their device scales, waterfalls
+    (``falls`` reused where given) and family excesses."""
+    symptoms = [c for c in comparisons if c.gated and c.verdict in MOVED]
+    views = [v for v in gate_views if any(c.labels.get("view") == v for c in symptoms)] or list(gate_views[:1]) or [None]
+    scales = {v: scale_factor(base, cand, v) for v in views}
+    falls = {v: (falls or {})[v] if v in (falls or {}) else waterfall(base, cand, v, scales[v]) for v in views}
+    return _Judged(symptoms=symptoms, by_key={c.key: c for c in comparisons}, base=base, cand=cand, views=views,
+                   scales=scales, falls=falls,
+                   excess={v: family_excess(base, cand, v, scales[v].value) for v in views},
+                   parts=_family_parts(base, cand))
+
+
 def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(terms.VIEW_RANK0, terms.VIEW_P50),
                 falls: dict | None = None) -> tuple[list[dict], list[str]]:
     """Group gated findings into causes (module doc). ``falls`` ({view: :func:`waterfall` or None})
@@ -257,24 +349,24 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         cause explains.
     """
     from perfgate.compare.renames import find_renames
-    symptoms = [c for c in comparisons if c.gated and c.verdict in MOVED]
-    by_key = {c.key: c for c in comparisons}
-    views = [v for v in gate_views if any(c.labels.get("view") == v for c in symptoms)] or list(gate_views[:1]) or [None]
-    first = views[0]
-    scales = {v: scale_factor(base, cand, v) for v in views}
-    falls = {v: (falls or {})[v] if v in (falls or {}) else waterfall(base, cand, v, scales[v]) for v in views}
-    excess = {v: family_excess(base, cand, v, scales[v].value) for v in views}
-    parts = _family_parts(base, cand)
+    j = _judged(comparisons, base, cand, gate_views, falls)
     book = _Book()
+    # in this order: the model structure takes over the symptoms of the families it absorbs, and the
+    # step-level symptoms are weighed against every cause named before them
+    _explain_own_symptoms(j, book)
+    _explain_structure(book, j.symptoms, base, cand, j.first, j.scales[j.first].value if j.first in j.scales else 1.0)
+    _explain_anatomy(j, book)
+    _explain_step_symptoms(j, book)
+    return _finish(j, book, find_renames(base, cand, j.views))
 
-    def ex(fam, view):
-        return excess.get(view, {}).get(fam) if view in excess else \
-            family_time(cand, fam, view) - family_time(base, fam, view)
 
-    for c in symptoms:
+def _explain_own_symptoms(j: _Judged, book: _Book) -> None:
+    """Symptoms that name their cause or point into a part: a family's own metrics, a communication
+    kind's calls, the Top-N list, an aggregate share, total / operator-type call counts and the
+    capture-quality counts."""
+    for c in j.symptoms:
         view = c.labels.get("view")
         fam = c.labels.get("family")
-        sign = _sign(c)
         if c.name in _FAMILY_SYMPTOMS and fam:
             book.explain(book.family(fam), c)
         elif c.name == "comm.calls_per_step":
@@ -283,121 +375,78 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
             moved = sorted(set(c.candidate or []) - set(c.baseline or [])) or \
                 sorted(set(c.baseline or []) - set(c.candidate or []))
             if moved:
-                book.explain(book.family(max(moved, key=lambda f: abs(ex(f, view) or 0.0))), c)
+                book.explain(book.family(max(moved, key=lambda f: abs(j.ex(f, view) or 0.0))), c)
         elif c.name in _PART_SYMPTOMS:
-            # a block kind's families are not listed per kernel family: any compute family may be in a
-            # layer block, any family in the unstructured rest
-            if c.name == "block.share":
-                member = (lambda f: True) if c.labels.get("kind") == "unstructured" else \
-                    (lambda f: not is_comm_family(f))
-            else:
-                member = (lambda f: _in_part(f, c, parts))
-            mine = [f for f in excess.get(view, {}) if member(f) and (ex(f, view) or 0.0) * sign > 0]
-            # families whose own part was judged to move that way first (a family within its noise
-            # explains a part only when none did)
-            judged = [f for f in mine if getattr(by_key.get(metric_key("share.family", family=f, view=view)),
-                                                 "verdict", None) == c.verdict]
-            mine = judged or mine
-            if mine:
-                book.explain(book.family(max(mine, key=lambda f: abs(ex(f, view)))), c)
+            fam = _part_family(j, c)
+            if fam is not None:
+                book.explain(book.family(fam), c)
         elif c.name in _CALL_SYMPTOMS:
-            fams = {m.labels["family"] for fp in (base, cand) for m in fp.metrics.values()
-                    if m.name == "kernel.calls_per_step" and m.labels.get("view") == view}
-            if c.name == "optype.calls_per_step":
-                ops = {f: r.get("op_type") for fp in (base, cand)
-                       for r in ((fp.detail or {}).get("operators") or {}).get("families") or () if (f := r.get("family"))}
-                fams = {f for f in fams if ops.get(f) in (None, c.labels.get("type"))}
-            moved = [(_calls(cand, f, view) - _calls(base, f, view), f) for f in fams]
-            moved = [(d, f) for d, f in moved if d * sign > 0]
-            if moved:
-                book.explain(book.family(max(moved, key=lambda x: (abs(x[0]), x[1]))[1]), c)
+            fam = _call_family(j, c)
+            if fam is not None:
+                book.explain(book.family(fam), c)
         elif c.name in _QUALITY:
             book.explain(book.cause("capture quality", _QUALITY[c.name]), c)
-    _explain_structure(book, symptoms, base, cand, first, scales[first].value if first in scales else 1.0)
 
-    def contribution(x: dict, view) -> float | None:
-        """What cause ``x`` did to the step in ``view`` (us per step, the waterfall's figure)."""
-        wf = falls.get(view)
-        if x["kind"] == DEVICE:
-            return next((i["us"] for i in wf["items"] if i["kind"] == DEVICE), 0.0) if wf else None
-        if x["kind"] == "step anatomy":
-            return next((i["us"] for i in wf["items"] if i["part"] == x["subject"]), None) if wf else None
-        if x["kind"] == "model structure":
-            return sum(ex(f, view) or 0.0 for f in x.get("_families", ())) or None
-        if x["kind"] == "communication" and is_comm_family(x["subject"]):
-            own = ex(x["subject"], view) or 0.0
-            if not wf:
-                return own
-            exposed = next(i["us"] for i in wf["items"] if i["part"] == EXPOSED)
-            grown = sum(max(0.0, e) for f, e in excess.get(view, {}).items() if is_comm_family(f))
-            return exposed * own / grown if grown > 0 and own > 0 and exposed > 0 else 0.0
-        if x["kind"] in ("kernel family",):
-            return ex(x["subject"], view)
-        return None
 
-    # exposed communication and idle time: a communication family that regressed explains the first
-    def grown_comm(view, sign) -> list:
-        """Communication families whose own time moved beyond what the device explains, and beyond
-        their noise band, the symptom's way (their ``share.family`` part): what exposed communication
-        is made of, named before exposed communication itself (lost overlap)."""
-        out = []
-        for f in excess.get(view, {}):
-            p = part_of(by_key.get(metric_key("share.family", family=f, view=view))) if is_comm_family(f) else None
-            if p is not None and p["excess_us"] * sign > p["band_us"]:
-                out.append(f)
-        return out
+def _part_family(j: _Judged, c: Comparison) -> str | None:
+    """The family inside aggregate share ``c``'s part whose excess is largest with the symptom's
+    sign, among those whose own part was judged to move that way first; None when none moved so."""
+    view, sign = c.labels.get("view"), _sign(c)
+    # a block kind's families are not listed per kernel family: any compute family may be in a
+    # layer block, any family in the unstructured rest
+    if c.name == "block.share":
+        member = (lambda f: True) if c.labels.get("kind") == "unstructured" else \
+            (lambda f: not is_comm_family(f))
+    else:
+        member = (lambda f: _in_part(f, c, j.parts))
+    mine = [f for f in j.excess.get(view, {}) if member(f) and (j.ex(f, view) or 0.0) * sign > 0]
+    # families whose own part was judged to move that way first (a family within its noise
+    # explains a part only when none did)
+    judged = [f for f in mine if getattr(j.by_key.get(metric_key("share.family", family=f, view=view)),
+                                         "verdict", None) == c.verdict]
+    mine = judged or mine
+    return max(mine, key=lambda f: abs(j.ex(f, view))) if mine else None
 
-    for c in symptoms:
+
+def _call_family(j: _Judged, c: Comparison) -> str | None:
+    """The family whose calls per step moved most the way of call-count symptom ``c`` (total, or of
+    ``c``'s operator type); None when none moved so."""
+    view, sign = c.labels.get("view"), _sign(c)
+    base, cand = j.base, j.cand
+    fams = {m.labels["family"] for fp in (base, cand) for m in fp.metrics.values()
+            if m.name == "kernel.calls_per_step" and m.labels.get("view") == view}
+    if c.name == "optype.calls_per_step":
+        ops = {f: r.get("op_type") for fp in (base, cand)
+               for r in ((fp.detail or {}).get("operators") or {}).get("families") or () if (f := r.get("family"))}
+        fams = {f for f in fams if ops.get(f) in (None, c.labels.get("type"))}
+    moved = [(_calls(cand, f, view) - _calls(base, f, view), f) for f in fams]
+    moved = [(d, f) for d, f in moved if d * sign > 0]
+    return max(moved, key=lambda x: (abs(x[0]), x[1]))[1] if moved else None
+
+
+def _explain_anatomy(j: _Judged, book: _Book) -> None:
+    """Exposed communication: a communication family that grew the symptom's way explains it, else
+    exposed communication itself (lost overlap); idle time (host-bound gaps) explains itself."""
+    for c in j.symptoms:
         if c.name == "step.exposed_comm_ratio":
-            comm = grown_comm(c.labels.get("view"), _sign(c))
-            book.explain(book.family(max(comm, key=lambda f: abs(ex(f, c.labels.get("view")))))
+            comm = j.grown_comm(c.labels.get("view"), _sign(c))
+            book.explain(book.family(max(comm, key=lambda f: abs(j.ex(f, c.labels.get("view")))))
                          if comm else book.cause("step anatomy", EXPOSED), c)
         elif c.name == "step.underfeed_ratio":
             book.explain(book.cause("step anatomy", IDLE), c)
 
-    def decided(x: dict, view, sign) -> bool:
-        """Whether cause ``x`` is a change judged on its own in ``view`` the symptom's way: a family
-        or structure whose own symptoms moved that way, a part (a family's share, exposed
-        communication, idle time) judged a regression / improvement, or the device."""
-        if x["kind"] == DEVICE:
-            return True
-        want = terms.REGRESSION if sign > 0 else terms.IMPROVEMENT
-        if x["kind"] == "step anatomy":
-            key = metric_key("step.exposed_comm_ratio" if x["subject"] == EXPOSED else "step.underfeed_ratio", view=view)
-            return getattr(by_key.get(key), "verdict", None) == want
-        if any(by_key[k].verdict == want for k in x["explains"] if by_key[k].labels.get("view") in (view, None)
-               and by_key[k].name not in _STEP_SYMPTOMS):
-            return True
-        share = by_key.get(metric_key("share.family", family=x["subject"], view=view))
-        return getattr(share, "verdict", None) == want
 
-    # step time, Computing, device busy union: the largest contribution of the symptom's sign
-    for c in symptoms:
+def _explain_step_symptoms(j: _Judged, book: _Book) -> None:
+    """Step time, Computing and the device busy union: the largest contribution of the symptom's
+    sign in the waterfall (Computing: compute families or the device only), among the parts judged
+    to have changed that way and the device first."""
+    for c in j.symptoms:
         if c.name not in _STEP_SYMPTOMS:
             continue
         view, sign = c.labels.get("view"), _sign(c)
-        compute_only = c.name == "step.computing_us"
-        pool = [x for x in book.causes.values()
-                if x["kind"] in ("kernel family", "model structure") or
-                (not compute_only and x["kind"] in ("communication", "step anatomy"))]
-        wf = falls.get(view)
+        wf = j.falls.get(view)
         subject = DEVICE_WIDE if wf and wf["comm_followed"] else COMPUTING
-        extra = [(DEVICE, subject)]
-        if not compute_only:
-            extra += [("communication", f) for f in grown_comm(view, sign)
-                      if ("communication", f) not in book.causes]
-            extra += [("step anatomy", EXPOSED), ("step anatomy", IDLE)]
-            if any(k == "communication" for k, _ in extra) or \
-                    any(x["kind"] == "communication" and (contribution(x, view) or 0.0) * sign > 0 for x in pool):
-                extra.remove(("step anatomy", EXPOSED))   # the communication families own it
-        scored = [((contribution(x, view) or 0.0) * sign, x, decided(x, view, sign)) for x in pool]
-        for kind, subj in extra:
-            probe = {"kind": kind, "subject": subj, "_families": (), "explains": []}
-            scored.append(((contribution(probe, view) or 0.0) * sign, (kind, subj), decided(probe, view, sign)))
-        scored = [t for t in scored if t[0] > 0]
-        # a part judged to have changed (or the device) explains it before a part whose own change is
-        # within its noise or unsure; only when none moved the step that way does the largest move do
-        scored = [t for t in scored if t[2]] or scored
+        scored = _scored_step_causes(j, book, c, subject)
         if scored:
             _, best, _ = max(scored, key=lambda t: t[0])
             book.explain(book.cause(*best) if isinstance(best, tuple) else best, c)
@@ -405,45 +454,56 @@ def find_causes(comparisons, base: Fingerprint, cand: Fingerprint, gate_views=(t
         # nothing named moved the step that way (no step_trace_time.csv for a waterfall, or only
         # "other compute" did): the compute family beyond the device that moved most that way, else
         # the device as a whole
-        moved = [f for f in excess.get(view, {}) if not is_comm_family(f) and (ex(f, view) or 0.0) * sign > 0]
-        book.explain(book.family(max(moved, key=lambda f: abs(ex(f, view)))) if moved else
+        moved = [f for f in j.excess.get(view, {}) if not is_comm_family(f) and (j.ex(f, view) or 0.0) * sign > 0]
+        book.explain(book.family(max(moved, key=lambda f: abs(j.ex(f, view)))) if moved else
                      book.cause(DEVICE, subject), c)
 
-    return _finish(book, symptoms, by_key, base, cand, views, first, contribution, find_renames(base, cand, views))
+
+def _scored_step_causes(j: _Judged, book: _Book, c: Comparison, subject: str) -> list:
+    """``(contribution × sign, cause or (kind, subject), decided)`` of every cause that could explain
+    step-level symptom ``c`` and moved the step its way: the causes found so far, the device
+    (``subject``: Computing or device-wide) and, unless ``c`` is Computing, the communication
+    families that grew and the step-anatomy parts. Those judged to have changed (or the device)
+    only, when any is."""
+    view, sign = c.labels.get("view"), _sign(c)
+    compute_only = c.name == "step.computing_us"
+    pool = [x for x in book.causes.values()
+            if x["kind"] in ("kernel family", "model structure") or
+            (not compute_only and x["kind"] in ("communication", "step anatomy"))]
+    extra = [(DEVICE, subject)]
+    if not compute_only:
+        extra += [("communication", f) for f in j.grown_comm(view, sign)
+                  if ("communication", f) not in book.causes]
+        extra += [("step anatomy", EXPOSED), ("step anatomy", IDLE)]
+        if any(k == "communication" for k, _ in extra) or \
+                any(x["kind"] == "communication" and (j.contribution(x, view) or 0.0) * sign > 0 for x in pool):
+            extra.remove(("step anatomy", EXPOSED))   # the communication families own it
+    scored = [((j.contribution(x, view) or 0.0) * sign, x, j.decided(x, view, sign)) for x in pool]
+    for kind, subj in extra:
+        probe = {"kind": kind, "subject": subj, "_families": (), "explains": []}
+        scored.append(((j.contribution(probe, view) or 0.0) * sign, (kind, subj), j.decided(probe, view, sign)))
+    scored = [t for t in scored if t[0] > 0]
+    # a part judged to have changed (or the device) explains it before a part whose own change is
+    # within its noise or unsure; only when none moved the step that way does the largest move do
+    return [t for t in scored if t[2]] or scored
 
 
-def _finish(book: _Book, symptoms, by_key, base, cand, views, first, contribution, renames):
+def _finish(j: _Judged, book: _Book, renames) -> tuple[list[dict], list[str]]:
+    """The causes that explain something, each with its verdict, evidence and per-view text and
+    contribution, plus the renamed families; sorted failing first, then by contribution. Also the
+    keys of symptoms no cause explains."""
+    by_key, base, cand, first = j.by_key, j.base, j.cand, j.first
     explained = {k for x in book.causes.values() for k in x["explains"]}
-    unexplained = [c.key for c in symptoms if c.key not in explained]
+    unexplained = [c.key for c in j.symptoms if c.key not in explained]
     for x in book.causes.values():
-        mine = [by_key[k] for k in x["explains"]]
-        x["fails"] = any(c.fails for c in mine)
-        for c in mine:
-            if c.evidence and len(x["evidence"]) < 4 and c.evidence not in x["evidence"]:
-                x["evidence"].append(c.evidence)
-        presence = (_presence(base, cand, x["subject"], first)
-                    if x["kind"] in ("kernel family", "communication") else None)
-        if x["fails"]:
-            x["verdict"] = terms.REGRESSION
-        elif presence:
-            x["verdict"] = presence
-        elif any(c.verdict == terms.REGRESSION for c in mine):
-            x["verdict"] = terms.REGRESSION
-        else:
-            x["verdict"] = terms.IMPROVEMENT
+        _set_verdict(x, j)
     out = [x for x in book.causes.values() if x["explains"]]
-    for r in renames:
-        out.append({"kind": "communication" if is_comm_family(r.new) else "kernel family", "subject": r.new,
-                    "verdict": RENAMED, "renamed_from": r.old, "fails": False,
-                    "what": (f"renamed from {r.old}: same calls ({r.calls_per_step:g}/step), Type and core; ΣDuration "
-                             f"{_us(r.time_base_us)} -> {_us(r.time_cand_us)} us/step"),
-                    "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
-                    "step_time_delta_us": None, "step_fraction": None})
+    out += [_renamed(r) for r in renames]
     for x in out:
-        for view in views:
+        for view in j.views:
             st = by_key.get(metric_key("step.time_us", view=view))
             st_delta = st.delta if st is not None and st.delta is not None else None
-            d_us = contribution(x, view) if x["verdict"] != RENAMED else None
+            d_us = j.contribution(x, view) if x["verdict"] != RENAMED else None
             text = x["what"] if x["verdict"] == RENAMED else _what(x, base, cand, view, d_us, by_key)
             x["views"][str(view)] = text
             if view == first:
@@ -460,6 +520,38 @@ def _finish(book: _Book, symptoms, by_key, base, cand, views, first, contributio
                             if x["verdict"] == terms.REGRESSION else -abs(x["step_delta_us"] or 0.0),
                             -len(x["explains"]), x["subject"]))
     return [{k: v for k, v in x.items() if not k.startswith("_")} for x in out], unexplained
+
+
+def _set_verdict(x: dict, j: _Judged) -> None:
+    """Cause ``x``'s ``fails``, ``evidence`` (up to four of its symptoms') and ``verdict``: regression
+    when it explains a failing metric, else new / gone for a family only one side runs, else
+    regression when any of its symptoms is one, else improvement."""
+    mine = [j.by_key[k] for k in x["explains"]]
+    x["fails"] = any(c.fails for c in mine)
+    for c in mine:
+        if c.evidence and len(x["evidence"]) < 4 and c.evidence not in x["evidence"]:
+            x["evidence"].append(c.evidence)
+    presence = (_presence(j.base, j.cand, x["subject"], j.first)
+                if x["kind"] in ("kernel family", "communication") else None)
+    if x["fails"]:
+        x["verdict"] = terms.REGRESSION
+    elif presence:
+        x["verdict"] = presence
+    elif any(c.verdict == terms.REGRESSION for c in mine):
+        x["verdict"] = terms.REGRESSION
+    else:
+        x["verdict"] = terms.IMPROVEMENT
+
+
+def _renamed(r) -> dict:
+    """The cause of a family found under another name (:func:`perfgate.compare.renames.find_renames`):
+    it explains no symptom and fails nothing."""
+    return {"kind": "communication" if is_comm_family(r.new) else "kernel family", "subject": r.new,
+            "verdict": RENAMED, "renamed_from": r.old, "fails": False,
+            "what": (f"renamed from {r.old}: same calls ({r.calls_per_step:g}/step), Type and core; ΣDuration "
+                     f"{_us(r.time_base_us)} -> {_us(r.time_cand_us)} us/step"),
+            "views": {}, "evidence": [], "explains": [], "step_delta_us": None,
+            "step_time_delta_us": None, "step_fraction": None}
 
 
 def _what(x: dict, base, cand, view, d_us, by_key) -> str:

@@ -30,7 +30,7 @@ Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from perfgate import terms
 from perfgate.metrics import registry
@@ -372,6 +372,21 @@ def step_time_stand_in(base: Fingerprint, cand: Fingerprint, policy: Policy) -> 
     return out
 
 
+@dataclass(frozen=True)
+class _Pair:
+    """One comparison's inputs: both fingerprints, the ``policy``, the history ``noise`` bands
+    ({metric key: absolute amount} or None), the busy-union keys judged in step time's place
+    (:func:`step_time_stand_in`), whether the toolchain changed (per-kernel metrics then inform
+    only) and why counts are incomplete when the profiler lost device tasks."""
+    base: Fingerprint
+    cand: Fingerprint
+    policy: Policy
+    noise: dict | None
+    stand_in: dict
+    toolchain: bool
+    lost_reason: str | None
+
+
 def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
                          noise: dict | None = None) -> tuple[list, list]:
     """Compare baseline and candidate fingerprints under ``policy``.
@@ -385,106 +400,144 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
     """
     notes = config_notes(base, cand)
     toolchain = _toolchain_changed(base, cand)
-    out: list[Comparison] = []
-    rules: dict = {}
     lost_reason = _lost_tasks_reason(base, cand)     # one scan of the findings, not one per count
     stand_in = step_time_stand_in(base, cand, policy)
     if stand_in:
-        sides = sum(any(m.name == "step.time_us" for m in fp.metrics.values()) for fp in (base, cand))
-        notes.append(f"no step time on {'either side' if not sides else 'one side'} (no step_trace_time.csv, no "
-                     f"timeline): the device busy union per step (device.time_us, busy union) is gated in its "
-                     f"place, with step time's rule, in the {'/'.join(sorted(set(stand_in.values())))} view(s)")
+        notes.append(_stand_in_note(base, cand, stand_in))
+    pair = _Pair(base=base, cand=cand, policy=policy, noise=noise, stand_in=stand_in, toolchain=toolchain,
+                 lost_reason=lost_reason)
+    out: list[Comparison] = []
+    rules: dict = {}
     for key in sorted(set(base.metrics) | set(cand.metrics)):
-        b = base.metrics.get(key)
-        c = cand.metrics.get(key)
-        ref = c or b
-        name, labels = ref.name, dict(ref.labels)
-        d = registry.REGISTRY.get(name)
-        rule = rules[key] = (policy.rule_for("step.time_us", {"view": stand_in[key]}) if key in stand_in
-                             else policy.rule_for(name, labels))   # resolved once per metric
-        view = labels.get("view")
-        gated = bool(rule and rule.gated and (view is None or view in policy.gate_views))
-        if toolchain and d is not None and d.per_kernel:
-            gated = False
-        subject = _subject(name, labels)
-        common = dict(key=key, name=name, labels=labels, unit=ref.unit, caliber=ref.caliber,
-                      tier=ref.tier, evidence=(c or b).evidence, subject=subject)
-        tol_text = rule.tolerance.describe(ref.unit) if rule else "not in policy"
-        if noise and noise.get(key):
-            band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
-            tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
-        why = (_incomparable_reason(name, base, cand, view, both=b is not None and c is not None)
-               or _coverage_differs(b, c, base, cand)
-               or _rank0_not_held(b, c, base, cand)
-               or _incomplete_counts(ref, lost_reason) or _layers_not_repeated(name, labels, base, cand))
-        if why:
-            out.append(Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
-                                  baseline=b.value if b else None, candidate=c.value if c else None,
-                                  delta=None, delta_rel=None, tolerance=tol_text,
-                                  reason=f"{subject}: not compared, {why}", **common))
-            continue
-        if name == "kernel.topn":
-            if b and c:
-                out.append(_compare_topn(key, name, labels, b, c, gated))
-            continue
-        absent_zero = bool(d and d.absent_is_zero)
-        if (b is None or c is None) and not absent_zero:
-            verdict = terms.NEW if b is None else terms.MISSING
-            lost = verdict == terms.MISSING and gated
-            # recorded for some label values only (the rank skew of such a metric likewise)
-            rec_for = d.recorded_for if d is not None else None
-            if name == "rank.skew_ratio":
-                of = registry.REGISTRY.get(labels.get("metric"))
-                rec_for = of.recorded_for if of is not None else None
-            if rec_for and not lost:   # not recorded on one side: not compared
-                verdict = terms.INCOMPARABLE
-            reason = (f"{subject}: {_fmt((c or b).value, ref.unit)} in the {'candidate' if b is None else 'baseline'}; "
-                      f"the {'baseline' if b is None else 'candidate'} records it only for {rec_for}, "
-                      f"not judged (not new, not gone)"
-                      if rec_for and not lost else
-                      f"{subject}: only in the candidate ({_fmt(c.value, ref.unit)}), not judged"
-                      if b is None else
-                      f"{subject}: gated in the baseline ({_fmt(b.value, ref.unit)}) but not measured in the "
-                      f"candidate: the gate cannot vouch for it (a file the baseline had is missing?)"
-                      if lost else
-                      f"{subject}: in the baseline ({_fmt(b.value, ref.unit)}) but not measured in "
-                      f"the candidate, not judged")
-            out.append(Comparison(verdict=verdict, gated=gated, fails=lost,
-                                  baseline=b.value if b else None, candidate=c.value if c else None,
-                                  delta=None, delta_rel=None, tolerance=tol_text, reason=reason,
-                                  **common))
-            continue
-        bv = float(b.value) if b else 0.0
-        cv = float(c.value) if c else 0.0
-        delta = cv - bv
-        rel = delta / abs(bv) if bv else None
-        presence = ""
-        if b is None:
-            presence = " (new: absent from the baseline)"
-        elif c is None:
-            presence = " (gone: absent from the candidate)"
-        if rule is None:
-            verdict = terms.UNCHANGED if delta == 0 else terms.REGRESSION
-            gated = False
-        else:
-            verdict = terms.Direction(rule.direction).judge(
-                delta, allowance=_allowance(bv, rule.tolerance, (noise or {}).get(key, 0.0)))
-        if ref.unit == "ratio":
-            dtext = f"{delta * 100:+.2f} pp"
-        elif ref.unit in ("calls", "steps"):
-            dtext = f"{delta:+g}"
-        else:
-            dtext = f"{delta:+,.3f} {ref.unit}" + (f", {rel:+.1%}" if rel is not None else "")
-        moved = {terms.UNCHANGED: "within", terms.REGRESSION: "beyond",
-                 terms.IMPROVEMENT: "beyond"}[verdict]
-        cal = f", {terms.CALIBER_LABEL[ref.caliber]}" if ref.caliber in terms.CALIBER_LABEL else ""
-        reason = (f"{subject}{presence}: {_fmt(bv, ref.unit)} -> {_fmt(cv, ref.unit)} ({dtext}{cal}), "
-                  f"{moved} tolerance {tol_text}"
-                  + ("" if gated else "; informational"))
-        out.append(Comparison(verdict=verdict, gated=gated,
-                              fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
-                              candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
-                              tolerance=tol_text, reason=reason, **common))
+        rules[key], comparison = _compare_metric(key, pair)   # the rule resolved once per metric
+        if comparison is not None:
+            out.append(comparison)
+    return _judge_together(out, pair, rules, notes)
+
+
+def _stand_in_note(base: Fingerprint, cand: Fingerprint, stand_in: dict) -> str:
+    """The note saying the device busy union is gated in step time's place, and in which views."""
+    sides = sum(any(m.name == "step.time_us" for m in fp.metrics.values()) for fp in (base, cand))
+    return (f"no step time on {'either side' if not sides else 'one side'} (no step_trace_time.csv, no "
+            f"timeline): the device busy union per step (device.time_us, busy union) is gated in its "
+            f"place, with step time's rule, in the {'/'.join(sorted(set(stand_in.values())))} view(s)")
+
+
+def _compare_metric(key: str, pair: _Pair) -> tuple:
+    """``(rule, comparison)`` of metric ``key`` on its own: incomparable (with why), the Top-N set,
+    present on one side only, or its values judged by the rule's direction and tolerance (plus
+    the history noise band). ``comparison`` is None for a Top-N set one side lacks."""
+    base, cand, policy = pair.base, pair.cand, pair.policy
+    b = base.metrics.get(key)
+    c = cand.metrics.get(key)
+    ref = c or b
+    name, labels = ref.name, dict(ref.labels)
+    d = registry.REGISTRY.get(name)
+    rule = (policy.rule_for("step.time_us", {"view": pair.stand_in[key]}) if key in pair.stand_in
+            else policy.rule_for(name, labels))
+    view = labels.get("view")
+    gated = bool(rule and rule.gated and (view is None or view in policy.gate_views))
+    if pair.toolchain and d is not None and d.per_kernel:
+        gated = False
+    subject = _subject(name, labels)
+    common = dict(key=key, name=name, labels=labels, unit=ref.unit, caliber=ref.caliber,
+                  tier=ref.tier, evidence=(c or b).evidence, subject=subject)
+    tol_text = rule.tolerance.describe(ref.unit) if rule else "not in policy"
+    noise = pair.noise
+    if noise and noise.get(key):
+        band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
+        tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
+    why = (_incomparable_reason(name, base, cand, view, both=b is not None and c is not None)
+           or _coverage_differs(b, c, base, cand)
+           or _rank0_not_held(b, c, base, cand)
+           or _incomplete_counts(ref, pair.lost_reason) or _layers_not_repeated(name, labels, base, cand))
+    if why:
+        return rule, Comparison(verdict=terms.INCOMPARABLE, gated=gated, fails=False,
+                                baseline=b.value if b else None, candidate=c.value if c else None,
+                                delta=None, delta_rel=None, tolerance=tol_text,
+                                reason=f"{subject}: not compared, {why}", **common)
+    if name == "kernel.topn":
+        return rule, (_compare_topn(key, name, labels, b, c, gated) if b and c else None)
+    if (b is None or c is None) and not (d and d.absent_is_zero):
+        return rule, _one_sided(b, c, gated, tol_text, common)
+    return rule, _compare_values(b, c, rule, gated, tol_text, common, (noise or {}).get(key, 0.0))
+
+
+def _one_sided(b, c, gated: bool, tol_text: str, common: dict) -> Comparison:
+    """A metric measured on one side only (and not read as 0 where absent): NEW (only in the
+    candidate, not judged), MISSING (failing when gated: the gate cannot vouch for it), or
+    INCOMPARABLE when the metric is recorded for some label values only and the other side's
+    capture did not record it."""
+    name, labels, subject, unit = common["name"], common["labels"], common["subject"], common["unit"]
+    d = registry.REGISTRY.get(name)
+    verdict = terms.NEW if b is None else terms.MISSING
+    lost = verdict == terms.MISSING and gated
+    # recorded for some label values only (the rank skew of such a metric likewise)
+    rec_for = d.recorded_for if d is not None else None
+    if name == "rank.skew_ratio":
+        of = registry.REGISTRY.get(labels.get("metric"))
+        rec_for = of.recorded_for if of is not None else None
+    if rec_for and not lost:   # not recorded on one side: not compared
+        verdict = terms.INCOMPARABLE
+    reason = (f"{subject}: {_fmt((c or b).value, unit)} in the {'candidate' if b is None else 'baseline'}; "
+              f"the {'baseline' if b is None else 'candidate'} records it only for {rec_for}, "
+              f"not judged (not new, not gone)"
+              if rec_for and not lost else
+              f"{subject}: only in the candidate ({_fmt(c.value, unit)}), not judged"
+              if b is None else
+              f"{subject}: gated in the baseline ({_fmt(b.value, unit)}) but not measured in the "
+              f"candidate: the gate cannot vouch for it (a file the baseline had is missing?)"
+              if lost else
+              f"{subject}: in the baseline ({_fmt(b.value, unit)}) but not measured in "
+              f"the candidate, not judged")
+    return Comparison(verdict=verdict, gated=gated, fails=lost,
+                      baseline=b.value if b else None, candidate=c.value if c else None,
+                      delta=None, delta_rel=None, tolerance=tol_text, reason=reason, **common)
+
+
+def _compare_values(b, c, rule, gated: bool, tol_text: str, common: dict, noise_band: float) -> Comparison:
+    """Judge a metric's two values (a side without it counts 0: the registry reads it so) by the
+    rule's direction, its tolerance widened by ``noise_band``; a metric no rule covers is
+    informational, any change a regression."""
+    unit, subject, caliber = common["unit"], common["subject"], common["caliber"]
+    bv = float(b.value) if b else 0.0
+    cv = float(c.value) if c else 0.0
+    delta = cv - bv
+    rel = delta / abs(bv) if bv else None
+    presence = ""
+    if b is None:
+        presence = " (new: absent from the baseline)"
+    elif c is None:
+        presence = " (gone: absent from the candidate)"
+    if rule is None:
+        verdict = terms.UNCHANGED if delta == 0 else terms.REGRESSION
+        gated = False
+    else:
+        verdict = terms.Direction(rule.direction).judge(delta, allowance=_allowance(bv, rule.tolerance, noise_band))
+    if unit == "ratio":
+        dtext = f"{delta * 100:+.2f} pp"
+    elif unit in ("calls", "steps"):
+        dtext = f"{delta:+g}"
+    else:
+        dtext = f"{delta:+,.3f} {unit}" + (f", {rel:+.1%}" if rel is not None else "")
+    moved = {terms.UNCHANGED: "within", terms.REGRESSION: "beyond",
+             terms.IMPROVEMENT: "beyond"}[verdict]
+    cal = f", {terms.CALIBER_LABEL[caliber]}" if caliber in terms.CALIBER_LABEL else ""
+    reason = (f"{subject}{presence}: {_fmt(bv, unit)} -> {_fmt(cv, unit)} ({dtext}{cal}), "
+              f"{moved} tolerance {tol_text}"
+              + ("" if gated else "; informational"))
+    return Comparison(verdict=verdict, gated=gated,
+                      fails=gated and verdict == terms.REGRESSION, baseline=b.value if b else 0.0,
+                      candidate=c.value if c else 0.0, delta=delta, delta_rel=rel,
+                      tolerance=tol_text, reason=reason, **common)
+
+
+def _judge_together(out: list, pair: _Pair, rules: dict, notes: list) -> tuple[list, list]:
+    """The judgements that look at several comparisons at once, in order: gains that moved between
+    ranks withheld, negligible rank skews, the statistics of repeated runs, the parts of the step
+    beyond the device, the families behind each symptom, renamed families; then sorted failing
+    and regressed first. Appends the parts' and renames' notes to ``notes``."""
+    base, cand, policy, noise = pair.base, pair.cand, pair.policy, pair.noise
     out = withhold_moved_gains(out)
     out = negligible_skews(out, base, cand, getattr(getattr(policy, "operators", None), "family_min_share", None))
     out = apply_statistics(out, base, cand, policy, rules=rules)

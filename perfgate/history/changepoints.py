@@ -258,7 +258,7 @@ def trend_notes(results: list, settings: dict) -> dict:
     summary, longest, dropped = [], 0, 0
     split = len({sk for _key, sk, _part, _cps in results}) > 1   # one metric, several series
     for (key, sk, part, _cps), note in zip(results, per):
-        if is_set_series(part):   # the series named when a metric has several (fresh-user report)
+        if is_set_series(part):   # the series named when a metric has several: each line says whose it is
             summary.append(f"{key}{f' [series {sk}]' if split else ''}: {note}")
             continue
         y = numeric_values(part)

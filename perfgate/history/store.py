@@ -99,8 +99,7 @@ def _other_workload_runs(vals: pd.DataFrame, ids: list, cand: Fingerprint | None
     the workload of ``cand`` (the candidate; None: the newest run)
     (:func:`perfgate.metrics.workload.other_workload` on their ``share.family`` values): the
     series key holds no notion of the model, and a CNN recorded on a branch of transformer runs
-    made a ``history:BRANCH`` baseline of transformer medians with the CNN's Top-N set (second
-    audit round)."""
+    would make a ``history:BRANCH`` baseline of transformer medians with the CNN's Top-N set."""
     from perfgate.metrics.workload import other_workload
     fam = vals[vals["key"].str.startswith("share.family{")]
     if fam.empty or (len(ids) < 2 and cand is None):
@@ -501,7 +500,7 @@ class HistoryStore:
         v = self._version()
         if v != SCHEMA_VERSION:
             if v == 0:
-                self._refuse_foreign()   # another application's database (sixth audit round)
+                self._refuse_foreign()   # another application's database: never written into
             if v > SCHEMA_VERSION:
                 raise StoreError(f"history schema version {v} is newer than this perfgate ({SCHEMA_VERSION})",
                                  path=self.path, hint="read it with the perfgate version that wrote it, or a newer one")
@@ -774,7 +773,7 @@ class HistoryStore:
         runs = self._ordered(_clean_commits(runs)).iloc[::-1].reset_index(drop=True)  # newest commit first
         # the candidate itself, already recorded (the same metrics digest): never part of its own
         # baseline, where it would pull the median toward itself (a regression recorded, then
-        # checked, passed: sixth audit round)
+        # checked, would pass)
         own_runs: list = []
         if cand is not None and len(runs):
             digest = metrics_digest(cand)
@@ -784,7 +783,7 @@ class HistoryStore:
         in_key = runs[runs["series_key"] == sk]
         # one rank set per pool: the series key hashes the rank count, so runs that profiled other
         # ranks (ranks 0,1 against 0,3: another pipeline stage) share it; a stored baseline of other
-        # rank ids is refused (exit 4), so they are left out here, with a note (fourth audit round)
+        # rank ids is refused (exit 4), so they are left out here, with a note
         want = _rank_set(cand_config.get("ranks"))
         other_ranks: dict = {}
         if want is not None:
@@ -912,7 +911,7 @@ _SIDE_FILES = ("-wal", "-shm")
 
 def _discard_created(path: Path, created: list) -> None:
     """After a failed writer open (SQLITE_FULL, a damaged file): remove what that open created, so
-    "nothing was written" holds (fresh-user report: a 0-byte database left behind). Only files in
+    "nothing was written" holds (no 0-byte database left behind to read as an empty history). Only files in
     ``created`` (absent before the open), and the database only while it holds nothing: a 0-byte
     file with no -wal content (another process may have opened and filled it meanwhile). An
     existing database and its files are never touched; a removal that fails is left."""

@@ -408,13 +408,41 @@ def load_policy(path=None) -> Policy:
 
 
 def _load_policy(path: Path) -> Policy:
-    """The body of :func:`load_policy`, for one existing path."""
+    """The body of :func:`load_policy`, for one existing path: each section checked in the
+    file's order, so a file with several mistakes is refused at the first."""
     doc = read_mapping(path, "policy")
     unknown = set(doc) - _TOP_KEYS
     if unknown:
         raise _err(path, _unknown(unknown), f"unknown top-level key (allowed: {sorted(_TOP_KEYS)})")
     if doc.get("version", 1) != 1:
         raise _err(path, "version", f"unsupported policy version {doc.get('version')!r} (this perfgate reads 1)")
+    views = _gate_views(path, doc)
+    top_n, slack, suffix, cats = _fingerprint_rules(path, doc)
+    rules = {name: Rule(**_rule_fields(path, f"metrics.{name}", d))
+             for name, d in _mapping(path, "metrics", doc.get("metrics"), "a mapping of metric name -> rule").items()}
+    overrides = _overrides(path, doc)
+    checks = _self_checks(path, doc)
+    thresholds, fail_closed = _findings(path, doc)
+    hist = _history(path, doc)
+    mif = doc.get("max_incomparable_fraction")
+    if mif is not None and (not isinstance(mif, (int, float)) or isinstance(mif, bool) or not 0 <= mif <= 1):
+        raise _err(path, "max_incomparable_fraction", f"must be a number in [0, 1], got {mif!r}")
+    return Policy(max_incomparable_fraction=None if mif is None else float(mif), path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
+                  family_suffix=suffix, categories=tuple(cats), rules=rules,
+                  overrides=tuple(overrides), self_checks=checks, raw=doc,
+                  findings=FindingThresholds().with_values(thresholds),
+                  fail_closed=tuple(fail_closed), history=HistorySettings().with_values(hist),
+                  segments=_section(path, "segments", _segments, doc),
+                  operators=_section(path, "operators", opspec.parse_operators, doc.get("operators")),
+                  phases=_section(path, "phases", opspec.parse_phases, doc.get("phases")),
+                  mfu=_section(path, "mfu", opspec.parse_mfu, doc.get("mfu")),
+                  suggestions=_section(path, "suggestions", opspec.parse_suggestions,
+                                       _sequence(path, "suggestions", doc.get("suggestions"), "a list of rules")),
+                  statistics=_statistics(path, doc), parts=_parts(path, doc))
+
+
+def _gate_views(path: Path, doc: dict) -> tuple:
+    """``gate_views:`` (default rank0 and p50): known views, at least one."""
     views = tuple(_sequence(path, "gate_views", doc.get("gate_views", [terms.VIEW_RANK0, terms.VIEW_P50]),
                             f"a list of views ({', '.join(terms.VIEWS)})"))
     for v in views:
@@ -424,6 +452,11 @@ def _load_policy(path: Path) -> Policy:
         raise _err(path, "gate_views", f"is empty: no metric would gate; name at least one view of "
                                        f"{list(terms.VIEWS)} (to report a metric without gating it, "
                                        f"override it with gated: false)")
+    return views
+
+
+def _fingerprint_rules(path: Path, doc: dict) -> tuple:
+    """``fingerprint:`` -> ``(top_n, top_n_slack, family suffix rules, category rules)``."""
     fp = _mapping(path, "fingerprint", doc.get("fingerprint"), f"a mapping of {', '.join(sorted(_FP_KEYS))}")
     unknown = set(fp) - _FP_KEYS
     if unknown:
@@ -435,6 +468,12 @@ def _load_policy(path: Path) -> Policy:
             raise _err(path, f"fingerprint.{k}", f"must be a positive integer, got {v!r}")
     suffix = _regex(path, "fingerprint.family_suffix", fp.get("family_suffix", r"(?:_+\d+)+$"))
     suffix = family_rules(path, suffix, fp.get("family_volatile"))   # volatile name parts (hashes, configs)
+    return top_n, slack, suffix, _categories(path, fp)
+
+
+def _categories(path: Path, fp: dict) -> list:
+    """``fingerprint.categories``: one :class:`CategoryRule` per entry (a category and name / type /
+    core regexes, a priority); two entries with the same match and different categories are refused."""
     cats = []
     seen = {}
     for i, c in enumerate(_sequence(path, "fingerprint.categories", fp.get("categories"),
@@ -462,9 +501,12 @@ def _load_policy(path: Path) -> Policy:
             str(c["category"]),
             *(pats.get(f) for f in ("name", "type", "core")),
             priority=prio, index=i))
-    rules = {}
-    for name, d in _mapping(path, "metrics", doc.get("metrics"), "a mapping of metric name -> rule").items():
-        rules[name] = Rule(**_rule_fields(path, f"metrics.{name}", d))
+    return cats
+
+
+def _overrides(path: Path, doc: dict) -> list:
+    """``overrides:`` -> :class:`Override` list: a metric name, one value per label, and any of
+    gated / direction / tolerance."""
     overrides = []
     for i, ov in enumerate(_sequence(path, "overrides", doc.get("overrides"), "a list of {metric, labels, ...} rules")):
         key = f"overrides[{i}]"
@@ -482,6 +524,11 @@ def _load_policy(path: Path) -> Policy:
         fields = {k: v for k, v in ov.items() if k not in ("metric", "labels")}
         overrides.append(Override(ov["metric"], {str(k): str(v) for k, v in labels.items()},
                                   _rule_fields(path, key, fields, partial=True)))
+    return overrides
+
+
+def _self_checks(path: Path, doc: dict) -> SelfCheckSettings:
+    """``self_checks:`` thresholds (finite non-negative numbers) and ``require_trace`` (true / false)."""
     sc = _mapping(path, "self_checks", doc.get("self_checks"), "a mapping of setting -> value")
     unknown = set(sc) - _CHECK_KEYS
     if unknown:
@@ -493,7 +540,12 @@ def _load_policy(path: Path) -> Policy:
         elif _bad_number(v):
             raise _err(path, f"self_checks.{k}", f"must be a finite non-negative number (YAML reads 1e9 as text: "
                                                   f"write 1.0e+9), got {v!r}")
-    checks = SelfCheckSettings().with_values(sc)
+    return SelfCheckSettings().with_values(sc)
+
+
+def _findings(path: Path, doc: dict) -> tuple[dict, list]:
+    """``findings:`` -> ``({threshold: number}, fail_closed codes)``; every code must be a known
+    finding code."""
     fd = doc.get("findings") or {}
     if not isinstance(fd, dict):
         raise _err(path, "findings", f"must be a mapping of threshold -> number, got {_kind(fd)}")
@@ -517,6 +569,12 @@ def _load_policy(path: Path) -> Policy:
             raise _err(path, "findings.fail_closed", f"unknown finding code {code!r}"
                        + (f"; did you mean {near[0]!r}?" if near else "")
                        + f"; codes: {', '.join(sorted(terms.FINDING_CODES))}")
+    return thresholds, fail_closed
+
+
+def _history(path: Path, doc: dict) -> dict:
+    """``history:`` settings: ``key_metric`` a metric key, the rest finite non-negative numbers
+    (window, min_runs, min_size, min_after positive integers)."""
     hist = {}
     hd = doc.get("history") or {}
     if not isinstance(hd, dict):
@@ -532,21 +590,7 @@ def _load_policy(path: Path) -> Policy:
         elif k in ("window", "min_runs", "min_size", "min_after") and (int(v) != v or v < 1):
             raise _err(path, f"history.{k}", f"must be a positive integer, got {v!r}")
         hist[k] = v
-    mif = doc.get("max_incomparable_fraction")
-    if mif is not None and (not isinstance(mif, (int, float)) or isinstance(mif, bool) or not 0 <= mif <= 1):
-        raise _err(path, "max_incomparable_fraction", f"must be a number in [0, 1], got {mif!r}")
-    return Policy(max_incomparable_fraction=None if mif is None else float(mif), path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
-                  family_suffix=suffix, categories=tuple(cats), rules=rules,
-                  overrides=tuple(overrides), self_checks=checks, raw=doc,
-                  findings=FindingThresholds().with_values(thresholds),
-                  fail_closed=tuple(fail_closed), history=HistorySettings().with_values(hist),
-                  segments=_section(path, "segments", _segments, doc),
-                  operators=_section(path, "operators", opspec.parse_operators, doc.get("operators")),
-                  phases=_section(path, "phases", opspec.parse_phases, doc.get("phases")),
-                  mfu=_section(path, "mfu", opspec.parse_mfu, doc.get("mfu")),
-                  suggestions=_section(path, "suggestions", opspec.parse_suggestions,
-                                       _sequence(path, "suggestions", doc.get("suggestions"), "a list of rules")),
-                  statistics=_statistics(path, doc), parts=_parts(path, doc))
+    return hist
 
 
 def _segments(path: Path, doc: dict):

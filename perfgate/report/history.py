@@ -152,9 +152,9 @@ def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFra
     count, CANN / torch_npu versions, aic_metrics): a round of another series starts its own
     "first" and "previous kept" (values across a split are never compared, as in trends). A
     round of another profiler level than its previous kept round is compared, as ``check``
-    judges a capture against a baseline of another level, and :func:`render_journal` says so
-    (fresh-user report: a Level2 round was "-3.7 % vs previous kept" against a Level1 one, with
-    no note). Columns ``series`` and ``level`` say which.
+    judges a capture against a baseline of another level, and :func:`render_journal` says so: a
+    Level2 round read "-3.7 % vs previous kept" against a Level1 one looks like a gain when it is
+    a change of what the profiler measured. Columns ``series`` and ``level`` say which.
 
     Args:
         runs: history runs (oldest first) with ``id``, ``note``, ``status``, ``commit`` (and
@@ -199,8 +199,8 @@ def unit_and_caliber(key: str) -> tuple[str, str] | None:
 
 def unit_text(key: str) -> str:
     """``us, elapsed`` / ``ratio, ΣDuration`` / ``calls``: :func:`unit_and_caliber` as text;
-    ``unit not known`` for another key. The trend and report blocks named neither (second audit
-    round)."""
+    ``unit not known`` for another key. The trend and report blocks say it, so a number is never
+    read without its unit and caliber (elapsed or ΣDuration)."""
     got = unit_and_caliber(key)
     if got is None:
         return "unit not known"
@@ -209,7 +209,7 @@ def unit_text(key: str) -> str:
 
 def _with_unit(key: str) -> str:
     """``key`` with its unit and caliber, as the registry gives them: ``step.time_us{view=p50} (us,
-    elapsed)`` (the journal's value column named neither: second fresh-user round)."""
+    elapsed)``: the journal's value column header, so its numbers say what they measure."""
     return key if unit_and_caliber(key) is None else f"{key} ({unit_text(key)})"
 
 

@@ -136,10 +136,15 @@ def _grouped_table(rows, with_cause: dict | None = None, most: dict | None = Non
 
 
 def render_markdown(result, key: str | None = None) -> str:
-    """``GateResult`` -> Markdown text (see module docstring)."""
+    """``GateResult`` -> Markdown text (see module docstring): the always-visible summary, then the
+    collapsed details, cut to stay under GitHub's comment limit (:data:`LIMIT`)."""
     key = key or (result.baseline_name or "default")
-    n = result.counts()
-    lines = [marker(key), ""]
+    lines = [marker(key), ""] + _headline(result) + _outcome(result) + [""] + _findings_summary(result)
+    return _fit("\n".join(lines), "\n".join(_details(result)), result.elapsed_s)
+
+
+def _headline(result) -> list[str]:
+    """The verdict heading (status, baseline, detail) and the configuration changes as warnings."""
     line, detail = verdict_line(result), verdict_detail(result)
     status, _, rest = line.partition(" ")
     head = f"## {_ICON.get(result.status, '')} perfgate: **{_cell(status)}**" + (f" {_cell(rest)}" if rest else "")
@@ -147,12 +152,18 @@ def render_markdown(result, key: str | None = None) -> str:
         head += f" against baseline {_code(result.baseline_name)}"
     if detail:
         head += f": {_cell(detail)}"
-    lines.append(head)
-    lines.append("")
+    lines = [head, ""]
     for note in config_changes(result):
         lines.append(f"> ⚠️ {_cell(note)}")
     if config_changes(result):
         lines.append("")
+    return lines
+
+
+def _outcome(result) -> list[str]:
+    """What the status means: why an invalid capture or a damaged store compared nothing (file,
+    offset, hint), why no baseline judged, or the gated and informational counts."""
+    lines = []
     if result.status == terms.INVALID:
         err = result.error or {}
         lines.append(f"The capture failed closed: nothing was compared, and nothing was written to baselines or history: "
@@ -173,11 +184,19 @@ def render_markdown(result, key: str | None = None) -> str:
         lines.append(f"No usable baseline: {_cell((result.error or {}).get('message', ''))}. "
                      f"Nothing was judged (this is not a pass).")
     else:
+        n = result.counts()
         g = n["gated"]
         lines.append(f"Gated metrics: {g['total']} — {n['gated_regressions']} failing, {g['improvement']} improved, "
                      f"{gated_tail_text(n)}. Informational metrics: {informational_text(n)}."
                      + (f" Unsure: {g['unsure']}." if g["unsure"] else ""))
-    lines.append("")
+    return lines
+
+
+def _findings_summary(result) -> list[str]:
+    """The visible findings: gated metrics the candidate lost, the unsure ones, the causes table,
+    the step-time waterfall and what a pass vouches for (none of them judged when the baseline
+    cannot judge the capture)."""
+    lines = []
     lost = missing_lines(result, limit=12)
     if lost:
         lines += [f"**{_cell(lost[0].split(None, 1)[1])}** {_cell(lost[1].strip())}", ""]
@@ -193,41 +212,14 @@ def render_markdown(result, key: str | None = None) -> str:
         lines += [f"{_cell(green)}.", ""]
         if len(result.causes) > 5:
             lines += [f"{len(result.causes) - 5} more cause(s) below.", ""]
-    details: list[str] = []
-    main = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
-    cause_of = {}
-    for x in result.causes:
-        for k in x["explains"]:
-            cause_of[k] = cause_of.get(k, "") and cause_of[k] + ", " or ""
-            cause_of[k] += x["subject"]
-    if len(result.causes) > 5:
-        details += [f"<details><summary>All {len(result.causes)} causes</summary>", "",
-                    "| cause | what changed | views | explains | step time |", "|---|---|---|---|---|"]
-        details += [f"| {_cell(x['kind'])} {_code(x['subject'], table=True)} | {_cell(x['what'])} | "
-                    f"{_cell('; '.join(f'{v}: {t}' for v, t in x['views'].items()))} | "
-                    f"{_cell(explains_text(x, 50))} | {_cell(step_share_text(x))} |" for x in result.causes]
-        details += ["", "</details>", ""]
-    if main:
-        rows = group_views(main)
-        what = ("Compared for reference, not judged" if result.status == terms.INCOMPATIBLE else "Gated changes")
-        details += [f"<details><summary>{what} ({len(main)} metric-views in {len(rows)} rows; views as "
-                    f"columns)</summary>", ""]
-        details += _grouped_table(rows, cause_of, rank_counts(result.comparisons))
-        details += ["", ("Nothing here fails the gate: the baseline cannot judge this capture. " if result.status ==
-                         terms.INCOMPATIBLE else "") + "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
-                    "judged by its part's own ΣDuration relative to the device scale: a share that moved only "
-                    "because other parts moved is unchanged.", "", "Why, per metric:", ""]
-        details += [f"- {_code(c.key)}: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")
-                    for c in main]
-        details += ["", "</details>", ""]
-    # failing findings first (stable): the list is cut at 30 and a capture can hold one warning per step
-    shown = sorted((f for f in result.findings if f.severity in ("warn", "fail")), key=lambda f: f.severity != "fail")
-    if shown:
-        details.append(f"<details><summary>Findings in the candidate capture ({len(shown)})</summary>")
-        details.append("")
-        details += [f"- **{f.code}**: {_cell(f.message)}" + (f" — {_code(f.evidence)}" if f.evidence else "")
-                    for f in shown[:30]]
-        details += ["", "</details>", ""]
+    return lines
+
+
+def _details(result) -> list[str]:
+    """The collapsed sections, in reading order: every cause, the gated changes, findings, the
+    family view, per-rank steps, communication kinds, notes, informational and incomparable
+    metrics, self-checks, provenance."""
+    details = _all_causes(result) + _gated_changes(result) + _findings(result)
     ops = operator_section(result)
     if ops:
         details += ["<details><summary>Family view</summary>", ""] + ops + ["", "</details>", ""]
@@ -235,32 +227,7 @@ def render_markdown(result, key: str | None = None) -> str:
     if info_f:
         details += [f"<details><summary>Other findings ({len(info_f)})</summary>", ""]
         details += [f"- {f.code}: {_cell(f.message)}" for f in info_f[:50]] + ["", "</details>", ""]
-    steps = (result.detail or {}).get("steps") or []
-    if steps:
-        details += [f"<details><summary>Per-rank steps, hand-checkable ({len(steps)} rank-steps)</summary>", "",
-                    "Device times from the kernel table (kernel_details.csv, op_summary or the DB's TASK "
-                    "table; rows given), host window from ProfilerStep#N (trace_view.json or STEP_TIME); us. "
-                    "bubble = wall − busy union; underfeed = bubble / wall; uncovered comm = communication "
-                    "rows' ΣDuration not covered by the compute busy union.", "",
-                    "| rank | step | rows | host step | wall | busy union | ΣDuration | bubble | underfeed | "
-                    "prelaunch | tail | comm ΣDuration | uncovered comm (ΣDuration) |",
-                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in steps[:200]:
-            def f(v, pct=False):
-                if v is None:
-                    return "—"
-                return f"{v * 100:.1f}%" if pct else f"{v:,.1f}"
-            details.append(f"| {r['rank']} | {r['step']} | {r['first_row']}-{r['last_row']} | {f(r['step_us'])} | "
-                           f"{f(r['wall_us'])} | {f(r['busy_us'])} | {f(r['kernel_sum_us'])} | {f(r['bubble_us'])} | "
-                           f"{f(r['underfeed_ratio'], True)} | {f(r['prelaunch_us'])} | {f(r['tail_us'])} | "
-                           f"{f(r['comm_sum_us'])} | {f(r['exposed_comm_us'])} |")
-        details += ["", "</details>", ""]
-    kinds = (result.detail or {}).get("comm_kinds") or []
-    if kinds:
-        details += ["<details><summary>Communication by HCCL kind</summary>", "",
-                    "| rank | step | kind | calls | ΣDuration (us) | uncovered by compute (us) |", "|---|---|---|---|---|---|"]
-        details += [f"| {k['rank']} | {k['step']} | {k['kind']} | {k['calls']} | {k['sum_us']:,.1f} | "
-                    f"{k['exposed_us']:,.1f} |" for k in kinds[:200]] + ["", "</details>", ""]
+    details += _rank_steps(result) + _comm_kinds(result)
     if result.notes:
         details += ["<details><summary>Notes on comparability</summary>", ""]
         details += [f"- {_cell(x)}" for x in result.notes] + ["", "</details>", ""]
@@ -272,21 +239,121 @@ def render_markdown(result, key: str | None = None) -> str:
     if inc:
         details += [f"<details><summary>Incomparable / new / missing ({len(inc)})</summary>", ""]
         details += [f"- **{c.verdict}** {_code(c.key)}: {_cell(c.reason)}" for c in inc] + ["", "</details>", ""]
-    if result.self_checks:
-        counts = {}
-        for c in result.self_checks:
-            counts[c.status] = counts.get(c.status, 0) + 1
-        summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-        # one row per (check, rank), failing / warned / skipped steps named (a 5,236-step capture
-        # holds ~31k per-step rows: listed one by one, the comment limit cut off any late failure)
-        details += [f"<details><summary>Self-checks ({summary})</summary>", "",
-                    "| check | rank | steps | status | detail |", "|---|---|---|---|---|"]
-        for g in group_self_checks(result.self_checks):
-            bad = [s for s in ("fail", "warn", "skipped") if g.by_status.get(s)]
-            detail = "<br>".join(_cell(g.headline(s)) for s in bad) or _cell(
-                ("" if g.steps == 1 else f"e.g. step {g.checks[0].step}: ") + g.checks[0].message)
-            details.append(f"| {g.name} | {g.rank} | {'-' if g.capture_wide else g.steps} | {g.tally()} | {detail} |")
-        details += ["", "</details>", ""]
+    return details + _self_checks(result) + _provenance(result)
+
+
+def _all_causes(result) -> list[str]:
+    """Every cause with its text per view, when there are more than the summary table shows."""
+    if len(result.causes) <= 5:
+        return []
+    details = [f"<details><summary>All {len(result.causes)} causes</summary>", "",
+               "| cause | what changed | views | explains | step time |", "|---|---|---|---|---|"]
+    details += [f"| {_cell(x['kind'])} {_code(x['subject'], table=True)} | {_cell(x['what'])} | "
+                f"{_cell('; '.join(f'{v}: {t}' for v, t in x['views'].items()))} | "
+                f"{_cell(explains_text(x, 50))} | {_cell(step_share_text(x))} |" for x in result.causes]
+    return details + ["", "</details>", ""]
+
+
+def _gated_changes(result) -> list[str]:
+    """The gated metrics that moved, views as columns with the cause of each, then why per metric
+    (for reference only when the baseline cannot judge the capture)."""
+    main = [c for c in result.comparisons if c.gated and c.verdict in (terms.REGRESSION, terms.IMPROVEMENT)]
+    if not main:
+        return []
+    cause_of = {}
+    for x in result.causes:
+        for k in x["explains"]:
+            cause_of[k] = cause_of.get(k, "") and cause_of[k] + ", " or ""
+            cause_of[k] += x["subject"]
+    rows = group_views(main)
+    what = ("Compared for reference, not judged" if result.status == terms.INCOMPATIBLE else "Gated changes")
+    details = [f"<details><summary>{what} ({len(main)} metric-views in {len(rows)} rows; views as "
+               f"columns)</summary>", ""]
+    details += _grouped_table(rows, cause_of, rank_counts(result.comparisons))
+    details += ["", ("Nothing here fails the gate: the baseline cannot judge this capture. " if result.status ==
+                     terms.INCOMPATIBLE else "") + "🔴 fails the gate · 🟢 improved · 🟡 changed beyond tolerance but not failing. A share is "
+                "judged by its part's own ΣDuration relative to the device scale: a share that moved only "
+                "because other parts moved is unchanged.", "", "Why, per metric:", ""]
+    details += [f"- {_code(c.key)}: {_cell(c.reason)}" + (f" — evidence: {_cell(c.evidence)}" if c.evidence else "")
+                for c in main]
+    return details + ["", "</details>", ""]
+
+
+def _findings(result) -> list[str]:
+    """The candidate's failing and warning findings, failing first (stable): the list is cut at 30
+    and a capture can hold one warning per step."""
+    shown = sorted((f for f in result.findings if f.severity in ("warn", "fail")), key=lambda f: f.severity != "fail")
+    if not shown:
+        return []
+    details = [f"<details><summary>Findings in the candidate capture ({len(shown)})</summary>", ""]
+    details += [f"- **{f.code}**: {_cell(f.message)}" + (f" — {_code(f.evidence)}" if f.evidence else "")
+                for f in shown[:30]]
+    return details + ["", "</details>", ""]
+
+
+def _steps_cell(v, pct=False) -> str:
+    if v is None:
+        return "—"
+    return f"{v * 100:.1f}%" if pct else f"{v:,.1f}"
+
+
+def _rank_steps(result) -> list[str]:
+    """Per-rank steps (first 200), with the rows and sources each figure comes from, so a reader
+    can check them by hand."""
+    steps = (result.detail or {}).get("steps") or []
+    if not steps:
+        return []
+    f = _steps_cell
+    details = [f"<details><summary>Per-rank steps, hand-checkable ({len(steps)} rank-steps)</summary>", "",
+               "Device times from the kernel table (kernel_details.csv, op_summary or the DB's TASK "
+               "table; rows given), host window from ProfilerStep#N (trace_view.json or STEP_TIME); us. "
+               "bubble = wall − busy union; underfeed = bubble / wall; uncovered comm = communication "
+               "rows' ΣDuration not covered by the compute busy union.", "",
+               "| rank | step | rows | host step | wall | busy union | ΣDuration | bubble | underfeed | "
+               "prelaunch | tail | comm ΣDuration | uncovered comm (ΣDuration) |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in steps[:200]:
+        details.append(f"| {r['rank']} | {r['step']} | {r['first_row']}-{r['last_row']} | {f(r['step_us'])} | "
+                       f"{f(r['wall_us'])} | {f(r['busy_us'])} | {f(r['kernel_sum_us'])} | {f(r['bubble_us'])} | "
+                       f"{f(r['underfeed_ratio'], True)} | {f(r['prelaunch_us'])} | {f(r['tail_us'])} | "
+                       f"{f(r['comm_sum_us'])} | {f(r['exposed_comm_us'])} |")
+    return details + ["", "</details>", ""]
+
+
+def _comm_kinds(result) -> list[str]:
+    """Communication per rank, step and HCCL kind (first 200 rows)."""
+    kinds = (result.detail or {}).get("comm_kinds") or []
+    if not kinds:
+        return []
+    details = ["<details><summary>Communication by HCCL kind</summary>", "",
+               "| rank | step | kind | calls | ΣDuration (us) | uncovered by compute (us) |", "|---|---|---|---|---|---|"]
+    return details + [f"| {k['rank']} | {k['step']} | {k['kind']} | {k['calls']} | {k['sum_us']:,.1f} | "
+                      f"{k['exposed_us']:,.1f} |" for k in kinds[:200]] + ["", "</details>", ""]
+
+
+def _self_checks(result) -> list[str]:
+    """The self-checks, one row per (check, rank) with the failing / warned / skipped steps named:
+    a capture of thousands of steps holds tens of thousands of per-step rows, and listed one by
+    one they would push a late failure past the comment limit."""
+    if not result.self_checks:
+        return []
+    counts = {}
+    for c in result.self_checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    details = [f"<details><summary>Self-checks ({summary})</summary>", "",
+               "| check | rank | steps | status | detail |", "|---|---|---|---|---|"]
+    for g in group_self_checks(result.self_checks):
+        bad = [s for s in ("fail", "warn", "skipped") if g.by_status.get(s)]
+        detail = "<br>".join(_cell(g.headline(s)) for s in bad) or _cell(
+            ("" if g.steps == 1 else f"e.g. step {g.checks[0].step}: ") + g.checks[0].message)
+        details.append(f"| {g.name} | {g.rank} | {'-' if g.capture_wide else g.steps} | {g.tally()} | {detail} |")
+    return details + ["", "</details>", ""]
+
+
+def _provenance(result) -> list[str]:
+    """Where each side's capture came from: source, ranks, commit (and how it was found), branch,
+    runner, time."""
     prov = []
     for side, p in (("baseline", result.baseline_provenance), ("candidate", result.candidate_provenance)):
         if p:
@@ -296,16 +363,20 @@ def render_markdown(result, key: str | None = None) -> str:
                     bits.append(f"{k} {_code(p[k])}" + (f" ({_cell(p['commit_source'])})"
                                                           if k == "commit" and p.get("commit_source") else ""))
             prov.append(f"- {side}: " + ", ".join(bits))
-    if prov:
-        details += ["<details><summary>Provenance</summary>", ""] + prov + ["", "</details>", ""]
-    body = "\n".join(lines)
-    tail = "\n".join(details)
+    if not prov:
+        return []
+    return ["<details><summary>Provenance</summary>", ""] + prov + ["", "</details>", ""]
+
+
+def _fit(body: str, tail: str, elapsed_s: float) -> str:
+    """The summary and the details under :data:`LIMIT`: the details are cut first, with a note;
+    the summary only when it alone is over."""
     if len(body) + len(tail) > LIMIT:
         cut = max(0, LIMIT - len(body) - 200)
         tail = tail[:cut] + "\n\n_Details truncated to stay under GitHub's comment limit; see the JSON result._\n"
     if len(body) > LIMIT:
         body = body[:LIMIT] + "\n\n_Table truncated; see the JSON result for every metric._\n"
-    return body + "\n" + tail + f"\n<sub>perfgate, {result.elapsed_s:.2f} s</sub>\n"
+    return body + "\n" + tail + f"\n<sub>perfgate, {elapsed_s:.2f} s</sub>\n"
 
 
 def _unsure_section(result) -> list[str]:

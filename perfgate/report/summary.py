@@ -22,7 +22,7 @@ def informational_text(counts: dict) -> str:
     moved = [f"{i.get(str(v), 0)} {w}" for v, w in ((terms.REGRESSION, "worse"), (terms.IMPROVEMENT, "better"),
                                                     (terms.NEW, "new"), (terms.MISSING, "gone"),
                                                     (terms.INCOMPARABLE, "not compared"))
-             if i.get(str(v), 0)]   # every kind the JSON counts (a new one was left out: fresh-user report)
+             if i.get(str(v), 0)]   # every kind the JSON counts: the two totals must agree
     return f"{i['total']}" + (f" ({', '.join(moved)}; not gated)" if moved else "")
 
 
@@ -191,12 +191,12 @@ def step_share_text(x: dict) -> str:
     cause's ΣDuration change per step against the elapsed step time's change
     (``ΣDuration +258 of elapsed +300 us/step (86%)``; above 100 % it says why it can be, and
     for a cause that moved against the step time, e.g. +53 against −21 us/step, it gives no
-    share: "-249 %" was printed), ``elapsed step time unchanged (ΣDuration +258 us/step)``
+    share: a "-249 %" share means nothing), ``elapsed step time unchanged (ΣDuration +258 us/step)``
     when the step did not move, or "elapsed step time not measured" when a side has no step time
     (no step_trace_time.csv or timeline; ``step_time_delta_us`` None). A step-anatomy cause's
-    figure carries its own caliber (``step_delta_caliber``: busy union, elapsed)
-    (fresh-user report: "step time: +258 us ΣDuration per step (step time unchanged)" read as a
-    contradiction)."""
+    figure carries its own caliber (``step_delta_caliber``: busy union, elapsed). The text names
+    both calibers because "step time: +258 us ΣDuration per step (step time unchanged)" reads as a
+    contradiction: ΣDuration can grow where streams overlap while the elapsed step does not."""
     d, st = x.get("step_delta_us"), x.get("step_time_delta_us")
     if d is None:
         return "—"

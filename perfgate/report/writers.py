@@ -53,7 +53,7 @@ def write_check_html(result: GateResult, path, *, store: BaselineStore | None = 
     except StoreError as e:
         # the history database only draws trend sparklines here (a history:BRANCH baseline that
         # cannot be read is already the result's STORE_ERROR): a damaged one costs the trends, with
-        # a note on the page, never the verdict or the other reports (sixth audit round)
+        # a note on the page, never the verdict or the other reports
         history = None
         if result.status not in terms.STORE_FAILED:
             import dataclasses

@@ -142,8 +142,8 @@ STALE_TMP_S = 3600
 
 def _sweep_stale(path: Path) -> None:
     """Remove the temp files (``.<name>.XXXX.tmp``) of earlier writes of ``path`` that a killed
-    writer left (older than :data:`STALE_TMP_S`): they stayed in the baseline store for good
-    (fourth audit round). Best effort; a concurrent writer's young temp file is left alone."""
+    writer left (older than :data:`STALE_TMP_S`): nothing else removes them, and they would stay
+    in the baseline store for good. Best effort; a concurrent writer's young temp file is left alone."""
     import glob
     import time
     now = time.time()

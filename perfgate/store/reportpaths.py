@@ -2,7 +2,7 @@
 
 Kept free of heavy imports (no pandas, no report renderers): the command line removes the
 earlier reports first of all, before ~0.5 s of imports, so an interrupt that early leaves no
-earlier verdict either (a fresh-user report: SIGINT at 0.3 s left the previous PASS files).
+earlier verdict either (a SIGINT at 0.3 s must not leave the previous run's PASS files).
 """
 from __future__ import annotations
 

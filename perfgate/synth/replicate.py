@@ -8,7 +8,7 @@ step's period (device span + 1 ms). step_trace_time.csv, communication.json (inc
 ``"Total Op Info"`` aggregate real files carry) and the trace's kept events (process names,
 ProfilerStep#N windows, Overlap Analysis tracks) are replicated the same way, so every
 self-check that passes on the source passes on the copy. This is the benchmark shape that
-keeps the real number of layers, families and kernels per step (issue 21, shapes a and b).
+keeps the real number of layers, families and kernels per step while the step count grows.
 
 Times are handled in exact integer nanoseconds (P02): a row's ``Start Time(us)`` text
 ``"1736408883704643.212"`` becomes ``1736408883704643212`` ns, plus the shift, back to text.
