@@ -56,24 +56,26 @@ module reads them straight from the bytes with vectorised numpy operations over 
    tests/test_trace_template_window.py keeps that matcher as the oracle). The first block is
    :data:`_FIRST` bytes, so the per-layout read that learns the template runs on 1 MiB only.
 
-Issue 21 round 7 (paired child processes, 8 pairs, load ~1.5-2.3 on 2 cores, read_trace CPU):
-most-kept trace 91 -> 176-180 MiB/s median (x1.9), real-shaped 171-188 -> 214-217 (x1.18).
-Round 8 (word windows, the small first block; paired child processes, 7 pairs, load 2.4-2.8):
-most-kept 188 -> 267 MiB/s median (x1.38 per pair), real-shaped 217 -> 230 (x1.04).
-Per-block temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page
-faults cost more than the numpy pass that fills it.
+Cost: per event kept, the quote scan, the layout's anchor matrix or the template's word
+windows, and the ts / dur digit conversion; per flow hit, a few numpy element operations and
+its dict / set entry (no :func:`flow_event` call, ~2.5 µs each). Blocks that would need more
+than :data:`_MAX_PARSED` one-by-one parses go to the Arrow line scan instead. Per-block
+temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page faults
+cost more than the numpy pass that fills it. Memory: one reused block buffer (:data:`CHUNK`
+plus the unfinished event carried over) and per-block index arrays, plus the kept events'
+int64 columns: bounded by the block and the kept events, not by the file.
 
-Cost (``read_trace`` CPU, paired child processes, loaded 2-core machine, issue 21 round 3):
-~85-92 MiB/s on a 192 MiB replicated trace where nearly every event is kept (2 M events; the
-previous extractor 73-82 in the same runs), ~140-190 MiB/s on the real level1 trace's events
-repeated to 191 MiB, few kept (previous 123-153); round 4, flows vectorised: 177-202 MiB/s
-median (main 164-175) on that trace, in the same kind of runs. Per event kept, the costs are the quote
-scan, the layout's anchor matrix and word gather, and the ts / dur digit conversion; per flow
-hit, a few numpy element operations and its dict / set entry (round 4; was one
-:func:`flow_event` call, ~2.5 µs). Blocks that would need more than :data:`_MAX_PARSED`
-one-by-one parses go to the Arrow line scan instead. Memory: one reused
-block buffer (:data:`CHUNK` plus the unfinished event carried over) and per-block index
-arrays, plus the kept events' columns.
+Why a scanner of its own and not a JSON library (``benchmarks/bench_json.py``; read_trace
+CPU in child processes on the 2-core VM under load from other jobs; docs/performance.md,
+"Reading JSON: which parser and why"): on the real level1 trace's events repeated to 500 MiB
+(few events kept) it ran at 179 MiB/s CPU with +66 MiB of peak RSS over its imports, where
+msgspec decoding ~8 MiB runs of whole events into a Struct of the needed fields (the fastest
+library measured) ran at 174 MiB/s, orjson 66, ijson (yajl2_c) 51, pysimdjson 27; on the
+level1 rank replicated over 5,236 steps (192 MiB, nearly every event kept) it ran at
+203 MiB/s with +187 MiB, where every library makes a Python object per event and the gate's
+Python work per kept event then dominates (msgspec 41 MiB/s with the kept ts / dur made exact
+by perfgate's Arrow converter, ~0.9 GiB of RSS for the kept events' objects). The file is also read once for the lost-launch check (the flows), and ts /
+dur are exact from their digits, which a library's float64 is not.
 
 Anything it cannot prove it read exactly raises :class:`NoFastPath`; the caller then reads
 the file with the older paths (Arrow line scan, exact scan), which give the same summary or
