@@ -6,15 +6,15 @@ the event count, the X events named Computing / Communication / Communication(No
 Free (pid, kind, ts, dur), the ``ProfilerStep#N`` windows, the ``process_name`` metadata, and
 the host -> device flow starts / ends (``cat`` async_npu / HostToDevice, ``ph`` s / f). Each
 reader runs in its own child process; the figures are that process's CPU time (user + system)
-and its peak RSS (``VmHWM``; also less the RSS after the reader's imports), the file in the page cache (one untimed read first).
+and its peak RSS (``VmHWM``; also less the RSS after the reader's imports), the file in the
+page cache (one untimed read first).
 
 Readers:
   tracebytes  perfgate.ingest.trace.read_trace (the byte-level extractor, exact ns from the digits)
   msgspec     mmap, cut into ~8 MiB runs of whole events (:func:`checked_runs`: correct for any
               valid file), each decoded by msgspec.json.Decoder into a Struct of the fields above
-              (ts, dur and args kept raw; the kept events' ts / dur made exact ns by perfgate's Arrow
-              converter, the
-              process_name args decoded)
+              (ts, dur and args kept raw; the kept events' ts / dur made exact ns by perfgate's
+              Arrow converter, the process_name args decoded)
   orjson      the same runs, each orjson.loads into dicts
   ijson       ijson.items(f, "item") with the yajl2_c backend (every event a dict, Decimal numbers)
   simdjson    the same runs, each parsed by pysimdjson's Parser (lazy proxies, fields read per event)
@@ -48,7 +48,7 @@ LEVEL1 = SHARED / "fixtures/ascend/msinsight/test/data/pytorch/text/level1/rank0
 READERS = ("tracebytes", "msgspec", "orjson", "ijson", "simdjson")
 
 _CHILD = r'''
-import mmap, resource, sys, time
+import mmap, sys, time
 sys.path.insert(0, ROOT)
 KINDS = {"Computing", "Communication", "Communication(Not Overlapped)", "Free"}
 CATS = ("async_npu", "HostToDevice")
@@ -189,6 +189,7 @@ def msgspec_reader(path):
             k.starts.update([(key, bytes(v)) for key, v in k.starts.items() if type(v) is msgspec.Raw])
     ts = exact_ns([o[2] for o in k.overlap])             # the kept events' ts / dur: exact ns
     dur = exact_ns([o[3] for o in k.overlap])
+    assert len(ts) == len(dur) == len(k.overlap)
     return k.result()
 
 
