@@ -10,8 +10,9 @@ from perfgate.ingest.tracebytes import _equals
 from perfgate.ingest.validity import _FLOW_CATS, flow_event
 
 
-def flows_loop(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> None:
-    """Same signature as tracebytes._flows (the extra arguments are unused)."""
+def flows_loop(blk, flows) -> None:
+    """Same signature as tracebytes._flows."""
+    buf, start, b, w64, qo, code, cut, raw_br = blk.buf, blk.start, blk.bp, blk.w64, blk.qo, blk.code, blk.cut, blk.raw_br
     raw_open = raw_close = None
     for cat in _FLOW_CATS:
         m = np.flatnonzero(code == cat[0] * 64 + len(cat))

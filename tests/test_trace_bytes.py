@@ -368,9 +368,9 @@ def _checked_fast_events(seen):
     the oracle takes; ``seen`` counts (events checked, events taken)."""
     real = tb._fast_events
 
-    def both(b, w64, q, skind, kq, eo, ec, layout, template):
-        got = real(b, w64, q, skind, kq, eo, ec, layout, template)
-        want = _fast_events_oracle(b, w64, q, kq, eo, ec, layout, template)
+    def both(blk, kq, eo, ec, layout, template):
+        got = real(blk, kq, eo, ec, layout, template)
+        want = _fast_events_oracle(blk.bp, blk.w64, blk.q, kq, eo, ec, layout, template)
         ok = want[0]
         assert (got[0] == ok).all()
         for g, w in zip(got[1:], want[1:]):

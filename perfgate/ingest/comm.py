@@ -98,7 +98,7 @@ def read_communication(path: Path) -> CommData:
     the parts perfgate does not read (each link's ``Size Distribution``, bandwidths, ratios) are
     skipped without a Python object, and the fields are gathered column by column with C-level
     passes. 0.15 s for a 30 MB file of 26,180 ops over 5,236 steps, where orjson's parse into
-    dicts plus the gather took 0.33 s (issue 21, shape a, inside a fingerprint). Any file the fast path does not take
+    dicts plus the gather took 0.33 s (a replicated level1 rank, inside a fingerprint). Any file the fast path does not take
     cleanly (msgspec refuses its JSON or its structure, or a value the checks refuse) is read
     again by the reference reader :func:`read_communication_loop` (Python's json module, one dict
     per op), which gives the same tables or raises the error naming the op, field and value.

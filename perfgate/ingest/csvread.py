@@ -395,8 +395,8 @@ def chunks_to_numpy(arr: pa.ChunkedArray, dtype) -> np.ndarray:
     built by copying each chunk into one array numpy allocates. A CSV read yields ~400 chunks
     per million rows; ``ChunkedArray.to_numpy`` concatenates them in a fresh Arrow buffer,
     whose first touch cost 0.2-0.3 s per 24 MB column at 3M rows on a 2-core VM (~20 times
-    the copy: page faults at 4 KiB), against one fault per page of numpy's own array (issue 21:
-    the 1M -> 3M growth)."""
+    the copy: page faults at 4 KiB), against one fault per page of numpy's own array (the cost
+    that grew faster than the rows from 1M to 3M)."""
     out = np.empty(len(arr), dtype=dtype)
     i = 0
     for ch in arr.chunks:

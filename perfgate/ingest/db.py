@@ -392,7 +392,7 @@ def check_db_identity(con, path: Path, rank: int, rank_source: str) -> None:
     ``ascend_pytorch_profiler_<rank>.db``, every RANK_DEVICE_MAP ``rankId`` (when the table exists)
     and one TASK ``deviceId``. Two ranks' ASCEND_PROFILER_OUTPUT folders swapped were read as
     each other's (rank 1's warnings reported as rank 0's), and TASK rows of two devices were summed
-    (the text export refuses both; fourth audit round).
+    (the text export refuses both, so the DB export does too).
 
     Raises:
         InvalidCaptureError: the file name or RANK_DEVICE_MAP names another rank than ``rank``

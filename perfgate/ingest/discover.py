@@ -335,8 +335,8 @@ def check_world_size(locs: list, root: Path) -> int | None:
 
 def _refuse_swapped_metadata(swapped: list) -> None:
     """A rank folder whose profiler_metadata.json names another rank (``distributed_args.rank``)
-    than the folder's rank id: two rank folders' files swapped (seventh audit round: a partial
-    PASS, no word).
+    than the folder's rank id: two rank folders' files swapped (read as they are, a partial
+    capture would pass without a word).
 
     Raises:
         InvalidCaptureError: names the file, both ranks and where the folder's rank came from."""
@@ -546,6 +546,25 @@ def discover(path) -> list[RankLocation]:
             belongs or a folder where a file belongs: :func:`present_file`), named, never
             taken as absent.
     """
+    root = _capture_root(path)
+    outs, aliases = _rank_output_dirs(root)
+    found = [_locate_rank(out) for out in outs]
+    locs = _assume_single_rank(root, [loc for loc in found if loc.rank is not None],
+                               [loc for loc in found if loc.rank is None])
+    _refuse_duplicate_ranks(locs, root)
+    check_world_size(locs, root)
+    refuse_shared_communication(locs)
+    locs = sorted(locs, key=lambda x: x.rank)
+    if aliases and locs:
+        shown = "; ".join(f"{a.relative_to(root) if a.is_relative_to(root) else a} -> "
+                          f"{b.relative_to(root) if b.is_relative_to(root) else b}" for a, b in aliases[:3])
+        locs[0] = replace(locs[0], warnings=tuple(locs[0].warnings) + (
+            f"{len(aliases)} folder(s) name a folder already read ({shown}): read once",))
+    return locs
+
+
+def _capture_root(path) -> Path:
+    """The capture path as a folder that exists (errors as :func:`discover`'s)."""
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
     root = Path(path)
@@ -562,6 +581,13 @@ def discover(path) -> list[RankLocation]:
         raise InvalidCaptureError(f"capture must be a directory (a run folder, a *_ascend_pt folder or an "
                                   f"ASCEND_PROFILER_OUTPUT folder), got a file: {root}", path=root,
                                   hint="point perfgate at the folder that holds the *_ascend_pt rank folders")
+    return root
+
+
+def _rank_output_dirs(root: Path):
+    """The ranks' output folders under ``root`` and the folder aliases read once (symbolic
+    links to a folder already found). Refused: a rank folder without its export, a folder
+    name that is not UTF-8 (Arrow and SQLite cannot open files under it), no output folder."""
     exportless: list[Path] = []
     aliases: list = []
     outs = _find_output_dirs(root, exportless, aliases)
@@ -580,71 +606,83 @@ def discover(path) -> list[RankLocation]:
             f"no {OUTPUT_DIR}/ (torch_npu) or {MSPROF_DIR}/op_summary_*.csv (msprof) folder found "
             f"within {_MAX_DEPTH} levels", path=root,
             hint="point perfgate at the folder that holds the *_ascend_pt rank folders")
-    locs: list[RankLocation] = []
-    unknown = []
-    for out in outs:
-        rank_dir = out.parent
-        if out.name == MSPROF_DIR:
-            layout = "msprof"
-        else:
-            layout = "torch_npu"
-        chosen, loc_warnings = one_profiler_info(rank_dir, sorted(p for p in rank_dir.glob("profiler_info*.json")
-                                                                  if present_file(p)))
-        infos = [chosen] if chosen is not None else []
-        info_path = None
-        info: dict = {}
-        rank = None
-        source = ""
-        for p in infos:
-            m = _INFO_RE.match(p.name)
-            if m:
-                info_path, rank, source = p, int(m.group(1)), f"file name {p.name}"
-                break
-        if info_path is None and infos:
-            info_path = infos[0]
-        if info_path is not None:
-            info = read_profiler_info(info_path)
-            rid = info.get("rank_id")
-            if rank is not None and rid is not None and rid >= 0 and rid != rank:
-                # the profiler writes profiler_info_<N>.json with rank_id N: a file renamed or
-                # edited by hand; neither can be preferred on the files' word
-                raise InvalidCaptureError(
-                    f"{info_path.name}: the file name says rank {rank}, its rank_id says {rid}",
-                    path=info_path, hint="the profiler writes profiler_info_<N>.json with rank_id N; "
-                                         "restore the file as the profiler wrote it")
-            if rank is None and rid is not None and rid >= 0:
-                rank, source = info["rank_id"], f"rank_id in {info_path.name}"
-        if rank is None and layout == "msprof":
-            rank, source = msprof_rank(rank_dir)
-        if rank is None:
-            dbs = sorted(out.glob("ascend_pytorch_profiler_*.db"))
-            m = DB_FILE_RE.fullmatch(dbs[0].name) if dbs else None
-            if m:
-                rank, source = int(m.group(1)), f"DB file name {dbs[0].name}"
-        named = _FOLDER_RANK_RE.search(rank_dir.name)
-        if rank is None and named:
-            rank, source = int(named.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"
-        elif rank is not None and named and int(named.group(1)) != rank:
-            # torch_npu names the folder by worker, not rank, but a rank<N> folder holding another
-            # rank's files is a moved or renamed folder: read by its files' word, said
-            loc_warnings = tuple(loc_warnings) + (
-                f"folder {rank_dir.name} is named for rank {int(named.group(1))} but holds rank {rank} ({source}): "
-                f"read as rank {rank}",)
-        if info_path is None and layout == "torch_npu":
-            loc_warnings = tuple(loc_warnings) + (_NO_INFO.format(folder=rank_dir.name),)
-        if rank is None:
-            unknown.append((rank_dir, out, info_path, info, layout, loc_warnings))
-            continue
-        locs.append(RankLocation(rank, rank_dir, out, info_path, info, source, layout, loc_warnings))
-    if unknown:
-        if len(unknown) == 1 and not locs:
-            rank_dir, out, info_path, info, layout, loc_warnings = unknown[0]
-            locs.append(RankLocation(0, rank_dir, out, info_path, info,
-                                     "assumed 0: single rank without profiler_info_<N>.json", layout, loc_warnings))
-        else:
-            raise InvalidCaptureError(
-                f"cannot tell the rank of {len(unknown)} folder(s), e.g. {unknown[0][0]}: no "
-                f"profiler_info_<N>.json and no rank number in the folder name", path=root)
+    return outs, aliases
+
+
+def _locate_rank(out: Path) -> RankLocation:
+    """One output folder's rank location; ``rank`` None when nothing names it. The rank is
+    taken, in order, from the profiler_info_<N>.json file name (its rank_id must agree), that
+    file's rank_id, the msprof files, the DB file name, the ``rank<N>`` folder name."""
+    rank_dir = out.parent
+    layout = "msprof" if out.name == MSPROF_DIR else "torch_npu"
+    chosen, loc_warnings = one_profiler_info(rank_dir, sorted(p for p in rank_dir.glob("profiler_info*.json")
+                                                              if present_file(p)))
+    info_path, info, rank, source = _rank_from_profiler_info(chosen)
+    if rank is None and layout == "msprof":
+        rank, source = msprof_rank(rank_dir)
+    if rank is None:
+        dbs = sorted(out.glob("ascend_pytorch_profiler_*.db"))
+        m = DB_FILE_RE.fullmatch(dbs[0].name) if dbs else None
+        if m:
+            rank, source = int(m.group(1)), f"DB file name {dbs[0].name}"
+    named = _FOLDER_RANK_RE.search(rank_dir.name)
+    if rank is None and named:
+        rank, source = int(named.group(1)), f"folder name {rank_dir.name} (no profiler_info_<N>.json)"
+    elif rank is not None and named and int(named.group(1)) != rank:
+        # torch_npu names the folder by worker, not rank, but a rank<N> folder holding another
+        # rank's files is a moved or renamed folder: read by its files' word, said
+        loc_warnings = tuple(loc_warnings) + (
+            f"folder {rank_dir.name} is named for rank {int(named.group(1))} but holds rank {rank} ({source}): "
+            f"read as rank {rank}",)
+    if info_path is None and layout == "torch_npu":
+        loc_warnings = tuple(loc_warnings) + (_NO_INFO.format(folder=rank_dir.name),)
+    return RankLocation(rank, rank_dir, out, info_path, info, source, layout, loc_warnings)
+
+
+def _rank_from_profiler_info(chosen: Path | None):
+    """(info_path, info, rank, source) from the rank folder's profiler_info file (None: no
+    file): the rank from its ``profiler_info_<N>.json`` name, else its rank_id.
+
+    Raises:
+        InvalidCaptureError: the file name and the rank_id name different ranks.
+    """
+    if chosen is None:
+        return None, {}, None, ""
+    rank, source = None, ""
+    m = _INFO_RE.match(chosen.name)
+    if m:
+        rank, source = int(m.group(1)), f"file name {chosen.name}"
+    info = read_profiler_info(chosen)
+    rid = info.get("rank_id")
+    if rank is not None and rid is not None and rid >= 0 and rid != rank:
+        # the profiler writes profiler_info_<N>.json with rank_id N: a file renamed or
+        # edited by hand; neither can be preferred on the files' word
+        raise InvalidCaptureError(
+            f"{chosen.name}: the file name says rank {rank}, its rank_id says {rid}",
+            path=chosen, hint="the profiler writes profiler_info_<N>.json with rank_id N; "
+                              "restore the file as the profiler wrote it")
+    if rank is None and rid is not None and rid >= 0:
+        rank, source = info["rank_id"], f"rank_id in {chosen.name}"
+    return chosen, info, rank, source
+
+
+def _assume_single_rank(root: Path, locs: list, unknown: list) -> list:
+    """``locs`` plus the folders whose rank nothing names: one such folder alone is rank 0.
+
+    Raises:
+        InvalidCaptureError: several such folders, or one beside named ranks.
+    """
+    if not unknown:
+        return locs
+    if len(unknown) == 1 and not locs:
+        return [replace(unknown[0], rank=0, rank_source="assumed 0: single rank without profiler_info_<N>.json")]
+    raise InvalidCaptureError(
+        f"cannot tell the rank of {len(unknown)} folder(s), e.g. {unknown[0].rank_dir}: no "
+        f"profiler_info_<N>.json and no rank number in the folder name", path=root)
+
+
+def _refuse_duplicate_ranks(locs: list, root: Path) -> None:
+    """Raises InvalidCaptureError when two folders claim the same rank (runs mixed in one folder)."""
     seen: dict[int, Path] = {}
     for loc in locs:
         if loc.rank in seen:
@@ -652,21 +690,12 @@ def discover(path) -> list[RankLocation]:
                 f"two folders claim rank {loc.rank}: {seen[loc.rank]} and {loc.rank_dir}", path=root,
                 hint="a capture holds one folder per rank; do not mix runs in one directory")
         seen[loc.rank] = loc.rank_dir
-    check_world_size(locs, root)
-    refuse_shared_communication(locs)
-    locs = sorted(locs, key=lambda x: x.rank)
-    if aliases and locs:
-        shown = "; ".join(f"{a.relative_to(root) if a.is_relative_to(root) else a} -> "
-                          f"{b.relative_to(root) if b.is_relative_to(root) else b}" for a, b in aliases[:3])
-        locs[0] = replace(locs[0], warnings=tuple(locs[0].warnings) + (
-            f"{len(aliases)} folder(s) name a folder already read ({shown}): read once",))
-    return locs
 
 
 def refuse_shared_communication(locs: list) -> None:
     """Two ranks of one capture cannot hold the same communication.json: each rank writes its own
-    ops' timestamps and times (a copy of rank 0's file in a partial rank 1's folder passed, seventh
-    audit round). Files of equal size are compared by content (SHA-256); files holding no op (no
+    ops' timestamps and times (a copy of rank 0's file in a partial rank 1's folder would
+    otherwise pass as rank 1's communication). Files of equal size are compared by content (SHA-256); files holding no op (no
     ``Communication Time Info``: ``{}``, steps without ops) are left alone; nothing else is read.
 
     Raises:

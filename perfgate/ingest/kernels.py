@@ -436,6 +436,19 @@ def refuse_impossible_pmu(path: Path, rows: np.ndarray, floats: dict, columns) -
     raise err
 
 
+@dataclass(frozen=True)
+class _Values:
+    """The used columns of one kernel table as :func:`_read_values` returns them: ``raw`` the
+    string / dictionary columns, ``n`` rows, ``start`` / ``dur`` exact int64 ns, ``dur_null``
+    the rows with an N/A or empty duration, ``floats`` float64 ``wait_us`` and PMU columns."""
+    raw: dict
+    n: int
+    start: np.ndarray
+    dur: np.ndarray
+    dur_null: np.ndarray
+    floats: dict
+
+
 def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -> KernelTable:
     """Read one kernel_details.csv / op_summary_*.csv into a :class:`KernelTable`.
 
@@ -467,27 +480,47 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     if not shapes:
         cols.pop("input_shapes", None)
         cols.pop("input_dtypes", None)
-    raw, n, start, dur, dur_null, floats = _read_values(path, cols, ratio_cols, len(header))
+    vals = _Values(*_read_values(path, cols, ratio_cols, len(header)))
     warnings: list[str] = []
+    data = _kernel_columns(path, cols, vals, ratio_cols, warnings)
+    # the categoricals go in as their arrays (all of length n): no index alignment of Series
+    df = pd.DataFrame({c: v.array if isinstance(v, pd.Series) else v for c, v in data.items()},
+                      index=pd.RangeIndex(vals.n), copy=False)
+    _refuse_contradicting_cells(path, cols, vals, data, df)
+    refuse_negative_durations(path, np.asarray(data["row"]), vals.dur, vals.dur_null, cols["dur_us"])
+    refuse_impossible_pmu(path, np.asarray(data["row"]), vals.floats, ratio_cols)
+    df, invalid_rows, duplicate_rows, unassigned = _rows_kept(path, cols, df, vals.dur_null, warnings)
+    if skipped and not _pipe_seen(df):  # the skipped ratios might decide pipe_available: read them
+        return read_kernels(path, pmu="all", shapes=shapes)
 
-    # columns are collected first and framed once: each DataFrame.__setitem__ copies its array
-    # (copy-on-write), ~0.5 s for the 28 columns of a 1M-row table
+    compute = ~df["is_comm"].to_numpy()
+    has_type = df["op_type"].array.codes >= 0
+    has_core = df["core_type"].array.codes >= 0
+    type_available = bool(has_type[compute].any()) if compute.any() else bool(has_type.any())
+    core_available = bool(has_core[compute].any()) if compute.any() else bool(has_core.any())
+    block = cols.get("block_dim", "no block column")
+    kind = "op_summary" if cols["name"] == "Op Name" else "kernel_details"
+    variant = f"{kind}/{len(header)}col/{block}" + ("/Device_id" if "device_id" in cols else "")
+    return KernelTable(path=path, df=df, columns=cols, variant=variant, ncols=len(header),
+                       type_available=type_available, core_available=core_available,
+                       invalid_rows=invalid_rows, duplicate_rows=duplicate_rows,
+                       unassigned_rows=unassigned, warnings=tuple(warnings))
+
+
+def _kernel_columns(path: Path, cols: dict, vals: _Values, ratio_cols: list, warnings: list) -> dict:
+    """The table's columns in frame order: ``row`` (1-based), ``step``, ``name``, ``op_type``,
+    ``core_type``, ``stream_id`` (categoricals), ``start_ns`` / ``dur_ns`` / ``end_ns`` (int64
+    ns), ``wait_us``, the shape columns asked for, the PMU columns (``*_time(us)`` as
+    ``*_us``), ``is_comm``. Collected first and framed once by the caller: each
+    DataFrame.__setitem__ copies its array (copy-on-write), ~0.5 s for the 28 columns of a
+    1M-row table.
+
+    Raises:
+        InvalidCaptureError: a Step Id that is not an integer, an empty Name.
+    """
+    raw, n, start, dur, floats = vals.raw, vals.n, vals.start, vals.dur, vals.floats
     data: dict = {"row": np.arange(1, n + 1, dtype=np.int64)}
-    if "step_id" in cols:
-        step = _categorical(raw["step_id"])
-        cats = step.cat.categories.tolist()  # tolist: iterating an Arrow-backed Index costs ~2 us per value
-        bad = [c for c in cats if not _STEP_ID.fullmatch(str(c))]
-        if bad:
-            i = int(np.argmax((step == bad[0]).to_numpy()))
-            raise InvalidCaptureError(f"{cols['step_id']} is not an integer: {bad[0]!r}", path=path, row=i + 1)
-        norm = {c: (str(c).lstrip("0") or "0") for c in cats}  # "050" -> "50"
-        if any(norm[c] != c for c in cats):
-            step = step.cat.rename_categories(norm) if len(set(norm.values())) == len(cats) else \
-                step.astype(object).map(norm).astype("category")
-        data["step"] = step
-    else:
-        data["step"] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[IMPLICIT_STEP])
-        warnings.append(f"{path.name}: no Step Id column; all rows form one implicit step")
+    data["step"] = _step_column(path, cols, raw, n, warnings)
     data["name"] = _categorical(raw["name"])
     name_null = data["name"].array.codes < 0   # a categorical's missing values are code -1
     if name_null.any():
@@ -509,16 +542,47 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     data["is_comm"] = (_per_category(data["core_type"], lambda v: v in COMM_CORE_TYPES)
                        | _per_category(data["name"], lambda v: v.lower().startswith("hcom_"))
                        | _per_category(data["op_type"], lambda v: v.lower().startswith("hcom")))
-    # the categoricals go in as their arrays (all of length n): no index alignment of Series
-    df = pd.DataFrame({c: v.array if isinstance(v, pd.Series) else v for c, v in data.items()},
-                      index=pd.RangeIndex(n), copy=False)
+    return data
+
+
+def _step_column(path: Path, cols: dict, raw: dict, n: int, warnings: list):
+    """The ``step`` categorical: the Step Id column with leading zeros dropped ("050" is step
+    50), or one implicit step (with a warning) when the file has no Step Id column.
+
+    Raises:
+        InvalidCaptureError: a Step Id that is not an integer.
+    """
+    if "step_id" not in cols:
+        warnings.append(f"{path.name}: no Step Id column; all rows form one implicit step")
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[IMPLICIT_STEP])
+    step = _categorical(raw["step_id"])
+    cats = step.cat.categories.tolist()  # tolist: iterating an Arrow-backed Index costs ~2 us per value
+    bad = [c for c in cats if not _STEP_ID.fullmatch(str(c))]
+    if bad:
+        i = int(np.argmax((step == bad[0]).to_numpy()))
+        raise InvalidCaptureError(f"{cols['step_id']} is not an integer: {bad[0]!r}", path=path, row=i + 1)
+    norm = {c: (str(c).lstrip("0") or "0") for c in cats}  # "050" -> "50"
+    if any(norm[c] != c for c in cats):
+        step = step.cat.rename_categories(norm) if len(set(norm.values())) == len(cats) else \
+            step.astype(object).map(norm).astype("category")
+    return step
+
+
+def _refuse_contradicting_cells(path: Path, cols: dict, vals: _Values, data: dict, df: pd.DataFrame) -> None:
+    """The text columns' cells hold no control character, Stream IDs are integers, the rows
+    name one device, and the Accelerator Core / Type columns hold what their headers say
+    (each check names its own fault, in this order).
+
+    Raises:
+        InvalidCaptureError: the first such fault.
+    """
     for c in ("name", "op_type", "core_type", "stream_id", "input_shapes", "input_dtypes"):
         if c in cols:
             refuse_control_characters(path, data[c], cols[c])
     if "stream_id" in cols:   # after the control characters, which name their own fault
         refuse_non_integer_streams(path, data["stream_id"], cols["stream_id"])
-    if "device_id" in cols and "device_id" in raw:
-        dev = _categorical(raw["device_id"])
+    if "device_id" in cols and "device_id" in vals.raw:
+        dev = _categorical(vals.raw["device_id"])
         if len(dev.cat.categories) > 1:
             from perfgate.ingest.steps import refuse_several_devices
             refuse_several_devices(path, dev, data["row"], cols["device_id"])
@@ -527,10 +591,18 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
         _prove_core_column(df, cols["core_type"], path)
     _prove_type_column(df, cols["op_type"], path)
 
-    refuse_negative_durations(path, np.asarray(data["row"]), dur, dur_null, cols["dur_us"])
-    refuse_impossible_pmu(path, np.asarray(data["row"]), floats, ratio_cols)
+
+def _rows_kept(path: Path, cols: dict, df: pd.DataFrame, dur_null: np.ndarray, warnings: list):
+    """The rows the metrics count: those with a duration, exact duplicates (same start, stream,
+    name, duration) once; each dropped kind and the rows with a blank Step Id (the unassigned
+    bucket) said in ``warnings``. Returns (df indexed 0..n-1, invalid rows, duplicate rows,
+    unassigned count).
+
+    Raises:
+        InvalidCaptureError: no row has a duration.
+    """
     invalid = dur_null
-    invalid_rows = tuple(data["row"][invalid].tolist())
+    invalid_rows = tuple(df["row"].to_numpy()[invalid].tolist())
     if invalid_rows:
         warnings.append(f"{path.name}: {len(invalid_rows)} row(s) with N/A or empty "
                         f"{cols['dur_us']} left out (rows {_fmt_rows(invalid_rows)})")
@@ -550,21 +622,7 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
                         f"step (unassigned bucket, not step 0)")
     if invalid_rows or duplicate_rows:   # else the index is already 0..n-1
         df = df.reset_index(drop=True)
-    if skipped and not _pipe_seen(df):  # the skipped ratios might decide pipe_available: read them
-        return read_kernels(path, pmu="all", shapes=shapes)
-
-    compute = ~df["is_comm"].to_numpy()
-    has_type = df["op_type"].array.codes >= 0
-    has_core = df["core_type"].array.codes >= 0
-    type_available = bool(has_type[compute].any()) if compute.any() else bool(has_type.any())
-    core_available = bool(has_core[compute].any()) if compute.any() else bool(has_core.any())
-    block = cols.get("block_dim", "no block column")
-    kind = "op_summary" if cols["name"] == "Op Name" else "kernel_details"
-    variant = f"{kind}/{len(header)}col/{block}" + ("/Device_id" if "device_id" in cols else "")
-    return KernelTable(path=path, df=df, columns=cols, variant=variant, ncols=len(header),
-                       type_available=type_available, core_available=core_available,
-                       invalid_rows=invalid_rows, duplicate_rows=duplicate_rows,
-                       unassigned_rows=unassigned, warnings=tuple(warnings))
+    return df, invalid_rows, duplicate_rows, unassigned
 
 
 def _fmt_rows(rows: tuple, limit: int = 8) -> str:

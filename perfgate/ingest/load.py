@@ -127,9 +127,9 @@ def _refuse_mixed_exports(out: Path, files: list) -> None:
     rest from 1), full slices first and the remainder last, each file stamped with the time it
     was written: the stamps of one export rise with ``k`` and may differ by seconds.
 
-    Refused: two exports (``op_summary_<ts1>.csv`` and ``<ts2>``; the fourth audit round: every
-    call counted twice, a false REGRESSION), repeated slice numbers, a missing slice number
-    (the seventh: the table read without a third of its rows, saved as a baseline), and stamps
+    Refused: two exports (``op_summary_<ts1>.csv`` and ``<ts2>``: read together, every call
+    counts twice, a false REGRESSION), repeated slice numbers, a missing slice number (the
+    table would be read without a third of its rows and could be saved as a baseline), and stamps
     that fall as ``k`` rises (not written in one pass). The slices' row counts are checked after
     reading (:func:`_refuse_uneven_slices`). Names of other generations (CANN 7.0
     ``op_summary_<dev>_<model>_<ts>.csv``) are read as before.
@@ -216,7 +216,7 @@ def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> 
     tables = [read_kernels(f, pmu=pmu, shapes=shapes) for f in files]
     if not any(bool(t.df["dur_ns"].to_numpy().any()) for t in tables):
         # every share would be 0 / 0 (read as 0 %) and every time 0: not a capture of any work.
-        # Judged on the whole table: one slice of zero-duration rows is possible (seventh audit round)
+        # Judged on the whole table: one slice of zero-duration rows is possible in a real export
         t = tables[0]
         n = sum(len(x.df) for x in tables)
         raise InvalidCaptureError(f"every one of its {n:,} row(s) has {t.columns['dur_us']} 0: no device time "
@@ -604,8 +604,7 @@ def _refuse_foreign_comm_steps(comm, cm_path: Path, held: set | None, kfile: str
     """communication.json's steps must be steps of the rank's other files: a step neither the
     kernel table (its step labels, when it has any) nor step_trace_time.csv lists is another
     capture's or an edited file's, and its ops were averaged into the communication metrics
-    (seventh audit round: a step 14 copied into the file gave comm.elapse_us -47 %, "improved",
-    exit 0). Nothing is checked when neither file names its steps.
+    (a step 14 copied into the file would give comm.elapse_us -47 %, "improved", exit 0). Nothing is checked when neither file names its steps.
 
     Raises:
         InvalidCaptureError: names the file, the foreign step(s) and the steps the others list."""

@@ -56,24 +56,26 @@ module reads them straight from the bytes with vectorised numpy operations over 
    tests/test_trace_template_window.py keeps that matcher as the oracle). The first block is
    :data:`_FIRST` bytes, so the per-layout read that learns the template runs on 1 MiB only.
 
-Issue 21 round 7 (paired child processes, 8 pairs, load ~1.5-2.3 on 2 cores, read_trace CPU):
-most-kept trace 91 -> 176-180 MiB/s median (x1.9), real-shaped 171-188 -> 214-217 (x1.18).
-Round 8 (word windows, the small first block; paired child processes, 7 pairs, load 2.4-2.8):
-most-kept 188 -> 267 MiB/s median (x1.38 per pair), real-shaped 217 -> 230 (x1.04).
-Per-block temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page
-faults cost more than the numpy pass that fills it.
+Cost: per event kept, the quote scan, the layout's anchor matrix or the template's word
+windows, and the ts / dur digit conversion; per flow hit, a few numpy element operations and
+its dict / set entry (no :func:`flow_event` call, ~2.5 µs each). Blocks that would need more
+than :data:`_MAX_PARSED` one-by-one parses go to the Arrow line scan instead. Per-block
+temporaries are reused (:class:`_Scratch`): on this VM a fresh multi-MB array's page faults
+cost more than the numpy pass that fills it. Memory: one reused block buffer (:data:`CHUNK`
+plus the unfinished event carried over) and per-block index arrays, plus the kept events'
+int64 columns: bounded by the block and the kept events, not by the file.
 
-Cost (``read_trace`` CPU, paired child processes, loaded 2-core machine, issue 21 round 3):
-~85-92 MiB/s on a 192 MiB replicated trace where nearly every event is kept (2 M events; the
-previous extractor 73-82 in the same runs), ~140-190 MiB/s on the real level1 trace's events
-repeated to 191 MiB, few kept (previous 123-153); round 4, flows vectorised: 177-202 MiB/s
-median (main 164-175) on that trace, in the same kind of runs. Per event kept, the costs are the quote
-scan, the layout's anchor matrix and word gather, and the ts / dur digit conversion; per flow
-hit, a few numpy element operations and its dict / set entry (round 4; was one
-:func:`flow_event` call, ~2.5 µs). Blocks that would need more than :data:`_MAX_PARSED`
-one-by-one parses go to the Arrow line scan instead. Memory: one reused
-block buffer (:data:`CHUNK` plus the unfinished event carried over) and per-block index
-arrays, plus the kept events' columns.
+Why a scanner of its own and not a JSON library (``benchmarks/bench_json.py``; read_trace
+CPU in child processes on the 2-core VM under load from other jobs; docs/performance.md,
+"Reading JSON: which parser and why"): on the real level1 trace's events repeated to 500 MiB
+(few events kept) it ran at 179 MiB/s CPU with +66 MiB of peak RSS over its imports, where
+msgspec decoding ~8 MiB runs of whole events into a Struct of the needed fields (the fastest
+library measured) ran at 174 MiB/s, orjson 66, ijson (yajl2_c) 51, pysimdjson 27; on the
+level1 rank replicated over 5,236 steps (192 MiB, nearly every event kept) it ran at
+203 MiB/s with +187 MiB, where every library makes a Python object per event and the gate's
+Python work per kept event then dominates (msgspec 41 MiB/s with the kept ts / dur made exact
+by perfgate's Arrow converter, ~0.9 GiB of RSS for the kept events' objects). The file is also read once for the lost-launch check (the flows), and ts /
+dur are exact from their digits, which a library's float64 is not.
 
 Anything it cannot prove it read exactly raises :class:`NoFastPath`; the caller then reads
 the file with the older paths (Arrow line scan, exact scan), which give the same summary or
@@ -548,11 +550,12 @@ def _plan(template, nq: int):
             {key: (col(lo), col(hi)) for key, lo, hi in holes})
 
 
-def _fast_events(b, w64, q, skind, kq, eo, ec, layout, template):
-    """Verify the events (quote base ``kq``, braces ``eo``/``ec``) against ``template``: one
-    anchor matrix (n x quotes + 2), one gather of every fixed span's 8-byte words, one
-    comparison; the name's kind is its string's kind from :func:`_candidates` (``skind``).
-    Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
+def _fast_events(blk: _BlockText, kq, eo, ec, layout, template):
+    """Verify the events of the block ``blk`` (quote base ``kq``, braces ``eo``/``ec``) against
+    ``template``: one anchor matrix (n x quotes + 2), one gather of every fixed span's 8-byte
+    words, one comparison; the name's kind is its string's kind from :func:`_candidates`
+    (``blk.skind``). Returns (conforming mask, kind code, pid, ts_ns, dur_ns)."""
+    b, w64, q, skind = blk.bp, blk.w64, blk.q, blk.skind
     n = len(eo)
     nq = 2 * sum(2 if s else 1 for _, s in layout)
     lo_c, hi_c, lens, w_c, w_o, w_v, w_m, hole = _plan(template, nq)
@@ -756,7 +759,49 @@ _KEY_WORD = np.array([int.from_bytes(k, "little") for k in _FLOW_KEYS], dtype=np
 _KEY_LEN = np.array([len(k) for k in _FLOW_KEYS], dtype=np.int64)
 
 
-def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> None:
+@dataclass(frozen=True)
+class _BlockText:
+    """One block's bytes and its string index, shared by the passes that read events from it.
+    ``buf`` / ``start``: the read buffer and the block's first byte in it; ``bp``: the block's
+    bytes followed by :data:`_PAD` zero bytes; ``w64``: the unaligned 8-byte word view from
+    bp's first byte; ``q``: the real (unescaped) quotes; ``qo`` / ``qc``: each string's
+    opening / closing quote; ``code`` / ``skind``: each string's (first byte, length) code and
+    kind code (:func:`_candidates`); ``bs``: the backslashes; ``odd_qc``: the closing quotes of
+    strings followed by a byte JSON does not allow there; ``raw_br``: every bracket, in strings
+    too; ``cut``: the end of the block's last whole item (byte offsets are the block's)."""
+    buf: bytearray
+    start: int
+    bp: np.ndarray
+    w64: np.ndarray
+    q: np.ndarray
+    qo: np.ndarray
+    qc: np.ndarray
+    code: np.ndarray
+    skind: np.ndarray
+    bs: np.ndarray
+    odd_qc: np.ndarray
+    raw_br: np.ndarray
+    cut: int
+
+
+@dataclass(frozen=True)
+class _FlowHits:
+    """The flow hits of one block, category 0's first (``n_cat0`` of them), each in file order:
+    ``lo`` / ``hi`` the braces of the hit's object, ``slow`` the hits handed to flow_event,
+    ``st`` / ``en`` the hits read here as flow starts / ends, ``s_ids`` / ``s_ts`` the starts'
+    id and ts texts, ``e_ids`` the ends' id texts."""
+    lo: np.ndarray
+    hi: np.ndarray
+    slow: np.ndarray
+    n_cat0: int
+    st: np.ndarray
+    en: np.ndarray
+    s_ids: list
+    s_ts: list
+    e_ids: list
+
+
+def _flows(blk: _BlockText, flows) -> None:
     """Host -> device flow hits (strings ``async_npu`` / ``HostToDevice``), each read from its
     own object (the raw ``{`` before it to the raw ``}`` after it, as lost_launches' own pass
     takes it) with the rule of :func:`perfgate.ingest.validity.flow_event`, vectorised over the
@@ -768,21 +813,37 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
     the nearest brackets of the hit, and no string in it is followed by a byte JSON does not
     allow there; each value is then read by SWAR after its key (:func:`_flow_value`). Hits
     outside that shape, or whose key or value lies beyond those windows, are handed to
-    :func:`flow_event` one by one (none on the real captures and replicated traces measured,
-    issue 21 round 4), in their place in file order, so ``starts`` gets the same insertion
-    order and last-write-wins values. The dict and set entries are made by C loops (a bytes
-    array's tolist, zip, update): no Python statement runs per flow event."""
+    :func:`flow_event` one by one (none on the real captures and replicated traces measured),
+    in their place in file order, so ``starts`` gets the same insertion order and
+    last-write-wins values. The dict and set entries are made by C loops (a bytes array's
+    tolist, zip, update): no Python statement runs per flow event."""
+    pos, n_cat0 = _flow_hits(blk)
+    if not len(pos):
+        return
+    lo, hi, slow, n_cat0 = _flow_objects(blk, pos, n_cat0)
+    _record_flows(blk, _read_flow_fields(blk, lo, hi, slow, n_cat0), flows)
+
+
+def _flow_hits(blk: _BlockText):
+    """The opening quotes of the block's category strings before ``cut`` (category 0's first,
+    each in file order) and how many are category 0's."""
+    code, qo, w64 = blk.code, blk.qo, blk.w64
     m = np.flatnonzero((code == _FLOW_CATS[0][0] * 64 + len(_FLOW_CATS[0]))
                        | (code == _FLOW_CATS[1][0] * 64 + len(_FLOW_CATS[1])))
     if not len(m):
-        return
+        return m, 0
     hits = []
     for cat in _FLOW_CATS:
         h = m[_equals(w64, qo[m] + 1, cat)]
-        hits.append(qo[h[qo[h] < cut]])
-    pos = np.concatenate(hits)
-    if not len(pos):
-        return
+        hits.append(qo[h[qo[h] < blk.cut]])
+    return np.concatenate(hits), len(hits[0])
+
+
+def _flow_objects(blk: _BlockText, pos, n_cat0: int):
+    """Each hit's object: the brackets either side of it when they are a ``{`` and a ``}``,
+    else the raw braces found by a byte search (a hit with no object around it is dropped, as
+    flow_event's caller drops it). Returns (lo, hi, slow: not the nearest brackets, n_cat0)."""
+    b, raw_br, buf, start = blk.bp, blk.raw_br, blk.buf, blk.start
     size = len(b) - _PAD
     x = np.searchsorted(raw_br, pos)                    # the brackets either side of the hit
     nb = len(raw_br)
@@ -798,12 +859,19 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
             keep[r] = False                             # no object around it: skipped, as before
         else:
             lo[r], hi[r] = o - start, c - start
-    n_cat0 = len(hits[0])
     if not keep.all():
         n_cat0 = int(keep[:n_cat0].sum())
         lo, hi, slow = lo[keep], hi[keep], slow[keep]
-    n = len(lo)
-    # the shape the string list reads exactly; everything else goes to flow_event
+    return lo, hi, slow, n_cat0
+
+
+def _flow_keys(blk: _BlockText, lo, hi, slow):
+    """Each object's first ``"cat"``, ``"ph"``, ``"id"``, ``"ts"`` string among its first
+    :data:`_FS` strings: [(found, the byte after its closing quote)] in that order. ``slow``
+    gets the objects outside the shape the string list reads exactly (a brace inside a string,
+    a backslash, a string followed by a byte JSON does not allow there, a key not found among
+    the first _FS strings of a longer object)."""
+    qo, qc, bs, odd_qc = blk.qo, blk.qc, blk.bs, blk.odd_qc
     f = np.searchsorted(qo, lo)                         # the object's strings: f .. f + nstr - 1
     nstr = np.searchsorted(qo, hi) - f
     slow |= (f > 0) & (qc[np.maximum(f - 1, 0)] > lo)  # its '{' inside a string
@@ -814,13 +882,13 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
         slow |= np.searchsorted(odd_qc, lo) != np.searchsorted(odd_qc, hi)
     cols = np.arange(_FS)
     idx = np.minimum(f[:, None] + cols, len(qo) - 1)
-    key = _KEY_OF_CODE[code[idx]]                       # which flow key each string may be
+    key = _KEY_OF_CODE[blk.code[idx]]                   # which flow key each string may be
     key[cols >= nstr[:, None]] = -1
     cells = np.flatnonzero(key >= 0)
     kc = key.ravel()[cells]
     at = qo[idx.ravel()[cells]]
-    key.ravel()[cells[(w64[at + 1] & _KEY_MASK[kc]) != _KEY_WORD[kc]]] = -1
-    rows = np.arange(n)
+    key.ravel()[cells[(blk.w64[at + 1] & _KEY_MASK[kc]) != _KEY_WORD[kc]]] = -1
+    rows = np.arange(len(lo))
     found = []
     for k in range(len(_FLOW_KEYS)):                    # each key's first string in the object
         mk = key == k
@@ -828,8 +896,16 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
         has = mk[rows, j]
         slow |= ~has & (nstr > _FS)                     # not among the first _FS strings: unknown
         found.append((has, qo[idx[rows, j]] + _KEY_LEN[k] + 1))
-    (has_cat, _), (has_ph, ph_kc), (has_id, id_kc), (has_ts, ts_kc) = found
-    v_ok, v_n, v_lo = _flow_value(b, w64, np.concatenate([ph_kc, id_kc, ts_kc]), np.tile(hi, 3))
+    return found
+
+
+def _read_flow_fields(blk: _BlockText, lo, hi, slow, n_cat0: int) -> _FlowHits:
+    """The ph, id and ts values of each hit's object (:func:`_flow_value`), its flow start or
+    end by flow_event's rule, and the id / ts texts of those read here."""
+    b = blk.bp
+    n = len(lo)
+    (has_cat, _), (has_ph, ph_kc), (has_id, id_kc), (has_ts, ts_kc) = _flow_keys(blk, lo, hi, slow)
+    v_ok, v_n, v_lo = _flow_value(b, blk.w64, np.concatenate([ph_kc, id_kc, ts_kc]), np.tile(hi, 3))
     ph_ok, id_ok, ts_ok = v_ok[:n], v_ok[n:2 * n], v_ok[2 * n:]
     live = has_cat & has_ph                             # no "cat" or no "ph": the hit adds nothing
     slow |= live & ~ph_ok
@@ -849,21 +925,30 @@ def _flows(buf, start, b, w64, qo, qc, code, odd_qc, bs, cut, raw_br, flows) -> 
     texts = _flow_texts(b, np.concatenate([v_lo[n + en], v_lo[n + st], np.where(t_ok, v_lo[2 * n + st], 0)]),
                         np.concatenate([v_n[n + en], v_n[n + st], np.where(t_ok, v_n[2 * n + st], 0)]),
                         empty_from=len(en) + len(st))
-    e_ids, s_ids, s_ts = texts[:len(en)], texts[len(en):len(en) + len(st)], texts[len(en) + len(st):]
+    return _FlowHits(lo=lo, hi=hi, slow=slow, n_cat0=n_cat0, st=st, en=en,
+                     e_ids=texts[:len(en)], s_ids=texts[len(en):len(en) + len(st)], s_ts=texts[len(en) + len(st):])
+
+
+def _record_flows(blk: _BlockText, fh: _FlowHits, flows) -> None:
+    """``flows`` = (starts, ended) gets the block's flow starts and ends per category in file
+    order, each hit outside the shape read by :func:`flow_event` in its place."""
     starts, ended = flows
+    en, st, s_ids, s_ts = fh.en, fh.st, fh.s_ids, fh.s_ts
+    n = len(fh.lo)
     for c, cat in enumerate(_FLOW_CATS):
-        a, z = (0, n_cat0) if c == 0 else (n_cat0, n)
+        a, z = (0, fh.n_cat0) if c == 0 else (fh.n_cat0, n)
         if a == z:
             continue
         e0, e1 = np.searchsorted(en, [a, z]).tolist()
-        ended.update(zip(repeat(cat), e_ids[e0:e1]))
+        ended.update(zip(repeat(cat), fh.e_ids[e0:e1]))
         s0, s1 = np.searchsorted(st, [a, z]).tolist()
         done = s0
-        for h in (np.flatnonzero(slow[a:z]) + a).tolist():   # a rare hit outside the shape, in its place
+        for h in (np.flatnonzero(fh.slow[a:z]) + a).tolist():   # a rare hit outside the shape, in its place
             k = int(np.searchsorted(st, h))
             starts.update(zip(zip(repeat(cat), s_ids[done:k]), s_ts[done:k]))
             done = k
-            flow_event(bytes(buf[start + int(lo[h]):start + int(hi[h]) + 1]), cat, starts, ended)
+            obj = blk.buf[blk.start + int(fh.lo[h]):blk.start + int(fh.hi[h]) + 1]
+            flow_event(bytes(obj), cat, starts, ended)
         starts.update(zip(zip(repeat(cat), s_ids[done:s1]), s_ts[done:s1]))
 
 
@@ -1271,14 +1356,51 @@ def _block_tmpl(buf: bytearray, start: int, end: int, first: bool, base_idx: int
     return (int(src[used - 1]) + 1 if used else 0), ne + int(more[-1]), closed
 
 
+@dataclass(frozen=True)
+class _Items:
+    """The top-level items (events) of one block: ``eo`` / ``ec`` their braces (byte offsets);
+    ``top_open`` / ``top_close`` the same braces as indices into the brackets outside strings,
+    whose real-quote counts are ``nq_before``; ``cut`` the end of the last whole item;
+    ``closed`` whether the root's ``]`` is in the block."""
+    eo: np.ndarray
+    ec: np.ndarray
+    top_open: np.ndarray
+    top_close: np.ndarray
+    nq_before: np.ndarray
+    cut: int
+    closed: bool
+
+
 def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out: dict):
     """Analyse ``buf[start:end]``, which starts at an item start (or right after the root
     ``[``) and is followed by _PAD zero bytes. Returns (bytes consumed, items completed, root
-    closed)."""
+    closed). Steps: the block's structure (quotes, brackets, items, separators), its candidate
+    events and flow hits, the flat candidates by layout, the others parsed one by one."""
     bp = np.frombuffer(buf, dtype=np.uint8, count=end + _PAD - start, offset=start)
+    scr = out.get("scratch") or _Scratch()
+    q, bs, raw_br, br, nq_before = _quotes_and_brackets(buf, start, end, bp, scr)
+    items = _top_items(bp[:len(bp) - _PAD], br, nq_before, first)
+    if items is None:
+        return 0, 0, False
+    out["eo"], out["ec"] = items.eo, items.ec
+    blk, cs = _string_index(buf, start, bp, q, bs, raw_br, items.cut, scr)
+    cand_ev = _candidate_events(blk, cs, items.eo)
+    _flows(blk, out["flows"])
+    slow = _read_flat(blk, items, cand_ev, base_idx, out)
+    _parse_one_by_one(buf, start, items, slow, base_idx, out)
+    return items.cut, len(items.eo), items.closed
+
+
+def _quotes_and_brackets(buf: bytearray, start: int, end: int, bp: np.ndarray, scr: _Scratch):
+    """The block's real quotes (a quote after an odd run of backslashes is escaped), its
+    backslashes, every bracket (in strings too, for the flow pass), and the brackets outside
+    strings with the number of real quotes before each.
+
+    Raises:
+        NoFastPath: a raw control character inside a string.
+    """
     b = bp[:len(bp) - _PAD]
     n_b = len(b)
-    scr = out.get("scratch") or _Scratch()
     mq, m1, m2, u8 = scr.masks(n_b)
     np.equal(b, 34, out=mq[:n_b])                   # quotes (dense) and brackets (sparse) apart
     q = np.flatnonzero(mq)
@@ -1298,30 +1420,35 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         ctl = np.flatnonzero(np.less(b, 32, out=m1))
         if ((_count_before(words, ctl) & 1) == 1).any():
             raise NoFastPath("a control character inside a string")
-    raw_br = br                                     # every bracket, in strings too (flows)
     nq_before = _count_before(words, br)            # real quotes before each bracket (int64)
     outside = (nq_before & 1) == 0
-    br, nq_before = br[outside], nq_before[outside]
+    return q, bs, br, br[outside], nq_before[outside]
+
+
+def _top_items(b: np.ndarray, br, nq_before, first: bool) -> _Items | None:
+    """The block's top-level items from its brackets outside strings (``br``), or None when
+    the root is open and no item ends in the block: the root is one array of objects closed
+    by ``]`` with only whitespace after it, brackets pair by kind, items are separated by one
+    comma and whitespace.
+
+    Raises:
+        NoFastPath: any other structure.
+    """
     ch = b[br]
     opener = (ch == 123) | (ch == 91)
     depth = 1 + np.cumsum(np.where(opener, 1, -1), dtype=np.int64)
     if len(depth) and depth.min() < 0:
         raise NoFastPath("unbalanced")
-    zero = np.flatnonzero(depth == 0)
-    closed = bool(len(zero))
+    root_end = _root_end(b, br, ch, depth)
+    closed = root_end is not None
     if closed:
-        z = int(zero[0])
-        if ch[z] != 93:
-            raise NoFastPath("root not closed by ]")
-        root_end = int(br[z])
-        if not _all_ws(b, _i64([root_end + 1]), _i64([len(b)]))[0]:
-            raise NoFastPath("data after the array")
+        z = int(np.searchsorted(br, root_end))
         br, ch, depth, opener = br[:z], ch[:z], depth[:z], opener[:z]
     top_open = np.flatnonzero(opener & (depth == 2))
     top_close = np.flatnonzero(~opener & (depth == 1))
     ne = len(top_close)
     if not closed and ne == 0:
-        return 0, 0, False
+        return None
     top_open = top_open[:ne] if len(top_open) > ne else top_open
     if len(top_open) != ne:
         raise NoFastPath("item structure")
@@ -1330,21 +1457,62 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
     if ne and (ch[top_close] != 125).any():
         raise NoFastPath("brackets do not pair")
     eo, ec = br[top_open], br[top_close]
-    out["eo"], out["ec"] = eo, ec
     cut = int(ec[-1]) + 1 if ne else 0
     nested = np.flatnonzero((top_close - top_open) != 1) if ne else top_open[:0]
     if len(nested) and (ch < 100).any():             # nested values: pair their brackets by kind
-        # (braces only: the depth count alone proves the pairing, so no '[' / ']' -> no check)
-        if len(nested) * 4 < ne:                     # a few such events: their brackets only
-            lens = top_close[nested] - top_open[nested] + 1
-            inside = np.repeat(top_open[nested] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        else:
-            inside = np.flatnonzero(br < cut)
-        try:
-            _check_pairs(br[inside], ch[inside], depth[inside], opener[inside], 0)
-        except ScanError:
-            raise NoFastPath("brackets do not pair") from None
-    # separators: ws before the first item; exactly one comma and ws between items; ws at the end
+        _check_nested_pairs(br, ch, depth, opener, top_open[nested], top_close[nested], ne, cut)
+    _check_separators(b, eo, ec, root_end, first)
+    return _Items(eo=eo, ec=ec, top_open=top_open, top_close=top_close, nq_before=nq_before, cut=cut,
+                  closed=closed)
+
+
+def _root_end(b: np.ndarray, br, ch, depth) -> int | None:
+    """The byte offset of the root's closing ``]`` when it is in the block (depth 0), else None.
+
+    Raises:
+        NoFastPath: the root closed by another bracket, or anything but whitespace after it.
+    """
+    zero = np.flatnonzero(depth == 0)
+    if not len(zero):
+        return None
+    z = int(zero[0])
+    if ch[z] != 93:
+        raise NoFastPath("root not closed by ]")
+    root_end = int(br[z])
+    if not _all_ws(b, _i64([root_end + 1]), _i64([len(b)]))[0]:
+        raise NoFastPath("data after the array")
+    return root_end
+
+
+def _check_nested_pairs(br, ch, depth, opener, n_open, n_close, ne: int, cut: int) -> None:
+    """Brackets of the items holding nested values pair by kind (``n_open`` / ``n_close``:
+    those items' first and last bracket indices; ``ne``, ``cut``: the block's item count and
+    the end of its last item). Braces only need no
+    check: the depth count alone proves their pairing, so the caller skips blocks with no
+    ``[`` / ``]``.
+
+    Raises:
+        NoFastPath: a bracket closed by the other kind.
+    """
+    if len(n_open) * 4 < ne:                         # a few such events: their brackets only
+        lens = n_close - n_open + 1
+        inside = np.repeat(n_open - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+    else:
+        inside = np.flatnonzero(br < cut)
+    try:
+        _check_pairs(br[inside], ch[inside], depth[inside], opener[inside], 0)
+    except ScanError:
+        raise NoFastPath("brackets do not pair") from None
+
+
+def _check_separators(b: np.ndarray, eo, ec, root_end: int | None, first: bool) -> None:
+    """Whitespace before the first item, exactly one comma and whitespace between items,
+    whitespace before the root's ``]``; an empty block closing the root only right after ``[``.
+
+    Raises:
+        NoFastPath: any other byte there (a trailing comma included).
+    """
+    ne = len(eo)
     if ne:
         if not _all_ws(b, _i64([0]), eo[:1])[0]:
             raise NoFastPath("before the first item")
@@ -1352,13 +1520,17 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         p = _skip_ws(b, lo, hi, 1)
         if ((p >= hi) | (b[np.minimum(p, len(b) - 1)] != 44)).any() or not _all_ws(b, p + 1, hi).all():
             raise NoFastPath("item separator")
-    if closed:
-        tail_lo = cut if ne else 0
+    if root_end is not None:
+        tail_lo = int(ec[-1]) + 1 if ne else 0
         if not _all_ws(b, _i64([tail_lo]), _i64([root_end]))[0]:
             raise NoFastPath("before the closing ]")
         if ne == 0 and not first:
             raise NoFastPath("trailing comma")
-    # candidates
+
+
+def _string_index(buf: bytearray, start: int, bp: np.ndarray, q, bs, raw_br, cut: int, scr: _Scratch):
+    """The block's strings (:class:`_BlockText`) and the candidate strings of
+    :func:`_candidates` (a kept name or ProfilerStep#)."""
     qo, qc = q[0::2], q[1::2]
     after = bp[1:][q]                               # the byte after each quote (one gather)
     first_b, after_s = after[0::2], after[1::2]
@@ -1366,60 +1538,94 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         qo, first_b = qo[:len(qc)], first_b[:len(qc)]
     w64 = np.ndarray((len(bp) - 7,), "<u8", buffer=buf, offset=start, strides=(1,))
     cs, code, skind = _candidates(bp, w64, qo, qc, first_b, scr.ints(len(qo)))
+    odd = np.flatnonzero(_NOT_AFTER_STRING[after_s])
+    odd = odd[qc[odd] < cut]                        # (a string of the unfinished event: read with it next block)
+    blk = _BlockText(buf=buf, start=start, bp=bp, w64=w64, q=q, qo=qo, qc=qc, code=code, skind=skind, bs=bs,
+                     odd_qc=qc[odd], raw_br=raw_br, cut=cut)
+    return blk, cs
+
+
+def _candidate_events(blk: _BlockText, cs, eo) -> np.ndarray:
+    """The items that may be kept, sorted: those holding a candidate string (``cs``), a ``\\u``
+    escape, or a string followed by a byte JSON does not allow there (e.g. ``"x"Free"``: the
+    parse names it invalid)."""
+    ne = len(eo)
+    qo, bs, cut = blk.qo, blk.bs, blk.cut
     cs = cs[qo[cs] < cut]
     cand_ev = np.searchsorted(eo, qo[cs], side="right") - 1
     if len(bs):
+        b = blk.bp[:len(blk.bp) - _PAD]
         esc_u = bs[(b[np.minimum(bs + 1, len(b) - 1)] == 117) & (bs < cut)]
         cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, esc_u, side="right") - 1])
-    odd = np.flatnonzero(_NOT_AFTER_STRING[after_s])
-    odd = odd[qc[odd] < cut]                        # (a string of the unfinished event: read with it next block)
-    if len(odd):                                    # invalid JSON after a string (e.g. "x"Free"): the
-        cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, qc[odd], side="right") - 1])  # parse names it
+    if len(blk.odd_qc):
+        cand_ev = np.concatenate([cand_ev, np.searchsorted(eo, blk.odd_qc, side="right") - 1])
     cand_ev = cand_ev[(cand_ev >= 0) & (cand_ev < ne)]
-    _flows(buf, start, bp, w64, qo, qc, code, qc[odd], bs, cut, raw_br, out["flows"])
     mark = np.zeros(ne, dtype=bool)
     mark[cand_ev] = True
-    cand_ev = np.flatnonzero(mark)
-    # flat events (no nested value) without any backslash: fast layouts
+    return np.flatnonzero(mark)
+
+
+def _read_flat(blk: _BlockText, items: _Items, cand_ev, base_idx: int, out: dict) -> list:
+    """The flat candidates (no nested value, no backslash) read by layout: up to
+    :data:`_MAX_LAYOUTS` layouts, each learned from its first event and verified on every
+    event of its quote count (:func:`_fast_events`); the kept events' columns go to ``out``,
+    and the first layout most of the block's events take becomes the template of the blocks
+    after it. Returns the candidates left for the one-by-one parse."""
+    eo, ec, top_open, top_close, nq_before = items.eo, items.ec, items.top_open, items.top_close, items.nq_before
+    b = blk.bp[:len(blk.bp) - _PAD]
+    ne = len(eo)
     flat = (top_close[cand_ev] - top_open[cand_ev]) == 1
-    if len(bs):
-        nb = np.searchsorted(bs, ec[cand_ev]) - np.searchsorted(bs, eo[cand_ev])
+    if len(blk.bs):
+        nb = np.searchsorted(blk.bs, ec[cand_ev]) - np.searchsorted(blk.bs, eo[cand_ev])
         flat &= nb == 0
     fast = cand_ev[flat]
     slow = list(cand_ev[~flat])
-    if len(fast):
-        kq = nq_before[top_open[fast]]
-        nq = nq_before[top_close[fast]] - kq
-        todo = np.arange(len(fast))
-        for _ in range(_MAX_LAYOUTS):
-            if not len(todo):
-                break
-            r = todo[0]
-            e0, e1 = int(eo[fast[r]]), int(ec[fast[r]])
-            lay = _layout(b, e0, e1)
-            grp = todo[nq[todo] == 2 * sum(2 if s else 1 for _, s in lay)] if lay is not None else todo[:0]
-            if not len(grp) or grp[0] != r:
-                slow.append(fast[r])
-                todo = todo[1:]
-                continue
-            okm, kind, pid, ts, dur = _fast_events(bp, w64, q, skind, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
-                                                   _template(b, e0, e1, lay))
-            if not okm[0]:
-                slow.append(fast[r])
-            good = grp[okm]
-            if "tmpl" in out and len(good) * 2 >= ne and out["tmpl"] is None:   # most events take it: learn
-                out["tmpl"] = _compile(lay, _template(b, e0, e1, lay), b[e0:e1 + 1].tobytes()) if TEMPLATE_FIRST else None
-            out["idx"].append(base_idx + fast[good])
-            out["pid"].append(pid[okm])
-            out["kind"].append(kind[okm].astype(np.int8))
-            out["ts"].append(ts[okm])
-            out["dur"].append(dur[okm])
-            done = np.zeros(len(fast), dtype=bool)
-            done[good] = True
-            done[r] = True
-            todo = todo[~done[todo]]
-        slow.extend(fast[todo].tolist())
-    if len(slow) > max(_MAX_PARSED, ne // 4):
+    if not len(fast):
+        return slow
+    kq = nq_before[top_open[fast]]
+    nq = nq_before[top_close[fast]] - kq
+    todo = np.arange(len(fast))
+    for _ in range(_MAX_LAYOUTS):
+        if not len(todo):
+            break
+        r = todo[0]
+        e0, e1 = int(eo[fast[r]]), int(ec[fast[r]])
+        lay = _layout(b, e0, e1)
+        grp = todo[nq[todo] == 2 * sum(2 if s else 1 for _, s in lay)] if lay is not None else todo[:0]
+        if not len(grp) or grp[0] != r:
+            slow.append(fast[r])
+            todo = todo[1:]
+            continue
+        okm, kind, pid, ts, dur = _fast_events(blk, kq[grp], eo[fast[grp]], ec[fast[grp]], lay,
+                                               _template(b, e0, e1, lay))
+        if not okm[0]:
+            slow.append(fast[r])
+        good = grp[okm]
+        if "tmpl" in out and len(good) * 2 >= ne and out["tmpl"] is None:   # most events take it: learn
+            out["tmpl"] = _compile(lay, _template(b, e0, e1, lay), b[e0:e1 + 1].tobytes()) if TEMPLATE_FIRST else None
+        out["idx"].append(base_idx + fast[good])
+        out["pid"].append(pid[okm])
+        out["kind"].append(kind[okm].astype(np.int8))
+        out["ts"].append(ts[okm])
+        out["dur"].append(dur[okm])
+        done = np.zeros(len(fast), dtype=bool)
+        done[good] = True
+        done[r] = True
+        todo = todo[~done[todo]]
+    slow.extend(fast[todo].tolist())
+    return slow
+
+
+def _parse_one_by_one(buf: bytearray, start: int, items: _Items, slow: list, base_idx: int, out: dict) -> None:
+    """The candidates no layout read, each parsed by json.loads (non-integer numbers kept as
+    their text), in file order, into ``out["parsed"]``.
+
+    Raises:
+        NoFastPath: more than :data:`_MAX_PARSED` (or a quarter of the block's events) to
+            parse (the Arrow line scan is faster there), or an event json.loads refuses.
+    """
+    eo, ec = items.eo, items.ec
+    if len(slow) > max(_MAX_PARSED, len(eo) // 4):
         raise NoFastPath("too many events to parse one by one")   # the Arrow line scan is faster here
     for e in sorted(int(i) for i in slow):
         try:                                        # json.loads(raw, parse_float=str) without its per-call decoder
@@ -1428,7 +1634,6 @@ def _block(buf: bytearray, start: int, end: int, first: bool, base_idx: int, out
         except (ValueError, RecursionError):   # RecursionError: nested ~1,000 deep
             raise NoFastPath("invalid event") from None
         out["parsed"].append((base_idx + e, ev))
-    return cut, ne, closed
 
 
 def scan(path, start: int, size: int, chunk: int | None = None) -> Extract:

@@ -1,6 +1,6 @@
 """The validity model of one rank's files: what must hold before any figure combines them.
 
-Each check is one KIND of fault (issue 16), not one case:
+Each check is one KIND of fault, not one case (a new case of a known kind needs no new check):
 
 * **Time values** (:func:`check_time_values`): every kernel start lies inside the capture's own
   span and no duration exceeds it. The span is the profiler's collection window when the rank
@@ -367,7 +367,7 @@ def check_comm_values(comm, window: tuple[int, int] | None, window_source: str =
     ``Transit`` / ``Wait`` / ``Synchronization`` / ``Idle Time(ms)``, held in us) is at most the
     window's length (+ 2 s of clock slack): no collective lasts longer than the profiling run that
     recorded it, and a file whose ops started an hour after the run ended is another capture's
-    (fourth audit round: level2's file in level1 passed). Nothing is bounded without a recorded
+    (a level2 communication.json copied into a level1 rank otherwise passes). Nothing is bounded without a recorded
     window.
 
     Raises:
