@@ -388,7 +388,11 @@ class _Group(click.Group):
         except OSError as e:   # stderr never raises (_shield_stderr): standard output failed
             _stdout_failed(e)
         except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
-            _internal(e)
+            # a dependency that cannot be imported is no bug in perfgate: exit 2 naming the package
+            missing = errors.missing_dependency(e)
+            if missing is None:
+                _internal(e)
+            _fail(missing)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
