@@ -437,8 +437,8 @@ def baseline():
 @no_trace_opt
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, callback=_branch_name, help="Branch to record (default: from CI env or git).")
-@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count; write from a "
-                                           "merge-queue (merge_group) run.")
+@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count or at a commit "
+                                           "that descends from this one; write from a merge-queue (merge_group) run.")
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid captures,
