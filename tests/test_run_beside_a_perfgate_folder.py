@@ -70,7 +70,7 @@ def test_check_runs_from_a_folder_holding_a_perfgate_directory(clone_parent, tmp
     parent, env = clone_parent
     probe = subprocess.run([python, "-c", "import perfgate; print(type(perfgate.__spec__.loader).__name__)"],
                            cwd=parent, env=env, capture_output=True, text=True, timeout=60)
-    assert probe.stdout.strip() == "NamespaceLoader", probe.stdout + probe.stderr   # the situation is real
+    assert probe.stdout.strip().endswith("NamespaceLoader"), probe.stdout + probe.stderr   # the situation is real (3.10: _NamespaceLoader)
     where = subprocess.run([python, "-c", "import perfgate.policy.builtin as b; print(b.__file__)"], cwd=parent,
                            env=env, capture_output=True, text=True, timeout=60)
     assert where.stdout.strip() == str(ROOT / "perfgate" / "policy" / "builtin.py"), where.stdout + where.stderr
