@@ -19,9 +19,16 @@ import shlex
 import sys
 from pathlib import Path
 
-import click
-
 from perfgate import errors
+
+try:
+    import click
+except ImportError as _e:   # the command line's own dependency: exit 2 naming it, not a traceback
+    _missing = errors.missing_dependency(_e)
+    if _missing is None:
+        raise
+    sys.stderr.write(f"perfgate: usage error: {_missing.render()}\n")
+    sys.exit(_missing.exit_code)
 from perfgate.version import __version__
 from perfgate.errors import PerfgateError
 from perfgate.terms import TraceMode

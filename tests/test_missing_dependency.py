@@ -60,7 +60,7 @@ def test_a_missing_dependency_is_exit_2_naming_it(tmp_path, capture, blocked):
     assert not (tmp_path / "baselines" / "main.json").exists()
 
 
-def test_a_missing_click_stops_python_m_perfgate_with_exit_2(tmp_path):
+def test_a_missing_click_stops_the_command_line_with_exit_2(tmp_path):
     r = _run(tmp_path, "click", "--version")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "click is not installed" in r.stderr and "pip install 'click>=8.1'" in r.stderr, r.stderr
