@@ -19,9 +19,16 @@ import shlex
 import sys
 from pathlib import Path
 
-import click
-
 from perfgate import errors
+
+try:
+    import click
+except ImportError as _e:   # the command line's own dependency: exit 2 naming it, not a traceback
+    _missing = errors.missing_dependency(_e)
+    if _missing is None:
+        raise
+    sys.stderr.write(f"perfgate: usage error: {_missing.render()}\n")
+    sys.exit(_missing.exit_code)
 from perfgate.version import __version__
 from perfgate.errors import PerfgateError
 from perfgate.terms import TraceMode
@@ -388,7 +395,11 @@ class _Group(click.Group):
         except OSError as e:   # stderr never raises (_shield_stderr): standard output failed
             _stdout_failed(e)
         except Exception as e:  # noqa: BLE001 - last resort, so CI never sees a bare traceback
-            _internal(e)
+            # a dependency that cannot be imported is no bug in perfgate: exit 2 naming the package
+            missing = errors.missing_dependency(e)
+            if missing is None:
+                _internal(e)
+            _fail(missing)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -433,8 +444,8 @@ def baseline():
 @no_trace_opt
 @click.option("--commit", default=None, help="Commit SHA to record (default: from CI env or git).")
 @click.option("--branch", default=None, callback=_branch_name, help="Branch to record (default: from CI env or git).")
-@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count; write from a "
-                                           "merge-queue (merge_group) run.")
+@click.option("--force", is_flag=True, help="Replace a baseline recorded with another rank count or at a commit "
+                                           "that descends from this one; write from a merge-queue (merge_group) run.")
 @common_workers
 def baseline_save(name, capture, policy_path, baseline_dir, trace_mode, no_trace, commit, branch, force, workers):
     """Fingerprint CAPTURE and store it as baseline NAME (atomic; refused for invalid captures,

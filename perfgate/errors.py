@@ -119,6 +119,38 @@ def require_extra(extra: str, what: str):
                          hint=f"pip install {module} (the '{extra}' extra: pip install '.[{extra}]' from a clone)") from None
 
 
+#: perfgate's required dependencies (pyproject.toml ``dependencies``): the module imported -> the
+#: requirement that installs it
+REQUIRED = {"pandas": "pandas>=2.2.2", "numpy": "numpy>=2.0", "pyarrow": "pyarrow>=16", "orjson": "orjson>=3.8",
+            "msgspec": "msgspec>=0.14", "ijson": "ijson>=3.2", "yaml": "PyYAML>=6", "click": "click>=8.1",
+            "junit_xml": "junit-xml>=1.9", "sqlite_utils": "sqlite-utils>=4.0", "scipy": "scipy>=1.10",
+            "ruptures": "ruptures>=1.1.8", "rich": "rich>=13", "github3": "github3.py>=4"}
+
+
+def missing_dependency(e: BaseException) -> "UsageError | None":
+    """The usage error (exit 2) for an ImportError of one of perfgate's dependencies, or None.
+
+    ``e.name``'s top-level module decides: one of :data:`REQUIRED` or of the optional parts
+    (:data:`EXTRAS`) is an environment problem, not a bug in perfgate; the message names the
+    package and the hint the command that installs it into the running interpreter. Any other
+    ImportError (a perfgate module, a module perfgate does not depend on) is None: it stays an
+    internal error (exit 70).
+    """
+    import sys
+    if not isinstance(e, ImportError) or not e.name:
+        return None
+    top = e.name.split(".")[0]
+    extra = next((x for x, m in EXTRAS.items() if m == top), None)
+    requirement = REQUIRED.get(top) or (top if extra else None)
+    if requirement is None:
+        return None
+    what = "is not installed" if isinstance(e, ModuleNotFoundError) else f"cannot be imported ({e})"
+    part = f"the '{extra}' extra of perfgate" if extra else "a dependency of perfgate"
+    return UsageError(f"{top} {what}: it is {part}, and this Python ({sys.executable}) does not have it",
+                      hint=f"{sys.executable} -m pip install '{requirement}'; or reinstall perfgate from "
+                           f"its clone: pip install .")
+
+
 class PolicyError(PerfgateError):
     """The policy file is malformed; the message names file and key (exit 2)."""
     exit_code = EXIT_USAGE

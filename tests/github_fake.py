@@ -64,7 +64,7 @@ class FakeGitHub:
     # --- state helpers -------------------------------------------------------------------
     def add_pr(self, repo: str, number: int, head_sha: str | None = None):
         self.prs.add((repo, number))
-        self.heads[(repo, number)] = head_sha or f"{number:040x}"
+        self.heads[(repo, number)] = head_sha   # None: no head modelled (GET .../pulls/{n} answers without one)
         self.comments.setdefault((repo, number), [])
 
     def _now(self):

@@ -83,6 +83,8 @@ def run_action(inputs: dict, env: dict, workdir: Path, action_path: Path = ROOT)
     ctx["inputs"] = {k: _eval(v, ctx) for k, v in given.items()}
     outputs_by_step, log, code = {}, [], 0
     for i, st in enumerate(a["runs"]["steps"]):
+        if "uses" in st:   # actions/cache/restore, /save: the runner's; here nothing is restored
+            continue
         if "if" in st and not _condition(st["if"], ctx):
             continue
         out_file = workdir / f"output-{i}.txt"

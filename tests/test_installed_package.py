@@ -66,6 +66,13 @@ def test_wheel_carries_the_policies_and_runs_from_an_empty_folder(wheel, tmp_pat
         assert f"perfgate/policies/{f}" in names, f  # one copy, inside the package
     assert not any(n.startswith("policies/") for n in names)
     venv = _venv(tmp_path / "venv")
+    # --system-site-packages reaches the base interpreter's packages only: run inside a virtualenv
+    # (README's), sys.executable's own pandas / pyarrow / ... are in that virtualenv's site-packages.
+    # A .pth names the running interpreter's site folders, after the new venv's own (plain folders
+    # on sys.path: their .pth files, e.g. an editable perfgate, are not processed)
+    import site
+    inner_site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    (inner_site / "outer-site-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     r = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
                        capture_output=True, text=True, timeout=600, env=_clean_env(venv))  # a PYTHONPATH
     # naming a checkout would make pip take that checkout's metadata for the installed package

@@ -7,6 +7,7 @@ when the capture is not fit to be a baseline.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from perfgate.errors import (CorruptBaselineError, InvalidCaptureError, NoBaseli
 from perfgate.metrics.fingerprint import require_valid
 from perfgate.model import Fingerprint, GateResult
 from perfgate.app.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
+from perfgate.store.ancestry import refuse_older_commit
 from perfgate.store.atomic import discard_stale
 from perfgate.store.baselines import BaselineStore
 
@@ -90,8 +92,10 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
             merge-queue event (``merge_group``, unless ``force``), or a bad name.
         InvalidCaptureError: unreadable capture, a failed self-check, or a partial capture
             (ranks without steps or with different step counts). Nothing is written.
-        UsageError: an existing baseline of that name has another rank count or other rank ids (pass
-            ``force=True`` to replace it on purpose).
+        UsageError: an existing baseline of that name has another rank count or other rank ids, or
+            was saved at a commit that descends from this capture's commit
+            (:func:`perfgate.store.ancestry.refuse_older_commit`); pass ``force=True`` to replace
+            it on purpose.
         StoreError: the write failed (the previous baseline is kept).
     """
     env = os.environ if env is None else env
@@ -119,6 +123,9 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
                                  f"this capture has {fp.config.get('world_size')}: refusing to replace it "
                                  f"(use --force if the job's topology changed on purpose)")
             _refuse_other_rank_ids(name, old, fp)
+            note = refuse_older_commit(name, old.provenance.get("commit"), fp.provenance.get("commit"))
+            if note:   # git could not tell: saved, and the baseline says so
+                fp = dataclasses.replace(fp, warnings=(*fp.warnings, note))
         except (NoBaselineError, CorruptBaselineError):
             pass  # an unreadable or damaged old baseline is replaced
     return store.save(name, fp), fp

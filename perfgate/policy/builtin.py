@@ -18,9 +18,16 @@ PREFIX = "perfgate:"
 def builtin_file(*parts: str) -> Path:
     """Path of a built-in policy file, e.g. ``builtin_file("mfu", "peaks.yaml")``.
 
-    The package is installed as files on disk (pip never installs it zipped), so the resource
-    is an ordinary path; whether it exists is for the caller to check (its error names it)."""
-    return Path(str(resources.files("perfgate").joinpath("policies", *parts)))
+    The folder is found from ``perfgate.policy``, the regular package this module belongs to,
+    never from the top-level name ``perfgate``: run from a folder that holds a directory named
+    ``perfgate`` (a clone's parent) with perfgate installed editable (found by a meta-path
+    finder after the path finder), ``perfgate`` itself is that directory as a namespace package,
+    and ``resources.files("perfgate")`` is a MultiplexedPath over it (whose ``joinpath`` takes one
+    part on Python 3.10 / 3.11, and which would not reach the policies anyway). The package is installed as
+    files on disk (pip never installs it zipped), so the resource is an ordinary path; whether
+    it exists is for the caller to check (its error names it)."""
+    policies = Path(str(resources.files(__package__))).parent / "policies"
+    return policies.joinpath(*parts)
 
 
 def resolve_ref(base_file, ref) -> Path:

@@ -330,7 +330,7 @@ class CommentOutcome:
     """What happened to the PR comment.
 
     ``action``: ``created`` / ``updated`` / ``skipped`` (not a PR, or commenting off) /
-    ``failed``. ``fallback``: files left for a follow-up job when it failed. ``warning``: the one
+    ``stale`` (the run's head is no longer the PR's head: left alone) / ``failed``. ``fallback``: files left for a follow-up job when it failed. ``warning``: the one
     line to show the user (token-free). ``duplicates``: other comments of ours with the same
     marker. ``foreign``: comments with the marker written by someone else (left untouched)."""
     action: str
@@ -451,7 +451,9 @@ def publish_report(body: str, *, ctx: ActionsContext, token: str | None, key: st
     Returns a :class:`CommentOutcome`. On failure (no token, fork / read-only token 403, 404,
     5xx after the retries, network error) ``out_dir/perfgate-comment.md`` (the fitted body) and
     ``out_dir/perfgate-comment.json`` (repository, pr_number, key, head_sha, error — never the
-    token) are written and ``warning`` says why, token-free. Not a pull request: ``skipped``.
+    token) are written and ``warning`` says why, token-free. Not a pull request: ``skipped``. A run
+    whose head commit is no longer the pull request's head (:func:`stale_head`): ``stale``, the
+    comment left as it is and ``warning`` saying why.
 
     Raises:
         StoreError: only when the fallback files themselves cannot be written.
@@ -462,6 +464,9 @@ def publish_report(body: str, *, ctx: ActionsContext, token: str | None, key: st
         if not token:
             raise PublishError(f"no token: ${token_name} is not set (pass the workflow's github.token)")
         gh = github_client(ctx.api_url, token, **(client_options or {}))
+        stale = stale_head(gh, ctx)
+        if stale:
+            return CommentOutcome("stale", warning=stale)
         return upsert_comment(gh, ctx.repository, ctx.pr_number, body, key, author=author)
     except Exception as e:  # noqa: BLE001 - no comment failure may change the gate's verdict
         status = _status_of(e)
@@ -483,6 +488,34 @@ def publish_report(body: str, *, ctx: ActionsContext, token: str | None, key: st
                    f"job (perfgate comment {md} --meta {js})")
         return CommentOutcome("failed", status=status, warning=redact(warning, token),
                               fallback={"markdown": str(md), "meta": str(js)})
+
+
+def stale_head(gh, ctx: ActionsContext) -> str | None:
+    """Why this run must leave the pull request's sticky comment alone, or None.
+
+    A run for an older head commit can finish after the run for the pull request's current head
+    (a push while the gate ran): editing the comment then would replace the current head's
+    verdict (say REGRESSION) with the older one's (PASS). The pull request's head is read now
+    (``GET /repos/{repository}/pulls/{n}``, ``head.sha``) and compared with the head the run
+    tested (the event payload's ``pull_request.head.sha``). Not checked where the run names no
+    head commit (an ``issue_comment`` event) or GitHub's answer has none. A push between this
+    read and the edit is not seen: the next run for that push edits the comment after it.
+
+    Raises:
+        github3.exceptions.GitHubError: an HTTP error (404: no such pull request; 5xx after the
+            retries); requests exceptions for network failures (the caller redacts both)."""
+    if not ctx.head_sha or ctx.event_name not in PR_EVENTS:
+        return None
+    r = gh.session.get(f"{ctx.api_url.rstrip('/')}/repos/{ctx.repository}/pulls/{int(ctx.pr_number)}")
+    if r.status_code >= 400:   # as github3.py reports the comment calls' failures (404 Not Found, 5xx)
+        from github3.exceptions import error_for
+        raise error_for(r)
+    current = ((r.json() or {}).get("head") or {}).get("sha")
+    if not current or current == ctx.head_sha:
+        return None
+    return (f"the pull-request comment on {ctx.repository}#{ctx.pr_number} was left as it is: this run tested "
+            f"commit {ctx.head_sha}, and the pull request's head is now {current} (a newer push; the run for "
+            f"that commit reports there). The verdict and exit code are this run's")
 
 
 def _require_pr_head(gh, api_url: str, repository: str, pr_number: int, head_sha: str) -> None:
@@ -703,6 +736,11 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
         res["comment"] = out
         if out.warning:
             warnings.append(out.warning)
+        if out.action == "stale" and res["summary"] is not None:   # the run page says why, too
+            try:
+                append_step_summary(res["summary"], f"> **perfgate:** {out.warning}.")
+            except StoreError as e:
+                warnings.append(e.render())
         elif out.action == "skipped":
             warnings.append(f"--comment: no pull request in this run (event {ctx.event_name or 'none'}); "
                             f"no comment posted")
