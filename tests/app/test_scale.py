@@ -188,7 +188,7 @@ def test_benchmark_script_runs(text_captures):
     so that a change which makes its captures invalid (the 1M-row shapes were once refused by
     the collection-window check) is caught here, not when someone next measures."""
     import pathlib
-    script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_scale.py"
+    script = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
     r = subprocess.run([sys.executable, str(script), "--quick", "--skip", "ref"], capture_output=True, text=True,
                        timeout=1800)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -149,7 +149,7 @@ def test_readme_verdict_sample_is_what_the_demo_prints(tmp_path, monkeypatch):
     every sample line must be the start of the demo's own line, in order, through the report paths."""
     import re
     from pathlib import Path
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     block = re.search(r"`perfgate demo` ends like this[^\n]*\n\n((?:    [^\n]*\n)+)", readme)
     assert block, "README lost its demo sample"
     sample = [ln[4:].removesuffix(" …") for ln in block.group(1).splitlines()]

@@ -15,7 +15,7 @@ import pytest
 
 from perfgate.synth import SynthSpec, write_capture
 
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 ENV.pop("PERFGATE_DEBUG", None)
 
 # how the streams are broken, as a shell spells it (stdout, stderr): "pipe" = a pipe whose reader

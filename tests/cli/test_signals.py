@@ -58,7 +58,7 @@ def test_keyboard_interrupt_during_option_parsing_in_a_real_process(tmp_path):
             "from perfgate.cli import main\n"
             "main(['--version'], prog_name='perfgate')\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert p.returncode == 130, (p.returncode, p.stderr)
     assert p.stderr.strip() == "perfgate: interrupted (Ctrl-C); nothing judged (exit 130)" and "Aborted!" not in p.stderr
 
@@ -106,7 +106,7 @@ def big_capture(tmp_path_factory):
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc to find child processes")
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_during_multi_worker_check_stops_every_worker(tmp_path, big_capture, sig, code):
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     p = subprocess.Popen([sys.executable, "-m", "perfgate", "check", "--baseline", "x", str(big_capture),
                           "--baseline-dir", str(tmp_path / "bl"), "--out", str(tmp_path / "o"), "--workers", "2",
                           "--trace", "always", "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -181,7 +181,7 @@ def test_a_ctrl_c_after_the_command_finished_changes_nothing(tmp_path, command, 
                  f"sys.argv = ['perfgate'] + {args!r}\n"
                  "main()\n")
     p = subprocess.run([sys.executable, "-c", code_text], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
     assert "Aborted!" not in p.stderr and "Traceback" not in p.stderr and "KeyboardInterrupt" not in p.stderr, p.stderr
     if command == "save":

@@ -12,7 +12,7 @@ import pytest
 from perfgate.synth import SynthSpec, write_capture
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
-ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
 def _run(args, cwd):

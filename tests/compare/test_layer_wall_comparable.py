@@ -12,7 +12,7 @@ from perfgate.policy import load_policy
 from perfgate.app.run import fingerprint_path
 from perfgate.synth import write_demo_pair
 from perfgate.synth.transformer import write_transformer
-from tests.test_compare import fp, mv
+from tests.compare.test_verdict_rules import fp, mv
 
 
 def _walls(cmps):

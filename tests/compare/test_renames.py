@@ -20,7 +20,7 @@ from perfgate.app.run import fingerprint_paths
 
 pytestmark = pytest.mark.real
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("PERFGATE_SHARED", REPO.parent / "shared"))
 TOOL = SHARED / "tools" / "scenarios"
 LEVEL1 = "level1"

@@ -8,7 +8,7 @@ import dataclasses
 from perfgate import terms
 from perfgate.compare.attribution import attribute_families
 from perfgate.model import Comparison
-from tests.test_compare import fp, mv
+from tests.compare.test_verdict_rules import fp, mv
 
 MM, AR, ADD = "aclnnMatmul_MatMulV3Common_MatMulV3", "hcom_allReduce", "aclnnAdd_AddAiCore_Add"
 

@@ -8,7 +8,7 @@ from perfgate.app.gate import check, save_baseline
 from perfgate.model import MetricValue, metric_key
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore
-from tests.test_compare import fp, mv
+from tests.compare.test_verdict_rules import fp, mv
 
 
 def _by_key(base, cand, pol):

@@ -21,7 +21,7 @@ from perfgate.store.baselines import BaselineStore
 from perfgate.history.store import HistoryStore
 from perfgate.history.changepoints import change_points
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = {"world_size": 2, "cann_version": None, "torch_npu_version": None, "aic_metrics": "PIPE",
           "type_available": True, "core_available": True}
 
@@ -90,7 +90,7 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
     """Must show 2 (case C04): 8 processes x 25 runs -> 200 runs, no 'database is locked'."""
     db = str(tmp_path / "h.sqlite")
     HistoryStore(db).close()  # create + migrate once
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER.format(repo=REPO, tests=os.path.join(REPO, "tests"),
+    procs = [subprocess.Popen([sys.executable, "-c", _WORKER.format(repo=REPO, tests=os.path.join(REPO, "tests", "history"),
                                                                   db=db, w=w)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(8)]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -122,7 +122,7 @@ def test_sigkill_mid_record_leaves_no_half_run(tmp_path):
     hs = HistoryStore(db)
     hs.record(fp_of({"step.time_us": 5.0}), branch="main", commit="before")
     hs.close()
-    p = subprocess.Popen([sys.executable, "-c", _SLOW.format(repo=REPO, tests=os.path.join(REPO, "tests"), db=db)],
+    p = subprocess.Popen([sys.executable, "-c", _SLOW.format(repo=REPO, tests=os.path.join(REPO, "tests", "history"), db=db)],
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "writing"
     time.sleep(0.4)

@@ -1,6 +1,6 @@
 """Issue 21 (round 3): the per-step Python loops of the self-checks, step labels, per-step detail
 records and communication readers became columnar. Each new form equals the loop it replaced,
-kept as an oracle (tests/_selfcheck_oracle.py, tests/_steps_round2_oracle.py,
+kept as an oracle (tests/_selfcheck_oracle.py, tests/_steps_labels_oracle.py,
 tests/_comm_oracle.py, tests/_fingerprint_oracle.py, perfgate.metrics.kernels.records): on every
 real capture, on a replicated many-step capture, and on irregular ones (missing and partial
 steps, values mutated so that every self-check kind fails or warns: failing findings are compared,
@@ -12,7 +12,6 @@ import cProfile
 import dataclasses
 import math
 import pstats
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +20,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
 import _comm_oracle as old_comm  # noqa: E402
 import _fingerprint_oracle as old_fp  # noqa: E402
 import _selfcheck_oracle as old_sc  # noqa: E402
-import _steps_round2_oracle as old_steps  # noqa: E402
+import _steps_labels_oracle as old_steps  # noqa: E402
 
 from perfgate.ingest import load_capture  # noqa: E402
 from perfgate.ingest.comm import _fast, read_communication  # noqa: E402

@@ -6,15 +6,12 @@ task, a warm-up-like first step, rows out of time order)."""
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
 import _steps_oracle as old  # noqa: E402
 
 from perfgate.ingest import load_capture  # noqa: E402

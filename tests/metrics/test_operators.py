@@ -27,7 +27,7 @@ from perfgate.report.families import fold_categories
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.writer import DIFFUSION_FAMILIES, SynthSpec, write_capture
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT = (REPO / "perfgate" / "policies" / "default.yaml").read_text()
 MSTT_2023 = ("mstt/profiler/msprof_analyze/test/ut/advisor/advisor_backend/compute_advice/kernel_details.csv")
 MATMUL = "aclnnMatmul_MatMulV3Common_MatMulV3"

@@ -6,15 +6,12 @@ replicated many-step capture (30 steps, 2 ranks) and on random tables."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
 import _rank_oracle as old  # noqa: E402
 
 from perfgate.ingest import load_capture  # noqa: E402

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
 import _segment_metrics_oracle as oracle  # noqa: E402
 
 from perfgate.errors import InvalidCaptureError  # noqa: E402

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
 
 from perfgate.ingest import load_capture  # noqa: E402
 from perfgate.ingest import kernels as ik  # noqa: E402

@@ -294,7 +294,7 @@ def test_comm_op_identity_tolerance_comes_from_the_policy(tmp_path, policy):
     assert "off by more than 1.0 us, self_checks.comm_op_identity_abs_us" in msg
     assert not (tmp_path / "bl" / "main.json").exists()
     wide = tmp_path / "wide.yaml"
-    wide.write_text((Path(__file__).resolve().parents[1] / "perfgate/policies/default.yaml").read_text()
+    wide.write_text((Path(__file__).resolve().parents[2] / "perfgate/policies/default.yaml").read_text()
                     .replace("comm_op_identity_abs_us: 1.0", "comm_op_identity_abs_us: 300"))
     pol = load_policy(wide)
     assert pol.self_checks["comm_op_identity_abs_us"] == 300

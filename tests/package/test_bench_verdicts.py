@@ -11,7 +11,7 @@ import pytest
 
 from conftest import _need
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_verdicts.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_verdicts.py"
 
 #: bench row id -> the outcome CATALOGUE.md requires (as scenarios.make states it)
 EXPECTED = {

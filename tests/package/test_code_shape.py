@@ -8,7 +8,7 @@ named steps that read top to bottom.
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "perfgate"
+PKG = Path(__file__).resolve().parents[2] / "perfgate"
 MAX_POSITIONAL, MAX_PARAMETERS, MAX_LINES = 8, 12, 120
 
 

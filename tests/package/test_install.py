@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from perfgate.cli import main
 from perfgate.version import __version__
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 POLICY_FILES = ("default.yaml", "segments.yaml", "mfu/matmul.yaml", "mfu/peaks.yaml")
 
 

@@ -24,7 +24,7 @@ every module's imports with ``ast`` (lazy imports inside functions included).
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "perfgate"
+PKG = Path(__file__).resolve().parents[2] / "perfgate"
 LAYERS = {
     "errors": 0, "terms": 0, "version": 0, "ci_env": 0, "hostmem": 0, "jsonout": 0,
     "model": 1, "policy": 2, "ingest": 3, "metrics": 4, "synth": 5, "compare": 6, "history": 7,

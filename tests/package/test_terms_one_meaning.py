@@ -11,7 +11,7 @@ from perfgate.metrics.comm import kind_table
 from perfgate.metrics.registry import REGISTRY
 from perfgate import terms
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_exposed_communication_names_only_the_busy_union_figures():

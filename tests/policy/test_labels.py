@@ -15,7 +15,7 @@ from perfgate.metrics.registry import REGISTRY, label_keys
 from perfgate.policy import load_policy
 from perfgate.synth.writer import DIFFUSION_FAMILIES, SynthSpec, write_capture
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT = (REPO / "perfgate" / "policies" / "default.yaml").read_text()
 COMM_OVERRIDE = "- {metric: share.category, labels: {category: Comm}, direction: lower_is_better}"
 

@@ -13,7 +13,7 @@ from perfgate.policy import load_policy
 from perfgate.policy.sections import (FAIL_CLOSED, FindingThresholds, HistorySettings, SelfCheckSettings,
                                       StatisticsSettings)
 
-PKG = Path(__file__).resolve().parent.parent / "perfgate"
+PKG = Path(__file__).resolve().parents[2] / "perfgate"
 SECTIONS = (SelfCheckSettings, FindingThresholds, HistorySettings, StatisticsSettings)
 
 

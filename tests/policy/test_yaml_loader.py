@@ -10,7 +10,7 @@ import yaml
 from perfgate.errors import PolicyError
 from perfgate.policy import yamlfile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 YAML_FILES = sorted([*(ROOT / "perfgate/policies").rglob("*.yaml"), *(ROOT / "policies").rglob("*.yaml")])
 
 

@@ -18,7 +18,7 @@ from perfgate.publish.github import OUTPUT_NAMES
 from perfgate.report.markdown import marker
 from perfgate.synth import SynthSpec, write_capture
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REPO, PR, TOKEN = "acme/llm-train", 42, "ghs_actionTOKEN5550123456789abcdef"
 _EXPR = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
 

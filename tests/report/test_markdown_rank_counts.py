@@ -6,7 +6,7 @@ from perfgate.app.gate import check, save_baseline
 from perfgate.report import render_markdown
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.mutate import add_calls
-from tests.test_mutate_no_trace import ROPE
+from tests.synth.test_mutate_no_trace import ROPE
 
 
 def test_partial_rank_p50_cells_name_their_rank_count(llm_pair, policy, tmp_path):
