@@ -1,5 +1,5 @@
 """Oracle: perfgate.metrics.steps' step_table, label_steps, _slow_ranks and confirm_recompile as
-they were in issue 21 round 2 (columnar figures, but Python work per step or per finding),
+they were between the per-step loops and the columnar forms (columnar figures, but Python work per step or per finding),
 kept verbatim for tests/test_columnar_selfcheck.py."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``check`` path around the fingerprint (issue 21, round 3): self-checks grouped per
+"""The ``check`` path around the fingerprint: self-checks grouped per
 (check, rank) in the JUnit and Markdown reports, and the lost-device-tasks reason computed once
 per comparison (equal to the per-metric scan it replaced, kept here as the oracle)."""
 from __future__ import annotations

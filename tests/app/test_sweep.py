@@ -94,7 +94,7 @@ def test_changed_capture_is_recomputed(tmp_path, policy):
 
 def test_a_file_rewritten_with_its_size_and_mtime_put_back_is_recomputed(tmp_path, policy):
     """``touch -r``-style restores keep size and mtime but cannot keep the inode change time:
-    the capture is fingerprinted again (fresh-user report, round 8: the cache served it)."""
+    the capture is fingerprinted again (the cache served it)."""
     import os
     import time
     write_transformer(tmp_path / "root" / "a", 3, ranks=1, steps=1)

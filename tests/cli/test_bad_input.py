@@ -1,4 +1,4 @@
-"""Bad input found by a fresh user trying to break the CLI: every case gets a specific message
+"""Bad input to the CLI: every case gets a specific message
 and the documented exit code, never a traceback or a silent pass."""
 import json
 import os
@@ -290,7 +290,7 @@ def test_a_crashed_check_leaves_no_earlier_verdict_behind(env, monkeypatch):
     assert not any(f.exists() for f in files), [f for f in files if f.exists()]
 
 
-# --- second fresh-user round (issues 5 / 7 / 10 / 11 merged) ------------------------------------
+# --- files that are not what their name says, values out of range, outputs that cannot be written ---
 
 def test_history_db_under_a_regular_file_is_a_store_error(env):
     cand, _, tmp_path, bl = env

@@ -332,7 +332,7 @@ def test_fingerprint_and_report_outputs_under_a_file_are_refused_before_work(tmp
 def test_demo_prints_commands_that_can_be_pasted(tmp_path):
     """The demo echoes the two commands it ran. They read ``perfgate check --baseline main
     CAND``, which, pasted, gave NO_BASELINE (exit 4): the demo's baseline folder and report folder
-    were left out (third fresh-user round). Each echoed command, run in a shell from the same
+    were left out. Each echoed command, run in a shell from the same
     folder (a path with a space), does what the demo did."""
     import shlex
     import shutil

@@ -1,7 +1,7 @@
 """The exit code a command decides stands whatever happens to stderr: a reader that went away
 (``2>&1 | head -0``), a full device (``2>/dev/full``) or a closed descriptor (``2>&-``), for every
 way out: click's usage error, a PerfgateError (``_fail``), an internal error and a verdict
-(fresh-user report: ``baseline save --name a/b CAP 2>&1 | head -0`` exited 0, ``check --baseline
+(``baseline save --name a/b CAP 2>&1 | head -0`` exited 0, ``check --baseline
 a/b CAP 2>&1 | head -0`` 1, the regression code, ``... 2>/dev/full`` 1). A closed stdout pipe
 keeps the code too (``| head -0``); stdout on a full device stays exit 5 (tests/test_stdout_full.py).
 Runs the console script's way in (``main()`` without arguments) in a subprocess, on synthetic

@@ -1,4 +1,4 @@
-"""Bad input a second fresh-user round found giving exit 70 (round 8): JSON nested deeper than
+"""Bad input that gave exit 70: JSON nested deeper than
 Python's recursion limit (a capture's JSON files: exit 3; a GitHub event payload: exit 2),
 policy values of the wrong type or YAML nested 500 levels (exit 2 naming the file), and a
 baseline metric holding an integer no float can hold (exit 5). Real captures from

@@ -140,7 +140,7 @@ def test_signal_during_multi_worker_check_stops_every_worker(tmp_path, big_captu
 
 
 def test_an_interrupted_baseline_save_says_no_baseline_was_saved(tmp_path, monkeypatch):
-    """Ctrl-C during ``baseline save`` said "nothing judged" (fresh-user report): it names what it
+    """Ctrl-C during ``baseline save`` said "nothing judged": it names what it
     leaves, the stored baseline as it was."""
     cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
     bl = tmp_path / "bl"
@@ -164,7 +164,7 @@ def test_an_interrupted_baseline_save_says_no_baseline_was_saved(tmp_path, monke
 @pytest.mark.parametrize("command, code", [("save", 0), ("check", 4)])
 def test_a_ctrl_c_after_the_command_finished_changes_nothing(tmp_path, command, code):
     """A Ctrl-C after "saved baseline ..." was printed (the interpreter shutting down) was a
-    KeyboardInterrupt traceback, or a death by the signal (fresh-user report). The command had
+    KeyboardInterrupt traceback, or a death by the signal. The command had
     finished: its exit code stands, 0 for a save and the verdict's own for a check that exits
     non-zero (4: no baseline). The console script's way in (``main()``, arguments from argv);
     the Ctrl-C arrives from an exit handler, after the command returned."""
@@ -198,7 +198,7 @@ def test_the_sigint_handler_is_restored_after_an_in_process_run(tmp_path):
 
 def test_a_ctrl_c_after_check_wrote_its_reports_keeps_their_verdict(tmp_path, monkeypatch):
     """A Ctrl-C after the reports were written (while the verdict is printed or the comment
-    posted) exited 130 while perfgate-result.json said exit 0 (fresh-user report): the reports'
+    posted) exited 130 while perfgate-result.json said exit 0: the reports'
     exit code stands, and the line says so."""
     cap = write_capture(tmp_path / "c", SynthSpec(seed=1))
     bl = tmp_path / "bl"
@@ -220,7 +220,7 @@ def test_a_ctrl_c_after_check_wrote_its_reports_keeps_their_verdict(tmp_path, mo
 
 
 def test_an_interrupt_while_history_record_starts_says_nothing_recorded(tmp_path, monkeypatch):
-    """Ctrl-C during history record's imports said "nothing judged" (fresh-user report)."""
+    """Ctrl-C during history record's imports said "nothing judged"."""
     import builtins
     real = builtins.__import__
 

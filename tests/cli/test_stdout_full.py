@@ -1,6 +1,6 @@
 """Standard output on a full device (``--json -`` or ``-o -`` into ``/dev/full``, a disk that
 filled up under a redirect): exit 5, "store error: write to standard output failed: No space
-left on device", as for a report file that cannot be written (fresh-user report, round 8:
+left on device", as for a report file that cannot be written (not
 exit 70, "internal error ... a bug in perfgate"). Synthetic captures from perfgate.synth."""
 import os
 import subprocess

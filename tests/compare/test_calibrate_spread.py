@@ -1,5 +1,5 @@
-"""A calibrated policy never fails its own training runs against each other (second audit
-round): four synthetic captures whose exposed communication read 10.45 / 3.79 / 3.91 / 3.86 %
+"""A calibrated policy never fails its own training runs against each other:
+four synthetic captures whose exposed communication read 10.45 / 3.79 / 3.91 / 3.86 %
 gave a robust sigma of 0.09 pp and a proposed single-capture tolerance of 0.39 pp, and a check
 of the first capture against the second failed. The single-capture tolerance is now at least
 the captures' own spread, and the printout says so."""

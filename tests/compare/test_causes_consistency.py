@@ -1,4 +1,4 @@
-"""A cause is one thing that changed (fresh-user report, round 5): its verdict follows what it did
+"""A cause is one thing that changed: its verdict follows what it did
 to the step (ΣDuration per step), not its call count; one family is at most one cause; every gated
 metric is explained by at most one cause; ``fails`` only with a regression verdict; the headline
 counts the causes the reports list."""

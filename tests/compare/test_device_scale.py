@@ -47,7 +47,7 @@ def test_a_share_that_fell_because_the_rest_grew_is_a_side_effect(copy_capture, 
     r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
     res = _result(out)
     causes = {x["subject"]: x for x in res["causes"]}
-    # since the fourth audit round the comparison itself is no gain: a part whose own ΣDuration did
+    # the comparison itself is no gain: a part whose own ΣDuration did
     # not move is unchanged (a consequence), so nothing names hcom_allReduce and nothing counts as improved
     assert "hcom_allReduce" not in causes and "improved   communication hcom_allReduce" not in r.output
     comm_shares = [c for c in res["comparisons"] if c["gated"] and c["name"].startswith("share.")

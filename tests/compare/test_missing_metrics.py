@@ -1,7 +1,7 @@
 """A candidate that no longer measures gated metrics the baseline had (its trace_view.json and
 step_trace_time.csv deleted) fails the gate as MISSING, and every report says so as its own
 reason: the console and Markdown name the absent metrics and call them absent, not slower; the
-JUnit failure type is ``missing``, not ``regression`` (fresh-user report: "6 failing gated
+JUnit failure type is ``missing``, not ``regression`` ("6 failing gated
 metrics" with no cause, the metrics hidden in a collapsed section)."""
 from junitparser import Failure, JUnitXml
 

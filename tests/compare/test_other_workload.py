@@ -106,7 +106,7 @@ def test_not_applied_across_a_toolchain_change_or_with_few_families(real):
 
 def test_repeated_captures_of_two_workloads_are_refused(tmp_path, text_captures):
     """Several captures of one side are repeated runs of one commit: a real resnet-like capture
-    and a synthetic LLM-like one are refused with exit 2 (fresh-user report, round 8: they were
+    and a synthetic LLM-like one are refused with exit 2 (they were
     pooled, "model layers 5 -> 4.5"), for baseline save, check and calibrate."""
     from click.testing import CliRunner
 

@@ -1,6 +1,6 @@
 """Which kernel families explain a share's change (perfgate.compare.attribution): only those
-inside the part for a share that rose, only those outside it for one that fell. Found by a
-fresh-user round on the LLM capture: hcom_allReduce ×3 and MatMulV3 ×1.5 made
+inside the part for a share that rose, only those outside it for one that fell. On the
+LLM capture hcom_allReduce ×3 and MatMulV3 ×1.5 made
 ``share.family{family=hcom_allReduce}`` fail with "Kernel families that grew most:
 aclnnMatmul_MatMulV3Common_MatMulV3 (+24,000 us)", leaving out hcom_allReduce's own +80,685 us."""
 import dataclasses

@@ -1,4 +1,4 @@
-"""No side effect is called a gain (third fresh-user round, real Level1 -> Level2 captures):
+"""No side effect is called a gain (real Level1 -> Level2 captures):
 ``comm.wait_ratio`` fell 21.6 pp on rank 0 because rank 1 took over the waiting (p50 +21.3 pp),
 and the rank skews of families at 0.02 % of the device's ΣDuration swung 28 % -> 4 % and were
 called better."""

@@ -125,7 +125,7 @@ def test_too_few_runs_is_unsure_never_pass_unless_every_run_pair_decides(policy)
     across the run pairs is unsure, with the runs needed; a doubling that every pairing of a
     baseline run with a candidate run shows beyond the tolerance is a regression, as a
     single-capture check of any one pair says (a baseline of several runs never weakens the
-    gate: fifth audit round, a doubled step time was UNSURE, exit 0)."""
+    gate: a doubled step time was UNSURE, exit 0)."""
     base = step_side([1000.0] * 10 + [1001.0] * 10, 2)
     cand = step_side([1050.0] * 10 + [1150.0] * 10, 2)              # +5 % and +15 %: straddles 10 %
     c = _cmp(base, cand, policy)
@@ -357,7 +357,7 @@ def test_cli_several_captures_and_calibrate(repeated, same_job, tmp_path):
 def test_real_level1_level2_are_not_repeated_runs(text_captures, policy, tmp_path):
     """The real Level1 and Level2 runs of one job are two job configurations (profiler level),
     not two repeats of one side: baseline save and check refuse to pool them (exit 2) naming
-    both captures and the facet, nothing stored (fresh-user report, round 6; as calibrate)."""
+    both captures and the facet, nothing stored (as calibrate)."""
     store = BaselineStore(tmp_path / "bl")
     caps = [text_captures / "level1", text_captures / "level2"]
     with pytest.raises(UsageError) as e:

@@ -1,4 +1,4 @@
-"""One function decides a verdict (issue 20): Tolerance.allowance converts a policy tolerance
+"""One function decides a verdict: Tolerance.allowance converts a policy tolerance
 once, Direction.judge turns a change (a value or an interval) into a verdict; statuses and
 verdicts are distinct str-Enums."""
 import json

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def test_a_spurious_second_cut_does_not_hide_a_real_shift():
-    """A fresh-user trial: 12 runs, a +48 % step at run 7 on a very quiet p50 series. PELT cut it
+    """12 runs, a +48 % step at run 7 on a very quiet p50 series. PELT cut it
     at 6 and again at 9; the real cut was then tested on runs 7-9 only (6 against 3 runs: the rank
     test cannot reach alpha 0.01) and dropped together with the spurious one, so `history trend`
     reported no change point on the p50 view while the rank0 view had one. A failed cut is now

@@ -1,4 +1,4 @@
-"""History in commit order (issue 19, case Q07): runs back-filled out of order are read in commit
+"""History in commit order (case Q07): runs back-filled out of order are read in commit
 order — by ancestry in a git checkout, by the commit time stored at record time elsewhere."""
 import os
 import re

@@ -251,7 +251,7 @@ def test_report_plots_a_recent_change(tmp_path):
     assert r.exit_code == 0 and "1 metric(s) changed" in r.output
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "step.time_us{view=p50}" in md and "c22" in md
-    # the block names its series, as `history trend` does, and the unit (second audit round)
+    # the block names its series, as `history trend` does, and the unit
     assert "### `step.time_us{view=p50} (series " in md and ")` (us, elapsed)" in md
     png = (tmp_path / "rep" / "metric-001.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""History judges parts as a check does (issue 18): a MatMul slowdown from run 7 on is a
+"""History judges parts as a check does: a MatMul slowdown from run 7 on is a
 change of the MatMul parts only (rank0 and p50 alike), shares are shown in % and pp, and the
 nightly report puts step time first."""
 import pytest

@@ -1,4 +1,4 @@
-"""A ``history:BRANCH`` baseline pools one workload: the candidate's (second audit round: a real
+"""A ``history:BRANCH`` baseline pools one workload: the candidate's (a real
 CNN capture recorded on a branch of synthetic transformer runs joined their series, and the
 baseline became transformer medians with the CNN's Top-N set and step count: a byte-identical
 re-run of a recorded capture failed, blaming a family that got 1 % faster)."""

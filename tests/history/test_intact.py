@@ -1,7 +1,7 @@
 """``history record`` on a history database damaged away from the pages it reads (bytes of the
 metric-value pages overwritten) is a store error (exit 5) naming SQLite's complaint, and leaves
 the file as it was. Before, the duplicate lookup read an intact page and the command exited 0
-("already recorded") on a file that ``check`` calls damaged (fresh-user report)."""
+("already recorded") on a file that ``check`` calls damaged."""
 import pytest
 
 from perfgate.errors import EXIT_STORE, StoreError

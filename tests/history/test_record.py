@@ -26,7 +26,7 @@ def _run(*args, env=None):
 
 def _drop_comm_step(out, step):
     """communication.json without ``step`` (a file that lists a step the kernel table and
-    step_trace_time.csv lack is another capture's: exit 3, seventh audit round)."""
+    step_trace_time.csv lack is another capture's: exit 3)."""
     p = out / "communication.json"
     if p.is_file():
         d = json.loads(p.read_text(encoding="utf-8"))

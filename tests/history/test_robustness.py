@@ -308,7 +308,7 @@ class _FullConnection:
 @pytest.mark.parametrize("existing", [False, True])
 def test_a_full_disk_at_the_first_record_leaves_no_database_it_created(tmp_path, monkeypatch, existing):
     """SQLITE_FULL while `history record` creates the database: "nothing was written" and no
-    file left behind (fresh-user report: a 0-byte perfgate-history.sqlite that did not exist
+    file left behind (a 0-byte perfgate-history.sqlite that did not exist
     before). A file that existed before the run (even an empty one) is never removed."""
     import perfgate.history.store as hstore
     from perfgate.synth import SynthSpec, write_capture

@@ -3,7 +3,7 @@ captures of one side refuse mixed levels, perfgate.metrics.repeat, and calibrate
 and sparklines draw one level per line. A Level2 run costs the job more profiling overhead, so a
 pool of Level1 and Level2 runs read the configuration change as noise (the median of the mix and a
 wide band). A candidate of a level the history lacks is still judged against the newest level
-with enough runs, with a note (issue 6, must show 3: level2 against two level1 runs). Databases
+with enough runs, with a note (level2 against two level1 runs). Databases
 recorded before keep working: the level is the runs table's profiler_level column, recorded since
 schema 1; the stored series_key is unchanged."""
 import pytest
@@ -67,7 +67,7 @@ def test_trends_and_sparklines_never_draw_two_levels_on_one_line(mixed, policy):
 
 def test_trend_names_the_series_of_a_metric_that_has_several_and_why_runs_split(mixed):
     """Plain ``history trend`` printed kernel.topn twice with different counts and no series, and
-    "the longest series has 3 run(s)" for 5 runs recorded (fresh-user report)."""
+    "the longest series has 3 run(s)" for 5 runs recorded."""
     from perfgate.history.changepoints import trend_notes
     import pandas as pd
     runs = pd.DataFrame({"run_id": [1, 2], "commit": ["a", "b"], "set_value": ['["x"]', '["y"]'],
@@ -85,8 +85,7 @@ def test_trend_names_the_series_of_a_metric_that_has_several_and_why_runs_split(
 
 
 def test_journal_notes_rounds_of_other_levels_and_never_compares_across_series():
-    """A Level2 round was "-3.7 % vs previous kept" against a Level1 one with no note (fresh-user
-    report): compared, as check judges across levels, with a note; across series never."""
+    """A Level2 round was "-3.7 % vs previous kept" against a Level1 one with no note: compared, as check judges across levels, with a note; across series never."""
     import pandas as pd
     from perfgate.report.history import journal_table, render_journal
     runs = pd.DataFrame({"id": [1, 2, 3, 4], "note": ["a", "b", "c", "d"], "status": ["kept"] * 4,

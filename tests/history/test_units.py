@@ -1,6 +1,6 @@
 """History trend / report blocks name the metric's unit and caliber, and a part metric's table
-says its before / after are the part's normalised ΣDuration, not the share (second audit round:
-``share.category`` read 41.51% -> 53.54% where the recorded shares were 0.476-0.483, and
+says its before / after are the part's normalised ΣDuration, not the share (it read
+``share.category`` as 41.51% -> 53.54% where the recorded shares were 0.476-0.483, and
 ``block.share`` read 112.03 %)."""
 import pandas as pd
 

@@ -1,4 +1,4 @@
-"""Reading the history database leaves its folder as it was (fresh-user report, round 6): a
+"""Reading the history database leaves its folder as it was: a
 read-only open of a WAL-mode database used to leave an empty ``-wal`` and a 32 KiB ``-shm`` beside it."""
 import hashlib
 import sqlite3

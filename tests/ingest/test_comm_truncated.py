@@ -1,6 +1,6 @@
 """A communication.json cut short (the export did not finish) is diagnosed as trace_view.json is:
 "truncated JSON: the file ends at byte N inside an unfinished value", exit 3 with the byte
-offset, nothing written to baselines or history (fresh-user report: it said "invalid JSON:
+offset, nothing written to baselines or history (it said "invalid JSON:
 Unterminated string starting at" at the byte where the last string began). A wrong byte in a
 complete file keeps its "invalid JSON" message."""
 import json

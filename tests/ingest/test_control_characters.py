@@ -1,6 +1,6 @@
 """A control character (NUL, ESC, ...) inside a kernel table's text cell (Name, Type, Accelerator
 Core, Stream ID) is a damaged file: exit 3 naming file, row, column and the cell, never a
-"new kernel family" regression whose name the JUnit XML must drop (a fresh-user report: a NUL
+"new kernel family" regression whose name the JUnit XML must drop (a NUL
 in row 9's Name gave exit 1 and a JUnit failure naming a family the baseline has)."""
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def test_tabs_and_ordinary_text_pass(copy_capture):
     read_kernels(f, pmu=True)
 
 
-# -- the same refusal for communication.json op keys and the DB export's strings (fresh-user
-# report: only the CSV kernel tables refused them; one check, perfgate.ingest.kernels.
+# -- the same refusal for communication.json op keys and the DB export's strings (only
+# the CSV kernel tables refused them; one check, perfgate.ingest.kernels.
 # refuse_control_characters)
 
 def _comm_with_key(cap, char, where="op"):

@@ -1,5 +1,5 @@
 """Arrow's CSV errors name a column by its 0-based number (``In CSV column #8``); perfgate's
-messages name it by header name and 1-based number (fresh-user report, round 6)."""
+messages name it by header name and 1-based number."""
 import pytest
 from click.testing import CliRunner
 

@@ -255,7 +255,7 @@ R1 = "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/"
      ["CommAnalyzerTime.elapse_time at rowid 2 holds real inf, not a finite number"]),
     ("analysis.db", "update CommAnalyzerBandwidth set transit_time = NULL where rowid = 3",
      ["CommAnalyzerBandwidth.transit_time at rowid 3 is NULL"]),
-    # a renamed column crashed (exit 70, "no such column") or was read as 0 (second fresh-user round)
+    # a renamed column crashed (exit 70, "no such column") or was read as 0
     ("ascend_pytorch_profiler_1.db", "alter table STEP_TIME rename column id to stepId",
      ["table STEP_TIME has no column id (it has: "]),
     ("ascend_pytorch_profiler_1.db", "alter table STRING_IDS rename column value to val",

@@ -1,4 +1,4 @@
-"""Issue 21 ingest fast paths equal the readers they replaced, kept as oracles:
+"""Ingest fast paths equal the readers they replaced, kept as oracles:
 communication.json (:func:`read_communication` vs the per-op loop
 :func:`read_communication_loop`), on every real capture, on a replicated many-step capture and on
 mutated files (same tables, or the same error text)."""
@@ -170,7 +170,7 @@ def _one_op(t: str, key: str = "a@1", before: str = "", after: str = "") -> str:
                                   '{"step1": {"collective": {"a@1": {"Communication Time Info": '
                                   '{"Elapse Time(ms)": Infinity}}}}}',
                                   '\ufeff{"step1": {}}', "{}", '{"step1": {}, "step2": {"p2p": {}}}',
-                                  # msgspec's decode (issue 21): duplicate keys, numbers beyond a float,
+                                  # msgspec's decode: duplicate keys, numbers beyond a float,
                                   # a lone surrogate, a Total Op Info of another form, a falsy bandwidth
                                   _one_op('"Elapse Time(ms)": 1, "Elapse Time(ms)": 2'),
                                   _one_op('"Elapse Time(ms)": 1e400'), _one_op('"Elapse Time(ms)": 1' + "0" * 400),
@@ -373,7 +373,7 @@ def test_kernels_equal_reference_with_duplicates_and_invalid_rows(text_captures,
 
 
 def _old_exact_duplicates(df):
-    """The pandas version replaced in issue 21 (tests' oracle)."""
+    """The pandas version the numpy form replaced (the test's oracle)."""
     start = df["start_ns"].to_numpy()
     same = np.zeros(len(start), dtype=bool)
     order = np.argsort(start, kind="stable")
@@ -411,7 +411,7 @@ from perfgate.ingest.csvread import decimal_to_scaled_int  # noqa: E402
 
 
 def _old_decimal_to_scaled_int(arr):
-    """The per-chunk buffer reader replaced in issue 21 (tests' oracle)."""
+    """The per-chunk buffer reader the fast form replaced (the test's oracle)."""
     lows, nulls = [], []
     for chunk in arr.chunks:
         buf = chunk.buffers()[1]

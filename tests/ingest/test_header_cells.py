@@ -1,4 +1,4 @@
-"""Header cells as a hand edit leaves them (fresh-user report, round 8): a cell with spaces
+"""Header cells as a hand edit leaves them: a cell with spaces
 around its name (``" Name"``, ``"Duration(us) "``, ``" Computing"``) names the same column, so
 the capture gives the same fingerprint as the file as exported (before: exit 70, Arrow's
 "Column 'Name' in include_columns does not exist"); a header naming one column twice is

@@ -1,6 +1,6 @@
 """A path component longer than the file system's name limit (255 bytes) was an internal error,
 exit 70 (``OSError: [Errno 36] File name too long``), for every option that takes a path and for
-the capture itself (second fresh-user round). Outputs and stores are exit 5 (a write that cannot
+the capture itself. Outputs and stores are exit 5 (a write that cannot
 happen), a capture path exit 3, each naming the option and the limit."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A torch_npu rank folder without its profiler_info_<N>.json: the rank still comes from the
 folder name, and the capture's warnings say so, naming the folder and what is then unknown
 (profiler level, CANN version, collection window); the level of such a rank reads
-"not recorded", never Python's None (fresh-user report: exit 0 with only
+"not recorded", never Python's None (exit 0 with only
 "['Level2', 'None']" printed)."""
 from __future__ import annotations
 

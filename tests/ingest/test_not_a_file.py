@@ -1,7 +1,7 @@
 """A capture file whose name holds something else (a folder, a symbolic link loop such as
 ``ln -s kernel_details.csv kernel_details.csv``, a link to nothing) is an invalid capture
 (exit 3) naming the path and what is there, never "no kernel_details.csv" / "not present"
-(fresh-user report: a kernel_details.csv folder was "incomplete profile: no
+(a kernel_details.csv folder was "incomplete profile: no
 kernel_details.csv"; a kernel_details.csv linked to itself said the same). Every file
 perfgate reads, wherever discovery or loading looks for it; nothing is written to baselines or
 history."""

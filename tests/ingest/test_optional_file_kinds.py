@@ -1,7 +1,7 @@
 """An optional file of a rank (step_trace_time.csv, communication.json, trace_view.json,
 analysis.db) whose name holds a folder, a FIFO or a symbolic link to nothing is an invalid
-capture (exit 3) naming the path and what is there, not "not present" (fresh-user report,
-round 8: the run passed with a note, without the file's checks). Absent files keep their
+capture (exit 3) naming the path and what is there, not "not present" (where
+the run passed with a note, without the file's checks). Absent files keep their
 meaning. Real captures from ../shared/fixtures/ascend, mutated in a temp copy."""
 import os
 

@@ -1,6 +1,6 @@
 """A PMU ratio cell that is neither N/A / empty nor a number (a NUL byte, text, nan, inf) is an
-invalid capture naming file, row and column, as the time columns are (fresh-user report, round 6:
-a NUL byte in aiv_mte2_ratio was read as N/A and moved the family's memory_bound silently)."""
+invalid capture naming file, row and column, as the time columns are (a
+NUL byte in aiv_mte2_ratio was read as N/A and moved the family's memory_bound silently)."""
 import csv
 import io
 

@@ -1,4 +1,4 @@
-"""Issue 21: ``read_kernels(pmu=True)`` parses only the PMU columns the family view reads
+"""``read_kernels(pmu=True)`` parses only the PMU columns the family view reads
 (:func:`perfgate.ingest.kernels.pmu_columns`; 13 of the 20 of a PipeUtilization
 kernel_details.csv), and every fingerprint is the one of ``pmu="all"`` (every PMU column, the
 reader before): on every real PipeUtilization capture, on a replicated many-step capture, and

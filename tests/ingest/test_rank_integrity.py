@@ -1,8 +1,8 @@
-"""Rank-set integrity and the report page of an unreadable capture (cases found by a fresh user).
+"""Rank-set integrity and the report page of an unreadable capture.
 
 1. A rank folder whose export is missing (``rank1_ascend_pt/`` without ``ASCEND_PROFILER_OUTPUT/``)
    fails closed: exit 3, nothing written. A capture with fewer ranks than the job's world size
-   (``profiler_metadata.json`` ``distributed_args.world_size``) is recorded coverage (issue 16).
+   (``profiler_metadata.json`` ``distributed_args.world_size``) is recorded coverage.
 2. Different rank id sets on the two sides of a check are incompatible (exit 4) naming both
    sets; repeated captures of one side with different rank sets are refused.
 3. ``perfgate report CAPTURE --html`` writes a page (exit 3) when the capture cannot be read.
@@ -127,7 +127,7 @@ def test_real_db_export_still_read(ascend):
 
 # -- 1b. fewer ranks than the job's world size -----------------------------------------------------
 def test_fewer_ranks_than_world_size_is_recorded_coverage(tmp_path, policy):
-    """Issue 16 §3: a subset of the job's ranks (Megatron / MindSpeed --profile-ranks) is a
+    """A subset of the job's ranks (Megatron / MindSpeed --profile-ranks) is a
     normal capture; the job's world size and the ranks profiled are recorded, never guessed."""
     from perfgate.ingest import load_capture
     from perfgate.metrics.fingerprint import fingerprint_capture
@@ -256,7 +256,7 @@ def test_report_for_a_missing_path_writes_no_page(tmp_path):
 def test_a_rank_whose_header_lost_a_column_its_sibling_has_is_refused(copy_capture, tmp_path, column, renamed, what):
     """One rank's kernel_details.csv with a renamed Accelerator Core (or Type) header passed as
     "partial: 20 gated metrics not comparable", blamed on Level0, and baseline save stored
-    share.category{Comm} p50 = the median of 0.92 and 0 (fresh-user report). Exit 3 for every
+    share.category{Comm} p50 = the median of 0.92 and 0. Exit 3 for every
     command, naming the file and its sibling; nothing stored. (A renamed Type is refused already:
     the column is required.)"""
     from _refusals import assert_refused_everywhere
@@ -289,8 +289,8 @@ def test_ranks_of_different_levels_may_differ_in_columns(text_captures, tmp_path
 @pytest.mark.real
 def test_ranks_that_share_no_profiled_step_are_refused(copy_capture, tmp_path):
     """Rank 1 of step 51 beside rank 0 of step 50 (files from another run, clocks close enough
-    to pass RANKS_FROM_DIFFERENT_RUNS) passed check and was saved as a baseline (second fresh-user
-    round). RANKS_WITHOUT_COMMON_STEP fails closed: exit 3 for every command, nothing stored."""
+    to pass RANKS_FROM_DIFFERENT_RUNS) passed check and was saved as a baseline.
+    RANKS_WITHOUT_COMMON_STEP fails closed: exit 3 for every command, nothing stored."""
     from _refusals import assert_refused_everywhere
     from _refusals import saved_main
     bl = saved_main(copy_capture("level1", "base"), tmp_path / "bl")

@@ -43,7 +43,7 @@ def test_two_op_summary_exports_in_one_folder_are_refused(ascend, tmp_path):
 def test_op_summary_slices_must_be_of_one_export(ascend, tmp_path):
     """A sliced export beside an unsliced one (slice 0 twice), or slice stamps that fall as the
     slice number rises: exit 3. msprof stamps each slice when it writes it, so the stamps of one
-    export may differ (seventh audit round: a real export of over 1M rows was refused); slices in
+    export may differ (a real export of over 1M rows was refused); slices in
     one pass stay one table (tests/ingest/test_db_and_msprof.py and the tests below)."""
     from perfgate.errors import InvalidCaptureError
     from perfgate.ingest.load import load_capture

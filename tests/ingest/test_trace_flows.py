@@ -1,4 +1,4 @@
-"""Host -> device flows in the byte-level trace scan (issue 21 round 4): tracebytes._flows reads
+"""Host -> device flows in the byte-level trace scan: tracebytes._flows reads
 every hit of ``async_npu`` / ``HostToDevice`` by vectorised numpy over the block and hands only
 hits outside the common shape to validity.flow_event. The result must be exactly the per-hit
 loop's (tests/_flows_oracle.py, the code it replaced): the same ``starts`` items in the same

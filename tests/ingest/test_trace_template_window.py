@@ -1,5 +1,5 @@
 """The word-window template matcher of the byte-level trace scan
-(perfgate.ingest.tracebytes._template_events, issue 21 round 8): each value read from one gathered
+(perfgate.ingest.tracebytes._template_events): each value read from one gathered
 window of 8-byte words (the literal before it right-aligned, the value word-aligned), with a slow
 read for the rows the window does not settle. It must take exactly the events, and give exactly
 the values, of the per-value matcher it replaced (kept below as the oracle), on crafted blocks:
@@ -20,7 +20,7 @@ from perfgate.ingest.tracebytes import KIND_NAMES, _equals, _find_byte, _hole_va
 
 
 def _template_events_oracle(b, w64, so, tm):
-    """The matcher _template_events replaced (round 7), verbatim: each hole ends at the first
+    """The matcher _template_events replaced, verbatim: each hole ends at the first
     byte that begins the next literal (the learned length tried first), literals compared word
     by word, values checked and converted by _hole_values."""
     lits, layout = tm.lits, tm.layout

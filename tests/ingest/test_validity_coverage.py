@@ -1,4 +1,4 @@
-"""Validity model, rank coverage (issue 16 §3, Q12) and raw msprof ranks (Q05).
+"""Validity model, rank coverage (Q12) and raw msprof ranks (Q05).
 
 The real transformer capture ``msinsight/test/st/level2`` (SOURCES.md 1e: world_size 4, rank 0
 full, rank 1 with only step_trace_time.csv + communication.json) is a normal capture: its

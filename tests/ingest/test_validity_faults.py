@@ -1,4 +1,4 @@
-"""Validity model, one test per KIND of fault (issue 16): devices (Q01), time bases (Q02), lost
+"""Validity model, one test per KIND of fault: devices (Q01), time bases (Q02), lost
 device tasks (Q03), values no profiler writes (Q04), raw msprof timelines (Q11), and further
 captures of each kind built here as mutations of the real fixtures (tmp copies; nothing is
 written into the shared folder)."""

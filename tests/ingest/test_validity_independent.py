@@ -1,7 +1,7 @@
-"""Independent captures for issue 16's validity model, built by a tester who did not write the fix.
+"""Independent captures for the validity model, built by a tester who did not write the fix.
 
 Each test mutates a copy of a real capture (copied into ``tmp_path`` at run time; the shared
-fixtures are never changed or committed) into one member of a fault kind named in issue 16
+fixtures are never changed or committed) into one member of a fault kind of the validity model
 (time bases, devices, rank coverage, values no profiler writes, raw msprof, typed trace mode),
 runs the ``perfgate`` CLI on it as a user would, and asserts the behaviour the files prove right:
 a right value, exit 3 naming the file (and row/column where one row is at fault), or exit 4
@@ -291,7 +291,7 @@ def test_negative_duration_in_raw_msprof_is_refused_naming_row(msprof):
     """raw msprof op_summary row 2 with Task Duration(us) -8.060: no self-check bounds raw msprof
     (the row used to be dropped with a warning and the figures moved: ΣDuration 31.262 us instead
     of 39.322 us); a negative duration is a value no profiler writes (unlike N/A) -> exit 3 naming
-    file, row and column (issue 16 kind 5)."""
+    file, row and column (fault kind 5)."""
     cap, f = msprof
     _edit_column(f, "Task Duration(us)", lambda s: "-8.060", rows=[2])
     rc, _, err = _fingerprint(cap)

@@ -15,7 +15,7 @@ from perfgate.store.baselines import BaselineStore
 from perfgate.synth.writer import SynthSpec, write_capture
 
 ELAPSED = ("step.time_us", "step.free_us", "step.bubble_us", "step.underfeed_ratio",
-           # spans between two instants and idle gaps: elapsed time too (fresh-user report: they
+           # spans between two instants and idle gaps: elapsed time too (they
            # had no caliber at all)
            "step.wall_us", "step.prelaunch_gap_us", "step.tail_gap_us", "step.internal_bubble_us",
            "step.largest_bubble_us", "layer.wall_p50_us")

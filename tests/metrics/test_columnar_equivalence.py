@@ -1,4 +1,4 @@
-"""Columnar per-step computations (issue 21) equal the per-step loops they replaced, on random
+"""Columnar per-step computations equal the per-step loops they replaced, on random
 tables: segmented busy unions, exposed communication per row, op identity checks."""
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_per_step_table_equals_the_loc_selection(seed, n, weighted):
 
 
 def test_flat_to_dict_equals_asdict(text_captures):
-    """SelfCheck / Finding.to_dict copy their fields shallowly (issue 21: ~31k self-checks in
+    """SelfCheck / Finding.to_dict copy their fields shallowly (~31k self-checks in
     a 5,236-step result): the same dict, keys in field order, as dataclasses.asdict."""
     from dataclasses import asdict
 

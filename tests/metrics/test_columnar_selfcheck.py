@@ -1,4 +1,4 @@
-"""Issue 21 (round 3): the per-step Python loops of the self-checks, step labels, per-step detail
+"""The per-step Python loops of the self-checks, step labels, per-step detail
 records and communication readers became columnar. Each new form equals the loop it replaced,
 kept as an oracle (tests/_selfcheck_oracle.py, tests/_steps_labels_oracle.py,
 tests/_comm_oracle.py, tests/_fingerprint_oracle.py, perfgate.metrics.kernels.records): on every

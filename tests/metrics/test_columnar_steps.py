@@ -1,4 +1,4 @@
-"""Issue 21: the columnar per-step metrics of perfgate.metrics.steps / selfcheck / fingerprint
+"""The columnar per-step metrics of perfgate.metrics.steps / selfcheck / fingerprint
 equal the per-step loops they replaced (kept verbatim in tests/_steps_oracle.py), on every real
 text capture, on replicated many-step captures (30 steps of level1 and of st/level2) and on a
 capture with irregular steps (a missing step, a step with a long gap ending at a waiting AI CPU
@@ -184,7 +184,7 @@ def test_rank_step_figures_equal_the_per_step_loops(captures, name):
         k = km.rows_where(r.kernels.df, r.kernels.df["step"].notna().to_numpy())
         assert fpm._step_sums_and_unions(k) == old.step_sums_and_unions(k)
         anatomy = steps.step_table(r)
-        # taken from the step table (issue 21): the same figures in the same order; rows that do
+        # taken from the step table: the same figures in the same order; rows that do
         # not rise with position (no profiler writes them) take the segmented pass
         assert fpm._step_sums_and_unions(k, anatomy) == old.step_sums_and_unions(k)
         shuffled = k.iloc[::-1].reset_index(drop=True)

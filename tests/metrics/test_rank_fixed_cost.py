@@ -1,4 +1,4 @@
-"""Issue 21, per-rank fixed cost: the small-table forms that replaced per-rank pandas group-bys
+"""Per-rank fixed cost: the small-table forms that replaced per-rank pandas group-bys
 and record dicts (metrics.kernels.group_sums, operators.pipe_metrics,
 fingerprint._comm_elapse_median) equal the pandas forms they replaced (kept in
 tests/_rank_oracle.py) on every real text capture, on the real st/level2 capture, on a

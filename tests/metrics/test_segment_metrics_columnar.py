@@ -1,4 +1,4 @@
-"""Issue 21: segment_metrics (the structure gate metrics) is columnar: joint integer codes and
+"""Segment_metrics (the structure gate metrics) is columnar: joint integer codes and
 bincounts instead of pandas group-bys per pass. It must give exactly the dict the former form
 gave, kept as the oracle tests/_segment_metrics_oracle.py: same keys in the same order, same
 values (and types), same evidence and context; on every real kernel table in the fixtures, on a

@@ -1,4 +1,4 @@
-"""Step-batched segmentation (issue 21) equals the per-step loop it replaced.
+"""Step-batched segmentation equals the per-step loop it replaced.
 
 :func:`perfgate.metrics.segments.segment_rank` now cuts the layers of every step at once (one
 sort, segmented reductions, ``searchsorted`` over all steps' rows with step offsets in the

@@ -1,4 +1,4 @@
-"""Issue 21, per-rank fixed cost (round 8): the small-rank forms equal the pandas forms they
+"""Per-rank fixed cost: the small-rank forms equal the pandas forms they
 replaced, which are kept here as oracles (``_old_*``), on every real text capture, the real
 st/level2 capture, a replicated many-step capture and a synthetic many-rank capture
 (perfgate.synth.scale, the shape of bench_scale.py section 4), and on random columns; and the

@@ -1,10 +1,10 @@
-"""Model structure (issue 17): step -> micro-batch -> pass -> layer -> block on the real LLM
+"""Model structure: step -> micro-batch -> pass -> layer -> block on the real LLM
 training capture (st/level2 rank 0, pipeline stage 0 of a PP2 x DP2 MindSpeed job, 14 Qwen3-style
 decoder layers x 2 micro-batches) and on synthetic training steps from perfgate.synth.transformer
 (last pipeline stage, DeepSeek-style MoE, recompute, micro-batch count).
 
 The real capture's rank 1 holds only step_trace_time + communication, so the capture as a whole
-is refused until rank coverage lands (issue 16); these tests read rank 0's kernel_details.csv
+is refused until rank coverage lands; these tests read rank 0's kernel_details.csv
 directly with the kernel reader."""
 import numpy as np
 import pandas as pd
@@ -329,7 +329,7 @@ def test_last_stage_loss_without_loss_names_is_still_the_head_segment(policy):
 
 
 def test_segmentation_python_work_does_not_grow_with_steps(policy):
-    """Issue 21: the same training step repeated 300 or 2,000 times: segment_rank makes the same
+    """The same training step repeated 300 or 2,000 times: segment_rank makes the same
     number of Python-level function calls (cProfile count; numpy / pandas C loops not counted),
     so its Python work is a constant, not a per-step loop. The former per-step implementation
     (tests/segments_oracle.py) made ~600 calls more per step."""

@@ -1,7 +1,7 @@
 """The lowest versions pyproject.toml admits must run perfgate: pip keeps an installed package
 that satisfies the floor (a torch_npu environment with numpy 1.26 satisfied ``numpy>=1.24``), so
-a floor below an API perfgate calls crashes every gate there (a fresh-user audit installed the
-old floors: exit 70 on any capture with a timeline, history writes reported failed yet kept).
+a floor below an API perfgate calls crashes every gate there (an install of the
+old floors gave exit 70 on any capture with a timeline, history writes reported failed yet kept).
 Each floor here names the API that sets it; raising the use of a newer API means raising it."""
 from __future__ import annotations
 

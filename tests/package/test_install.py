@@ -1,4 +1,4 @@
-"""perfgate as an installed package (issue 19): a wheel carries the built-in policies as package
+"""perfgate as an installed package: a wheel carries the built-in policies as package
 data and works from an empty folder; the composite action installs itself (`install: true`);
 optional parts (extras) fail with exit 2 naming the extra; `--version`; `.ci/run` honours
 PERFGATE_SHARED.
@@ -167,7 +167,7 @@ def test_a_missing_extra_is_exit_2_naming_it(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["report", str(base), "--html", str(tmp_path / "c.html")])
     assert r.exit_code == 2 and "pip install matplotlib (the 'html' extra: pip install '.[html]' from a clone)" in r.output and not (tmp_path / "c.html").exists()
     # sweep: the rollup is not the extra, the spreadsheet is: sweep.csv written, a warning for the xlsx
-    # (a base install refused the whole sweep: second audit round)
+    # (a base install refused the whole sweep)
     r = CliRunner().invoke(main, ["sweep", str(tmp_path / "caps"), "--out", str(tmp_path / "sw"), "--workers", "1"])
     assert r.exit_code == 0, r.output
     assert "sweep.xlsx not written" in r.output and "pip install openpyxl: the 'xlsx' extra" in r.output

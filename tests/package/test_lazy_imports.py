@@ -1,4 +1,4 @@
-"""A single-capture check imports only what it uses (issue 21): scipy is for repeated-capture
+"""A single-capture check imports only what it uses: scipy is for repeated-capture
 statistics and calibration, matplotlib for HTML reports. Each costs ~1 s of import, which
 would be most of a small pair's check."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kernel family identity (issue 17): the policy's volatile-part rules, one test per naming
+"""Kernel family identity: the policy's volatile-part rules, one test per naming
 kind, and renames in the family comparison."""
 import csv
 import os

@@ -1,5 +1,5 @@
 """A policy number that is NaN or infinite (YAML .nan / .inf) is a policy error naming the key
-(exit 2), never exit 70 or every self-check failing (fresh-user finding)."""
+(exit 2), never exit 70 or every self-check failing."""
 import subprocess
 import sys
 

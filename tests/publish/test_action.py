@@ -294,7 +294,7 @@ def test_boolean_inputs_take_any_case_and_refuse_anything_else(tmp_path, capture
 def test_exit_1_without_a_verdict_is_no_regression_to_excuse(tmp_path, captures):
     """With fail-on-regression false, any exit 1 was "regression reported, not failing" (exit 0),
     also from a python3 that has no perfgate (install: false, a broken import): a job that never
-    ran the gate went green (seventh audit round). Only an exit 1 whose step outputs say
+    ran the gate went green. Only an exit 1 whose step outputs say
     exit-code=1 is excused; a python3 without perfgate fails the step."""
     d, worse = captures
     fake = tmp_path / "bin"

@@ -320,7 +320,7 @@ def test_default_retry_budget_and_bad_keys(server, tmp_path):
             upsert_comment(gh, REPO, PR, "body", bad)
 
 
-# --- issue 19: comment identity, merge queue, shallow clones ----------------------------------
+# --- comment identity, merge queue, shallow clones ----------------------------------
 
 def test_a_persons_marker_comment_is_never_edited(server, tmp_path):
     """Q08: a person's comment starting with the marker stays untouched; ours is created, then updated."""

@@ -1,4 +1,4 @@
-"""Causes, not symptoms (issue 18): the demo's two causes lead every report; views are columns;
+"""Causes, not symptoms: the demo's two causes lead every report; views are columns;
 JSON counts gated vs informational; --json - streams; partial comparisons are stated."""
 import json
 

@@ -207,7 +207,7 @@ def test_damaged_store_reaches_the_job_summary_and_step_outputs(tmp_path, store)
 
 def test_baseline_store_that_is_a_regular_file_is_damaged_not_missing(tmp_path, store):
     """PERFGATE_BASELINE_DIR naming a regular file is a damaged store (exit 5, reports written,
-    not forgiven by --no-baseline-ok), not NO_BASELINE (fresh-user report: exit 0 with
+    not forgiven by --no-baseline-ok), not NO_BASELINE (exit 0 with
     --no-baseline-ok); --baseline-dir naming it is the same (was: click's usage error, exit 2, no
     reports). The file is left as it was."""
     _, cand = store

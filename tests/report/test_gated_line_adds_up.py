@@ -1,6 +1,6 @@
 """The gated-metrics line (terminal, Markdown, HTML) adds up to its total: a gated metric absent
-from the baseline is counted as new (not judged) instead of vanishing from the line (fresh-user
-report: "340 — 0 failing, 0 improved, 339 unchanged, 0 incomparable, 0 missing")."""
+from the baseline is counted as new (not judged) instead of vanishing from the line (it read
+"340 — 0 failing, 0 improved, 339 unchanged, 0 incomparable, 0 missing")."""
 from __future__ import annotations
 
 import json

@@ -273,7 +273,7 @@ def test_browser_real_level1_to_level2(text_captures, tmp_path, policy):
 @pytest.mark.real
 def test_browser_real_level1_vs_level0_is_partial(text_captures, tmp_path, policy):
     """Level0 against a Level1 baseline: the verdict says partial and names the profiler-level
-    change at the top; the incomparable metrics are collapsed below the charts (issue 18)."""
+    change at the top; the incomparable metrics are collapsed below the charts."""
     store = BaselineStore(tmp_path / "bl")
     save_baseline(text_captures / "level1", "main", policy=policy, store=store, env={})
     r = check(text_captures / "level0", "main", policy=policy, store=store, env={})

@@ -17,8 +17,7 @@ def test_informational_text_counts_each_direction():
     counts = {"informational": {**zero, "total": 7, str(terms.IMPROVEMENT): 3}}
     assert informational_text(counts) == "7 (3 better; not gated)"
     assert informational_text({"informational": {**zero, "total": 5}}) == "5"
-    # every kind the JSON counts is named (4 new ones were left out of "279 (34 worse, 3 better)":
-    # second fresh-user round)
+    # every kind the JSON counts is named (4 new ones were left out of "279 (34 worse, 3 better)")
     counts = {"informational": {**zero, "total": 9, str(terms.REGRESSION): 2, str(terms.NEW): 4,
                                 str(terms.MISSING): 1, str(terms.INCOMPARABLE): 2}}
     assert informational_text(counts) == "9 (2 worse, 4 new, 1 gone, 2 not compared; not gated)"
@@ -45,7 +44,7 @@ def test_level_change_names_moved_informational_metrics(text_captures, policy, t
 def test_a_family_crossing_the_min_share_is_not_new(text_captures, policy, tmp_path):
     """pipe.memory_bound is recorded for families above operators.family_min_share only:
     trans_TransData (42 calls on both ranks of both captures) crossed 1 % on rank 1 (0.978 % ->
-    1.002 %) and was "new ... only in the candidate" (third fresh-user round). It is "not
+    1.002 %) and was "new ... only in the candidate". It is "not
     compared", naming the rule; neither new nor gone."""
     store = BaselineStore(tmp_path / "bl")
     save_baseline(text_captures / "level1", "main", policy=policy, store=store, env={})

@@ -1,7 +1,7 @@
 """A p50 / max cell of the Markdown's gated table taken over fewer ranks than the check's other
 p50 values says so: the real LLM capture's rank 1 is partial (step_trace_time.csv and
 communication.json only), so kernel metrics' "p50" was a median of one rank beside step metrics'
-median of two, under one header (third fresh-user round)."""
+median of two, under one header."""
 from perfgate.app.gate import check, save_baseline
 from perfgate.report import render_markdown
 from perfgate.store.baselines import BaselineStore

@@ -1,6 +1,6 @@
 """Every labelled metric names its label values wherever a report names it, and the reports take
 a comparison's subject from the comparison, not by cutting its reason at the first colon
-(fresh-user report: the four ``comm.calls_per_step`` rows of the Markdown table all read "HCCL op
+(the four ``comm.calls_per_step`` rows of the Markdown table all read "HCCL op
 calls per step of one kind (allreduce, allgather, ...)", and 89 cells of a real check ended with
 an unclosed "(new", the reason's "(new: absent from the baseline)" cut at its colon)."""
 from __future__ import annotations
@@ -80,8 +80,7 @@ def test_a_hand_built_comparison_without_subject_falls_back_to_its_reason():
 
 
 def test_a_changed_count_of_left_out_kernel_rows_is_a_capture_quality_cause(tmp_path):
-    """An N/A Duration row (kernel.invalid_rows 0 -> 1) was listed "no cause found" (fresh-user
-    report): it is its own cause, named as the capture's data, with the rows as evidence."""
+    """An N/A Duration row (kernel.invalid_rows 0 -> 1) was listed "no cause found": it is its own cause, named as the capture's data, with the rows as evidence."""
     from dataclasses import replace
 
     from perfgate.compare.causes import find_causes
@@ -109,7 +108,7 @@ def test_a_changed_count_of_left_out_kernel_rows_is_a_capture_quality_cause(tmp_
 
 def test_a_failed_self_check_names_the_rows_the_rank_left_out(tmp_path):
     """An N/A Duration(us) row makes the step's busy union fall short of the trace; the failure
-    named only the two figures (fresh-user report). It now names the left-out rows as the suspect."""
+    named only the two figures. It now names the left-out rows as the suspect."""
     import csv
     cap = write_capture(tmp_path / "cap", SynthSpec(seed=4))
     kd = next(cap.rglob("kernel_details.csv"))
@@ -127,7 +126,7 @@ def test_a_failed_self_check_names_the_rows_the_rank_left_out(tmp_path):
 
 def test_a_family_outside_one_ranks_top_n_keeps_its_own_time_there(tmp_path):
     """kernel.time_us is recorded for each rank's Top-N + slack families; a family below one
-    rank's cut was 0 there (rank0 view 0 us, p50 halved, rank skew 200 %: fresh-user report).
+    rank's cut was 0 there (rank0 view 0 us, p50 halved, rank skew 200 %).
     Every rank now holds the family's own ΣDuration per step, 0 only where it does not run."""
     from perfgate.policy.load import load_policy
     from perfgate.app.run import fingerprint_path
@@ -171,7 +170,7 @@ def test_a_family_not_recorded_on_one_side_is_not_compared(tmp_path):
 
 def test_step_anatomy_and_step_share_texts_name_their_calibers(tmp_path):
     """"time 67,123.4 -> 134,246.8 us per step" named no caliber, and "step time: +258 us
-    ΣDuration per step (step time unchanged)" read as a contradiction (fresh-user report)."""
+    ΣDuration per step (step time unchanged)" read as a contradiction."""
     from dataclasses import replace
 
     from perfgate.compare.causes import find_causes
@@ -194,7 +193,7 @@ def test_step_anatomy_and_step_share_texts_name_their_calibers(tmp_path):
         "elapsed step time unchanged (ΣDuration +258 us/step)"
     assert step_share_text({"step_delta_us": 1618.0, "step_time_delta_us": 1735.0}) == \
         "ΣDuration +1,618 of elapsed +1,735 us/step (93%)"
-    # a cause that moved against the step time has no share of it ("(-249%)": second audit round)
+    # a cause that moved against the step time has no share of it ("(-249%)")
     t = step_share_text({"step_delta_us": 53.0, "step_time_delta_us": -21.0})
     assert t == "ΣDuration +53 us/step while the elapsed step time moved -21 us/step: opposite directions, no share of it"
     t = step_share_text({"step_delta_us": 53.0, "step_time_delta_us": 34.0})
@@ -203,7 +202,7 @@ def test_step_anatomy_and_step_share_texts_name_their_calibers(tmp_path):
 
 def test_a_step_missing_from_step_trace_or_communication_json_is_named(tmp_path):
     """A row deleted from step_trace_time.csv, or a step from communication.json, passed with no
-    note while rank 0's values shifted (second fresh-user round)."""
+    note while rank 0's values shifted."""
     import json as _json
 
     from perfgate.ingest import load_capture

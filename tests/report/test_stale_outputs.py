@@ -168,8 +168,8 @@ def test_sweep_rollup_of_an_earlier_run_is_removed_before_the_sweep(tmp_path, mo
 @pytest.mark.parametrize("policy_text", ["version: 1\nbogus: 1\n", None])
 def test_a_check_refused_for_its_policy_leaves_no_earlier_report(tmp_path, policy_text):
     """A policy that does not load (an unknown key; a missing file) is exit 2 before anything is
-    read, and the earlier run's PASS reports (--out's three and --html) are gone (fresh-user
-    report, round 8: they kept their old timestamps)."""
+    read, and the earlier run's PASS reports (--out's three and --html) are gone (they
+    used to keep their old timestamps)."""
     cap = write_capture(tmp_path / "cap", SynthSpec(seed=5))
     out, html, bl = tmp_path / "o", tmp_path / "c.html", tmp_path / "bl"
     assert run("baseline", "save", "--name", "b", cap, "--baseline-dir", bl)[0] == 0
@@ -186,7 +186,7 @@ def test_a_check_refused_for_its_policy_leaves_no_earlier_report(tmp_path, polic
 
 def test_earlier_reports_are_removed_before_the_heavy_imports(tmp_path, monkeypatch):
     """An interrupt while ``check`` starts (the gate's ~0.5 s of imports) leaves no earlier verdict
-    either: the reports are removed before ``perfgate.app.gate`` is imported (fresh-user report: SIGINT
+    either: the reports are removed before ``perfgate.app.gate`` is imported (SIGINT
     at 0.3 s left the previous PASS files byte-identical), by a module that imports no pandas."""
     import subprocess
     import sys

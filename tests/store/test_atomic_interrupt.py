@@ -1,5 +1,5 @@
 """write_atomic interrupted mid-write (Ctrl-C, the CLI's SIGTERM exception): the previous file
-is kept and no hidden ``.<name>.*.tmp`` is left beside it (a fresh-user report: 4 of 4 interrupted
+is kept and no hidden ``.<name>.*.tmp`` is left beside it (4 of 4 interrupted
 ``baseline save`` / ``check`` runs left one in the baseline store or the reports folder)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""write_atomic follows symbolic links and writes streams in place (a fresh user's finding: as
+"""write_atomic follows symbolic links and writes streams in place (as
 root, --output /dev/stdout replaced the machine's /dev/stdout link by a regular file)."""
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""A stored baseline whose fingerprint sections are damaged (fresh-user report, round 8) is a
+"""A stored baseline whose fingerprint sections are damaged is a
 DAMAGED_BASELINE (exit 5) for ``check`` as for ``baseline show``: before, ``check`` skipped the
 self-checks it does not compare and passed (exit 0) a baseline ``show`` called corrupt, and a
 ``config`` or metric ``labels`` that is not an object crashed (exit 70); a baseline without
@@ -46,7 +46,7 @@ _CALLS = "kernel.calls_per_step{"   # a labelled metric: {family=..., view=...}
     (lambda d: d["fingerprint"].__setitem__("findings", [1]), "findings[0] is not an object"),
     (lambda d: d["fingerprint"].__setitem__("detail", []), "detail is an array, not an object"),
     (lambda d: _first_metric(d).__setitem__("labels", "x"), "has labels 'x'"),
-    # a metric's own fields (fresh-user report, sixth session: accepted silently before)
+    # a metric's own fields (accepted silently before)
     (lambda d: _first_metric(d).__setitem__("key", "other.key"), "is stored with key 'other.key'"),
     (lambda d: _first_metric(d).__setitem__("tier", "x"), "has tier 'x'"),
     (lambda d: _first_metric(d).__setitem__("tier", 7), "has tier 7"),

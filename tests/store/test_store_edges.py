@@ -1,4 +1,4 @@
-"""Store and CLI edges a fresh user found: a baseline folder under a regular file is a damaged
+"""Store and CLI edges: a baseline folder under a regular file is a damaged
 store (exit 5) everywhere, `baseline save` refuses an unwritable store before fingerprinting,
 --branch refuses control characters, the negative-duration refusal carries a hint."""
 import os
@@ -93,7 +93,7 @@ def test_negative_duration_error_has_a_hint(copy_capture):
 
 def test_a_lone_surrogate_in_profiler_info_is_written_escaped(copy_capture, tmp_path):
     """profiler_info with a "\\udc80" escape: fingerprint, baseline save and check write their
-    JSON (\\u escapes) instead of exit 70 / "not serialisable" (fresh-user finding)."""
+    JSON (\\u escapes) instead of exit 70 / "not serialisable"."""
     import json
     cap = copy_capture("level1")
     for info in cap.glob("rank*_ascend_pt/profiler_info_*.json"):
@@ -113,7 +113,7 @@ def test_a_lone_surrogate_in_profiler_info_is_written_escaped(copy_capture, tmp_
 
 def test_a_capture_folder_name_that_is_not_utf8_is_an_invalid_capture(text_captures, tmp_path):
     """A byte that is not UTF-8 in a folder name: exit 3 naming the folder (escaped), with the
-    check's reports written, instead of exit 70 from Arrow's path encoding (fresh-user finding)."""
+    check's reports written, instead of exit 70 from Arrow's path encoding."""
     import json
     import shutil
     base = os.fsencode(str(tmp_path)) + b"/cap\xff"
@@ -167,7 +167,7 @@ def test_baseline_list_warns_when_a_file_holds_another_baseline_name(tmp_path, c
 
 @pytest.mark.parametrize("name", ["-x", ".hidden", "_a"])
 def test_a_name_starting_with_a_sign_says_it_must_start_with_a_letter_or_digit(tmp_path, name):
-    """'-x' and '.hidden' were refused by a message listing '.' and '-' as allowed (fresh-user report)."""
+    """'-x' and '.hidden' were refused by a message listing '.' and '-' as allowed."""
     from perfgate.errors import UsageError
     from perfgate.store.baselines import BaselineStore
     with pytest.raises(UsageError, match="starting with a letter or digit") as e:

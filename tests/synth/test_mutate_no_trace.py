@@ -1,5 +1,5 @@
 """perfgate.synth.mutate.add_calls on a rank without trace_view.json (the real LLM capture
-msinsight/test/st/level2 has none): it raised FileNotFoundError (third fresh-user round);
+msinsight/test/st/level2 has none): it raised FileNotFoundError;
 it now places the new tasks in the idle gaps between the step's kernel rows."""
 from decimal import Decimal
 

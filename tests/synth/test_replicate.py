@@ -1,5 +1,5 @@
 """perfgate.synth.replicate: real rank rows replicated over many steps with fresh exact times
-(the benchmark's real-shaped captures, issue 21)."""
+(the benchmark's real-shaped captures)."""
 from __future__ import annotations
 
 import pyarrow as pa

@@ -93,7 +93,7 @@ def test_injected_slowdown_regresses_step_time_not_counts(tmp_path, policy):
 
 def test_synth_and_demo_where_nothing_can_be_written_are_store_errors(tmp_path):
     """``synth OUT`` / ``demo --out OUT`` under a regular file (or a read-only folder, a full
-    disk): exit 5 naming the path, not exit 70 (fresh-user report, round 8)."""
+    disk): exit 5 naming the path, not exit 70."""
     from click.testing import CliRunner
 
     from perfgate.cli import main

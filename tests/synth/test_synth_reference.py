@@ -1,4 +1,4 @@
-"""The synthetic writers are faithful enough for the official tool (issue 21): msprof-analyze
+"""The synthetic writers are faithful enough for the official tool: msprof-analyze
 `compare` reads their files and writes its xlsx. Structure is checked always; the tool itself
 runs when it is installed (PERFGATE_MSPROF_ANALYZE=path, or msprof-analyze on PATH)."""
 from __future__ import annotations
