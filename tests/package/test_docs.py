@@ -89,7 +89,7 @@ def test_readme_is_a_short_front_door():
 
 
 def _readme_test_command() -> str:
-    cmds = re.findall(r"^\s+(?:.*&& )?(python3 -m pytest[^\n]*)$", README.read_text(encoding="utf-8"), re.M)
+    cmds = re.findall(r"^\s+(?:.*?&& )?(python3 -m pytest[^\n]*)$", README.read_text(encoding="utf-8"), re.M)
     assert cmds, "README.md shows no `python3 -m pytest` command"
     return cmds[0].strip()
 
@@ -154,15 +154,29 @@ def _selected(expr: str, marks: set) -> bool:
     return Expression.compile(expr).evaluate(lambda name, **kw: name in marks)
 
 
-def test_ci_runs_the_slow_tests_and_the_inner_loop_leaves_them_out():
+def test_ci_runs_the_default_suite_then_the_slow_tests():
+    """README's test command (what .ci/run runs) is the default suite, then the slow tests: the first
+    selects the plain and real tests and no benchmark, and its -m does not name ``slow`` so conftest
+    leaves those out; the second selects the slow tests; a plain ``python3 -m pytest`` is the first."""
     import shlex
     import tomllib
+    from types import SimpleNamespace
+
+    import conftest
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
     assert any(m.startswith("slow:") for m in ini["markers"])
     addopts = shlex.split(ini["addopts"])
-    inner = addopts[addopts.index("-m") + 1]
-    ci_args = shlex.split(_readme_test_command())
-    ci = ci_args[len(ci_args) - 1 - ci_args[::-1].index("-m") + 1]   # pytest's -m: a later one replaces addopts
-    assert not _selected(inner, {"slow"}) and _selected(inner, {"real"}) and _selected(inner, set())
-    assert _selected(ci, {"slow"}) and _selected(ci, {"real"}) and _selected(ci, set())
-    assert not _selected(inner, {"bench"}) and not _selected(ci, {"bench"})
+    runs = [shlex.split(part) for part in _readme_test_command().split("&&")]
+    exprs = [args[len(args) - 1 - args[::-1].index("-m") + 1] for args in runs]   # a later -m replaces addopts'
+    default, slow = exprs
+    assert default == addopts[addopts.index("-m") + 1]
+    assert _selected(default, {"real"}) and _selected(default, set()) and not _selected(default, {"bench"})
+    assert _selected(slow, {"slow"}) and not _selected(slow, {"bench"})
+
+    def kept(expr):
+        items = [SimpleNamespace(name=name, get_closest_marker=lambda m, name=name: m if m == name else None)
+                 for name in ("slow", "plain")]
+        config = SimpleNamespace(getoption=lambda opt: expr, hook=SimpleNamespace(pytest_deselected=lambda items: None))
+        conftest.pytest_collection_modifyitems(config, items)
+        return [item.name for item in items]
+    assert kept(default) == ["plain"] and kept(slow) == ["slow", "plain"] and kept("") == ["plain"]
