@@ -1,6 +1,6 @@
-"""Oracle: fingerprint.rank_metrics as it was before the per-rank numpy rewrite (
-pandas wide tables and one median per column), kept so tests/test_columnar_steps.py can compare
-old and new on every capture."""
+"""Oracle: fingerprint.rank_metrics as it was before the per-rank numpy rewrite
+(pandas wide tables and one median per column), kept so tests/metrics/test_columnar_steps.py can
+compare old and new on every capture."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Oracles: the per-rank pandas forms that the per-rank fixed-cost forms replaced, kept
-verbatim so tests/test_rank_fixed_cost.py can compare old and new on real and replicated
+verbatim so tests/metrics/test_rank_fixed_cost.py can compare old and new on real and replicated
 captures and on random tables."""
 from __future__ import annotations
 

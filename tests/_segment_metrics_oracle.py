@@ -1,4 +1,4 @@
-"""Oracles of the columnar structure metrics (tests/test_segment_metrics_columnar.py):
+"""Oracles of the columnar structure metrics (tests/metrics/test_segment_metrics_columnar.py):
 ``segment_metrics`` is the former pandas group-by form, kept in tests/segments_oracle.py (the
 per-step segmentation's oracle, which holds it unchanged); ``class_aggregates`` is the former
 class-table group-by of perfgate.metrics.segments._classes."""

@@ -1,4 +1,4 @@
-"""Oracle: perfgate.metrics.selfcheck as it was before its per-step loops became columnar, kept verbatim so tests/test_columnar_selfcheck.py can compare old and new."""
+"""Oracle: perfgate.metrics.selfcheck as it was before its per-step loops became columnar, kept verbatim so tests/metrics/test_columnar_selfcheck.py can compare old and new."""
 from __future__ import annotations
 
 from collections import namedtuple

@@ -1,6 +1,6 @@
 """Oracle: perfgate.metrics.steps' step_table, label_steps, _slow_ranks and confirm_recompile as
-they were between the per-step loops and the columnar forms (columnar figures, but Python work per step or per finding),
-kept verbatim for tests/test_columnar_selfcheck.py."""
+they were between the per-step loops and the columnar forms (columnar figures, but Python work
+per step or per finding), kept verbatim for tests/metrics/test_columnar_selfcheck.py."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Oracles: the per-step loops of perfgate.metrics.steps as they were before the columnar
-rewrite, kept verbatim so tests/test_columnar_steps.py can compare old and new."""
+rewrite, kept verbatim so tests/metrics/test_columnar_steps.py can compare old and new."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,5 @@
 # Test oracle: perfgate/metrics/segments.py as it was before the step-batched rewrite
-# (main at c9afc71), kept verbatim: per-step / per-pass loops. tests/test_segments_equivalence.py
+# (main at c9afc71), kept verbatim: per-step / per-pass loops. tests/metrics/test_segments_equivalence.py
 # compares every RankSegments table and error of the current module against it. Do not "fix" it.
 """Model structure: each step's kernel sequence cut into step -> micro-batch -> pass (forward /
 backward / recompute) -> layer -> block, plus named non-layer segments (pipeline, embedding,

@@ -3,7 +3,7 @@
 way out: click's usage error, a PerfgateError (``_fail``), an internal error and a verdict
 (``baseline save --name a/b CAP 2>&1 | head -0`` exited 0, ``check --baseline
 a/b CAP 2>&1 | head -0`` 1, the regression code, ``... 2>/dev/full`` 1). A closed stdout pipe
-keeps the code too (``| head -0``); stdout on a full device stays exit 5 (tests/test_stdout_full.py).
+keeps the code too (``| head -0``); stdout on a full device stays exit 5 (tests/cli/test_stdout_full.py).
 Runs the console script's way in (``main()`` without arguments) in a subprocess, on synthetic
 captures from perfgate.synth."""
 import os

@@ -87,7 +87,7 @@ def test_much_slower_family_is_one_cause(cast_pair, tmp_path):
 
 def test_real_st_level2_vs_level1_causes_are_consistent(ascend, tmp_path, monkeypatch):
     """Two real jobs of different models, judged metric by metric anyway (the other-workload
-    refusal, exit 4 by default, is switched off here: tests/test_other_workload.py) as the
+    refusal, exit 4 by default, is switched off here: tests/compare/test_other_workload.py) as the
     richest real pair for the causes' consistency."""
     import perfgate.metrics.workload as workload
     monkeypatch.setattr(workload, "MAX_JACCARD", 0.0)

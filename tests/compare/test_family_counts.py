@@ -58,7 +58,7 @@ def test_a_doubled_layer_anchor_is_the_family_not_the_model_structure(tmp_path):
     unchanged: the layer count doubles (each FA starts a layer), and the cause read "model
     structure: model layers 6 -> 12" with FA folded into it, unnamed. One family changed its
     calls while the others kept theirs: FA is the cause. A real extra layer (6 -> 7, every layer
-    family more) stays a model-structure cause (tests/test_segments.py)."""
+    family more) stays a model-structure cause (tests/metrics/test_segments.py)."""
     from perfgate.synth import SynthSpec, write_capture
     from perfgate.synth import transformer as tf
     fa = tf.ATTENTION[3]

@@ -66,7 +66,7 @@ def test_real_level1_kernel_table_cut_at_a_row_boundary_is_named_truncated(copy_
 
 def test_real_level1_row_shortened_in_its_only_step_stays_altered(copy_capture, tmp_path):
     """The same step, nothing cut: the first hcom_allReduce row of the real level1 table shortened to
-    1234.5 us (tests/test_real_captures.py's must-show 3c) falls short too, but no trace event starts
+    1234.5 us (tests/app/test_real_captures.py's must-show 3c) falls short too, but no trace event starts
     after the table's last task: the words stay "not from one capture or a row was altered"."""
     cap = copy_capture("level1")
     rows = (cap / KD0).read_text().splitlines()

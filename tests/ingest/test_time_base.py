@@ -151,7 +151,7 @@ def test_a_whole_trace_on_another_clock_keeps_the_time_bases_warning(copy_captur
     """Case Q02's sibling: rank 0's table 3 h later than its trace, no collection window to bound
     it (profiler_info without start_info / end_info). The host windows no longer overlap the
     device tasks: the time-bases warning, host − device figures left out, durations still judged
-    (tests/test_validity_independent.py holds the figures); time_base does not fail it."""
+    (tests/ingest/test_validity_independent.py holds the figures); time_base does not fail it."""
     cap = copy_capture("level1")
     shift_starts(cap / OUT0, 3 * 3600e6)
     info = cap / "rank0_ascend_pt" / "profiler_info_0.json"

@@ -26,7 +26,7 @@ EVENT = st.fixed_dictionaries({"ph": st.sampled_from(["X", "X", "X", "i"]), "nam
 @pytest.fixture(autouse=True)
 def _arrow_path(monkeypatch):
     """These tests are about the Arrow line scan: the byte-level extractor tried before it
-    (tests/test_trace_bytes.py) is switched off."""
+    (tests/ingest/test_trace_bytes.py) is switched off."""
     monkeypatch.setattr(tr, "BYTE_SCAN", False)
 
 

@@ -364,7 +364,7 @@ def test_structure_honours_the_trace_mode(ascend):
 
 # -- findings need evidence that tells causes apart --------------------------------------------------
 def _gap_capture(tmp_path, name):
-    """The synthetic step of tests/test_steps_comm.py with a gap 10.1x ΣDuration (RECOMPILE
+    """The synthetic step of tests/metrics/test_steps_comm.py with a gap 10.1x ΣDuration (RECOMPILE
     thresholds met) whose following task waited through it: an input-setup-like gap."""
     from perfgate.synth import SynthSpec, write_capture
     from test_steps_comm import EXACT

@@ -5,7 +5,7 @@ groups from one stable sort, boolean filters that skip the copy, the vectorised 
 the duplicate scan without a sort, the family table's pipe sums) is checked against the
 obvious implementation on small random tables (hypothesis), including missing values, blank
 steps, unsorted start times and N/A PMU cells. The golden digests of
-tests/test_fingerprint_stable.py check the same on whole captures.
+tests/metrics/test_fingerprint_stable.py check the same on whole captures.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ fingerprint part (config, self_checks, findings, detail, warnings, provenance, .
 per metric name over all its keys and views (values, evidence, context), so a difference
 names what changed. The only volatile parts, ``provenance.created_at`` and the absolute
 ``provenance.source``, are dropped. No capture data is stored, only digests. Regenerate only on purpose, with a reviewed reason:
-``PERFGATE_REGEN_GOLDEN=1 python3 -m pytest tests/test_fingerprint_stable.py``.
+``PERFGATE_REGEN_GOLDEN=1 python3 -m pytest tests/metrics/test_fingerprint_stable.py``.
 """
 from __future__ import annotations
 

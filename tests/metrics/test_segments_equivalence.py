@@ -21,7 +21,7 @@ from perfgate.metrics import segments as new
 from perfgate.synth.replicate import replicate_rank
 from perfgate.synth.transformer import write_training, write_transformer
 
-# the captures of ../shared/fixtures/ascend that load (tests/test_sweep.py OK)
+# the captures of ../shared/fixtures/ascend that load (tests/app/test_sweep.py OK)
 REAL = ["msinsight/test/data/pytorch/text/level0", "msinsight/test/data/pytorch/text/level1",
         "msinsight/test/data/pytorch/text/level2", "msinsight/test/data/pytorch/db/level0",
         "msinsight/test/data/pytorch/db/level1", "msinsight/test/data/pytorch/db/level2",
@@ -211,7 +211,7 @@ def test_random_rows_dropped_per_step(many, policy, seed):
 
 
 def _random_sequences(policy, seed, count):
-    """Random kernel sequences (tests/test_segments.py alphabet), 1-12 steps each: equal tables
+    """Random kernel sequences (tests/metrics/test_segments.py alphabet), 1-12 steps each: equal tables
     or the same error."""
     from test_segments import _ALPHABET, _table
     rng = np.random.default_rng(seed)

@@ -1,7 +1,7 @@
 """A failed self-check names the files of its rank by their rank-relative path
 (``rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv``), not by the bare name every rank's
 file has. Passing, warning and skipped texts and the evidence field keep the bare names: they
-feed the golden fingerprint digests (tests/test_fingerprint_stable.py), whose captures fail no
+feed the golden fingerprint digests (tests/metrics/test_fingerprint_stable.py), whose captures fail no
 check, so those digests are unchanged. Synthetic captures from the project's writer."""
 import csv
 import io

@@ -15,7 +15,7 @@ from perfgate.errors import InvalidCaptureError
 from perfgate.app.run import fingerprint_path
 from perfgate.synth.replicate import replicate_rank
 
-# every readable real capture (tests/test_sweep.py OK), the DB exports excepted: they have no
+# every readable real capture (tests/app/test_sweep.py OK), the DB exports excepted: they have no
 # kernel CSV, so no thread is started for them
 REAL = ["msinsight/test/data/pytorch/text/level0", "msinsight/test/data/pytorch/text/level1",
         "msinsight/test/data/pytorch/text/level2", "msinsight/test/st/level2",
