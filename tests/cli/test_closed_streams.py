@@ -67,31 +67,50 @@ def captures(tmp_path_factory):
     return d, cap, slow
 
 
-@pytest.mark.parametrize("streams", list(STREAMS))
-def test_usage_errors_keep_exit_2(captures, streams):
-    d, cap, _ = captures
-    for args in (["baseline", "save", "--name", "a/b", cap],      # a PerfgateError (_fail)
-                 ["check", "--baseline", "a/b", cap, "--out", d / "o"],
-                 ["check", "--bogus", cap],                        # click's own usage error
-                 ["--bogus"],
-                 ["baseline", "save", cap]):                       # a missing required option
-        assert _run(args, d, streams) == 2, (args, streams)
+USAGE_ERRORS = (("baseline", "save", "--name", "a/b", "{cap}"),      # a PerfgateError (_fail)
+                ("check", "--baseline", "a/b", "{cap}", "--out", "{d}/o"),
+                ("check", "--bogus", "{cap}"),                        # click's own usage error
+                ("--bogus",),
+                ("baseline", "save", "{cap}"))                        # a missing required option
+OTHER_ERRORS = ((("fingerprint", "{d}/nosuch"), "", 3),
+                (("baseline", "show", "nosuch"), "", 4),
+                (("baseline", "save", "--name", "x", "{cap}"), BOOM, 70))
+VERDICTS = ((("check", "--baseline", "main", "{slow}", "--out", "{d}/o1"), 1),
+            (("check", "--baseline", "main", "{cap}", "--out", "{d}/o0"), 0),
+            (("check", "--baseline", "main", "{slow}", "--out", "{d}/o2", "--json", "-"), 1))
 
 
-@pytest.mark.parametrize("streams", list(STREAMS))
-def test_other_errors_keep_their_codes(captures, streams):
-    d, cap, _ = captures
-    assert _run(["fingerprint", d / "nosuch"], d, streams) == 3, streams
-    assert _run(["baseline", "show", "nosuch"], d, streams) == 4, streams
-    assert _run(["baseline", "save", "--name", "x", cap], d, streams, prelude=BOOM) == 70, streams
+def _every_pair(cases, width=1):
+    """Every (broken streams, case) pair: each stream with ``width`` of the cases (turn by turn, so
+    that every case meets some stream) runs in the default suite, the rest of the product is slow
+    (each pair is a Python start-up in a subprocess)."""
+    streams = list(STREAMS)
+    default = {(s, (i * width + k) % len(cases)) for i, s in enumerate(streams) for k in range(width)}
+    return [pytest.param(s, c, id=f"{s}-{c}", marks=() if (s, c) in default else pytest.mark.slow)
+            for s in streams for c in range(len(cases))]
 
 
-@pytest.mark.parametrize("streams", list(STREAMS))
-def test_verdicts_keep_their_codes(captures, streams):
+def _args(template, captures):
     d, cap, slow = captures
-    assert _run(["check", "--baseline", "main", slow, "--out", d / "o1"], d, streams) == 1, streams
-    assert _run(["check", "--baseline", "main", cap, "--out", d / "o0"], d, streams) == 0, streams
-    assert _run(["check", "--baseline", "main", slow, "--out", d / "o2", "--json", "-"], d, streams) == 1, streams
+    return [a.format(d=d, cap=cap, slow=slow) for a in template]
+
+
+@pytest.mark.parametrize("streams, case", _every_pair(USAGE_ERRORS, width=2))
+def test_usage_errors_keep_exit_2(captures, streams, case):
+    args = _args(USAGE_ERRORS[case], captures)
+    assert _run(args, captures[0], streams) == 2, (args, streams)
+
+
+@pytest.mark.parametrize("streams, case", _every_pair(OTHER_ERRORS))
+def test_other_errors_keep_their_codes(captures, streams, case):
+    template, prelude, code = OTHER_ERRORS[case]
+    assert _run(_args(template, captures), captures[0], streams, prelude=prelude) == code, streams
+
+
+@pytest.mark.parametrize("streams, case", _every_pair(VERDICTS))
+def test_verdicts_keep_their_codes(captures, streams, case):
+    template, code = VERDICTS[case]
+    assert _run(_args(template, captures), captures[0], streams) == code, streams
 
 
 def test_help_and_version_into_a_closed_pipe_exit_0(captures):

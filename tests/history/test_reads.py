@@ -160,13 +160,15 @@ def test_history_runs_names_the_rank_count_as_such(ascend, tmp_path):
     assert r.exit_code == 0 and "world_size" not in r.output and "ranks" in r.output.splitlines()[0], r.output
 
 
-@pytest.fixture
-def pair(tmp_path):
+@pytest.fixture(scope="module")
+def recorded_db(tmp_path_factory):
+    """A history database of three runs of one synthetic capture on main, shared by the tests that
+    only read it."""
+    tmp_path = tmp_path_factory.mktemp("recorded")
     cap = write_capture(tmp_path / "cap", SynthSpec())
     store = BaselineStore(tmp_path / "bl")
-    policy = load_policy(None)
-    save_baseline(cap, "l1", policy=policy, store=store, env={})
-    return cap, store, policy
+    save_baseline(cap, "l1", policy=load_policy(None), store=store, env={})
+    return _recorded_db(tmp_path, store)
 
 
 def _cli(*args, env=None, cwd=None, timeout=120):
@@ -175,9 +177,8 @@ def _cli(*args, env=None, cwd=None, timeout=120):
                           cwd=cwd, timeout=timeout)
 
 
-def _recorded_db(tmp_path, pair):
+def _recorded_db(tmp_path, store):
     from perfgate.history.store import HistoryStore
-    cap, store, policy = pair
     fp = store.load("l1")[0]
     db = tmp_path / "h" / "hist.sqlite"
     hs = HistoryStore(db)
@@ -190,16 +191,16 @@ def _recorded_db(tmp_path, pair):
 # 8. --since: a usage error naming the accepted forms
 @pytest.mark.parametrize("cmd", [["runs"], ["query", "--metric", "step.time_us{view=rank0}"]])
 @pytest.mark.parametrize("since", ["yesterday", "99999999d"])
-def test_history_since_bad_values_are_usage_errors(tmp_path, pair, cmd, since):
-    db, fp = _recorded_db(tmp_path, pair)
+def test_history_since_bad_values_are_usage_errors(recorded_db, cmd, since):
+    db, fp = recorded_db
     r = _cli("history", *cmd, "--since", since, "--db", str(db))
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "12h" in r.stderr and "ISO date" in r.stderr
 
 
 # 9. journal of an unknown branch
-def test_history_journal_unknown_branch_is_empty_like_runs(tmp_path, pair):
-    db, fp = _recorded_db(tmp_path, pair)
+def test_history_journal_unknown_branch_is_empty_like_runs(recorded_db):
+    db, fp = recorded_db
     runs = _cli("history", "runs", "--branch", "nosuch", "--db", str(db))
     j = _cli("history", "journal", "--branch", "nosuch", "--db", str(db))
     assert runs.returncode == 0 and j.returncode == 0, j.stderr

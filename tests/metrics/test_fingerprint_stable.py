@@ -24,7 +24,7 @@ from perfgate.metrics.fingerprint import fingerprint_capture
 from perfgate.synth.scale import write_scaled
 from perfgate.synth.writer import SynthSpec, write_capture
 
-GOLDEN = Path(__file__).parent / "data" / "fingerprint_golden.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "fingerprint_golden.json"
 REGEN = os.environ.get("PERFGATE_REGEN_GOLDEN") == "1"
 
 

@@ -30,7 +30,7 @@ def _resolved(script: str, clone: Path, shared) -> tuple[str, str]:
     return shared_s, fixtures
 
 
-@pytest.mark.parametrize("script", ["bench_scale.py", "bench_verdicts.py"])
+@pytest.mark.parametrize("script", [pytest.param("bench_scale.py", marks=pytest.mark.slow), "bench_verdicts.py"])
 def test_benchmark_finds_shared_from_the_variable_then_the_sibling(tmp_path, script):
     elsewhere = tmp_path / "data" / "my-shared"
     shared, fixtures = _resolved(script, tmp_path / "clone", elsewhere)

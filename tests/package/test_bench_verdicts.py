@@ -43,6 +43,7 @@ def single_rows(ascend):
 
 
 @pytest.mark.real
+@pytest.mark.slow   # the harness over its catalogue rows: each row a check
 def test_harness_runs_the_rows(single_rows, capsys):
     assert set(single_rows) == set(EXPECTED)          # each substring picks its one row, nothing else
     for row_id, rec in single_rows.items():

@@ -271,6 +271,7 @@ def test_browser_real_level1_to_level2(text_captures, tmp_path, policy):
 
 
 @pytest.mark.real
+@pytest.mark.slow
 def test_browser_real_level1_vs_level0_is_partial(text_captures, tmp_path, policy):
     """Level0 against a Level1 baseline: the verdict says partial and names the profiler-level
     change at the top; the incomparable metrics are collapsed below the charts."""

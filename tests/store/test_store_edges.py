@@ -31,8 +31,12 @@ def test_store_under_a_regular_file_is_damaged_not_absent(tmp_path, cap):
     assert code == 5 and "not a folder" in out, out   # was: "no baselines", exit 0
 
 
-@pytest.mark.parametrize("spelling", ["--baseline-dir", "PERFGATE_BASELINE_DIR"])
-@pytest.mark.parametrize("where", ["file", "under_a_file"])
+# each spelling and each place runs by default (four commands, each a Python start-up); the other
+# two pairs are slow
+@pytest.mark.parametrize("spelling, where", [
+    ("--baseline-dir", "file"), ("PERFGATE_BASELINE_DIR", "under_a_file"),
+    pytest.param("PERFGATE_BASELINE_DIR", "file", marks=pytest.mark.slow),
+    pytest.param("--baseline-dir", "under_a_file", marks=pytest.mark.slow)])
 def test_a_store_that_is_a_regular_file_is_exit_5_however_it_is_given(tmp_path, cap, spelling, where):
     """--baseline-dir FILE was click's "Invalid value for '--baseline-dir'" (exit 2, no reports)
     while PERFGATE_BASELINE_DIR=FILE was DAMAGED_BASELINE (exit 5, reports written): one store
