@@ -1,6 +1,6 @@
 """Oracle: perfgate.ingest.comm._gather / _numbers as they were before the per-step and per-kind
-list building became C-level passes (issue 21, round 3), kept verbatim for
-tests/test_columnar_selfcheck.py."""
+list building became C-level passes, kept verbatim for
+tests/metrics/test_columnar_selfcheck.py."""
 from __future__ import annotations
 
 from itertools import chain

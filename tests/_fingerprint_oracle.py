@@ -1,6 +1,6 @@
-"""Oracle: fingerprint.rank_metrics as it was before the per-rank numpy rewrite (issue 21,
-pandas wide tables and one median per column), kept so tests/test_columnar_steps.py can compare
-old and new on every capture."""
+"""Oracle: pandas wide-table and per-(metric, rank) references (one median per column) for
+fingerprint.rank_metrics, the family view and the views, so tests/metrics/test_columnar_steps.py
+can compare the per-rank numpy path with them on every capture."""
 from __future__ import annotations
 
 import numpy as np
@@ -302,7 +302,7 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-# --- fingerprint._views before the one-pass transpose (issue 21 round 2): one lookup per
+# --- fingerprint._views before the one-pass transpose: one lookup per
 # (metric, rank) ---------------------------------------------------------------------------
 from perfgate.metrics import registry  # noqa: E402
 from perfgate.metrics.fingerprint import _topn_views, _view_samples  # noqa: E402
@@ -334,8 +334,8 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
                 vals[r] = per_rank[r][(name, labels)][0]
                 samp[r] = per_rank[r][(name, labels)][2].get("samples")
             elif name == "kernel.time_us" and ("kernel.topn", ()) in per_rank[r]:
-                # recorded for the rank's Top-N + slack only: its ranking holds the rest (since the
-                # fresh-user report: was 0 by absent_is_zero)
+                # recorded for the rank's Top-N + slack only: its ranking holds the rest (it was 0
+                # by absent_is_zero)
                 ctx = per_rank[r][("kernel.topn", ())][2]
                 vals[r] = dict(zip(ctx["ranked"], ctx["sum_dur_us"])).get(labels_d["family"], 0.0)
             elif d.absent_is_zero and r in holders:

@@ -1,4 +1,4 @@
-"""The per-hit flow loop that perfgate.ingest.tracebytes._flows replaced (issue 21 round 4),
+"""The per-hit flow loop that perfgate.ingest.tracebytes._flows replaced,
 kept as the test oracle: every hit of ``async_npu`` / ``HostToDevice`` handed with its own
 object (the raw ``{`` before it to the raw ``}`` after it) to validity.flow_event, one Python
 call per hit, in file order per category."""

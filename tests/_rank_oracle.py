@@ -1,5 +1,5 @@
-"""Oracles: the per-rank pandas forms that issue 21's per-rank fixed-cost work replaced, kept
-verbatim so tests/test_rank_fixed_cost.py can compare old and new on real and replicated
+"""Oracles: plain pandas references for the per-rank numpy forms (the pipe metrics and the
+communication elapse median), so tests/metrics/test_rank_fixed_cost.py can compare them on real and replicated
 captures and on random tables."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 
 
 def pipe_metrics(fam: pd.DataFrame, min_share: float, kfile: str, metrics: dict) -> dict:
-    """The pipe block of ``operators.rank_family_view`` before issue 21 (a pandas group-by over
+    """The pipe block of ``operators.rank_family_view`` before the small-table form (a pandas group-by over
     the bound column, one record dict per family)."""
     bs = fam.groupby("bound")["share"].sum()
     bound_shares = {str(b): float(v) for b, v in bs.items()}
@@ -23,6 +23,6 @@ def pipe_metrics(fam: pd.DataFrame, min_share: float, kfile: str, metrics: dict)
 
 
 def comm_elapse_median(ops: pd.DataFrame) -> float:
-    """``comm.elapse_us`` of ``fingerprint._overlap_and_comm_metrics`` before issue 21."""
+    """``comm.elapse_us`` of ``fingerprint._overlap_and_comm_metrics`` before the small-table form."""
     per = ops.groupby("step")["elapse_us"].sum()
     return float(per.median())

@@ -1,7 +1,7 @@
-"""Oracles of the columnar structure metrics (tests/test_segment_metrics_columnar.py):
-``segment_metrics`` is the former pandas group-by form, kept in tests/segments_oracle.py (the
-per-step segmentation's oracle, which holds it unchanged); ``class_aggregates`` is the former
-class-table group-by of perfgate.metrics.segments._classes."""
+"""Oracles of the columnar structure metrics (tests/metrics/test_segment_metrics_columnar.py):
+plain pandas group-by references for the ``bincount`` fast paths. ``segment_metrics`` is the pandas group-by form, kept in tests/segments_oracle.py (the
+per-step segmentation's oracle, which holds it unchanged); ``class_aggregates`` is the
+class-table group-by that perfgate.metrics.segments._class_aggregates computes with bincount."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
-"""Oracle: perfgate.metrics.selfcheck as it was before its per-step loops became columnar
-(issue 21, round 3), kept verbatim so tests/test_columnar_selfcheck.py can compare old and new."""
+"""Oracle: per-step loop references for perfgate.metrics.selfcheck's columnar checks
+(run_self_checks, the kernel-vs-reference and step_trace identities, overlap_per_step), for
+tests/metrics/test_columnar_selfcheck.py."""
 from __future__ import annotations
 
 from collections import namedtuple

@@ -1,5 +1,6 @@
-"""Oracles: the per-step loops of perfgate.metrics.steps as they were before the columnar
-rewrite (issue 21), kept verbatim so tests/test_columnar_steps.py can compare old and new."""
+"""Oracles: per-step and per-finding loop references for perfgate.metrics.steps' columnar
+step_table, label_steps, cross_rank_findings, confirm_recompile and warm-up findings
+(tests/metrics/test_columnar_steps.py, tests/metrics/test_columnar_selfcheck.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -286,7 +287,7 @@ def comm_rows_of_kind(k: pd.DataFrame, kind: str) -> list:
     return comm_rows.loc[comm_rows["name"].astype(str).map(comm_kind) == kind, "row"].tolist()
 
 
-# --- metrics.steps.warmup_findings before issue 21 round 2 (one group-by and pandas where per rank)
+# --- metrics.steps.warmup_findings before its columnar form (one group-by and pandas where per rank)
 def warmup_findings(table: pd.DataFrame, thresholds: dict | None = None, evidence: str = "") -> list[Finding]:
     """WARMUP_NOT_STRIPPED per rank: several steps, and the first one longer than
     ``warmup_ratio`` x the median of the others (host window, or device wall without one)."""

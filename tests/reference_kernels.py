@@ -1,5 +1,5 @@
-"""The kernel_details.csv reader as it was before issue 21 (commit c9afc71), kept verbatim as the
-oracle of tests/test_ingest_fast_equivalence.py: the numpy rewrites of its pandas steps
+"""The kernel_details.csv reader as it was before its numpy rewrite (commit c9afc71), kept verbatim as the
+oracle of tests/ingest/test_fast_readers.py: the numpy rewrites of its pandas steps
 (duplicates, core-type proof, availability flags) must give the same KernelTable."""
 from __future__ import annotations
 

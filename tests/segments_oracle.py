@@ -1,6 +1,7 @@
-# Test oracle (issue 21): perfgate/metrics/segments.py as it was before the step-batched rewrite
-# (main at c9afc71), kept verbatim: per-step / per-pass loops. tests/test_segments_equivalence.py
-# compares every RankSegments table and error of the current module against it. Do not "fix" it.
+# Test oracle: a per-step / per-pass loop reference for perfgate.metrics.segments' batched
+# segment_rank, segment_metrics and outline (the fast path segments one step axis at once).
+# tests/metrics/test_segments_equivalence.py compares every RankSegments table and error of the
+# module against it. Do not "fix" it to follow the module: it guards the batched path.
 """Model structure: each step's kernel sequence cut into step -> micro-batch -> pass (forward /
 backward / recompute) -> layer -> block, plus named non-layer segments (pipeline, embedding,
 lm_head_loss, grad_sync, optimizer, other); lossless: every row in exactly one segment.

@@ -57,7 +57,7 @@ from perfgate.policy.sections import StatisticsSettings
 
 def _sps():
     """scipy.stats, imported on first use: only repeated-capture statistics need it, and it
-    costs ~1 s of import (a single-capture check must not pay it; tests/test_fast_paths.py)."""
+    costs ~1 s of import (a single-capture check must not pay it; tests/metrics/test_fast_paths.py)."""
     from scipy import stats
     return stats
 

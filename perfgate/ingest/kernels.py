@@ -277,7 +277,7 @@ _FAST_TYPES = {"step_id": DICT_STRING, "name": DICT_STRING, "op_type": DICT_STRI
 
 # The PipeUtilization ratios the family view reads even where the stage has a time column:
 # memory_bound = mte2 / max(mac, vec) of Duration-weighted mean ratios
-# (perfgate.metrics.operators._MEMORY_STAGES; tests/test_ingest_pmu_columns.py holds them equal).
+# (perfgate.metrics.operators._MEMORY_STAGES; tests/ingest/test_pmu_columns.py holds them equal).
 MEMORY_RATIO_STAGES = ("aic_mac", "aiv_vec", "aic_mte2", "aiv_mte2")
 
 

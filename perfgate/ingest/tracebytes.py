@@ -46,14 +46,14 @@ module reads them straight from the bytes with vectorised numpy operations over 
    (:func:`_hole_values`), and runs steps 1-5 on the block with each run of matched events
    replaced by one ``{}`` (event indices mapped back by the runs' lengths). It is taken only
    when every run is a whole top-level item there; anything else reads the block as above
-   (:func:`_block_tmpl`; tests/test_trace_template.py). Each value is read from one gathered
+   (:func:`_block_tmpl`; tests/ingest/test_trace_template.py). Each value is read from one gathered
    window of 8-byte words per row (:func:`_template_events`, :class:`_Hole`): the literal
    before it right-aligned in the first words (one masked comparison), the value's bytes
    word-aligned after it, so its end (a kept name and its quote, ``X"``, the learned pid, the
    ts's digits and point, a number's first terminator by SWAR) and its digits are column
    operations on the window, not gathers; rows the window does not settle are read as the
    per-value matcher it replaced read them (:func:`_hole_slow`;
-   tests/test_trace_template_window.py keeps that matcher as the oracle). The first block is
+   tests/ingest/test_trace_template_window.py keeps that matcher as the oracle). The first block is
    :data:`_FIRST` bytes, so the per-layout read that learns the template runs on 1 MiB only.
 
 Cost: per event kept, the quote scan, the layout's anchor matrix or the template's word
@@ -1097,7 +1097,7 @@ def _match_words(x, pairs) -> np.ndarray:
 
 
 def _hole_slow(b, w64, h: _Hole, v):
-    """A value read as the per-value matcher it replaced (tests/test_trace_template_window.py) reads it (its end the first ``h.t`` byte
+    """A value read as the per-value matcher it replaced (tests/ingest/test_trace_template_window.py) reads it (its end the first ``h.t`` byte
     within :data:`_TW` bytes, then the checks of :func:`_hole_values`), for the rows the word
     window does not settle. Returns (ok, length, value: kind code / pid / ts_ns / dur_ns)."""
     off = _find_byte(w64, v, h.t, _TW)
@@ -1190,7 +1190,7 @@ def _template_events(b, w64, so, tm: _Tmpl, head: int = 0):
     """The events beginning at the ``{`` positions ``so`` whose bytes are exactly the template's
     literals around conforming values (each value ends at the first byte that begins the next
     literal and passes the checks of :func:`_hole_values`): the same events and values as
-    the per-value matcher it replaced (tests/test_trace_template_window.py), read value by value from one gathered window of words per
+    the per-value matcher it replaced (tests/ingest/test_trace_template_window.py), read value by value from one gathered window of words per
     value (the literal before it right-aligned, the value's bytes word-aligned after it;
     :class:`_Hole`), so that the literal check, the value's end and its digits are column
     operations on that window; rows the window does not settle (a value longer than it, or

@@ -150,7 +150,7 @@ def _pandas_sum_mode() -> str | None:
     compensated sum), None (neither: :func:`group_sums` then always calls the group-by)."""
     if not _SUM_MODE:
         # 64 values on which the compensated sum and reduceat's unrolled pairwise sum differ
-        # in the last bit in both groups (checked by tests/test_rank_fixed_cost.py)
+        # in the last bit in both groups (checked by tests/metrics/test_rank_fixed_cost.py)
         vals = np.random.default_rng(1).random(64) / 10
         mono = np.array([0] * 32 + [1] * 32)
         mixed = np.array([0, 1] * 32)

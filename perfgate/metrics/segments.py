@@ -1503,7 +1503,7 @@ def segment_metrics(seg: RankSegments, kfile: str, step_sum_us: pd.Series) -> di
     codes over the layer and block tables in first-seen order, every count one ``bincount``;
     per-step block sums are pandas' own float sums (:func:`perfgate.metrics.kernels.group_sums`),
     so the figures equal the plain pandas group-bys (~30 ms per small rank) that
-    tests/test_segment_metrics_columnar.py checks them against.
+    tests/metrics/test_segment_metrics_columnar.py checks them against.
     """
     out: dict = {}
     steps = list(seg.steps["step"])

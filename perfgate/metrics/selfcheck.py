@@ -629,7 +629,7 @@ def name_rank_files(checks: list, rank) -> list:
     -> ``rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv row 40``): where several ranks
     fail, each text says which file to open. Passing, warning and skipped texts and the evidence
     field keep the bare names: they are part of every fingerprint (the golden digests of
-    tests/test_fingerprint_stable.py), and the check's ``rank`` names the rank there. Columnar:
+    tests/metrics/test_fingerprint_stable.py), and the check's ``rank`` names the rank there. Columnar:
     one C-level ``re.sub`` pass per file name over the failed messages, the changed checks built
     by :func:`perfgate.model.from_columns` (no Python-level call per check)."""
     if not checks:

@@ -3,7 +3,7 @@
 :func:`render_metrics_reference` renders every metric of :data:`perfgate.metrics.registry.REGISTRY`
 (name, unit, caliber, tier, labels, what it needs, description with its formula, source) with the
 default policy's setting for it (gated, direction, tolerance, label overrides). The committed
-``docs/metrics.md`` must equal its output (``tests/test_docs.py``); regenerate it with::
+``docs/metrics.md`` must equal its output (``tests/package/test_docs.py``); regenerate it with::
 
     python3 -m perfgate.report.docs docs/metrics.md
 """
@@ -65,7 +65,7 @@ def render_metrics_reference(policy=None) -> str:
         "",
         f"<!-- generated from perfgate/metrics/registry.py and the default policy by "
         f"perfgate.report.docs.render_metrics_reference(); regenerate with `{REGENERATE}`; "
-        f"tests/test_docs.py checks it is current -->",
+        f"tests/package/test_docs.py checks it is current -->",
         "",
         "Every quantity a fingerprint can hold. Each value is one metric with labels, written",
         "`name{label=value,...}`, in a cross-rank view: `rank0` (the lowest rank id), `p50` (median",
