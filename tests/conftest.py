@@ -78,3 +78,36 @@ def llm_pair(ascend, tmp_path):
     shutil.copytree(src, base)
     shutil.copytree(src, cand)
     return base, cand
+
+
+@pytest.fixture
+def synth_cap(tmp_path):
+    """A synthetic capture of 2 ranks and 3 steps (``tmp_path/cap``)."""
+    from perfgate.synth import SynthSpec, write_capture
+    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """The demo pair (``base``, ``cand``) under ``tmp_path/caps``, ``base`` saved through the CLI as
+    baseline ``main`` in ``bl`` (``tmp_path/bl``); returns ``(base, cand, bl)``."""
+    from _cli import run
+    from perfgate.synth import write_demo_pair
+    base, cand = write_demo_pair(tmp_path / "caps")
+    bl = tmp_path / "bl"
+    assert run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
+    return base, cand, bl
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """A default synthetic capture (``tmp_path/cap``) saved as baseline ``l1`` in a store at
+    ``tmp_path/bl`` under the built-in policy; returns ``(cap, store, policy)``."""
+    from perfgate.app.gate import save_baseline
+    from perfgate.store.baselines import BaselineStore
+    from perfgate.synth import SynthSpec, write_capture
+    cap = write_capture(tmp_path / "cap", SynthSpec())
+    store = BaselineStore(tmp_path / "bl")
+    policy = load_policy(None)
+    save_baseline(cap, "l1", policy=policy, store=store, env={})
+    return cap, store, policy

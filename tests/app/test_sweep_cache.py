@@ -4,22 +4,9 @@ be written whole leaves none."""
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-def _policy_with(tmp_path, old: str, new: str):
-    from importlib.resources import files
-    text = (files("perfgate") / "policies" / "default.yaml").read_text(encoding="utf-8")
-    assert text.count(old) == 1, old
-    p = tmp_path / "policy.yaml"
-    p.write_text(text.replace(old, new), encoding="utf-8")
-    return p
+from _cli import run
+from _edits import policy_with
 
 
 def test_a_sweep_after_a_policy_change_recomputes(copy_capture, tmp_path):
@@ -31,11 +18,11 @@ def test_a_sweep_after_a_policy_change_recomputes(copy_capture, tmp_path):
     root.mkdir()
     cap = copy_capture("level0")
     cap.rename(root / "L0")
-    strict = _policy_with(tmp_path, "require_pipe: false", "require_pipe: true")
+    strict = policy_with(tmp_path, "require_pipe: false", "require_pipe: true")
     out = tmp_path / "o"
 
     def status(*policy):
-        r = _run("sweep", *policy, "--out", out, root)
+        r = run("sweep", *policy, "--out", out, root)
         assert r.exit_code == 0, r.output
         rows = list(csv.DictReader(open(out / "sweep.csv", newline="", encoding="utf-8")))
         return [(row["status"], row["cached"]) for row in rows]
@@ -53,7 +40,7 @@ def test_a_sweep_that_cannot_write_its_xlsx_leaves_no_fresh_csv(copy_capture, tm
     copy_capture("level1").rename(root / "L1")
     out = tmp_path / "o"
     (out / "sweep.xlsx").mkdir(parents=True)
-    r = _run("sweep", "--out", out, root)
+    r = run("sweep", "--out", out, root)
     assert r.exit_code == 5, r.output
     assert not (out / "sweep.csv").exists() and not list(out.glob(".sweep.*.tmp*"))
 
@@ -68,13 +55,13 @@ def test_a_damaged_sweep_cache_entry_is_recomputed_not_trusted(text_captures, tm
     shutil.copytree(text_captures / "level1", root / "good")
     (root / "bad" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)   # nothing to read
     out = tmp_path / "sw"
-    first = _run("sweep", root, "--out", out, "--workers", "1")
+    first = run("sweep", root, "--out", out, "--workers", "1")
     assert first.exit_code == 0, first.output
     caches = list((out / ".cache").glob("*.json")) if (out / ".cache").is_dir() else []
     assert len(caches) == 2, first.output
     for c in caches:
         c.write_text(content)
-    again = _run("sweep", root, "--out", out, "--workers", "1")
+    again = run("sweep", root, "--out", out, "--workers", "1")
     assert again.exit_code == 0, again.output
     assert again.output == first.output, again.output   # recomputed: the same summary, one capture failed
     rows = (out / "sweep.csv").read_text()
@@ -89,7 +76,7 @@ def test_a_sweep_over_a_folder_name_that_is_not_utf8_writes_its_rollup(text_capt
     root.mkdir()
     shutil.copytree(text_captures / "level1", root / "good")
     shutil.copytree(text_captures / "level1", os.fsdecode(os.fsencode(str(root)) + b"/cap\xe9"))
-    r = _run("sweep", root, "--out", tmp_path / "sw", "--workers", "1")
+    r = run("sweep", root, "--out", tmp_path / "sw", "--workers", "1")
     assert r.exit_code == 0, r.output
     rows = (tmp_path / "sw" / "sweep.csv").read_text(encoding="utf-8")
     assert "cap\\xe9," in rows and "good,ok," in rows

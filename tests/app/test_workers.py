@@ -9,13 +9,6 @@ import time
 
 import pytest
 
-from perfgate.synth import SynthSpec, write_capture
-from perfgate.synth.writer import SynthSpec, write_capture
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
 
 
 @pytest.mark.slow

@@ -4,23 +4,12 @@ once."""
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
+from _cli import run
 
 
 def test_a_missing_capture_is_named_once(tmp_path):
-    r = _run("fingerprint", tmp_path / "leve2")
+    r = run("fingerprint", tmp_path / "leve2")
     assert r.exit_code == 3
     assert r.output.count(str(tmp_path / "leve2")) == 1, r.output
 
@@ -32,8 +21,8 @@ def test_calibrate_refuses_a_k_that_gates_nothing(tmp_path, k):
     caps = []
     for s in (1, 2, 3):
         caps.append(tmp_path / f"s{s}")
-        assert _run("synth", caps[-1], "--seed", s).exit_code == 0
-    r = _run("calibrate", *caps, "--out", tmp_path / "c.yaml", f"--k={k}")
+        assert run("synth", caps[-1], "--seed", s).exit_code == 0
+    r = run("calibrate", *caps, "--out", tmp_path / "c.yaml", f"--k={k}")
     assert r.exit_code == 2, r.output
     assert "k must be a finite number in (0, 100]" in r.output and not (tmp_path / "c.yaml").exists()
 
@@ -44,18 +33,9 @@ def test_no_trace_beside_trace_always_is_a_usage_error(synth_cap, tmp_path):
     for p in synth_cap.rglob("trace_view.json"):
         p.unlink()
     for order in (["--trace", "always", "--no-trace"], ["--no-trace", "--trace", "always"]):
-        r = _run("fingerprint", synth_cap, *order, "-o", tmp_path / "fp.json")
+        r = run("fingerprint", synth_cap, *order, "-o", tmp_path / "fp.json")
         assert r.exit_code == 2 and "contradict" in r.output, r.output
-    assert _run("fingerprint", synth_cap, "--trace", "always", "-o", tmp_path / "fp.json").exit_code == 3
-
-
-@pytest.fixture
-def demo(tmp_path):
-    from perfgate.synth import write_demo_pair
-    base, cand = write_demo_pair(tmp_path / "caps")
-    bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
-    return base, cand, bl
+    assert run("fingerprint", synth_cap, "--trace", "always", "-o", tmp_path / "fp.json").exit_code == 3
 
 
 @pytest.mark.parametrize("argv", [
@@ -67,6 +47,6 @@ def test_arguments_that_are_not_utf8_are_refused_not_stored(demo, tmp_path, argv
     baseline was exit 70; ``history record --note $'bad\\xff'`` was exit 70."""
     _, cand, bl = demo
     extra = ["--db", tmp_path / "h.sqlite"] if argv[0] == "history" else ["--baseline-dir", bl]
-    r = _run(*argv, *extra, cand)
+    r = run(*argv, *extra, cand)
     assert r.exit_code == 2 and "not UTF-8 text" in r.output, r.output
     assert not (bl / "x.json").exists() and not (tmp_path / "h.sqlite").exists()

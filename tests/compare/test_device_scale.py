@@ -9,14 +9,10 @@ import shutil
 from decimal import Decimal
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
 from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import run
+from _edits import scaled_msprof
 
 
 def _result(out):
@@ -43,8 +39,8 @@ def test_a_share_that_fell_because_the_rest_grew_is_a_side_effect(copy_capture, 
         with open(p, "w", newline="") as f:
             csv.writer(f).writerows(rows)
     bl, out = tmp_path / "bl", tmp_path / "o"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
     res = _result(out)
     causes = {x["subject"]: x for x in res["causes"]}
     # the comparison itself is no gain: a part whose own ΣDuration did
@@ -85,8 +81,8 @@ def test_compute_faster_with_communication_as_it_was_is_no_communication_regress
         p.unlink()
     cand = _scale_compute(copy_capture("level1", "cand"), "0.667")
     bl, out = tmp_path / "bl", tmp_path / "o"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
     res = _result(out)
     assert r.exit_code == 0, r.output
     comm = [c for c in res["comparisons"] if c["gated"] and c["name"].startswith("share.")
@@ -107,8 +103,8 @@ def test_a_compute_family_that_kept_its_time_on_a_faster_device_is_no_regression
     base = write_capture(tmp_path / "base", SynthSpec())
     cand = write_capture(tmp_path / "cand", SynthSpec(slowdown={f[0]: 0.5 for f in DEFAULT_FAMILIES if f[0] != keep}))
     bl, out = tmp_path / "bl", tmp_path / "o"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
     res = _result(out)
     assert r.exit_code == 0, r.output
     share = next(c for c in res["comparisons"] if c["name"] == "share.family" and c["labels"]["family"] == keep
@@ -128,8 +124,8 @@ def test_uniform_compute_slowdown_names_computing_and_calls_nothing_a_gain(tmp_p
     base = write_capture(tmp_path / "base", SynthSpec())
     cand = write_capture(tmp_path / "cand", SynthSpec(rank_slowdown={0: 1.5, 1: 1.5}))
     bl, out = tmp_path / "bl", tmp_path / "o"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
     res = _result(out)
     assert r.exit_code == 1
     assert res["counts"]["gated"]["improvement"] == 0, r.output
@@ -149,10 +145,10 @@ def test_exposed_communication_moved_by_compute_is_never_the_regression(tmp_path
     exposed communication is at most a part of the step that moved (its own time, in the waterfall),
     never a regression cause, and the waterfall adds up to the step-time change."""
     bl = tmp_path / "bl"
-    assert _run("synth", tmp_path / "base").exit_code == 0
-    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, tmp_path / "base").exit_code == 0
-    assert _run("synth", tmp_path / "cand", *change).exit_code == 0
-    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", tmp_path / "cand")
+    assert run("synth", tmp_path / "base").exit_code == 0
+    assert run("baseline", "save", "--name", "main", "--baseline-dir", bl, tmp_path / "base").exit_code == 0
+    assert run("synth", tmp_path / "cand", *change).exit_code == 0
+    r = run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", tmp_path / "cand")
     assert r.exit_code == 1, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
     failing = [x for x in res["causes"] if x["fails"]]
@@ -162,23 +158,6 @@ def test_exposed_communication_moved_by_compute_is_never_the_regression(tmp_path
     assert sum(i["us"] for i in wf["items"]) == pytest.approx(wf["step_delta_us"], abs=1e-6)
 
 
-def _scaled_msprof(ascend, tmp_path, name, factor):
-    cap = tmp_path / name
-    shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack", cap)
-    # a run whose every task took `factor` times as long: the tasks and their op_statistic sums
-    for pattern, columns in (("op_summary_*.csv", ("Task Duration(us)",)),
-                             ("op_statistic_*.csv", ("Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)"))):
-        for p in cap.rglob(pattern):
-            rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
-            for col in columns:
-                i = rows[0].index(col)
-                for r in rows[1:]:
-                    r[i] = f"{float(r[i]) * factor:.3f}"
-            with p.open("w", newline="", encoding="utf-8") as f:
-                csv.writer(f).writerows(rows)
-    return cap
-
-
 @pytest.mark.real
 def test_an_underfeed_that_fell_as_kernels_grew_is_no_gain(ascend, tmp_path):
     """Every kernel 50x slower on raw msprof output: the underfeed ratio fell (99.7 % -> 87.2 %)
@@ -186,10 +165,10 @@ def test_an_underfeed_that_fell_as_kernels_grew_is_no_gain(ascend, tmp_path):
     device's busy time explains. It was "improved ... device idle (underfeed)"; the ratio is judged
     through idle time, and nothing about idle time is called a gain."""
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl,
-                _scaled_msprof(ascend, tmp_path, "base", 1)).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o",
-             _scaled_msprof(ascend, tmp_path, "slow", 50))
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl,
+                scaled_msprof(ascend, tmp_path, "base", 1)).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o",
+             scaled_msprof(ascend, tmp_path, "slow", 50))
     assert r.exit_code == 1, r.output
     assert "improved step anatomy" not in r.output
     import json
@@ -209,8 +188,8 @@ def test_step_time_is_charged_to_the_largest_cause_of_its_sign(tmp_path):
     cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, overlap=1.0,
                                                       slowdown={"aclnnMatmul_MatMulV3Common_MatMulV3": 1.2}))
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
     assert r.exit_code == 1, r.output
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
     by_subject = {x["subject"]: x for x in res["causes"]}
@@ -232,8 +211,8 @@ def test_uniform_device_drift_over_repeated_captures_moves_no_part(tmp_path):
     base = [write_capture(tmp_path / f"b{s}", SynthSpec(seed=s, steps=10)) for s in range(1, 6)]
     cand = [write_capture(tmp_path / f"c{s}", SynthSpec(seed=s + 30, steps=10, slowdown=drift)) for s in range(1, 6)]
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, *base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", *cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, *base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", *cand)
     assert r.exit_code == 0 and r.output.startswith("perfgate: PASS"), r.output
     import json
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
@@ -252,8 +231,8 @@ def test_repeated_captures_name_the_family_behind_a_part_and_no_comm_side_effect
     cand = [write_capture(tmp_path / f"c{s}", SynthSpec(seed=s + 40, steps=10, slowdown={mm: 1.15}))
             for s in range(1, 6)]
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, *base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", *cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, *base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", *cand)
     assert r.exit_code == 1, r.output
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
     assert [x["subject"] for x in res["causes"]] == [mm] and not res["unexplained"]
@@ -275,8 +254,8 @@ def _one_kernel_family_check(tmp_path, factor):
     base = write_capture(tmp_path / "base", SynthSpec(seed=1, families=fams))
     cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, families=fams, slowdown={_ONE: factor}))
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
     return r, json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
 
 

@@ -7,13 +7,8 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import run
 
 
 def _partial_rank0(path):
@@ -37,11 +32,11 @@ def test_partial_rank0_is_not_every_family_gone(copy_capture, tmp_path):
     part = _partial_rank0(copy_capture("level1", "part"))
     bl = tmp_path / "bl"
     for name, cap in (("full", full), ("part", part)):
-        r = _run("baseline", "save", "--name", name, "--baseline-dir", bl, cap)
+        r = run("baseline", "save", "--name", name, "--baseline-dir", bl, cap)
         assert r.exit_code == 0, r.output
     for base, cand in (("full", part), ("part", full)):
         out = tmp_path / f"o-{base}"
-        r = _run("check", "--baseline", base, "--baseline-dir", bl, cand, "--out", out)
+        r = run("check", "--baseline", base, "--baseline-dir", bl, cand, "--out", out)
         assert r.exit_code == 0 and "REGRESSION" not in r.output, r.output
         res = _result(out)
         assert res["counts"]["gated"]["regression"] == res["counts"]["gated"]["improvement"] == 0
@@ -70,8 +65,8 @@ def test_a_doubled_layer_anchor_is_the_family_not_the_model_structure(tmp_path):
     write_capture(tmp_path / "a", SynthSpec(sequence=base_seq, overlap=1.0, seed=1))
     write_capture(tmp_path / "b", SynthSpec(sequence=tuple(doubled), overlap=1.0, seed=1))
     bl, out = tmp_path / "bl", tmp_path / "o"
-    assert _run("baseline", "save", "--name", "m", "--baseline-dir", bl, tmp_path / "a").exit_code == 0
-    r = _run("check", "--baseline", "m", "--baseline-dir", bl, tmp_path / "b", "--out", out)
+    assert run("baseline", "save", "--name", "m", "--baseline-dir", bl, tmp_path / "a").exit_code == 0
+    r = run("check", "--baseline", "m", "--baseline-dir", bl, tmp_path / "b", "--out", out)
     causes = _result(out)["causes"]
     assert causes and causes[0]["kind"] == "kernel family" and causes[0]["subject"] == fa[0], r.output
     assert not any(x["kind"] == "model structure" for x in causes), r.output
@@ -88,8 +83,8 @@ def test_a_count_between_two_ranks_says_which_ranks_ran_what(copy_capture, tmp_p
     base, cand = copy_capture("level1", "base"), copy_capture("level1", "cand")
     add_calls(cand / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT", "aclnnInplaceRelu_Relu_Relu", 2)
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
     assert r.exit_code == 1, r.output
     assert ("kernel family aclnnInplaceRelu_Relu_Relu: calls 7 -> 10.5/step (median of 2 ranks, no rank's "
             "count: rank0 7 -> 7; the other rank 7 -> 14)") in r.output
@@ -103,8 +98,8 @@ def test_an_integer_median_of_two_ranks_is_still_named(tmp_path):
     base = write_capture(tmp_path / "base", SynthSpec(seed=1, ranks=2))
     cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, ranks=2, extra_calls={add: 2}, inject_ranks=(1,)))
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
     assert r.exit_code == 1, r.output
     assert "(median of 2 ranks, no rank's count: rank0 12 -> 12; the other rank 12 -> 24)" in r.output, r.output
 
@@ -123,8 +118,8 @@ def test_a_policy_with_another_top_n_still_compares_the_families_both_sides_reco
     base = write_capture(tmp_path / "base", SynthSpec(seed=1))
     cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, extra_calls={"aclnnCast_CastAiCore_Cast": 2}))
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", pol, "--out", tmp_path / "o", cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", pol, "--out", tmp_path / "o", cand)
     assert r.exit_code == 1 and "REGRESSION kernel family aclnnCast_CastAiCore_Cast: calls 10 -> 20/step" in r.output, r.output
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
     not_compared = {c["key"] for c in res["comparisons"] if c["gated"] and c["verdict"] == "incomparable"}

@@ -4,19 +4,13 @@ unchanged, an anatomy cause's share names its own caliber, and a baseline of sev
 weakens the gate."""
 from __future__ import annotations
 
-import csv
 import json
-import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
 from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import run
+from _edits import scaled_msprof
 
 
 def _result(out):
@@ -33,8 +27,8 @@ def test_the_step_share_of_an_anatomy_cause_names_its_own_caliber(tmp_path):
     base = write_capture(tmp_path / "B", SynthSpec())
     cand = write_capture(tmp_path / "C", SynthSpec(extra_calls={cast: 0.5}, slowdown={cast: 6}))
     bl, out = tmp_path / "bl", tmp_path / "o"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    _run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
     doc = _result(out)
     anatomy = [c for c in doc["causes"] if c["kind"] == "step anatomy" and c["step_delta_us"] is not None]
     assert anatomy, doc["causes"]
@@ -79,38 +73,21 @@ def test_a_baseline_of_several_runs_never_weakens_the_gate(tmp_path):
     runs = []
     for s in (1, 2, 3):
         runs.append(tmp_path / f"r{s}")
-        assert _run("synth", runs[-1], "--seed", s).exit_code == 0
-    assert _run("baseline", "save", "--name", "multi", "--baseline-dir", bl, *runs).exit_code == 0
-    assert _run("synth", tmp_path / "slow", "--seed", 70, *_slow_everything("2")).exit_code == 0
-    r = _run("check", "--baseline", "multi", "--baseline-dir", bl, "--out", tmp_path / "o", tmp_path / "slow")
+        assert run("synth", runs[-1], "--seed", s).exit_code == 0
+    assert run("baseline", "save", "--name", "multi", "--baseline-dir", bl, *runs).exit_code == 0
+    assert run("synth", tmp_path / "slow", "--seed", 70, *_slow_everything("2")).exit_code == 0
+    r = run("check", "--baseline", "multi", "--baseline-dir", bl, "--out", tmp_path / "o", tmp_path / "slow")
     assert r.exit_code == 1, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
     st = next(c for c in res["comparisons"] if c["key"] == "step.time_us{view=rank0}")
     assert st["verdict"] == "regression" and "whichever runs are compared" in st["reason"]
     assert st["stats"]["run_pair_effects"][0] > 0.5
     # an unchanged candidate against the same baseline: no regression (unsure at most)
-    assert _run("synth", tmp_path / "same", "--seed", 70).exit_code == 0
-    r = _run("check", "--baseline", "multi", "--baseline-dir", bl, "--out", tmp_path / "o2", tmp_path / "same")
+    assert run("synth", tmp_path / "same", "--seed", 70).exit_code == 0
+    r = run("check", "--baseline", "multi", "--baseline-dir", bl, "--out", tmp_path / "o2", tmp_path / "same")
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o2/perfgate-result.json").read_text())
     assert not [c for c in res["comparisons"] if c["gated"] and c["verdict"] == "regression"]
-
-
-def _scaled_msprof(ascend, tmp_path, name, factor):
-    cap = tmp_path / name
-    shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack", cap)
-    # a run whose every task took `factor` times as long: the tasks and their op_statistic sums
-    for pattern, columns in (("op_summary_*.csv", ("Task Duration(us)",)),
-                             ("op_statistic_*.csv", ("Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)"))):
-        for p in cap.rglob(pattern):
-            rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
-            for col in columns:
-                i = rows[0].index(col)
-                for r in rows[1:]:
-                    r[i] = f"{float(r[i]) * factor:.3f}"
-            with p.open("w", newline="", encoding="utf-8") as f:
-                csv.writer(f).writerows(rows)
-    return cap
 
 
 @pytest.mark.real
@@ -119,13 +96,13 @@ def test_without_step_time_the_device_busy_union_gates(ascend, tmp_path):
     and every kernel 3x slower passed (exit 0, 34 unchanged). The device busy union per step now
     gates with step time's rule and says so. The capture has two compute families, too few for a
     device scale (at least three): each family's own time is judged as it is, and both are named."""
-    base = _scaled_msprof(ascend, tmp_path, "base", 1)
+    base = scaled_msprof(ascend, tmp_path, "base", 1)
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    same = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o0", base)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    same = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o0", base)
     assert same.exit_code == 0, same.output
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o",
-             _scaled_msprof(ascend, tmp_path, "slow", 3))
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o",
+             scaled_msprof(ascend, tmp_path, "slow", 3))
     assert r.exit_code == 1, r.output
     assert "no step time on either side" in r.output
     import json
@@ -148,8 +125,8 @@ def test_a_baseline_without_step_time_still_gates_the_device_time(tmp_path):
     slow = {f[0]: 3.0 for f in DEFAULT_FAMILIES if not f[0].startswith("hcom")}
     cand = write_capture(tmp_path / "cand", SynthSpec(seed=2, slowdown=slow))
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
     assert r.exit_code == 1 and "no step time on one side" in r.output, r.output
     import json
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())

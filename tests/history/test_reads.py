@@ -3,35 +3,23 @@ bars, newlines or bytes that are not UTF-8, unknown branches, bad --since values
 column, side effects of faster compute in a trend, and history report without matplotlib."""
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
-from click.testing import CliRunner
 
 from perfgate.app.gate import save_baseline
-from perfgate.cli import main
 from perfgate.policy import load_policy
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
 from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
+from _cli import run, run_process
+from _edits import history_of_three_runs
 
 
 @pytest.fixture
 def history_db(synth_cap, tmp_path):
     db = tmp_path / "h.sqlite"
-    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, synth_cap)
+    r = run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, synth_cap)
     assert r.exit_code == 0, r.output
     return db
 
@@ -43,7 +31,7 @@ def test_the_journal_refuses_a_metric_it_cannot_follow(history_db, metric, said)
     """``history journal --metric 'kernel.topn{view=p50}'`` on a healthy database was an internal
     error (exit 70, ``ufunc 'isnan'``: a set metric's values are NULL); an unknown metric printed
     a table of "—" with exit 0, where ``history query`` / ``trend`` say "no recorded metric"."""
-    r = _run("history", "journal", "--branch", "main", "--metric", metric, "--db", history_db)
+    r = run("history", "journal", "--branch", "main", "--metric", metric, "--db", history_db)
     assert r.exit_code == 2, r.output
     assert said in r.output
     assert "internal error" not in r.output
@@ -63,7 +51,7 @@ def test_a_damaged_value_row_is_a_store_error_for_every_history_read(history_db,
     con.commit()
     con.close()
     extra = ["--out", tmp_path / "rep"] if command[0] == "report" else []
-    r = _run("history", *command, *extra, "--db", history_db)
+    r = run("history", *command, *extra, "--db", history_db)
     assert r.exit_code == 5, r.output
     assert "history database is damaged" in r.output and "commit c1" in r.output
     assert "step.time_us{view=p50}" in r.output
@@ -78,9 +66,9 @@ def test_history_report_without_matplotlib_is_refused_even_with_nothing_to_repor
     from perfgate.synth.writer import SynthSpec, write_capture
     cap = write_capture(tmp_path / "cap", SynthSpec(steps=3))
     db = tmp_path / "h.sqlite"
-    assert _run("history", "record", "--branch", "main", "--commit", "c0", "--db", db, cap).exit_code == 0
+    assert run("history", "record", "--branch", "main", "--commit", "c0", "--db", db, cap).exit_code == 0
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    r = _run("history", "report", "--db", db, "--out", tmp_path / "hr")
+    r = run("history", "report", "--db", db, "--out", tmp_path / "hr")
     assert r.exit_code == 2, r.output
     assert "perfgate history report (its plots) needs matplotlib" in r.output and "pip install matplotlib (the 'html' extra" in r.output
     assert not (tmp_path / "hr" / "report.md").exists()
@@ -91,9 +79,9 @@ def test_a_journal_note_with_a_bar_or_a_newline_stays_in_its_cell(tmp_path):
     db = tmp_path / "h.sqlite"
     for i, note in enumerate(["base", "BLOCK | 128->64\nsecond line"]):
         cap = write_capture(tmp_path / f"c{i}", SynthSpec(steps=3, seed=i))
-        r = _run("history", "record", "--branch", "main", "--commit", f"c{i}", "--note", note, "--db", db, cap)
+        r = run("history", "record", "--branch", "main", "--commit", f"c{i}", "--note", note, "--db", db, cap)
         assert r.exit_code == 0, r.output
-    r = _run("history", "journal", "--branch", "main", "--db", db)
+    r = run("history", "journal", "--branch", "main", "--db", db)
     assert r.exit_code == 0, r.output
     row = next(line for line in r.output.splitlines() if "BLOCK" in line)
     assert "BLOCK \\| 128->64 second line" in row
@@ -108,12 +96,12 @@ def test_history_runs_shows_a_note_that_is_not_utf8(tmp_path, fmt):
     from perfgate.synth.writer import SynthSpec, write_capture
     db = tmp_path / "h.sqlite"
     cap = write_capture(tmp_path / "c", SynthSpec(steps=3))
-    assert _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cap).exit_code == 0
+    assert run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cap).exit_code == 0
     con = sqlite3.connect(db)
     con.execute("update runs set note = x'ff41'")
     con.commit()
     con.close()
-    r = _run("history", "runs", "--db", db, "--format", fmt)
+    r = run("history", "runs", "--db", db, "--format", fmt)
     assert r.exit_code == 0, r.output
     assert "xffA" in r.output, r.output
 
@@ -139,7 +127,7 @@ def test_trend_calls_no_side_effect_of_faster_compute_a_change(faster_compute_db
     """Compute 0.7x with communication as it was: `check` calls the Comm shares unchanged and the
     larger exposed communication within what the device explains; `history trend` reported them as
     confirmed regressions (+13 pp, +20 pp). Every change point there is an improvement now."""
-    r = _run("history", "trend", "--db", faster_compute_db)
+    r = run("history", "trend", "--db", faster_compute_db)
     assert r.exit_code == 0, r.output
     sections = r.output.split("\n### ")[1:]
     changed = {sec.split("`")[1].split(" (series")[0]: [ln for ln in sec.splitlines() if ln.startswith("| 9 (#9)")
@@ -154,9 +142,9 @@ def test_history_runs_names_the_rank_count_as_such(ascend, tmp_path):
     """`history runs` showed world_size 2 for st/level2, whose job has world size 4 (PP2 x DP2, 2
     ranks profiled): the column is the number of rank folders read, and is named so."""
     db = tmp_path / "h.sqlite"
-    assert _run("history", "record", "--db", db, "--branch", "main", "--commit", "abc",
+    assert run("history", "record", "--db", db, "--branch", "main", "--commit", "abc",
                 ascend / "msinsight/test/st/level2").exit_code == 0
-    r = _run("history", "runs", "--db", db)
+    r = run("history", "runs", "--db", db)
     assert r.exit_code == 0 and "world_size" not in r.output and "ranks" in r.output.splitlines()[0], r.output
 
 
@@ -168,24 +156,7 @@ def recorded_db(tmp_path_factory):
     cap = write_capture(tmp_path / "cap", SynthSpec())
     store = BaselineStore(tmp_path / "bl")
     save_baseline(cap, "l1", policy=load_policy(None), store=store, env={})
-    return _recorded_db(tmp_path, store)
-
-
-def _cli(*args, env=None, cwd=None, timeout=120):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "perfgate", *args], capture_output=True, text=True, env=e,
-                          cwd=cwd, timeout=timeout)
-
-
-def _recorded_db(tmp_path, store):
-    from perfgate.history.store import HistoryStore
-    fp = store.load("l1")[0]
-    db = tmp_path / "h" / "hist.sqlite"
-    hs = HistoryStore(db)
-    for i in range(3):
-        hs.record(fp, branch="main", commit=f"{i:040x}", recorded_at=f"2026-01-0{i + 1}T00:00:00+00:00")
-    hs.close()
-    return db, fp
+    return history_of_three_runs(tmp_path, store)
 
 
 # 8. --since: a usage error naming the accepted forms
@@ -193,7 +164,7 @@ def _recorded_db(tmp_path, store):
 @pytest.mark.parametrize("since", ["yesterday", "99999999d"])
 def test_history_since_bad_values_are_usage_errors(recorded_db, cmd, since):
     db, fp = recorded_db
-    r = _cli("history", *cmd, "--since", since, "--db", str(db))
+    r = run_process("history", *cmd, "--since", since, "--db", str(db))
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "12h" in r.stderr and "ISO date" in r.stderr
 
@@ -201,7 +172,7 @@ def test_history_since_bad_values_are_usage_errors(recorded_db, cmd, since):
 # 9. journal of an unknown branch
 def test_history_journal_unknown_branch_is_empty_like_runs(recorded_db):
     db, fp = recorded_db
-    runs = _cli("history", "runs", "--branch", "nosuch", "--db", str(db))
-    j = _cli("history", "journal", "--branch", "nosuch", "--db", str(db))
+    runs = run_process("history", "runs", "--branch", "nosuch", "--db", str(db))
+    j = run_process("history", "journal", "--branch", "nosuch", "--db", str(db))
     assert runs.returncode == 0 and j.returncode == 0, j.stderr
     assert "| round |" in j.stdout and "nosuch" in j.stderr + j.stdout

@@ -2,36 +2,13 @@
 that is no SHA or ref), prints the capture's warnings, and records where its commit came from."""
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
-from click.testing import CliRunner
 
 from perfgate import errors
-from perfgate.app.gate import save_baseline
-from perfgate.cli import main
-from perfgate.policy import load_policy
-from perfgate.store.baselines import BaselineStore
-from perfgate.synth import SynthSpec, write_capture
-from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-def _drop_comm_step(out, step):
-    """communication.json without ``step`` (a file that lists a step the kernel table and
-    step_trace_time.csv lack is another capture's: exit 3)."""
-    p = out / "communication.json"
-    if p.is_file():
-        d = json.loads(p.read_text(encoding="utf-8"))
-        d.pop(f"step{step}", None)
-        p.write_text(json.dumps(d), encoding="utf-8")
+from _cli import run, run_process
+from _edits import drop_comm_step
 
 
 def test_history_record_refuses_a_partial_capture(tmp_path):
@@ -39,7 +16,7 @@ def test_history_record_refuses_a_partial_capture(tmp_path):
     (exit 3) but history record stored it, and history:main's median then took it in. Now both
     refuse it, and the database is unchanged."""
     s5 = tmp_path / "S5"
-    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    assert run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
     cut = tmp_path / "cut"
     shutil.copytree(s5, cut)
     out0 = cut / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
@@ -49,14 +26,14 @@ def test_history_record_refuses_a_partial_capture(tmp_path):
         lines = (out0 / f).read_text().splitlines(keepends=True)
         last = lines[-1].split(",")[0]
         (out0 / f).write_text("".join(x for x in lines if x.split(",")[0] != last))
-    _drop_comm_step(out0, last.strip('"'))
+    drop_comm_step(out0, last.strip('"'))
     db = tmp_path / "h.sqlite"
-    assert _run("history", "record", "--branch", "main", "--commit", "c0", "--db", db, s5).exit_code == 0
+    assert run("history", "record", "--branch", "main", "--commit", "c0", "--db", db, s5).exit_code == 0
     before = db.read_bytes()
-    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cut)
+    r = run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cut)
     assert r.exit_code == 3 and "different step counts" in r.output and "cannot be recorded in the history" in r.output
     assert db.read_bytes() == before
-    r = _run("baseline", "save", "--name", "c", "--baseline-dir", tmp_path / "bl", cut)
+    r = run("baseline", "save", "--name", "c", "--baseline-dir", tmp_path / "bl", cut)
     assert r.exit_code == 3 and "cannot become a baseline" in r.output
 
 
@@ -64,22 +41,17 @@ def test_history_record_prints_the_capture_warnings(tmp_path):
     """history record said nothing of the fingerprint's warnings that baseline save prints (here:
     fewer steps than the schedule profiles)."""
     s5 = tmp_path / "S5"
-    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    assert run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
     for f in [*s5.rglob("kernel_details.csv"), *s5.rglob("step_trace_time.csv")]:
         lines = f.read_text().splitlines(keepends=True)
         last = sorted({x.split(",")[0].strip('"') for x in lines[1:]}, key=int)[-1]
         f.write_text("".join([lines[0]] + [x for x in lines[1:] if x.split(",")[0].strip('"') != last]))
-        _drop_comm_step(f.parent, last)
+        drop_comm_step(f.parent, last)
     for p in s5.rglob("trace_view.json"):
         p.unlink()
-    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", tmp_path / "h.sqlite", s5)
+    r = run("history", "record", "--branch", "main", "--commit", "c1", "--db", tmp_path / "h.sqlite", s5)
     assert r.exit_code == 0, r.output
     assert "recorded run 1" in r.output and "warning: rank 0: kernel_details.csv holds 4 step(s)" in r.output
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
 
 
 def test_the_commit_says_where_it_came_from(tmp_path, monkeypatch):
@@ -105,10 +77,10 @@ def test_a_commit_that_is_no_sha_or_ref_is_refused(synth_cap, tmp_path, commit):
     """``history record --commit $'bad|commit\\n## x'`` was recorded, and ``history trend`` /
     ``report`` printed it into their table rows, splitting them. Exit 2, nothing recorded."""
     db = tmp_path / "h.sqlite"
-    r = _run("history", "record", "--branch", "main", "--commit", commit, "--db", db, synth_cap)
+    r = run("history", "record", "--branch", "main", "--commit", commit, "--db", db, synth_cap)
     assert r.exit_code == 2, r.output
     assert "not a commit SHA or ref name" in r.output and not db.exists()
-    r = _run("baseline", "save", "--name", "b", "--commit", commit, "--baseline-dir", tmp_path / "bl", synth_cap)
+    r = run("baseline", "save", "--name", "b", "--commit", commit, "--baseline-dir", tmp_path / "bl", synth_cap)
     assert r.exit_code == 2 and not (tmp_path / "bl" / "b.json").exists()
 
 
@@ -117,27 +89,12 @@ def test_an_old_odd_commit_stays_in_its_row():
     assert _commit("bad|commit\n## x") == "bad?commit??" and _commit("0123456789abcdef") == "0123456789ab"
 
 
-@pytest.fixture
-def pair(tmp_path):
-    cap = write_capture(tmp_path / "cap", SynthSpec())
-    store = BaselineStore(tmp_path / "bl")
-    policy = load_policy(None)
-    save_baseline(cap, "l1", policy=policy, store=store, env={})
-    return cap, store, policy
-
-
-def _cli(*args, env=None, cwd=None, timeout=120):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "perfgate", *args], capture_output=True, text=True, env=e,
-                          cwd=cwd, timeout=timeout)
-
-
 # 7. a blank branch is a usage error
 @pytest.mark.parametrize("branch", ["", " ", " main"])
 def test_history_record_refuses_blank_branch(tmp_path, pair, branch):
     cap, store, policy = pair
     db = tmp_path / "x.sqlite"
-    r = _cli("history", "record", str(cap), "--branch", branch, "--db", str(db))
+    r = run_process("history", "record", str(cap), "--branch", branch, "--db", str(db))
     assert r.returncode == 2, r.stderr
     assert "branch" in r.stderr and not db.exists()
 

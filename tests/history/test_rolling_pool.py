@@ -5,13 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from click.testing import CliRunner
 
-from perfgate.cli import main
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import run
 
 
 def _result(out):
@@ -43,18 +38,18 @@ def test_history_pool_leaves_out_runs_of_other_rank_ids(tmp_path):
         caps[("03", s)] = _rank_subset(n, tmp_path / f"a03_{s}", (0,), x, (3,))
     db = tmp_path / "h.sqlite"
     for key in [("01", 21), ("01", 22), ("01", 23), ("03", 24), ("03", 25)]:
-        r = _run("history", "record", "--db", db, "--branch", "main", "--commit", f"c{key[0]}{key[1]}", caps[key])
+        r = run("history", "record", "--db", db, "--branch", "main", "--commit", f"c{key[0]}{key[1]}", caps[key])
         assert r.exit_code == 0, r.output
-    r = _run("check", "--baseline", "history:main", "--db", db, caps[("03", 26)], "--out", tmp_path / "o1")
+    r = run("check", "--baseline", "history:main", "--db", db, caps[("03", 26)], "--out", tmp_path / "o1")
     assert r.exit_code == 0, r.output
     res = _result(tmp_path / "o1")
     assert res["baseline_provenance"]["runs"] == [5, 4] and res["baseline_provenance"]["other_rank_runs"] == [1, 2, 3]
     assert any("left out: they profiled other ranks" in n for n in res["notes"])
-    r = _run("check", "--baseline", "history:main", "--db", db, caps[("01", 21)], "--out", tmp_path / "o2")
+    r = run("check", "--baseline", "history:main", "--db", db, caps[("01", 21)], "--out", tmp_path / "o2")
     assert r.exit_code == 0, r.output
     # a rank set with too few runs: no baseline (exit 4), the message names the runs left out
     _rank_subset(tmp_path / "n21", tmp_path / "a02", (0, 2))
-    r = _run("check", "--baseline", "history:main", "--db", db, tmp_path / "a02", "--out", tmp_path / "o3")
+    r = run("check", "--baseline", "history:main", "--db", db, tmp_path / "a02", "--out", tmp_path / "o3")
     assert r.exit_code == 4 and "profiled other ranks than the candidate's [0, 2]" in r.output, r.output
 
 
@@ -65,16 +60,16 @@ def test_a_recorded_candidate_is_not_part_of_its_own_rolling_baseline(tmp_path):
     db = tmp_path / "h.sqlite"
     for i in range(1, 6):
         cap = write_capture(tmp_path / f"s{i}", SynthSpec(steps=5, seed=i))
-        assert _run("history", "record", "--branch", "main", "--commit", f"p{i}", "--db", db, cap).exit_code == 0
+        assert run("history", "record", "--branch", "main", "--commit", f"p{i}", "--db", db, cap).exit_code == 0
     slow = {"aclnnMatmul_MatMulV3Common_MatMulV3": 1.3}
     for i in (6, 7):
         cap = write_capture(tmp_path / f"c{i}", SynthSpec(steps=5, seed=10 + i, slowdown=slow))
-        assert _run("history", "record", "--branch", "main", "--commit", f"p{i}", "--db", db, cap).exit_code == 0
+        assert run("history", "record", "--branch", "main", "--commit", f"p{i}", "--db", db, cap).exit_code == 0
     cand = write_capture(tmp_path / "c8", SynthSpec(steps=5, seed=18, slowdown=slow))
     args = ("check", "--baseline", "history:main", "--db", db, "--out", tmp_path / "o", "-v", cand)
-    first = _run(*args)
+    first = run(*args)
     assert first.exit_code == 1, first.output
-    assert _run("history", "record", "--branch", "main", "--commit", "p8", "--db", db, cand).exit_code == 0
-    again = _run(*args)
+    assert run("history", "record", "--branch", "main", "--commit", "p8", "--db", db, cand).exit_code == 0
+    again = run(*args)
     assert again.exit_code == 1, again.output
     assert "left out: the candidate itself, already recorded" in again.output

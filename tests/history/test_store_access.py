@@ -3,35 +3,15 @@
 costs a check only its HTML sparklines."""
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 import time
 
 import pytest
-from click.testing import CliRunner
 
 from perfgate import errors
-from perfgate.app.gate import save_baseline
-from perfgate.cli import main
 from perfgate.errors import StoreError
-from perfgate.policy import load_policy
-from perfgate.store.baselines import BaselineStore
-from perfgate.synth import SynthSpec, write_capture
-
-
-def _run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], env={"GITHUB_EVENT_NAME": "push"})
-
-
-@pytest.fixture
-def demo(tmp_path):
-    from perfgate.synth import write_demo_pair
-    base, cand = write_demo_pair(tmp_path / "caps")
-    bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
-    return base, cand, bl
+from _cli import run, run_process
+from _edits import history_of_three_runs
 
 
 def test_a_damaged_history_database_costs_only_the_sparklines(demo, tmp_path):
@@ -41,7 +21,7 @@ def test_a_damaged_history_database_costs_only_the_sparklines(demo, tmp_path):
     db = tmp_path / "bad.sqlite"
     db.write_text("not a database")
     out = tmp_path / "o"
-    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", out, "--html", tmp_path / "r.html",
+    r = run("check", "--baseline", "main", "--baseline-dir", bl, "--out", out, "--html", tmp_path / "r.html",
              "--db", db, cand)
     assert r.exit_code == 1, r.output
     assert {p.name for p in out.iterdir()} == {"perfgate-junit.xml", "perfgate-report.md", "perfgate-result.json"}
@@ -61,44 +41,17 @@ def test_another_applications_sqlite_file_is_not_adopted_as_the_history(tmp_path
     con.close()
     before = db.read_bytes()
     cap = write_capture(tmp_path / "c", SynthSpec(steps=3))
-    r = _run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cap)
+    r = run("history", "record", "--branch", "main", "--commit", "c1", "--db", db, cap)
     assert r.exit_code == 5 and "not a perfgate history database: it holds other tables (foo)" in r.output, r.output
-    r = _run("history", "runs", "--db", db)
+    r = run("history", "runs", "--db", db)
     assert r.exit_code == 5 and "not a perfgate history database" in r.output, r.output
     assert db.read_bytes() == before
-
-
-@pytest.fixture
-def pair(tmp_path):
-    cap = write_capture(tmp_path / "cap", SynthSpec())
-    store = BaselineStore(tmp_path / "bl")
-    policy = load_policy(None)
-    save_baseline(cap, "l1", policy=policy, store=store, env={})
-    return cap, store, policy
-
-
-def _cli(*args, env=None, cwd=None, timeout=120):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "perfgate", *args], capture_output=True, text=True, env=e,
-                          cwd=cwd, timeout=timeout)
-
-
-def _recorded_db(tmp_path, pair):
-    from perfgate.history.store import HistoryStore
-    cap, store, policy = pair
-    fp = store.load("l1")[0]
-    db = tmp_path / "h" / "hist.sqlite"
-    hs = HistoryStore(db)
-    for i in range(3):
-        hs.record(fp, branch="main", commit=f"{i:040x}", recorded_at=f"2026-01-0{i + 1}T00:00:00+00:00")
-    hs.close()
-    return db, fp
 
 
 # 2. a read-only location: not "damaged"; an intact WAL database is read with immutable=1
 def test_readonly_history_is_read_immutable_when_folder_not_writable(tmp_path, pair, monkeypatch):
     from perfgate.history import store as hstore
-    db, fp = _recorded_db(tmp_path, pair)
+    db, fp = history_of_three_runs(tmp_path, pair[1])
     real = sqlite3.connect
     opened = []
 
@@ -118,7 +71,7 @@ def test_readonly_history_is_read_immutable_when_folder_not_writable(tmp_path, p
 
 def test_unopenable_history_is_a_cannot_open_store_error_not_damaged(tmp_path, pair, monkeypatch):
     from perfgate.history import store as hstore
-    db, fp = _recorded_db(tmp_path, pair)
+    db, fp = history_of_three_runs(tmp_path, pair[1])
 
     def connect(database, *a, **k):
         raise sqlite3.OperationalError("unable to open database file")
@@ -133,7 +86,7 @@ def test_unopenable_history_is_a_cannot_open_store_error_not_damaged(tmp_path, p
 # 3. a full disk while recording: named as such, nothing recorded
 def test_full_disk_during_record_is_named_full_and_records_nothing(tmp_path, pair):
     from perfgate.history.store import HistoryStore
-    db, fp = _recorded_db(tmp_path, pair)
+    db, fp = history_of_three_runs(tmp_path, pair[1])
     hs = HistoryStore(db)
     hs.require_intact()
     pages = hs.conn.execute("pragma page_count").fetchone()[0]
@@ -152,7 +105,7 @@ def test_full_disk_during_record_is_named_full_and_records_nothing(tmp_path, pai
 # 4. a locked database: a progress line per retry, a bounded total wait
 def test_locked_history_says_it_waits_and_gives_up_in_time(tmp_path, pair):
     from perfgate.history.store import HistoryStore
-    db, fp = _recorded_db(tmp_path, pair)
+    db, fp = history_of_three_runs(tmp_path, pair[1])
     holder = sqlite3.connect(str(db), isolation_level=None)
     holder.execute("begin exclusive")
     said = []
@@ -183,11 +136,11 @@ def test_lock_wait_default_is_bounded_and_env_overrides(monkeypatch):
 
 def test_locked_history_record_cli_prints_progress(tmp_path, pair):
     cap, store, policy = pair
-    db, fp = _recorded_db(tmp_path, pair)
+    db, fp = history_of_three_runs(tmp_path, pair[1])
     holder = sqlite3.connect(str(db), isolation_level=None)
     holder.execute("begin exclusive")
     try:
-        r = _cli("history", "record", str(cap), "--branch", "main", "--commit", "d" * 40, "--db", str(db),
+        r = run_process("history", "record", str(cap), "--branch", "main", "--commit", "d" * 40, "--db", str(db),
                  env={"PERFGATE_HISTORY_LOCK_WAIT": "2"})
     finally:
         holder.execute("rollback")

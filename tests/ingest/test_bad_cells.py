@@ -9,13 +9,9 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import fingerprint_without_trace, run
+from _edits import replace_once
 
 
 def test_bare_cr_line_endings_are_refused_not_a_crash(copy_capture, tmp_path):
@@ -25,7 +21,7 @@ def test_bare_cr_line_endings_are_refused_not_a_crash(copy_capture, tmp_path):
     cap = copy_capture("level1", "cr")
     kd = cap / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     kd.write_bytes(kd.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r"))
-    r = _run("fingerprint", "--trace", "never", cap, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", "--trace", "never", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert "kernel_details.csv row 0: lines end in a bare carriage return" in r.output
 
@@ -40,7 +36,7 @@ def test_a_step_trace_step_that_is_no_integer_is_a_bad_cell(copy_capture, tmp_pa
     lines[1] = lines[1].replace("50,", "50.0,", 1)
     st.write_text("".join(lines))
     for trace in ("never", "always"):
-        r = _run("fingerprint", cap, "--trace", trace, "-o", tmp_path / f"fp_{trace}.json")
+        r = run("fingerprint", cap, "--trace", trace, "-o", tmp_path / f"fp_{trace}.json")
         assert r.exit_code == 3, r.output
         assert "step_trace_time.csv row 1: Step is not an integer step id" in r.output and "'50.0'" in r.output
 
@@ -52,7 +48,7 @@ def test_an_error_quoting_a_damaged_line_writes_no_control_bytes(copy_capture, t
     text writes a control character as its escape (a run once, with its length)."""
     base = copy_capture("level1", "base")
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "m", "--baseline-dir", bl, base).exit_code == 0
+    assert run("baseline", "save", "--name", "m", "--baseline-dir", bl, base).exit_code == 0
     nul = copy_capture("level1", "nul")
     with open(nul / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "ab") as f:
         f.write(b"\0" * 4096)
@@ -61,7 +57,7 @@ def test_an_error_quoting_a_damaged_line_writes_no_control_bytes(copy_capture, t
         f.write(b"50,\x1b[2J\x1b[31mPWNED\x1b[0m,x\r\n")
     for cap in (nul, esc):
         out = tmp_path / f"o_{cap.name}"
-        r = _run("check", "--baseline", "m", "--baseline-dir", bl, cap, "--out", out)
+        r = run("check", "--baseline", "m", "--baseline-dir", bl, cap, "--out", out)
         assert r.exit_code == 3, r.output
         for text in (r.output.encode(), (out / "perfgate-report.md").read_bytes(),
                      (out / "perfgate-junit.xml").read_bytes(), (out / "perfgate-result.json").read_bytes()):
@@ -92,7 +88,7 @@ def test_a_stream_id_that_is_not_a_stream_number_is_a_bad_cell(copy_capture, tmp
     rows[j][i] = cell
     with open(p, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows(rows)
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert f"row {j}: Stream ID is not a stream number" in r.output and repr(cell) in r.output
 
@@ -107,7 +103,7 @@ def test_a_huge_negative_step_trace_time_is_called_negative(copy_capture, tmp_pa
     rows[1][rows[0].index("Preparing")] = "-10000000000"
     with open(p, "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows(rows)
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert "Preparing -10,000,000,000.000 us is negative" in r.output and "is longer than" not in r.output
 
@@ -115,21 +111,11 @@ def test_a_huge_negative_step_trace_time_is_called_negative(copy_capture, tmp_pa
 OUT = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
 
 
-def _edit(path, old, new):
-    text = path.read_text(encoding="utf-8")
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
-
-
-def _fingerprint(cap, tmp_path, *extra):
-    return _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never", *extra)
-
-
 def test_a_number_too_long_for_python_in_profiler_info_names_its_byte(copy_capture, tmp_path):
     cap = copy_capture("level1")
     info = cap / "rank0_ascend_pt" / "profiler_info_0.json"
     info.write_text('{"zz": 1' + "0" * 5000 + ", " + info.read_text().lstrip()[1:])
-    r = _fingerprint(cap, tmp_path)
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3, r.output
     assert "profiler_info_0.json byte 7: invalid JSON: a number has more digits than Python reads" in r.output
 
@@ -144,8 +130,8 @@ def test_a_deeply_nested_field_of_a_timeline_event_is_read_past(copy_capture, tm
     text = trace.read_text()
     at = text.index("{", text.index('"args"', text.index('"name": "Computing"')))
     trace.write_text(text[:at + 1] + '"deep": ' + "[" * 980 + "]" * 980 + ", " + text[at + 1:])
-    assert _run("fingerprint", cap, "-o", tmp_path / "a.json").exit_code == 0
-    assert _run("fingerprint", base, "-o", tmp_path / "b.json").exit_code == 0
+    assert run("fingerprint", cap, "-o", tmp_path / "a.json").exit_code == 0
+    assert run("fingerprint", base, "-o", tmp_path / "b.json").exit_code == 0
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
     assert a["metrics"] == b["metrics"]
 
@@ -163,7 +149,7 @@ def test_unicode_digits_are_not_a_step_id(copy_capture, tmp_path, table, says):
     cells[0] = "\u0665\u0660"
     lines[1] = ",".join(cells)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    r = _fingerprint(cap, tmp_path)
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3, r.output
     assert table in r.output and says in r.output and "\u0665\u0660" in r.output, r.output
 
@@ -185,14 +171,14 @@ def test_a_damaged_collection_window_is_exit_3_not_a_silent_skip(copy_capture, t
     doc = json.loads(info.read_text())
     old = doc["end_info"][field]
     text = info.read_text()
-    _edit(info, f'"{field}": {old}', f'"{field}": ' + value.format(v=old))
-    r = _fingerprint(cap, tmp_path)
+    replace_once(info, f'"{field}": {old}', f'"{field}": ' + value.format(v=old))
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3, r.output
     assert "profiler_info_0.json" in r.output and says in r.output, r.output
     info.write_text(text)
     del doc["end_info"][field]
     info.write_text(json.dumps(doc))
-    assert _fingerprint(cap, tmp_path).exit_code == 0
+    assert fingerprint_without_trace(cap, tmp_path).exit_code == 0
 
 
 @pytest.mark.parametrize("old, new, says", [
@@ -205,8 +191,8 @@ def test_a_lone_surrogate_is_named_where_it_is(copy_capture, tmp_path, old, new,
     """The message read "50.collective.hcom_allReduce\\ud800_0_1": "50" for step50 and without the
     @group, and a surrogate in the group named an op with nothing wrong in it."""
     cap = copy_capture("level1")
-    _edit(cap / OUT / "communication.json", old, new)
-    r = _fingerprint(cap, tmp_path)
+    replace_once(cap / OUT / "communication.json", old, new)
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3 and says in r.output, r.output
 
 
@@ -222,7 +208,7 @@ def test_a_huge_time_is_quoted_readably(copy_capture, tmp_path, value, says):
     text = path.read_text()
     at = text.index('"Elapse Time(ms)": ') + len('"Elapse Time(ms)": ')
     path.write_text(text[:at] + value + text[text.index(",", at):])
-    r = _fingerprint(cap, tmp_path)
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3 and says in r.output, r.output
     assert "RuntimeWarning" not in r.output
 
@@ -241,7 +227,7 @@ def test_a_kernel_table_with_no_device_time_is_refused(ascend, tmp_path):
     with p.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows(rows)
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "z", "--baseline-dir", bl, cap)
+    r = run("baseline", "save", "--name", "z", "--baseline-dir", bl, cap)
     assert r.exit_code == 3 and "every one of its 3 row(s) has Task Duration(us) 0: no device time" in r.output, r.output
     assert not bl.exists() or not list(bl.iterdir())
 
@@ -255,7 +241,7 @@ def test_full_width_digits_in_a_duration_are_refused(copy_capture, tmp_path):
     text = p.read_text(encoding="utf-8")
     assert "\t,53.741," in text
     p.write_text(text.replace("\t,53.741,", "\t,５３.７４１,", 1), encoding="utf-8")
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
     assert r.exit_code == 3 and "is not a finite number (non-ASCII characters)" in r.output, r.output
 
 
@@ -264,5 +250,5 @@ def test_underscores_in_a_duration_are_refused(copy_capture, tmp_path):
     cap = copy_capture("level1")
     p = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
     p.write_text(p.read_text(encoding="utf-8").replace("\t,53.741,", "\t,5_3.741,", 1), encoding="utf-8")
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
     assert r.exit_code == 3 and "is not a finite number (a '_' in it)" in r.output, r.output

@@ -6,13 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from click.testing import CliRunner
 
-from perfgate.cli import main
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import run
 
 
 def _tree_digest(d):
@@ -31,7 +26,7 @@ def test_stray_output_folder_beside_rank_folders_is_refused(copy_capture, tmp_pa
     cap = copy_capture("level1", "stray")
     shutil.copytree(cap / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT", cap / "ASCEND_PROFILER_OUTPUT")
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "s", "--baseline-dir", bl, cap)
+    r = run("baseline", "save", "--name", "s", "--baseline-dir", bl, cap)
     assert r.exit_code == 3 and "holds an ASCEND_PROFILER_OUTPUT/ of its own beside rank folders" in r.output
     assert "rank0_ascend_pt, rank1_ascend_pt" in r.output and _tree_digest(bl) in (None, {})
 
@@ -43,11 +38,11 @@ def test_rank_folder_below_the_search_depth_is_refused(text_captures, tmp_path):
     shutil.copytree(text_captures / "level1" / "rank0_ascend_pt", root / "n0" / "rank0_ascend_pt")
     deep = root / "n1" / "a" / "b" / "c" / "d" / "e"
     shutil.copytree(text_captures / "level1" / "rank1_ascend_pt", deep / "rank1_ascend_pt")
-    r = _run("fingerprint", "--trace", "never", root, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", "--trace", "never", root, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3 and "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT lies more than 6 folder levels" in r.output
     # five levels down is still found
     shutil.move(str(deep / "rank1_ascend_pt"), str(root / "n1" / "a" / "b" / "c" / "rank1_ascend_pt"))
-    r = _run("fingerprint", "--trace", "never", root, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", "--trace", "never", root, "-o", tmp_path / "fp.json")
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "fp.json").read_text())["config"]["ranks"] == [0, 1]
 
@@ -58,13 +53,13 @@ def test_stray_output_folder_above_nested_rank_folders_is_refused(text_captures,
     cap = tmp_path / "cap"
     shutil.copytree(text_captures / "level1", cap / "job")
     shutil.copytree(text_captures / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT", cap / "ASCEND_PROFILER_OUTPUT")
-    r = _run("baseline", "save", "--name", "x", "--baseline-dir", tmp_path / "bl", cap)
+    r = run("baseline", "save", "--name", "x", "--baseline-dir", tmp_path / "bl", cap)
     assert r.exit_code == 3 and "beside rank folders with theirs (job)" in r.output, r.output
     deep = tmp_path / "deep"
     shutil.copytree(text_captures / "level1" / "rank1_ascend_pt", deep / "rank1_ascend_pt")
     far = deep.joinpath(*[f"l{i}" for i in range(1, 19)])
     shutil.copytree(text_captures / "level1" / "rank0_ascend_pt", far / "rank0_ascend_pt")
-    r = _run("fingerprint", "--trace", "never", deep, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", "--trace", "never", deep, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3 and "l18/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT lies more than 6" in r.output, r.output
 
 
@@ -79,7 +74,7 @@ def test_a_rank_that_lost_its_kernel_table_beside_derived_tables_is_no_partial_r
     (out / "kernel_details.csv").unlink()
     (out / "trace_view.json").unlink()
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "x", "--baseline-dir", bl, cap)
+    r = run("baseline", "save", "--name", "x", "--baseline-dir", bl, cap)
     assert r.exit_code == 3 and "op_statistic.csv, operator_details.csv, l2_cache.csv (derived from the same kernel tasks) are present" in r.output, r.output
     assert not bl.exists() or not list(bl.iterdir())
 
@@ -101,7 +96,7 @@ def test_a_rank_of_another_run_without_profiler_info_is_refused(text_captures, t
     shutil.copytree(text_captures / "level2/rank1_ascend_pt", cap / "rank1_ascend_pt")
     (cap / "rank1_ascend_pt/profiler_info_1.json").unlink()
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
+    r = run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
     assert r.exit_code == 3, r.output
     assert "RANKS_FROM_DIFFERENT_RUNS: rank 0's kernels end 3,591 s before rank 1's begin" in r.output
     assert not bl.exists() or not list(bl.iterdir())
@@ -110,7 +105,7 @@ def test_a_rank_of_another_run_without_profiler_info_is_refused(text_captures, t
 def test_ranks_of_one_run_keep_passing_without_profiler_info(copy_capture, tmp_path):
     cap = copy_capture("level1", "one")
     (cap / "rank1_ascend_pt/profiler_info_1.json").unlink()
-    r = _run("baseline", "save", "--name", "m", "--baseline-dir", tmp_path / "bl", cap)
+    r = run("baseline", "save", "--name", "m", "--baseline-dir", tmp_path / "bl", cap)
     assert r.exit_code == 0, r.output
 
 
@@ -120,12 +115,12 @@ def test_a_link_naming_a_rank_folder_is_read_once(copy_capture, tmp_path):
     below". Each is read once now, with a warning, and the fingerprint is the plain folder's."""
     import os
     plain = copy_capture("level1", "plain")
-    assert _run("fingerprint", plain, "-o", tmp_path / "fp0.json").exit_code == 0
+    assert run("fingerprint", plain, "-o", tmp_path / "fp0.json").exit_code == 0
     want = json.loads((tmp_path / "fp0.json").read_text())["metrics"]
     for name, target in (("latest", "rank1_ascend_pt"), ("self", ".")):
         cap = copy_capture("level1", f"with_{name}")
         os.symlink(target, cap / name)
-        r = _run("fingerprint", cap, "-o", tmp_path / f"fp_{name}.json")
+        r = run("fingerprint", cap, "-o", tmp_path / f"fp_{name}.json")
         assert r.exit_code == 0, r.output
         got = json.loads((tmp_path / f"fp_{name}.json").read_text())
         assert got["metrics"] == want
@@ -137,7 +132,7 @@ def test_a_rank_folder_named_for_another_rank_is_said(text_captures, tmp_path):
     cap = tmp_path / "c"
     cap.mkdir()
     shutil.copytree(text_captures / "level1/rank1_ascend_pt", cap / "rank3_ascend_pt")
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 0, r.output
     fp = json.loads((tmp_path / "fp.json").read_text())
     assert fp["config"]["ranks"] == [1]

@@ -7,13 +7,9 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import fingerprint_without_trace, run
+from _edits import replace_once
 
 
 def test_a_communication_json_from_another_capture_is_refused(copy_capture, text_captures):
@@ -23,22 +19,12 @@ def test_a_communication_json_from_another_capture_is_refused(copy_capture, text
     cap = copy_capture("level1", "c")
     shutil.copy(text_captures / "level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json",
                 cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")
-    r = _run("fingerprint", cap, "--trace", "never", "-o", cap.parent / "fp.json")
+    r = run("fingerprint", cap, "--trace", "never", "-o", cap.parent / "fp.json")
     assert r.exit_code == 3, r.output
     assert "communication.json" in r.output and "Start Timestamp(us)" in r.output and "outside the collection window" in r.output
 
 
 OUT = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
-
-
-def _edit(path, old, new):
-    text = path.read_text(encoding="utf-8")
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
-
-
-def _fingerprint(cap, tmp_path, *extra):
-    return _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never", *extra)
 
 
 @pytest.mark.parametrize("old, new, says", [
@@ -63,8 +49,8 @@ def _fingerprint(cap, tmp_path, *extra):
 ])
 def test_damaged_communication_json_is_exit_3_naming_what(copy_capture, tmp_path, old, new, says):
     cap = copy_capture("level1")
-    _edit(cap / OUT / "communication.json", old, new)
-    r = _fingerprint(cap, tmp_path)
+    replace_once(cap / OUT / "communication.json", old, new)
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3, r.output
     assert "communication.json" in r.output and says in r.output, r.output
     assert not (tmp_path / "fp.json").exists()
@@ -99,7 +85,7 @@ def test_communication_json_is_checked_against_the_kernel_table(copy_capture, tm
     path, doc = _comm_doc(cap)
     out = mutate(doc)
     path.write_text(out if isinstance(out, str) else json.dumps(out))
-    r = _fingerprint(cap, tmp_path)
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3, r.output
     assert "self-check comm_ops_vs_kernels failed on rank 0 step 50" in r.output and says in r.output, r.output
 
@@ -111,7 +97,7 @@ def test_another_ranks_communication_json_is_exit_3(copy_capture, tmp_path):
     ta, tb = a.read_text(), b.read_text()
     a.write_text(tb)
     b.write_text(ta)
-    r = _fingerprint(cap, tmp_path)
+    r = fingerprint_without_trace(cap, tmp_path)
     assert r.exit_code == 3, r.output
     assert "comm_ops_vs_kernels failed on rank 0 step 50: Σ Elapse of 4 op(s)" in r.output
     assert "(difference -5616.591 us, tolerance 0.014 us)" in r.output
@@ -123,7 +109,7 @@ def test_ops_named_otherwise_are_skipped_not_failed(copy_capture, tmp_path):
     cap = copy_capture("level1")
     path, doc = _comm_doc(cap)
     path.write_text(json.dumps(doc).replace('"hcom_', '"hccl_'))
-    assert _fingerprint(cap, tmp_path).exit_code == 0
+    assert fingerprint_without_trace(cap, tmp_path).exit_code == 0
     fp = json.loads((tmp_path / "fp.json").read_text())
     mine = [c for c in fp["self_checks"] if c["name"] == "comm_ops_vs_kernels"]
     assert [(c["rank"], c["status"]) for c in mine] == [(0, "skipped"), (1, "pass")]
@@ -143,7 +129,7 @@ def test_a_step_only_communication_json_has_is_refused(ascend, tmp_path):
         d = json.loads(p.read_text(encoding="utf-8"))
         d["step14"] = copy.deepcopy(d["step13"])
         p.write_text(json.dumps(d), encoding="utf-8")
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
     assert r.exit_code == 3, r.output
     assert ("holds ops in step(s) 14, which neither kernel_details.csv (steps 13) nor step_trace_time.csv "
             "(steps 13) lists") in r.output
@@ -159,7 +145,7 @@ def test_a_partial_rank_with_another_ranks_communication_json_is_refused(ascend,
     shutil.copy(cap / "rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json",
                 cap / "rank_1_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "f", "--baseline-dir", bl, cap)
+    r = run("baseline", "save", "--name", "f", "--baseline-dir", bl, cap)
     assert r.exit_code == 3, r.output
     assert "is byte for byte the communication.json of rank 0" in r.output
     assert not bl.exists() or not list(bl.iterdir())
@@ -176,7 +162,7 @@ def test_a_partial_ranks_communication_json_is_checked_against_its_step_trace(as
     d = json.loads((cap / "rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json").read_text(encoding="utf-8"))
     (cap / "rank_1_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json").write_text(json.dumps(d, indent=1),
                                                                                    encoding="utf-8")
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
     assert r.exit_code == 0, r.output
     fp = json.loads((tmp_path / "fp.json").read_text())
     (check,) = [c for c in fp["self_checks"] if c["name"] == "comm_ops_vs_step_trace"]
@@ -192,5 +178,5 @@ def test_ranks_whose_communication_json_holds_no_op_may_be_equal(tmp_path):
     for text in ('{}\\n', '{"step10": {"collective": {}, "p2p": {}}}'):
         for cm in root.rglob("communication.json"):
             cm.write_text(text, encoding="utf-8")
-        r = _run("fingerprint", root, "-o", tmp_path / "fp.json", "--trace", "never")
+        r = run("fingerprint", root, "-o", tmp_path / "fp.json", "--trace", "never")
         assert r.exit_code == 0, (text, r.output)

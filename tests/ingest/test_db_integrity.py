@@ -7,13 +7,8 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import run
 
 
 def _db_level1(ascend, tmp_path):
@@ -31,7 +26,7 @@ def test_swapped_db_output_folders_are_refused(ascend, tmp_path):
     a.rename(tmp_path / "o0")
     b.rename(a)
     (tmp_path / "o0").rename(b)
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert "ascend_pytorch_profiler_1.db: holds another rank than its folder: its file name says rank 1; " \
            "RANK_DEVICE_MAP says rank 1, the folder rank 0" in r.output
@@ -47,7 +42,7 @@ def test_a_db_export_of_two_devices_is_refused(ascend, tmp_path):
     con.execute("update TASK set deviceId = 1 where rowid % 2 = 0")
     con.commit()
     con.close()
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3 and "TASK holds 2 devices in one rank folder (deviceId 0, 1)" in r.output, r.output
 
 
@@ -65,7 +60,7 @@ def test_a_db_task_without_a_name_is_refused_as_the_csv_row_is(ascend, tmp_path,
     con.execute(f"update STRING_IDS set value={empty} where id=(select name from COMPUTE_TASK_INFO limit 1)")
     con.commit()
     con.close()
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json")
     assert r.exit_code == 3, r.output
     assert "a task has no name" in r.output and db.name in r.output
 
@@ -85,8 +80,8 @@ def test_db_tasks_inserted_twice_are_counted_once_as_csv_rows_are(ascend, tmp_pa
         con.commit()
         con.close()
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, src).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cap)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, src).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", cap)
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
     assert "exact duplicate task(s) (same start, stream, name, duration) counted once" in json.dumps(res)

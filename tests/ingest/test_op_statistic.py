@@ -7,14 +7,9 @@ import csv
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
 from perfgate.ingest.load import load_capture
-
-
-def _run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], env={"GITHUB_EVENT_NAME": "push"})
+from _cli import run
 
 
 def _delete_line(path, lineno):
@@ -32,7 +27,7 @@ def test_a_compute_row_lost_after_the_export_is_refused(ascend, tmp_path):
     shutil.copytree(ascend / "msinsight/test/st/level2", cap)
     _delete_line(cap / "rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", 895)
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
+    r = run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
     assert r.exit_code == 3, r.output
     assert "self-check op_statistic_vs_kernels failed on rank 0:" in r.output
     assert "(Cast, AI_VECTOR_CORE): 287 task(s) 5,998.280 us in op_statistic.csv (its row 10), 286 row(s)" in r.output
@@ -44,7 +39,7 @@ def test_a_raw_msprof_row_lost_is_refused_by_its_op_statistic(ascend, tmp_path):
     cap = tmp_path / "pu"
     shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack/PROF_GROUP_20260823_165254/PROF_PipeUtilization", cap)
     _delete_line(next(cap.rglob("op_summary_20260823165335.csv")), 2)
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
     assert r.exit_code == 3 and "op_statistic_vs_kernels" in r.output and "op_statistic_20260823165335.csv" in r.output, r.output
 
 
@@ -62,7 +57,7 @@ def test_a_damaged_op_statistic_is_an_invalid_capture(copy_capture, tmp_path, ed
     text = p.read_text(encoding="utf-8")
     assert edit[0] in text
     p.write_text(text.replace(edit[0], edit[1], 1), encoding="utf-8")
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
     assert r.exit_code == 3 and says in r.output and "op_statistic.csv" in r.output, r.output
 
 
@@ -92,7 +87,7 @@ def test_op_statistic_layouts_perfgate_does_not_know_are_left_out_not_refused(co
     out = cap / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
     st = out / "op_statistic.csv"
     st.write_text(st.read_text(encoding="utf-8").replace("Total Time(us)", "Total Time (us)", 1), encoding="utf-8")
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
     assert r.exit_code == 0, r.output
     fp = json.loads((tmp_path / "fp.json").read_text())
     assert any("op_statistic.csv not used to check kernel_details.csv's rows" in w for w in fp["warnings"])
@@ -119,7 +114,7 @@ def test_op_statistic_layouts_perfgate_does_not_know_are_left_out_not_refused(co
     srows.append(na)
     with (out / "op_statistic.csv").open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows(srows)
-    r = _run("fingerprint", cap, "-o", tmp_path / "fp2.json", "--trace", "never")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp2.json", "--trace", "never")
     assert r.exit_code == 0, r.output
     fp = json.loads((tmp_path / "fp2.json").read_text())
     assert {c["status"] for c in fp["self_checks"] if c["name"] == "op_statistic_vs_kernels"} == {"pass"}

@@ -6,15 +6,10 @@ import csv
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.load import load_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
+from _cli import run
 
 
 def _msprof_output(ascend, tmp_path):
@@ -34,7 +29,7 @@ def test_two_op_summary_exports_in_one_folder_are_refused(ascend, tmp_path):
         "op_summary_20260823165532.csv"))
     shutil.copy(other, out / other.name)
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, tmp_path / "cap")
+    r = run("baseline", "save", "--name", "m", "--baseline-dir", bl, tmp_path / "cap")
     assert r.exit_code == 3, r.output
     assert "2 exports (op_summary_20260823165335.csv, op_summary_20260823165532.csv)" in r.output
     assert not bl.exists() or not list(bl.iterdir())
@@ -93,7 +88,7 @@ def test_a_missing_op_summary_slice_is_refused(ascend, tmp_path, names, says):
     with pytest.raises(InvalidCaptureError, match=pytest.importorskip("re").escape(says)):
         load_capture(cap)
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
+    r = run("baseline", "save", "--name", "m", "--baseline-dir", bl, cap)
     assert r.exit_code == 3 and says in r.output, r.output
     assert not bl.exists() or not list(bl.iterdir())
 

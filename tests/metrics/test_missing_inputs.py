@@ -6,25 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 
-import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-def _drop_comm_step(out, step):
-    """communication.json without ``step`` (a file that lists a step the kernel table and
-    step_trace_time.csv lack is another capture's: exit 3)."""
-    p = out / "communication.json"
-    if p.is_file():
-        d = json.loads(p.read_text(encoding="utf-8"))
-        d.pop(f"step{step}", None)
-        p.write_text(json.dumps(d), encoding="utf-8")
+from _cli import run
+from _edits import drop_comm_step, policy_with
 
 
 def test_gated_memory_bound_without_its_ratio_columns_fails_closed(copy_capture, tmp_path):
@@ -45,17 +29,17 @@ def test_gated_memory_bound_without_its_ratio_columns_fails_closed(copy_capture,
     with open(kd, "w", newline="") as f:
         csv.writer(f).writerows([[r[i] for i in keep] for r in rows])
     bl = tmp_path / "bl"
-    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, cap)
+    r = run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, cap)
     assert r.exit_code == 3, r.output
     assert "gates pipe.memory_bound" in r.output and "aic_mac_ratio + aic_mte2_ratio" in r.output
     assert "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv" in r.output and not (bl / "m.json").exists()
-    r = _run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, copy_capture("level1", "full"))
+    r = run("baseline", "save", "--name", "m", "--baseline-dir", bl, "--policy", pol, copy_capture("level1", "full"))
     assert r.exit_code == 0, r.output
     # gated through an override of one family only (the base rule ungated): the same refusal
     ov = tmp_path / "ov.yaml"
     ov.write_text(text.replace("overrides:", "overrides:\n  - {metric: pipe.memory_bound, labels: {family: "
                                "aclnnMatmul_MatMulV3Common_MatMulV3}, gated: true}", 1), encoding="utf-8")
-    r = _run("baseline", "save", "--name", "o", "--baseline-dir", bl, "--policy", ov, cap)
+    r = run("baseline", "save", "--name", "o", "--baseline-dir", bl, "--policy", ov, cap)
     assert r.exit_code == 3 and "gates pipe.memory_bound" in r.output and not (bl / "o.json").exists(), r.output
 
 
@@ -66,7 +50,7 @@ def test_a_step_without_kernel_rows_is_named(tmp_path):
     its Computing time is refused by the steps_present self-check). A warning now names the step
     and the file and what it leaves out; the gate still fails on the metric it cannot vouch for."""
     s5 = tmp_path / "S5"
-    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    assert run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
     for p in s5.rglob("trace_view.json"):
         p.unlink()
     cut = tmp_path / "cut"
@@ -88,8 +72,8 @@ def test_a_step_without_kernel_rows_is_named(tmp_path):
         out_lines.append(",".join(cells) + "\n")
     st_path.write_text("".join(out_lines))
     bl, out = tmp_path / "bl", tmp_path / "o"
-    assert _run("baseline", "save", "--name", "s", "--baseline-dir", bl, s5).exit_code == 0
-    r = _run("check", "--baseline", "s", "--baseline-dir", bl, cut, "--out", out, "-v")
+    assert run("baseline", "save", "--name", "s", "--baseline-dir", bl, s5).exit_code == 0
+    r = run("check", "--baseline", "s", "--baseline-dir", bl, cut, "--out", out, "-v")
     assert r.exit_code == 1 and "step.exposed_comm_ratio" in r.output, r.output
     assert f"kernel_details.csv has no kernel row in step(s) {victim} of step_trace_time.csv" in r.output, r.output
 
@@ -98,7 +82,7 @@ def test_steps_lost_at_the_end_are_named_from_the_schedule(tmp_path):
     """The last step cut from both ranks' kernel and step_trace files (no timeline): saved with 4
     steps and no word, though profiler_info's schedule profiles 5. A warning now says so."""
     s5 = tmp_path / "S5"
-    assert _run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
+    assert run("synth", "--steps", "5", "--seed", "1", s5).exit_code == 0
     info = json.loads(next(s5.rglob("profiler_info_0.json")).read_text())
     assert info["config"]["common_config"]["schedule"]["active"] == 5
     for p in s5.rglob("trace_view.json"):
@@ -107,24 +91,10 @@ def test_steps_lost_at_the_end_are_named_from_the_schedule(tmp_path):
         lines = f.read_text().splitlines(keepends=True)
         last = sorted({x.split(",")[0].strip('"') for x in lines[1:]}, key=int)[-1]
         f.write_text("".join([lines[0]] + [x for x in lines[1:] if x.split(",")[0].strip('"') != last]))
-        _drop_comm_step(f.parent, last)
-    r = _run("baseline", "save", "--name", "s", "--baseline-dir", tmp_path / "bl", s5)
+        drop_comm_step(f.parent, last)
+    r = run("baseline", "save", "--name", "s", "--baseline-dir", tmp_path / "bl", s5)
     assert r.exit_code == 0, r.output
     assert "kernel_details.csv holds 4 step(s), but profiler_info_0.json's schedule profiles 5 (active 5 x repeat 1)" in r.output
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
-
-
-def _policy_with(tmp_path, old: str, new: str):
-    from importlib.resources import files
-    text = (files("perfgate") / "policies" / "default.yaml").read_text(encoding="utf-8")
-    assert text.count(old) == 1, old
-    p = tmp_path / "policy.yaml"
-    p.write_text(text.replace(old, new), encoding="utf-8")
-    return p
 
 
 def test_require_trace_fails_a_rank_without_its_trace_also_beside_step_trace_time(synth_cap, tmp_path):
@@ -132,10 +102,10 @@ def test_require_trace_fails_a_rank_without_its_trace_also_beside_step_trace_tim
     step_trace_time.csv is there: the check against the trace (``trace_vs_step_trace``) stayed
     "skipped" and the check passed. The policy asked for the trace: exit 3, naming the key."""
     (synth_cap / "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json").unlink()
-    strict = _policy_with(tmp_path, "require_trace: false", "require_trace: true")
+    strict = policy_with(tmp_path, "require_trace: false", "require_trace: true")
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", strict, "--out", tmp_path / "o", synth_cap)
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", strict, "--out", tmp_path / "o", synth_cap)
     assert r.exit_code == 3, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
     assert res["status"] == "INVALID_CAPTURE"
@@ -143,5 +113,5 @@ def test_require_trace_fails_a_rank_without_its_trace_also_beside_step_trace_tim
     assert failed and {c["name"] for c in failed} == {"trace_vs_step_trace"} and {c["rank"] for c in failed} == {1}
     assert all("self_checks.require_trace: true" in c["message"] for c in failed)
     # the default policy: skipped, as before
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o2", synth_cap)
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o2", synth_cap)
     assert r.exit_code == 0, r.output

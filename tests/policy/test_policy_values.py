@@ -3,44 +3,21 @@ code, empty gate_views, a bogus key metric, impossible numbers, a FLOPs spec cal
 duplicate keys; YAML merge keys still load; every emitted finding code is registered."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
-from click.testing import CliRunner
 
 from perfgate import errors, terms
-from perfgate.cli import main
 from perfgate.policy import load_policy
-from perfgate.synth import SynthSpec, write_capture
-from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
-
-
-def _policy_with(tmp_path, old: str, new: str):
-    from importlib.resources import files
-    text = (files("perfgate") / "policies" / "default.yaml").read_text(encoding="utf-8")
-    assert text.count(old) == 1, old
-    p = tmp_path / "policy.yaml"
-    p.write_text(text.replace(old, new), encoding="utf-8")
-    return p
+from _cli import run, run_process
+from _edits import policy_with
 
 
 def test_a_misspelt_fail_closed_code_is_a_policy_error(synth_cap, tmp_path):
     """``findings.fail_closed: [WARMUP_NOT_STRIPED, ...]`` loaded and ran: the warmup finding then
     silently stopped failing closed. Every other policy key refuses unknown names: exit 2,
     naming the key, the code and the nearest known one."""
-    bad = _policy_with(tmp_path, "fail_closed: [WARMUP_NOT_STRIPPED,", "fail_closed: [WARMUP_NOT_STRIPED,")
-    r = _run("fingerprint", "--policy", bad, synth_cap)
+    bad = policy_with(tmp_path, "fail_closed: [WARMUP_NOT_STRIPPED,", "fail_closed: [WARMUP_NOT_STRIPED,")
+    r = run("fingerprint", "--policy", bad, synth_cap)
     assert r.exit_code == 2, r.output
     assert "findings.fail_closed" in r.output and "'WARMUP_NOT_STRIPED'" in r.output
     assert "did you mean 'WARMUP_NOT_STRIPPED'" in r.output
@@ -82,26 +59,17 @@ def test_empty_gate_views_is_a_policy_error(synth_cap, tmp_path):
     lines = [ln for ln in text.splitlines() if not ln.startswith("gate_views")]
     p = tmp_path / "p.yaml"
     p.write_text("\n".join(lines) + "\ngate_views: []\n", encoding="utf-8")
-    r = _run("baseline", "save", "--name", "b", "--baseline-dir", tmp_path / "bl", "--policy", p, synth_cap)
+    r = run("baseline", "save", "--name", "b", "--baseline-dir", tmp_path / "bl", "--policy", p, synth_cap)
     assert r.exit_code == 2, r.output
     assert "gate_views" in r.output and "is empty" in r.output
     assert not (tmp_path / "bl").exists() or not any((tmp_path / "bl").iterdir())
 
 
 def test_a_bogus_key_metric_is_a_policy_error(synth_cap, tmp_path):
-    bad = _policy_with(tmp_path, "key_metric: step.time_us{view=p50}", "key_metric: bogus.metric")
-    r = _run("fingerprint", "--policy", bad, synth_cap)
+    bad = policy_with(tmp_path, "key_metric: step.time_us{view=p50}", "key_metric: bogus.metric")
+    r = run("fingerprint", "--policy", bad, synth_cap)
     assert r.exit_code == 2, r.output
     assert "history.key_metric" in r.output and "unknown metric 'bogus.metric'" in r.output
-
-
-@pytest.fixture
-def demo(tmp_path):
-    from perfgate.synth import write_demo_pair
-    base, cand = write_demo_pair(tmp_path / "caps")
-    bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
-    return base, cand, bl
 
 
 @pytest.mark.parametrize("text, says", [
@@ -116,7 +84,7 @@ def test_policy_values_that_cannot_work_are_exit_2(demo, tmp_path, text, says):
     _, cand, bl = demo
     pol = tmp_path / "p.yaml"
     pol.write_text("version: 1\n" + text)
-    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", "--policy", pol, cand)
+    r = run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", "--policy", pol, cand)
     assert r.exit_code == 2 and says in r.output, r.output
 
 
@@ -142,12 +110,6 @@ def test_a_flops_spec_calling_sys_exit_is_a_policy_error(tmp_path, where):
             _flops_per_row(rows, types.SimpleNamespace(python=spec))
 
 
-def _cli(*args, env=None, cwd=None, timeout=120):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "perfgate", *args], capture_output=True, text=True, env=e,
-                          cwd=cwd, timeout=timeout)
-
-
 # 6. duplicate keys in a policy file
 def test_policy_duplicate_key_is_refused_with_line_and_key(tmp_path):
     p = tmp_path / "dup.yaml"
@@ -157,7 +119,7 @@ def test_policy_duplicate_key_is_refused_with_line_and_key(tmp_path):
     msg = str(ei.value)
     assert str(p) in msg and "line 5" in msg and "duplicate key 'tolerance'" in msg
     assert ei.value.exit_code == 2
-    r = _cli("fingerprint", "--policy", str(p), str(tmp_path / "nothing"))
+    r = run_process("fingerprint", "--policy", str(p), str(tmp_path / "nothing"))
     assert r.returncode == 2 and "duplicate key 'tolerance'" in r.stderr
 
 

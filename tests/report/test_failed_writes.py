@@ -5,20 +5,8 @@ from __future__ import annotations
 import pytest
 
 from perfgate import errors, terms
-from perfgate.app.gate import CheckReports, check_and_report, save_baseline
+from perfgate.app.gate import CheckReports, check_and_report
 from perfgate.errors import StoreError
-from perfgate.policy import load_policy
-from perfgate.store.baselines import BaselineStore
-from perfgate.synth import SynthSpec, write_capture
-
-
-@pytest.fixture
-def pair(tmp_path):
-    cap = write_capture(tmp_path / "cap", SynthSpec())
-    store = BaselineStore(tmp_path / "bl")
-    policy = load_policy(None)
-    save_baseline(cap, "l1", policy=policy, store=store, env={})
-    return cap, store, policy
 
 
 # 1. a report write that fails removes this run's reports already written

@@ -7,19 +7,8 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-from perfgate.synth.writer import SynthSpec, write_capture
-
-
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
+from _cli import run
 
 
 def test_json_on_stdout_stays_one_document_in_github_actions(synth_cap, tmp_path):
@@ -28,7 +17,7 @@ def test_json_on_stdout_stays_one_document_in_github_actions(synth_cap, tmp_path
     import subprocess
     import sys
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
     env = {"PATH": "/usr/bin:/bin", "GITHUB_EVENT_NAME": "push", "GITHUB_STEP_SUMMARY": str(tmp_path / "sum.md"),
            "GITHUB_OUTPUT": str(tmp_path / "out.txt")}
     r = subprocess.run([sys.executable, "-m", "perfgate", "check", "--baseline", "b", "--baseline-dir", str(bl),
@@ -72,9 +61,9 @@ def test_verbose_prints_every_line_in_full(tmp_path):
     from perfgate.synth import write_demo_pair
     base, cand = write_demo_pair(tmp_path / "caps")
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
-    short = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o1", cand)
-    full = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o2", "-v", cand)
+    assert run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
+    short = run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o1", cand)
+    full = run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o2", "-v", cand)
     assert short.exit_code == full.exit_code == 1
     assert any(line.endswith("…") for line in short.output.splitlines())
     assert not any(line.endswith("…") for line in full.output.splitlines()), full.output
@@ -95,7 +84,7 @@ def test_report_on_an_invalid_capture_says_why_first(ascend, tmp_path):
             r[di] = f"{float(r[di]) * 1.3:.3f}"
     with p.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows(rows)
-    r = _run("report", "--html", tmp_path / "r.html", cap)
+    r = run("report", "--html", tmp_path / "r.html", cap)
     assert r.exit_code == 3, r.output
     first = r.output.splitlines()[0]
     assert first.startswith("perfgate: INVALID_CAPTURE: self-check compute_union failed on rank 0 step 13:"), first

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from perfgate.cli import main
-from perfgate.synth.writer import SynthSpec, write_capture
+from _cli import run
 
 
 def test_a_killed_writers_temp_file_is_swept_by_the_next_save(tmp_path):
@@ -33,15 +31,6 @@ def test_a_killed_writers_temp_file_is_swept_by_the_next_save(tmp_path):
     assert not old.exists() and young.exists() and other.exists()
 
 
-def _run(*args, env=None):
-    return CliRunner().invoke(main, [str(a) for a in args], env=env or {"GITHUB_EVENT_NAME": "push"})
-
-
-@pytest.fixture
-def synth_cap(tmp_path):
-    return write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=3))
-
-
 @pytest.mark.parametrize("key, value", [("kernel.topn{view=p50}", 5), ("step.time_us{view=p50}", ["a", "b"])])
 def test_a_baseline_value_of_the_wrong_kind_is_a_damaged_baseline(synth_cap, tmp_path, key, value):
     """A stored baseline whose ``kernel.topn`` holds a number (or a number metric a list): check
@@ -49,11 +38,11 @@ def test_a_baseline_value_of_the_wrong_kind_is_a_damaged_baseline(synth_cap, tmp
     string value already gave DAMAGED_BASELINE. Now the same: exit 5, the reports written,
     naming the metric."""
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, synth_cap).exit_code == 0
     doc = json.loads((bl / "b.json").read_text())
     doc["fingerprint"]["metrics"][key]["value"] = value
     (bl / "b.json").write_text(json.dumps(doc))
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", synth_cap)
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", synth_cap)
     assert r.exit_code == 5, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
     assert res["status"] == "DAMAGED_BASELINE"
@@ -67,7 +56,7 @@ def test_no_baseline_names_the_folder_searched_and_how_to_point_elsewhere(synth_
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    r = _run("check", "--baseline", "main", "--out", tmp_path / "o", synth_cap)
+    r = run("check", "--baseline", "main", "--out", tmp_path / "o", synth_cap)
     assert r.exit_code == 4, r.output
     assert str(elsewhere / "baselines") in r.output
     assert "--baseline-dir" in r.output and "PERFGATE_BASELINE_DIR" in r.output
@@ -75,23 +64,14 @@ def test_no_baseline_names_the_folder_searched_and_how_to_point_elsewhere(synth_
 
 def test_a_number_too_long_for_python_in_a_stored_baseline_is_a_damaged_store(text_captures, tmp_path):
     bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "b", "--baseline-dir", bl, text_captures / "level1").exit_code == 0
+    assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, text_captures / "level1").exit_code == 0
     doc = bl / "b.json"
     text = doc.read_text()
     doc.write_text("{" + '"zz": 1' + "0" * 5000 + "," + text[text.index("{") + 1:])
-    r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "out", text_captures / "level1")
+    r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "out", text_captures / "level1")
     assert r.exit_code == 5, r.output
-    r = _run("baseline", "list", "--baseline-dir", bl)
+    r = run("baseline", "list", "--baseline-dir", bl)
     assert r.exit_code == 5 and "more digits than Python reads" in r.output, r.output
-
-
-@pytest.fixture
-def demo(tmp_path):
-    from perfgate.synth import write_demo_pair
-    base, cand = write_demo_pair(tmp_path / "caps")
-    bl = tmp_path / "bl"
-    assert _run("baseline", "save", "--name", "main", "--baseline-dir", bl, base).exit_code == 0
-    return base, cand, bl
 
 
 @pytest.mark.parametrize("edit, says", [
@@ -109,7 +89,7 @@ def test_a_hand_edited_baseline_is_damaged_not_an_internal_error(demo, tmp_path,
     d = doc["fingerprint"]
     exec(edit, {"d": d})
     (bl / "main.json").write_text(json.dumps(doc))
-    r = _run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
+    r = run("check", "--baseline", "main", "--baseline-dir", bl, "--out", tmp_path / "o", cand)
     assert r.exit_code == 5 and says in r.output, r.output
 
 
@@ -124,7 +104,7 @@ def test_a_baseline_name_that_is_no_file_is_a_damaged_store(demo, tmp_path, kind
         path.mkdir()
     else:
         path.symlink_to(tmp_path / "missing.json")
-    r = _run("baseline", "list", "--baseline-dir", bl)
+    r = run("baseline", "list", "--baseline-dir", bl)
     assert r.exit_code == 5 and "odd\tUNREADABLE: baseline file is a" in r.output, r.output
-    r = _run("check", "--baseline", "odd", "--baseline-dir", bl, "--out", tmp_path / "o", "--no-baseline-ok", cand)
+    r = run("check", "--baseline", "odd", "--baseline-dir", bl, "--out", tmp_path / "o", "--no-baseline-ok", cand)
     assert r.exit_code == 5 and "DAMAGED_BASELINE" in r.output, r.output

@@ -1,0 +1,68 @@
+"""Inputs a test builds from a copy of a capture, of the default policy or of a stored baseline: a
+text replaced once, a step dropped from communication.json, every task of raw msprof output
+scaled, a policy with one line changed, a history database of three recorded runs."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+
+def replace_once(path, old, new):
+    """``path`` with its first ``old`` replaced by ``new``; ``old`` must be there."""
+    text = path.read_text(encoding="utf-8")
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def drop_comm_step(out, step):
+    """communication.json without ``step`` (a file that lists a step the kernel table and
+    step_trace_time.csv lack is another capture's: exit 3)."""
+    p = out / "communication.json"
+    if p.is_file():
+        d = json.loads(p.read_text(encoding="utf-8"))
+        d.pop(f"step{step}", None)
+        p.write_text(json.dumps(d), encoding="utf-8")
+
+
+def policy_with(tmp_path, old: str, new: str):
+    """The built-in default.yaml with its one ``old`` replaced by ``new``, written to
+    ``tmp_path/policy.yaml``; returns that path."""
+    from importlib.resources import files
+    text = (files("perfgate") / "policies" / "default.yaml").read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    p = tmp_path / "policy.yaml"
+    p.write_text(text.replace(old, new), encoding="utf-8")
+    return p
+
+
+def scaled_msprof(ascend, tmp_path, name, factor):
+    """A copy (``tmp_path/name``) of the real raw msprof output vllm_ascend_msprof/prof_unpack
+    with every task ``factor`` times as long; returns its path."""
+    cap = tmp_path / name
+    shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack", cap)
+    # a run whose every task took `factor` times as long: the tasks and their op_statistic sums
+    for pattern, columns in (("op_summary_*.csv", ("Task Duration(us)",)),
+                             ("op_statistic_*.csv", ("Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)"))):
+        for p in cap.rglob(pattern):
+            rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
+            for col in columns:
+                i = rows[0].index(col)
+                for r in rows[1:]:
+                    r[i] = f"{float(r[i]) * factor:.3f}"
+            with p.open("w", newline="", encoding="utf-8") as f:
+                csv.writer(f).writerows(rows)
+    return cap
+
+
+def history_of_three_runs(tmp_path, store):
+    """A history database (``tmp_path/h/hist.sqlite``) holding the fingerprint of ``store``'s
+    baseline ``l1`` recorded three times on main; returns ``(db path, fingerprint)``."""
+    from perfgate.history.store import HistoryStore
+    fp = store.load("l1")[0]
+    db = tmp_path / "h" / "hist.sqlite"
+    hs = HistoryStore(db)
+    for i in range(3):
+        hs.record(fp, branch="main", commit=f"{i:040x}", recorded_at=f"2026-01-0{i + 1}T00:00:00+00:00")
+    hs.close()
+    return db, fp
