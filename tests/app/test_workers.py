@@ -10,7 +10,6 @@ import time
 import pytest
 
 
-
 @pytest.mark.slow
 def test_a_scheduler_without_workers_is_refused_in_bounded_time(synth_cap):
     """``--scheduler`` pointing at a dask scheduler with no worker hung forever (a CI gate until
