@@ -54,7 +54,8 @@ svg .pt.nolink{cursor:default}
 border-radius:4px;white-space:nowrap;display:none;z-index:2}
 #tip code{color:#fff}
 .legend{font-size:12px;color:#555;margin:6px 0} .legend span{margin-right:14px}
-td.spark svg{width:160px} h1 code{font-size:18px} td.nowrap{white-space:nowrap}
+td.spark svg{width:160px} h1 code{font-size:18px}
+#series td.key{min-width:260px;word-break:normal;overflow-wrap:anywhere} td.nowrap{white-space:nowrap}
 """
 
 
@@ -317,6 +318,7 @@ _TOOLTIP_JS = """
     tip.style.display='block';
     var b=box.getBoundingClientRect(), r=p.getBoundingClientRect();
     var x=r.left-b.left+r.width/2+10, y=r.top-b.top-tip.offsetHeight-6;
+    if(r.top-b.top<b.height/2) y=r.bottom-b.top+8;   /* a high point: below it, clear of the change labels */
     if(x+tip.offsetWidth>b.width) x=r.left-b.left-tip.offsetWidth-10;
     tip.style.left=x+'px'; tip.style.top=Math.max(0,y)+'px';
   }
