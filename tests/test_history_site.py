@@ -245,3 +245,19 @@ def test_browser_hover_a_point_and_follow_its_commit(site, tmp_path):
     for name in ("history-site-index.png", "history-site-metric.png"):
         assert (tmp_path / name).stat().st_size > 10_000
         _keep(tmp_path / name)
+
+
+def test_a_run_without_a_commit_is_shown_but_not_linked(tmp_path):
+    db = tmp_path / "h.sqlite"
+    hs = HistoryStore(db)
+    for run in range(6):
+        hs.record(_fingerprint({"step.time_us": 100_000 + run}), branch="main",
+                  commit=None if run == 3 else _commit(run), recorded_at=f"2026-01-01T00:{run:02d}:00")
+    hs.close()
+    code, text = _build(db, tmp_path / "site", "--repo-url", REPO_URL)
+    assert code == 0, text
+    page = _pages(tmp_path / "site")[STEP]
+    assert page.count('<circle class="pt') == 6 and page.count('<circle class="pt nolink"') == 1
+    assert re.search(r'<circle class="pt nolink"[^>]*data-commit="\(no commit\)"', page)
+    assert page.count(f'href="{REPO_URL}/commit/') == 2 * 5   # each linked point, and its row in the runs table
+    assert re.findall(r'<text class="xl"[^>]*>([^<]+)</text>', page)[3] == "—"
