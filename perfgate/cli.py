@@ -862,6 +862,29 @@ def history_report(branch, last_n, out, history_path, policy_path):
     click.echo(f"{n} metric(s) changed in the last {last_n} run(s); report: {path}")
 
 
+@history.command("site")
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--branch", default=None, callback=_branch_name, help="Only runs of this branch (default: every branch).")
+@click.option("--repo-url", default=None,
+              help="Repository URL that commits link into (<URL>/commit/<SHA>), e.g. https://github.com/OWNER/REPO "
+                   "(default: $GITHUB_SERVER_URL/$GITHUB_REPOSITORY; no links when neither is known).")
+@common_history
+@common_policy
+def history_site(out, branch, repo_url, history_path, policy_path):
+    """Static site in OUT: index.html (every gated metric's series, its latest change point) and
+    one page per series with an interactive chart (commits on x, change points marked, each point
+    linked to its commit). Self-contained HTML: nothing is loaded from the network."""
+    import os
+    from perfgate.report.history_site import remove_stale_site, repo_url_from, write_history_site
+    url = repo_url_from(repo_url, os.environ)
+    remove_stale_site(out)   # no earlier site may outlive a refused run
+    policy = _policy(policy_path)
+    hs = _open_history(history_path)
+    n, path = write_history_site(hs, policy, out, branch=branch, repo_url=url)
+    _order_warnings(hs)
+    click.echo(f"{n} series page(s); site: {path}" + ("" if url else " (no repository URL: commits not linked)"))
+
+
 @history.command("journal")
 @click.option("--branch", required=True, callback=_branch_name, help="Branch whose tuning rounds are listed.")
 @click.option("--metric", default=None, help="Key metric (default: policy history.key_metric).")

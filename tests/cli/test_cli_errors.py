@@ -44,6 +44,7 @@ def _commands(tmp_path, write: bool = True):
         ("history query", ["history", "query", "--metric", "step.time_us"], hs),
         ("history trend", ["history", "trend"], hs),
         ("history report", ["history", "report", "--out", tmp_path / "hr"], hs),
+        ("history site", ["history", "site", tmp_path / "hsite"], hs),
         ("history journal", ["history", "journal", "--branch", "b"], hs),
         ("fingerprint", ["fingerprint", cap], [("perfgate.app.run", "fingerprint_path")]),
         ("synth", ["synth", tmp_path / "s"], [("perfgate.synth", "write_capture")]),
