@@ -682,13 +682,25 @@ def baseline_note(markdown: str, baseline_provenance: dict | None, merge_base: s
     return "\n".join(lines[:at + 1] + ["", note] + lines[at + 1:])
 
 
+def pull_request_comment(result, key: str, paths: dict, run_url: str | None = None) -> str:
+    """The sticky comment's body: the verdict, its causes, what a green means and where the full
+    report is (:func:`perfgate.report.comment.render_comment`, at most 16 KB). ``paths``: the
+    report files of the check (``markdown`` / ``json``, named in the pointer); ``run_url``: the
+    Actions run page, whose job summary holds the full report."""
+    from perfgate.report.comment import ReportPointer, render_comment
+    names = {k: Path(str(v)).name for k, v in paths.items() if k in ("markdown", "json") and v
+             and str(v) != "<stdout>"}
+    return render_comment(result, key=key, pointer=ReportPointer(run_url=run_url, **names))
+
+
 def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str, out_dir, env=None,
                   token_env: str = "GITHUB_TOKEN", summary: bool = True, client_options: dict | None = None,
                   cwd=None) -> dict:
     """Everything ``perfgate check`` does in GitHub Actions after writing its reports.
 
     * ``summary`` and ``$GITHUB_STEP_SUMMARY`` set: the Markdown report is appended to it;
-    * ``comment``: :func:`publish_report` with the context from ``env``;
+    * ``comment``: :func:`publish_report` of :func:`pull_request_comment` (the verdict, causes,
+      green line and a pointer to the full report, at most 16 KB) with the context from ``env``;
     * ``$GITHUB_OUTPUT`` set: outputs ``verdict``, ``exit-code``, ``gated``, ``regressions``,
       ``improvements``, ``junit``, ``markdown``, ``json``, ``comment-url``, ``comment-file``,
       ``merge-base``;
@@ -727,8 +739,10 @@ def publish_check(result, paths: dict, *, markdown: str, comment: bool, key: str
         except StoreError as e:
             warnings.append(e.render())
     if comment and ctx is not None:
+        body = baseline_note(pull_request_comment(result, key, paths, ctx.run_url), result.baseline_provenance,
+                             merge_base, shallow=shallow)
         try:
-            out = publish_report(markdown, ctx=ctx, token=token, key=key, out_dir=out_dir,
+            out = publish_report(body, ctx=ctx, token=token, key=key, out_dir=out_dir,
                                  client_options=client_options, token_name=token_env,
                                  author=env.get("PERFGATE_COMMENT_AUTHOR"))
         except StoreError as e:

@@ -63,9 +63,10 @@ def _table(rows) -> list[str]:
     return out
 
 
-def _causes_table(result, limit: int = 5) -> list[str]:
+def _causes_table(result, limit: int = 5, clip: int | None = None) -> list[str]:
     """The causes (at most ``limit`` rows, failing and largest first) plus gated symptoms no cause
-    explains, one row each with the views as text."""
+    explains, one row each with the views as text. ``clip``: each cell's text cut to that many
+    characters, "…" in its middle (the pull-request comment, :mod:`perfgate.report.comment`); None: whole."""
     causes = list(result.causes)
     by_key = {c.key: c for c in result.comparisons}
     keys = result.unexplained if (result.unexplained or causes) else [
@@ -73,16 +74,21 @@ def _causes_table(result, limit: int = 5) -> list[str]:
     un = [by_key[k] for k in keys if k in by_key]
     if not causes and not un:
         return []
+
+    def t(v):   # cut in the middle: a kernel name's variant suffix stays readable
+        v = str(v)
+        return v if clip is None or len(v) <= clip else v[: clip * 2 // 3] + "…" + v[len(v) - (clip - 1 - clip * 2 // 3):]
     out = ["| | cause | what changed (first gated view) | explains (gated metrics) | share of the step-time change |",
            "|---|---|---|---|---|"]
     for x in causes[:limit]:
         icon = "🔴" if x["fails"] else {terms.IMPROVEMENT: "🟢", "gone": "⚪", "new": "⚪", "renamed": "⚪"}.get(x["verdict"], "🟡")
-        out.append(f"| {icon} | {_cell(x['kind'])} {_code(x['subject'], table=True)} | {_cell(x['what'])} | "
-                   f"{len(x['explains'])}: {_cell(explains_text(x, 3))} | {_cell(step_share_text(x))} |")
+        out.append(f"| {icon} | {_cell(t(x['kind']))} {_code(t(x['subject']), table=True)} | {_cell(t(x['what']))} | "
+                   f"{len(x['explains'])}: {_cell(t(explains_text(x, 3)))} | {_cell(t(step_share_text(x)))} |")
     for row in group_views(un)[: max(0, limit + 2 - min(limit, len(causes)))]:
         icon = "🔴" if row["fails"] else ("🟢" if row["verdict"] == terms.IMPROVEMENT else "🟡")
         views = "; ".join(f"{v}: {short_change(c)}" for v, c in row["views"].items())
-        out.append(f"| {icon} | no cause found | {_cell(row['subject'])}: {_cell(views)} | {_code(row['key'], table=True)} | — |")
+        out.append(f"| {icon} | no cause found | {_cell(t(row['subject']))}: {_cell(t(views))} | "
+                   f"{_code(t(row['key']), table=True)} | — |")
     return out
 
 
