@@ -16,8 +16,10 @@ version, so an unchanged capture is not recomputed.
 
 Rollup columns (:data:`COLUMNS`): ``capture`` (path relative to its root), ``status`` (ok |
 failed), ``reason``, ``ranks``, ``steps`` (steps of the rank with most), ``step_time_rank0_us``
-and ``step_time_p50_us`` (step time = Computing + Communication(Not Overlapped) + Free, else the
-device wall), ``layers`` (model layers on the rank, ``layer.count`` rank0), ``top_step_class`` (the commonest step
+and ``step_time_p50_us`` (step time ``step.time_us`` = Computing + Communication(Not Overlapped)
++ Free from step_trace_time.csv, else from the timeline's Overlap Analysis; empty where the capture
+has neither — raw msprof ``op_summary`` output, say — as ``perfgate check`` says "no step time"
+there: the device wall span is not a step time), ``layers`` (model layers on the rank, ``layer.count`` rank0), ``top_step_class`` (the commonest step
 class over ranks and steps), ``share_<kind>`` (block-kind ΣDuration shares, p50 over ranks,
 ratio), ``comm_us`` (communication per step, busy union, p50 over ranks), ``comm_share``
 (communication share of ΣDuration, p50, ratio), ``top_hccl_kind`` (HCCL kind with the largest
@@ -145,7 +147,7 @@ def rollup_row(fp) -> dict:
     row = {"ranks": len(fp.provenance.get("ranks", [])),
            "steps": max((len(s) for s in fp.provenance.get("steps", {}).values()), default=0)}
     for view in ("rank0", "p50"):
-        row[f"step_time_{view}_us"] = val(f"step.time_us{{view={view}}}") or val(f"step.wall_us{{view={view}}}")
+        row[f"step_time_{view}_us"] = val(f"step.time_us{{view={view}}}")   # None (empty) as check: no step time
     row["layers"] = val("layer.count{view=rank0}")
     classes = Counter(s["step_class"] for r in fp.detail.get("segments", []) for s in r.get("steps", []))
     row["top_step_class"] = classes.most_common(1)[0][0] if classes else None
