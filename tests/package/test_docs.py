@@ -159,7 +159,7 @@ def test_ci_runs_the_default_suite_and_the_slow_tests_apart():
     tests and no benchmark, and its -m does not name ``slow`` so conftest leaves those out, as a plain
     ``python3 -m pytest`` does. GitHub CI runs the slow tests in a job of their own."""
     import shlex
-    import tomllib
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
     from types import SimpleNamespace
 
     import conftest
