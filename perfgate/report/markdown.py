@@ -1,4 +1,5 @@
-"""Markdown for a pull-request comment / job summary.
+"""The Markdown report: ``--markdown`` (``perfgate-report.md``) and the job summary. The sticky
+pull-request comment is its head alone, at most 16 KB (:mod:`perfgate.report.comment`).
 
 Starts with a hidden marker (``<!-- perfgate:report key=<key> -->``) so a later run can find
 and update its own comment; then the verdict line (``PASS (partial: …)`` when gated metrics were
