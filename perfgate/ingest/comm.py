@@ -344,21 +344,37 @@ def read_communication_loop(path: Path, data: bytes | None = None) -> CommData:
                                       "time_us": _ms(li, "Transit Time(ms)", where)})
                 except (TypeError, ValueError) as e:
                     raise InvalidCaptureError(f"{step_key}.{kind}.{op}: {e}", path=path) from None
-    try:
-        return _refuse_control_names(CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
-                                              links=pd.DataFrame(links, columns=LINK_COLUMNS)))
-    except UnicodeEncodeError:   # a "\\ud800"-style escape: json.loads makes a lone surrogate, no text
-        def shown(v) -> str:
-            return str(v).encode("utf-8", "backslashreplace").decode()
-        bad = next((r for r in rows + links if any(_not_text(v) for v in r.values())), {})
-        step = "step" + ("" if bad.get("step") == IMPLICIT_STEP else shown(bad.get("step", "")))
-        if "link" in bad:   # a link row: its op as written (without the group), then the link
-            where = f"{step}.{shown(bad['kind'])}.{shown(bad['op'])}.{_BANDWIDTH_INFO}.{shown(bad['link'])}"
-        else:
-            where = f"{step}.{shown(bad.get('kind', ''))}.{shown(bad.get('op', '')) + '@' + shown(bad.get('group', ''))}"
-        raise InvalidCaptureError(f"{where}: a name holds an escaped lone surrogate (such as \\ud800), "
-                                  f"which is not text", path=path,
-                                  hint="the file was edited or damaged after export: re-export the profiling data") from None
+    try:   # a "\\ud800"-style escape: json.loads makes a lone surrogate, no text
+        comm = CommData(path=path, ops=pd.DataFrame(rows, columns=OP_COLUMNS),
+                        links=pd.DataFrame(links, columns=LINK_COLUMNS))
+    except UnicodeEncodeError:   # pandas 3's string columns refuse it
+        raise _lone_surrogate_error(rows, links, path) from None
+    if _holds_lone_surrogate(comm):   # pandas 2's object columns keep it
+        raise _lone_surrogate_error(rows, links, path)
+    return _refuse_control_names(comm)
+
+
+def _holds_lone_surrogate(comm: CommData) -> bool:
+    """Whether a name (kind, op, group, link; each distinct value once) is not text: a lone
+    surrogate read from a ``"\\ud800"`` escape. pandas 3's string columns refuse one when built;
+    pandas 2's object columns (the only pandas on Python 3.10) keep it."""
+    return any(_not_text(v) for df, cols in ((comm.ops, ("kind", "op", "group")), (comm.links, ("link",)))
+               for c in cols if len(df) for v in pd.unique(df[c]))
+
+
+def _lone_surrogate_error(rows, links, path) -> InvalidCaptureError:
+    """The error naming the first op or link whose name holds a lone surrogate."""
+    def shown(v) -> str:
+        return str(v).encode("utf-8", "backslashreplace").decode()
+    bad = next((r for r in rows + links if any(_not_text(v) for v in r.values())), {})
+    step = "step" + ("" if bad.get("step") == IMPLICIT_STEP else shown(bad.get("step", "")))
+    if "link" in bad:   # a link row: its op as written (without the group), then the link
+        where = f"{step}.{shown(bad['kind'])}.{shown(bad['op'])}.{_BANDWIDTH_INFO}.{shown(bad['link'])}"
+    else:
+        where = f"{step}.{shown(bad.get('kind', ''))}.{shown(bad.get('op', '')) + '@' + shown(bad.get('group', ''))}"
+    return InvalidCaptureError(f"{where}: a name holds an escaped lone surrogate (such as \\ud800), "
+                               f"which is not text", path=path,
+                               hint="the file was edited or damaged after export: re-export the profiling data")
 
 
 def _not_text(v) -> bool:
