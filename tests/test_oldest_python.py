@@ -1,5 +1,5 @@
 """perfgate runs on the oldest Python that pyproject.toml's ``requires-python`` admits: CI runs the
-whole suite there (.github/workflows/ci.yml's matrix), and ``python -m perfgate`` is run on that
+default suite there (.github/workflows/ci.yml's matrix), and ``python -m perfgate`` is run on that
 Python from a folder holding a directory named ``perfgate`` (a clone's parent, where
 ``perfgate`` on the path is a namespace package first: ``importlib.resources`` differs between
 3.10 and 3.11 there)."""
@@ -54,7 +54,6 @@ def _interpreter() -> str | None:
     return None
 
 
-@pytest.mark.slow
 def test_python_m_perfgate_runs_on_the_oldest_supported_python(tmp_path):
     exe = _interpreter()
     if exe is None:
