@@ -66,3 +66,19 @@ def history_of_three_runs(tmp_path, store):
         hs.record(fp, branch="main", commit=f"{i:040x}", recorded_at=f"2026-01-0{i + 1}T00:00:00+00:00")
     hs.close()
     return db, fp
+
+
+def set_cell(path, row: int, column: str, value: str) -> None:
+    """Set one cell of a CSV file (``row``: 1-based data row), keeping every other byte's meaning."""
+    import csv
+    import io
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    rows[row][rows[0].index(column)] = value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+
+
+# a one-rank, one-step synthetic capture whose step anatomy is known exactly (no jitter, fixed gaps)
+EXACT = dict(ranks=1, steps=1, jitter=0.0, gap_dist="fixed", gap_us=3.0, prelaunch_us=500.0, tail_us=100.0)

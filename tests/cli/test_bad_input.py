@@ -11,21 +11,10 @@ from click.testing import CliRunner
 
 from perfgate.cli import main
 from _refusals import assert_refused_everywhere
+from _edits import set_cell
 from perfgate.synth import SynthSpec, write_capture
 
 OUT0 = "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
-
-
-def set_cell(path, row: int, column: str, value: str) -> None:
-    """Set one cell of a CSV file (``row``: 1-based data row), keeping every other byte's meaning."""
-    import csv
-    import io
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    rows[row][rows[0].index(column)] = value
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
-    path.write_text(buf.getvalue(), encoding="utf-8")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from perfgate.cli import main
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.discover import discover
 from perfgate.synth import SynthSpec, write_capture
-from test_bad_input import set_cell
+from _edits import set_cell
 
 
 def _run(*args):

@@ -367,7 +367,7 @@ def _gap_capture(tmp_path, name):
     """The synthetic step of tests/metrics/test_steps_comm.py with a gap 10.1x ΣDuration (RECOMPILE
     thresholds met) whose following task waited through it: an input-setup-like gap."""
     from perfgate.synth import SynthSpec, write_capture
-    from test_steps_comm import EXACT
+    from _edits import EXACT
     base = load_capture(write_capture(tmp_path / f"{name}0", SynthSpec(**EXACT)))
     from perfgate.metrics.steps import step_table
     r0 = step_table(base.ranks[0]).iloc[0]

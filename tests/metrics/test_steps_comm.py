@@ -20,7 +20,7 @@ from perfgate.report import render_markdown
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
 
-EXACT = dict(ranks=1, steps=1, jitter=0.0, gap_dist="fixed", gap_us=3.0, prelaunch_us=500.0, tail_us=100.0)
+from _edits import EXACT  # one step whose anatomy is known exactly
 
 
 def anatomy(tmp_path, name, **kw):

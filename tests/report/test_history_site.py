@@ -21,7 +21,7 @@ from perfgate.cli import main
 from perfgate.history.store import HistoryStore
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REPO_URL = "https://github.com/acme/llm-train"
 CHROMIUM = os.environ.get("PERFGATE_CHROMIUM", "/usr/bin/chromium")
 STEP, COMPUTING = "step.time_us{view=p50}", "step.computing_us{view=p50}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPS = "import pandas, numpy, pyarrow, scipy, ruptures, click, yaml, msgspec, orjson, ijson, sqlite_utils, github3"
 
 
