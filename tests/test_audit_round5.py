@@ -94,7 +94,7 @@ def test_require_trace_fails_a_rank_without_its_trace_also_beside_step_trace_tim
     r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", strict, "--out", tmp_path / "o", synth_cap)
     assert r.exit_code == 3, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
-    assert res["status"] == "INVALID_CAPTURE"
+    assert res["verdict"] == "INVALID_CAPTURE"
     failed = [c for c in res["self_checks"] if c["status"] == "fail"]
     assert failed and {c["name"] for c in failed} == {"trace_vs_step_trace"} and {c["rank"] for c in failed} == {1}
     assert all("self_checks.require_trace: true" in c["message"] for c in failed)
@@ -218,7 +218,7 @@ def test_a_baseline_value_of_the_wrong_kind_is_a_damaged_baseline(synth_cap, tmp
     r = _run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", synth_cap)
     assert r.exit_code == 5, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
-    assert res["status"] == "DAMAGED_BASELINE"
+    assert res["verdict"] == "DAMAGED_BASELINE"
     assert key in json.dumps(res)
 
 
@@ -421,7 +421,7 @@ def test_json_on_stdout_stays_one_document_in_github_actions(synth_cap, tmp_path
                         "--out", str(tmp_path / "o"), "--json", "-", str(synth_cap)], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["status"] == "PASS"
+    assert json.loads(r.stdout)["verdict"] == "PASS"
     assert "job summary: appended to" in r.stderr and (tmp_path / "sum.md").read_text()
 
 

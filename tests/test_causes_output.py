@@ -78,7 +78,7 @@ def test_json_dash_writes_json_to_stdout_and_text_to_stderr(demo, tmp_path):
         "--out", str(tmp_path / "o"), "--json", "-"], env={})
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
-    assert doc["status"] == "REGRESSION" and doc["causes"]
+    assert doc["verdict"] == "REGRESSION" and doc["causes"]
     assert r.stderr.startswith("perfgate: REGRESSION") and not (tmp_path / "-").exists()
 
 

@@ -84,7 +84,7 @@ def test_real_st_level2_saves_and_checks_itself(st_level2, tmp_path):
     code, out = _run("check", "--baseline", "main", st_level2, "--baseline-dir", bl, "--out", tmp_path / "o")
     assert code == 0, out
     doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
-    assert doc["status"] == "PASS" and doc["counts"]["gated_regressions"] == 0
+    assert doc["verdict"] == "PASS" and doc["counts"]["gated_regressions"] == 0
     by_key = {c["key"]: c for c in doc["comparisons"]}
     assert by_key["step.comm_us{view=p50}"]["verdict"] == "unchanged"
 
