@@ -433,9 +433,9 @@ def narrow_policy_note(base: Fingerprint, cand: Fingerprint, policy, comparisons
     builtin = sum(1 for c in compare_fingerprints(base, cand, _builtin_policy())[0] if c.gated)
     if not builtin or mine >= NARROW_POLICY_FRACTION * builtin:
         return None
-    return (f"narrow policy: {policy.path} gates {mine} metric{'s' if mine != 1 else ''} of this comparison, the "
-            f"built-in policy {builtin} (under {NARROW_POLICY_FRACTION * 100:.0f} %): what it leaves out is not judged; "
-            f"a --policy file extends the built-in policy unless it sets extends: none (docs/policy.md)")
+    return (f"narrow policy: {mine} gated metric{'s' if mine != 1 else ''}, the built-in policy {builtin} on this "
+            f"comparison (under {NARROW_POLICY_FRACTION * 100:.0f} %), with --policy {policy.path}: what it leaves "
+            f"out is not judged; a --policy file extends the built-in policy unless it sets extends: none")
 
 
 @functools.lru_cache(maxsize=1)
