@@ -94,3 +94,16 @@ def test_a_bad_extends_names_the_key(tmp_path, value):
     with pytest.raises(PolicyError) as e:
         load_checked_policy(p)
     assert "extends" in str(e.value.render()) and "p.yaml" in e.value.render()
+
+
+def test_a_calibrated_policy_of_a_standalone_policy_stays_standalone(tmp_path):
+    """``extends: none`` is kept in the loaded document, so a policy written from it (calibrate
+    copies ``policy.raw``) is not merged over the built-in policy when read back."""
+    p = _write(tmp_path, "extends: none\nmetrics:\n"
+                         "  step.time_us: {gated: true, direction: lower_is_better, tolerance: {rel: 0.1}}\n")
+    pol = load_checked_policy(p)
+    assert pol.raw["extends"] == "none"
+    import yaml
+    again = _write(tmp_path, yaml.safe_dump(pol.raw), name="again.yaml")
+    assert list(load_checked_policy(again).rules) == ["step.time_us"]
+    assert "extends" not in load_checked_policy(_write(tmp_path, "extends: default\n", name="d.yaml")).raw

@@ -458,7 +458,9 @@ def _load_policy(path: Path) -> Policy:
 def policy_document(path: Path) -> dict:
     """The policy document :func:`load_policy` checks: the built-in file as it is; another file
     merged over the built-in one (:func:`merge_policy`), unless it sets ``extends: none``, when it
-    is read alone. The ``extends`` key itself is dropped (``default``, the default, or ``none``).
+    is read alone. ``extends: none`` stays in the document (a policy written from it, such as
+    ``perfgate calibrate``'s, stands alone too); ``extends: default`` (the default) is dropped, the
+    merged document being whole.
 
     Raises:
         PolicyError: unreadable file or invalid YAML (:func:`read_mapping`), or an ``extends``
@@ -466,11 +468,14 @@ def policy_document(path: Path) -> dict:
     doc = read_mapping(path, "policy")
     if Path(path).resolve() == DEFAULT_POLICY.resolve():
         return doc
-    base = doc.pop("extends", "default")
+    base = doc.get("extends", "default")
     if base not in _EXTENDS:
         raise _err(path, "extends", f"must be one of {list(_EXTENDS)} (default: merge this file over the built-in "
                                     f"policy; none: this file is the whole policy), got {base!r}")
-    return doc if base == "none" else merge_policy(read_mapping(DEFAULT_POLICY, "policy"), doc)
+    if base == "none":
+        return doc
+    doc.pop("extends", None)
+    return merge_policy(read_mapping(DEFAULT_POLICY, "policy"), doc)
 
 
 def merge_policy(base: dict, over: dict) -> dict:
