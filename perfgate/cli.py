@@ -105,6 +105,18 @@ common_trace = click.option("--trace", "trace_mode", type=click.Choice(["auto", 
                                  "carries the sums the self-checks need (the report says so); always "
                                  "reads it and refuses a rank without one (exit 3).")
 no_trace_opt = click.option("--no-trace", is_flag=True, help="Same as --trace never.")
+allow_partial_opt = click.option(
+    "--allow-partial", is_flag=True,
+    help="Judge the comparable rest when more than the policy's max_incomparable_fraction (default 25 %) of "
+         "the gated metrics are not comparable (another profiler level or export), instead of "
+         "INCOMPATIBLE_BASELINE (exit 4); every report still says how many were left out.")
+
+
+def _policy_for_run(policy_path, allow_partial: bool):
+    """The checked policy of ``--policy`` (:func:`_policy`), with no partial-comparison limit under
+    ``--allow-partial``."""
+    policy = _policy(policy_path)
+    return policy.allowing_partial() if allow_partial else policy
 
 
 def _with_trace(trace_mode, no_trace) -> TraceMode:
@@ -581,9 +593,10 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
 @click.option("--token-env", default="GITHUB_TOKEN", show_default=True,
               help="Environment variable holding the GitHub token (never printed or written).")
 @click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")
+@allow_partial_opt
 def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trace, out, junit, markdown,
           json_path, no_baseline_ok, quiet, history_path, workers, scheduler, comment=False, comment_key=None,
-          token_env="GITHUB_TOKEN", no_summary=False, html_path=None, verbose=False):
+          token_env="GITHUB_TOKEN", no_summary=False, html_path=None, verbose=False, allow_partial=False):
     """Compare CAPTURE against a stored baseline, metric by metric.
 
     BASELINE is a stored name (baselines/NAME.json) or history:BRANCH (the median of the last
@@ -606,7 +619,8 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         from perfgate.publish.github import require_comment_key
         require_comment_key(comment_key, "--comment-key")
     result, paths = check_and_report(
-        _one_or_many(capture), baseline_name, policy=_policy(policy_path), store=_store(baseline_dir),
+        _one_or_many(capture), baseline_name, policy=_policy_for_run(policy_path, allow_partial),
+        store=_store(baseline_dir),
         reports=CheckReports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
                              key=comment_key or baseline_name, junit_key=comment_key),
         history_path=_check_history_path(history_path, baseline_name), no_baseline_ok=no_baseline_ok,
@@ -622,6 +636,67 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
         _stdout_to_devnull()
     _publish_github(result, paths, out, comment, comment_key or baseline_name, token_env, not no_summary,
                     to_stderr=json_path == "-")
+    sys.exit(result.exit_code)
+
+
+@main.command("compare")
+@click.argument("captures", nargs=-1, required=True, type=click.Path())
+@click.option("--base", "bases", multiple=True, type=click.Path(),
+              help="A base capture (repeat for repeated runs); then every CAPTURE argument is a candidate.")
+@common_policy
+@common_trace
+@no_trace_opt
+@click.option("--out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the report files.")
+@click.option("--junit", default=None, type=click.Path(dir_okay=False),
+              help="JUnit XML path (default: perfgate-junit.xml in --out).")
+@click.option("--markdown", default=None, type=click.Path(dir_okay=False),
+              help="Markdown report path (default: perfgate-report.md in --out).")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+              help="JSON result path (default: perfgate-result.json in --out); '-' writes the JSON to stdout "
+                   "and the human summary to stderr.")
+@click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
+              help="Also write a self-contained HTML report with plots here (needs the 'html' extra).")
+@click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
+@click.option("-v", "--verbose", is_flag=True, help="Every line in full (nothing cut at the right).")
+@common_workers
+@click.option("--scheduler", default=None,
+              help="dask.distributed scheduler address for per-rank work (needs the 'dask' extra).")
+@click.option("--no-summary", is_flag=True, help="Do not append the report to $GITHUB_STEP_SUMMARY.")
+@allow_partial_opt
+def compare_cmd(captures, bases, policy_path, trace_mode, no_trace, out, junit, markdown, json_path, html_path,
+                quiet, verbose, workers, scheduler, no_summary, allow_partial):
+    """Compare two captures read from disk: `perfgate compare BASE CAND`, or with repeated runs
+    `perfgate compare --base B1 --base B2 CAND1 CAND2`. The verdict, exit codes and reports are
+    those of `check` with BASE as the baseline; nothing is written to a baseline store or a
+    history database. Exit code: 0 pass, 1 regression, 2 usage/policy error, 3 invalid capture
+    (either side), 4 incompatible (the base cannot judge the candidate), 5 a report write failed,
+    70 internal error.
+    """
+    from perfgate.store.reportpaths import remove_stale_check_reports
+    if not bases:
+        if len(captures) != 2:
+            raise errors.UsageError(f"perfgate compare takes BASE CAND (two captures), got {len(captures)}; for "
+                                    f"repeated runs name each base with --base and give the candidates as arguments")
+        bases, captures = captures[:1], captures[1:]
+    remove_stale_check_reports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+                               captures=[*bases, *captures], inputs={"--policy": policy_path})
+    from perfgate.app.gate import CheckReports, compare_and_report
+    _on_error(lambda e: _verdict_unwritten(e, quiet, verbose, json_path == "-"))
+    result, paths = compare_and_report(
+        _one_or_many(bases), _one_or_many(captures), policy=_policy_for_run(policy_path, allow_partial),
+        reports=CheckReports(out, junit=junit, markdown=markdown, json_path=json_path, html_path=html_path,
+                             key="compare"),
+        with_trace=_with_trace(trace_mode, no_trace), workers=workers, scheduler=scheduler, progress=_Progress(quiet))
+    _OUTCOME["code"] = _OUTCOME["reported"] = result.exit_code
+    try:
+        if json_path == "-":
+            from perfgate.report import render_json
+            click.echo(render_json(result), nl=False)
+        _print_summary(result, paths, quiet, verbose, err=json_path == "-")
+    except BrokenPipeError:
+        _stdout_to_devnull()
+    _publish_github(result, paths, out, False, "compare", "GITHUB_TOKEN", not no_summary, to_stderr=json_path == "-")
     sys.exit(result.exit_code)
 
 

@@ -351,7 +351,7 @@ class GateResult:
 
     def to_dict(self) -> dict:
         return {
-            "status": self.status, "exit_code": self.exit_code, "counts": self.counts(),
+            "verdict": self.status, "exit_code": self.exit_code, "counts": self.counts(),
             "causes": [dict(x) for x in self.causes], "unexplained": list(self.unexplained),
             "baseline_name": self.baseline_name,
             "baseline_provenance": self.baseline_provenance,

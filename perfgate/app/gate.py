@@ -8,6 +8,7 @@ when the capture is not fit to be a baseline.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from pathlib import Path
@@ -234,6 +235,57 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     return judge(base, cand, policy, baseline_name=baseline_name, noise=noise, extra_notes=extra, t0=t0)
 
 
+def compare(base_path, capture_path, *, policy, with_trace=TraceMode.READ, provenance=None, env=None, workers=None,
+            scheduler=None, progress=None) -> GateResult:
+    """``perfgate compare``: judge a capture (or repeated captures) against another capture (or
+    repeated captures) read from disk, with no baseline store: both sides are fingerprinted
+    (:func:`fingerprint_paths`), self-checked as :func:`check` and :func:`save_baseline` do (the
+    base side, being the baseline, must not be partial: :func:`_refuse_partial`), then judged by
+    :func:`judge`, the one judging path of ``check``. Nothing is written anywhere.
+
+    ``provenance`` / ``env`` describe the candidate (CI commit and branch); the base side's
+    provenance is its capture's own. The result's ``baseline_name`` is the base capture's path
+    (the first, with ``+N`` more for repeated captures).
+
+    Returns a :class:`GateResult` with the statuses and exit codes of :func:`check`:
+    INVALID_CAPTURE (3) names the side that failed (its path), INCOMPATIBLE_BASELINE (4) when the
+    base cannot judge the candidate; never NO_BASELINE or a store status.
+
+    Raises:
+        UsageError / PolicyError: bad arguments (exit 2)."""
+    policy.require_gating()
+    t0 = time.perf_counter()
+    bases = _as_list(base_path)
+    label = str(bases[0]) + (f" (+{len(bases) - 1} more)" if len(bases) > 1 else "")
+    prov = dict(gather_provenance(env))
+    prov.update(provenance or {})
+    read = dict(with_trace=with_trace, workers=workers, scheduler=scheduler, progress=progress)
+    cand, failed = _read_valid_side(capture_path, policy, read, provenance=prov)
+    if failed is not None:
+        return _not_compared(terms.INVALID, failed, label, t0, cand)
+    base, failed = _read_valid_side(base_path, policy, read, provenance=None, role="be the base of a comparison")
+    if failed is not None:
+        return _not_compared(terms.INVALID, failed, label, t0, cand)
+    return judge(base, cand, policy, baseline_name=label, t0=t0,
+                 extra_notes=[f"compared with the capture(s) {', '.join(map(str, bases))} read from disk: "
+                              f"nothing was written to a baseline store or a history database"])
+
+
+def _read_valid_side(paths, policy, read: dict, *, provenance, role: str | None = None):
+    """One side of :func:`compare`: ``(fingerprint, None)`` when it reads and passes its
+    self-checks (and, with ``role``, is not partial); else ``(fingerprint or None,
+    InvalidCaptureError)``."""
+    fp = None
+    try:
+        fp = fingerprint_paths(paths, policy, provenance=provenance, **read)
+        require_valid(fp, fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=_as_given(paths))
+        if role:
+            _refuse_partial(fp, role)
+    except InvalidCaptureError as e:
+        return fp, e
+    return fp, None
+
+
 def _not_compared(status: str, error: PerfgateError, baseline_name: str, t0: float,
                   cand: Fingerprint | None = None) -> GateResult:
     """The result of a check that compared nothing: ``status`` and the exit code of ``error``
@@ -289,14 +341,18 @@ def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | 
     detail["sensitivity"] = sensitivity(comparisons, views[0] if views else None)
     partial, error = _partial_note(comparisons, policy), None
     if partial:
-        notes.insert(0, partial[0])
-        if partial[1]:
+        notes.insert(0, partial.note)
+        if partial.over:
             status, code = terms.INCOMPATIBLE, errors.EXIT_NO_BASELINE
             comparisons, causes, unexplained = _not_judged(comparisons), [], []
-            error = {"message": f"baseline {baseline_name!r} cannot judge this capture: {partial[0]}",
+            error = {"message": f"baseline {baseline_name!r} cannot judge this capture: {partial.note}",
                      "kind": "incompatible_baseline", "path": None, "row": None, "byte_offset": None,
-                     "hint": "compare like with like (same profiler level and export), or raise "
-                             "max_incomparable_fraction in the policy"}
+                     "hint": "compare like with like (same profiler level and export), or pass --allow-partial "
+                             "to judge the comparable rest (policy: max_incomparable_fraction)",
+                     "incomparable": partial.incomparable, "gated": partial.gated}
+    narrow = narrow_policy_note(base, cand, policy, comparisons)
+    if narrow:
+        notes.insert(0, narrow)
     return GateResult(status=status, exit_code=code, comparisons=tuple(comparisons),
                       self_checks=cand.self_checks, notes=tuple(notes), baseline_name=baseline_name,
                       baseline_provenance=base.provenance, candidate_provenance=cand.provenance,
@@ -324,9 +380,21 @@ def _not_judged(comparisons) -> tuple:
     return tuple(replace(c, fails=False) if c.fails else c for c in comparisons)
 
 
-def _partial_note(comparisons, policy) -> tuple[str, bool] | None:
-    """A partial comparison (some gated metrics incomparable): the note, and whether it exceeds
-    the policy's ``max_incomparable_fraction`` (then the check is INCOMPATIBLE_BASELINE, exit 4)."""
+class PartialComparison(NamedTuple):
+    """Some gated metrics of a comparison not comparable (a config facet differs): ``incomparable``
+    of ``gated``, the ``note`` every report states, and whether their fraction is ``over`` the
+    policy's ``max_incomparable_fraction`` (then the check is INCOMPATIBLE_BASELINE, exit 4)."""
+    incomparable: int
+    gated: int
+    note: str
+    over: bool
+
+
+def _partial_note(comparisons, policy) -> PartialComparison | None:
+    """The :class:`PartialComparison` of ``comparisons``, or None when every gated metric was
+    comparable. The limit is the policy's ``max_incomparable_fraction`` (default 0.25,
+    :data:`perfgate.policy.load.MAX_INCOMPARABLE_DEFAULT`; None after ``--allow-partial``)."""
+    from perfgate.policy.load import significant
     gated = [c for c in comparisons if c.gated]
     inc = sum(1 for c in gated if c.verdict == terms.INCOMPARABLE)
     if not gated or not inc:
@@ -334,10 +402,47 @@ def _partial_note(comparisons, policy) -> tuple[str, bool] | None:
     frac = inc / len(gated)
     limit = getattr(policy, "max_incomparable_fraction", None)
     over = limit is not None and frac > limit
-    return (f"partial comparison: {inc} of {len(gated)} gated metrics ({frac:.0%}) are not comparable"
-            + (f", above the policy's max_incomparable_fraction {limit:g}: the baseline cannot vouch for this "
-               f"capture" if over else (f" (policy max_incomparable_fraction {limit:g})" if limit is not None
-                                        else "; set max_incomparable_fraction in the policy to fail such checks"))), over
+    if over:
+        tail = (f", above the limit of {significant(limit * 100)} % (max_incomparable_fraction): the baseline "
+                f"cannot vouch for this capture; --allow-partial judges the comparable rest")
+    elif limit is not None:
+        tail = f" (limit {significant(limit * 100)} %, max_incomparable_fraction)"
+    else:
+        tail = "; the comparable rest was judged (no limit: --allow-partial or max_incomparable_fraction: null)"
+    note = (f"partial comparison: {inc} of {len(gated)} gated metrics ({significant(frac * 100)} %) "
+            f"are not comparable{tail}")
+    return PartialComparison(inc, len(gated), note, over)
+
+
+#: a policy gating fewer than this fraction of what the built-in policy gates on the same
+#: comparison is named at the top of every report (:func:`narrow_policy_note`)
+NARROW_POLICY_FRACTION = 0.5
+
+
+def narrow_policy_note(base: Fingerprint, cand: Fingerprint, policy, comparisons) -> str | None:
+    """A note naming ``policy`` when it gates fewer than :data:`NARROW_POLICY_FRACTION` of the
+    metrics the built-in policy gates on the same comparison, with the two counts: the gated
+    ``comparisons`` made under ``policy``, and those :func:`compare_fingerprints` makes of the same
+    two fingerprints under the built-in policy. None otherwise (and for the built-in policy
+    itself). A short ``--policy`` file with ``extends: none`` gates only what it names: the
+    reports say so before anything else."""
+    from perfgate.policy.load import DEFAULT_POLICY
+    if Path(policy.path).resolve() == DEFAULT_POLICY.resolve():
+        return None
+    mine = sum(1 for c in comparisons if c.gated)
+    builtin = sum(1 for c in compare_fingerprints(base, cand, _builtin_policy())[0] if c.gated)
+    if not builtin or mine >= NARROW_POLICY_FRACTION * builtin:
+        return None
+    return (f"narrow policy: {mine} gated metric{'s' if mine != 1 else ''}, the built-in policy {builtin} on this "
+            f"comparison (under {NARROW_POLICY_FRACTION * 100:.0f} %), with --policy {policy.path}: what it leaves "
+            f"out is not judged; a --policy file extends the built-in policy unless it sets extends: none")
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_policy():
+    """The built-in policy, loaded once (the reference of :func:`narrow_policy_note`)."""
+    from perfgate.policy import load_policy
+    return load_policy(None)
 
 
 def with_operator_compare(base, cand, policy) -> dict:
@@ -528,17 +633,44 @@ def check_and_report(capture_path, baseline_name, *, policy, store: BaselineStor
         StoreError when a report write fails all the same (exit 5).
     """
     import dataclasses
-    from perfgate.report.writers import remove_stale_check_reports
-    if reports.html_path:  # an optional part: refused before any work, not after the verdict
-        errors.require_extra("html", "--html")
-    _require_report_destinations(**reports.destinations())
-    remove_stale_check_reports(**reports.destinations(), captures=capture_path,
-                               inputs={"--db": history_path, "--baseline-dir": store.dir})
+    _prepare_reports(reports, capture_path, {"--db": history_path, "--baseline-dir": store.dir})
     result = check(capture_path, baseline_name, policy=policy, store=store, history_path=history_path, **check_kw)
     if result.status == terms.NO_BASELINE and no_baseline_ok:  # every report says exit 0, as the process does
         result = dataclasses.replace(result, exit_code=errors.EXIT_PASS, notes=result.notes + (
             "--no-baseline-ok: a missing baseline exits 0 (nothing was compared)",))
     return result, _write_check_reports(result, reports, baseline_name, store, history_path)
+
+
+def compare_and_report(base_path, capture_path, *, policy, reports: CheckReports, **compare_kw) -> tuple[GateResult, dict]:
+    """``perfgate compare``: :func:`compare` (``compare_kw``: with_trace, workers, scheduler,
+    progress, env), then the report files of a check (:class:`CheckReports`; the sticky-comment
+    key ``reports.key``, default ``compare``). Nothing is written to a baseline store or a history
+    database. Returns ``(result, {kind: path})``.
+
+    Raises:
+        as :func:`check_and_report` (report destinations refused before any work, exit 2; a
+        failed report write, exit 5)."""
+    sides = [*_as_list(base_path), *_as_list(capture_path)]
+    _prepare_reports(reports, sides, {})
+    result = compare(base_path, capture_path, policy=policy, **compare_kw)
+    return result, _write_check_reports(result, reports, reports.key or "compare", None, None)
+
+
+def _as_list(paths) -> list:
+    """One capture path or several as a list."""
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+
+
+def _prepare_reports(reports: CheckReports, captures, inputs: dict) -> None:
+    """Before any work: the HTML extra when ``--html`` is asked for, every report destination
+    writable (:func:`require_writable`), and an earlier run's reports removed
+    (:func:`perfgate.report.writers.remove_stale_check_reports`; none among ``captures`` or on
+    ``inputs``, option -> path)."""
+    from perfgate.report.writers import remove_stale_check_reports
+    if reports.html_path:  # an optional part: refused before any work, not after the verdict
+        errors.require_extra("html", "--html")
+    _require_report_destinations(**reports.destinations())
+    remove_stale_check_reports(**reports.destinations(), captures=captures, inputs=inputs)
 
 
 def _write_check_reports(result: GateResult, reports: CheckReports, baseline_name, store, history_path) -> dict:

@@ -27,7 +27,12 @@ DEFAULT_POLICY = builtin_file("default.yaml")  # package data: perfgate/policies
 _TOP_KEYS = {"version", "gate_views", "fingerprint", "metrics", "overrides", "self_checks", "findings", "history",
              "operators", "phases", "mfu", "suggestions", "statistics", "parts"}
 _TOP_KEYS |= {"segments"}  # model-structure knowledge file (perfgate.policy.knowledge)
-_TOP_KEYS |= {"max_incomparable_fraction"}  # partial comparisons: fail above this fraction (None: never)
+_TOP_KEYS |= {"max_incomparable_fraction"}  # partial comparisons: fail above this fraction (null: never)
+_TOP_KEYS |= {"extends"}  # a --policy file's base: default (merged over the built-in policy) or none
+#: a check with more than this fraction of its gated metrics not comparable is INCOMPATIBLE_BASELINE (exit 4)
+#: unless the policy sets ``max_incomparable_fraction`` (null: never) or the run passes --allow-partial
+MAX_INCOMPARABLE_DEFAULT = 0.25
+_EXTENDS = ("default", "none")
 # the settings sections' keys and defaults: perfgate.policy.sections (each default written there once)
 _STAT_KEYS = set(StatisticsSettings.allowed()) - {"tolerances"}
 _HISTORY_KEYS = set(HistorySettings.allowed())
@@ -182,14 +187,20 @@ class Policy:
 
     def require_gating(self) -> None:
         """Raise PolicyError when no metric rule and no override is gated: a gate built from
-        such a policy could never fail (a ``--policy`` file replaces the built-in policy, it is
-        not merged over it, so a file holding e.g. only ``gate_views`` gates nothing)."""
+        such a policy could never fail (a file with ``extends: none`` starts from nothing, so
+        one holding e.g. only ``gate_views`` gates nothing)."""
         if any(r.gated for r in self.rules.values()) or any(o.fields.get("gated") for o in self.overrides):
             return
-        raise _err(self.path, "metrics", "this policy gates no metric, so the gate could never fail: a --policy "
-                                         "file replaces the built-in policy (it is not merged over it); start "
-                                         "from a copy of the built-in perfgate/policies/default.yaml "
-                                         "(docs/policy.md)")
+        raise _err(self.path, "metrics", "this policy gates no metric, so the gate could never fail: with "
+                                         "'extends: none' the file starts from nothing; drop that line to "
+                                         "extend the built-in policy, or gate some metrics (docs/policy.md)")
+
+    def allowing_partial(self) -> "Policy":
+        """This policy with no limit on the fraction of gated metrics left not comparable
+        (``--allow-partial``): a partial comparison judges the comparable rest and says how many
+        were left out, never INCOMPATIBLE_BASELINE for that reason."""
+        import dataclasses
+        return dataclasses.replace(self, max_incomparable_fraction=None)
 
     def check_key_metric(self, why_not) -> None:
         """Raise PolicyError naming ``history.key_metric`` when ``why_not(key)`` (a higher
@@ -384,6 +395,9 @@ def _rule_fields(path, key, d, partial=False) -> dict:
 def load_policy(path=None) -> Policy:
     """Load a policy YAML file (default: ``perfgate/policies/default.yaml``).
 
+    A file other than the built-in one extends it (:func:`policy_document`): it is merged over
+    the built-in policy key by key, unless it sets ``extends: none`` (then it is the whole policy).
+
     Raises:
         PolicyError: unreadable file, invalid YAML, an unknown key, a bad regex, direction
             or tolerance, a value of another type than its key's (a list where a mapping is
@@ -410,7 +424,7 @@ def load_policy(path=None) -> Policy:
 def _load_policy(path: Path) -> Policy:
     """The body of :func:`load_policy`, for one existing path: each section checked in the
     file's order, so a file with several mistakes is refused at the first."""
-    doc = read_mapping(path, "policy")
+    doc = policy_document(path)
     unknown = set(doc) - _TOP_KEYS
     if unknown:
         raise _err(path, _unknown(unknown), f"unknown top-level key (allowed: {sorted(_TOP_KEYS)})")
@@ -424,7 +438,7 @@ def _load_policy(path: Path) -> Policy:
     checks = _self_checks(path, doc)
     thresholds, fail_closed = _findings(path, doc)
     hist = _history(path, doc)
-    mif = doc.get("max_incomparable_fraction")
+    mif = doc.get("max_incomparable_fraction", MAX_INCOMPARABLE_DEFAULT)
     if mif is not None and (not isinstance(mif, (int, float)) or isinstance(mif, bool) or not 0 <= mif <= 1):
         raise _err(path, "max_incomparable_fraction", f"must be a number in [0, 1], got {mif!r}")
     return Policy(max_incomparable_fraction=None if mif is None else float(mif), path=str(path), gate_views=views, top_n=top_n, top_n_slack=slack,
@@ -439,6 +453,50 @@ def _load_policy(path: Path) -> Policy:
                   suggestions=_section(path, "suggestions", opspec.parse_suggestions,
                                        _sequence(path, "suggestions", doc.get("suggestions"), "a list of rules")),
                   statistics=_statistics(path, doc), parts=_parts(path, doc))
+
+
+def policy_document(path: Path) -> dict:
+    """The policy document :func:`load_policy` checks: the built-in file as it is; another file
+    merged over the built-in one (:func:`merge_policy`), unless it sets ``extends: none``, when it
+    is read alone. ``extends: none`` stays in the document (a policy written from it, such as
+    ``perfgate calibrate``'s, stands alone too); ``extends: default`` (the default) is dropped, the
+    merged document being whole.
+
+    Raises:
+        PolicyError: unreadable file or invalid YAML (:func:`read_mapping`), or an ``extends``
+            value other than ``default`` / ``none``."""
+    doc = read_mapping(path, "policy")
+    if Path(path).resolve() == DEFAULT_POLICY.resolve():
+        return doc
+    base = doc.get("extends", "default")
+    if base not in _EXTENDS:
+        raise _err(path, "extends", f"must be one of {list(_EXTENDS)} (default: merge this file over the built-in "
+                                    f"policy; none: this file is the whole policy), got {base!r}")
+    if base == "none":
+        return doc
+    doc.pop("extends", None)
+    return merge_policy(read_mapping(DEFAULT_POLICY, "policy"), doc)
+
+
+def merge_policy(base: dict, over: dict) -> dict:
+    """``over`` merged over ``base``, key by key (a new dict; neither is changed): two mappings
+    merge recursively; anything else in ``over`` (a number, text, null, a list, a tolerance such
+    as ``{rel: 0.1}``) replaces the value in ``base`` whole. So a list (``gate_views``,
+    ``overrides``, ``fingerprint.categories``, ``suggestions``, ``findings.fail_closed``) replaces
+    the built-in list, and a tolerance of another kind replaces the built-in one (a rule holds one
+    tolerance). Documented in docs/policy.md ("Extending the built-in policy")."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and not _is_tolerance(v):
+            out[k] = merge_policy(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _is_tolerance(d: dict) -> bool:
+    """A mapping shaped as a tolerance (its keys among abs / rel / pp): one value, never merged."""
+    return bool(d) and all(k in _TOL_KINDS for k in d)
 
 
 def _gate_views(path: Path, doc: dict) -> tuple:

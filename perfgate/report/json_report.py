@@ -15,7 +15,7 @@ def _clean(o):
 
 
 def render_json(result) -> str:
-    """``GateResult`` -> JSON text (``status``, ``exit_code``, ``counts``, ``comparisons``,
+    """``GateResult`` -> JSON text (``verdict``, the word the action's output uses, ``exit_code``, ``counts``, ``comparisons``,
     ``self_checks``, ``notes``, provenance of both sides; NaN and ±inf rendered as null),
     UTF-8, indented by two spaces. The text of :func:`render_json_bytes`."""
     return render_json_bytes(result).decode("utf-8")

@@ -9,7 +9,7 @@ from perfgate import terms
 from perfgate.compare.causes import MIN_STEP_DELTA_US
 
 VIEW_ORDER = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
-_CONFIG_WORDS = ("partial comparison:", "profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
+_CONFIG_WORDS = ("narrow policy:", "partial comparison:", "profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
                  "toolchain changed", "rank ids differ", "CANN version changed", "torch_npu version changed",
                  "kernel table format (export / header) changed")
 
@@ -80,8 +80,16 @@ def incomparable_gated(result) -> int:
 
 def verdict_line(result) -> str:
     """``PASS``, ``PASS (partial: N gated metrics not comparable)``, ``REGRESSION``, ``UNSURE``
-    (partial likewise), or the status of a check that compared nothing."""
+    (partial likewise), ``INCOMPATIBLE_BASELINE (partial: N of M gated metrics (P %) not
+    comparable; --allow-partial to judge the rest)`` when too many gated metrics were not
+    comparable (:func:`perfgate.app.gate.judge`), or the status of a check that compared nothing."""
+    from perfgate.policy.load import significant
     status = str(result.status)
+    err = result.error or {}
+    if status == terms.INCOMPATIBLE and err.get("incomparable") and err.get("gated"):
+        n, of = err["incomparable"], err["gated"]
+        return (f"{status} (partial: {n} of {of} gated metrics ({significant(100 * n / of)} %) not comparable; "
+                f"--allow-partial to judge the rest)")
     if status in (terms.PASS, terms.UNSURE_STATUS, terms.FAIL):
         n_inc = incomparable_gated(result)
         if n_inc:

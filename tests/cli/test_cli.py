@@ -39,7 +39,7 @@ def test_pass_and_regression_exit_codes(tmp_path, pair):
     # symptom, so the Add family is named in the report's table rather than in the cause line
     md = (tmp_path / "o2" / "perfgate-report.md").read_text()
     assert "calls per step of kernel family aclnnAdd_AddAiCore_Add | 12 -&gt; 24 |" in md
-    assert json.loads((tmp_path / "o2" / "perfgate-result.json").read_text())["status"] == "REGRESSION"
+    assert json.loads((tmp_path / "o2" / "perfgate-result.json").read_text())["verdict"] == "REGRESSION"
 
 
 def test_usage_error_exit_2(tmp_path, pair):
@@ -203,7 +203,7 @@ def test_missing_capture_path_is_an_invalid_capture_with_reports(tmp_path, pair,
         code, out = run(tmp_path, "check", "--baseline", "main", *caps, "--baseline-dir", bl, "--out", out_dir, *extra)
         assert code == 3 and "INVALID_CAPTURE (exit 3)" in out and str(bad) in out, out
         res = json.loads((out_dir / "perfgate-result.json").read_text())
-        assert res["status"] == "INVALID_CAPTURE" and res["exit_code"] == 3 and res["error"]["path"] == str(bad)
+        assert res["verdict"] == "INVALID_CAPTURE" and res["exit_code"] == 3 and res["error"]["path"] == str(bad)
         junit = (out_dir / "perfgate-junit.xml").read_text()
         assert "<error" in junit and str(bad) in junit
         assert str(bad) in (out_dir / "perfgate-report.md").read_text()
@@ -235,7 +235,7 @@ def test_another_fingerprint_schema_is_incompatible_not_missing(tmp_path, pair):
             assert code == 4 and "INCOMPATIBLE_BASELINE (exit 4)" in out, out
             assert "re-record it with this perfgate version" in out and "main.json" in out
             res = json.loads((out_dir / "perfgate-result.json").read_text())
-            assert (res["status"], res["exit_code"], res["error"]["kind"]) == (
+            assert (res["verdict"], res["exit_code"], res["error"]["kind"]) == (
                 "INCOMPATIBLE_BASELINE", 4, "incompatible_baseline")
             assert "re-record it" in (out_dir / "perfgate-report.md").read_text()
             assert (out_dir / "perfgate-junit.xml").is_file()
@@ -245,7 +245,7 @@ def test_another_fingerprint_schema_is_incompatible_not_missing(tmp_path, pair):
         code, out = run(tmp_path, "check", "--baseline", "nothere", pair[1], "--baseline-dir", bl,
                         "--out", tmp_path / "om", *extra)
         res = json.loads((tmp_path / "om" / "perfgate-result.json").read_text())
-        assert code == want and res["status"] == "NO_BASELINE" and f"NO_BASELINE (exit {want})" in out, out
+        assert code == want and res["verdict"] == "NO_BASELINE" and f"NO_BASELINE (exit {want})" in out, out
     code, out = run(tmp_path, "baseline", "save", "--name", "main", pair[0], "--baseline-dir", bl)
     assert code == 0, out  # re-recording replaces it
     code, out = run(tmp_path, "check", "--baseline", "main", pair[1], "--baseline-dir", bl, "--out", tmp_path / "o")

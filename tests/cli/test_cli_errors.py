@@ -38,6 +38,7 @@ def _commands(tmp_path, write: bool = True):
         ("baseline list", ["baseline", "list"], [("perfgate.store.baselines.BaselineStore", "names")]),
         ("baseline show", ["baseline", "show", "m"], [("perfgate.store.baselines.BaselineStore", "load")]),
         ("check", ["check", "--baseline", "m", cap, "--out", tmp_path / "o"], [("perfgate.app.gate", "check_and_report")]),
+        ("compare", ["compare", "--base", cap, cap, "--out", tmp_path / "o"], [("perfgate.app.gate", "compare_and_report")]),
         ("history record", ["history", "record", cap, "--branch", "b", "--db", tmp_path / "h.sqlite"],
          [("perfgate.app.gate", "record_history")]),
         ("history runs", ["history", "runs"], hs),

@@ -34,7 +34,7 @@ def real(ascend, policy):
 def test_real_captures_of_two_models_are_another_workload_exit_4(real, tmp_path):
     fps, caps = real
     code, out, doc = _check(caps["text/level1"], caps["st/level2"], tmp_path)
-    assert code == 4 and doc["status"] == terms.INCOMPATIBLE, out
+    assert code == 4 and doc["verdict"] == terms.INCOMPATIBLE, out
     assert out.startswith("perfgate: INCOMPATIBLE_BASELINE (exit 4)")
     assert ("not the same workload: the two sides share 7 of 94 kernel families, which hold 93% of the "
             "baseline's ΣDuration and 10% of the candidate's") in doc["error"]["message"]
@@ -66,7 +66,7 @@ def test_a_new_dominant_family_is_a_regression_not_another_workload(tmp_path):
     base = write_capture(tmp_path / "B", SynthSpec(seed=1))
     cand = write_capture(tmp_path / "C", SynthSpec(seed=2, families=DEFAULT_FAMILIES + (heavy,)))
     code, out, doc = _check(base, cand, tmp_path)
-    assert code == 1 and doc["status"] == terms.FAIL, out
+    assert code == 1 and doc["verdict"] == terms.FAIL, out
     assert any(c["subject"] == heavy[0] and c["fails"] for c in doc["causes"])
 
 
@@ -86,7 +86,7 @@ def test_a_model_sharing_its_heaviest_kernels_is_judged(tmp_path):
     base = write_capture(tmp_path / "B", SynthSpec(seed=1))
     cand = write_capture(tmp_path / "C", SynthSpec(seed=1, families=DIFFUSION_FAMILIES))
     code, out, doc = _check(base, cand, tmp_path)
-    assert code == 1 and doc["status"] == terms.FAIL, out
+    assert code == 1 and doc["verdict"] == terms.FAIL, out
 
 
 def test_not_applied_across_a_toolchain_change_or_with_few_families(real):

@@ -341,7 +341,7 @@ def test_cli_several_captures_and_calibrate(repeated, same_job, tmp_path):
                           "--out", str(tmp_path / "o"), "--no-trace"])
     assert out.exit_code == 0 and ("PASS" in out.output or "UNSURE" in out.output), out.output
     res = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
-    assert res["status"] in ("PASS", "UNSURE") and res["counts"]["gated_regressions"] == 0
+    assert res["verdict"] in ("PASS", "UNSURE") and res["counts"]["gated_regressions"] == 0
     pol = tmp_path / "cal.yaml"
     out = r.invoke(main, ["calibrate", *map(str, base[:3]), "--out", str(pol), "--no-trace"])
     assert out.exit_code == 0, out.output

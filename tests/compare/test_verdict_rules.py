@@ -31,6 +31,7 @@ def one(base, cand, policy):
 def pol(tmp_path_factory):
     p = tmp_path_factory.mktemp("pol") / "p.yaml"
     p.write_text("""
+extends: none
 version: 1
 gate_views: [rank0, p50]
 metrics:

@@ -290,7 +290,7 @@ def test_history_db_option_has_both_names(tmp_path):
         out = tmp_path / f"o{opt}"
         r = run("check", "--baseline", "history:main", caps[0], opt, db, "--out", out)
         doc = json.loads((out / "perfgate-result.json").read_text())
-        results[opt] = (r.exit_code, doc["status"], [n for n in doc["notes"] if n.startswith("baseline history:main")])
+        results[opt] = (r.exit_code, doc["verdict"], [n for n in doc["notes"] if n.startswith("baseline history:main")])
     assert results["--history"] == results["--db"] and results["--db"][0] == 0 and results["--db"][2], results
     for opt in ("--history", "--db"):  # a missing database: the same error through either name
         r = run("check", "--baseline", "history:main", caps[0], opt, tmp_path / "missing.sqlite", "--out", tmp_path / "o")

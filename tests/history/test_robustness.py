@@ -256,7 +256,7 @@ def test_directory_as_history_db_is_exit_5_for_every_spelling(six_runs, tmp_path
     assert list(d.iterdir()) == [] and not (tmp_path / "r.html").exists()
     if cmd == "check":   # as for the default path: a STORE_ERROR result, its reports written (docs/history.md;
         # a named path exited 5 with no report, which a CI step uploading reports `if: always()` never found)
-        assert json.loads((tmp_path / "o" / "perfgate-result.json").read_text())["status"] == "STORE_ERROR"
+        assert json.loads((tmp_path / "o" / "perfgate-result.json").read_text())["verdict"] == "STORE_ERROR"
         assert "<error" in (tmp_path / "o" / "perfgate-junit.xml").read_text()
     else:
         assert not (tmp_path / "o").exists()

@@ -271,7 +271,7 @@ def test_q03_lost_head_tasks_are_an_invalid_capture_as_baseline_and_as_candidate
     assert _run("baseline", "save", "--name", "main", copy_capture("level1", "full"), "--baseline-dir", bl)[0] == 0
     code, out = _run("check", "--baseline", "main", cap, "--baseline-dir", bl, "--out", tmp_path / "o")
     doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())   # never a regression: exit 3
-    assert code == 3 and doc["status"] == "INVALID_CAPTURE" and "DEVICE_TASKS_LOST" in doc["error"]["message"]
+    assert code == 3 and doc["verdict"] == "INVALID_CAPTURE" and "DEVICE_TASKS_LOST" in doc["error"]["message"]
     assert not doc["comparisons"]
 
 

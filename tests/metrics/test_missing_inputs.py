@@ -108,7 +108,7 @@ def test_require_trace_fails_a_rank_without_its_trace_also_beside_step_trace_tim
     r = run("check", "--baseline", "b", "--baseline-dir", bl, "--policy", strict, "--out", tmp_path / "o", synth_cap)
     assert r.exit_code == 3, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
-    assert res["status"] == "INVALID_CAPTURE"
+    assert res["verdict"] == "INVALID_CAPTURE"
     failed = [c for c in res["self_checks"] if c["status"] == "fail"]
     assert failed and {c["name"] for c in failed} == {"trace_vs_step_trace"} and {c["rank"] for c in failed} == {1}
     assert all("self_checks.require_trace: true" in c["message"] for c in failed)

@@ -101,7 +101,7 @@ def test_wheel_carries_the_policies_and_runs_from_an_empty_folder(wheel, tmp_pat
     r = pg("check", "--baseline", "main", str(caps / "candidate"))
     assert r.returncode == 1 and "REGRESSION" in r.stdout, r.stdout + r.stderr
     result = json.loads((empty / "perfgate-out" / "perfgate-result.json").read_text())
-    assert result["status"] == "REGRESSION" and result["counts"]["gated_regressions"] >= 1
+    assert result["verdict"] == "REGRESSION" and result["counts"]["gated_regressions"] >= 1
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ def test_default_policy_loads():
 @pytest.mark.parametrize("text,key", [
     ("version: 1\nbogus: 1\n", "bogus"),
     ("metrics:\n  step.time_us: {direction: sideways, tolerance: {rel: 0.1}}\n", "metrics.step.time_us.direction"),
-    ("metrics:\n  step.time_us: {tolerance: {rel: 0.1}}\n", "metrics.step.time_us"),
+    ("extends: none\nmetrics:\n  step.time_us: {tolerance: {rel: 0.1}}\n", "metrics.step.time_us"),
     ("metrics:\n  step.time_us: {direction: exact, tolerance: {percent: 3}}\n", "metrics.step.time_us.tolerance"),
     ("metrics:\n  step.time_us: {direction: exact, tolerance: {rel: -1}}\n", "metrics.step.time_us.tolerance.rel"),
     ("fingerprint:\n  top_n: 0\n", "fingerprint.top_n"),

@@ -19,7 +19,7 @@ SECTIONS = (SelfCheckSettings, FindingThresholds, HistorySettings, StatisticsSet
 
 def test_an_empty_policy_takes_every_section_default(tmp_path):
     p = tmp_path / "p.yaml"
-    p.write_text("version: 1\n")
+    p.write_text("extends: none\nversion: 1\n")   # alone, not merged over the built-in policy
     pol = load_policy(p)
     assert pol.history == HistorySettings() and pol.history["window"] == 5
     assert pol.findings == FindingThresholds() and pol.findings.warmup_ratio == 1.5

@@ -78,7 +78,7 @@ def test_json_dash_writes_json_to_stdout_and_text_to_stderr(demo, tmp_path):
         "--out", str(tmp_path / "o"), "--json", "-"], env={})
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
-    assert doc["status"] == "REGRESSION" and doc["causes"]
+    assert doc["verdict"] == "REGRESSION" and doc["causes"]
     assert r.stderr.startswith("perfgate: REGRESSION") and not (tmp_path / "-").exists()
 
 
@@ -103,7 +103,7 @@ def test_level0_vs_level1_is_partial_and_states_the_level_change(text_captures, 
     from perfgate.store.baselines import BaselineStore
     store = BaselineStore(tmp_path / "bl")
     save_baseline(text_captures / "level1", "l1", policy=policy, store=store, env={})
-    r = check(text_captures / "level0", "l1", policy=policy, store=store, env={})
+    r = check(text_captures / "level0", "l1", policy=policy.allowing_partial(), store=store, env={})  # --allow-partial
     n_inc = r.counts()["gated_incomparable"]
     assert n_inc > 50
     assert verdict_line(r).startswith(f"{r.status} (partial: {n_inc} gated metrics not comparable)")

@@ -70,7 +70,7 @@ def _digest(folder):
 def _assert_damaged_reports(out, damaged_name, needle, *, byte_offset, html=True):
     """Every report exists, parses, names the damaged file and says DAMAGED_BASELINE, not a pass."""
     doc = json.loads((out / "perfgate-result.json").read_text())
-    assert doc["status"] == "DAMAGED_BASELINE" == terms.DAMAGED and doc["status"] != terms.NO_BASELINE
+    assert doc["verdict"] == "DAMAGED_BASELINE" == terms.DAMAGED and doc["verdict"] != terms.NO_BASELINE
     assert doc["exit_code"] == 5 and doc["comparisons"] == []
     err = doc["error"]
     assert err["path"].endswith(damaged_name) and needle in err["message"] and err["hint"]
@@ -165,7 +165,7 @@ def test_damaged_store_with_json_to_stdout(tmp_path, store):
                                   str(tmp_path / "o"), "--json", "-"], env={}, catch_exceptions=False)
     assert r.exit_code == 5
     doc = json.loads(r.stdout)
-    assert doc["status"] == "DAMAGED_BASELINE" and doc["error"]["path"].endswith("main.json")
+    assert doc["verdict"] == "DAMAGED_BASELINE" and doc["error"]["path"].endswith("main.json")
     assert (tmp_path / "o" / "perfgate-junit.xml").is_file() and (tmp_path / "o" / "perfgate-report.md").is_file()
 
 
@@ -178,7 +178,7 @@ def test_missing_baseline_behaves_as_before(tmp_path, store):
                          *extra)
         assert code == want and "NO_BASELINE" in text and "DAMAGED" not in text and "damaged" not in text, text
         doc = json.loads((out / "perfgate-result.json").read_text())
-        assert doc["status"] == "NO_BASELINE" and doc["exit_code"] == want and doc["error"]["kind"] == "no_baseline"
+        assert doc["verdict"] == "NO_BASELINE" and doc["exit_code"] == want and doc["error"]["kind"] == "no_baseline"
         xml = JUnitXml.fromfile(str(out / "perfgate-junit.xml"))
         (case,) = [c for s in xml for c in s if c.classname == "perfgate.baseline"]
         assert isinstance(case.result[0], Skipped)
@@ -220,7 +220,7 @@ def test_baseline_store_that_is_a_regular_file_is_damaged_not_missing(tmp_path, 
                                catch_exceptions=False)
         assert r.exit_code == 5 and "DAMAGED_BASELINE" in r.output and "not a folder" in r.output, r.output
         doc = json.loads((out / "perfgate-result.json").read_text())
-        assert doc["status"] == "DAMAGED_BASELINE" and doc["error"]["path"].endswith("bl")
+        assert doc["verdict"] == "DAMAGED_BASELINE" and doc["error"]["path"].endswith("bl")
         xml = JUnitXml.fromfile(str(out / "perfgate-junit.xml"))
         (case,) = [c for s in xml for c in s if c.classname == "perfgate.baseline"]
         assert isinstance(case.result[0], Error)
@@ -262,7 +262,7 @@ def test_history_database_that_cannot_be_opened_is_a_store_error_not_damage(tmp_
         assert code == 5 and "STORE_ERROR (exit 5)" in text and needle in text, text
         assert "the baseline store cannot be opened" in text
         doc = json.loads((out / "perfgate-result.json").read_text())
-        assert doc["status"] == "STORE_ERROR" == terms.STORE_ERROR and doc["exit_code"] == 5
+        assert doc["verdict"] == "STORE_ERROR" == terms.STORE_ERROR and doc["exit_code"] == 5
         assert doc["error"]["kind"] == "store_error" and doc["error"]["path"].endswith(name)
         assert needle in doc["error"]["message"] and doc["comparisons"] == []
         xml = JUnitXml.fromfile(str(out / "perfgate-junit.xml"))

@@ -277,7 +277,7 @@ def test_browser_real_level1_vs_level0_is_partial(text_captures, tmp_path, polic
     change at the top; the incomparable metrics are collapsed below the charts."""
     store = BaselineStore(tmp_path / "bl")
     save_baseline(text_captures / "level1", "main", policy=policy, store=store, env={})
-    r = check(text_captures / "level0", "main", policy=policy, store=store, env={})
+    r = check(text_captures / "level0", "main", policy=policy.allowing_partial(), store=store, env={})  # --allow-partial
     html = write_check_html(r, tmp_path / "l0.html", store=store)
     seen = _view(html, tmp_path / "html-report-real-level1-vs-level0.png", ("chart-ranks", "chart-anatomy"))
     n = r.counts()["gated_incomparable"]

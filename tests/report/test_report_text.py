@@ -24,7 +24,7 @@ def test_json_on_stdout_stays_one_document_in_github_actions(synth_cap, tmp_path
                         "--out", str(tmp_path / "o"), "--json", "-", str(synth_cap)], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["status"] == "PASS"
+    assert json.loads(r.stdout)["verdict"] == "PASS"
     assert "job summary: appended to" in r.stderr and (tmp_path / "sum.md").read_text()
 
 

@@ -88,7 +88,7 @@ def test_json_round_trip_on_synthetic_regression(tmp_path, policy):
     save_baseline(base, "main", policy=policy, store=store, env={})
     r = check(cand, "main", policy=policy, store=store, env={})
     doc = json.loads(render_json(r))
-    assert doc["status"] == "REGRESSION" and doc["exit_code"] == 1
+    assert doc["verdict"] == "REGRESSION" and doc["exit_code"] == 1
     assert doc["counts"]["gated_regressions"] == len([c for c in doc["comparisons"] if c["fails"]]) >= 2
     first = doc["comparisons"][0]
     assert first["fails"] and {"baseline", "candidate", "delta", "caliber", "evidence", "reason"} <= set(first)

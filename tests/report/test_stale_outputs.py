@@ -92,7 +92,7 @@ def test_every_check_report_holds_this_runs_invalid_status(tmp_path, refused, fl
         assert OLD not in body, kind
         if kind == "json":
             doc = json.loads(body)
-            assert doc["status"] == "INVALID_CAPTURE" and "no data rows" in doc["error"]["message"]
+            assert doc["verdict"] == "INVALID_CAPTURE" and "no data rows" in doc["error"]["message"]
         elif kind == "junit":
             assert '<error type="error" message="file has a header but no data rows">' in body, body
         else:

@@ -45,7 +45,7 @@ def test_a_baseline_value_of_the_wrong_kind_is_a_damaged_baseline(synth_cap, tmp
     r = run("check", "--baseline", "b", "--baseline-dir", bl, "--out", tmp_path / "o", synth_cap)
     assert r.exit_code == 5, r.output
     res = json.loads((tmp_path / "o/perfgate-result.json").read_text())
-    assert res["status"] == "DAMAGED_BASELINE"
+    assert res["verdict"] == "DAMAGED_BASELINE"
     assert key in json.dumps(res)
 
 

@@ -112,7 +112,7 @@ def test_a_lone_surrogate_in_profiler_info_is_written_escaped(copy_capture, tmp_
     code, out = _run("check", "--baseline", "main", str(cap), "--baseline-dir", str(tmp_path / "b"),
                      "--trace", "never", "--out", str(tmp_path / "o"))
     assert code == 0, out
-    assert json.loads((tmp_path / "o" / "perfgate-result.json").read_bytes())["status"] == "PASS"
+    assert json.loads((tmp_path / "o" / "perfgate-result.json").read_bytes())["verdict"] == "PASS"
 
 
 def test_a_capture_folder_name_that_is_not_utf8_is_an_invalid_capture(text_captures, tmp_path):
@@ -130,7 +130,7 @@ def test_a_capture_folder_name_that_is_not_utf8_is_an_invalid_capture(text_captu
                         b"--baseline-dir", os.fsencode(str(tmp_path / "b")), b"--out", os.fsencode(str(out))],
                        capture_output=True)
     assert r.returncode == 3, r.stderr
-    assert json.loads((out / "perfgate-result.json").read_bytes())["status"] == "INVALID_CAPTURE"
+    assert json.loads((out / "perfgate-result.json").read_bytes())["verdict"] == "INVALID_CAPTURE"
 
 
 def test_a_lone_surrogate_in_communication_json_is_an_invalid_capture(copy_capture):
