@@ -111,6 +111,23 @@ allow_partial_opt = click.option(
          "the gated metrics are not comparable (another profiler level or export), instead of "
          "INCOMPATIBLE_BASELINE (exit 4); every report still says how many were left out.")
 
+def report_files_opt(command):
+    """The report files a judging command writes: --out, --junit, --markdown, --json."""
+    for option in reversed([
+        click.option("--out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
+                     help="Folder for the report files."),
+        click.option("--junit", default=None, type=click.Path(dir_okay=False),
+                     help="JUnit XML path (default: perfgate-junit.xml in --out)."),
+        click.option("--markdown", default=None, type=click.Path(dir_okay=False),
+                     help="Markdown report path (default: perfgate-report.md in --out)."),
+        click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
+                     help="JSON result path (default: perfgate-result.json in --out); '-' writes the JSON to "
+                          "stdout and the human summary to stderr."),
+    ]):
+        command = option(command)
+    return command
+
+
 
 def _policy_for_run(policy_path, allow_partial: bool):
     """The checked policy of ``--policy`` (:func:`_policy`), with no partial-comparison limit under
@@ -559,15 +576,7 @@ def _print_summary(result, paths, quiet, verbose=False, err=False):
 @common_dir
 @common_trace
 @no_trace_opt
-@click.option("--out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
-              help="Folder for the report files.")
-@click.option("--junit", default=None, type=click.Path(dir_okay=False),
-              help="JUnit XML path (default: perfgate-junit.xml in --out).")
-@click.option("--markdown", default=None, type=click.Path(dir_okay=False),
-              help="Markdown report path (default: perfgate-report.md in --out).")
-@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
-              help="JSON result path (default: perfgate-result.json in --out); '-' writes the JSON to stdout "
-                   "and the human summary to stderr.")
+@report_files_opt
 @click.option("--no-baseline-ok", is_flag=True,
               help="Exit 0 (still reporting NO_BASELINE) when the baseline does not exist yet "
                    "(a damaged baseline file or history database still exits 5, DAMAGED_BASELINE, and so does "
@@ -646,15 +655,7 @@ def check(baseline_name, capture, policy_path, baseline_dir, trace_mode, no_trac
 @common_policy
 @common_trace
 @no_trace_opt
-@click.option("--out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
-              help="Folder for the report files.")
-@click.option("--junit", default=None, type=click.Path(dir_okay=False),
-              help="JUnit XML path (default: perfgate-junit.xml in --out).")
-@click.option("--markdown", default=None, type=click.Path(dir_okay=False),
-              help="Markdown report path (default: perfgate-report.md in --out).")
-@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, allow_dash=True),
-              help="JSON result path (default: perfgate-result.json in --out); '-' writes the JSON to stdout "
-                   "and the human summary to stderr.")
+@report_files_opt
 @click.option("--html", "html_path", default=None, type=click.Path(dir_okay=False),
               help="Also write a self-contained HTML report with plots here (needs the 'html' extra).")
 @click.option("--quiet", is_flag=True, help="Only the verdict line and report paths.")
