@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from perfgate.cli import main
 from perfgate.history.store import HistoryStore
 from perfgate.model import FINGERPRINT_SCHEMA, Fingerprint, MetricValue, metric_key
+from _browser import ARGS, CHROMIUM, playwright_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO_URL = "https://github.com/acme/llm-train"
-CHROMIUM = os.environ.get("PERFGATE_CHROMIUM", "/usr/bin/chromium")
 STEP, COMPUTING = "step.time_us{view=p50}", "step.computing_us{view=p50}"
 CONFIG = {"world_size": 2, "cann_version": None, "torch_npu_version": None, "aic_metrics": "PIPE",
           "type_available": True, "core_available": True}
@@ -166,25 +166,8 @@ def test_nightly_workflow_records_trends_publishes_and_passes_actionlint():
 
 
 # -- the browser -------------------------------------------------------------------------------------
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def _browser():
-    """The playwright sync_api module, or a skip (a failure with PERFGATE_REQUIRE_REAL=1)."""
-    reasons = []
-    try:
-        from playwright import sync_api
-    except ImportError:
-        sync_api = None
-        reasons.append("the playwright Python client is not installed (pip install playwright)")
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        reasons.append(f"no chromium at {CHROMIUM} (apt-get install chromium; .ci/run installs it)")
-    if reasons:
-        if os.environ.get("PERFGATE_REQUIRE_REAL") == "1":
-            pytest.fail("; ".join(reasons) + " and PERFGATE_REQUIRE_REAL=1", pytrace=False)
-        pytest.skip("; ".join(reasons))
-    return sync_api
 
 
 def _keep(png: Path) -> None:
@@ -199,7 +182,7 @@ def test_browser_hover_a_point_and_follow_its_commit(site, tmp_path):
     """Index -> the step-time page -> hover the first slower run (the tooltip names its commit,
     value and unit) -> click it: the browser goes to the commit's page. No request but the
     commit link leaves the files (it is answered here, never sent), no console error."""
-    sync_api = _browser()
+    sync_api = playwright_or_skip()
     console, leaving = [], []
     target = f"{REPO_URL}/commit/{_commit(SHIFT_AT)}"
     with sync_api.sync_playwright() as p:

@@ -25,9 +25,9 @@ from perfgate.report.html import render_html, sparkline_keys
 from perfgate.store.baselines import BaselineStore
 from perfgate.history.store import trend_series
 from perfgate.synth import SynthSpec, mutate, write_capture
+from _browser import ARGS, CHROMIUM, playwright_or_skip
 
 CHARTS = ("chart-shares", "chart-ranks", "chart-anatomy", "chart-families")
-CHROMIUM = os.environ.get("PERFGATE_CHROMIUM", "/usr/bin/chromium")
 REGRESS = {"extra_calls": {"aclnnCast_CastAiCore_Cast": 2.0}, "slowdown": {"aclnnMatmul_MatMulV3Common_MatMulV3": 1.4}}
 
 
@@ -163,31 +163,13 @@ def test_no_baseline_page_says_nothing_was_judged(tmp_path, policy):
 
 
 # -- the browser ------------------------------------------------------------------------------------
-def _browser():
-    """(playwright sync_api module) or a skip / failure with the reason."""
-    reasons = []
-    try:
-        from playwright import sync_api
-    except ImportError:
-        sync_api = None
-        reasons.append("the playwright Python client is not installed (pip install playwright)")
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        reasons.append(f"no chromium at {CHROMIUM} (apt-get install chromium; .ci/run installs it)")
-    if reasons:
-        msg = "; ".join(reasons)
-        if os.environ.get("PERFGATE_REQUIRE_REAL") == "1":
-            pytest.fail(msg + " and PERFGATE_REQUIRE_REAL=1", pytrace=False)
-        pytest.skip(msg)
-    return sync_api
 
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def _view(html: Path, png: Path, charts) -> dict:
     """Open ``html`` offline in Chromium; assert what a reader must see; screenshot to ``png``."""
-    sync_api = _browser()
+    sync_api = playwright_or_skip()
     console, failed, attempted = [], [], []
     with sync_api.sync_playwright() as p:
         # launch() gives the browser a fresh temporary profile (user-data-dir) of its own
