@@ -4,9 +4,10 @@ A CAPTURE is a directory holding one or many rank folders (``*_ascend_pt`` with 
 ``ASCEND_PROFILER_OUTPUT/``), a single rank folder, or a bare ``ASCEND_PROFILER_OUTPUT/``.
 Raw msprof output (``PROF_*/mindstudio_profiler_output/op_summary_*.csv``) is accepted where
 no torch_npu output exists beside it. Two shapes without the ``ASCEND_PROFILER_OUTPUT`` name
-are read as one rank's output folder: a folder holding its files at its own root (an artifact
-upload of the folder's contents, perhaps with ``profiler_info_<N>.json`` beside them), and a
-loose ``kernel_details.csv`` given as the capture (its folder is read). An msprof ``--type=db``
+are read as a rank's output folder: a folder holding its files at its own root (an artifact
+upload of the folder's contents, perhaps with ``profiler_info_<N>.json`` beside them: the
+capture folder or a rank folder), and a loose ``kernel_details.csv`` given as the capture (its
+folder is read). An msprof ``--type=db``
 export (``msprof_<ts>.db``) and several msprof runs whose rank nothing records are refused,
 naming what was found and the command that gives what perfgate reads.
 
@@ -157,7 +158,9 @@ def _below_the_depth_limit(d: Path, levels: int = 256) -> Path | None:
 
 def _find_output_dirs(root: Path, exportless: list | None = None, aliases: list | None = None) -> list[Path]:
     """Output folders under ``root``; rank folders (:func:`_looks_like_rank_folder`) with no
-    output folder anywhere below them are appended to ``exportless`` when it is given. A folder
+    output folder anywhere below them are appended to ``exportless`` when it is given (one
+    holding ``ASCEND_PROFILER_OUTPUT/``'s files at its own root is found as its own output
+    folder instead: :func:`_flat_output_files`). A folder
     that is another name of one already walked (a symbolic link ``latest -> rank1_ascend_pt``,
     ``self -> .``) is walked once; ``(link, the folder it names)`` is appended to ``aliases`` when
     given (it read as "two folders claim rank 1", or as a folder too deep below itself).
@@ -219,7 +222,10 @@ def _find_output_dirs(root: Path, exportless: list | None = None, aliases: list 
             else:
                 walk(c, depth + 1)
         if exportless is not None and len(found) == before and _looks_like_rank_folder(d):
-            exportless.append(d)
+            if _flat_output_files(d):   # the export's files at the rank folder's own root: its output folder
+                found.append(d)
+            else:
+                exportless.append(d)
 
     if root.name in (OUTPUT_DIR, MSPROF_DIR):
         return [root]
@@ -560,17 +566,16 @@ def discover(path) -> list[RankLocation]:
             belongs or a folder where a file belongs: :func:`present_file`), named, never
             taken as absent; only an msprof ``--type=db`` export (:func:`_msprof_db_error`).
 
-    A folder holding ``ASCEND_PROFILER_OUTPUT/``'s files at its own root, and a loose
-    ``kernel_details.csv`` given as the capture, are read as one rank's output folder
+    A folder holding ``ASCEND_PROFILER_OUTPUT/``'s files at its own root (the capture folder, or
+    a rank folder: ``*_ascend_pt`` or one holding profiler_info), and a loose
+    ``kernel_details.csv`` given as the capture, are read as a rank's output folder
     (:func:`_flat_output_files`), with a warning naming the shape.
     """
     root, loose = _capture_root(path)
-    outs, aliases, flat = _rank_output_dirs(root, loose)
-    found = [_locate_rank(out, flat=bool(flat)) for out in outs]
+    outs, aliases = _rank_output_dirs(root, loose)
+    found = [_locate_rank(out, loose=loose) for out in outs]
     locs = _assume_single_rank(root, [loc for loc in found if loc.rank is not None],
                                [loc for loc in found if loc.rank is None])
-    if flat:
-        locs[0] = replace(locs[0], warnings=(_flat_warning(root, loose, flat),) + tuple(locs[0].warnings))
     _refuse_duplicate_ranks(locs, root)
     check_world_size(locs, root)
     refuse_shared_communication(locs)
@@ -608,21 +613,22 @@ def _capture_root(path) -> tuple[Path, bool]:
 
 
 def _rank_output_dirs(root: Path, loose: bool = False):
-    """The ranks' output folders under ``root``, the folder aliases read once (symbolic links
-    to a folder already found), and the output files ``root`` holds at its own root when it is
-    read as one rank's output folder (:func:`_flat_output_files`; empty otherwise). Refused: a
-    rank folder without its export, a folder name that is not UTF-8 (Arrow and SQLite cannot
-    open files under it), an msprof ``--type=db`` export (:func:`_msprof_db_error`), no output
-    folder."""
+    """The ranks' output folders under ``root`` and the folder aliases read once (symbolic links
+    to a folder already found). ``root`` itself is the one output folder when it holds
+    ``ASCEND_PROFILER_OUTPUT/``'s files at its own root (:func:`_flat_output_files`) and no
+    torch_npu output lies below it, or when ``loose`` (the capture was its kernel_details.csv).
+    Refused: a rank folder without its export, a folder name that is not UTF-8 (Arrow and SQLite
+    cannot open files under it), an msprof ``--type=db`` export (:func:`_msprof_db_error`), no
+    output folder."""
     exportless: list[Path] = []
     aliases: list = []
     flat = _flat_output_files(root) if root.name not in (OUTPUT_DIR, MSPROF_DIR) else []
     if loose and flat:   # the kernel table's own folder, not what lies below it
-        return [root], aliases, flat
+        return [root], aliases
     outs = _find_output_dirs(root, exportless, aliases)
-    if flat and exportless in ([], [root]) and all(out.name == MSPROF_DIR for out in outs):
+    if flat and not exportless and all(out.name == MSPROF_DIR for out in outs):
         # the files at the root are the rank's export; msprof's raw PROF_* data below is not a second rank
-        return [root], aliases, flat
+        return [root], aliases
     if exportless:
         raise _exportless_error(root, exportless)
     for out in outs:
@@ -641,7 +647,7 @@ def _rank_output_dirs(root: Path, loose: bool = False):
             f"no {OUTPUT_DIR}/ (torch_npu) or {MSPROF_DIR}/op_summary_*.csv (msprof) folder found "
             f"within {_MAX_DEPTH} levels", path=root,
             hint="point perfgate at the folder that holds the *_ascend_pt rank folders")
-    return outs, aliases, []
+    return outs, aliases
 
 
 def _flat_output_files(folder: Path) -> list[str]:
@@ -654,13 +660,14 @@ def _flat_output_files(folder: Path) -> list[str]:
         return []
 
 
-def _flat_warning(root: Path, loose: bool, files: list) -> str:
-    """The warning for a capture read as one rank's output folder under another name."""
+def _flat_warning(folder: Path, loose: bool) -> str:
+    """The warning for a folder read as a rank's output folder under another name."""
+    files = _flat_output_files(folder)
     shown = ", ".join(files[:5]) + (f" (+{len(files) - 5} more)" if len(files) > 5 else "")
     if loose:
-        return (f"the capture is a loose kernel_details.csv: its folder {root} is read as one rank's "
+        return (f"the capture is a loose kernel_details.csv: its folder {folder} is read as one rank's "
                 f"{OUTPUT_DIR}/ ({shown})")
-    return (f"{root} holds {OUTPUT_DIR}/'s files at its own root ({shown}): read as one rank's {OUTPUT_DIR}/ "
+    return (f"{folder} holds {OUTPUT_DIR}/'s files at its own root ({shown}): read as the rank's {OUTPUT_DIR}/ "
             f"whose folder name was dropped")
 
 
@@ -690,12 +697,14 @@ def _msprof_db_error(root: Path, dbs: list) -> InvalidCaptureError:
         hint=f"export the run as text: `{MSPROF_TEXT_EXPORT.format(folder=prof)}`, then point perfgate at {prof}")
 
 
-def _locate_rank(out: Path, *, flat: bool = False) -> RankLocation:
+def _locate_rank(out: Path, *, loose: bool = False) -> RankLocation:
     """One output folder's rank location; ``rank`` None when nothing names it. The rank is
     taken, in order, from the profiler_info_<N>.json file name (its rank_id must agree), that
-    file's rank_id, the msprof files, the DB file name, the ``rank<N>`` folder name. ``flat``:
-    ``out`` is an output folder under another name, its own rank folder (profiler_info beside
-    its files)."""
+    file's rank_id, the msprof files, the DB file name, the ``rank<N>`` folder name. An output
+    folder under another name (its files at a folder's own root) is its own rank folder
+    (profiler_info beside its files) and says so in a warning (``loose``: it was given as its
+    kernel_details.csv)."""
+    flat = out.name not in (OUTPUT_DIR, MSPROF_DIR)
     rank_dir = out if flat else out.parent
     layout = "msprof" if out.name == MSPROF_DIR else "torch_npu"
     chosen, loc_warnings = one_profiler_info(rank_dir, sorted(p for p in rank_dir.glob("profiler_info*.json")
@@ -719,6 +728,8 @@ def _locate_rank(out: Path, *, flat: bool = False) -> RankLocation:
             f"read as rank {rank}",)
     if info_path is None and layout == "torch_npu":
         loc_warnings = tuple(loc_warnings) + (_NO_INFO.format(folder=rank_dir.name),)
+    if flat:
+        loc_warnings = (_flat_warning(out, loose),) + tuple(loc_warnings)
     return RankLocation(rank, rank_dir, out, info_path, info, source, layout, loc_warnings)
 
 
@@ -839,6 +850,8 @@ def output_among_inputs(path, captures) -> str | None:
     for cap in captures:
         try:
             root = Path(os.path.realpath(cap))
+            if root.is_file() and root.name == "kernel_details.csv":   # a loose kernel table: its folder is read
+                root = root.parent
             if not root.is_dir() or (target != root and root not in target.parents):
                 continue
         except (OSError, ValueError):   # a capture path that cannot exist: discovery says why (exit 3)

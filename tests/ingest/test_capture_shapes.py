@@ -57,6 +57,23 @@ def test_output_files_at_the_root_without_profiler_info_are_rank_0(text_captures
     assert any("has no profiler_info_<N>.json" in w for w in locs[0].warnings)
 
 
+def test_rank_folders_holding_their_output_files_at_their_root_are_read(text_captures, tmp_path):
+    """Both level1 rank folders uploaded without their ASCEND_PROFILER_OUTPUT/ level (the files beside
+    profiler_info_<N>.json): each was "rank folder has no ASCEND_PROFILER_OUTPUT/"; now ranks 0
+    and 1 with the metrics of the capture they came from."""
+    cap = tmp_path / "job"
+    for r in (0, 1):
+        rank = text_captures / "level1" / f"rank{r}_ascend_pt"
+        flat = _link_files(rank / "ASCEND_PROFILER_OUTPUT", cap / rank.name)
+        _link_files(rank, flat)
+    r, fp = _fingerprint(cap, tmp_path / "flat.json")
+    assert r.exit_code == 0, r.output
+    assert fp["config"]["ranks"] == [0, 1]
+    assert sum("folder name was dropped" in w for w in fp["warnings"]) == 2
+    _, whole = _fingerprint(text_captures / "level1", tmp_path / "whole.json")
+    assert {k: m["value"] for k, m in fp["metrics"].items()} == {k: m["value"] for k, m in whole["metrics"].items()}
+
+
 def test_a_loose_kernel_table_is_a_one_rank_capture(ascend, tmp_path):
     """The mstt test data's loose kernel_details.csv, given as the capture: it had to be copied into
     a folder by hand; now its folder is read as one rank, and the files it lacks are named."""
@@ -111,3 +128,16 @@ def test_two_msprof_runs_name_each_run_and_the_command_for_one(ascend, tmp_path)
     assert f"`perfgate check --baseline NAME {one}`" in r.output
     r, fp = _fingerprint(one, tmp_path / "one.json")
     assert r.exit_code == 0 and fp["config"]["ranks"] == [0], r.output
+
+
+def test_an_output_onto_a_loose_kernel_table_is_refused(synth_cap, tmp_path):
+    """A loose kernel_details.csv is a capture: an output path onto it (or onto another capture
+    file beside it) is refused before anything is written, as inside a rank folder."""
+    loose = tmp_path / "artifact" / "kernel_details.csv"
+    loose.parent.mkdir()
+    before = next(synth_cap.rglob("kernel_details.csv")).read_bytes()
+    loose.write_bytes(before)
+    for target in (loose, loose.parent / "trace_view.json"):
+        r = run("fingerprint", "-o", target, loose)
+        assert r.exit_code == 2 and "never writes among a capture's files" in r.output, r.output
+    assert loose.read_bytes() == before and not (loose.parent / "trace_view.json").exists()
