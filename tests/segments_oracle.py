@@ -27,9 +27,10 @@ Layers that touch form a chain: a chain of forward layers is one forward micro-b
 chain holding backward layers one backward micro-batch, and forward layers inside such a
 chain are the recompute pass. Model layers: forward 1..n, backward n..1. Rows outside layers
 are grouped into runs, cut where the ``regions`` label changes (unlabelled rows take their
-neighbours' label; pipeline / grad_sync labels are never passed on); a run left ``other``
-between a forward chain and the backward chain right after it is ``lm_head_loss`` (final norm,
-LM head and loss whose kernels carry no loss name, e.g. a vocab-parallel cross entropy).
+neighbours' label; pipeline / grad_sync labels are never passed on); between a forward chain
+and the backward chain right after it, runs left ``other`` and collectives before the first
+gradient kernel are ``lm_head_loss`` (final norm, LM head and loss whose kernels carry no loss
+name, e.g. a vocab-parallel cross entropy with its all-reduces), merged where they touch.
 
 Class signatures: a layer / block / step is identified by the ordered kernel families of its
 main-stream rows, plus ``Input Shapes`` when the rules say ``signature: {shapes: true}`` and
@@ -62,6 +63,7 @@ Pure over the kernel table; never mutates it.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +74,7 @@ from perfgate.metrics import kernels as km
 
 HEAD, LAYER, TAIL, OTHER, PIPELINE, GRAD_SYNC = "head", "layer", "tail", "other", "pipeline", "grad_sync"
 LM_HEAD_LOSS = "lm_head_loss"
+GRADIENT = re.compile(r"(?i)grad|backward")   # a gradient kernel's name or type
 FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
 PASSES = (FORWARD, RECOMPUTE, BACKWARD)
 UNSTRUCTURED = "unstructured"   # block-share bucket: non-layer segments and layers of non-recurring classes
@@ -496,9 +499,11 @@ def segment_rank(df: pd.DataFrame, rules, family_suffix, *, categories: pd.Serie
     o = np.argsort(a_lo, kind="stable")
     a_lo, a_hi, kind, ps, st_, anc, compn, mbs, model = (x[o] for x in (a_lo, a_hi, kind, ps, st_, anc, compn,
                                                                          mbs, model))
-    if len(kind) > 2:  # an unnamed run between a forward chain and the backward right after it: head + loss
-        between = (kind[1:-1] == OTHER) & (ps[:-2] == FORWARD) & (ps[2:] == BACKWARD) & (st_[:-2] == st_[2:])
-        kind[1:-1][between] = LM_HEAD_LOSS
+    grad = np.zeros(N, dtype=bool)
+    for col in ("name", "op_type"):   # gradient kernels: the backward has begun
+        grad |= k[col].astype(object).map(lambda v: isinstance(v, str) and bool(GRADIENT.search(v))).to_numpy(bool)
+    a_lo, a_hi, kind, ps, st_, anc, compn, mbs, model = _head_and_loss(
+        (a_lo, a_hi, kind, ps, st_, anc, compn, mbs, model), grad)
     _check_all(a_lo, a_hi, step_lo, step_hi, step_names, rows_all, kind, path)
     return _tables(k, rules, fam, h, side, comm, rows_all, start, end, dur, a_lo, a_hi, kind, ps, st_, anc,
                    compn, mbs, model, step_names, step_lo, step_hi, categories, df, pos)
@@ -564,6 +569,38 @@ def _recompute(hpass: np.ndarray, touch: np.ndarray) -> tuple:
         & np.concatenate([out[1:] == BACKWARD, [False]]) & touch
     model[lone] = model[np.flatnonzero(lone) + 1]
     return out, mb, chain, model
+
+
+def _head_and_loss(cols: tuple, grad: np.ndarray) -> tuple:
+    """The runs between two consecutive layers, a forward one and then a backward one of the same
+    step, are the head + loss when each is ``other``, ``grad_sync`` or ``lm_head_loss`` and one is
+    ``other`` or ``lm_head_loss``: there ``other`` becomes ``lm_head_loss``, and so does
+    ``grad_sync`` starting before the gap's first gradient row (``grad``). Touching
+    ``lm_head_loss`` runs of one step are then merged. ``cols``: the segment columns (lo, hi,
+    kind, pass, step, then the rest), in row order; returns them the same way."""
+    a_lo, a_hi, kind, ps, st_ = (np.array(c, copy=True) for c in cols[:5])
+    layers = [j for j in range(len(kind)) if kind[j] == LAYER]
+    for a, b in zip(layers, layers[1:]):
+        gap = list(range(a + 1, b))
+        if not gap or ps[a] != FORWARD or ps[b] != BACKWARD or st_[a] != st_[b]:
+            continue
+        kinds = {kind[j] for j in gap}
+        if not kinds <= {OTHER, GRAD_SYNC, LM_HEAD_LOSS} or not kinds & {OTHER, LM_HEAD_LOSS}:
+            continue
+        at = np.flatnonzero(grad[a_hi[a] + 1:a_lo[b]])
+        first = a_hi[a] + 1 + at[0] if len(at) else a_lo[b]
+        for j in gap:
+            if kind[j] == OTHER or (kind[j] == GRAD_SYNC and a_lo[j] < first):
+                kind[j] = LM_HEAD_LOSS
+    keep = []
+    for j in range(len(kind)):
+        i = keep[-1] if keep else None
+        if i is not None and kind[i] == kind[j] == LM_HEAD_LOSS and a_lo[j] == a_hi[i] + 1 and st_[i] == st_[j]:
+            a_hi[i] = a_hi[j]
+            continue
+        keep.append(j)
+    rest = [np.asarray(c)[keep] for c in cols[5:]]
+    return (a_lo[keep], a_hi[keep], kind[keep], ps[keep], st_[keep], *rest)
 
 
 def _fill_labels(lab: np.ndarray, free: np.ndarray, default: str) -> np.ndarray:

@@ -3,7 +3,13 @@
 A CAPTURE is a directory holding one or many rank folders (``*_ascend_pt`` with an
 ``ASCEND_PROFILER_OUTPUT/``), a single rank folder, or a bare ``ASCEND_PROFILER_OUTPUT/``.
 Raw msprof output (``PROF_*/mindstudio_profiler_output/op_summary_*.csv``) is accepted where
-no torch_npu output exists beside it.
+no torch_npu output exists beside it. Two shapes without the ``ASCEND_PROFILER_OUTPUT`` name
+are read as a rank's output folder: a folder holding its files at its own root (an artifact
+upload of the folder's contents, perhaps with ``profiler_info_<N>.json`` beside them: the
+capture folder or a rank folder), and a loose ``kernel_details.csv`` given as the capture (its
+folder is read). An msprof ``--type=db``
+export (``msprof_<ts>.db``) and several msprof runs whose rank nothing records are refused,
+naming what was found and the command that gives what perfgate reads.
 
 The rank id comes from the file name ``profiler_info_<N>.json`` (as msprof-analyze
 ``DataPreprocessor.get_rank_id`` does), else from its ``rank_id`` key (int or string), else
@@ -32,6 +38,15 @@ _FOLDER_RANK_RE = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 #: a torch_npu DB export's file name, holding its rank
 DB_FILE_RE = re.compile(r"ascend_pytorch_profiler_(\d+)\.db")
 _MAX_DEPTH = 5
+#: the files torch_npu writes into ``ASCEND_PROFILER_OUTPUT/`` (SCHEMAS.md §0): a folder holding
+#: them at its own root is that output folder under another name (its name dropped on upload)
+_OUTPUT_FILE_RE = re.compile(
+    r"^(?:(?:kernel_details|op_statistic|operator_details|step_trace_time)\.csv"
+    r"|(?:trace_view|communication|communication_matrix)\.json|ascend_pytorch_profiler_\d+\.db)$")
+#: an msprof export in the database format (``msprof --export=on --type=db``): ``msprof_<ts>.db``
+_MSPROF_DB_RE = re.compile(r"^msprof_\d+\.db$")
+#: the msprof command that writes the text export perfgate reads (mindstudio_profiler_output/)
+MSPROF_TEXT_EXPORT = "msprof --export=on --type=text --output={folder}"
 #: the names of files a capture holds that perfgate (or the profiler's own tools) read: an output
 #: path with such a name inside a capture would replace, or first remove, one of its inputs
 INPUT_FILE_RE = re.compile(
@@ -143,7 +158,9 @@ def _below_the_depth_limit(d: Path, levels: int = 256) -> Path | None:
 
 def _find_output_dirs(root: Path, exportless: list | None = None, aliases: list | None = None) -> list[Path]:
     """Output folders under ``root``; rank folders (:func:`_looks_like_rank_folder`) with no
-    output folder anywhere below them are appended to ``exportless`` when it is given. A folder
+    output folder anywhere below them are appended to ``exportless`` when it is given (one
+    holding ``ASCEND_PROFILER_OUTPUT/``'s files at its own root is found as its own output
+    folder instead: :func:`_flat_output_files`). A folder
     that is another name of one already walked (a symbolic link ``latest -> rank1_ascend_pt``,
     ``self -> .``) is walked once; ``(link, the folder it names)`` is appended to ``aliases`` when
     given (it read as "two folders claim rank 1", or as a folder too deep below itself).
@@ -205,7 +222,10 @@ def _find_output_dirs(root: Path, exportless: list | None = None, aliases: list 
             else:
                 walk(c, depth + 1)
         if exportless is not None and len(found) == before and _looks_like_rank_folder(d):
-            exportless.append(d)
+            if _flat_output_files(d):   # the export's files at the rank folder's own root: its output folder
+                found.append(d)
+            else:
+                exportless.append(d)
 
     if root.name in (OUTPUT_DIR, MSPROF_DIR):
         return [root]
@@ -544,11 +564,16 @@ def discover(path) -> list[RankLocation]:
             ``*_ascend_pt`` entry or a profiler_info / profiler_metadata file that is something
             else under its name (a symbolic link loop, a link to nothing, a file where a folder
             belongs or a folder where a file belongs: :func:`present_file`), named, never
-            taken as absent.
+            taken as absent; only an msprof ``--type=db`` export (:func:`_msprof_db_error`).
+
+    A folder holding ``ASCEND_PROFILER_OUTPUT/``'s files at its own root (the capture folder, or
+    a rank folder: ``*_ascend_pt`` or one holding profiler_info), and a loose
+    ``kernel_details.csv`` given as the capture, are read as a rank's output folder
+    (:func:`_flat_output_files`), with a warning naming the shape.
     """
-    root = _capture_root(path)
-    outs, aliases = _rank_output_dirs(root)
-    found = [_locate_rank(out) for out in outs]
+    root, loose = _capture_root(path)
+    outs, aliases = _rank_output_dirs(root, loose)
+    found = [_locate_rank(out, loose=loose) for out in outs]
     locs = _assume_single_rank(root, [loc for loc in found if loc.rank is not None],
                                [loc for loc in found if loc.rank is None])
     _refuse_duplicate_ranks(locs, root)
@@ -563,8 +588,9 @@ def discover(path) -> list[RankLocation]:
     return locs
 
 
-def _capture_root(path) -> Path:
-    """The capture path as a folder that exists (errors as :func:`discover`'s)."""
+def _capture_root(path) -> tuple[Path, bool]:
+    """The capture path as a folder that exists, and whether it was given as a loose
+    ``kernel_details.csv`` (then its folder is the capture; errors as :func:`discover`'s)."""
     if str(path).strip() == "":
         raise UsageError("capture path is empty")
     root = Path(path)
@@ -577,20 +603,32 @@ def _capture_root(path) -> Path:
     if not root.exists():  # the profiling step failed or wrote elsewhere: an invalid capture, as an empty folder
         raise InvalidCaptureError("capture directory does not exist", path=root,
                                   hint="the profiling step wrote no capture here; check its log and the path")
+    if root.is_file() and root.name == "kernel_details.csv":   # a loose kernel table: its folder is one rank
+        return root.parent, True
     if not root.is_dir():
         raise InvalidCaptureError(f"capture must be a directory (a run folder, a *_ascend_pt folder or an "
                                   f"ASCEND_PROFILER_OUTPUT folder), got a file: {root}", path=root,
                                   hint="point perfgate at the folder that holds the *_ascend_pt rank folders")
-    return root
+    return root, False
 
 
-def _rank_output_dirs(root: Path):
-    """The ranks' output folders under ``root`` and the folder aliases read once (symbolic
-    links to a folder already found). Refused: a rank folder without its export, a folder
-    name that is not UTF-8 (Arrow and SQLite cannot open files under it), no output folder."""
+def _rank_output_dirs(root: Path, loose: bool = False):
+    """The ranks' output folders under ``root`` and the folder aliases read once (symbolic links
+    to a folder already found). ``root`` itself is the one output folder when it holds
+    ``ASCEND_PROFILER_OUTPUT/``'s files at its own root (:func:`_flat_output_files`) and no
+    torch_npu output lies below it, or when ``loose`` (the capture was its kernel_details.csv).
+    Refused: a rank folder without its export, a folder name that is not UTF-8 (Arrow and SQLite
+    cannot open files under it), an msprof ``--type=db`` export (:func:`_msprof_db_error`), no
+    output folder."""
     exportless: list[Path] = []
     aliases: list = []
+    flat = _flat_output_files(root) if root.name not in (OUTPUT_DIR, MSPROF_DIR) else []
+    if loose and flat:   # the kernel table's own folder, not what lies below it
+        return [root], aliases
     outs = _find_output_dirs(root, exportless, aliases)
+    if flat and not exportless and all(out.name == MSPROF_DIR for out in outs):
+        # the files at the root are the rank's export; msprof's raw PROF_* data below is not a second rank
+        return [root], aliases
     if exportless:
         raise _exportless_error(root, exportless)
     for out in outs:
@@ -602,6 +640,9 @@ def _rank_output_dirs(root: Path):
                                       f"readers cannot open files under it", path=shown,
                                       hint="rename the folder (or the run folder above it) to a UTF-8 name") from None
     if not outs:
+        dbs = _msprof_dbs(root)
+        if dbs:
+            raise _msprof_db_error(root, dbs)
         raise InvalidCaptureError(
             f"no {OUTPUT_DIR}/ (torch_npu) or {MSPROF_DIR}/op_summary_*.csv (msprof) folder found "
             f"within {_MAX_DEPTH} levels", path=root,
@@ -609,11 +650,62 @@ def _rank_output_dirs(root: Path):
     return outs, aliases
 
 
-def _locate_rank(out: Path) -> RankLocation:
+def _flat_output_files(folder: Path) -> list[str]:
+    """The names of the files torch_npu writes into ``ASCEND_PROFILER_OUTPUT/`` that ``folder``
+    holds at its own root (:data:`_OUTPUT_FILE_RE`: kernel_details.csv, trace_view.json,
+    step_trace_time.csv, ...), sorted; empty when it holds none or cannot be listed."""
+    try:
+        return sorted(p.name for p in folder.iterdir() if _OUTPUT_FILE_RE.match(p.name) and p.is_file())
+    except OSError:
+        return []
+
+
+def _flat_warning(folder: Path, loose: bool) -> str:
+    """The warning for a folder read as a rank's output folder under another name."""
+    files = _flat_output_files(folder)
+    shown = ", ".join(files[:5]) + (f" (+{len(files) - 5} more)" if len(files) > 5 else "")
+    if loose:
+        return (f"the capture is a loose kernel_details.csv: its folder {folder} is read as one rank's "
+                f"{OUTPUT_DIR}/ ({shown})")
+    return (f"{folder} holds {OUTPUT_DIR}/'s files at its own root ({shown}): read as the rank's {OUTPUT_DIR}/ "
+            f"whose folder name was dropped")
+
+
+def _msprof_dbs(root: Path) -> list[Path]:
+    """The msprof ``--type=db`` exports (``msprof_<ts>.db``) at most ``_MAX_DEPTH`` + 1 folder
+    levels below ``root`` (symbolic links to folders are not followed), sorted."""
+    found = []
+    for here, dirs, files in os.walk(root):
+        depth = len(Path(here).relative_to(root).parts)
+        if depth > _MAX_DEPTH:
+            dirs[:] = []
+        dirs.sort()
+        found.extend(Path(here) / f for f in files if _MSPROF_DB_RE.match(f))
+    return sorted(found)
+
+
+def _msprof_db_error(root: Path, dbs: list) -> InvalidCaptureError:
+    """An msprof export in the database format and no text export beside it: names the
+    databases found and the msprof command that writes the text export perfgate reads, run on
+    the ``PROF_*`` folder the first database lies in (its own folder when none is named so)."""
+    shown = ", ".join(str(d.relative_to(root)) for d in dbs[:3]) + (f" (+{len(dbs) - 3} more)" if len(dbs) > 3 else "")
+    prof = next((f for f in [dbs[0].parent, *dbs[0].parent.parents] if f.name.startswith("PROF_")), dbs[0].parent)
+    return InvalidCaptureError(
+        f"found {shown}: an msprof export in the database format (msprof --type=db), which perfgate does not "
+        f"read; it reads msprof's text export ({MSPROF_DIR}/op_summary_*.csv) and torch_npu's {OUTPUT_DIR}/ "
+        f"(text, or ascend_pytorch_profiler_<N>.db)", path=root,
+        hint=f"export the run as text: `{MSPROF_TEXT_EXPORT.format(folder=prof)}`, then point perfgate at {prof}")
+
+
+def _locate_rank(out: Path, *, loose: bool = False) -> RankLocation:
     """One output folder's rank location; ``rank`` None when nothing names it. The rank is
     taken, in order, from the profiler_info_<N>.json file name (its rank_id must agree), that
-    file's rank_id, the msprof files, the DB file name, the ``rank<N>`` folder name."""
-    rank_dir = out.parent
+    file's rank_id, the msprof files, the DB file name, the ``rank<N>`` folder name. An output
+    folder under another name (its files at a folder's own root) is its own rank folder
+    (profiler_info beside its files) and says so in a warning (``loose``: it was given as its
+    kernel_details.csv)."""
+    flat = out.name not in (OUTPUT_DIR, MSPROF_DIR)
+    rank_dir = out if flat else out.parent
     layout = "msprof" if out.name == MSPROF_DIR else "torch_npu"
     chosen, loc_warnings = one_profiler_info(rank_dir, sorted(p for p in rank_dir.glob("profiler_info*.json")
                                                               if present_file(p)))
@@ -636,6 +728,8 @@ def _locate_rank(out: Path) -> RankLocation:
             f"read as rank {rank}",)
     if info_path is None and layout == "torch_npu":
         loc_warnings = tuple(loc_warnings) + (_NO_INFO.format(folder=rank_dir.name),)
+    if flat:
+        loc_warnings = (_flat_warning(out, loose),) + tuple(loc_warnings)
     return RankLocation(rank, rank_dir, out, info_path, info, source, layout, loc_warnings)
 
 
@@ -676,9 +770,19 @@ def _assume_single_rank(root: Path, locs: list, unknown: list) -> list:
         return locs
     if len(unknown) == 1 and not locs:
         return [replace(unknown[0], rank=0, rank_source="assumed 0: single rank without profiler_info_<N>.json")]
+    if not locs and all(loc.layout == "msprof" for loc in unknown):
+        runs = [loc.rank_dir for loc in unknown]
+        shown = ", ".join(str(r.relative_to(root)) for r in runs[:4]) + (
+            f" (+{len(runs) - 4} more)" if len(runs) > 4 else "")
+        raise InvalidCaptureError(
+            f"found {len(runs)} msprof runs ({shown}) and no rank recorded for any of them (no "
+            f"device_*/info.json.<N> rank_id): they cannot be read as the ranks of one job", path=root,
+            hint=f"point perfgate at one run, e.g. `perfgate check --baseline NAME {runs[0]}`")
     raise InvalidCaptureError(
         f"cannot tell the rank of {len(unknown)} folder(s), e.g. {unknown[0].rank_dir}: no "
-        f"profiler_info_<N>.json and no rank number in the folder name", path=root)
+        f"profiler_info_<N>.json and no rank number in the folder name", path=root,
+        hint=f"restore each rank folder's profiler_info_<N>.json, or point perfgate at one rank folder, e.g. "
+             f"`perfgate check --baseline NAME {unknown[0].rank_dir}`")
 
 
 def _refuse_duplicate_ranks(locs: list, root: Path) -> None:
@@ -746,6 +850,8 @@ def output_among_inputs(path, captures) -> str | None:
     for cap in captures:
         try:
             root = Path(os.path.realpath(cap))
+            if root.is_file() and root.name == "kernel_details.csv":   # a loose kernel table: its folder is read
+                root = root.parent
             if not root.is_dir() or (target != root and root not in target.parents):
                 continue
         except (OSError, ValueError):   # a capture path that cannot exist: discovery says why (exit 3)

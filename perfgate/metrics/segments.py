@@ -23,9 +23,11 @@ Layers that touch form a chain: a chain of forward layers is one forward micro-b
 chain holding backward layers one backward micro-batch, and forward layers inside such a
 chain are the recompute pass. Model layers: forward 1..n, backward n..1. Rows outside layers
 are grouped into runs, cut where the ``regions`` label changes (unlabelled rows take their
-neighbours' label; pipeline / grad_sync labels are never passed on); a run left ``other``
-between a forward chain and the backward chain right after it is ``lm_head_loss`` (final norm,
-LM head and loss whose kernels carry no loss name, e.g. a vocab-parallel cross entropy).
+neighbours' label; pipeline / grad_sync labels are never passed on); the runs between a forward
+chain and the backward chain right after it are the head + loss (final norm, LM head and loss
+whose kernels carry no loss name, e.g. a vocab-parallel cross entropy): their ``other`` runs and
+the collectives before the first gradient kernel (the cross entropy's all-reduces, the loss
+average) are ``lm_head_loss``, one segment where they touch (:func:`_head_and_loss`).
 
 Class signatures: a layer / block / step is identified by the ordered kernel families of its
 main-stream rows, plus ``Input Shapes`` when the rules say ``signature: {shapes: true}`` and
@@ -60,6 +62,7 @@ Pure over the kernel table; never mutates it.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +73,9 @@ from perfgate.metrics import kernels as km
 
 HEAD, LAYER, TAIL, OTHER, PIPELINE, GRAD_SYNC = "head", "layer", "tail", "other", "pipeline", "grad_sync"
 LM_HEAD_LOSS = "lm_head_loss"
+#: a gradient kernel (``RmsNormGrad``, ``aclnnNLLLossBackward``, ``FlashAttentionScoreGrad``): the
+#: backward has begun, so a collective after it may synchronise gradients (:func:`_head_and_loss`)
+_GRADIENT = re.compile(r"(?i)grad|backward")
 FORWARD, BACKWARD, RECOMPUTE = "forward", "backward", "recompute"
 PASSES = (FORWARD, RECOMPUTE, BACKWARD)
 UNSTRUCTURED = "unstructured"   # block-share bucket: non-layer segments and layers of non-recurring classes
@@ -586,13 +592,14 @@ class _Regions:
     """Per row, the non-layer rules: ``tail`` (tail / optimizer rows), ``pipe`` (pipeline rows),
     ``code`` (``regions`` label code into ``names``, ``names[0] == ""``), ``attach`` (side rows
     in no named region, which may join the next layer), ``stop`` (embedding / loss rows, which
-    no layer spans)."""
+    no layer spans), ``grad`` (gradient kernels, :data:`_GRADIENT`)."""
     tail: np.ndarray
     pipe: np.ndarray
     code: np.ndarray
     names: np.ndarray
     attach: np.ndarray
     stop: np.ndarray
+    grad: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -726,7 +733,8 @@ def _regions(rr: _RankRows, rules) -> _Regions:
     region, rnames = _region_labels(rr.mk, rules, N)          # int codes; rnames[0] == ""
     attach = rr.side & (region == 0)
     stop = np.isin(region, [i for i, x in enumerate(rnames) if x in ("embedding", LM_HEAD_LOSS)])
-    return _Regions(tail, pipe, region, rnames, attach, stop)
+    grad = km.matches(rr.mk["name"], _GRADIENT) | km.matches(rr.mk["op_type"], _GRADIENT)
+    return _Regions(tail, pipe, region, rnames, attach, stop, grad)
 
 
 def _anchor_masks(mk: _Matcher, rules, sidx: np.ndarray) -> list:
@@ -843,11 +851,45 @@ def _segments(layers: _Layers, regions: _Regions, bounds: _StepBounds, chosen: _
         np.concatenate([chosen.anchor[layers.step], np.full(nf, None, dtype=object)])[o],
         np.concatenate([layers.microbatch, np.zeros(nf, dtype=np.int64)]).astype(np.int64)[o],
         np.concatenate([layers.model_layer, np.zeros(nf, dtype=np.int64)]).astype(np.int64)[o])
-    kind, ps, st_ = seg.kind, seg.passes, seg.step
-    if len(kind) > 2:  # an unnamed run between a forward chain and the backward right after it: head + loss
-        between = (kind[1:-1] == OTHER) & (ps[:-2] == FORWARD) & (ps[2:] == BACKWARD) & (st_[:-2] == st_[2:])
-        kind[1:-1][between] = LM_HEAD_LOSS
-    return seg
+    return _head_and_loss(seg, regions.grad)
+
+
+def _head_and_loss(seg: _Segs, grad: np.ndarray) -> _Segs:
+    """Name the head + loss: the non-layer runs between a forward layer and the backward layer
+    right after it in one step (the last pipeline stage's final norm, LM head and loss, and their
+    backward), when every run there is unnamed (``other``), gradient sync or ``lm_head_loss`` and
+    one of them holds compute rows (``other`` / ``lm_head_loss``). Its ``other`` runs become
+    ``lm_head_loss``, and so do its gradient-sync runs that start before its first gradient kernel
+    (``grad``: name or type matching :data:`_GRADIENT`): no gradient exists there yet to
+    synchronise, so such a collective is the loss's own (a vocab-parallel cross entropy's
+    all-reduces of the logits' max, the target logit and the exp sum; the loss averaged over the
+    data-parallel ranks). A collective after the first gradient kernel stays ``grad_sync`` (a DDP
+    bucket fired by the head's weight gradient). Touching ``lm_head_loss`` runs are then one
+    segment."""
+    kind, n = seg.kind, len(seg.kind)
+    lay = kind == LAYER
+    if n < 3 or not lay.any():
+        return seg
+    pl, nl = _prev_true(lay), _next_true(lay, n)           # the layers before / after each run
+    plc, nlc = np.clip(pl, 0, n - 1), np.clip(nl, 0, n - 1)
+    inside = ~lay & (pl >= 0) & (nl < n)
+    key = np.where(inside, pl, n)                          # a gap between two layers: the layer before it
+    foreign = np.bincount(key[inside & ~np.isin(kind, (OTHER, GRAD_SYNC, LM_HEAD_LOSS))], minlength=n + 1)
+    compute = np.bincount(key[inside & np.isin(kind, (OTHER, LM_HEAD_LOSS))], minlength=n + 1)
+    head = inside & (seg.passes[plc] == FORWARD) & (seg.passes[nlc] == BACKWARD) & \
+        (seg.step[plc] == seg.step[nlc]) & (foreign[key] == 0) & (compute[key] > 0)
+    first_grad = np.concatenate([_next_true(grad, len(grad)), [len(grad)]])[seg.hi[plc] + 1]
+    named = head & ((kind == OTHER) | ((kind == GRAD_SYNC) & (seg.lo < first_grad)))
+    if not named.any():
+        return seg
+    kind = kind.copy()
+    kind[named] = LM_HEAD_LOSS
+    joined = np.concatenate([[False], (kind[1:] == LM_HEAD_LOSS) & (kind[:-1] == LM_HEAD_LOSS)
+                             & (seg.lo[1:] == seg.hi[:-1] + 1) & (seg.step[1:] == seg.step[:-1])])
+    keep = np.flatnonzero(~joined)
+    last = np.concatenate([keep[1:] - 1, [n - 1]])         # the last run each kept segment absorbs
+    return _Segs(seg.lo[keep], seg.hi[last], kind[keep], seg.passes[keep], seg.step[keep], seg.anchor[keep],
+                 seg.microbatch[keep], seg.model_layer[keep])
 
 
 LAYER_COLS = ["step", "layer", "pass", "microbatch", "model_layer", "anchor", "first_row", "last_row", "rows",

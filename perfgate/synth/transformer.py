@@ -115,13 +115,33 @@ EMBEDDING_GRAD = (("aclnnEmbeddingDenseBackward_EmbeddingDenseGradV2_EmbeddingDe
 LOSS = (RMSNORM, MATMUL, ("aclnnCrossEntropyLoss_CrossEntropyLoss_CrossEntropyLoss", "CrossEntropyLoss", _V, 60.0),
         ("aclnnCrossEntropyLossGrad_CrossEntropyLossGrad_CrossEntropyLossGrad", "CrossEntropyLossGrad", _V, 60.0),
         MATMUL, MATMUL, RMSNORM_GRAD)
+# Megatron's vocab-parallel cross entropy (``_VocabParallelCrossEntropy``): no kernel carries a loss
+# name; the logits' max, the target logit and the exp sum are all-reduced over the tensor-parallel
+# group, the loss averaged over the data-parallel group; then its backward (softmax minus one-hot,
+# times the output gradient), the LM head's backward (input and weight gradients) and the final
+# norm's gradient
+ALLREDUCE = ("hcom_allReduce__", "hcom_allReduce_", _HCCL, 200.0)
+VOCAB_PARALLEL_LOSS = (
+    RMSNORM, MATMUL,
+    ("aclnnMaxDim_ArgMaxWithValueAiCore_ArgMaxWithValue", "ArgMaxWithValue", _V, 300.0), ALLREDUCE,
+    ("aclnnSub_SubAiCore_Sub", "Sub", _V, 300.0),
+    ("aclnnGather_GatherElementsAiCore_GatherElements", "GatherElements", _V, 20.0), ALLREDUCE,
+    ("aclnnExp_ExpAiCore_Exp", "Exp", _V, 300.0),
+    ("aclnnReduceSum_ReduceSumOpAiCore_ReduceSum", "ReduceSum", _V, 100.0), ALLREDUCE,
+    ("aclnnLog_LogAiCore_Log", "Log", _V, 5.0), ("aclnnSub_SubAiCore_Sub", "Sub", _V, 5.0),
+    ("aclnnDiv_RealDivAiCore_RealDiv", "RealDiv", _V, 300.0),
+    ("aclnnMul_MulAiCore_Mul", "Mul", _V, 5.0), ("aclnnReduceSum_ReduceSumOpAiCore_ReduceSum", "ReduceSum", _V, 5.0),
+    ("hcom_allReduce__", "hcom_allReduce_", _HCCL, 6500.0),
+    ("aclnnIndexPutImpl_IndexPutV2AiCore_IndexPutV2", "IndexPutV2", _V, 30.0),
+    ("aclnnMul_MulAiCore_Mul", "Mul", _V, 300.0),
+    MATMUL, MATMUL, RMSNORM_GRAD)
 GRAD_SYNC = (("hcom_reduceScatter__", "hcom_reduceScatter_", _HCCL, 2000.0),
              ("hcom_allGather__", "hcom_allGather_", _HCCL, 1500.0))
 OPTIMIZER = (("aclnnApplyAdamWV2_ApplyAdamWV2_ApplyAdamWV2", "ApplyAdamWV2", _V, 150.0),) * 4
 
 
 def training_sequence(layers: int, *, microbatches: int = 2, stage: int = 0, stages: int = 2,
-                      recompute: bool = False, moe: bool = False, dense_layers: int = 0) -> tuple:
+                      recompute: bool = False, moe: bool = False, dense_layers: int = 0, loss: tuple = LOSS) -> tuple:
     """One training step of one pipeline stage (1F1B schedule), kernels in execution order.
 
     Per micro-batch the forward runs ``layers`` decoder layers (Qwen3-style attention with
@@ -132,7 +152,9 @@ def training_sequence(layers: int, *, microbatches: int = 2, stage: int = 0, sta
     backward between a micro-batch's forward and backward; every stage change is a pipeline
     send/recv (``hcom_batchSendRecv``). With ``recompute=True`` each backward first re-runs the
     forward of all layers (activation checkpointing, one block); with ``recompute="layer"`` each
-    layer's forward is re-run right before its backward (per-layer checkpointing). The step ends with the
+    layer's forward is re-run right before its backward (per-layer checkpointing). ``loss``: the last
+    stage's final norm, LM head, loss and their backward (:data:`LOSS`, a fused cross entropy;
+    :data:`VOCAB_PARALLEL_LOSS`, Megatron's vocab-parallel one with its all-reduces). The step ends with the
     gradient reduce-scatter / all-gather and the optimizer. Entries are ``(name, OP type,
     core type, mean duration us)``; ``HCCL`` entries are communication tasks.
 
@@ -150,7 +172,7 @@ def training_sequence(layers: int, *, microbatches: int = 2, stage: int = 0, sta
     def fwd():
         out = list(EMBEDDING) if first else [PIPELINE]
         out += [k for layer in fwd_layers for k in layer]
-        out += list(LOSS) if last else [PIPELINE]
+        out += list(loss) if last else [PIPELINE]
         return out
 
     def bwd():
@@ -178,11 +200,12 @@ def training_sequence(layers: int, *, microbatches: int = 2, stage: int = 0, sta
 
 
 def write_training(out_dir, layers: int, *, microbatches: int = 2, stage: int = 0, stages: int = 2,
-                   recompute: bool = False, moe: bool = False, dense_layers: int = 0, **spec) -> Path:
+                   recompute: bool = False, moe: bool = False, dense_layers: int = 0, loss: tuple = LOSS,
+                   **spec) -> Path:
     """Write a training capture (:func:`training_sequence` every step; no extra allreduces
     unless ``comm_ops`` is given); other ``spec`` fields go to :class:`SynthSpec`."""
     spec.setdefault("comm_ops", 0)
     spec.setdefault("overlap", 1.0)
     seq = training_sequence(layers, microbatches=microbatches, stage=stage, stages=stages, recompute=recompute,
-                            moe=moe, dense_layers=dense_layers)
+                            moe=moe, dense_layers=dense_layers, loss=loss)
     return write_capture(out_dir, SynthSpec(sequence=seq, **spec))

@@ -126,8 +126,9 @@ def test_msprof_op_summary_block_num_with_ratios(ascend, policy):
 
 
 def test_msprof_root_with_two_runs_needs_a_rank(ascend):
-    with pytest.raises(InvalidCaptureError, match="cannot tell the rank"):
+    with pytest.raises(InvalidCaptureError, match="found 2 msprof runs .* and no rank recorded") as e:
         load_capture(ascend / "vllm_ascend_msprof")
+    assert "point perfgate at one run" in e.value.hint
 
 
 def test_op_summary_slices_in_order_with_cross_slice_duplicate(ascend, tmp_path):

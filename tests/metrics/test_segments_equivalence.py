@@ -255,3 +255,13 @@ def test_bad_input_errors_are_the_same(policy, monkeypatch):
             monkeypatch.setattr(mod, "_check_all", real)
         assert errs[0] is not None and msg in str(errs[0])
         assert (str(errs[1]), errs[1].row) == (str(errs[0]), errs[0].row)
+
+
+def test_synthetic_vocab_parallel_head(tmp_path, policy):
+    """The last stage's head with the vocab-parallel cross entropy's all-reduces (one lm_head_loss
+    segment per micro-batch), and with a gradient bucket after the head's gradient (grad_sync)."""
+    from perfgate.synth.transformer import ALLREDUCE, VOCAB_PARALLEL_LOSS
+    for i, loss in enumerate((VOCAB_PARALLEL_LOSS, VOCAB_PARALLEL_LOSS + (ALLREDUCE,))):
+        cap = write_training(tmp_path / f"v{i}", 3, microbatches=3, stage=1, loss=loss, ranks=1, steps=3)
+        got = assert_same(_rank0(cap).kernels.df, policy)
+        assert (got.segments["kind"] == "lm_head_loss").sum() == 9

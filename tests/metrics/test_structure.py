@@ -364,3 +364,62 @@ def test_segmentation_python_work_does_not_grow_with_steps(policy):
     # (segments._class_aggregates; below km.SMALL_GROUP_ROWS rows a Python sum, fewer calls)
     few, many = calls(300), calls(2000)
     assert abs(many - few) <= 0.01 * few, (few, many)
+
+
+def _kind_per_row(df, seg):
+    """{source row: the kind of the segment holding it}."""
+    order, where = _positions(df)
+    out = {}
+    for _, s in seg.segments.iterrows():
+        for r in _rows_of(order, where, s["first_row"], s["last_row"]):
+            out[int(r)] = s["kind"]
+    return out
+
+
+def test_last_stage_vocab_parallel_head_and_its_all_reduces_are_lm_head_loss(tmp_path, policy):
+    """The last stage of a Megatron job: final RmsNorm, LM-head MatMul, the vocab-parallel cross
+    entropy (no loss name) with its three tensor-parallel all-reduces, the loss all-reduce over the
+    data-parallel ranks, then the loss and LM-head backward and the final norm's gradient. They were
+    `other` x5 and `grad_sync` x4 per micro-batch; now one `lm_head_loss` segment each, and
+    grad_sync is the step's gradient reduce-scatter / all-gather alone."""
+    from perfgate.synth.transformer import VOCAB_PARALLEL_LOSS
+    cap = write_training(tmp_path / "s", 4, microbatches=2, stage=1, loss=VOCAB_PARALLEL_LOSS, ranks=1, steps=2)
+    df = load_capture(cap).ranks[0].kernels.df
+    seg = segment_rank(df, policy.segments, policy.family_suffix)
+    segs = seg.segments
+    assert set(segs["kind"]) == {"layer", "pipeline", "lm_head_loss", "grad_sync", "optimizer"}
+    head = segs[segs["kind"] == "lm_head_loss"]
+    assert list(head["rows"]) == [len(VOCAB_PARALLEL_LOSS)] * 4      # 2 micro-batches x 2 steps
+    kind = _kind_per_row(df, seg)
+    name = df.set_index("row")["name"].astype(str)
+    reduces = [r for r in name.index if name[r].startswith("hcom_allReduce")]
+    assert len(reduces) == 16 and {kind[r] for r in reduces} == {"lm_head_loss"}
+    sync = segs[segs["kind"] == "grad_sync"]
+    assert list(sync["rows"]) == [2, 2]                                # reduce-scatter + all-gather per step
+
+
+def test_a_gradient_bucket_after_the_head_gradient_stays_grad_sync(tmp_path, policy):
+    """An all-reduce after the head's first gradient kernel (a DDP bucket the LM head's weight
+    gradient fills) synchronises gradients: it stays grad_sync, the head around it lm_head_loss."""
+    from perfgate.synth.transformer import ALLREDUCE, VOCAB_PARALLEL_LOSS
+    loss = VOCAB_PARALLEL_LOSS + (ALLREDUCE,)
+    cap = write_training(tmp_path / "s", 4, microbatches=2, stage=1, loss=loss, ranks=1, steps=1)
+    df = load_capture(cap).ranks[0].kernels.df
+    seg = segment_rank(df, policy.segments, policy.family_suffix)
+    runs = [(s["kind"], s["rows"]) for _, s in seg.segments.iterrows() if s["kind"] != "layer"]
+    assert runs[:3] == [("pipeline", 1), ("lm_head_loss", len(VOCAB_PARALLEL_LOSS)), ("grad_sync", 1)]
+
+
+@pytest.mark.real
+def test_real_ddp_bucket_inside_the_loss_region_stays_grad_sync(text_captures, policy):
+    """The real single-stage capture (level1 rank 0): the loss and its backward (rows 32-79), a DDP
+    gradient all-reduce fired by the classifier's weight gradient (row 80, after NLLLossBackward at
+    row 70), then the classifier's backward (81-104): the all-reduce stays grad_sync."""
+    df = read_kernels(text_captures / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+                      / "kernel_details.csv").df
+    seg = segment_rank(df, policy.segments, policy.family_suffix)
+    kind = _kind_per_row(df, seg)
+    name = df.set_index("row")["name"].astype(str)
+    assert name[80].startswith("hcom_allReduce") and name[70].startswith("aclnnNLLLossBackward")
+    assert kind[80] == "grad_sync"
+    assert {kind[r] for r in (*range(32, 80), *range(81, 105))} == {"lm_head_loss"}
