@@ -13,6 +13,7 @@ Output table, one row per (op_type, core_type): ``row`` (1-based data row), ``op
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ import pandas as pd
 
 from perfgate.errors import InvalidCaptureError
 from perfgate.ingest.aliases import OP_STATISTIC_ALIASES, OP_STATISTIC_REQUIRED
-from perfgate.ingest.csvread import cell_error, read_header, read_string_table, resolve_columns, to_float
+from perfgate.ingest.csvread import cell_error, read_arrow_columns, read_header, resolve_columns, to_float
 
 
 def read_op_statistic(path: Path) -> pd.DataFrame:
@@ -38,7 +39,52 @@ def read_op_statistic(path: Path) -> pd.DataFrame:
     path = Path(path)
     header = read_header(path)
     cols = resolve_columns(header, OP_STATISTIC_ALIASES, OP_STATISTIC_REQUIRED, path)
-    raw = read_string_table(path, cols, len(header), numeric={"count", "total_us"})
+    arrays, n = read_arrow_columns(path, cols, len(header), numeric={"count", "total_us"})
+    out = _plain_table(arrays, n)
+    if out is not None:
+        return out
+    return _general_table(path, cols, arrays, n)
+
+
+_DIGITS = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+
+
+def _plain_table(arrays: dict, n: int) -> pd.DataFrame | None:
+    """The table of :func:`read_op_statistic` from the cells' Python strings when the file is
+    as the profiler writes it: every Count digits (below 2**63), every Total Time a plain
+    non-negative decimal, one Device_id at most, each (OP Type, Core Type) pair on one row and
+    no cell with surrounding whitespace. None otherwise: :func:`_general_table` then gives the
+    same table or raises the error. A small rank's fixed cost: no pandas string pass per column."""
+    count = arrays["count"].to_pylist()
+    total = arrays["total_us"].to_pylist()
+    if not all(c is not None and _DIGITS.fullmatch(c) and len(c) < 19 for c in count):
+        return None
+    if not all(t is not None and _DECIMAL.fullmatch(t) and t[0] != "-" for t in total):
+        return None
+    if "device_id" in arrays:
+        devs = {d for d in arrays["device_id"].to_pylist() if d is not None}
+        if len(devs) > 1 or any(d != d.strip() for d in devs):
+            return None
+    texts = []
+    for col in ("op_type", "core_type"):
+        vals = arrays[col].to_pylist()
+        if any(v is not None and v != v.strip() for v in vals):
+            return None
+        texts.append(["N/A" if v is None or v == "" else v for v in vals])
+    if len(set(zip(*texts))) < n:
+        return None
+    return pd.DataFrame({"row": np.arange(1, n + 1, dtype=np.int64),
+                         "op_type": np.array(texts[0], dtype=object), "core_type": np.array(texts[1], dtype=object),
+                         "count": np.array([int(c) for c in count], dtype=np.int64),
+                         "total_us": np.array([float(t) for t in total], dtype=np.float64)})
+
+
+def _general_table(path: Path, cols: dict, arrays: dict, n: int) -> pd.DataFrame:
+    """:func:`read_op_statistic` for any file: every check by pandas string passes, the errors
+    named with their row and cell, pairs on several rows summed."""
+    raw = pd.DataFrame({k: v.to_pandas() for k, v in arrays.items()})
+    raw.insert(0, "row", np.arange(1, n + 1, dtype=np.int64))
     count = raw["count"].astype("string").str.strip()
     bad = ~count.fillna("").str.fullmatch(r"[0-9]+")
     if bad.any():

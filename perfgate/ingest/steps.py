@@ -148,6 +148,22 @@ def read_step_trace_pandas(path: Path) -> pd.DataFrame:
     return out
 
 
+def _distinct_text_pairs(devices: list, steps: list) -> bool:
+    """True when every value is a str or missing (None / NaN) and no two rows hold the same
+    (device, step) pair, missing as missing: then no key of :func:`refuse_repeated_steps` repeats
+    (the key is the text itself). False otherwise, also for any other value type, so that the
+    pandas form decides (a small rank's fixed cost: no string Series for the usual case)."""
+    def text(v):
+        return "" if v is None or (type(v) is float and v != v) else v
+    pairs = set()
+    for d, st in zip(devices, steps):
+        d, st = text(d), text(st)
+        if type(d) is not str or type(st) is not str or st == "":
+            return False
+        pairs.add((d, st))
+    return len(pairs) == len(steps)
+
+
 def refuse_repeated_steps(path: Path, table: pd.DataFrame, source: str = "") -> None:
     """torch_npu writes one step_trace_time row per (device, step) (SCHEMAS.md §2): a (device,
     step) on two rows is a repeated line (a concatenated or re-appended export), which would be
@@ -159,7 +175,7 @@ def refuse_repeated_steps(path: Path, table: pd.DataFrame, source: str = "") -> 
     Raises:
         InvalidCaptureError: naming the file, the step (and device when the file has a
             Device_id column) and every row holding it."""
-    if len(table) < 2:
+    if len(table) < 2 or _distinct_text_pairs(table["device_id"].tolist(), table["step"].tolist()):
         return
     dev = pd.Series(table["device_id"], index=table.index).astype("string").fillna("")
     key = dev + "\x00" + table["step"].astype("string").fillna(IMPLICIT_STEP)

@@ -188,25 +188,46 @@ def _check_stream_order(kernels, start, dur, rows, refuse, c_start) -> None:
                "the starts are not in us (ms written as us?) or the rows come from different captures")
 
 
+def _device_step_spans(df) -> dict[str, tuple[int, int]]:
+    """Step label (str) -> (first start_ns, last end_ns) of the kernel table's rows of that
+    step; rows without a step are left out. One pass per column over the step codes of a
+    categorical ``step`` column (a small rank's fixed cost: no group-by frame); any other column
+    type by the group-by it replaces."""
+    step = df["step"]
+    if getattr(step.dtype, "name", None) == "category":
+        codes = step.cat.codes.to_numpy()
+        keep = codes >= 0
+        codes = codes[keep].astype(np.int64)
+        n = len(step.cat.categories)
+        first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, codes, df["start_ns"].to_numpy(dtype=np.int64)[keep])
+        np.maximum.at(last, codes, df["end_ns"].to_numpy(dtype=np.int64)[keep])
+        seen = np.bincount(codes, minlength=n) > 0
+        cats = step.cat.categories.tolist()
+        return {str(cats[i]): (int(first[i]), int(last[i])) for i in np.flatnonzero(seen).tolist()}
+    g = df.groupby("step", observed=True).agg(first=("start_ns", "min"), last=("end_ns", "max"))
+    return {str(k): (int(a), int(b)) for k, a, b in zip(g.index.tolist(), g["first"].tolist(), g["last"].tolist())}
+
+
 def host_clock_mismatch(trace, kernels) -> str | None:
     """None when the timeline's host step windows and the kernel table's device tasks share a
     clock (some step's window and device span overlap or lie within CLOCK_SLACK_NS), else a
     sentence naming both time bases. Steps present in only one file are not judged."""
     if trace is None or trace.steps.empty or kernels is None or kernels.df.empty:
         return None
-    df = kernels.df
-    spans = df.groupby("step", observed=True).agg(first=("start_ns", "min"), last=("end_ns", "max"))
-    spans.index = spans.index.astype(str)
+    spans = _device_step_spans(kernels.df)
     worst = None
-    for _, w in trace.steps.iterrows():
-        step = str(w["step"])
-        if step not in spans.index:
+    ts = trace.steps
+    for step, start, end in zip(ts["step"].tolist(), ts["start_ns"].tolist(), ts["end_ns"].tolist()):
+        step, start, end = str(step), int(start), int(end)
+        if step not in spans:
             continue
-        first, last = int(spans.at[step, "first"]), int(spans.at[step, "last"])
-        gap = max(first - int(w["end_ns"]), int(w["start_ns"]) - last, 0)
+        first, last = spans[step]
+        gap = max(first - end, start - last, 0)
         if gap <= CLOCK_SLACK_NS:
             return None
-        worst = (step, gap, int(w["start_ns"]), first) if worst is None or gap > worst[1] else worst
+        worst = (step, gap, start, first) if worst is None or gap > worst[1] else worst
     if worst is None:
         return None
     step, gap, host0, dev0 = worst

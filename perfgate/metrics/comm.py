@@ -205,8 +205,20 @@ def bandwidth(comm) -> dict:
     """{link type: GB/s} = Σ Transit Size (MB) / Σ Transit Time (ms), links with time > 0."""
     if comm.links.empty:
         return {}
-    g = comm.links.groupby("link")[["size_mb", "time_us"]].sum()
-    return {str(link): float(r["size_mb"] / (r["time_us"] / 1000.0)) for link, r in g.iterrows() if r["time_us"] > 0}
+    from perfgate.metrics import kernels as km
+    links = comm.links
+    sizes = times = None
+    keys = links["link"].tolist()
+    if (len(keys) <= km.SMALL_GROUP_ROWS and links["size_mb"].dtype == np.float64
+            and links["time_us"].dtype == np.float64
+            and all(type(k) is str or k is None or (type(k) is float and k != k) for k in keys)):
+        # a small rank's few dozen link rows: pandas' own group sums without its group-by set-up
+        sizes = km.group_sums(keys, links["size_mb"].tolist())
+        times = km.group_sums(keys, links["time_us"].tolist())
+    if sizes is None or times is None:   # the group-by itself (another key type, an unknown pandas sum)
+        g = links.groupby("link")[["size_mb", "time_us"]].sum()
+        sizes, times = g["size_mb"].to_dict(), g["time_us"].to_dict()
+    return {str(link): float(sizes[link] / (times[link] / 1000.0)) for link in sizes if times[link] > 0}
 
 
 def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: str,

@@ -1650,14 +1650,33 @@ def _micro_batch_passes(l_step: np.ndarray, l_pass: np.ndarray, l_mb: np.ndarray
     return _Units(unit, nu, l_pass[first_of_unit])
 
 
+SMALL_JOIN_ROWS = 4096   # blocks joined to their layers by a dict up to this many (a small rank's fixed cost)
+
+
+def _blocks_in_layers(blocks: pd.DataFrame, lay: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(block row, layer row) positions of the blocks whose (step, layer) is a layer's, in block
+    order: the inner merge of the two tables on (step, layer). By a dict when the tables are
+    small, their keys plain str steps and int layers, and each layer's key unique; else by the
+    merge itself."""
+    b_keys = list(zip(blocks["step"].tolist(), blocks["layer"].tolist()))
+    l_keys = list(zip(lay["step"].tolist(), lay["layer"].tolist()))
+    if (len(b_keys) <= SMALL_JOIN_ROWS and len(l_keys) <= SMALL_JOIN_ROWS and len(set(l_keys)) == len(l_keys)
+            and all(type(s) is str and type(n) is int for s, n in b_keys)
+            and all(type(s) is str and type(n) is int for s, n in l_keys)):
+        at = dict(zip(l_keys, range(len(l_keys))))
+        pairs = [(b, at[k]) for b, k in enumerate(b_keys) if k in at]
+        return (np.array([b for b, _ in pairs], dtype=np.int64), np.array([li for _, li in pairs], dtype=np.int64))
+    m = blocks[["step", "layer"]].assign(_b=np.arange(len(blocks))).merge(
+        lay[["step", "layer"]].assign(_l=np.arange(len(lay))), on=["step", "layer"])
+    return m["_b"].to_numpy(), m["_l"].to_numpy()
+
+
 def _block_metrics(out, seg, units: _Units, layer_recurring, kfile, step_sum_us) -> None:
     """``block.count`` and ``block.share`` of :func:`segment_metrics` into ``out``: the blocks of
     layers of recurring classes (matched to their layer by (step, layer), as an inner merge)."""
     blocks, lay, steps = seg.blocks, seg.layers, list(seg.steps["step"])
     unit, unit_pass, nu = units.of_layer, units.passes, units.n
-    m = blocks[["step", "layer"]].assign(_b=np.arange(len(blocks))).merge(
-        lay[["step", "layer"]].assign(_l=np.arange(len(lay))), on=["step", "layer"])
-    bi, li = m["_b"].to_numpy(), m["_l"].to_numpy()
+    bi, li = _blocks_in_layers(blocks, lay)
     keep = layer_recurring[li]   # (the -1 code of a missing class id reads the trailing False)
     bi, li = bi[keep], li[keep]
     kind = blocks["kind"].to_numpy(dtype=object)[bi]

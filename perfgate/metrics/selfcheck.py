@@ -281,6 +281,32 @@ def run_self_checks(rank, policy, st_sums: pd.DataFrame | None = None) -> list[S
     return name_rank_files(out, rank)
 
 
+def _pairs_joined(mine: tuple, stat: pd.DataFrame) -> tuple:
+    """The kernel table's (OP Type, Core Type) pairs ``mine`` = (types, cores, rows, ΣDuration ns)
+    outer-joined with op_statistic's rows ``stat``, in pandas' outer-join order (the union of
+    the pairs sorted): ``(pairs, rows, sum_ns, count, total_us, stat_row)``, 0 where a side
+    lacks the pair (``stat_row`` NaN). By dicts when each side names each pair once (always, in
+    practice: a small rank's fixed cost), else by the pandas group-by and join it equals."""
+    types, cores, nrows, sums = mine
+    pairs = list(zip(types, cores))
+    theirs = list(zip(stat["op_type"].tolist(), stat["core_type"].tolist()))
+    if len(set(pairs)) == len(pairs) and len(set(theirs)) == len(theirs):
+        m = dict(zip(pairs, zip(nrows.tolist(), sums.tolist())))
+        t = dict(zip(theirs, zip(stat["count"].tolist(), stat["total_us"].tolist(), stat["row"].tolist())))
+        keys = sorted(m.keys() | t.keys())
+        return (keys, np.array([m[k][0] if k in m else 0 for k in keys], dtype=np.int64),
+                np.array([m[k][1] if k in m else 0.0 for k in keys], dtype=np.float64),
+                np.array([t[k][0] if k in t else 0 for k in keys], dtype=np.int64),
+                np.array([t[k][1] if k in t else 0.0 for k in keys], dtype=np.float64),
+                np.array([t[k][2] if k in t else np.nan for k in keys], dtype=np.float64))
+    grouped = pd.DataFrame({"op_type": types, "core_type": cores, "rows": nrows, "sum_ns": sums}).groupby(
+        ["op_type", "core_type"], sort=False).sum()   # two codes may name one text (never in practice)
+    both = grouped.join(stat.set_index(["op_type", "core_type"])[["count", "total_us", "row"]], how="outer")
+    return (list(both.index), both["rows"].fillna(0).astype("int64").to_numpy(),
+            both["sum_ns"].fillna(0).to_numpy(dtype=float), both["count"].fillna(0).astype("int64").to_numpy(),
+            both["total_us"].fillna(0).to_numpy(dtype=float), both["row"].to_numpy(dtype=float))
+
+
 def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
     """``op_statistic_vs_kernels``: op_statistic.csv (:mod:`perfgate.ingest.opstat`) counts the
     kernel table's compute rows per (OP Type, Core Type), and its Total Time(us) is their
@@ -319,16 +345,10 @@ def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
     nrows = np.bincount(pair, minlength=size)
     sums = np.bincount(pair, weights=k["dur_ns"].to_numpy()[compute].astype(np.float64), minlength=size)
     used = np.flatnonzero(nrows)
-    mine = pd.DataFrame({"op_type": [tnames[i // len(cnames)] for i in used.tolist()],
-                         "core_type": [cnames[i % len(cnames)] for i in used.tolist()],
-                         "rows": nrows[used], "sum_ns": sums[used]}).groupby(
-        ["op_type", "core_type"], sort=False).sum()   # two codes may name one text (never in practice)
-    theirs = stat.set_index(["op_type", "core_type"])
-    both = mine.join(theirs[["count", "total_us", "row"]], how="outer")
-    rows = both["rows"].fillna(0).astype("int64").to_numpy()
-    count = both["count"].fillna(0).astype("int64").to_numpy()
-    sum_us = both["sum_ns"].fillna(0).to_numpy(dtype=float) / 1000.0
-    total = both["total_us"].fillna(0).to_numpy(dtype=float)
+    mine = ([tnames[i // len(cnames)] for i in used.tolist()], [cnames[i % len(cnames)] for i in used.tolist()],
+            nrows[used], sums[used])
+    keys, rows, sum_ns, count, total, stat_row = _pairs_joined(mine, stat)
+    sum_us = sum_ns / 1000.0
     tol = np.array([_tol(tolp, int(n)) for n in np.maximum(rows, count)])
     off_count = rows != count
     off_time = ~off_count & (np.abs(sum_us - total) > tol)
@@ -345,8 +365,8 @@ def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
     status = FAIL if off_count.any() else WARN
     texts = []
     for i in bad[:4]:
-        op, core = both.index[i]
-        at = f" (its row {int(both['row'].iloc[i])})" if np.isfinite(both["row"].iloc[i]) else ""
+        op, core = keys[i]
+        at = f" (its row {int(stat_row[i])})" if np.isfinite(stat_row[i]) else ""
         texts.append(f"({op}, {core}): {count[i]:,} task(s) {total[i]:,.3f} us in {sname}{at}, "
                      f"{rows[i]:,} row(s) {sum_us[i]:,.3f} us in {kfile}")
     more = f"; {len(bad) - 4} more pair(s)" if len(bad) > 4 else ""

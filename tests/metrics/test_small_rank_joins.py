@@ -1,0 +1,87 @@
+"""The small-rank joins of the metrics equal the pandas forms they stand in front of: op_statistic's
+pairs joined to the kernel table's (``selfcheck._pairs_joined``, pandas' sorted outer-join order),
+the link sums of ``comm.bandwidth`` and the blocks joined to their layers
+(``segments._blocks_in_layers``, the inner merge's order), on random tables that mix matched,
+unmatched and repeated keys."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pandas as pd
+
+from perfgate.metrics import comm as cm
+from perfgate.metrics import segments as sg
+from perfgate.metrics import selfcheck as sc
+
+PAIRS = [("MatMul", "AI_CORE"), ("Add", "AI_VECTOR_CORE"), ("Cast", "AI_CORE"), ("Add", "AI_CORE"),
+         ("N/A", "N/A"), ("b", "a"), ("Ä", "x"), ("a b", "x"), ("A", "")]
+
+
+def _joined_by_pandas(mine, stat):
+    types, cores, nrows, sums = mine
+    g = pd.DataFrame({"op_type": types, "core_type": cores, "rows": nrows, "sum_ns": sums}).groupby(
+        ["op_type", "core_type"], sort=False).sum()
+    both = g.join(stat.set_index(["op_type", "core_type"])[["count", "total_us", "row"]], how="outer")
+    return (list(both.index), both["rows"].fillna(0).astype("int64").to_numpy(),
+            both["sum_ns"].fillna(0).to_numpy(dtype=float), both["count"].fillna(0).astype("int64").to_numpy(),
+            both["total_us"].fillna(0).to_numpy(dtype=float), both["row"].to_numpy(dtype=float))
+
+
+def test_op_statistic_pairs_join_as_the_outer_join():
+    random.seed(11)
+    for _ in range(400):
+        mine_pairs = random.sample(PAIRS, random.randint(1, len(PAIRS)))
+        if random.random() < 0.1:
+            mine_pairs.append(mine_pairs[0])     # two codes naming one text: the pandas form
+        theirs = random.sample(PAIRS, random.randint(1, len(PAIRS)))
+        mine = ([p[0] for p in mine_pairs], [p[1] for p in mine_pairs],
+                np.array([random.randint(1, 50) for _ in mine_pairs], dtype=np.int64),
+                np.array([random.random() * 1e6 for _ in mine_pairs]))
+        stat = pd.DataFrame({"row": np.arange(1, len(theirs) + 1, dtype=np.int64),
+                             "op_type": np.array([p[0] for p in theirs], dtype=object),
+                             "core_type": np.array([p[1] for p in theirs], dtype=object),
+                             "count": np.array([random.randint(0, 50) for _ in theirs], dtype=np.int64),
+                             "total_us": np.array([random.random() * 1e3 for _ in theirs])})
+        got, want = sc._pairs_joined(mine, stat), _joined_by_pandas(mine, stat)
+        assert [tuple(k) for k in got[0]] == [tuple(k) for k in want[0]]
+        for a, b in zip(got[1:], want[1:]):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype
+
+
+class _Comm:
+    def __init__(self, links):
+        self.links = links
+
+
+def test_bandwidth_equals_the_group_by():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        links = pd.DataFrame({"link": pd.array([rng.choice(["HCCS", "RDMA", "SDMA", "PCIE", "SIO"]) for _ in range(n)],
+                                               dtype="str"),
+                              "size_mb": rng.random(n) * 100, "time_us": np.where(rng.random(n) < 0.3, 0.0,
+                                                                                 rng.random(n) * 1e4)})
+        g = links.groupby("link")[["size_mb", "time_us"]].sum()
+        want = {str(k): float(r["size_mb"] / (r["time_us"] / 1000.0)) for k, r in g.iterrows() if r["time_us"] > 0}
+        got = cm.bandwidth(_Comm(links))
+        assert list(got.items()) == list(want.items())
+
+
+def test_blocks_join_their_layers_as_the_inner_merge():
+    random.seed(3)
+    keys = [(str(s), lay) for s in range(1, 7) for lay in range(11)]
+    for _ in range(400):
+        lk = random.sample(keys, random.randint(0, 30))
+        if random.random() < 0.1 and lk:
+            lk.append(lk[0])                     # a repeated layer key: the merge itself
+        bk = [random.choice(keys) for _ in range(random.randint(0, 80))]
+        blocks = pd.DataFrame({"step": pd.array([k[0] for k in bk], dtype="str"),
+                               "layer": np.array([k[1] for k in bk], dtype=np.int64)})
+        lay = pd.DataFrame({"step": pd.array([k[0] for k in lk], dtype="str"),
+                            "layer": np.array([k[1] for k in lk], dtype=np.int64)})
+        m = blocks.assign(_b=np.arange(len(blocks))).merge(lay.assign(_l=np.arange(len(lay))), on=["step", "layer"])
+        bi, li = sg._blocks_in_layers(blocks, lay)
+        np.testing.assert_array_equal(bi, m["_b"].to_numpy())
+        np.testing.assert_array_equal(li, m["_l"].to_numpy())
