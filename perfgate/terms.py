@@ -149,6 +149,43 @@ VIEW_MAX = "max"
 VIEW_ALL = "all"   # for sets: families ranked by ΣDuration summed over ranks
 VIEWS = (VIEW_RANK0, VIEW_P50, VIEW_MAX)
 
+
+# views within one pipeline stage (perfgate.metrics.stages): "stage1.p50" is the median over the
+# ranks of stage 1; a capture whose ranks run more than one program has these in place of the
+# pooled p50 / max (rank0 stays)
+_STAGE_PREFIX = "stage"
+
+
+def stage_view(stage: int, view: str) -> str:
+    """The view label of ``view`` (p50 / max) within pipeline stage ``stage``: ``stage1.p50``."""
+    return f"{_STAGE_PREFIX}{int(stage)}.{view}"
+
+
+def view_stage(view) -> int | None:
+    """The stage of a stage view (``stage1.p50`` -> 1), None for any other view."""
+    if isinstance(view, str) and view.startswith(_STAGE_PREFIX) and "." in view:
+        num = view[len(_STAGE_PREFIX):view.index(".")]
+        if num.isdigit():
+            return int(num)
+    return None
+
+
+def base_view(view):
+    """The cross-rank view a view is made like: ``p50`` for ``stage1.p50``, else ``view`` itself."""
+    return view.split(".", 1)[1] if view_stage(view) is not None else view
+
+
+def view_text(view) -> str:
+    """A view as the reports say it: ``stage 1 p50`` for ``stage1.p50``, else the view itself."""
+    s = view_stage(view)
+    return f"stage {s} {base_view(view)}" if s is not None else str(view)
+
+
+def view_gated(view, gate_views) -> bool:
+    """Whether ``view`` is gated under a policy's ``gate_views``: it is listed, or it is a stage
+    view of a listed view (``stage1.p50`` is gated when ``p50`` is)."""
+    return view in gate_views or base_view(view) in gate_views
+
 #: every finding code perfgate emits (:class:`perfgate.model.Finding` ``code``): the names a
 #: policy's ``findings.fail_closed`` may list (docs/policy.md "Findings")
 FINDING_CODES = frozenset({

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from perfgate import errors, terms
 from perfgate.ci_env import commit_facts, gather_provenance, refuse_untrusted_write
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
+from perfgate.metrics.stages import name_cause_stages, with_stage_views
 from perfgate.terms import TraceMode
 from perfgate.errors import (CorruptBaselineError, InvalidCaptureError, NoBaselineError, PerfgateError, StoreError,
                              UsageError)
@@ -310,6 +311,7 @@ def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | 
     (exit 4) when the baseline cannot judge the candidate (nothing judged)."""
     t0 = time.perf_counter() if t0 is None else t0
     extra = list(extra_notes)
+    policy = with_stage_views(policy, base, cand)   # a pipeline job's stage views gate as their view does
     comparisons, notes = compare_fingerprints(base, cand, policy, noise=noise)
     status = summarize(comparisons)
     code = errors.EXIT_REGRESSION if status == terms.FAIL else errors.EXIT_PASS
@@ -335,6 +337,7 @@ def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | 
     views = [v for v in policy.gate_views if any(c.labels.get("view") == v for c in comparisons)]
     by_view = {v: waterfall(base, cand, v) for v in views}   # made once, for the causes and the reports
     causes, unexplained = find_causes(comparisons, base, cand, policy.gate_views, falls=by_view)
+    causes = name_cause_stages(causes)
     falls = [w for w in by_view.values() if w is not None]
     # the gated view whose step time moved most (a change on rank 1 of 2 moves p50, not rank0)
     detail["waterfall"] = max(falls, key=lambda w: abs(w["step_delta_us"])) if falls else None

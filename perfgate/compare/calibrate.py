@@ -37,6 +37,7 @@ import numpy as np
 import yaml
 from scipy.stats import norm
 
+from perfgate import terms
 from perfgate.errors import UsageError
 from perfgate.model import Fingerprint
 from perfgate.policy import Policy, Tolerance
@@ -134,7 +135,7 @@ def propose_tolerances(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
         m = ms[0]
         rule = policy.rule_for(m.name, m.labels)
         view = m.labels.get("view")
-        if rule is None or not rule.gated or (view is not None and view not in policy.gate_views):
+        if rule is None or not rule.gated or (view is not None and not terms.view_gated(view, policy.gate_views)):
             continue
         if not all(x.samples for x in ms):
             continue
@@ -212,7 +213,7 @@ def propose_part_bands(fps: list[Fingerprint], policy: Policy, k: float = 3.0) -
             continue
         rule = policy.rule_for(m.name, m.labels)
         view = m.labels.get("view")
-        if rule is None or not rule.gated or (view is not None and view not in policy.gate_views):
+        if rule is None or not rule.gated or (view is not None and not terms.view_gated(view, policy.gate_views)):
             continue
         if m.name in RATIO_PARTS:
             own = [value_of(fp, metric_key(RATIO_PARTS[m.name][0], view=view)) for fp in fps]

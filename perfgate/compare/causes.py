@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from perfgate import terms
 from perfgate.compare.parts import (SCALE_AGREEMENT, excess, family_time, is_comm_family, part_of, range_of,
                                     scale_factor, share_time_runs, value_of)
+from perfgate.metrics.stages import cause_view
 from perfgate.model import Comparison, Fingerprint, metric_key
 
 MOVED = (terms.REGRESSION, terms.IMPROVEMENT)
@@ -500,13 +501,14 @@ def _finish(j: _Judged, book: _Book, renames) -> tuple[list[dict], list[str]]:
     out = [x for x in book.causes.values() if x["explains"]]
     out += [_renamed(r) for r in renames]
     for x in out:
+        own = cause_view(x["explains"], j.views, first)   # a cause of one pipeline stage: that stage's view
         for view in j.views:
             st = by_key.get(metric_key("step.time_us", view=view))
             st_delta = st.delta if st is not None and st.delta is not None else None
             d_us = j.contribution(x, view) if x["verdict"] != RENAMED else None
             text = x["what"] if x["verdict"] == RENAMED else _what(x, base, cand, view, d_us, by_key)
             x["views"][str(view)] = text
-            if view == first:
+            if view == own:
                 x["what"] = text
                 x["step_delta_us"] = d_us
                 # the device's and the anatomy parts' figures are step_trace_time.csv's (Computing and

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from perfgate import terms
 from perfgate.metrics import registry
+from perfgate.metrics import stages
 from perfgate.metrics.repeat import runs_of
 from perfgate.metrics.segments import UNIQUE
 from perfgate.metrics.workload import other_workload
@@ -314,8 +315,10 @@ def _subject(name: str, labels: dict) -> str:
     """The registry's text for one labelled value (:func:`perfgate.metrics.registry.subject`),
     with its cross-rank view as `` [view]``."""
     view = labels.get("view")
-    what = registry.subject(name, {k: v for k, v in labels.items() if k != "view"})
-    return f"{what} [{view}]" if view else what
+    what = registry.subject(name, {k: v for k, v in labels.items() if k not in ("view", "stage")})
+    if labels.get("stage") is not None:   # a rank skew within one pipeline stage
+        what = f"{what} [stage {labels['stage']}]"
+    return f"{what} [{terms.view_text(view)}]" if view else what
 
 
 def _compare_topn(key, name, labels, b, c, gated: bool) -> Comparison:
@@ -385,6 +388,7 @@ class _Pair:
     stand_in: dict
     toolchain: bool
     lost_reason: str | None
+    stage_change: str | None = None   # why the pipeline stages cannot be paired (stages.layout_change)
 
 
 def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
@@ -398,14 +402,15 @@ def compare_fingerprints(base: Fingerprint, cand: Fingerprint, policy: Policy,
         ``(comparisons, notes)``: :class:`~perfgate.model.Comparison` list sorted with failing
         and regressed metrics first; notes are sentences about config differences.
     """
-    notes = config_notes(base, cand)
+    policy = stages.with_stage_views(policy, base, cand)   # stage S p50 gated as p50 is
+    notes = config_notes(base, cand) + stages.stage_notes(base, cand)
     toolchain = _toolchain_changed(base, cand)
     lost_reason = _lost_tasks_reason(base, cand)     # one scan of the findings, not one per count
     stand_in = step_time_stand_in(base, cand, policy)
     if stand_in:
         notes.append(_stand_in_note(base, cand, stand_in))
     pair = _Pair(base=base, cand=cand, policy=policy, noise=noise, stand_in=stand_in, toolchain=toolchain,
-                 lost_reason=lost_reason)
+                 lost_reason=lost_reason, stage_change=stages.layout_change(base, cand))
     out: list[Comparison] = []
     rules: dict = {}
     for key in sorted(set(base.metrics) | set(cand.metrics)):
@@ -448,6 +453,7 @@ def _compare_metric(key: str, pair: _Pair) -> tuple:
         band = noise[key] * 100 if ref.unit == "ratio" else noise[key]
         tol_text += f" + noise band {significant(band)}{' pp' if ref.unit == 'ratio' else ' ' + ref.unit}"
     why = (_incomparable_reason(name, base, cand, view, both=b is not None and c is not None)
+           or stages.not_paired(name, labels, pair.stage_change)
            or _coverage_differs(b, c, base, cand)
            or _rank0_not_held(b, c, base, cand)
            or _incomplete_counts(ref, pair.lost_reason) or _layers_not_repeated(name, labels, base, cand))

@@ -41,7 +41,7 @@ def gated_keys(hs, policy) -> list[tuple[str, str]]:
     for k in hs.keys():
         name, labels = parse_metric_key(k)
         rule = policy.rule_for(name, labels)
-        if rule and rule.gated and labels.get("view") in policy.gate_views:
+        if rule and rule.gated and terms.view_gated(labels.get("view"), policy.gate_views):
             out.append((k, rule.direction))
     return out
 

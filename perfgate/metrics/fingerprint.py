@@ -27,6 +27,7 @@ from perfgate.errors import InvalidCaptureError
 from perfgate.metrics import kernels as km
 from perfgate.metrics import operators as opv
 from perfgate.metrics import registry
+from perfgate.metrics import stages
 from perfgate.metrics import suggest
 from perfgate.metrics.comm import (bandwidth, kind_of as comm_kind, kind_table, op_identity_checks, ops_vs_kernel_checks,
                                    ops_vs_step_trace_checks, wait_ratio)
@@ -857,11 +858,17 @@ def _lost_task_findings(rank, root) -> list:
 
 
 def _job_meta(rank) -> dict:
+    """What this rank's folder records about the job: its size (``world_size``, ``source``), and
+    its pipeline stage (``pipeline``, :func:`perfgate.metrics.stages.pipeline_position`, or None)."""
+    if rank.location.layout != "torch_npu":
+        return {"world_size": None, "source": None, "pipeline": None}
+    return dict(_job_size(rank), pipeline=stages.pipeline_position(rank.location.rank_dir))
+
+
+def _job_size(rank) -> dict:
     """What this rank's folder records about the job's size: ``profiler_metadata.json``
     ``distributed_args.world_size`` else its communication groups (``parallel_group_info``)."""
     from perfgate.ingest.discover import group_world_size, read_profiler_metadata
-    if rank.location.layout != "torch_npu":
-        return {"world_size": None, "source": None}
     try:
         ws = read_profiler_metadata(rank.location.rank_dir)["world_size"]
     except InvalidCaptureError:
@@ -1029,8 +1036,8 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
             f"step_trace_time.csv / communication.json only): nothing to fingerprint the kernels from",
             path=root, hint="profile at least one rank fully (kernel_details.csv)")
     refuse_uneven_columns(full, root)
-    metrics = _views({x["rank"]: x["metrics"] for x in sums}, policy,
-                     kernel_ranks=[x["rank"] for x in full])
+    layout = stages.find_stages(sums)
+    metrics = _cross_rank_views(sums, full, policy, layout)
     checks = [c for x in sums for c in x["checks"]]
     findings = [f for x in sums for f in x["findings"]]
     tables = pd.concat([x["anatomy"] for x in sums if len(x["anatomy"])] or [pd.DataFrame(columns=["rank", "step"])],
@@ -1072,10 +1079,26 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
         "perfgate_version": __version__,
     }
     prov.update(provenance or {})
+    config = _config_from_summaries(sums, policy)
+    if layout is not None:   # several pipeline stages: the stage of each rank and how it was found
+        config["stages"] = layout.to_config()
+        warns.extend(stages.unplaced_warning(layout))
     return Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version=__version__, provenance=prov,
-                       config=_config_from_summaries(sums, policy), metrics=metrics,
+                       config=config, metrics=metrics,
                        self_checks=tuple(checks), warnings=tuple(warns),
                        policy_digest=policy.fingerprint_digest(), findings=tuple(findings), detail=detail)
+
+
+def _cross_rank_views(sums, full, policy, layout) -> dict[str, MetricValue]:
+    """The cross-rank views of the ranks' metrics: pooled over every rank (:func:`_views`) for a
+    capture of one stage (``layout`` None), else within each pipeline stage
+    (:func:`perfgate.metrics.stages.stage_views`)."""
+    per_rank = {x["rank"]: x["metrics"] for x in sums}
+    kernel_ranks = [x["rank"] for x in full]
+    if layout is None:
+        return _views(per_rank, policy, kernel_ranks=kernel_ranks)
+    return stages.stage_views(layout, per_rank, lambda sub, held: _views(sub, policy, kernel_ranks=held),
+                              kernel_ranks)
 
 
 def _operator_detail(sums, metrics, policy) -> dict:

@@ -251,8 +251,9 @@ _NO_VIEW = frozenset({"rank.skew_ratio"})
 
 def label_keys(name: str) -> frozenset:
     """The label keys a value of metric ``name`` carries: its definition's ``labels`` plus
-    ``view`` (rank0 / p50 / max), except ``rank.skew_ratio``, which carries ``metric`` and the
-    labels of that per-rank metric, and no view. The policy's override and suggestion labels
+    ``view`` (rank0 / p50 / max, or a stage's ``stage<S>.p50`` / ``stage<S>.max``), except
+    ``rank.skew_ratio``, which carries ``metric`` and the labels of that per-rank metric (and
+    ``stage`` in a capture of several pipeline stages), and no view. The policy's override and suggestion labels
     are checked against this (:meth:`perfgate.policy.Policy.check_labels`); a test checks that
     every fingerprint value's labels are among them.
 
@@ -265,6 +266,7 @@ def label_keys(name: str) -> frozenset:
         for other in REGISTRY.values():
             if other.name not in _NO_VIEW:
                 keys.update(other.labels)
+        keys.add("stage")   # a skew within one pipeline stage (perfgate.metrics.stages)
     else:
         keys.add("view")
     return frozenset(keys)

@@ -106,7 +106,11 @@ class Override:
     fields: dict
 
     def applies(self, name: str, labels: dict) -> bool:
-        return self.metric == name and all(labels.get(k) == v for k, v in self.labels.items())
+        """Whether this override covers metric ``name`` with ``labels``; an override of view ``p50``
+        (``max``) covers the same view within each pipeline stage (``stage1.p50``) too."""
+        return self.metric == name and all(
+            labels.get(k) == v or (k == "view" and terms.base_view(labels.get(k)) == v)
+            for k, v in self.labels.items())
 
     def __iter__(self):  # ``name, labels, fields = override``, the shape overrides had as tuples
         return iter((self.metric, self.labels, self.fields))

@@ -395,17 +395,17 @@ def chart_families(vals: _Values, has_base: bool, top: int = 12) -> str:
 def sparkline_keys(result: GateResult | None = None, fingerprint: Fingerprint | None = None, policy=None,
                    limit: int = MAX_TRENDS) -> list[str]:
     """Which gated metrics get a trend sparkline (at most ``limit``): failing first, then changed,
-    then by :data:`TREND_PRIORITY`. For a check, the gated comparisons at views rank0 / p50; for
-    one capture, the fingerprint's metrics the policy gates (all rank0 / p50 metrics without a
-    policy)."""
+    then by :data:`TREND_PRIORITY`. For a check, the gated comparisons at views rank0 / p50 (a
+    pipeline stage's p50 too); for one capture, the fingerprint's metrics the policy gates (all
+    rank0 / p50 metrics without a policy)."""
     cands = []
     if result is not None:
         for c in result.comparisons:
-            if c.gated and c.labels.get("view") in (terms.VIEW_RANK0, terms.VIEW_P50) and c.unit != "set":
+            if c.gated and terms.base_view(c.labels.get("view")) in (terms.VIEW_RANK0, terms.VIEW_P50) and c.unit != "set":
                 cands.append((c.key, c.name, 0 if c.fails else (1 if c.verdict != terms.UNCHANGED else 2)))
     elif fingerprint is not None:
         for k, m in fingerprint.metrics.items():
-            if m.labels.get("view") not in (terms.VIEW_RANK0, terms.VIEW_P50) or m.unit == "set":
+            if terms.base_view(m.labels.get("view")) not in (terms.VIEW_RANK0, terms.VIEW_P50) or m.unit == "set":
                 continue
             rule = policy.rule_for(m.name, m.labels) if policy is not None else None
             if policy is not None and not (rule and rule.gated):
@@ -477,13 +477,13 @@ def _grouped(rows, cause_of: dict) -> str:
     cols = ('<colgroup><col style="width:22%">' + '<col style="width:12%">' * len(views)
             + f'<col style="width:7%"><col style="width:7%"><col style="width:14%"><col style="width:{ev_w}%">'
             + "</colgroup>")
-    out = ['<table class="grouped">' + cols + '<tr><th>metric</th>' + "".join(f"<th>{_e(v)}</th>" for v in views)
+    out = ['<table class="grouped">' + cols + '<tr><th>metric</th>' + "".join(f"<th>{_e(terms.view_text(v))}</th>" for v in views)
            + '<th>caliber</th><th>tolerance</th><th>cause</th><th>evidence</th></tr>']
     for r in rows[:MAX_ROWS]:
         cls = "regression" if r["fails"] else ("improvement" if r["verdict"] == terms.IMPROVEMENT else "other")
         any_c = next(iter(r["views"].values()))
         cause = ", ".join(sorted({cause_of.get(c.key, "") for c in r["views"].values()} - {""})) or "—"
-        ev = "".join(f"<li><b>{_e(v)}</b>: {_e(c.evidence)}</li>" for v, c in r["views"].items() if c.evidence)
+        ev = "".join(f"<li><b>{_e(terms.view_text(v))}</b>: {_e(c.evidence)}</li>" for v, c in r["views"].items() if c.evidence)
         out.append(f'<tr class="{cls}"><td>{_e(r["subject"])}<div class="muted key">{_e(r["key"])}</div></td>'
                    + "".join(f'<td class="num">{_e(short_change(r["views"].get(v)))}</td>' for v in views)
                    + f'<td>{_e(terms.CALIBER_LABEL.get(any_c.caliber, "—"))}</td><td>{_e(any_c.tolerance)}</td>'

@@ -131,7 +131,7 @@ def _grouped_table(rows, with_cause: dict | None = None, most: dict | None = Non
         if n is not None and most.get(v) and n < most[v]:
             text += f" ({n} of {most[v]} ranks)"
         return _cell(text)
-    out = ["| | metric | " + " | ".join(str(v) for v in views) + " | caliber | tolerance | cause |",
+    out = ["| | metric | " + " | ".join(terms.view_text(v) for v in views) + " | caliber | tolerance | cause |",
            "|---|---|" + "---|" * len(views) + "---|---|---|"]
     for r in rows:
         icon = "🔴" if r["fails"] else ("🟢" if r["verdict"] == terms.IMPROVEMENT else "🟡")

@@ -140,7 +140,7 @@ def group_views(comparisons) -> list[dict]:
             subject = c.subject_text()
             view = c.labels.get("view")
             if view:
-                subject = subject.replace(f" [{view}]", "")
+                subject = subject.replace(f" [{view}]", "").replace(f" [{terms.view_text(view)}]", "")
             key = name + ("{" + ",".join(f"{a}={b}" for a, b in sorted(labels.items())) + "}" if labels else "")
             rows[k] = {"subject": subject, "key": key, "name": c.name, "views": {}, "fails": False,
                        "verdict": c.verdict, "unit": c.unit}
@@ -153,9 +153,14 @@ def group_views(comparisons) -> list[dict]:
 
 
 def view_columns(rows) -> list:
-    """The views present in ``rows``, rank0 / p50 / max first."""
+    """The views present in ``rows``, rank0 / p50 / max first, then each pipeline stage's p50 / max
+    in stage order."""
     seen = {v for r in rows for v in r["views"]}
-    return [v for v in VIEW_ORDER if v in seen] + sorted((v for v in seen if v not in VIEW_ORDER), key=str)
+
+    def order(v):
+        s, b = terms.view_stage(v), terms.base_view(v)
+        return (s if s is not None else -1, VIEW_ORDER.index(b) if b in VIEW_ORDER else len(VIEW_ORDER), str(v))
+    return [v for v in VIEW_ORDER if v in seen] + sorted((v for v in seen if v not in VIEW_ORDER), key=order)
 
 
 def short_change(c) -> str:
@@ -189,7 +194,7 @@ def explains_text(x: dict, limit: int = 4) -> str:
         view = labels.pop("view", None)
         k = name + ("{" + ",".join(f"{a}={b}" for a, b in sorted(labels.items())) + "}" if labels else "")
         folded.setdefault(k, []).append(view)
-    items = [f"{k} [{', '.join(str(v) for v in vs if v)}]" if any(vs) else k for k, vs in folded.items()]
+    items = [f"{k} [{', '.join(terms.view_text(v) for v in vs if v)}]" if any(vs) else k for k, vs in folded.items()]
     more = len(items) - limit
     return ", ".join(items[:limit]) + (f" (+{more} more)" if more > 0 else "")
 
@@ -234,7 +239,7 @@ def waterfall_text(result) -> str | None:
     parts = " ".join(f"{'+' if k else ''} {i['part']} {i['us']:+,.0f}".strip() for k, i in enumerate(items[:6]))
     rest = sum(i["us"] for i in items[6:])
     return (f"step time {wf['step_base_us']:,.0f} -> {wf['step_cand_us']:,.0f} us/step ({wf['step_delta_us']:+,.0f}) "
-            f"[{wf['view']}] = {parts}" + (f" + {len(items) - 6} more {rest:+,.0f}" if len(items) > 6 else "")
+            f"[{terms.view_text(wf['view'])}] = {parts}" + (f" + {len(items) - 6} more {rest:+,.0f}" if len(items) > 6 else "")
             + f" (device scale ×{wf['scale']:.3f})")
 
 
@@ -253,7 +258,7 @@ def green_text(result) -> str | None:
         if sens.get(name):
             bits.append(f"{label} within {sens[name]}")
     bits.append("no kernel family called more often per step")
-    view = f" [{sens['view']}]" if sens.get("view") else ""
+    view = f" [{terms.view_text(sens['view'])}]" if sens.get("view") else ""
     return "A green here means" + view + ": " + "; ".join(bits)
 
 

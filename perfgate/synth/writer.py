@@ -153,6 +153,21 @@ class SynthSpec:
     outlier_prob: float = 0.0
     outlier_max: float = 3.0
     comm_drift: float = 1.0
+    # a pipeline-parallel job: one `families` tuple per stage; the ranks are split into
+    # len(stage_families) consecutive blocks of equal size (Megatron's order with TP = 1: rank =
+    # stage x DP + DP rank), each block running its stage's kernels. ``pipeline_layout`` also
+    # writes each rank's profiler_metadata.json with its pipeline group (parallel_group_info "pp")
+    stage_families: tuple = ()
+    pipeline_layout: bool = False
+
+    def stage_of(self, rank: int) -> int:
+        """The pipeline stage of ``rank`` (0 without ``stage_families``)."""
+        n = len(self.stage_families)
+        return rank * n // self.ranks if n else 0
+
+    def families_of(self, rank: int) -> tuple:
+        """The kernel families ``rank`` runs: its stage's, else ``families``."""
+        return self.stage_families[self.stage_of(rank)] if self.stage_families else self.families
 
 
 LINKS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
@@ -201,7 +216,7 @@ def _rank_timeline(spec: SynthSpec, rank: int, rng: np.random.Generator):
         pre = spec.prelaunch_us if spec.prelaunch_us is not None else float(rng.uniform(400, 600))
         cur = t + int(round(pre * 1000))
         calls = []
-        for fam in spec.families:
+        for fam in spec.families_of(rank):
             name, typ, core, n, mean = fam[:5]
             extra = fam[5] if len(fam) > 5 else {}
             k = n * (spec.extra_calls.get(name, 1) if injected else 1)
@@ -347,6 +362,8 @@ def _write_rank(root: Path, spec: SynthSpec, rank: int, steps) -> Path:
     if spec.cann_version:
         info["cann_version"] = spec.cann_version
     (rdir / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=4), encoding="utf-8")
+    if spec.pipeline_layout and spec.stage_families:
+        (rdir / "profiler_metadata.json").write_text(json.dumps(_pipeline_metadata(spec, rank)), encoding="utf-8")
 
     hdr, rows = _kernel_rows(spec, rank, steps)
     _write_csv(out / "kernel_details.csv", hdr, rows, crlf=spec.header.startswith("g2025"))
@@ -404,6 +421,25 @@ def _write_rank(root: Path, spec: SynthSpec, rank: int, steps) -> Path:
     if spec.comm_ops:
         (out / "communication.json").write_text(json.dumps(comm_doc, indent=1), encoding="utf-8")
     return rdir
+
+
+def _pipeline_metadata(spec: SynthSpec, rank: int) -> dict:
+    """profiler_metadata.json of one rank of a pipeline-parallel job (TP 1, the ranks of a stage
+    consecutive), as torch_npu writes it for Megatron / MindSpeed: ``distributed_args`` and the
+    ``parallel_group_info`` groups default_group, dp (its stage's ranks) and pp (one rank per stage,
+    ``group_rank`` = the stage)."""
+    pp = len(spec.stage_families)
+    dp = spec.ranks // pp
+    stage, dp_rank = rank // dp, rank % dp
+    groups = {"group_name_0": {"group_name": "default_group", "group_rank": rank,
+                               "global_ranks": list(range(spec.ranks))},
+              f"group_name_{1 + stage}": {"group_name": "dp", "group_rank": dp_rank,
+                                          "global_ranks": list(range(stage * dp, (stage + 1) * dp))},
+              f"group_name_{1 + pp + dp_rank}": {"group_name": "pp", "group_rank": stage,
+                                                 "global_ranks": [s * dp + dp_rank for s in range(pp)]}}
+    return {"distributed_args": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": pp,
+                                 "data_parallel_size": dp, "rank": rank, "world_size": spec.ranks},
+            "parallel_group_info": groups}
 
 
 def write_capture(out_dir, spec: SynthSpec = SynthSpec(), *, existing: str = "into") -> Path:
@@ -544,6 +580,33 @@ def _scratch(parent: Path, prefix: str) -> Path:
             return p
         except FileExistsError:
             continue
+
+
+# A 2-stage pipeline of a decoder-only model: stage 0 runs the embedding and 4 layers, stage 1
+# runs 6 layers, the output projection and the loss (other families and more calls: other kernel
+# signatures, and about 1.5x stage 0's Computing)
+_EMBEDDING = ("aclnnEmbedding_GatherV2AiCore_GatherV2", "GatherV2", "AI_VECTOR_CORE", 1, 40.0)
+_HEAD = (("aclnnLogSoftmax_LogSoftmaxV2AiCore_LogSoftmaxV2", "LogSoftmaxV2", "AI_VECTOR_CORE", 1, 90.0),
+         ("aclnnCrossEntropyLoss_CrossEntropyLossAiCore_CrossEntropyLoss", "CrossEntropyLoss", "AI_VECTOR_CORE",
+          1, 60.0))
+
+
+def _layers(scale: float) -> tuple:
+    """The default families with their calls per step × ``scale`` (layers on the stage)."""
+    return tuple((n, t, c, max(1, int(round(k * scale))), m) for n, t, c, k, m in DEFAULT_FAMILIES)
+
+
+PIPELINE_STAGE_FAMILIES = ((_EMBEDDING,) + _layers(1.0), _layers(1.5) + _HEAD)
+
+
+def pipeline_spec(dp: int = 2, **kw) -> SynthSpec:
+    """A pipeline-parallel job of ``len(PIPELINE_STAGE_FAMILIES)`` (2) stages with ``dp``
+    data-parallel ranks each (ranks 0..dp-1 stage 0), its layout recorded in every rank's
+    profiler_metadata.json; ``kw``: any other :class:`SynthSpec` field (``slowdown`` with
+    ``inject_ranks`` slows one stage)."""
+    kw.setdefault("stage_families", PIPELINE_STAGE_FAMILIES)
+    kw.setdefault("pipeline_layout", True)
+    return SynthSpec(ranks=dp * len(kw["stage_families"]), **kw)
 
 
 def write_demo_pair(out_dir) -> tuple[Path, Path]:
