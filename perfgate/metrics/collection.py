@@ -168,7 +168,13 @@ def summary_text(config: dict) -> str:
     sec = section_of(config)
     if sec is None:
         return "collection options not recorded"
-    return "collection options: " + ", ".join(f"{n}={_shown_option(sec, n)}" for n in ORDER)
+    return "collection options: " + options_text(sec)
+
+
+def options_text(section: dict) -> str:
+    """A section's options as ``with_stack=true, record_shapes=false, ...`` in :data:`ORDER`
+    (each rank's value where the ranks differ)."""
+    return ", ".join(f"{n}={_shown_option(section, n)}" for n in ORDER)
 
 
 def ranks_differ_warning(section: dict) -> str | None:

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from _cli import run
 from _edits import edit_profiler_info as edit_info
 
 from perfgate.app.run import fingerprint_path
+from perfgate.compare.calibrate import refuse_mixed
+from perfgate.errors import UsageError
 from perfgate.ingest import load_capture
 from perfgate.ingest.discover import read_profiler_info
 from perfgate.metrics.collection import MIXED, collection_section, summary_text
 from perfgate.metrics.fingerprint import fingerprint_capture
+from perfgate.metrics.repeat import require_one_job
 
 
 def test_fingerprint_json_and_stderr_show_the_collection_options(copy_capture, tmp_path):
@@ -70,3 +75,18 @@ def test_the_golden_fingerprint_path_carries_no_collection_section(text_captures
     section is added where captures are read for the command line (fingerprint_path)."""
     fp = fingerprint_capture(load_capture(text_captures / "level1", with_trace=False), policy)
     assert "collection" not in fp.config and summary_text(fp.config) == "collection options not recorded"
+
+
+def test_repeated_captures_of_one_side_share_the_options_that_change_what_is_measured(copy_capture, policy):
+    """Pooling a with_stack run with runs without it would read its host overhead as noise
+    (as repeated captures refuse mixed profiler levels); another schedule is the same job."""
+    a, b, c = copy_capture("level1", "a"), copy_capture("level1", "b"), copy_capture("level1", "c")
+    edit_info(b, lambda d: d["config"]["common_config"].update(with_stack=False))
+    edit_info(c, lambda d: d["config"]["common_config"]["schedule"].update(skip_first=20))
+    fps = [fingerprint_path(x, policy, with_trace="never", workers=1) for x in (a, b, c)]
+    with pytest.raises(UsageError, match=r"capture 2 .* profiler collection option with_stack: true vs false"):
+        require_one_job(fps[:2])
+    with pytest.raises(UsageError, match=r"calibrate: capture 2 .* collection option with_stack: true vs false"):
+        refuse_mixed(fps[:2])
+    require_one_job([fps[0], fps[2]])
+    refuse_mixed([fps[0], fps[2]])
