@@ -140,8 +140,8 @@ def shown(value) -> str:
         return "not recorded"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, dict):
-        return " ".join(f"{k}={shown(v)}" for k, v in value.items())
+    if isinstance(value, dict):   # a schedule; read back from a file saved with sorted keys too
+        return " ".join(f"{k}={shown(v)}" for k, v in normalised("schedule", value).items())
     return str(value)
 
 

@@ -89,6 +89,12 @@ def test_notes_name_each_changed_option_and_what_it_affects():
     assert "every tensor allocation" in notes[0] and "baseline CPU,NPU -> candidate NPU" in notes[1]
     assert ("baseline wait=0 warmup=1 active=2 repeat=1 skip_first=5 -> candidate wait=0 warmup=1 active=5 "
             "repeat=1 skip_first=5: another part of the run is captured") in notes[2]
+    # a baseline file stores the schedule's keys sorted: shown in the profiler's order all the same
+    stored = _config(schedule={"active": 2, "repeat": 1, "skip_first": 5, "wait": 0, "warmup": 1})
+    assert collection_notes(stored, _config()) == []
+    assert "baseline wait=0 warmup=1 active=2 repeat=1 skip_first=5 -> candidate wait=0 warmup=1 active=3" in \
+        collection_notes(stored, _config(schedule={"wait": 0, "warmup": 1, "active": 3, "repeat": 1,
+                                                   "skip_first": 5}))[0]
     # not recorded on one side: noted only when the other side is away from torch_npu's defaults
     assert collection_notes(_config(with_stack=None), _config()) == []
     assert collection_notes(_config(with_stack=None), _config(with_stack=True))[0].startswith(
