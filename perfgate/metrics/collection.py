@@ -213,14 +213,17 @@ def series_signature(config: dict) -> list[str]:
 
 
 def measured_difference(a: dict, b: dict) -> str | None:
-    """The first option of :data:`MEASURED` two fingerprint configs that both carry the section
-    record differently, as ``with_stack: false vs true``; None when they agree (or either has no
-    section)."""
+    """The first option of :data:`MEASURED` both fingerprint configs record, with different
+    values, as ``with_stack: false vs true``; None when they agree. An option one side does not
+    record (or a config without the section) is no evidence of a difference and is passed over."""
     sa, sb = section_of(a), section_of(b)
     if sa is None or sb is None:
         return None
     for n in MEASURED:
-        if (sa["options"].get(n), sa.get("ranks_differ", {}).get(n)) != (sb["options"].get(n), sb.get("ranks_differ", {}).get(n)):
+        va, vb = sa["options"].get(n), sb["options"].get(n)
+        if va is None or vb is None:
+            continue
+        if (va, sa.get("ranks_differ", {}).get(n)) != (vb, sb.get("ranks_differ", {}).get(n)):
             return f"{n}: {_shown_option(sa, n)} vs {_shown_option(sb, n)}"
     return None
 

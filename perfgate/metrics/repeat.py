@@ -87,6 +87,11 @@ def require_one_job(fps: list[Fingerprint]) -> None:
                     f"({ref.provenance.get('source')}) in {facet}: {ref.config.get(facet)!r} vs "
                     f"{fp.config.get(facet)!r}{ranks}; repeated captures of one side must be the same job",
                     hint="pass captures of one job configuration per side")
+        why = other_workload(ref, fp, names=("capture 1", f"capture {i}"))
+        if why:
+            raise UsageError(f"capture {i} ({fp.provenance.get('source')}) and capture 1 ({ref.provenance.get('source')}) "
+                             f"are {why}; repeated captures of one side must be the same job",
+                             hint="pass captures of one job configuration per side")
         option = measured_difference(ref.config, fp.config)
         if option:
             raise UsageError(
@@ -94,11 +99,6 @@ def require_one_job(fps: list[Fingerprint]) -> None:
                 f"({ref.provenance.get('source')}) in the profiler collection option {option}: it changes "
                 f"what is measured; repeated captures of one side must be the same job",
                 hint="pass captures of one job configuration per side")
-        why = other_workload(ref, fp, names=("capture 1", f"capture {i}"))
-        if why:
-            raise UsageError(f"capture {i} ({fp.provenance.get('source')}) and capture 1 ({ref.provenance.get('source')}) "
-                             f"are {why}; repeated captures of one side must be the same job",
-                             hint="pass captures of one job configuration per side")
 
 
 def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:
