@@ -995,7 +995,9 @@ def history_journal(branch, metric, history_path, policy_path):
                                                  "'perfgate[dask]').")
 def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, scheduler):
     """Print the fingerprint of CAPTURE (metrics, self-checks, provenance) as JSON.
-    Exits 3 when a self-check fails."""
+    With --output FILE, the profiler's collection options (with_stack, record_shapes, ...; in the
+    JSON under config.collection) are also printed on stderr in one line. Exits 3 when a
+    self-check fails."""
     from perfgate.app.run import fingerprint_path
     from perfgate.metrics.fingerprint import failed_checks
     from perfgate.app.gate import require_writable
@@ -1015,7 +1017,9 @@ def fingerprint(capture, policy_path, trace_mode, no_trace, output, workers, sch
         _OUTCOME["code"] = errors.EXIT_INVALID_CAPTURE
     if output and output != "-":   # "-" is stdout, as check's --json -
         from perfgate.store.atomic import write_atomic
+        from perfgate.metrics.collection import summary_text
         write_atomic(Path(output), text)
+        click.echo(f"perfgate: {summary_text(fp.config)}", err=True)   # stdout holds no JSON here
     else:
         click.echo(text.decode("utf-8"), nl=False)
     bad = failed_checks(fp)

@@ -1,6 +1,7 @@
 """Inputs a test builds from a copy of a capture, of the default policy or of a stored baseline: a
-text replaced once, a step dropped from communication.json, every task of raw msprof output
-scaled, a policy with one line changed, a history database of three recorded runs."""
+text replaced once, a step dropped from communication.json, a profiler_info option changed, every
+task of raw msprof output scaled, a policy with one line changed, a history database of three
+recorded runs."""
 from __future__ import annotations
 
 import csv
@@ -82,3 +83,13 @@ def set_cell(path, row: int, column: str, value: str) -> None:
 
 # a one-rank, one-step synthetic capture whose step anatomy is known exactly (no jitter, fixed gaps)
 EXACT = dict(ranks=1, steps=1, jitter=0.0, gap_dist="fixed", gap_us=3.0, prelaunch_us=500.0, tail_us=100.0)
+
+
+def edit_profiler_info(cap, change, ranks=None):
+    """Apply ``change(doc)`` to the parsed profiler_info_<N>.json of every rank folder of ``cap``
+    (or of the ranks in ``ranks``) and write it back."""
+    for p in sorted(cap.glob("*/profiler_info_*.json")):
+        if ranks is None or int(p.stem.rsplit("_", 1)[1]) in ranks:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+            change(doc)
+            p.write_text(json.dumps(doc), encoding="utf-8")

@@ -39,6 +39,7 @@ from scipy.stats import norm
 
 from perfgate import terms
 from perfgate.errors import UsageError
+from perfgate.metrics.collection import measured_difference
 from perfgate.model import Fingerprint
 from perfgate.policy import Policy, Tolerance
 from perfgate.compare.stats import interval_level, robust_sigma, settings
@@ -81,7 +82,9 @@ def refuse_mixed(fps: list[Fingerprint]) -> None:
     them): Level0 + Level1 + Level2 are three jobs, and their spread is not run-to-run noise.
 
     Raises:
-        UsageError: the first facet of :data:`SAME_JOB` that differs, naming both captures and values.
+        UsageError: the first facet of :data:`SAME_JOB` that differs, or the first collection
+            option that changes what is measured
+            (:func:`perfgate.metrics.collection.measured_difference`), naming both captures and values.
     """
     ref = fps[0]
     for i, fp in enumerate(fps[1:], start=2):
@@ -93,6 +96,14 @@ def refuse_mixed(fps: list[Fingerprint]) -> None:
                     f"({ref.provenance.get('source')}) in {facet}: {a!r} vs {b!r}; repeated captures of one "
                     f"commit must be the same job, or the tolerances would measure the configuration change",
                     hint="calibrate on captures of one configuration (same profiler level, export and ranks)")
+        option = measured_difference(ref.config, fp.config)
+        if option:
+            raise UsageError(
+                f"calibrate: capture {i} ({fp.provenance.get('source')}) differs from capture 1 "
+                f"({ref.provenance.get('source')}) in the profiler collection option {option}; repeated "
+                f"captures of one commit must be the same job, or the tolerances would measure the "
+                f"configuration change",
+                hint="calibrate on captures collected with the same profiler options")
 
 
 def _in_tolerance_unit(amount: float, vals: list, kind: str) -> float:

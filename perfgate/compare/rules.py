@@ -27,6 +27,10 @@ Rules, in order, for every metric key present on either side:
    (:mod:`perfgate.compare.attribution`).
 
 Only gated metrics in gated views (policy ``gate_views``) can fail the gate.
+
+A profiler-level or collection-option change (with_stack, record_shapes, profile_memory,
+activities, ...: :mod:`perfgate.metrics.collection`) leaves every metric judged and is a note
+at the top of the report (:func:`config_notes`), naming what it affects.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from dataclasses import dataclass, replace
 from perfgate import terms
 from perfgate.metrics import registry
 from perfgate.metrics import stages
+from perfgate.metrics.collection import collection_notes
 from perfgate.metrics.repeat import runs_of
 from perfgate.metrics.segments import UNIQUE
 from perfgate.metrics.workload import other_workload
@@ -98,7 +103,12 @@ def _other_workload(base: Fingerprint, cand: Fingerprint) -> str | None:
 
 
 def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
-    """Human sentences for every config facet that differs (toolchain, level, ranks, ...)."""
+    """Human sentences for every config facet that differs (toolchain, level, ranks, ...) and
+    every profiler collection option (with_stack, record_shapes, profile_memory, activities,
+    schedule, ...: :func:`perfgate.metrics.collection.collection_notes`). Like the level change,
+    a changed collection option is a note at the top of the report, never a reason to leave a
+    metric unjudged: :mod:`perfgate.metrics.collection` says which options change what is
+    measured and what each affects."""
     notes = []
     for key, label in (("profiler_level", "profiler level"), ("aic_metrics", "aic_metrics"),
                        ("export_type", "export type"), ("cann_version", "CANN version"),
@@ -107,6 +117,7 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
         b, c = base.config.get(key), cand.config.get(key)
         if b != c:
             notes.append(f"{label} changed: baseline {terms.shown_value(b)} -> candidate {terms.shown_value(c)}")
+    notes.extend(collection_notes(base.config, cand.config))
     if _toolchain_changed(base, cand):
         notes.append("toolchain changed: per-kernel metrics (families, types, shares, Top-N) are "
                      "reported but do not gate; step-level metrics still gate")

@@ -20,7 +20,8 @@ with status ``invalid`` and no values.
 
 Series: a run's series is :func:`series_id`: the stored ``series_key`` (a hash of
 :data:`SERIES_FACETS`: rank count, CANN / torch_npu versions, aic_metrics, Type / Accelerator Core
-availability) and the ``profiler_level`` column. Runs of another ``series_key`` are never
+availability, plus the profiler collection options that change what is measured when they are
+not torch_npu's defaults, e.g. with_stack=true: :func:`series_key`) and the ``profiler_level`` column. Runs of another ``series_key`` are never
 compared. The profiler level splits trends and sparklines, and each rolling-baseline pool holds
 one level (:meth:`HistoryStore.rolling_baseline`): Level1 and Level2 write the same kernel rows,
 but a Level2 run costs the job more profiling overhead, so pooling them would read the
@@ -143,9 +144,18 @@ def _ranks_of(config_json) -> tuple | None:
 
 def series_key(config: dict) -> str:
     """The stored ``runs.series_key``: 12 hex of sha256 over rank count, CANN / torch_npu
-    versions, aic_metrics and Type / Accelerator Core availability (``SERIES_FACETS``). One part
-    of a run's series; :func:`series_id` adds the profiler level."""
-    blob = json.dumps({k: config.get(k) for k in SERIES_FACETS}, sort_keys=True)
+    versions, aic_metrics and Type / Accelerator Core availability (``SERIES_FACETS``), and the
+    profiler collection options that change what is measured when they are away from torch_npu's
+    defaults (``collection``: :func:`perfgate.metrics.collection.series_signature`, e.g.
+    ``["with_stack=true"]``). Options at their defaults, not recorded, or a run recorded before
+    perfgate read them add nothing, so the keys stored before stay valid. One part of a run's
+    series; :func:`series_id` adds the profiler level."""
+    from perfgate.metrics.collection import series_signature
+    facets = {k: config.get(k) for k in SERIES_FACETS}
+    signature = series_signature(config)
+    if signature:
+        facets["collection"] = signature
+    blob = json.dumps(facets, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -802,8 +812,8 @@ class HistoryStore:
         if len(same) < min_runs:
             other = len(runs) - len(same) - len(other_ranks)
             why = (f" ({other} other run(s) of {branch!r} are from another series or profiler level: "
-                   f"profiler level or aic_metrics, CANN / torch_npu version, rank count or Type / "
-                   f"Accelerator Core availability changed)" if other else "")
+                   f"profiler level or aic_metrics, a collection option such as with_stack, CANN / torch_npu "
+                   f"version, rank count or Type / Accelerator Core availability changed)" if other else "")
             if other_ranks:
                 sets = sorted({tuple(r) for r in other_ranks.values()})
                 why += (f" ({len(other_ranks)} run(s) of this series profiled other ranks than the candidate's "

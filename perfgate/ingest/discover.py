@@ -394,7 +394,8 @@ def read_profiler_info(path: Path) -> dict:
 
     Returns keys ``profiler_level``, ``aic_metrics``, ``export_type``, ``l2_cache``,
     ``torch_npu_version``, ``cann_version``, ``schedule`` (dict), ``rank_id`` (int or None),
-    ``collection_end_ns`` (host wall clock when collection ended, ns, or None).
+    ``collection_end_ns`` (host wall clock when collection ended, ns, or None), ``collection``
+    (the profiler's collection options as written, :func:`collection_fields`).
 
     Raises:
         InvalidCaptureError: the file is empty or not valid JSON (names the byte offset), or its
@@ -438,7 +439,26 @@ def read_profiler_info(path: Path) -> dict:
         "schedule": sched,
         "rank_id": rid,
         "collection_end_ns": end_info.get("collectionTimeEnd") if isinstance(end_info.get("collectionTimeEnd"), int) else None,
+        "collection": collection_fields(common, exp, sched),
     }
+
+
+#: the collection options of ``config.common_config`` read as written (SCHEMAS.md §0)
+_COMMON_OPTIONS = ("activities", "with_stack", "record_shapes", "profile_memory", "with_modules", "with_flops")
+
+
+def collection_fields(common: dict, exp: dict, sched: dict) -> dict:
+    """The profiler's collection options of one profiler_info file, as written: the
+    ``config.common_config`` switches (:data:`_COMMON_OPTIONS`), ``schedule`` (keys without
+    G2023's leading ``_``) and ``experimental_config._l2_cache`` as ``l2_cache``. A field the
+    file does not hold is left out (never read as false); judged by
+    :mod:`perfgate.metrics.collection`."""
+    out = {k: common[k] for k in _COMMON_OPTIONS if k in common}
+    if sched:
+        out["schedule"] = dict(sched)
+    if "_l2_cache" in exp:
+        out["l2_cache"] = exp["_l2_cache"]
+    return out
 
 
 def _first_difference(a, b, where: str = "") -> str:

@@ -21,6 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 from perfgate.errors import UsageError
+from perfgate.metrics.collection import measured_difference
 from perfgate.metrics.kernels import median_low
 from perfgate.metrics.workload import other_workload
 from perfgate.model import Fingerprint, MetricValue
@@ -68,7 +69,9 @@ def require_one_job(fps: list[Fingerprint]) -> None:
     """Refuse fingerprints that cannot be repeated runs of one commit: a configuration facet
     that differs (:data:`_CONFIG_MUST_MATCH`: rank count, rank ids, Type / Accelerator Core
     availability, communication.json, fingerprint rules, toolchain versions, profiler level,
-    aic_metrics) or another workload (:func:`perfgate.metrics.workload.other_workload`).
+    aic_metrics), a profiler collection option that changes what is measured
+    (:func:`perfgate.metrics.collection.measured_difference`: with_stack, record_shapes, ...) or
+    another workload (:func:`perfgate.metrics.workload.other_workload`).
 
     Raises:
         UsageError: naming both captures (by their ``provenance["source"]``), the facet and both
@@ -89,6 +92,13 @@ def require_one_job(fps: list[Fingerprint]) -> None:
             raise UsageError(f"capture {i} ({fp.provenance.get('source')}) and capture 1 ({ref.provenance.get('source')}) "
                              f"are {why}; repeated captures of one side must be the same job",
                              hint="pass captures of one job configuration per side")
+        option = measured_difference(ref.config, fp.config)
+        if option:
+            raise UsageError(
+                f"capture {i} ({fp.provenance.get('source')}) differs from capture 1 "
+                f"({ref.provenance.get('source')}) in the profiler collection option {option}: it changes "
+                f"what is measured; repeated captures of one side must be the same job",
+                hint="pass captures of one job configuration per side")
 
 
 def merge_fingerprints(fps: list[Fingerprint]) -> Fingerprint:

@@ -614,7 +614,7 @@ def _selfchecks(checks) -> str:
 
 _PROV_KEYS = ("source", "ranks", "commit", "branch", "runner", "ci_run_id", "created_at", "perfgate_version")
 _CONF_KEYS = ("ranks profiled", "job world size", "coverage", "profiler_level", "aic_metrics", "export_type", "torch_npu_version", "cann_version",
-              "kernel_variants", "has_trace", "has_step_trace", "has_comm_json")
+              "collection options", "kernel_variants", "has_trace", "has_step_trace", "has_comm_json")
 
 
 def _provenance(sides: list) -> str:
@@ -643,7 +643,8 @@ def _conf_value(c: dict, key: str):
     """A config facet for the provenance table. Rank coverage: ``ranks profiled`` is
     the count and ids of the rank folders read (config ``world_size`` / ``ranks``), ``job world
     size`` the job's size as recorded (or "not recorded": never guessed), ``coverage`` the
-    tables each rank holds."""
+    tables each rank holds, ``collection options`` the profiler's collection options
+    (:func:`perfgate.metrics.collection.summary_text`; None for a fingerprint without them)."""
     if key == "ranks profiled":
         n = c.get("world_size")
         return None if n is None else f"{n} ({', '.join(map(str, c.get('ranks') or []))})"
@@ -652,6 +653,10 @@ def _conf_value(c: dict, key: str):
             return None
         w = c.get("job_world_size")
         return f"{w} ({c.get('world_size_source')})" if w is not None else "not recorded"
+    if key == "collection options":
+        from perfgate.metrics.collection import options_text, section_of
+        sec = section_of(c)
+        return options_text(sec) if sec is not None else None
     if key == "coverage":
         cov = c.get("coverage")
         return None if not cov else "; ".join(f"rank {r}: {', '.join(t)}" for r, t in cov.items())

@@ -11,7 +11,7 @@ from perfgate.compare.causes import MIN_STEP_DELTA_US
 VIEW_ORDER = (terms.VIEW_RANK0, terms.VIEW_P50, terms.VIEW_MAX)
 _CONFIG_WORDS = ("narrow policy:", "partial comparison:", "profiler level changed", "export type changed", "aic_metrics changed", "rank count changed",
                  "toolchain changed", "rank ids differ", "CANN version changed", "torch_npu version changed",
-                 "kernel table format (export / header) changed")
+                 "kernel table format (export / header) changed", "collection option")
 
 
 def informational_text(counts: dict) -> str:
@@ -119,7 +119,7 @@ def _fails(result, key) -> bool:
 
 
 def config_changes(result) -> list[str]:
-    """Notes about a profiler-level / export / rank / toolchain change: stated at the top."""
+    """Notes about a profiler-level / export / rank / toolchain / collection-option change: stated at the top."""
     return [n for n in result.notes if any(w in n for w in _CONFIG_WORDS)]
 
 

@@ -8,14 +8,31 @@ from perfgate.app.gate import HistoryEntry, check, record_history
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth import SynthSpec, write_capture
 
+from _edits import edit_profiler_info
+
+
+def _collected_as_synth(doc):
+    """level1's collection options as the synthetic captures' (with_stack and the other host-side
+    switches not recorded, l2_cache off): one history series, so only the workload tells them apart."""
+    for k in ("with_stack", "record_shapes", "profile_memory", "with_modules", "with_flops"):
+        doc["config"]["common_config"].pop(k, None)
+    doc["config"]["experimental_config"]["_l2_cache"] = False
+
 
 @pytest.fixture
-def mixed_history(tmp_path, text_captures, policy):
+def level1_in_the_series(copy_capture):
+    cap = copy_capture("level1")
+    edit_profiler_info(cap, _collected_as_synth)
+    return cap
+
+
+@pytest.fixture
+def mixed_history(tmp_path, level1_in_the_series, policy):
     db = tmp_path / "h.sqlite"
     caps = [write_capture(tmp_path / f"s{i}", SynthSpec(seed=i)) for i in range(4)]
     for i, c in enumerate(caps):
         record_history(c, HistoryEntry("main", commit=f"c{i}"), policy=policy, history_path=db, env={})
-    record_history(text_captures / "level1", HistoryEntry("main", commit="cnn"), policy=policy, history_path=db, env={})
+    record_history(level1_in_the_series, HistoryEntry("main", commit="cnn"), policy=policy, history_path=db, env={})
     return db, caps
 
 
@@ -31,9 +48,9 @@ def test_the_baseline_pools_the_candidates_workload_only(mixed_history, policy):
     assert topn and all(c.verdict == "unchanged" for c in topn)
 
 
-def test_a_candidate_of_the_other_workload_finds_too_few_runs(mixed_history, policy, text_captures):
+def test_a_candidate_of_the_other_workload_finds_too_few_runs(mixed_history, policy, level1_in_the_series):
     db, _ = mixed_history
-    r = check(text_captures / "level1", "history:main", policy=policy, history_path=db, env={},
+    r = check(level1_in_the_series, "history:main", policy=policy, history_path=db, env={},
               store=BaselineStore(db.parent / "bl"))
     assert r.exit_code == 4
     assert "another workload" in (r.error or {}).get("message", "") or any("another workload" in n for n in r.notes)

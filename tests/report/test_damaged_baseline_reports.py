@@ -122,15 +122,16 @@ def test_damaged_baseline_reports_name_the_byte_offset_and_line(tmp_path, store)
     good = (d / "bl" / "main.json").read_bytes()
     bl = tmp_path / "bl"
     bl.mkdir()
-    (bl / "main.json").write_bytes(good[:3000])
+    cut = good.index(b",\n", 3000) + 2   # cut between two values: the parser stops at the end of the file
+    (bl / "main.json").write_bytes(good[:cut])
     code, text = run("check", "--baseline", "main", cand, "--baseline-dir", bl, "--out", tmp_path / "o")
     assert code == 5
     doc = json.loads((tmp_path / "o" / "perfgate-result.json").read_text())
-    line = good[:3000].count(b"\n") + 1
-    assert doc["error"]["byte_offset"] == 3000 and f"(line {line}, column" in doc["error"]["message"]
-    assert "main.json byte 3000" in (tmp_path / "o" / "perfgate-report.md").read_text()
-    assert "main.json byte 3000" in (tmp_path / "o" / "perfgate-junit.xml").read_text()
-    assert "main.json byte 3000" in text
+    line = good[:cut].count(b"\n") + 1
+    assert doc["error"]["byte_offset"] == cut and f"(line {line}, column" in doc["error"]["message"]
+    assert f"main.json byte {cut}" in (tmp_path / "o" / "perfgate-report.md").read_text()
+    assert f"main.json byte {cut}" in (tmp_path / "o" / "perfgate-junit.xml").read_text()
+    assert f"main.json byte {cut}" in text
 
 
 @pytest.mark.parametrize("kind", ["truncated", "not_sqlite"])

@@ -1,0 +1,92 @@
+"""The profiler's collection options (profiler_info_<N>.json config.common_config /
+experimental_config) are in the fingerprint's ``config.collection``: each option's value, None
+where no rank records it (never read as false), and the options the ranks of one capture record
+differently, with a warning. Read on real G2025 captures copied to tmp_path, their profiler_info
+edited in the copy."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _cli import run
+from _edits import edit_profiler_info as edit_info
+
+from perfgate.app.run import fingerprint_path
+from perfgate.compare.calibrate import refuse_mixed
+from perfgate.errors import UsageError
+from perfgate.ingest import load_capture
+from perfgate.ingest.discover import read_profiler_info
+from perfgate.metrics.collection import MIXED, collection_section, summary_text
+from perfgate.metrics.fingerprint import fingerprint_capture
+from perfgate.metrics.repeat import require_one_job
+
+
+def test_fingerprint_json_and_stderr_show_the_collection_options(copy_capture, tmp_path):
+    cap = copy_capture("level1")
+    r = run("fingerprint", cap, "-o", tmp_path / "fp.json", "--trace", "never")
+    assert r.exit_code == 0, r.output
+    sec = json.loads((tmp_path / "fp.json").read_text())["config"]["collection"]
+    assert sec["options"] == {"with_stack": True, "record_shapes": True, "profile_memory": True,
+                              "with_modules": True, "with_flops": False, "activities": "CPU,NPU", "l2_cache": True,
+                              "schedule": {"wait": 0, "warmup": 10, "active": 1, "repeat": 1, "skip_first": 40}}
+    assert sec["ranks_differ"] == {}
+    assert ("perfgate: collection options: with_stack=true, record_shapes=true, profile_memory=true, "
+            "with_modules=true, with_flops=false, activities=CPU,NPU, l2_cache=true, "
+            "schedule=wait=0 warmup=10 active=1 repeat=1 skip_first=40") in r.output
+    # stdout alone is the JSON document
+    r = run("fingerprint", cap, "--trace", "never")
+    assert json.loads(r.stdout)["config"]["collection"]["options"]["with_stack"] is True
+
+
+def test_a_field_not_written_is_not_recorded_never_false(copy_capture, policy):
+    cap = copy_capture("level1")
+    edit_info(cap, lambda d: d["config"]["common_config"].pop("with_stack"))
+    edit_info(cap, lambda d: d["config"]["common_config"].update(record_shapes=False))
+    fp = fingerprint_path(cap, policy, with_trace="never", workers=1)
+    opts = fp.config["collection"]["options"]
+    assert opts["with_stack"] is None and opts["record_shapes"] is False
+    assert "with_stack=not recorded" in summary_text(fp.config) and "record_shapes=false" in summary_text(fp.config)
+
+
+def test_ranks_recording_different_options_are_said(copy_capture, policy):
+    cap = copy_capture("level1")
+    edit_info(cap, lambda d: d["config"]["common_config"].update(with_stack=False), ranks={1})
+    fp = fingerprint_path(cap, policy, with_trace="never", workers=1)
+    sec = fp.config["collection"]
+    assert sec["options"]["with_stack"] == MIXED and sec["ranks_differ"] == {"with_stack": {"0": True, "1": False}}
+    assert sec["options"]["record_shapes"] is True     # the options they agree on stay plain
+    warn = [w for w in fp.warnings if "different profiler collection options" in w]
+    assert warn and "with_stack: differs across ranks (rank 0 true, rank 1 false)" in warn[0]
+
+
+def test_g2023_schedule_keys_and_a_rank_without_profiler_info(ascend):
+    """G2023 writes the schedule's keys with a leading ``_``; a rank without profiler_info
+    records nothing and does not count against the others."""
+    info = read_profiler_info(ascend / "msinsight/server/src/test/test_data/test_rank_0/profiler_info_0.json")
+    sec = collection_section({0: info, 1: {}})
+    assert sec["options"]["schedule"] == {"wait": 1, "warmup": 0, "active": 1, "repeat": 1, "skip_first": 1}
+    assert sec["options"]["with_stack"] is True and sec["options"]["activities"] == "CPU,NPU"
+    assert sec["options"]["l2_cache"] is False and sec["ranks_differ"] == {}
+
+
+def test_the_golden_fingerprint_path_carries_no_collection_section(text_captures, policy):
+    """fingerprint_capture's document is pinned by tests/metrics/test_fingerprint_stable.py: the
+    section is added where captures are read for the command line (fingerprint_path)."""
+    fp = fingerprint_capture(load_capture(text_captures / "level1", with_trace=False), policy)
+    assert "collection" not in fp.config and summary_text(fp.config) == "collection options not recorded"
+
+
+def test_repeated_captures_of_one_side_share_the_options_that_change_what_is_measured(copy_capture, policy):
+    """Pooling a with_stack run with runs without it would read its host overhead as noise
+    (as repeated captures refuse mixed profiler levels); another schedule is the same job."""
+    a, b, c = copy_capture("level1", "a"), copy_capture("level1", "b"), copy_capture("level1", "c")
+    edit_info(b, lambda d: d["config"]["common_config"].update(with_stack=False))
+    edit_info(c, lambda d: d["config"]["common_config"]["schedule"].update(skip_first=20))
+    fps = [fingerprint_path(x, policy, with_trace="never", workers=1) for x in (a, b, c)]
+    with pytest.raises(UsageError, match=r"capture 2 .* profiler collection option with_stack: true vs false"):
+        require_one_job(fps[:2])
+    with pytest.raises(UsageError, match=r"calibrate: capture 2 .* collection option with_stack: true vs false"):
+        refuse_mixed(fps[:2])
+    require_one_job([fps[0], fps[2]])
+    refuse_mixed([fps[0], fps[2]])
