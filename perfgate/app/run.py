@@ -281,15 +281,12 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
         progress: optional callable ``(done, total)`` called as ranks finish.
 
     Returns:
-        The fingerprint of :func:`perfgate.metrics.fingerprint.fingerprint_from_summaries` with
-        the profiler's collection options of every rank (``config["collection"]``,
-        :func:`perfgate.metrics.collection.with_collection`).
+        The fingerprint of :func:`perfgate.metrics.fingerprint.fingerprint_from_summaries`.
 
     Raises:
         UsageError (bad path / scheduler), InvalidCaptureError (every rank's problem listed).
     """
     from perfgate.ingest import discover
-    from perfgate.metrics.collection import with_collection
     from perfgate.metrics.fingerprint import fingerprint_from_summaries
     locs = discover(capture_path)
     root = Path(capture_path)
@@ -339,8 +336,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
     problems = sorted((r for r in results if isinstance(r, InvalidCaptureError)), key=lambda e: str(e.path))
     if problems:
         raise InvalidCaptureError.combine(problems)
-    return with_collection(fingerprint_from_summaries(results, policy, root, provenance),
-                           {x.rank: x.info for x in results})
+    return fingerprint_from_summaries(results, policy, root, provenance)
 
 
 def fingerprint_paths(capture_paths, policy, **kw) -> Fingerprint:

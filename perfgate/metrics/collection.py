@@ -45,17 +45,12 @@ verdict's context. The options of :data:`MEASURED` split history series
 (:func:`series_signature`, part of :func:`perfgate.history.store.series_key`) and must match
 across repeated captures of one side (:func:`perfgate.metrics.repeat.require_one_job`).
 
-The section is added by :func:`with_collection` where a capture is read for the command line
-(:func:`perfgate.app.run.fingerprint_path`); :func:`perfgate.metrics.fingerprint.fingerprint_capture`
-leaves it out (its document is pinned by tests/metrics/test_fingerprint_stable.py). A fingerprint
-or baseline without the section (saved before perfgate read the options) is "not recorded" on
-every option. Pure: no I/O.
+The section is made where the ranks' summaries are merged
+(:func:`perfgate.metrics.fingerprint.fingerprint_from_summaries`), so every way of reading a
+capture records it. A fingerprint or baseline without the section (saved before perfgate read the
+options) is "not recorded" on every option. Pure: no I/O.
 """
 from __future__ import annotations
-
-from dataclasses import replace
-
-from perfgate.model import Fingerprint
 
 #: ``options[name]`` of an option the ranks of one capture record differently
 MIXED = "differs across ranks"
@@ -185,15 +180,6 @@ def ranks_differ_warning(section: dict) -> str | None:
     parts = "; ".join(f"{n}: {_shown_option(section, n)}" for n in ORDER if n in differ)
     return (f"the ranks record different profiler collection options ({parts}): one capture's ranks are "
             f"collected by one profiler call, so their figures are not like-for-like")
-
-
-def with_collection(fp: Fingerprint, infos: dict) -> Fingerprint:
-    """``fp`` with ``config["collection"]`` (:func:`collection_section` of ``infos``, {rank id:
-    profiler_info facets}) and, when the ranks record different options, a warning saying so."""
-    sec = collection_section(infos)
-    warn = ranks_differ_warning(sec)
-    return replace(fp, config={**fp.config, "collection": sec},
-                   warnings=tuple(fp.warnings) + ((warn,) if warn else ()))
 
 
 def _deviates(name: str, value) -> bool:

@@ -24,6 +24,7 @@ import pandas as pd
 from perfgate import terms
 from perfgate.version import __version__
 from perfgate.errors import InvalidCaptureError
+from perfgate.metrics import collection
 from perfgate.metrics import kernels as km
 from perfgate.metrics import operators as opv
 from perfgate.metrics import registry
@@ -1025,7 +1026,9 @@ def refuse_uneven_columns(full: list, root) -> None:
 def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance: dict | None = None,
                                warnings: list | None = None) -> Fingerprint:
     """Merge per-rank summaries (:func:`summarize_rank`) into one fingerprint: cross-rank
-    views (rank0 / p50 / max / skew), warm-up and cross-rank findings, config, provenance."""
+    views (rank0 / p50 / max / skew, within each pipeline stage), warm-up and cross-rank
+    findings, config (with the profiler's collection options of every rank,
+    ``config["collection"]``: :func:`perfgate.metrics.collection.collection_section`), provenance."""
     from pathlib import Path
     sums = sorted(sums, key=lambda x: x.rank)
     th = policy.findings
@@ -1083,6 +1086,10 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
     if layout is not None:   # several pipeline stages: the stage of each rank and how it was found
         config["stages"] = layout.to_config()
         warns.extend(stages.unplaced_warning(layout))
+    config["collection"] = collection.collection_section({x.rank: x.info for x in sums})
+    differ = collection.ranks_differ_warning(config["collection"])
+    if differ:
+        warns.append(differ)
     return Fingerprint(schema=FINGERPRINT_SCHEMA, perfgate_version=__version__, provenance=prov,
                        config=config, metrics=metrics,
                        self_checks=tuple(checks), warnings=tuple(warns),

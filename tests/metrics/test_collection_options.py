@@ -70,11 +70,13 @@ def test_g2023_schedule_keys_and_a_rank_without_profiler_info(ascend):
     assert sec["options"]["l2_cache"] is False and sec["ranks_differ"] == {}
 
 
-def test_the_golden_fingerprint_path_carries_no_collection_section(text_captures, policy):
-    """fingerprint_capture's document is pinned by tests/metrics/test_fingerprint_stable.py: the
-    section is added where captures are read for the command line (fingerprint_path)."""
-    fp = fingerprint_capture(load_capture(text_captures / "level1", with_trace=False), policy)
-    assert "collection" not in fp.config and summary_text(fp.config) == "collection options not recorded"
+def test_every_way_of_reading_a_capture_records_the_options(text_captures, policy):
+    """The section is made where rank summaries are merged: fingerprint_capture (one process)
+    and fingerprint_path (the command line's pool) record the same options."""
+    one = fingerprint_capture(load_capture(text_captures / "level1", with_trace=False), policy)
+    pooled = fingerprint_path(text_captures / "level1", policy, with_trace="never", workers=2)
+    assert one.config["collection"] == pooled.config["collection"]
+    assert one.config["collection"]["options"]["with_stack"] is True
 
 
 def test_repeated_captures_of_one_side_share_the_options_that_change_what_is_measured(copy_capture, policy):

@@ -5,7 +5,9 @@ in ``tests/data/fingerprint_golden.json`` by the code before the scale work: one
 fingerprint part (config, self_checks, findings, detail, warnings, provenance, ...) and one
 per metric name over all its keys and views (values, evidence, context), so a difference
 names what changed. The only volatile parts, ``provenance.created_at`` and the absolute
-``provenance.source``, are dropped. No capture data is stored, only digests. Regenerate only on purpose, with a reviewed reason:
+``provenance.source``, are dropped, and so is ``config.collection``: the collection options are
+copied from profiler_info, not computed from the capture's rows, so they say nothing about the
+fast paths these digests guard (tests/metrics/test_collection_options.py checks them). No capture data is stored, only digests. Regenerate only on purpose, with a reviewed reason:
 ``PERFGATE_REGEN_GOLDEN=1 python3 -m pytest tests/metrics/test_fingerprint_stable.py``.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ def canonical(fp) -> dict:
     d = json.loads(json.dumps(fp.to_dict(), sort_keys=True, default=str))
     d["provenance"].pop("created_at", None)
     d["provenance"].pop("source", None)
+    d["config"].pop("collection", None)
     return d
 
 
