@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale benchmarks for perfgate (issue 21): cost per shape against the floor, measured in one run.
+"""Scale benchmarks for perfgate: cost per shape against the floor, measured in one run.
 
 Every figure is a ratio measured in this run, on this machine (no timed assertions). The floor
 is pyarrow reading the same kernel_details.csv columns perfgate parses, as strings (the cost
@@ -16,27 +16,47 @@ Shapes (``--shapes``):
   d  many ranks: 64 and 1,024 small ranks (perfgate.synth.scale): serial time, per-rank fixed
      cost, --workers 2 vs serial (wall and CPU including children), and the same ranks on a local
      dask.distributed cluster of 1 and 2 worker processes (``--dask``)
+  r  real ranks (``--real-ranks``, default 64): the real level1 rank 0 (191 kernel rows, its
+     trace_view.json and communication.json) as N distinct ranks, each its own rank id and its own
+     times, written by the shared tools/scenarios builder (never imports perfgate; rank r is its
+     ``identity`` scenario with ``--noise --seed r+1``) or ``--rank-builder perfgate``; serial, trace
+     read: ms CPU per rank, and the same with ``--trace never``
 
-Sections (``--skip`` any of growth, trace, ref):
+Sections (``--skip`` any of growth, trace, ref, pair):
   growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``: in this process
           (paired with the floor), and ``perfgate fingerprint`` in a fresh process (what users run)
   trace   trace_view.json scan of shape a (most events kept) and of the real level1 trace's
           events repeated to the same size (few kept): MiB/s CPU of the byte-level extractor
           (default), the Arrow line scan and the exact structural scan (jsonscan), and of
           validity.lost_launches' flow pass; same files, same run, child processes
-  ref     msprof-analyze ``compare`` (one run) vs ``perfgate check`` (median of 3 runs, as users run
-          it; and 3 runs with ``--workers 1``, everything in one process, alternating) on a
-          shape-a pair (``--ref-rows``), wall time and peak memory; the reference counts only when it
-          wrote its performance_comparison_result_*.xlsx and logged no [ERROR] (exit 0 is not a
-          result). Peak memory is the largest sum of PSS over the command's whole process tree,
-          sampled every 20 ms with psutil (``pip install psutil``; the ``bench`` extra): a helper
-          process is counted, a forked child's shared pages once (msprof-analyze forks one);
-          without psutil, GNU time's %M (the largest single process's RSS).
+  ref     msprof-analyze ``compare`` vs ``perfgate check`` on a shape-a pair (``--ref-rows``), both
+          measured the same way, as a user runs them: wall time is the median of runs nothing
+          watches (``check`` and ``check --workers 1`` alternating, 3 each; msprof-analyze
+          ``--ref-runs``, 3); peak memory is the largest summed PSS of the command's process tree
+          (a helper process counted, a forked child's shared pages once; psutil, the ``bench`` extra)
+          in one more run of each command that is not timed, sampled every 0.25 s (sampling
+          /proc/PID/smaps_rollup every 20 ms inside the timed run slowed msprof-analyze from 311 s
+          to 515 s). ``--no-pss`` or no psutil: the largest single process's ru_maxrss of the timed
+          runs (wait4). The reference counts only when every run wrote its
+          performance_comparison_result_*.xlsx and logged no [ERROR] (exit 0 is not a result).
+  pair    ``perfgate check``, the real text level1 capture as baseline and level2 as candidate
+          (2 ranks x 191 rows), ``--pair-runs`` fresh processes (5), median wall (goal < 1 s)
+
+``--check`` holds the figures to benchmarks/budgets.json (``quick`` budgets with ``--quick``, else
+``full``), with at least 3 rounds of each: one line per budget (measured, budget, tolerance,
+pass / FAIL), exit 1 when a figure is worse than its budget by more than the tolerance, the spread
+of its rounds in this run (at least the file's ``noise_floor``).
+
+Results: a run without ``--quick`` merges its figures (each with date, commit and load average)
+into benchmarks/results/last_full.json (``--results PATH``, ``--no-results``);
+``--write-readme`` only regenerates README.md's performance table from that file
+(benchmarks/perf_table.py).
 
 Usage:
-  python3 benchmarks/bench_scale.py [--shapes a,b,c,d] [--rows 1000000] [--repeats 2]
+  python3 benchmarks/bench_scale.py [--shapes a,b,c,d,r] [--rows 1000000] [--repeats 2]
       [--growth 100000,300000,1000000,3000000] [--growth-shape a] [--ranks 64,1024]
-      [--rank-rows 1000] [--dask 1,2] [--ref-rows N] [--msprof-analyze PATH] [--skip growth,trace,ref] [--quick]
+      [--rank-rows 1000] [--real-ranks 64] [--dask 1,2] [--ref-rows N] [--ref-runs 3]
+      [--msprof-analyze PATH] [--skip growth,trace,ref,pair] [--quick] [--check] [--write-readme]
 
 msprof-analyze: ``python3 -m venv V && V/bin/pip install msprof-analyze`` (kept out of
 perfgate's environment), then ``--msprof-analyze V/bin/msprof-analyze`` or
@@ -509,9 +529,11 @@ def bench_real_ranks(tmp: Path, counts, policy, steps: int = 1, rounds: int = 1,
         cap = build_real_ranks(tmp / f"real_ranks_{n}", n, steps, used)
         r = _ranks_rounds(cap, policy, n, rounds, f"real level1 {n} ranks", n * rows, with_trace=True)
         r["rank_rows"], r["builder"] = rows, used
+        # the same ranks with --trace never: how much of a rank's cost is its trace_view.json
+        r["no_trace_cpu_ms"] = _timed(lambda: fingerprint_path(cap, policy, workers=1, with_trace=False))[1] / n * 1000
         print(f"   {n:5d} ranks: serial {r['perfgate_wall']:7.2f} s wall {r['perfgate_cpu']:7.2f} s CPU = "
-              f"{r['cpu_ms']:6.1f} ms CPU per rank (rounds {', '.join(f'{v:.1f}' for v in r['cpu_ms_rounds'])})"
-              f" | floor {r['floor_wall']:6.2f} s", flush=True)
+              f"{r['cpu_ms']:6.1f} ms CPU per rank (rounds {', '.join(f'{v:.1f}' for v in r['cpu_ms_rounds'])}); "
+              f"--trace never {r['no_trace_cpu_ms']:6.1f} ms | floor {r['floor_wall']:6.2f} s", flush=True)
         res.append(r)
         shutil.rmtree(cap)
     _marginal(res, counts)
@@ -519,10 +541,11 @@ def bench_real_ranks(tmp: Path, counts, policy, steps: int = 1, rounds: int = 1,
 
 
 def run_unsampled(cmd, **kw):
-    """Run ``cmd`` with nothing watching it; returns (wall s, MiB, CompletedProcess). The MiB is
-    ``ru_maxrss`` from ``wait4()``: the largest resident set of the process or of any descendant
-    it waited for (Linux), i.e. the largest single process, not a sum; free to read, so the
-    timed run is the run measured."""
+    """Run ``cmd`` with nothing watching it; returns (wall s, MiB, CompletedProcess, CPU s). The
+    MiB is ``ru_maxrss`` from ``wait4()``: the largest resident set of the process or of any
+    descendant it waited for (Linux), i.e. the largest single process, not a sum; free to read,
+    so the timed run is the run measured. CPU s: user + system of the process and the descendants
+    it waited for."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, **kw)
@@ -532,7 +555,7 @@ def run_unsampled(cmd, **kw):
         out.seek(0)
         err.seek(0)
         r = subprocess.CompletedProcess(cmd, p.returncode, out.read(), err.read())
-    return wall, ru.ru_maxrss / 1024, r
+    return wall, ru.ru_maxrss / 1024, r, ru.ru_utime + ru.ru_stime
 
 
 def tree_pss_peak(cmd, interval: float = 0.25, **kw) -> float | None:
@@ -611,11 +634,11 @@ def bench_ref(tmp: Path, exe: str | None, rows: int, policy, runs: int = 3, ms_r
     pg, pg1, ms, why = [], [], [], []
     for i in range(max(runs, ms_runs)):
         if i < runs:  # as users run it (the timeline may be scanned in a second process), then in one process
-            pg.append(run_unsampled(check, cwd=tmp, env=env))
-            pg1.append(run_unsampled([*check, "--workers", "1"], cwd=tmp, env=env))
+            pg.append(run_unsampled(check, cwd=tmp, env=env)[:3])
+            pg1.append(run_unsampled([*check, "--workers", "1"], cwd=tmp, env=env)[:3])
         if i < ms_runs:
             shutil.rmtree(msout, ignore_errors=True)
-            ms.append(run_unsampled(ms_cmd, cwd=tmp, env=env))
+            ms.append(run_unsampled(ms_cmd, cwd=tmp, env=env)[:3])
             xlsx = sorted(msout.glob("performance_comparison_result_*.xlsx"))
             log = ms[-1][2].stdout + ms[-1][2].stderr
             if not (xlsx and xlsx[0].stat().st_size > 0 and "[ERROR]" not in log):
@@ -667,18 +690,20 @@ def bench_pair(tmp: Path, runs: int = 5):
         raise SystemExit(f"perfgate baseline save (small pair) failed: {r.stderr[-800:]}")
     cmd = [sys.executable, "-m", "perfgate", "check", "--baseline", "main", str(cand), "--baseline-dir", str(bl),
            "--out", str(tmp / "pair_out"), "--quiet"]
-    walls = []
+    walls, cpus = [], []
     for _ in range(runs):
-        w, _, r = run_unsampled(cmd, cwd=tmp, env=env)
+        w, _, r, c = run_unsampled(cmd, cwd=tmp, env=env)
         if r.returncode not in (0, 1):
             raise SystemExit(f"perfgate check (small pair) exited {r.returncode}: {r.stderr[-800:]}")
         walls.append(w)
+        cpus.append(c)
     ranks = len(kernel_files(cand))
     rows = _rows_per_step(kernel_files(cand)[0].parent.parent)
     print(f"6. perfgate check, small real pair (level1 baseline, level2 candidate: {ranks} ranks x {rows} rows), {runs} fresh "
-          f"processes: {', '.join(f'{w:.2f}' for w in walls)} s wall, median {med(walls):.2f} s (goal: < 1.0 s)",
-          flush=True)
-    return {"wall": med(walls), "walls": walls, "runs": runs, "rows": rows, "ranks": ranks}
+          f"processes: {', '.join(f'{w:.2f}' for w in walls)} s wall, median {med(walls):.2f} s (goal: < 1.0 s); "
+          f"CPU {', '.join(f'{c:.2f}' for c in cpus)} s, median {med(cpus):.2f} s", flush=True)
+    return {"wall": med(walls), "walls": walls, "cpu": med(cpus), "cpus": cpus, "runs": runs, "rows": rows,
+            "ranks": ranks}
 
 
 def summary(rows, trace, ref):
@@ -712,7 +737,7 @@ def measures(res: dict) -> dict:
     "higher" is better). Names: ``ratio_wall.<shape>`` (fingerprint wall / floor wall, one rank),
     ``rank_cpu_ms.synthetic`` / ``rank_cpu_ms.real`` (ms CPU per rank at the largest count),
     ``trace_mibs.most_kept`` / ``trace_mibs.real`` (byte-level extractor, MiB/s CPU),
-    ``pair_wall_s`` (small real pair, s), ``ref_speed`` / ``ref_lean`` (msprof-analyze wall / check
+    ``pair_wall_s`` / ``pair_cpu_s`` (small real pair, wall / CPU s of the fresh process), ``ref_speed`` / ``ref_lean`` (msprof-analyze wall / check
     wall, its peak memory / check's)."""
     out = {}
     for r in res["shapes"]:
@@ -724,6 +749,7 @@ def measures(res: dict) -> dict:
         out[f"trace_mibs.{TRACE_KEYS[what]}"] = (t["bytes_mibs_cpu"], t["bytes_rounds"], "higher")
     if res["pair"]:
         out["pair_wall_s"] = (res["pair"]["wall"], res["pair"]["walls"], "lower")
+        out["pair_cpu_s"] = (res["pair"]["cpu"], res["pair"]["cpus"], "lower")
     if res["ref"]:
         out["ref_speed"] = (res["ref"]["speed"], res["ref"]["speed_rounds"], "higher")
         out["ref_lean"] = (res["ref"]["lean"], [res["ref"]["lean"]], "higher")   # one memory run: the floor
@@ -786,7 +812,7 @@ def results_figures(res: dict, taken: dict) -> dict:
     if res["real_ranks"]:
         r = res["real_ranks"][-1]
         out["real_ranks"] = {"ranks": r["ranks"], "rank_rows": r["rank_rows"], "cpu_ms": r["cpu_ms"],
-                             "builder": r["builder"]}
+                             "no_trace_cpu_ms": r["no_trace_cpu_ms"], "builder": r["builder"]}
     if res["trace"]:
         t = {TRACE_KEYS[k]: v["bytes_mibs_cpu"] for k, v in res["trace"].items()}
         out["trace"] = {"real_mibs": t["real"], "most_mibs": t["most_kept"]}

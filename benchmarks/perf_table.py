@@ -74,7 +74,7 @@ def _rows(figs: dict) -> list[tuple[str, str, str, dict]]:
     if f:
         worst = max(f["shapes"], key=f["shapes"].get)
         out.append((f"fingerprint, {f['rows'] / 1e6:g}M rows, worst shape ({worst})",
-                    f"{f['perfgate_wall']:.2f} s vs a {f['floor_wall']:.2f} s pyarrow read: "
+                    f"{f['perfgate_wall']:.2f} s, pyarrow read {f['floor_wall']:.2f} s: "
                     f"**{f['shapes'][worst]:.2f}×** ({f['ratio_cpu']:.1f}× CPU)",
                     _goal("≤ 2×", f["shapes"][worst] <= GOALS["fingerprint"]), f))
     f = figs.get("ref")
@@ -98,7 +98,7 @@ def _rows(figs: dict) -> list[tuple[str, str, str, dict]]:
                     f"**{f['cpu_ms']:.1f} ms** CPU", _goal("≤ 50 ms", f["cpu_ms"] <= GOALS["rank_ms"]), f))
     f = figs.get("trace")
     if f:
-        out.append(("trace_view.json scan, real-shaped / most events kept",
+        out.append(("trace scan, real-shaped / most events kept",
                     f"**{f['real_mibs']:.0f} / {f['most_mibs']:.0f} MiB/s** CPU",
                     _goal("≥ 200 MiB/s", min(f["real_mibs"], f["most_mibs"]) >= GOALS["trace_mibs"]), f))
     return out
