@@ -34,7 +34,7 @@ Sections (``--skip`` any of growth, trace, ref, pair):
           watches (``check`` and ``check --workers 1`` alternating, 3 each; msprof-analyze
           ``--ref-runs``, 3); peak memory is the largest summed PSS of the command's process tree
           (a helper process counted, a forked child's shared pages once; psutil, the ``bench`` extra)
-          in one more run of each command that is not timed, sampled every 0.25 s (sampling
+          in one more run of each command that is not timed, sampled every 0.1 s (sampling
           /proc/PID/smaps_rollup every 20 ms inside the timed run slowed msprof-analyze from 311 s
           to 515 s). ``--no-pss`` or no psutil: the largest single process's ru_maxrss of the timed
           runs (wait4). The reference counts only when every run wrote its
@@ -558,12 +558,13 @@ def run_unsampled(cmd, **kw):
     return wall, ru.ru_maxrss / 1024, r, ru.ru_utime + ru.ru_stime
 
 
-def tree_pss_peak(cmd, interval: float = 0.25, **kw) -> float | None:
+def tree_pss_peak(cmd, interval: float = 0.1, **kw) -> float | None:
     """Peak of the summed PSS (proportional set size: a page shared by n processes counts 1/n in
     each, so a forked child's copy-on-write pages count once) of ``cmd`` and all its descendants,
     sampled every ``interval`` s with psutil, in a run that is *not* timed (reading
-    /proc/PID/smaps_rollup takes the process's memory-map lock: sampled every 20 ms,
-    msprof-analyze's compare took 515 s against 311 s unwatched). None without psutil."""
+    /proc/PID/smaps_rollup walks the address space under the process's memory-map lock:
+    sampled every 20 ms, msprof-analyze's compare took 515 s against 311 s unwatched). None
+    without psutil."""
     try:
         import psutil
     except ImportError:
@@ -645,7 +646,7 @@ def bench_ref(tmp: Path, exe: str | None, rows: int, policy, runs: int = 3, ms_r
                 why.append(f"rc {ms[-1][2].returncode}, xlsx {'written' if xlsx else 'MISSING'}, "
                            f"{[ln for ln in log.splitlines() if 'ERROR' in ln][:1]}")
     pg_ok = (out / "perfgate-result.json").is_file() and all(r[2].returncode in (0, 1) for r in pg + pg1)
-    mem = "summed PSS of the process tree, untimed run sampled every 0.25 s (psutil)"
+    mem = "summed PSS of the process tree, untimed run sampled every 0.1 s (psutil)"
     peaks = [tree_pss_peak(c, cwd=tmp, env=env) for c in (check, [*check, "--workers", "1"], ms_cmd)] if pss else [None]
     if None in peaks:
         mem = "largest single process, ru_maxrss of the timed runs (wait4)"

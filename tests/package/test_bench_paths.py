@@ -1,6 +1,6 @@
 """The benchmark scripts find the shared real captures as tests/conftest.py does: $PERFGATE_SHARED
 first, then the repository's sibling folder ../shared — so a clone that is not next to shared/
-runs them (and tests/app/test_scale.py::test_benchmark_script_runs) with the variable set."""
+runs them (and tests/app/test_scale.py's quick benchmark run) with the variable set."""
 import os
 import shutil
 import subprocess
