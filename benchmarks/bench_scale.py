@@ -540,22 +540,39 @@ def bench_real_ranks(tmp: Path, counts, policy, steps: int = 1, rounds: int = 1,
     return res
 
 
+#: runs a command for :func:`run_unsampled` from a small process (``python3 -I``: no site
+#: packages), timing it there and printing [wall s, ru_maxrss KiB, CPU s, exit code] from wait4()
+_LAUNCH = """
+import json, os, subprocess, sys, time
+out, err, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+with open(out, "w") as o, open(err, "w") as e:
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=o, stderr=e)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+print(json.dumps([wall, ru.ru_maxrss, ru.ru_utime + ru.ru_stime, os.waitstatus_to_exitcode(status)]))
+"""
+
+
 def run_unsampled(cmd, **kw):
     """Run ``cmd`` with nothing watching it; returns (wall s, MiB, CompletedProcess, CPU s). The
     MiB is ``ru_maxrss`` from ``wait4()``: the largest resident set of the process or of any
     descendant it waited for (Linux), i.e. the largest single process, not a sum; free to read,
     so the timed run is the run measured. CPU s: user + system of the process and the descendants
-    it waited for."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, **kw)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        r = subprocess.CompletedProcess(cmd, p.returncode, out.read(), err.read())
-    return wall, ru.ru_maxrss / 1024, r, ru.ru_utime + ru.ru_stime
+    it waited for. The command is started by a small launcher process (``_LAUNCH``), which also
+    times it: a child started by vfork + exec (CPython's subprocess) inherits its parent's
+    high-water RSS into its own ru_maxrss, so one started from this process, which has held
+    million-row tables, would report at least this process's peak; from the launcher the floor is
+    the launcher's ~10 MiB."""
+    with tempfile.TemporaryDirectory() as d:
+        out, err = Path(d) / "out", Path(d) / "err"
+        r = subprocess.run([sys.executable, "-I", "-c", _LAUNCH, str(out), str(err), *map(str, cmd)],
+                           capture_output=True, text=True, **kw)
+        if r.returncode != 0:
+            raise SystemExit(f"launcher failed for {cmd[:3]}: {r.stderr[-800:]}")
+        wall, maxrss_kib, cpu, rc = json.loads(r.stdout)
+        done = subprocess.CompletedProcess(cmd, rc, out.read_text(errors="replace"), err.read_text(errors="replace"))
+    return wall, maxrss_kib / 1024, done, cpu
 
 
 def tree_pss_peak(cmd, interval: float = 0.1, **kw) -> float | None:
