@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale benchmarks for perfgate (issue 21): cost per shape against the floor, measured in one run.
+"""Scale benchmarks for perfgate: cost per shape against the floor, measured in one run.
 
 Every figure is a ratio measured in this run, on this machine (no timed assertions). The floor
 is pyarrow reading the same kernel_details.csv columns perfgate parses, as strings (the cost
@@ -16,27 +16,47 @@ Shapes (``--shapes``):
   d  many ranks: 64 and 1,024 small ranks (perfgate.synth.scale): serial time, per-rank fixed
      cost, --workers 2 vs serial (wall and CPU including children), and the same ranks on a local
      dask.distributed cluster of 1 and 2 worker processes (``--dask``)
+  r  real ranks (``--real-ranks``, default 64): the real level1 rank 0 (191 kernel rows, its
+     trace_view.json and communication.json) as N distinct ranks, each its own rank id and its own
+     times, written by the shared tools/scenarios builder (never imports perfgate; rank r is its
+     ``identity`` scenario with ``--noise --seed r+1``) or ``--rank-builder perfgate``; serial, trace
+     read: ms CPU per rank, and the same with ``--trace never``
 
-Sections (``--skip`` any of growth, trace, ref):
+Sections (``--skip`` any of growth, trace, ref, pair):
   growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``: in this process
           (paired with the floor), and ``perfgate fingerprint`` in a fresh process (what users run)
   trace   trace_view.json scan of shape a (most events kept) and of the real level1 trace's
           events repeated to the same size (few kept): MiB/s CPU of the byte-level extractor
           (default), the Arrow line scan and the exact structural scan (jsonscan), and of
           validity.lost_launches' flow pass; same files, same run, child processes
-  ref     msprof-analyze ``compare`` (one run) vs ``perfgate check`` (median of 3 runs, as users run
-          it; and 3 runs with ``--workers 1``, everything in one process, alternating) on a
-          shape-a pair (``--ref-rows``), wall time and peak memory; the reference counts only when it
-          wrote its performance_comparison_result_*.xlsx and logged no [ERROR] (exit 0 is not a
-          result). Peak memory is the largest sum of PSS over the command's whole process tree,
-          sampled every 20 ms with psutil (``pip install psutil``; the ``bench`` extra): a helper
-          process is counted, a forked child's shared pages once (msprof-analyze forks one);
-          without psutil, GNU time's %M (the largest single process's RSS).
+  ref     msprof-analyze ``compare`` vs ``perfgate check`` on a shape-a pair (``--ref-rows``), both
+          measured the same way, as a user runs them: wall time is the median of runs nothing
+          watches (``check`` and ``check --workers 1`` alternating, 3 each; msprof-analyze
+          ``--ref-runs``, 3); peak memory is the largest summed PSS of the command's process tree
+          (a helper process counted, a forked child's shared pages once; psutil, the ``bench`` extra)
+          in one more run of each command that is not timed, sampled every 0.1 s (sampling
+          /proc/PID/smaps_rollup every 20 ms inside the timed run slowed msprof-analyze from 311 s
+          to 515 s). ``--no-pss`` or no psutil: the largest single process's ru_maxrss of the timed
+          runs (wait4). The reference counts only when every run wrote its
+          performance_comparison_result_*.xlsx and logged no [ERROR] (exit 0 is not a result).
+  pair    ``perfgate check``, the real text level1 capture as baseline and level2 as candidate
+          (2 ranks x 191 rows), ``--pair-runs`` fresh processes (5), median wall (goal < 1 s)
+
+``--check`` holds the figures to benchmarks/budgets.json (``quick`` budgets with ``--quick``, else
+``full``), with at least 3 rounds of each: one line per budget (measured, budget, tolerance,
+pass / FAIL), exit 1 when a figure is worse than its budget by more than the tolerance, the spread
+of its rounds in this run (at least the file's ``noise_floor``).
+
+Results: a run without ``--quick`` merges its figures (each with date, commit and load average)
+into benchmarks/results/last_full.json (``--results PATH``, ``--no-results``);
+``--write-readme`` only regenerates README.md's performance table from that file
+(benchmarks/perf_table.py).
 
 Usage:
-  python3 benchmarks/bench_scale.py [--shapes a,b,c,d] [--rows 1000000] [--repeats 2]
+  python3 benchmarks/bench_scale.py [--shapes a,b,c,d,r] [--rows 1000000] [--repeats 2]
       [--growth 100000,300000,1000000,3000000] [--growth-shape a] [--ranks 64,1024]
-      [--rank-rows 1000] [--dask 1,2] [--ref-rows N] [--msprof-analyze PATH] [--skip growth,trace,ref] [--quick]
+      [--rank-rows 1000] [--real-ranks 64] [--dask 1,2] [--ref-rows N] [--ref-runs 3]
+      [--msprof-analyze PATH] [--skip growth,trace,ref,pair] [--quick] [--check] [--write-readme]
 
 msprof-analyze: ``python3 -m venv V && V/bin/pip install msprof-analyze`` (kept out of
 perfgate's environment), then ``--msprof-analyze V/bin/msprof-analyze`` or
@@ -47,6 +67,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import json
 import os
 import platform
 import re
@@ -60,6 +81,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE / "benchmarks"))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.csv as pacsv  # noqa: E402
@@ -232,6 +254,7 @@ def paired(cap: Path, policy, repeats: int, label: str, rows: int):
     r = {"shape": label, "rows": rows, "perfgate_faults": med(of), "perfgate_wall": med(ow), "perfgate_cpu": med(oc), "floor_wall": med(fw),
          "floor_cpu": med(fc), "ratio_wall": med([o / f for o, f in zip(ow, fw)]),
          "ratio_cpu": med([o / f for o, f in zip(oc, fc)]), "workers1_wall": med(w1),
+         "ratio_wall_rounds": [o / f for o, f in zip(ow, fw)],
          "ratio_wall_workers1": med([o / f for o, f in zip(w1, fw)]), "ratio_cpu_workers1": med([o / f for o, f in zip(c1, fc)]),
          "typed_wall": med(tw), "typed_ratio": med([t / f for t, f in zip(tw, fw)]),
          "ratio_to_typed": med([o / t for o, t in zip(ow, tw)]),
@@ -253,7 +276,7 @@ def bench_shapes(tmp: Path, shapes, rows: int, policy, repeats: int):
           f"vs the floor; {repeats} paired rounds, medians (goal: <= 2x)", flush=True)
     out = []
     for s in shapes:
-        if s == "d":
+        if s in ("d", "r"):   # rank counts: section 4
             continue
         cap = build(s, tmp / f"shape_{s}", rows)
         n = sum(_rows_per_step(f.parent.parent) for f in kernel_files(cap))
@@ -348,7 +371,7 @@ def _real_shaped_trace(out: Path, mib: float) -> Path:
     return p
 
 
-def bench_trace(tmp: Path, rows: int):
+def bench_trace(tmp: Path, rows: int, rounds: int = 2):
     cap = build("a", tmp / "trace_a", rows, trace=True)
     files = [("shape a, most events kept", next(cap.rglob("trace_view.json")))]
     files.append(("real level1 events repeated, few kept",
@@ -359,7 +382,7 @@ def bench_trace(tmp: Path, rows: int):
         print(f"3. trace_view.json scan, {what} ({mib:,.0f} MiB), in child processes, paired, CPU time "
               f"(goal: >= 200 MiB/s)", flush=True)
         res = {}
-        for _ in range(2):
+        for _ in range(rounds):
             for label, mode in TRACE_MODES:
                 o = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(HERE), path=str(tv), mode=mode)],
                                    capture_output=True, text=True, check=True).stdout.split()
@@ -369,7 +392,8 @@ def bench_trace(tmp: Path, rows: int):
             kept = f"({v[0][2]:,} events, {v[0][3]:,} kept)" if v[0][2] else ""
             print(f"   {label:32s} {mib / w:7.1f} MiB/s wall {mib / c:7.1f} MiB/s CPU {c:6.2f} s {kept}", flush=True)
         cpu = {mode: med([x[1] for x in res[label]]) for label, mode in TRACE_MODES}
-        out[what] = {"mib": mib, **{f"{m}_mibs_cpu": mib / c for m, c in cpu.items()}}
+        out[what] = {"mib": mib, **{f"{m}_mibs_cpu": mib / c for m, c in cpu.items()},
+                     "bytes_rounds": [mib / x[1] for x in res[TRACE_MODES[0][0]]]}
     shutil.rmtree(cap)
     shutil.rmtree(tmp / "trace_real")
     return out
@@ -401,20 +425,16 @@ def bench_dask(tmp: Path, cap: Path, policy, workers, serial_wall: float):
     return out
 
 
-def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=()):
+def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=(), rounds: int = 1):
     print(f"4. ranks x {rank_rows:,} kernel rows (perfgate.synth.scale), serial in this process; "
-          f"per-rank cost = time / ranks (goal: <= 50 ms)", flush=True)
+          f"per-rank cost = CPU / ranks, median of {rounds} round(s) paired with the floor (goal: <= 50 ms)", flush=True)
     res = []
     for n in counts:
         cap = build("d", tmp / f"ranks_{n}", 0, ranks=n, rank_rows=rank_rows)
-        floor = floor_fn(cap, policy)
-        floor()
-        fw, fc = _timed(floor)
-        sw, sc = _timed(lambda: fingerprint_path(cap, policy, workers=1, with_trace=False))
-        r = {"shape": f"d {n} ranks", "rows": n * rank_rows, "perfgate_wall": sw, "perfgate_cpu": sc,
-             "floor_wall": fw, "floor_cpu": fc, "ratio_wall": sw / fw, "ratio_cpu": sc / fc}
-        line = (f"   {n:5d} ranks: serial {sw:7.2f} s wall {sc:7.2f} s CPU = {sc / n * 1000:6.1f} ms CPU per rank"
-                f" | floor {fw:6.2f} s | ratio {sw / fw:6.2f}x wall {sc / fc:6.2f}x CPU")
+        r = _ranks_rounds(cap, policy, n, rounds, f"d {n} ranks", n * rank_rows)
+        sw, sc = r["perfgate_wall"], r["perfgate_cpu"]
+        line = (f"   {n:5d} ranks: serial {sw:7.2f} s wall {sc:7.2f} s CPU = {r['cpu_ms']:6.1f} ms CPU per rank"
+                f" | floor {r['floor_wall']:6.2f} s | ratio {r['ratio_wall']:6.2f}x wall {r['ratio_cpu']:6.2f}x CPU")
         if n <= 64:
             pw, pc = _timed(lambda: fingerprint_path(cap, policy, workers=2, with_trace=False))
             line += f" | --workers 2: {pw:6.2f} s wall ({sw / pw:4.2f}x), {pc:6.2f} s CPU ({pc / sc:4.2f}x serial)"
@@ -424,34 +444,150 @@ def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=()):
             r["dask"] = bench_dask(tmp, cap, policy, dask_workers, sw)
         res.append(r)
         shutil.rmtree(cap)
-    if len(res) >= 2:
-        a, b = res[0], res[-1]
-        na, nb = a["rows"] // rank_rows, b["rows"] // rank_rows
-        per = (b["perfgate_cpu"] - a["perfgate_cpu"]) / (nb - na)
-        print(f"   serial scaling {na} -> {nb} ranks: x{b['perfgate_cpu'] / a['perfgate_cpu']:.1f} CPU for "
-              f"x{nb / na:.0f} ranks; marginal cost {per * 1000:.1f} ms CPU per rank", flush=True)
+    _marginal(res, counts)
     return res
 
 
-def _peak_mib(stderr: str) -> float:
-    m = re.findall(r"^(\d+)$", stderr, re.M)
-    return int(m[-1]) / 1024 if m else float("nan")
+def _ranks_rounds(cap: Path, policy, n: int, rounds: int, label: str, rows: int, with_trace=False) -> dict:
+    """``rounds`` paired rounds (floor, then perfgate serial: ``workers=1``) over the ``n`` ranks
+    of ``cap``; medians, ms CPU per rank and its rounds."""
+    floor = floor_fn(cap, policy)
+    floor()
+    fw, fc, sw, sc = [], [], [], []
+    for _ in range(rounds):
+        w, c = _timed(floor)
+        fw.append(w)
+        fc.append(c)
+        w, c = _timed(lambda: fingerprint_path(cap, policy, workers=1, with_trace=with_trace))
+        sw.append(w)
+        sc.append(c)
+    return {"shape": label, "rows": rows, "ranks": n, "perfgate_wall": med(sw), "perfgate_cpu": med(sc),
+            "floor_wall": med(fw), "floor_cpu": med(fc), "ratio_wall": med([s / f for s, f in zip(sw, fw)]),
+            "ratio_cpu": med([s / f for s, f in zip(sc, fc)]), "cpu_ms": med(sc) / n * 1000,
+            "cpu_ms_rounds": [c / n * 1000 for c in sc]}
 
 
-def run_measured(cmd, **kw):
-    """Run ``cmd``; returns (wall s, peak memory MiB, CompletedProcess-like result, caliber).
-    The peak is the largest sum of PSS (proportional set size: a page shared by n processes
-    counts 1/n in each, so a forked child's copy-on-write pages are counted once) over the
-    process and all its descendants (psutil, sampled every 20 ms), else GNU time's %M of the
-    largest single process."""
+def _marginal(res, counts) -> None:
+    if len(res) >= 2:
+        a, b = res[0], res[-1]
+        na, nb = counts[0], counts[-1]
+        per = (b["perfgate_cpu"] - a["perfgate_cpu"]) / (nb - na)
+        print(f"   serial scaling {na} -> {nb} ranks: x{b['perfgate_cpu'] / a['perfgate_cpu']:.1f} CPU for "
+              f"x{nb / na:.0f} ranks; marginal cost {per * 1000:.1f} ms CPU per rank", flush=True)
+
+
+#: the independent capture builder (never imports perfgate): tools/scenarios of the shared folder
+SCENARIOS = SHARED / "tools/scenarios"
+
+_REAL_RANKS = """
+import json, shutil, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, {tool!r})
+import scenarios
+src, out, n, steps = Path({src!r}), Path({out!r}), {n!r}, {steps!r}
+out.mkdir(parents=True, exist_ok=True)
+for r in range(n):
+    with tempfile.TemporaryDirectory() as t:
+        rd = Path(scenarios.make(src, t, "identity", steps=steps, seed=r + 1, noise=True)["rank_dir"])
+        for f in rd.glob("profiler_info_*.json"):
+            info = json.loads(f.read_text())
+            info["rank_id"] = r
+            f.unlink()
+            (rd / f"profiler_info_{{r}}.json").write_text(json.dumps(info, indent=1))
+        shutil.move(str(rd), str(out / f"rank{{r}}_ascend_pt"))
+"""
+
+
+def build_real_ranks(out: Path, n: int, steps: int = 1, builder: str = "scenarios") -> Path:
+    """``n`` ranks made of the real level1 rank 0 (its kernel rows over ``steps`` steps, its
+    trace_view.json, communication.json and step_trace_time.csv), each a distinct rank: its own
+    rank id (``profiler_info_<r>.json``, ``rank<r>_ascend_pt``) and its own times.
+
+    ``builder="scenarios"``: the shared scenarios tool (``SCENARIOS``; it never imports perfgate),
+    in one child process: rank r is that tool's ``identity`` scenario with ``--noise --seed r+1``
+    (a re-run of the same job: every compute row x lognormal(0, 0.05), every collective x
+    lognormal(0, 0.25), later tasks moved, the trace, communication.json and step trace re-timed
+    consistently). ``builder="perfgate"`` (or the tool absent): ``perfgate.synth.replicate``,
+    ranks shifted 11.5 s apart, traces of the kept events only."""
+    src = SOURCES["a"]
+    if builder == "scenarios" and (SCENARIOS / "scenarios.py").is_file():
+        subprocess.run([sys.executable, "-c", _REAL_RANKS.format(tool=str(SCENARIOS), src=str(src), out=str(out),
+                                                                 n=n, steps=steps)], check=True)
+        return out
+    return replicate_rank(src, out, steps=steps, ranks=n, trace=True)
+
+
+def bench_real_ranks(tmp: Path, counts, policy, steps: int = 1, rounds: int = 1, builder: str = "scenarios"):
+    """Per-rank cost on real-shaped ranks (:func:`build_real_ranks`), serial, trace read."""
+    used = builder if builder == "perfgate" or (SCENARIOS / "scenarios.py").is_file() else "perfgate"
+    rows = _rows_per_step(SOURCES["a"]) * steps
+    print(f"4b. real level1 ranks ({rows} kernel rows, trace_view.json, communication.json; built by "
+          f"{'tools/scenarios, noise seed = rank + 1' if used == 'scenarios' else 'perfgate.synth.replicate'}), "
+          f"serial, trace read; per-rank cost = CPU / ranks, median of {rounds} round(s) (goal: <= 50 ms)", flush=True)
+    res = []
+    for n in counts:
+        cap = build_real_ranks(tmp / f"real_ranks_{n}", n, steps, used)
+        r = _ranks_rounds(cap, policy, n, rounds, f"real level1 {n} ranks", n * rows, with_trace=True)
+        r["rank_rows"], r["builder"] = rows, used
+        # the same ranks with --trace never: how much of a rank's cost is its trace_view.json
+        r["no_trace_cpu_ms"] = _timed(lambda: fingerprint_path(cap, policy, workers=1, with_trace=False))[1] / n * 1000
+        print(f"   {n:5d} ranks: serial {r['perfgate_wall']:7.2f} s wall {r['perfgate_cpu']:7.2f} s CPU = "
+              f"{r['cpu_ms']:6.1f} ms CPU per rank (rounds {', '.join(f'{v:.1f}' for v in r['cpu_ms_rounds'])}); "
+              f"--trace never {r['no_trace_cpu_ms']:6.1f} ms | floor {r['floor_wall']:6.2f} s", flush=True)
+        res.append(r)
+        shutil.rmtree(cap)
+    _marginal(res, counts)
+    return res
+
+
+#: runs a command for :func:`run_unsampled` from a small process (``python3 -I``: no site
+#: packages), timing it there and printing [wall s, ru_maxrss KiB, CPU s, exit code] from wait4()
+_LAUNCH = """
+import json, os, subprocess, sys, time
+out, err, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+with open(out, "w") as o, open(err, "w") as e:
     t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=o, stderr=e)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+print(json.dumps([wall, ru.ru_maxrss, ru.ru_utime + ru.ru_stime, os.waitstatus_to_exitcode(status)]))
+"""
+
+
+def run_unsampled(cmd, **kw):
+    """Run ``cmd`` with nothing watching it; returns (wall s, MiB, CompletedProcess, CPU s). The
+    MiB is ``ru_maxrss`` from ``wait4()``: the largest resident set of the process or of any
+    descendant it waited for (Linux), i.e. the largest single process, not a sum; free to read,
+    so the timed run is the run measured. CPU s: user + system of the process and the descendants
+    it waited for. The command is started by a small launcher process (``_LAUNCH``), which also
+    times it: a child started by vfork + exec (CPython's subprocess) inherits its parent's
+    high-water RSS into its own ru_maxrss, so one started from this process, which has held
+    million-row tables, would report at least this process's peak; from the launcher the floor is
+    the launcher's ~10 MiB."""
+    with tempfile.TemporaryDirectory() as d:
+        out, err = Path(d) / "out", Path(d) / "err"
+        r = subprocess.run([sys.executable, "-I", "-c", _LAUNCH, str(out), str(err), *map(str, cmd)],
+                           capture_output=True, text=True, **kw)
+        if r.returncode != 0:
+            raise SystemExit(f"launcher failed for {cmd[:3]}: {r.stderr[-800:]}")
+        wall, maxrss_kib, cpu, rc = json.loads(r.stdout)
+        done = subprocess.CompletedProcess(cmd, rc, out.read_text(errors="replace"), err.read_text(errors="replace"))
+    return wall, maxrss_kib / 1024, done, cpu
+
+
+def tree_pss_peak(cmd, interval: float = 0.1, **kw) -> float | None:
+    """Peak of the summed PSS (proportional set size: a page shared by n processes counts 1/n in
+    each, so a forked child's copy-on-write pages count once) of ``cmd`` and all its descendants,
+    sampled every ``interval`` s with psutil, in a run that is *not* timed (reading
+    /proc/PID/smaps_rollup walks the address space under the process's memory-map lock:
+    sampled every 20 ms, msprof-analyze's compare took 515 s against 311 s unwatched). None
+    without psutil."""
     try:
         import psutil
     except ImportError:
-        r = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True, **kw)
-        return time.perf_counter() - t, _peak_mib(r.stderr), r, "largest process (GNU time %M)"
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        p = psutil.Popen(cmd, stdout=out, stderr=err, text=True, **kw)
+        return None
+    with tempfile.TemporaryFile("w+") as out:
+        p = psutil.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, **kw)
         peak = 0
         while p.poll() is None:
             try:
@@ -461,70 +597,131 @@ def run_measured(cmd, **kw):
             total = 0
             for q in procs:
                 try:
-                    total += q.memory_full_info().pss   # shared pages (a forked child's) counted once
+                    total += q.memory_full_info().pss
                 except psutil.Error:
                     pass
             peak = max(peak, total)
-            time.sleep(0.02)
-        wall = time.perf_counter() - t
-        out.seek(0)
-        err.seek(0)
-        r = subprocess.CompletedProcess(cmd, p.returncode, out.read(), err.read())
-    return wall, peak / 2**20, r, "process tree, summed PSS (psutil)"
+            time.sleep(interval)
+    return peak / 2**20
 
 
-def bench_ref(tmp: Path, exe: str | None, rows: int, policy):
+def _spread(values) -> float:
+    """(max - min) / median of one figure's rounds: the machine's noise on it (0 for one round)."""
+    values = [v for v in values if v == v]
+    return (max(values) - min(values)) / med(values) if len(values) > 1 and med(values) else 0.0
+
+
+def _msprof_version(exe: str) -> str:
+    pip = Path(exe).with_name("pip")
+    if pip.is_file():
+        r = subprocess.run([str(pip), "show", "msprof-analyze"], capture_output=True, text=True)
+        m = re.search(r"^Version: (\S+)", r.stdout, re.M)
+        if m:
+            return m.group(1)
+    return "?"
+
+
+def bench_ref(tmp: Path, exe: str | None, rows: int, policy, runs: int = 3, ms_runs: int = 3, pss: bool = True):
+    """msprof-analyze ``compare`` against ``perfgate check`` on a shape-a pair with traces, both
+    measured the same way: wall time is the median of un-sampled runs (:func:`run_unsampled`;
+    ``check`` and ``check --workers 1`` alternate, ``runs`` each; msprof-analyze ``ms_runs``);
+    peak memory is the summed PSS of the process tree from one more run of each command that is
+    not timed (:func:`tree_pss_peak`, ``pss``), else the largest single process's ru_maxrss of
+    the timed runs. The reference counts only when every run wrote its xlsx and logged no
+    [ERROR]."""
     exe = exe or os.environ.get("PERFGATE_MSPROF_ANALYZE") or shutil.which("msprof-analyze")
     if not exe:
         print("5. msprof-analyze not found: install it into a separate venv and pass --msprof-analyze PATH")
         return None
-    print(f"5. msprof-analyze compare vs perfgate check, shape a pair (~{rows:,} rows per side, with trace), "
-          f"msprof-analyze once, perfgate check median of 3; wall and peak memory (goal: >= 30x faster, "
-          f">= 5x leaner)", flush=True)
+    print(f"5. msprof-analyze compare vs perfgate check, shape a pair (~{rows:,} rows per side, with trace): "
+          f"wall = median of un-sampled runs (check {runs}, msprof-analyze {ms_runs}); peak memory = summed PSS "
+          f"of the process tree in one more, untimed run of each (goal: >= 30x faster, >= 5x leaner)", flush=True)
     from perfgate.app.gate import save_baseline
     from perfgate.store.baselines import BaselineStore
     a = build("a", tmp / "ref_a", rows, trace=True)
     b = build("a", tmp / "ref_b", rows, run=1, trace=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
-
-    caliber = []
-
-    def timed(cmd):
-        w, mib, r, cal = run_measured(cmd, cwd=tmp, env=env)
-        caliber.append(cal)
-        return w, mib, r
     bl = tmp / "bl"
     save_baseline(a / "rank0_ascend_pt", "b", policy=policy, store=BaselineStore(bl), env={}, force=True)
     os.sync()  # the pair was just written: its writeback must not land inside a timed run
     out = tmp / "pgout"
     check = [sys.executable, "-m", "perfgate", "check", "--baseline", "b", str(b / "rank0_ascend_pt"),
              "--baseline-dir", str(bl), "--out", str(out), "--quiet", "--trace", "always"]
-    runs, serial = [], []
-    for _ in range(3):  # alternating: as users run it (the timeline may be scanned in a second process), in-process
-        runs.append(timed(check))
-        serial.append(timed([*check, "--workers", "1"]))
-    pg = sorted(runs, key=lambda r: r[0])[1]  # the median of 3 runs (wall)
-    pg1 = sorted(serial, key=lambda r: r[0])[1]
-    print(f"   perfgate check runs: {', '.join(f'{r[0]:.2f}' for r in runs)} s wall (median taken); "
-          f"with --workers 1: {', '.join(f'{r[0]:.2f}' for r in serial)} s; peak memory: {caliber[0]}", flush=True)
-    pg_ok = (out / "perfgate-result.json").is_file()
     msout = tmp / "msout"
-    ms = timed([exe, "compare", "-d", str(b / "rank0_ascend_pt"), "-bp", str(a / "rank0_ascend_pt"), "-o", str(msout)])
-    xlsx = sorted(msout.glob("performance_comparison_result_*.xlsx"))
-    log = ms[2].stdout + ms[2].stderr
-    ms_ok = bool(xlsx) and xlsx[0].stat().st_size > 0 and "[ERROR]" not in log
-    why = "" if ms_ok else (f" -- REFERENCE FAILED (rc {ms[2].returncode}, no xlsx or an [ERROR] logged: "
-                            f"{[ln for ln in log.splitlines() if 'ERROR' in ln][:1]})")
-    print(f"   msprof-analyze {ms[0]:8.2f} s {ms[1]:7,.0f} MiB (rc {ms[2].returncode}, xlsx "
-          f"{'written' if xlsx else 'MISSING'}){why}", flush=True)
-    print(f"   perfgate check {pg[0]:8.2f} s {pg[1]:7,.0f} MiB (rc {pg[2].returncode}, result "
-          f"{'written' if pg_ok else 'MISSING'}); --workers 1: {pg1[0]:.2f} s {pg1[1]:,.0f} MiB", flush=True)
-    if ms_ok and pg_ok:
-        print(f"   perfgate is {ms[0] / pg[0]:.1f}x faster and {ms[1] / pg[1]:.1f}x leaner "
-              f"(--workers 1: {ms[0] / pg1[0]:.1f}x faster, {ms[1] / pg1[1]:.1f}x leaner)", flush=True)
-        return {"speed": ms[0] / pg[0], "lean": ms[1] / pg[1], "ms": ms[:2], "pg": pg[:2],
-                "speed1": ms[0] / pg1[0], "lean1": ms[1] / pg1[1]}
-    return None
+    ms_cmd = [exe, "compare", "-d", str(b / "rank0_ascend_pt"), "-bp", str(a / "rank0_ascend_pt"), "-o", str(msout)]
+    pg, pg1, ms, why = [], [], [], []
+    for i in range(max(runs, ms_runs)):
+        if i < runs:  # as users run it (the timeline may be scanned in a second process), then in one process
+            pg.append(run_unsampled(check, cwd=tmp, env=env)[:3])
+            pg1.append(run_unsampled([*check, "--workers", "1"], cwd=tmp, env=env)[:3])
+        if i < ms_runs:
+            shutil.rmtree(msout, ignore_errors=True)
+            ms.append(run_unsampled(ms_cmd, cwd=tmp, env=env)[:3])
+            xlsx = sorted(msout.glob("performance_comparison_result_*.xlsx"))
+            log = ms[-1][2].stdout + ms[-1][2].stderr
+            if not (xlsx and xlsx[0].stat().st_size > 0 and "[ERROR]" not in log):
+                why.append(f"rc {ms[-1][2].returncode}, xlsx {'written' if xlsx else 'MISSING'}, "
+                           f"{[ln for ln in log.splitlines() if 'ERROR' in ln][:1]}")
+    pg_ok = (out / "perfgate-result.json").is_file() and all(r[2].returncode in (0, 1) for r in pg + pg1)
+    mem = "summed PSS of the process tree, untimed run sampled every 0.1 s (psutil)"
+    peaks = [tree_pss_peak(c, cwd=tmp, env=env) for c in (check, [*check, "--workers", "1"], ms_cmd)] if pss else [None]
+    if None in peaks:
+        mem = "largest single process, ru_maxrss of the timed runs (wait4)"
+        peaks = [med([r[1] for r in x]) for x in (pg, pg1, ms)]
+    walls = [med([r[0] for r in x]) for x in (pg, pg1, ms)]
+    print(f"   perfgate check: {', '.join(f'{r[0]:.2f}' for r in pg)} s wall, median {walls[0]:.2f} s, "
+          f"{peaks[0]:,.0f} MiB; --workers 1: {', '.join(f'{r[0]:.2f}' for r in pg1)} s, median {walls[1]:.2f} s, "
+          f"{peaks[1]:,.0f} MiB (result {'written' if pg_ok else 'MISSING'})", flush=True)
+    print(f"   msprof-analyze {_msprof_version(exe)} compare: {', '.join(f'{r[0]:.2f}' for r in ms)} s wall, "
+          f"median {walls[2]:.2f} s, {peaks[2]:,.0f} MiB (largest process {med([r[1] for r in ms]):,.0f} MiB)"
+          + (f" -- REFERENCE FAILED: {why[0]}" if why else ""), flush=True)
+    print(f"   peak memory: {mem}", flush=True)
+    if why or not pg_ok:
+        return None
+    r = {"rows": rows, "pg_wall": walls[0], "pg_mib": peaks[0], "pg1_wall": walls[1], "pg1_mib": peaks[1],
+         "ms_wall": walls[2], "ms_mib": peaks[2], "speed": walls[2] / walls[0], "lean": peaks[2] / peaks[0],
+         "speed1": walls[2] / walls[1], "lean1": peaks[2] / peaks[1], "memory": mem, "version": _msprof_version(exe),
+         "speed_rounds": [m[0] / p[0] for m, p in zip(ms, pg)] or [walls[2] / walls[0]]}
+    print(f"   perfgate is {r['speed']:.1f}x faster and {r['lean']:.1f}x leaner "
+          f"(--workers 1: {r['speed1']:.1f}x faster, {r['lean1']:.1f}x leaner)", flush=True)
+    return r
+
+
+#: the small real pair: the text level1 capture as baseline, the level2 capture (a second run of
+#: the same job, 191 kernel rows in its step) as candidate
+PAIR = (FIXTURES / "data/pytorch/text/level1", FIXTURES / "data/pytorch/text/level2")
+
+
+def bench_pair(tmp: Path, runs: int = 5):
+    """``perfgate check`` of the small real pair in fresh processes, ``runs`` times, un-sampled
+    (:func:`run_unsampled`); the baseline is saved once beforehand. Exit 0 or 1 (a verdict) is a
+    result; anything else stops the benchmark. Returns {"wall": median s, "walls": [...], ...}."""
+    base, cand = PAIR
+    if not (base.is_dir() and cand.is_dir()):
+        print(f"6. small real pair: not found at {base.parent} (set PERFGATE_SHARED)", flush=True)
+        return None
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    bl = tmp / "pair_bl"
+    r = subprocess.run([sys.executable, "-m", "perfgate", "baseline", "save", "--name", "main", str(base),
+                        "--baseline-dir", str(bl), "--force"], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise SystemExit(f"perfgate baseline save (small pair) failed: {r.stderr[-800:]}")
+    cmd = [sys.executable, "-m", "perfgate", "check", "--baseline", "main", str(cand), "--baseline-dir", str(bl),
+           "--out", str(tmp / "pair_out"), "--quiet"]
+    walls, cpus = [], []
+    for _ in range(runs):
+        w, _, r, c = run_unsampled(cmd, cwd=tmp, env=env)
+        if r.returncode not in (0, 1):
+            raise SystemExit(f"perfgate check (small pair) exited {r.returncode}: {r.stderr[-800:]}")
+        walls.append(w)
+        cpus.append(c)
+    ranks = len(kernel_files(cand))
+    rows = _rows_per_step(kernel_files(cand)[0].parent.parent)
+    print(f"6. perfgate check, small real pair (level1 baseline, level2 candidate: {ranks} ranks x {rows} rows), {runs} fresh "
+          f"processes: {', '.join(f'{w:.2f}' for w in walls)} s wall, median {med(walls):.2f} s (goal: < 1.0 s); "
+          f"CPU {', '.join(f'{c:.2f}' for c in cpus)} s, median {med(cpus):.2f} s", flush=True)
+    return {"wall": med(walls), "walls": walls, "cpu": med(cpus), "cpus": cpus, "runs": runs, "rows": rows,
+            "ranks": ranks}
 
 
 def summary(rows, trace, ref):
@@ -549,26 +746,143 @@ def summary(rows, trace, ref):
               f"(--workers 1: {ref['speed1']:.1f}x, {ref['lean1']:.1f}x) (goal >= 30x, >= 5x)")
 
 
+BUDGETS = Path(__file__).resolve().parent / "budgets.json"
+TRACE_KEYS = {"shape a, most events kept": "most_kept", "real level1 events repeated, few kept": "real"}
+
+
+def measures(res: dict) -> dict:
+    """The figures ``--check`` holds to budgets: name -> (median, its rounds, "lower" or
+    "higher" is better). Names: ``ratio_wall.<shape>`` (fingerprint wall / floor wall, one rank),
+    ``rank_cpu_ms.synthetic`` / ``rank_cpu_ms.real`` (ms CPU per rank at the largest count),
+    ``trace_mibs.most_kept`` / ``trace_mibs.real`` (byte-level extractor, MiB/s CPU),
+    ``pair_wall_s`` / ``pair_cpu_s`` (small real pair, wall / CPU s of the fresh process), ``ref_speed`` / ``ref_lean`` (msprof-analyze wall / check
+    wall, its peak memory / check's)."""
+    out = {}
+    for r in res["shapes"]:
+        out[f"ratio_wall.{r['shape'][0]}"] = (r["ratio_wall"], r["ratio_wall_rounds"], "lower")
+    for key, rs in (("synthetic", res["ranks"]), ("real", res["real_ranks"])):
+        if rs:
+            out[f"rank_cpu_ms.{key}"] = (rs[-1]["cpu_ms"], rs[-1]["cpu_ms_rounds"], "lower")
+    for what, t in (res["trace"] or {}).items():
+        out[f"trace_mibs.{TRACE_KEYS[what]}"] = (t["bytes_mibs_cpu"], t["bytes_rounds"], "higher")
+    if res["pair"]:
+        out["pair_wall_s"] = (res["pair"]["wall"], res["pair"]["walls"], "lower")
+        out["pair_cpu_s"] = (res["pair"]["cpu"], res["pair"]["cpus"], "lower")
+    if res["ref"]:
+        out["ref_speed"] = (res["ref"]["speed"], res["ref"]["speed_rounds"], "higher")
+        out["ref_lean"] = (res["ref"]["lean"], [res["ref"]["lean"]], "higher")   # one memory run: the floor
+    return out
+
+
+def check_budgets(found: dict, budgets: dict, profile: str) -> bool:
+    """Print one line per budget of ``profile`` (``quick`` or ``full``): measured, budget,
+    tolerance, pass / FAIL. The tolerance is the machine's noise on that figure in this run, the
+    spread of its rounds (:func:`_spread`), never less than the file's ``noise_floor``; a
+    lower-is-better figure fails above budget x (1 + tolerance), a higher-is-better one below
+    budget / (1 + tolerance). A budgeted figure this run did not measure is listed, not failed.
+    Returns True when none failed."""
+    floor = float(budgets.get("noise_floor", 0.1))
+    ok = True
+    print(f"\nBUDGETS ({BUDGETS.name}, {profile}; tolerance = spread of the rounds, at least {floor:.0%})")
+    print(f"   {'figure':24s} {'measured':>10s} {'budget':>10s} {'tolerance':>10s} {'rounds':>7s}  verdict")
+    for name, b in budgets[profile].items():
+        if name not in found:
+            print(f"   {name:24s} {'-':>10s} {b['budget']:>10.3g} {'':>10s} {'':>7s}  not measured in this run")
+            continue
+        value, rounds, better = found[name]
+        tol = max(floor, _spread(rounds))
+        limit = b["budget"] * (1 + tol) if better == "lower" else b["budget"] / (1 + tol)
+        good = value <= limit if better == "lower" else value >= limit
+        ok &= good
+        print(f"   {name:24s} {value:>10.3g} {b['budget']:>10.3g} {tol:>9.0%} {len(rounds):>7d}  "
+              f"{'pass' if good else 'FAIL'} ({'<=' if better == 'lower' else '>='} {limit:.3g}; {b['what']})")
+    return ok
+
+
+def _taken(load: float) -> dict:
+    """When, at which commit (``+dirty``: the work tree differed from it) and at what load a figure
+    was measured."""
+    def git(*args):
+        r = subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+    commit = git("rev-parse", "--short", "HEAD") or None
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+dirty"
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit, "load": round(load, 2)}
+
+
+def results_figures(res: dict, taken: dict) -> dict:
+    """The figures of this run in the results file's form (``perf_table`` module docstring)."""
+    out = {}
+    if res["shapes"]:
+        worst = max(res["shapes"], key=lambda r: r["ratio_wall"])
+        out["fingerprint"] = {"rows": worst["rows"], "shape": worst["shape"][0],
+                              "perfgate_wall": worst["perfgate_wall"], "floor_wall": worst["floor_wall"],
+                              "ratio_cpu": worst["ratio_cpu"],
+                              "shapes": {r["shape"][0]: r["ratio_wall"] for r in res["shapes"]}}
+    if res["ref"]:
+        out["ref"] = {k: v for k, v in res["ref"].items() if k != "speed_rounds"}
+    if res["pair"]:
+        out["pair"] = res["pair"]
+    if res["ranks"]:
+        out["ranks"] = {"counts": [r["ranks"] for r in res["ranks"]], "rank_rows": res["ranks"][0]["rows"]
+                        // res["ranks"][0]["ranks"], "cpu_ms": [r["cpu_ms"] for r in res["ranks"]]}
+    if res["real_ranks"]:
+        r = res["real_ranks"][-1]
+        out["real_ranks"] = {"ranks": r["ranks"], "rank_rows": r["rank_rows"], "cpu_ms": r["cpu_ms"],
+                             "no_trace_cpu_ms": r["no_trace_cpu_ms"], "builder": r["builder"]}
+    if res["trace"]:
+        t = {TRACE_KEYS[k]: v["bytes_mibs_cpu"] for k, v in res["trace"].items()}
+        out["trace"] = {"real_mibs": t["real"], "most_mibs": t["most_kept"]}
+    return {k: {**v, "taken": taken} for k, v in out.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default="a,b,c,d")
+    ap.add_argument("--shapes", default="a,b,c,d,r")
     ap.add_argument("--rows", type=int, default=1_000_000, help="kernel rows per rank for shapes a, b, c")
-    ap.add_argument("--repeats", type=int, default=2, help="paired rounds per shape")
+    ap.add_argument("--repeats", type=int, default=2, help="paired rounds per shape (3 at least with --check)")
     ap.add_argument("--growth", default="100000,300000,1000000,3000000", help="row counts ('' skips)")
     ap.add_argument("--growth-shape", default="a")
     ap.add_argument("--ranks", default="64,1024")
     ap.add_argument("--rank-rows", type=int, default=1000)
+    ap.add_argument("--real-ranks", default="64", help="rank counts of shape r (real level1 ranks)")
+    ap.add_argument("--real-rank-steps", type=int, default=1, help="steps per real rank (191 kernel rows each)")
+    ap.add_argument("--rank-builder", choices=("scenarios", "perfgate"), default="scenarios",
+                    help="who writes shape r's ranks: the shared tools/scenarios (never imports perfgate) or "
+                         "perfgate.synth.replicate")
     ap.add_argument("--dask", default="1,2", help="shape d on a local dask cluster of these worker counts ('' skips)")
     ap.add_argument("--ref-rows", type=int, default=None, help="rows per side of the reference pair (default --rows)")
+    ap.add_argument("--ref-runs", type=int, default=3, help="timed runs of msprof-analyze compare (median)")
+    ap.add_argument("--no-pss", action="store_true",
+                    help="no untimed PSS runs: peak memory from the timed runs' ru_maxrss (largest process)")
     ap.add_argument("--msprof-analyze", default=None, help="path to the msprof-analyze executable")
-    ap.add_argument("--skip", default="", help="comma-separated: growth, trace, ref")
+    ap.add_argument("--pair-runs", type=int, default=5, help="fresh `perfgate check` runs of the small real pair")
+    ap.add_argument("--skip", default="", help="comma-separated: growth, trace, ref, pair")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test of the script)")
+    ap.add_argument("--check", action="store_true",
+                    help=f"hold the figures to {BUDGETS.name} ('quick' or 'full' budgets); exit 1 when one is "
+                         f"exceeded by more than the noise")
+    ap.add_argument("--results", default=None,
+                    help="merge this run's figures into this file (default: benchmarks/results/last_full.json "
+                         "for a run without --quick)")
+    ap.add_argument("--no-results", action="store_true", help="write no results file")
+    ap.add_argument("--write-readme", action="store_true",
+                    help="only regenerate README.md's performance table from the results file, run nothing")
     a = ap.parse_args()
+    import perf_table
+    if a.write_readme:
+        perf_table.write_readme(Path(a.results) if a.results else perf_table.RESULTS)
+        return
     if a.quick:
         a.rows, a.growth, a.ranks, a.rank_rows, a.repeats, a.dask = 20_000, "10000,20000", "4,16", 200, 1, ""
+        a.real_ranks = "16"
+    rounds = 3 if a.check else 1
+    a.repeats = max(a.repeats, rounds)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     skip = {s.strip().lower() for s in a.skip.split(",") if s.strip()}
     policy = load_policy()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     from perfgate.hostmem import arrow_jemalloc, defrag_mode, small_pages
     # as the CLI runs every command (the in-process timings are library calls); the floor's
     # pyarrow read runs in this process too, so it uses the same Arrow pool
@@ -577,24 +891,39 @@ def main():
         print(f"perfgate scale benchmarks on {machine()}; THP defrag {defrag_mode()}, numpy huge-page hint "
               f"{'off (perfgate.hostmem)' if off else 'as numpy set it'}; Arrow pool "
               f"{_pa.default_memory_pool().backend_name}{' (perfgate.hostmem)' if jem else ''}", flush=True)
-        _main(a, shapes, skip, policy)
+        res = _main(a, shapes, skip, policy, rounds)
+    results = None if a.no_results else Path(a.results) if a.results else None if a.quick else perf_table.RESULTS
+    if results:
+        perf_table.merge(results_figures(res, _taken(load)), results)
+        print(f"\nfigures merged into {results} (README's table: bench_scale.py --write-readme)")
+    if a.check:
+        budgets = json.loads(BUDGETS.read_text())
+        if not check_budgets(measures(res), budgets, "quick" if a.quick else "full"):
+            sys.exit(1)
 
 
-def _main(a, shapes, skip, policy):
-    rows, trace, ref = [], None, None
+def _main(a, shapes, skip, policy, rounds):
+    res = {"shapes": [], "ranks": [], "real_ranks": [], "trace": None, "ref": None, "pair": None}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        rows += bench_shapes(tmp, shapes, a.rows, policy, a.repeats)
+        res["shapes"] = bench_shapes(tmp, shapes, a.rows, policy, a.repeats)
         if "growth" not in skip and a.growth:
             bench_growth(tmp, a.growth_shape, [int(x) for x in a.growth.split(",")], policy)
         if "trace" not in skip and "a" in shapes:
-            trace = bench_trace(tmp, a.rows)
+            res["trace"] = bench_trace(tmp, a.rows, max(2, rounds))
         if "d" in shapes:
-            rows += bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], a.rank_rows, policy,
-                                [int(x) for x in a.dask.split(",") if x.strip()] if a.dask else ())
+            res["ranks"] = bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], a.rank_rows, policy,
+                                       [int(x) for x in a.dask.split(",") if x.strip()] if a.dask else (), rounds)
+        if "r" in shapes:
+            res["real_ranks"] = bench_real_ranks(tmp, [int(x) for x in a.real_ranks.split(",")], policy,
+                                                 a.real_rank_steps, rounds, a.rank_builder)
         if "ref" not in skip:
-            ref = bench_ref(tmp, a.msprof_analyze, a.ref_rows or a.rows, policy)
-    summary(rows, trace, ref)
+            res["ref"] = bench_ref(tmp, a.msprof_analyze, a.ref_rows or a.rows, policy, runs=3, ms_runs=a.ref_runs,
+                                   pss=not a.no_pss)
+        if "pair" not in skip:
+            res["pair"] = bench_pair(tmp, a.pair_runs)
+    summary(res["shapes"] + res["ranks"] + res["real_ranks"], res["trace"], res["ref"])
+    return res
 
 
 if __name__ == "__main__":

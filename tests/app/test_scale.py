@@ -1,9 +1,11 @@
 """Large captures: scaled synthetic captures, ranks in a process pool or on a dask cluster (same
 fingerprint as in-process), a 64-rank capture under a 4 GB memory limit, huge-trace skipping."""
+import re
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -182,22 +184,66 @@ def test_huge_trace_is_skipped_when_step_trace_suffices(tmp_path, policy, monkey
     assert not fp.config["has_trace"]
 
 
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
 @pytest.mark.slow
-def test_benchmark_script_runs(text_captures):
-    """The benchmark's smoke run (``--quick``: every shape at 20k rows, ~15 s) in every CI run,
-    so that a change which makes its captures invalid (the 1M-row shapes were once refused by
-    the collection-window check) is caught here, not when someone next measures."""
-    import pathlib
-    script = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
-    r = subprocess.run([sys.executable, str(script), "--quick", "--skip", "ref"], capture_output=True, text=True,
-                       timeout=1800)
-    assert r.returncode == 0, r.stderr[-2000:]
+def test_benchmark_script_runs_within_its_quick_budgets(text_captures):
+    """The benchmark's smoke run (``--quick --check``: every shape at 20k rows, 16 synthetic and
+    16 real level1 ranks, the small real pair; 3 rounds, ~2 min) in every CI run. It catches a
+    change which makes its captures invalid (the 1M-row shapes were once refused by the
+    collection-window check), and one that makes a figure worse than benchmarks/budgets.json's
+    quick budget by more than the noise measured in the run (doubling the per-rank cost does)."""
+    r = subprocess.run([sys.executable, str(BENCH / "bench_scale.py"), "--quick", "--check", "--skip", "ref"],
+                       capture_output=True, text=True, timeout=1800)
     out = r.stdout
-    for shape in ("a many short steps", "b LLM-like", "c few giant steps", "d 16 ranks"):
+    assert r.returncode == 0, out[out.find("BUDGETS"):] + r.stderr[-2000:]
+    for shape in ("a many short steps", "b LLM-like", "c few giant steps", "d 16 ranks", "real level1 16 ranks"):
         assert shape in out
     assert "trace scan (shape a" in out and "marginal cost" in out
     assert out.count("all reads ") >= 3   # shapes a, b, c (and the growth sizes): the reads perfgate makes
     assert "left for it at 2x" in out or "out of reach before any work" in out
+    budgets = out[out.index("BUDGETS"):]
+    for name in ("ratio_wall.a", "rank_cpu_ms.synthetic", "rank_cpu_ms.real", "trace_mibs.real", "pair_cpu_s"):
+        assert re.search(rf"^   {re.escape(name)} .* pass ", budgets, re.M), budgets
+
+
+def _bench_scale():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_scale", BENCH / "bench_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_budget_check_fails_a_doubled_cost_and_passes_noise(capsys):
+    """``--check``: a figure fails when worse than its budget by more than the spread of its rounds
+    (at least the noise floor); a higher-is-better figure fails below budget / (1 + tolerance)."""
+    b = _bench_scale()
+    budgets = {"noise_floor": 0.1, "quick": {"rank_cpu_ms.real": {"budget": 100, "what": "per rank"},
+                                             "trace_mibs.real": {"budget": 200, "what": "scan"},
+                                             "pair_wall_s": {"budget": 1.0, "what": "pair"}}}
+    within = {"rank_cpu_ms.real": (108, [100, 108, 112], "lower"), "trace_mibs.real": (190, [190, 195], "higher")}
+    assert b.check_budgets(within, budgets, "quick")
+    out = capsys.readouterr().out
+    assert re.search(r"rank_cpu_ms.real +108 +100 +11% +3 +pass", out)
+    assert "pair_wall_s" in out and "not measured in this run" in out
+    doubled = {"rank_cpu_ms.real": (216, [210, 216, 220], "lower")}
+    assert not b.check_budgets(doubled, budgets, "quick")
+    assert re.search(r"rank_cpu_ms.real +216 .* FAIL", capsys.readouterr().out)
+    assert not b.check_budgets({"trace_mibs.real": (150, [150, 151], "higher")}, budgets, "quick")
+    noisy = {"rank_cpu_ms.real": (150, [100, 150, 180], "lower")}   # spread 53 %: within this run's noise
+    assert b.check_budgets(noisy, budgets, "quick")
+
+
+def test_every_quick_and_full_budget_is_a_figure_the_benchmark_measures():
+    import json
+    b = _bench_scale()
+    budgets = json.loads(b.BUDGETS.read_text())
+    names = {"ratio_wall.a", "ratio_wall.b", "ratio_wall.c", "rank_cpu_ms.synthetic", "rank_cpu_ms.real",
+             "trace_mibs.most_kept", "trace_mibs.real", "pair_wall_s", "pair_cpu_s", "ref_speed", "ref_lean"}
+    assert set(budgets["quick"]) <= set(budgets["full"]) == names
+    assert set(budgets["quick"]) == names - {"pair_wall_s"}   # a CI machine's load multiplies a fresh process's wall
 
 
 def test_out_of_memory_is_a_clear_error_not_an_empty_result(tmp_path, policy, monkeypatch):

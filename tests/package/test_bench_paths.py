@@ -1,6 +1,6 @@
 """The benchmark scripts find the shared real captures as tests/conftest.py does: $PERFGATE_SHARED
 first, then the repository's sibling folder ../shared — so a clone that is not next to shared/
-runs them (and tests/app/test_scale.py::test_benchmark_script_runs) with the variable set."""
+runs them (and tests/app/test_scale.py's quick benchmark run) with the variable set."""
 import os
 import shutil
 import subprocess
@@ -43,19 +43,33 @@ def test_benchmark_finds_shared_from_the_variable_then_the_sibling(tmp_path, scr
     assert Path(shared) == tmp_path / "shared"
 
 
-def test_reference_memory_counts_the_whole_process_tree():
-    """bench_scale.run_measured: peak memory (PSS) summed over a command and its children (a
-    helper process that holds memory is counted), never only the largest process."""
-    pytest.importorskip("psutil", reason="psutil (the bench extra) measures the process tree")
+def _bench_scale():
     import importlib.util
     spec = importlib.util.spec_from_file_location("bench_scale_mem", REPO / "benchmarks" / "bench_scale.py")
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
-    hold = "b = b'x' * (120 << 20); import time; time.sleep(1.5)"
-    cmd = [sys.executable, "-c", f"import subprocess, sys; {hold.split(';')[0]}; "
-           f"subprocess.run([sys.executable, '-c', {hold!r}], check=True)"]
-    wall, mib, r, caliber = m.run_measured(cmd)
-    assert r.returncode == 0, r.stderr
-    assert caliber == "process tree, summed PSS (psutil)"
+    return m
+
+
+#: a process holding 120 MiB that starts a child holding 120 MiB for 1.5 s
+_HOLD = "b = b'x' * (120 << 20); import time; time.sleep(1.5)"
+_TREE = [sys.executable, "-c", f"import subprocess, sys; {_HOLD.split(';')[0]}; "
+         f"subprocess.run([sys.executable, '-c', {_HOLD!r}], check=True)"]
+
+
+def test_reference_memory_counts_the_whole_process_tree():
+    """bench_scale.tree_pss_peak (the untimed memory run): peak PSS summed over a command and its
+    children (a helper process that holds memory is counted), never only the largest process."""
+    pytest.importorskip("psutil", reason="psutil (the bench extra) measures the process tree")
+    mib = _bench_scale().tree_pss_peak(_TREE)
     assert mib > 240, mib          # two processes of > 120 MiB each, at once
+
+
+def test_timed_runs_are_not_sampled_and_report_the_largest_process():
+    """bench_scale.run_unsampled (the timed runs of both sides): wall time with nothing reading the
+    process's memory map, and wait4's ru_maxrss, the largest single process of the tree."""
+    wall, mib, r, cpu = _bench_scale().run_unsampled(_TREE)
+    assert r.returncode == 0, r.stderr
     assert wall >= 1.5
+    assert 120 < mib < 240, mib
+    assert 0 < cpu < wall
