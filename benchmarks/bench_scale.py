@@ -847,7 +847,8 @@ def main():
     ap.add_argument("--ranks", default="64,1024")
     ap.add_argument("--rank-rows", type=int, default=1000)
     ap.add_argument("--real-ranks", default="64", help="rank counts of shape r (real level1 ranks)")
-    ap.add_argument("--real-rank-steps", type=int, default=1, help="steps per real rank (191 kernel rows each)")
+    ap.add_argument("--real-rank-steps", type=int, default=5,
+                    help="steps per real rank (191 kernel rows each; 5: the 955-row ranks of the per-rank goal)")
     ap.add_argument("--rank-builder", choices=("scenarios", "perfgate"), default="scenarios",
                     help="who writes shape r's ranks: the shared tools/scenarios (never imports perfgate) or "
                          "perfgate.synth.replicate")
@@ -876,7 +877,7 @@ def main():
         return
     if a.quick:
         a.rows, a.growth, a.ranks, a.rank_rows, a.repeats, a.dask = 20_000, "10000,20000", "4,16", 200, 1, ""
-        a.real_ranks = "16"
+        a.real_ranks, a.real_rank_steps = "16", 1
     rounds = 3 if a.check else 1
     a.repeats = max(a.repeats, rounds)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
