@@ -553,7 +553,7 @@ def discover(path) -> list[RankLocation]:
                                [loc for loc in found if loc.rank is None])
     _refuse_duplicate_ranks(locs, root)
     check_world_size(locs, root)
-    refuse_shared_communication(locs)
+    refuse_copied_rank_files(locs)
     locs = sorted(locs, key=lambda x: x.rank)
     if aliases and locs:
         shown = "; ".join(f"{a.relative_to(root) if a.is_relative_to(root) else a} -> "
@@ -703,7 +703,7 @@ _OWN_TIMES = (
 )
 
 
-def refuse_shared_communication(locs: list) -> None:
+def refuse_copied_rank_files(locs: list) -> None:
     """Two ranks of one capture cannot hold the same file of their own tasks' times
     (:data:`_OWN_TIMES`): communication.json (each rank writes its own ops' timestamps and times;
     a copy of rank 0's file in a partial rank 1's folder would otherwise pass as rank 1's

@@ -100,6 +100,7 @@ class KernelTable:
     unassigned_rows: int = 0
     warnings: tuple = field(default_factory=tuple)
     device: str | None = None   # the one Device_id the rows name (None: no such column, or no value)
+    slices: tuple = ()   # the op_summary slice files read as this one table, in order (none: one file)
 
 
 def _prove_core_column(df: pd.DataFrame, header: str, path: Path) -> None:

@@ -294,7 +294,8 @@ def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> 
                        invalid_rows=tuple(r for t in tables for r in t.invalid_rows),
                        duplicate_rows=tuple(r for t in tables for r in t.duplicate_rows) + dups,
                        unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings),
-                       device=next((t.device for t in tables if t.device is not None), None))
+                       device=next((t.device for t in tables if t.device is not None), None),
+                       slices=tuple(t.path.name for t in tables))
 
 
 def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False,

@@ -356,7 +356,7 @@ def ops_vs_step_trace_checks(comm, step_trace, rank_id, cfile: str, stfile: str,
     ops are (the 2024-2025 captures: equal within 0.001 µs per op). A difference warns: the
     2023-era files (msinsight server test_data) differ by ~0.9 % on every rank, so it cannot
     fail closed; a copy of another rank's file is refused by
-    :func:`perfgate.ingest.discover.refuse_shared_communication`, since this check passes one
+    :func:`perfgate.ingest.discover.refuse_copied_rank_files`, since this check passes one
     (rank 0's file in rank 1's folder: 420,174 us against rank 1's Communication 441,708 us).
     Steps in only one file are left to the step checks of ingest."""
     ops = comm.ops
