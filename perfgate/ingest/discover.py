@@ -709,12 +709,12 @@ def refuse_copied_rank_files(locs: list) -> None:
     a copy of rank 0's file in a partial rank 1's folder would otherwise pass as rank 1's
     communication) and the kernel table (kernel_details.csv, op_summary slices: two devices
     cannot run the same tasks at the same ns starts, so a rank folder copied from another rank's,
-    its communication.json left out, is refused too). Files of one role and equal size are
-    compared by content (SHA-256); files holding no time are left alone; nothing else is read.
+    its communication.json left out, is refused too). Only files of one role, of equal size and
+    equal first 64 KiB are read whole and compared by content (SHA-256); files holding no time
+    are left alone; nothing else is read.
 
     Raises:
         InvalidCaptureError: names both files."""
-    import hashlib
     for names, why, holds_times in _OWN_TIMES:
         by_size: dict = {}
         for loc in locs:
@@ -725,22 +725,37 @@ def refuse_copied_rank_files(locs: list) -> None:
                 except OSError:
                     continue
         for same in by_size.values():
-            seen: dict = {}
-            for rank, p in same if len(same) > 1 else ():
-                try:
-                    data = p.read_bytes()
-                except OSError:
-                    continue
-                if not holds_times(data):   # no time anyone could have copied
-                    continue
-                digest = hashlib.sha256(data).hexdigest()
-                other = seen.get(digest)
-                if other is not None and other[0] != rank:
-                    raise InvalidCaptureError(
-                        f"is byte for byte the {other[1].name} of rank {other[0]} ({other[1]}): {why}, so one "
-                        f"of them is a copy", path=p,
-                        hint="put each rank's own files back, or re-export the run")
-                seen[digest] = (rank, p)
+            if len(same) > 1:
+                _refuse_same_content(same, why, holds_times)
+
+
+def _refuse_same_content(files: list, why: str, holds_times) -> None:
+    """``files``: (rank, path) of one role and one size. Raises InvalidCaptureError naming two
+    of them, of different ranks, with the same bytes that ``holds_times``."""
+    import hashlib
+    by_head: dict = {}
+    for rank, p in files:
+        try:
+            with open(p, "rb") as f:
+                by_head.setdefault(f.read(64 << 10), []).append((rank, p))
+        except OSError:
+            continue
+    for group in by_head.values():
+        seen: dict = {}
+        for rank, p in group if len(group) > 1 else ():
+            try:
+                data = p.read_bytes()
+            except OSError:
+                continue
+            if not holds_times(data):   # no time anyone could have copied
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            other = seen.get(digest)
+            if other is not None and other[0] != rank:
+                raise InvalidCaptureError(
+                    f"is byte for byte the {other[1].name} of rank {other[0]} ({other[1]}): {why}, so one "
+                    f"of them is a copy", path=p, hint="put each rank's own files back, or re-export the run")
+            seen[digest] = (rank, p)
 
 
 def output_among_inputs(path, captures) -> str | None:
