@@ -13,17 +13,18 @@ from click.testing import CliRunner
 from perfgate.cli import main
 
 
-def assert_refused_everywhere(capture, bl: Path, tmp: Path, needles) -> None:
+def assert_refused_everywhere(capture, bl: Path, tmp: Path, needles, args=()) -> None:
+    """``args``: options given to each of the three commands (e.g. ``["--trace", "never"]``)."""
     needles = [needles] if isinstance(needles, str) else list(needles)
     r = CliRunner()
     res = r.invoke(main, ["check", "--baseline", "main", str(capture), "--baseline-dir", str(bl),
-                          "--out", str(tmp / "out")], env={})
+                          "--out", str(tmp / "out"), *args], env={})
     assert res.exit_code == 3 and all(n in res.output for n in needles), (needles, res.output)
-    res = r.invoke(main, ["baseline", "save", "--name", "odd", str(capture), "--baseline-dir", str(bl)], env={})
+    res = r.invoke(main, ["baseline", "save", "--name", "odd", str(capture), "--baseline-dir", str(bl), *args], env={})
     assert res.exit_code == 3 and all(n in res.output for n in needles), (needles, res.output)
     assert sorted(p.name for p in bl.iterdir()) == ["main.json"]
     db = tmp / "hist" / "h.sqlite"
-    res = r.invoke(main, ["history", "record", str(capture), "--branch", "main", "--db", str(db)], env={})
+    res = r.invoke(main, ["history", "record", str(capture), "--branch", "main", "--db", str(db), *args], env={})
     assert res.exit_code == 3 and all(n in res.output for n in needles), (needles, res.output)
     if db.exists():
         with sqlite3.connect(db) as con:

@@ -44,6 +44,8 @@ class KernelTable:
     duplicate_rows: tuple = ()
     unassigned_rows: int = 0
     warnings: tuple = field(default_factory=tuple)
+    device: str | None = None
+    slices: tuple = ()   # the op_summary slice files read as this one table, in order (none: one file)
 
 
 def _prove_core_column(df: pd.DataFrame, header: str, path: Path) -> None:
@@ -228,7 +230,10 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
         data[f"{m.group(1)}_us" if m else h] = floats[h]
 
     df = pd.DataFrame(data, copy=False)
+    device = None   # the one Device_id the rows name: the first non-empty, non-N/A cell
     if "device_id" in cols and "device_id" in raw:
+        named = [v.strip() for v in raw["device_id"].to_pylist() if v is not None and v.strip() not in ("", "N/A")]
+        device = named[0] if named else None
         dev = _categorical(raw["device_id"])
         if len(dev.cat.categories) > 1:
             from perfgate.ingest.steps import refuse_several_devices
@@ -284,7 +289,7 @@ def read_kernels(path: Path, *, pmu: bool = False, shapes: bool = False) -> Kern
     return KernelTable(path=path, df=df, columns=cols, variant=variant, ncols=len(header),
                        type_available=type_available, core_available=core_available,
                        invalid_rows=invalid_rows, duplicate_rows=duplicate_rows,
-                       unassigned_rows=unassigned, warnings=tuple(warnings))
+                       unassigned_rows=unassigned, warnings=tuple(warnings), device=device)
 
 
 def _fmt_rows(rows: tuple, limit: int = 8) -> str:

@@ -598,7 +598,7 @@ def discover(path) -> list[RankLocation]:
                                [loc for loc in found if loc.rank is None])
     _refuse_duplicate_ranks(locs, root)
     check_world_size(locs, root)
-    refuse_shared_communication(locs)
+    refuse_copied_rank_files(locs)
     locs = sorted(locs, key=lambda x: x.rank)
     if aliases and locs:
         shown = "; ".join(f"{a.relative_to(root) if a.is_relative_to(root) else a} -> "
@@ -816,39 +816,69 @@ def _refuse_duplicate_ranks(locs: list, root: Path) -> None:
         seen[loc.rank] = loc.rank_dir
 
 
-def refuse_shared_communication(locs: list) -> None:
-    """Two ranks of one capture cannot hold the same communication.json: each rank writes its own
-    ops' timestamps and times (a copy of rank 0's file in a partial rank 1's folder would
-    otherwise pass as rank 1's communication). Files of equal size are compared by content (SHA-256); files holding no op (no
-    ``Communication Time Info``: ``{}``, steps without ops) are left alone; nothing else is read.
+#: the files each rank writes with its own tasks' times, by role: (file name patterns, what the
+#: refusal says, whether a file's bytes hold any time at all). communication.json without an op
+#: (``{}``, steps without ops) and a kernel table without a data row hold none.
+_OWN_TIMES = (
+    (("communication.json",), "every rank writes its own ops' times",
+     lambda data: b'"Communication Time Info"' in data),
+    (("kernel_details.csv", "op_summary*.csv"), "two ranks cannot run the same tasks at the same times",
+     lambda data: data.rstrip(b"\r\n").count(b"\n") >= 1),
+)
+
+
+def refuse_copied_rank_files(locs: list) -> None:
+    """Two ranks of one capture cannot hold the same file of their own tasks' times
+    (:data:`_OWN_TIMES`): communication.json (each rank writes its own ops' timestamps and times;
+    a copy of rank 0's file in a partial rank 1's folder would otherwise pass as rank 1's
+    communication) and the kernel table (kernel_details.csv, op_summary slices: two devices
+    cannot run the same tasks at the same ns starts, so a rank folder copied from another rank's,
+    its communication.json left out, is refused too). Only files of one role, of equal size and
+    equal first 64 KiB are read whole and compared by content (SHA-256); files holding no time
+    are left alone; nothing else is read.
 
     Raises:
         InvalidCaptureError: names both files."""
+    for names, why, holds_times in _OWN_TIMES:
+        by_size: dict = {}
+        for loc in locs:
+            for p in sorted({q for name in names for q in loc.output_dir.glob(name)}):
+                try:
+                    if p.is_file():
+                        by_size.setdefault(p.stat().st_size, []).append((loc.rank, p))
+                except OSError:
+                    continue
+        for same in by_size.values():
+            if len(same) > 1:
+                _refuse_same_content(same, why, holds_times)
+
+
+def _refuse_same_content(files: list, why: str, holds_times) -> None:
+    """``files``: (rank, path) of one role and one size. Raises InvalidCaptureError naming two
+    of them, of different ranks, with the same bytes that ``holds_times``."""
     import hashlib
-    by_size: dict = {}
-    for loc in locs:
-        p = loc.output_dir / "communication.json"
+    by_head: dict = {}
+    for rank, p in files:
         try:
-            if p.is_file():
-                by_size.setdefault(p.stat().st_size, []).append((loc.rank, p))
+            with open(p, "rb") as f:
+                by_head.setdefault(f.read(64 << 10), []).append((rank, p))
         except OSError:
             continue
-    for same in by_size.values():
+    for group in by_head.values():
         seen: dict = {}
-        for rank, p in same if len(same) > 1 else ():
+        for rank, p in group if len(group) > 1 else ():
             try:
                 data = p.read_bytes()
             except OSError:
                 continue
-            if b'"Communication Time Info"' not in data:   # no op: no times anyone could have copied
+            if not holds_times(data):   # no time anyone could have copied
                 continue
             digest = hashlib.sha256(data).hexdigest()
-            if digest in seen:
-                other = seen[digest]
+            other = seen.get(digest)
+            if other is not None and other[0] != rank:
                 raise InvalidCaptureError(
-                    f"is byte for byte the communication.json of rank {other[0]} ({other[1]}): every rank "
-                    f"writes its own ops' times, so one of them is a copy", path=p,
-                    hint="put each rank's own communication.json back, or re-export the run")
+                    f"is byte for byte the {other[1].name} of rank {other[0]} ({other[1]}): {why}, so one "
+                    f"of them is a copy", path=p, hint="put each rank's own files back, or re-export the run")
             seen[digest] = (rank, p)
 
 

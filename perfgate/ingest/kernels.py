@@ -99,6 +99,8 @@ class KernelTable:
     duplicate_rows: tuple = ()
     unassigned_rows: int = 0
     warnings: tuple = field(default_factory=tuple)
+    device: str | None = None   # the one Device_id the rows name (None: no such column, or no value)
+    slices: tuple = ()   # the op_summary slice files read as this one table, in order (none: one file)
 
 
 def _prove_core_column(df: pd.DataFrame, header: str, path: Path) -> None:
@@ -504,7 +506,16 @@ def read_kernels(path: Path, *, pmu: bool | str = False, shapes: bool = False) -
     return KernelTable(path=path, df=df, columns=cols, variant=variant, ncols=len(header),
                        type_available=type_available, core_available=core_available,
                        invalid_rows=invalid_rows, duplicate_rows=duplicate_rows,
-                       unassigned_rows=unassigned, warnings=tuple(warnings))
+                       unassigned_rows=unassigned, warnings=tuple(warnings), device=_device_named(cols, vals))
+
+
+def _device_named(cols: dict, vals: _Values) -> str | None:
+    """The one ``Device_id`` the table's rows name (several are refused before:
+    :func:`_refuse_contradicting_cells`), trimmed; None without the column or a value in it."""
+    if "device_id" not in cols or "device_id" not in vals.raw:
+        return None
+    cats = _categorical(vals.raw["device_id"]).cat.categories
+    return str(cats[0]) if len(cats) else None
 
 
 def _kernel_columns(path: Path, cols: dict, vals: _Values, ratio_cols: list, warnings: list) -> dict:

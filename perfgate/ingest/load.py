@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from perfgate.errors import InvalidCaptureError, PerfgateError
@@ -117,6 +118,7 @@ def _kernel_source(out: Path, layout: str) -> tuple[str, list]:
 
 _SLICE = re.compile(r"^op_summary_slice_(\d+)_(\d+)\.csv$")
 _UNSLICED = re.compile(r"^op_summary_(\d{14})\.csv$")   # CANN >= 8.0.RC1: op_summary_<YYYYMMDDhhmmss>.csv
+_STAT_STAMP = re.compile(r"^op_statistic_(\d{14})\.csv$")   # raw msprof op_statistic_<YYYYMMDDhhmmss>.csv
 
 
 def _refuse_mixed_exports(out: Path, files: list) -> None:
@@ -197,6 +199,47 @@ def _refuse_uneven_slices(tables: list) -> None:
                 hint="msprof writes full slices and the remainder last; re-export the run")
 
 
+def _refuse_foreign_headers(files: list) -> None:
+    """The files read as one kernel table (the slices of one export) share one header: msprof
+    writes every slice of an export with the same columns. A slice whose header differs (another
+    export's, e.g. a 37-column L2Cache op_summary among 46-column PipeUtilization slices) would be
+    read as rows of this table, its columns matched by name.
+
+    Raises:
+        InvalidCaptureError: naming the slice, both column counts and the first column that
+            differs."""
+    from perfgate.ingest.csvread import read_header
+    if len(files) < 2:
+        return
+    first = read_header(files[0])
+    for f in files[1:]:
+        h = read_header(f)
+        if h != first:
+            i = next((i for i, (a, b) in enumerate(zip(first, h)) if a != b), min(len(first), len(h)))
+            theirs = repr(h[i]) if i < len(h) else "nothing"
+            mine = repr(first[i]) if i < len(first) else "nothing"
+            raise InvalidCaptureError(
+                f"op_summary slice {f.name} has a {len(h)}-column header where {files[0].name} has {len(first)} "
+                f"columns (column {i + 1}: {theirs} where {files[0].name} has {mine}): slices of one export "
+                f"share one header, so this file is another export's", path=f,
+                hint="keep one export's op_summary files in the folder, or re-export the run")
+
+
+def _refuse_slices_of_other_devices(tables: list) -> None:
+    """The slices of one kernel table name one ``Device_id`` (each slice alone is checked by
+    :func:`perfgate.ingest.kernels.read_kernels`; a rank folder is one device).
+
+    Raises:
+        InvalidCaptureError: naming the first slice on another device and both devices."""
+    named = [t for t in tables if t.device is not None]
+    for t in named[1:]:
+        if t.device != named[0].device:
+            raise InvalidCaptureError(
+                f"op_summary slice {t.path.name} runs on Device_id {t.device}, {named[0].path.name} on Device_id "
+                f"{named[0].device}: one rank folder is one device, so these are not one export's slices",
+                path=t.path, hint="keep one device's export in the folder, or re-export the run")
+
+
 def _slice_key(p: Path):
     """op_summary_slice_<k>_<ts>.csv sort by k numerically; unsliced files first."""
     import re
@@ -211,9 +254,12 @@ def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> 
 
     Raises:
         InvalidCaptureError: a slice cannot be read (:func:`read_kernels`), the slices are not
-            one export's (:func:`_refuse_uneven_slices`), or every row of the table has Duration 0
+            one export's (:func:`_refuse_foreign_headers`, :func:`_refuse_slices_of_other_devices`,
+            :func:`_refuse_uneven_slices`), or every row of the table has Duration 0
             (no device time)."""
+    _refuse_foreign_headers(files)
     tables = [read_kernels(f, pmu=pmu, shapes=shapes) for f in files]
+    _refuse_slices_of_other_devices(tables)
     if not any(bool(t.df["dur_ns"].to_numpy().any()) for t in tables):
         # every share would be 0 / 0 (read as 0 %) and every time 0: not a capture of any work.
         # Judged on the whole table: one slice of zero-duration rows is possible in a real export
@@ -247,7 +293,9 @@ def _read_slices(files: list, pmu: bool | str = False, shapes: bool = False) -> 
                        core_available=all(t.core_available for t in tables),
                        invalid_rows=tuple(r for t in tables for r in t.invalid_rows),
                        duplicate_rows=tuple(r for t in tables for r in t.duplicate_rows) + dups,
-                       unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings))
+                       unassigned_rows=int(df["step"].isna().sum()), warnings=tuple(warnings),
+                       device=next((t.device for t in tables if t.device is not None), None),
+                       slices=tuple(t.path.name for t in tables))
 
 
 def load_rank(loc: RankLocation, *, with_trace=TraceMode.READ, pmu: bool | str = False, shapes: bool = False,
@@ -370,6 +418,28 @@ def _refuse_unlabelled_kernels(kernels, step_trace, st_path) -> None:
             hint="re-export the capture (torch_npu writes Step Id whenever the profiler ran with steps)")
 
 
+def _refuse_other_device(kernels, step_trace, st_path: Path) -> None:
+    """step_trace_time.csv and the kernel table of one rank folder describe one device: when both
+    name a ``Device_id`` (torch_npu writes it in both from CANN 8.x; raw msprof op_summary) they
+    name the same one. Another id in step_trace_time.csv is another device's step summary beside
+    this device's kernels (a file copied in from another rank's folder, or an edit): its step
+    times would be judged against kernel rows they do not describe.
+
+    Raises:
+        InvalidCaptureError: naming step_trace_time.csv's row, its device, and the kernel table's."""
+    if kernels.device is None or "device_id" not in step_trace:
+        return
+    dev = step_trace["device_id"].astype("string").str.strip()
+    other = dev.notna() & (dev != "") & (dev != kernels.device)
+    if bool(other.any()):
+        i = int(np.argmax(other.to_numpy(dtype=bool)))
+        raise InvalidCaptureError(
+            f"says Device_id {dev.iloc[i]}, while every row of "
+            f"{kernels.path.name} runs on Device_id {kernels.device}: the step times are another device's, "
+            f"not those of the kernels beside them", path=st_path, row=int(step_trace["row"].iloc[i]),
+            hint="keep the step_trace_time.csv the profiler wrote with this rank's kernel table, or re-export the run")
+
+
 def _timeline_path(loc: RankLocation) -> tuple[Path, list]:
     """The rank's timeline file (trace_view.json; raw msprof: its one msprof_<ts>.json, sliced
     timelines are not read) and the msprof timeline slices found."""
@@ -484,6 +554,7 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
         missing.append("step_trace_time.csv")
     else:
         _refuse_unlabelled_kernels(kernels, step_trace, st_path)
+        _refuse_other_device(kernels, step_trace, st_path)
         window = validity.collection_window(loc.info_path) if loc.layout == "torch_npu" else None
         validity.check_step_trace_values(step_trace, st_path, window,
                                          f"{loc.info_path.name} start_info / end_info" if window else "")
@@ -559,9 +630,12 @@ def _load_rank(loc: RankLocation, *, with_trace, pmu, shapes, trace_pool=None, w
 
 def _op_statistic_path(out: Path, kernel_files: list) -> Path | None:
     """The op_statistic table of this kernel table's export: ``op_statistic.csv`` beside
-    kernel_details.csv, or the one ``op_statistic_<ts>.csv`` beside a single raw msprof
-    ``op_summary_<ts>.csv`` with the same ``<ts>``; None otherwise (sliced exports, a stamp
-    that differs: not provably this table's)."""
+    kernel_details.csv, the one ``op_statistic_<ts>.csv`` beside a single raw msprof
+    ``op_summary_<ts>.csv`` with the same ``<ts>``, or, beside the slices of one export
+    (:func:`_refuse_mixed_exports`), the one ``op_statistic_<ts>.csv`` of the folder: msprof
+    stamps each file when it writes it, so its stamp need not be a slice's, and it counts the
+    tasks of the whole export (a lost slice is then seen). None otherwise (a single table whose
+    stamp differs, several op_statistic files beside slices: not provably this table's)."""
     if kernel_files and kernel_files[0].name == "kernel_details.csv":
         p = out / "op_statistic.csv"
         return p if p.is_file() else None
@@ -569,6 +643,9 @@ def _op_statistic_path(out: Path, kernel_files: list) -> Path | None:
         m = _UNSLICED.match(kernel_files[0].name)
         p = out / f"op_statistic_{m.group(1)}.csv" if m else None
         return p if p is not None and p.is_file() else None
+    if kernel_files and all(_SLICE.match(f.name) or _UNSLICED.match(f.name) for f in kernel_files):
+        found = [p for p in out.glob("op_statistic_*.csv") if _STAT_STAMP.match(p.name) and p.is_file()]
+        return found[0] if len(found) == 1 else None
     return None
 
 

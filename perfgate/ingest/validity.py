@@ -29,7 +29,10 @@ Each check is one KIND of fault, not one case (a new case of a known kind needs 
   not compared.
 
 Devices (one rank folder, several ``Device_id`` values) are refused in the readers
-(:func:`perfgate.ingest.steps.refuse_several_devices`). Cost on a 1M-row rank: a few numpy
+(:func:`perfgate.ingest.steps.refuse_several_devices`), a step_trace_time.csv naming another
+device than the kernel table by :func:`perfgate.ingest.load._refuse_other_device`, and a rank
+whose kernel table is byte for byte another rank's by
+:func:`perfgate.ingest.discover.refuse_copied_rank_files`. Cost on a 1M-row rank: a few numpy
 passes over the start / duration columns (measured in benchmarks/bench_scale.py).
 """
 from __future__ import annotations

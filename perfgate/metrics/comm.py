@@ -221,6 +221,31 @@ def bandwidth(comm) -> dict:
     return {str(link): float(sizes[link] / (times[link] / 1000.0)) for link in sizes if times[link] > 0}
 
 
+def _ops_without_rows(ops, df, rank_id, comm_file: str, kernel_file: str) -> list[SelfCheck]:
+    """``comm_ops_vs_kernels`` of a kernel table with no communication row at all: each step of
+    the table in which communication.json holds ops fails (their HCCL tasks are missing from the
+    table: lost by the device, or the files are not from one capture). Every fixture with both
+    files has a communication row per op; [] when no op lies in a step the table has rows in."""
+    from perfgate.ingest.kernels import IMPLICIT_STEP
+    from perfgate.metrics import kernels as km
+    held = set(map(str, km.present_values(df["step"])))
+    if df["step"].isna().any():
+        held.add(IMPLICIT_STEP)
+    j_step = ops["step"].astype("string").fillna(IMPLICIT_STEP).astype(str)
+    inside = j_step.isin(held).to_numpy()
+    if not inside.any():
+        return []
+    out = []
+    for step, group in ops[inside].groupby(j_step[inside].to_numpy(), sort=False):
+        el = group["elapse_us"].to_numpy(dtype=float)
+        out.append(SelfCheck(
+            "comm_ops_vs_kernels", rank_id, str(step), "fail",
+            f"{comm_file} holds {len(group)} op(s) in this step (e.g. {group['op'].iloc[0]}) but {kernel_file} has "
+            f"no communication row at all: their HCCL tasks are missing from the kernel table (lost by the device, "
+            f"or the files are not from one capture)", 0.0, float(np.nansum(el)), 0.0, f"{comm_file}; {kernel_file}"))
+    return out
+
+
 def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: str,
                          tol: tuple[float, float] = (0.001, 0.01)) -> list[SelfCheck]:
     """``comm_ops_vs_kernels`` per step: communication.json's ops are the kernel table's
@@ -237,8 +262,10 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
 
     Steps: an op's ``step`` label; a kernel row without a Step Id pairs with a bare ``"step"``
     key (:data:`perfgate.ingest.kernels.IMPLICIT_STEP`). Only the steps the kernel table has rows
-    in are compared (a step it lacks is ``steps_present``'s: a table cut short). One ``skipped`` check for the rank
-    (nothing compared) when the kernel table has no communication row, or when no op name of
+    in are compared (a step it lacks is ``steps_present``'s: a table cut short). A kernel table
+    with no communication row at all fails in each of its steps where communication.json holds
+    ops (:func:`_ops_without_rows`: the HCCL tasks were lost). One ``skipped`` check for the rank
+    (nothing compared) when no op lies in a step of such a table, or when no op name of
     communication.json is among the kernel table's (another naming: they cannot be paired).
     Returns [] when neither file holds a communication op. A communication.json without any op
     beside a kernel table with communication rows fails in each of their steps."""
@@ -257,8 +284,8 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
         return [SelfCheck("comm_ops_vs_kernels", rank_id, None, "skipped", why,
                           evidence=f"{comm_file}; {kernel_file}")]
     if not len(k_names):
-        return skipped(f"{kernel_file} has no communication row to pair communication.json's "
-                       f"{len(j_names)} op(s) with")
+        return _ops_without_rows(ops, df, rank_id, comm_file, kernel_file) or skipped(
+            f"{kernel_file} has no communication row to pair communication.json's {len(j_names)} op(s) with")
     if len(j_names) and not np.isin(j_names, k_names).any():
         return skipped(f"no op name of {comm_file} (e.g. {j_names[0]}) is among the communication rows of "
                        f"{kernel_file} (e.g. {k_names[0]}): the files name ops differently and cannot be paired")
@@ -341,7 +368,7 @@ def ops_vs_step_trace_checks(comm, step_trace, rank_id, cfile: str, stfile: str,
     ops are (the 2024-2025 captures: equal within 0.001 µs per op). A difference warns: the
     2023-era files (msinsight server test_data) differ by ~0.9 % on every rank, so it cannot
     fail closed; a copy of another rank's file is refused by
-    :func:`perfgate.ingest.discover.refuse_shared_communication`, since this check passes one
+    :func:`perfgate.ingest.discover.refuse_copied_rank_files`, since this check passes one
     (rank 0's file in rank 1's folder: 420,174 us against rank 1's Communication 441,708 us).
     Steps in only one file are left to the step checks of ingest."""
     ops = comm.ops

@@ -852,9 +852,10 @@ def _lost_task_findings(rank, root) -> list:
         out.append(Finding(
             LOST_TASKS, "warn", rank.rank, step,
             f"rank {rank.rank} step {step}: {n} host launch(es) never reached the device ({d['async_npu']} "
-            f"async_npu + {d['HostToDevice']} HostToDevice flow starts without an end, first at "
-            f"{d['first_ts_ns'] / 1000:.3f} us): device tasks were lost (Ascend/pytorch#167), the step is "
-            f"incomplete and its counts are not compared", _rel(rank.trace_path, root), float(n), 0.0))
+            f"async_npu + {d['HostToDevice']} HostToDevice flow starts without an end in "
+            f"{_rel(rank.trace_path, root)}, first at {d['first_ts_ns'] / 1000:.3f} us): device tasks were lost "
+            f"(Ascend/pytorch#167), the step is incomplete and its counts are not compared",
+            _rel(rank.trace_path, root), float(n), 0.0))
     return out
 
 

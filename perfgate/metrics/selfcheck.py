@@ -377,9 +377,11 @@ def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
                           f"{'; '.join(texts)}{more}: Durations edited after the export, or {sname} from another "
                           f"run of the same workload", float(total[i]), float(sum_us[i]), float(tol[i]),
                           f"{kfile}; {sname}")]
+    sliced = (f" (the table is {len(kt.slices)} op_summary slices, {kt.slices[0]} to {kt.slices[-1]}: a slice "
+              f"lost?)" if kt.slices else "")
     return [SelfCheck("op_statistic_vs_kernels", rank.rank, None, FAIL,
                       f"{kfile} does not hold the compute tasks {sname} counts: {'; '.join(texts)}{more}: a row "
-                      f"was lost or added after the export, or the files are from different exports",
+                      f"was lost or added after the export, or the files are from different exports{sliced}",
                       float(total[i]), float(sum_us[i]), float(tol[i]), f"{kfile}; {sname}")]
 
 

@@ -102,9 +102,10 @@ def test_coverage_mismatch_is_incomparable_naming_the_ranks(st_level2, tmp_path)
     assert _run("baseline", "save", "--name", "main", st_level2, "--baseline-dir", bl)[0] == 0
     cand = _copy_st(st_level2, tmp_path / "cand")
     out0, out1 = (cand / f"rank_{r}_ascend_pt/ASCEND_PROFILER_OUTPUT" for r in (0, 1))
-    for f in ("kernel_details.csv", "step_trace_time.csv"):
-        shutil.copy(out0 / f, out1 / f)
-    # rank 0's ops, written out again (a byte copy of another rank's file is refused on its own)
+    shutil.copy(out0 / "step_trace_time.csv", out1 / "step_trace_time.csv")
+    # rank 0's rows and ops, written out again (a byte copy of another rank's kernel table or
+    # communication.json is refused on its own)
+    (out1 / "kernel_details.csv").write_bytes((out0 / "kernel_details.csv").read_bytes().replace(b"\n", b"\r\n"))
     (out1 / "communication.json").write_text(json.dumps(json.loads((out0 / "communication.json").read_text()),
                                                         indent=2))
     # the kernel views over a rank set that differs are a large part of the gate: by default the
