@@ -108,7 +108,9 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
     schedule, ...: :func:`perfgate.metrics.collection.collection_notes`). Like the level change,
     a changed collection option is a note at the top of the report, never a reason to leave a
     metric unjudged: :mod:`perfgate.metrics.collection` says which options change what is
-    measured and what each affects."""
+    measured and what each affects. A side whose timeline was not read (``config.has_trace``
+    false) is named too: lost device tasks are found only from trace_view.json's host launches
+    (:func:`perfgate.ingest.validity.lost_launches`)."""
     notes = []
     for key, label in (("profiler_level", "profiler level"), ("aic_metrics", "aic_metrics"),
                        ("export_type", "export type"), ("cann_version", "CANN version"),
@@ -118,6 +120,12 @@ def config_notes(base: Fingerprint, cand: Fingerprint) -> list[str]:
         if b != c:
             notes.append(f"{label} changed: baseline {terms.shown_value(b)} -> candidate {terms.shown_value(c)}")
     notes.extend(collection_notes(base.config, cand.config))
+    unread = [side for side, fp in (("baseline", base), ("candidate", cand)) if fp.config.get("has_trace") is False]
+    if unread:
+        notes.append(f"lost device tasks not checked on the {' and '.join(unread)}: trace_view.json was not read "
+                     f"(--trace never, a trace skipped by --trace auto, or none), and its host launches are "
+                     f"the only witness of device tasks the profiler lost; without them a lost task reads as "
+                     f"a call not made. --trace always reads it")
     if _toolchain_changed(base, cand):
         notes.append("toolchain changed: per-kernel metrics (families, types, shares, Top-N) are "
                      "reported but do not gate; step-level metrics still gate")
