@@ -29,12 +29,14 @@ The stage of a rank is found, in this order:
    program with its data-parallel peers, not become a stage of its own. Pipeline stages differ
    in their families: the first stage runs the embedding, the last the output layer and the loss.
    Ranks are grouped by signature digest, and the groups are taken as stages only when they
-   look like S stages x D data-parallel ranks: every group holds the same number of ranks, at
-   least 2. Otherwise the capture keeps the pooled views: a rank whose kernels differ from its
+   look like pipeline stages of D data-parallel ranks each: every group holds a multiple of the
+   smallest group's rank count, and that count is at least 2 (middle stages that run the same
+   families are one program and form one group of k x D ranks, so a 4-stage job gives groups of
+   D, 2D and D ranks). Otherwise the capture keeps the pooled views: a rank whose kernels differ from its
    peers' alone (a kernel only some ranks run, as in data-dependent or per-rank synthetic
    programs) must not turn run-to-run variation into a changed stage layout. Limits: a capture
-   of one rank per stage, and middle stages that run the same families (the same layer type,
-   another layer count), are not split by the signature; the recorded layout splits them.
+   of one rank per stage is not split by the signature, and middle stages that run the same
+   families are pooled even when their layer counts differ; the recorded layout splits them.
    Ranks without a kernel table cannot be placed this way and are left out of the stage views
    (``unplaced``). Cost: read from the per-rank metrics already computed (one pass over each
    rank's family counts), no pass over kernel rows.
@@ -64,7 +66,7 @@ from perfgate.model import metric_key
 #: a communication kernel family (as :data:`perfgate.compare.attribution.COMM_FAMILY`)
 COMM_FAMILY = re.compile(r"(?i)^hcom_|hccl")
 LAYOUT = "profiler_metadata.json parallel_group_info (pipeline group 'pp')"
-SIGNATURE = "kernel signature (compute kernel families and calls per step)"
+SIGNATURE = "kernel signature (the compute kernel families a rank calls every step)"
 _SIGNATURE_METRIC = "kernel.calls_per_step"
 
 
@@ -186,12 +188,14 @@ def _signature_stages(sigs: dict) -> dict:
 
 
 def _stages_times_data_parallel(stage_of: dict) -> bool:
-    """Whether the signature groups look like S stages x D data-parallel ranks: every stage
-    holds the same number of ranks, at least 2 (module doc)."""
+    """Whether the signature groups look like pipeline stages of D data-parallel ranks: every
+    group holds a multiple of the smallest group's rank count D, and D is at least 2 (module
+    doc)."""
     sizes = {}
     for s in stage_of.values():
         sizes[s] = sizes.get(s, 0) + 1
-    return len(set(sizes.values())) == 1 and min(sizes.values()) >= 2
+    d = min(sizes.values())
+    return d >= 2 and all(n % d == 0 for n in sizes.values())
 
 
 def _stage_digests(stage_of: dict, sigs: dict) -> dict:

@@ -23,6 +23,16 @@ def _views_of(fp, name="step.computing_us"):
     return {m.labels.get("view"): m for m in fp.metrics.values() if m.name == name and not m.labels.get("caliber")}
 
 
+def _summary(rank, families):
+    """A rank summary holding only calls per step of ``families`` (what the signature reads)."""
+    from perfgate.metrics.summary import RankSummary
+    return RankSummary(rank=rank, metrics={("kernel.calls_per_step", (("family", f),)): (2.0, "", {})
+                                           for f in families}, segments={}, operators={}, anatomy=None,
+                       checks=[], findings=[], step_time={}, kinds=None, warnings=[], info={}, has_comm=False,
+                       has_trace=False, has_step_trace=False, type_available=True, core_available=True,
+                       variant="v", steps=["1"], rank_dir="", output_dir="", rank_source="", meta={})
+
+
 def test_a_two_stage_pipeline_job_gets_views_within_each_stage(pipeline_fp):
     fp = pipeline_fp
     st = fp.config["stages"]
@@ -134,7 +144,7 @@ def test_a_recorded_layout_with_two_stages_splits_the_views():
     by some ranks only falls back to the kernel signature."""
     from perfgate.metrics.summary import RankSummary
 
-    def summ(rank, stage, partial=False, fams=("MatMul",)):
+    def _summary(rank, stage, partial=False, fams=("MatMul",)):
         metrics = {} if partial else {("kernel.calls_per_step", (("family", f),)): (4.0, "", {}) for f in fams}
         return RankSummary(rank=rank, metrics=metrics, segments={}, operators={}, anatomy=None, checks=[],
                            findings=[], step_time={}, kinds=None, warnings=[], info={}, has_comm=False,
@@ -142,11 +152,11 @@ def test_a_recorded_layout_with_two_stages_splits_the_views():
                            variant="v", steps=["1"], rank_dir="", output_dir="", rank_source="",
                            meta={"pipeline": None if stage is None else {"stage": stage, "stages": 2}},
                            partial=partial)
-    layout = stages.find_stages([summ(0, 0), summ(1, 1, partial=True), summ(2, 0), summ(3, 1)])
+    layout = stages.find_stages([_summary(0, 0), _summary(1, 1, partial=True), _summary(2, 0), _summary(3, 1)])
     assert layout.source == stages.LAYOUT and layout.stages == {0: [0, 2], 1: [1, 3]} and not layout.unplaced
     loss = ("MatMul", "Loss")
-    mixed = stages.find_stages([summ(0, 0), summ(1, None), summ(2, None, fams=loss), summ(3, None, fams=loss),
-                                summ(4, None, partial=True)])
+    mixed = stages.find_stages([_summary(0, 0), _summary(1, None), _summary(2, None, fams=loss), _summary(3, None, fams=loss),
+                                _summary(4, None, partial=True)])
     assert mixed.source == stages.SIGNATURE and mixed.stages == {0: [0, 1], 1: [2, 3]} and mixed.unplaced == (4,)
     assert "[4]" in stages.unplaced_warning(mixed)[0]
 
@@ -154,14 +164,19 @@ def test_a_recorded_layout_with_two_stages_splits_the_views():
 def test_signature_groups_that_are_not_stages_times_data_parallel_keep_the_pooled_views():
     """One rank running a kernel its peers do not (3 + 1), or every rank its own kernels (1 + 1):
     no S x D layout, so no stages from the signature."""
-    from perfgate.metrics.summary import RankSummary
-
-    def summ(rank, fams):
-        return RankSummary(rank=rank, metrics={("kernel.calls_per_step", (("family", f),)): (2.0, "", {})
-                                               for f in fams}, segments={}, operators={}, anatomy=None,
-                           checks=[], findings=[], step_time={}, kinds=None, warnings=[], info={}, has_comm=False,
-                           has_trace=False, has_step_trace=False, type_available=True, core_available=True,
-                           variant="v", steps=["1"], rank_dir="", output_dir="", rank_source="", meta={})
-    one_odd = [summ(r, ("MatMul", "Add")) for r in range(3)] + [summ(3, ("MatMul", "Add", "NonZero"))]
+    one_odd = [_summary(r, ("MatMul", "Add")) for r in range(3)] + [_summary(3, ("MatMul", "Add", "NonZero"))]
     assert stages.find_stages(one_odd) is None
-    assert stages.find_stages([summ(0, ("MatMul",)), summ(1, ("Add",))]) is None
+    assert stages.find_stages([_summary(0, ("MatMul",)), _summary(1, ("Add",))]) is None
+
+
+def test_a_four_stage_job_without_a_layout_keeps_its_first_and_last_stage_apart():
+    """Stages 1 and 2 of a 4-stage job run the same layer families: one group of 2D ranks beside
+    the embedding stage and the head stage of D ranks each. A multiple of D is a stage layout
+    (the middle stages pooled, as one program), so the embedding and the head are never pooled
+    with the layers."""
+    layers = ("MatMul", "FlashAttentionScore", "RmsNorm")
+    programs = [("GatherV2",) + layers, layers, layers, layers + ("CrossEntropyLoss",)]
+    ranks = [_summary(2 * s + d, fams) for s, fams in enumerate(programs) for d in range(2)]
+    found = stages.find_stages(ranks)
+    assert found.source == stages.SIGNATURE
+    assert found.stages == {0: [0, 1], 1: [2, 3, 4, 5], 2: [6, 7]}
