@@ -166,6 +166,7 @@ def stop_pool(pool, join_s: float = 5.0) -> None:
     verdict)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
     results = getattr(pool, "_result_queue", None)   # shutdown(wait=False) drops it unclosed
+    manager = getattr(pool, "_executor_manager_thread", None)   # and this thread, still running
     for p in procs:
         try:
             p.terminate()
@@ -185,6 +186,8 @@ def stop_pool(pool, join_s: float = 5.0) -> None:
             results._writer.close()
         except (OSError, AttributeError):
             pass
+        if manager is not None:
+            manager.join(join_s)   # it holds the pool's queues (their semaphores) until it ends
 
 
 def _alive(p) -> bool:
@@ -213,6 +216,52 @@ def local_pool(n: int):
         stop_pool(pool)
         raise
     pool.shutdown(wait=True)
+
+
+@contextmanager
+def helper_processes_ended():
+    """Within this block, the process pools of :func:`local_pool` may start helper processes;
+    when it ends (normally, on an error, on Ctrl-C or the CLI's SIGTERM exception) none of them
+    is left running. The pools' workers are joined or stopped by :func:`local_pool`; this ends
+    the one helper that would outlive the block: multiprocessing's resource tracker, a process
+    the ``spawn`` context starts on first use to unlink the pools' named semaphores should this
+    process die. Left alone it ends only once this process has exited (it reads its pipe from
+    this process to end of file), so the command returned with it still in its process group,
+    keeping a CI step or a container alive. A tracker already running before the block (an
+    embedding program's) is left to its owner. The perfgate command line runs every command in
+    this block."""
+    tracker = _resource_tracker()
+    before = getattr(tracker, "_pid", None) is not None
+    try:
+        yield
+    except BaseException as e:
+        import traceback
+        traceback.clear_frames(e.__traceback__)   # the unwound frames' locals: a pool, a worker being spawned
+        raise
+    finally:
+        tracker = _resource_tracker()
+        if not before and getattr(tracker, "_pid", None) is not None:
+            _stop_resource_tracker(tracker)
+
+
+def _resource_tracker():
+    """multiprocessing's resource tracker of this process, when multiprocessing was imported."""
+    mod = sys.modules.get("multiprocessing.resource_tracker")
+    return getattr(mod, "_resource_tracker", None)
+
+
+def _stop_resource_tracker(tracker) -> None:
+    """End the resource tracker and reap it. Every pool's semaphores are finalized first (a
+    garbage collection: they unregister themselves from the tracker as they go), because a
+    semaphore finalized later would start a new tracker to unregister from, one that again
+    outlives this process. Closing its pipe makes the tracker unlink whatever is still registered
+    (a worker killed mid-task), warn, and exit; ``_stop`` waits for that exit."""
+    import gc
+    gc.collect()
+    try:
+        tracker._stop()
+    except (OSError, AttributeError, ChildProcessError, RuntimeError):
+        pass   # already gone, or a Python without ``_stop``: it ends once this process does
 
 
 SCHEDULER_TIMEOUT_S = 10.0
