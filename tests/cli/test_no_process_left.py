@@ -3,8 +3,8 @@ workers, the process that scans a large timeline beside the tables, and multipro
 resource tracker (which the ``spawn`` pools start and which, left alone, outlived the command by
 the time it took to notice its parent was gone). Checked on the real command, run in a process
 group of its own: once it has returned, no process of that group may remain, with no grace
-period. Success, an error exit (3: a refused rank) and Ctrl-C (SIGINT to the whole group, as a
-terminal sends it) mid-run, with the default workers and with ``--workers 2``."""
+period. Success, an error exit (3: a refused rank), Ctrl-C (SIGINT to the whole group, as a
+terminal sends it) and SIGTERM mid-run, with the default workers and with ``--workers 2``."""
 from __future__ import annotations
 
 import os
@@ -82,9 +82,9 @@ def _check(captures, cap: str, baseline: str, tmp_path, workers) -> list[str]:
     return args + (["--workers", str(workers)] if workers else [])
 
 
-def _run_in_own_group(args, interrupt: bool = False, timeout: float = 300):
+def _run_in_own_group(args, interrupt=None, timeout: float = 300):
     """Run ``args`` as the leader of a new session (so its process group is its pid); with
-    ``interrupt``, SIGINT the whole group once a spawned helper (pool worker or timeline scan)
+    ``interrupt`` (a signal), send it to the whole group once a spawned helper (pool worker or timeline scan)
     is running. Returns ``(returncode, stderr, helpers seen, group members left after it
     returned)``; anything left is killed before returning, so no test leaves a process behind."""
     p = subprocess.Popen(args, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -96,7 +96,7 @@ def _run_in_own_group(args, interrupt: bool = False, timeout: float = 300):
             seen |= {cmd for _, cmd in _group_members(p.pid) if _is_helper(cmd)}
             if interrupt and any("spawn_main" in c for c in seen):
                 time.sleep(0.3)   # the helper importing / working
-                os.killpg(p.pid, signal.SIGINT)
+                os.killpg(p.pid, interrupt)
                 break
             time.sleep(0.02)
         _, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
@@ -126,10 +126,12 @@ def test_a_refused_rank_leaves_no_process_in_its_group(captures, tmp_path):
     assert left == [], f"processes left in the command's process group: {left}"
 
 
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("cap, baseline, workers", [("one", "one", None), ("four", "four", 2)],
                          ids=["timeline-scan", "workers-2"])
-def test_ctrl_c_mid_run_leaves_no_process_in_its_group(captures, tmp_path, cap, baseline, workers):
-    code, err, seen, left = _run_in_own_group(_check(captures, cap, baseline, tmp_path, workers), interrupt=True)
+def test_a_signal_mid_run_leaves_no_process_in_its_group(captures, tmp_path, cap, baseline, workers, sig, code):
+    """Ctrl-C (SIGINT to the group, as a terminal sends it) and a cancelled CI job (SIGTERM)."""
+    got, err, seen, left = _run_in_own_group(_check(captures, cap, baseline, tmp_path, workers), interrupt=sig)
     assert any("spawn_main" in c for c in seen), f"no helper process ever started: {seen}"
-    assert code in (130, 0), err   # 0: the command had finished when the signal came
+    assert got in (code, 0), err   # 0: the command had finished when the signal came
     assert left == [], f"processes left in the command's process group: {left}"
