@@ -311,6 +311,38 @@ def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_
     return box["client"]
 
 
+def _summaries_on_cluster(scheduler: str, locs, config: FingerprintConfig, progress=None) -> list:
+    """Every rank's :class:`~perfgate.metrics.summary.RankSummary` (or its capture error),
+    computed on the dask.distributed cluster at ``scheduler``: one task per rank, each given the
+    rank's location (paths, ~0.5 KB) and a reference to ``config`` (sent to the cluster once,
+    not pickled into every task: its policy is ~20 KB), each returning the rank's summary
+    (~120-170 KB whatever the rank's row count: metrics, family view, step and kind tables).
+    A result is released on its worker as soon as it is here. What is left to this process is
+    the merge (:func:`perfgate.metrics.fingerprint.fingerprint_from_summaries`). The files must
+    be readable at the same paths on the workers.
+
+    Raises:
+        UsageError: no dask.distributed, an unusable scheduler, or one without a worker."""
+    from perfgate.errors import require_extra
+    Client = require_extra("dask", "--scheduler (dask.distributed)").Client
+    client = _connect_scheduler(Client, scheduler)
+    results = []
+    try:
+        _require_workers(client, scheduler, SCHEDULER_TIMEOUT_S)
+        from distributed import as_completed
+        shared = client.scatter(config, broadcast=True, hash=False)
+        futures = client.map(_summarize_location, locs, config=shared, pure=False)
+        for fut in as_completed(futures):
+            results.append(fut.result())
+            fut.release()
+            if progress:
+                progress(len(results), len(locs))
+        del futures
+    finally:
+        client.close()
+    return results
+
+
 def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provenance=None, workers: int | None = None,
                      scheduler: str | None = None, progress=None) -> Fingerprint:
     """Discover a capture and fingerprint it, ranks in parallel.
@@ -340,19 +372,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
     total = len(locs)
     results = []
     if scheduler:
-        from perfgate.errors import require_extra
-        Client = require_extra("dask", "--scheduler (dask.distributed)").Client
-        client = _connect_scheduler(Client, scheduler)
-        try:
-            _require_workers(client, scheduler, SCHEDULER_TIMEOUT_S)
-            futures = client.map(_summarize_location, locs, config=config, pure=False)
-            from distributed import as_completed
-            for fut in as_completed(futures):
-                results.append(fut.result())
-                if progress:
-                    progress(len(results), total)
-        finally:
-            client.close()
+        results = _summaries_on_cluster(scheduler, locs, config, progress)
     else:
         n = min(workers if workers is not None else usable_cpus(), total)
         if n > 1 and _kernel_bytes(locs) <= AUTO_PARALLEL_BYTES:
