@@ -14,8 +14,10 @@ Shapes (``--shapes``):
   b  LLM-like: the real st/level2 rank-0 rows (2,463 per step) replicated with fresh times
   c  few giant steps: perfgate.synth.scale (10 steps, no layers)
   d  many ranks: 64 and 1,024 small ranks (perfgate.synth.scale): serial time, per-rank fixed
-     cost, --workers 2 vs serial (wall and CPU including children), and the same ranks on a local
-     dask.distributed cluster of 1 and 2 worker processes (``--dask``)
+     cost, --workers 2 vs serial (wall and CPU including children), and the same ranks on a
+     dask.distributed cluster of 1 and 2 single-threaded worker processes (``--dask``; scheduler
+     and workers each a process of their own, as in CI): wall, the client's CPU (this process)
+     and the workers' CPU, with the load average; ``--rank-rows`` sets the rows per rank
 
 Sections (``--skip`` any of growth, trace, ref):
   growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``: in this process
@@ -36,7 +38,7 @@ Sections (``--skip`` any of growth, trace, ref):
 Usage:
   python3 benchmarks/bench_scale.py [--shapes a,b,c,d] [--rows 1000000] [--repeats 2]
       [--growth 100000,300000,1000000,3000000] [--growth-shape a] [--ranks 64,1024]
-      [--rank-rows 1000] [--dask 1,2] [--ref-rows N] [--msprof-analyze PATH] [--skip growth,trace,ref] [--quick]
+      [--rank-rows 1000,5000,20000] [--dask 1,2] [--ref-rows N] [--msprof-analyze PATH] [--skip growth,trace,ref] [--quick]
 
 msprof-analyze: ``python3 -m venv V && V/bin/pip install msprof-analyze`` (kept out of
 perfgate's environment), then ``--msprof-analyze V/bin/msprof-analyze`` or
@@ -375,29 +377,85 @@ def bench_trace(tmp: Path, rows: int):
     return out
 
 
-def bench_dask(tmp: Path, cap: Path, policy, workers, serial_wall: float):
-    """The same ranks fanned out on a local dask.distributed cluster (``fingerprint_path(...,
-    scheduler=...)``) of 1, 2, ... single-threaded worker processes; wall time, warmed (each
-    worker has imported perfgate on a small capture first). Prints the speed-up over 1 worker."""
+def _dask_cluster(n_workers: int):
+    """A dask.distributed cluster as CI runs one: a scheduler and ``n_workers`` worker processes
+    (``dask worker --nthreads 1``: perfgate's per-rank work holds the GIL about half the time, so
+    one thread per worker process), each its own process, none in this one (this process is the
+    client alone, so its CPU time is the client's). Returns ``(address, processes)``."""
+    import socket
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], **quiet)]
+    addr = f"tcp://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sk:
+            if sk.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    procs += [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
+                                "--no-dashboard"], **quiet) for _ in range(n_workers)]
+    from distributed import Client
+    with Client(addr) as c:
+        c.wait_for_workers(n_workers, timeout=120)
+    return addr, procs
+
+
+def _tree_cpu(procs) -> float:
+    """CPU seconds (user + system) so far of these processes and their descendants (psutil;
+    NaN without it)."""
     try:
-        from distributed import LocalCluster
+        import psutil
+    except ImportError:
+        return float("nan")
+    total = 0.0
+    for p in procs:
+        try:
+            q = psutil.Process(p.pid)
+            for r in [q, *q.children(recursive=True)]:
+                t = r.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def bench_dask(tmp: Path, cap: Path, policy, workers, serial):
+    """The same ranks fanned out on a dask.distributed cluster of 1, 2, ... single-threaded worker
+    processes (:func:`_dask_cluster`; ``fingerprint_path(..., scheduler=...)``), warmed (each worker
+    has imported perfgate on a small capture first): wall time, this process's CPU (the client:
+    sending paths, receiving summaries, the merge), the workers' CPU (psutil), and the load
+    average, against ``serial`` ``(wall, CPU)`` in this process."""
+    try:
+        import distributed  # noqa: F401
     except ImportError:
         print("      dask: distributed not installed (pip install 'perfgate[dask]')", flush=True)
         return None
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     warm = build("d", tmp / "dask_warm", 0, ranks=max(workers), rank_rows=200)
     out = {}
     for w in workers:
-        with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
-            fingerprint_path(warm, policy, scheduler=cl.scheduler_address, with_trace=False)
-            t = time.perf_counter()
-            fingerprint_path(cap, policy, scheduler=cl.scheduler_address, with_trace=False)
-            out[w] = time.perf_counter() - t
+        addr, procs = _dask_cluster(w)
+        try:
+            fingerprint_path(warm, policy, scheduler=addr, with_trace=False)
+            k0 = _tree_cpu(procs[1:])
+            t, c = time.perf_counter(), time.process_time()
+            fingerprint_path(cap, policy, scheduler=addr, with_trace=False)
+            out[w] = {"wall": time.perf_counter() - t, "client_cpu": time.process_time() - c,
+                      "workers_cpu": _tree_cpu(procs[1:]) - k0, "load": os.getloadavg()[0]}
+        finally:
+            for p in procs[::-1]:
+                p.terminate()
+            for p in procs:
+                p.wait()
     shutil.rmtree(warm)
-    base = out[min(out)]
-    print("      dask LocalCluster: " + ", ".join(
-        f"{w} worker{'s' if w > 1 else ''} {t:6.2f} s wall (x{base / t:4.2f} vs 1 worker)" for w, t in out.items())
-        + f"; serial in-process {serial_wall:6.2f} s", flush=True)
+    for w, r in out.items():
+        print(f"      dask, {w} worker{'s' if w > 1 else ' '}: {r['wall']:7.2f} s wall (x{serial[0] / r['wall']:4.2f} vs "
+              f"serial), client {r['client_cpu']:5.2f} s CPU, workers {r['workers_cpu']:6.2f} s CPU "
+              f"(x{r['workers_cpu'] / serial[1]:4.2f} serial's CPU); load {r['load']:.1f}", flush=True)
     return out
 
 
@@ -413,7 +471,8 @@ def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=()):
         sw, sc = _timed(lambda: fingerprint_path(cap, policy, workers=1, with_trace=False))
         r = {"shape": f"d {n} ranks", "rows": n * rank_rows, "perfgate_wall": sw, "perfgate_cpu": sc,
              "floor_wall": fw, "floor_cpu": fc, "ratio_wall": sw / fw, "ratio_cpu": sc / fc}
-        line = (f"   {n:5d} ranks: serial {sw:7.2f} s wall {sc:7.2f} s CPU = {sc / n * 1000:6.1f} ms CPU per rank"
+        line = (f"   {n:5d} ranks x {rank_rows:,} rows: serial {sw:7.2f} s wall {sc:7.2f} s CPU = "
+                f"{sc / n * 1000:6.1f} ms CPU per rank (load {os.getloadavg()[0]:.1f})"
                 f" | floor {fw:6.2f} s | ratio {sw / fw:6.2f}x wall {sc / fc:6.2f}x CPU")
         if n <= 64:
             pw, pc = _timed(lambda: fingerprint_path(cap, policy, workers=2, with_trace=False))
@@ -421,7 +480,7 @@ def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=()):
             r["workers2"] = (pw, pc)
         print(line, flush=True)
         if dask_workers:
-            r["dask"] = bench_dask(tmp, cap, policy, dask_workers, sw)
+            r["dask"] = bench_dask(tmp, cap, policy, dask_workers, (sw, sc))
         res.append(r)
         shutil.rmtree(cap)
     if len(res) >= 2:
@@ -557,7 +616,7 @@ def main():
     ap.add_argument("--growth", default="100000,300000,1000000,3000000", help="row counts ('' skips)")
     ap.add_argument("--growth-shape", default="a")
     ap.add_argument("--ranks", default="64,1024")
-    ap.add_argument("--rank-rows", type=int, default=1000)
+    ap.add_argument("--rank-rows", default="1000", help="kernel rows per rank of shape d; several, comma-separated")
     ap.add_argument("--dask", default="1,2", help="shape d on a local dask cluster of these worker counts ('' skips)")
     ap.add_argument("--ref-rows", type=int, default=None, help="rows per side of the reference pair (default --rows)")
     ap.add_argument("--msprof-analyze", default=None, help="path to the msprof-analyze executable")
@@ -590,8 +649,9 @@ def _main(a, shapes, skip, policy):
         if "trace" not in skip and "a" in shapes:
             trace = bench_trace(tmp, a.rows)
         if "d" in shapes:
-            rows += bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], a.rank_rows, policy,
-                                [int(x) for x in a.dask.split(",") if x.strip()] if a.dask else ())
+            for rank_rows in (int(x) for x in str(a.rank_rows).split(",") if x.strip()):
+                rows += bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], rank_rows, policy,
+                                    [int(x) for x in a.dask.split(",") if x.strip()] if a.dask else ())
         if "ref" not in skip:
             ref = bench_ref(tmp, a.msprof_analyze, a.ref_rows or a.rows, policy)
     summary(rows, trace, ref)
