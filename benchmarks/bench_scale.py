@@ -14,13 +14,16 @@ Shapes (``--shapes``):
   b  LLM-like: the real st/level2 rank-0 rows (2,463 per step) replicated with fresh times
   c  few giant steps: perfgate.synth.scale (10 steps, no layers)
   d  many ranks: 64 and 1,024 small ranks (perfgate.synth.scale): serial time, per-rank fixed
-     cost, --workers 2 vs serial (wall and CPU including children), and the same ranks on a local
-     dask.distributed cluster of 1 and 2 worker processes (``--dask``)
-  r  real ranks (``--real-ranks``, default 64): the real level1 rank 0 (191 kernel rows, its
-     trace_view.json and communication.json) as N distinct ranks, each its own rank id and its own
-     times, written by the shared tools/scenarios builder (never imports perfgate; rank r is its
-     ``identity`` scenario with ``--noise --seed r+1``) or ``--rank-builder perfgate``; serial, trace
-     read: ms CPU per rank, and the same with ``--trace never``
+     cost, --workers 2 vs serial (wall and CPU including children), and the same ranks on a
+     dask.distributed cluster of 1 and 2 single-threaded worker processes (``--dask``; scheduler
+     and workers each a process of their own, as in CI): wall, the client's CPU (this process)
+     and the workers' CPU, with the load average; ``--rank-rows`` sets the rows per rank
+  r  real ranks (``--real-ranks``, default 64): the real level1 rank 0 (191 kernel rows per step,
+     ``--real-rank-steps`` steps, its trace_view.json and communication.json) as N distinct ranks,
+     each its own rank id and its own times, written by the shared tools/scenarios builder (never
+     imports perfgate; rank r is its ``identity`` scenario with ``--noise --seed r+1``) or
+     ``--rank-builder perfgate``; serial, trace read: ms CPU per rank, and the same with
+     ``--trace never``
 
 Sections (``--skip`` any of growth, trace, ref, pair):
   growth  cost at 100k / 300k / 1M / 3M rows (``--growth``) of ``--growth-shape``: in this process
@@ -55,7 +58,7 @@ into benchmarks/results/last_full.json (``--results PATH``, ``--no-results``);
 Usage:
   python3 benchmarks/bench_scale.py [--shapes a,b,c,d,r] [--rows 1000000] [--repeats 2]
       [--growth 100000,300000,1000000,3000000] [--growth-shape a] [--ranks 64,1024]
-      [--rank-rows 1000] [--real-ranks 64] [--dask 1,2] [--ref-rows N] [--ref-runs 3]
+      [--rank-rows 1000,5000,20000] [--real-ranks 64] [--dask 1,2] [--ref-rows N] [--ref-runs 3]
       [--msprof-analyze PATH] [--skip growth,trace,ref,pair] [--quick] [--check] [--write-readme]
 
 msprof-analyze: ``python3 -m venv V && V/bin/pip install msprof-analyze`` (kept out of
@@ -399,29 +402,85 @@ def bench_trace(tmp: Path, rows: int, rounds: int = 2):
     return out
 
 
-def bench_dask(tmp: Path, cap: Path, policy, workers, serial_wall: float):
-    """The same ranks fanned out on a local dask.distributed cluster (``fingerprint_path(...,
-    scheduler=...)``) of 1, 2, ... single-threaded worker processes; wall time, warmed (each
-    worker has imported perfgate on a small capture first). Prints the speed-up over 1 worker."""
+def _dask_cluster(n_workers: int):
+    """A dask.distributed cluster as CI runs one: a scheduler and ``n_workers`` worker processes
+    (``dask worker --nthreads 1``: perfgate's per-rank work holds the GIL about half the time, so
+    one thread per worker process), each its own process, none in this one (this process is the
+    client alone, so its CPU time is the client's). Returns ``(address, processes)``."""
+    import socket
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], **quiet)]
+    addr = f"tcp://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sk:
+            if sk.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    procs += [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "1",
+                                "--no-dashboard"], **quiet) for _ in range(n_workers)]
+    from distributed import Client
+    with Client(addr) as c:
+        c.wait_for_workers(n_workers, timeout=120)
+    return addr, procs
+
+
+def _tree_cpu(procs) -> float:
+    """CPU seconds (user + system) so far of these processes and their descendants (psutil;
+    NaN without it)."""
     try:
-        from distributed import LocalCluster
+        import psutil
+    except ImportError:
+        return float("nan")
+    total = 0.0
+    for p in procs:
+        try:
+            q = psutil.Process(p.pid)
+            for r in [q, *q.children(recursive=True)]:
+                t = r.cpu_times()
+                total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def bench_dask(tmp: Path, cap: Path, policy, workers, serial):
+    """The same ranks fanned out on a dask.distributed cluster of 1, 2, ... single-threaded worker
+    processes (:func:`_dask_cluster`; ``fingerprint_path(..., scheduler=...)``), warmed (each worker
+    has imported perfgate on a small capture first): wall time, this process's CPU (the client:
+    sending paths, receiving summaries, the merge), the workers' CPU (psutil), and the load
+    average, against ``serial`` ``(wall, CPU)`` in this process."""
+    try:
+        import distributed  # noqa: F401
     except ImportError:
         print("      dask: distributed not installed (pip install 'perfgate[dask]')", flush=True)
         return None
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     warm = build("d", tmp / "dask_warm", 0, ranks=max(workers), rank_rows=200)
     out = {}
     for w in workers:
-        with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
-            fingerprint_path(warm, policy, scheduler=cl.scheduler_address, with_trace=False)
-            t = time.perf_counter()
-            fingerprint_path(cap, policy, scheduler=cl.scheduler_address, with_trace=False)
-            out[w] = time.perf_counter() - t
+        addr, procs = _dask_cluster(w)
+        try:
+            fingerprint_path(warm, policy, scheduler=addr, with_trace=False)
+            k0 = _tree_cpu(procs[1:])
+            t, c = time.perf_counter(), time.process_time()
+            fingerprint_path(cap, policy, scheduler=addr, with_trace=False)
+            out[w] = {"wall": time.perf_counter() - t, "client_cpu": time.process_time() - c,
+                      "workers_cpu": _tree_cpu(procs[1:]) - k0, "load": os.getloadavg()[0]}
+        finally:
+            for p in procs[::-1]:
+                p.terminate()
+            for p in procs:
+                p.wait()
     shutil.rmtree(warm)
-    base = out[min(out)]
-    print("      dask LocalCluster: " + ", ".join(
-        f"{w} worker{'s' if w > 1 else ''} {t:6.2f} s wall (x{base / t:4.2f} vs 1 worker)" for w, t in out.items())
-        + f"; serial in-process {serial_wall:6.2f} s", flush=True)
+    for w, r in out.items():
+        print(f"      dask, {w} worker{'s' if w > 1 else ' '}: {r['wall']:7.2f} s wall (x{serial[0] / r['wall']:4.2f} vs "
+              f"serial), client {r['client_cpu']:5.2f} s CPU, workers {r['workers_cpu']:6.2f} s CPU "
+              f"(x{r['workers_cpu'] / serial[1]:4.2f} serial's CPU); load {r['load']:.1f}", flush=True)
     return out
 
 
@@ -431,9 +490,10 @@ def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=(), roun
     res = []
     for n in counts:
         cap = build("d", tmp / f"ranks_{n}", 0, ranks=n, rank_rows=rank_rows)
-        r = _ranks_rounds(cap, policy, n, rounds, f"d {n} ranks", n * rank_rows)
+        r = _ranks_rounds(cap, policy, n, rounds, f"d {n} ranks x {rank_rows:,} rows", n * rank_rows)
         sw, sc = r["perfgate_wall"], r["perfgate_cpu"]
-        line = (f"   {n:5d} ranks: serial {sw:7.2f} s wall {sc:7.2f} s CPU = {r['cpu_ms']:6.1f} ms CPU per rank"
+        line = (f"   {n:5d} ranks x {rank_rows:,} rows: serial {sw:7.2f} s wall {sc:7.2f} s CPU = "
+                f"{r['cpu_ms']:6.1f} ms CPU per rank (load {os.getloadavg()[0]:.1f})"
                 f" | floor {r['floor_wall']:6.2f} s | ratio {r['ratio_wall']:6.2f}x wall {r['ratio_cpu']:6.2f}x CPU")
         if n <= 64:
             pw, pc = _timed(lambda: fingerprint_path(cap, policy, workers=2, with_trace=False))
@@ -441,7 +501,7 @@ def bench_ranks(tmp: Path, counts, rank_rows: int, policy, dask_workers=(), roun
             r["workers2"] = (pw, pc)
         print(line, flush=True)
         if dask_workers:
-            r["dask"] = bench_dask(tmp, cap, policy, dask_workers, sw)
+            r["dask"] = bench_dask(tmp, cap, policy, dask_workers, (sw, sc))
         res.append(r)
         shutil.rmtree(cap)
     _marginal(res, counts)
@@ -845,7 +905,7 @@ def main():
     ap.add_argument("--growth", default="100000,300000,1000000,3000000", help="row counts ('' skips)")
     ap.add_argument("--growth-shape", default="a")
     ap.add_argument("--ranks", default="64,1024")
-    ap.add_argument("--rank-rows", type=int, default=1000)
+    ap.add_argument("--rank-rows", default="1000", help="kernel rows per rank of shape d; several, comma-separated")
     ap.add_argument("--real-ranks", default="64", help="rank counts of shape r (real level1 ranks)")
     ap.add_argument("--real-rank-steps", type=int, default=5,
                     help="steps per real rank (191 kernel rows each; 5: the 955-row ranks of the per-rank goal)")
@@ -913,8 +973,10 @@ def _main(a, shapes, skip, policy, rounds):
         if "trace" not in skip and "a" in shapes:
             res["trace"] = bench_trace(tmp, a.rows, max(2, rounds))
         if "d" in shapes:
-            res["ranks"] = bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], a.rank_rows, policy,
-                                       [int(x) for x in a.dask.split(",") if x.strip()] if a.dask else (), rounds)
+            for rank_rows in (int(x) for x in str(a.rank_rows).split(",") if x.strip()):
+                res["ranks"] += bench_ranks(tmp, [int(x) for x in a.ranks.split(",")], rank_rows, policy,
+                                            [int(x) for x in a.dask.split(",") if x.strip()] if a.dask else (),
+                                            rounds)
         if "r" in shapes:
             res["real_ranks"] = bench_real_ranks(tmp, [int(x) for x in a.real_ranks.split(",")], policy,
                                                  a.real_rank_steps, rounds, a.rank_builder)

@@ -353,7 +353,8 @@ class _Group(click.Group):
     console script's stderr drops a failed write (:func:`_shield_stderr`). The top-level command runs under :func:`perfgate.hostmem.small_pages` (numpy's
     huge-page hint off where the kernel would stall on it), :func:`perfgate.hostmem.arrow_jemalloc`
     (Arrow's buffers from jemalloc where pyarrow has it) and
-    :func:`perfgate.app.run.timelines_scanned_ahead`."""
+    :func:`perfgate.app.run.timelines_scanned_ahead`, and ends every helper process before it
+    returns (:func:`perfgate.app.run.helper_processes_ended`)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """click's ``main``; afterwards the SIGINT handler :meth:`invoke` set aside is restored when
@@ -395,7 +396,8 @@ class _Group(click.Group):
             with contextlib.ExitStack() as top:
                 if ctx.parent is None:
                     from perfgate.hostmem import arrow_jemalloc
-                    from perfgate.app.run import timelines_scanned_ahead
+                    from perfgate.app.run import helper_processes_ended, timelines_scanned_ahead
+                    top.enter_context(helper_processes_ended())
                     top.enter_context(small_pages())
                     top.enter_context(arrow_jemalloc())
                     top.enter_context(timelines_scanned_ahead())

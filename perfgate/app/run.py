@@ -166,6 +166,7 @@ def stop_pool(pool, join_s: float = 5.0) -> None:
     verdict)."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
     results = getattr(pool, "_result_queue", None)   # shutdown(wait=False) drops it unclosed
+    manager = getattr(pool, "_executor_manager_thread", None)   # and this thread, still running
     for p in procs:
         try:
             p.terminate()
@@ -185,6 +186,8 @@ def stop_pool(pool, join_s: float = 5.0) -> None:
             results._writer.close()
         except (OSError, AttributeError):
             pass
+        if manager is not None:
+            manager.join(join_s)   # it holds the pool's queues (their semaphores) until it ends
 
 
 def _alive(p) -> bool:
@@ -213,6 +216,52 @@ def local_pool(n: int):
         stop_pool(pool)
         raise
     pool.shutdown(wait=True)
+
+
+@contextmanager
+def helper_processes_ended():
+    """Within this block, the process pools of :func:`local_pool` may start helper processes;
+    when it ends (normally, on an error, on Ctrl-C or the CLI's SIGTERM exception) none of them
+    is left running. The pools' workers are joined or stopped by :func:`local_pool`; this ends
+    the one helper that would outlive the block: multiprocessing's resource tracker, a process
+    the ``spawn`` context starts on first use to unlink the pools' named semaphores should this
+    process die. Left alone it ends only once this process has exited (it reads its pipe from
+    this process to end of file), so the command returned with it still in its process group,
+    keeping a CI step or a container alive. A tracker already running before the block (an
+    embedding program's) is left to its owner. The perfgate command line runs every command in
+    this block."""
+    tracker = _resource_tracker()
+    before = getattr(tracker, "_pid", None) is not None
+    try:
+        yield
+    except BaseException as e:
+        import traceback
+        traceback.clear_frames(e.__traceback__)   # the unwound frames' locals: a pool, a worker being spawned
+        raise
+    finally:
+        tracker = _resource_tracker()
+        if not before and getattr(tracker, "_pid", None) is not None:
+            _stop_resource_tracker(tracker)
+
+
+def _resource_tracker():
+    """multiprocessing's resource tracker of this process, when multiprocessing was imported."""
+    mod = sys.modules.get("multiprocessing.resource_tracker")
+    return getattr(mod, "_resource_tracker", None)
+
+
+def _stop_resource_tracker(tracker) -> None:
+    """End the resource tracker and reap it. Every pool's semaphores are finalized first (a
+    garbage collection: they unregister themselves from the tracker as they go), because a
+    semaphore finalized later would start a new tracker to unregister from, one that again
+    outlives this process. Closing its pipe makes the tracker unlink whatever is still registered
+    (a worker killed mid-task), warn, and exit; ``_stop`` waits for that exit."""
+    import gc
+    gc.collect()
+    try:
+        tracker._stop()
+    except (OSError, AttributeError, ChildProcessError, RuntimeError):
+        pass   # already gone, or a Python without ``_stop``: it ends once this process does
 
 
 SCHEDULER_TIMEOUT_S = 10.0
@@ -262,6 +311,38 @@ def _connect_scheduler(client_cls, scheduler: str, timeout_s: float = SCHEDULER_
     return box["client"]
 
 
+def _summaries_on_cluster(scheduler: str, locs, config: FingerprintConfig, progress=None) -> list:
+    """Every rank's :class:`~perfgate.metrics.summary.RankSummary` (or its capture error),
+    computed on the dask.distributed cluster at ``scheduler``: one task per rank, each given the
+    rank's location (paths, ~0.5 KB) and a reference to ``config`` (sent to the cluster once,
+    not pickled into every task: its policy is ~20 KB), each returning the rank's summary
+    (~120-170 KB whatever the rank's row count: metrics, family view, step and kind tables).
+    A result is released on its worker as soon as it is here. What is left to this process is
+    the merge (:func:`perfgate.metrics.fingerprint.fingerprint_from_summaries`). The files must
+    be readable at the same paths on the workers.
+
+    Raises:
+        UsageError: no dask.distributed, an unusable scheduler, or one without a worker."""
+    from perfgate.errors import require_extra
+    Client = require_extra("dask", "--scheduler (dask.distributed)").Client
+    client = _connect_scheduler(Client, scheduler)
+    results = []
+    try:
+        _require_workers(client, scheduler, SCHEDULER_TIMEOUT_S)
+        from distributed import as_completed
+        shared = client.scatter(config, broadcast=True, hash=False)
+        futures = client.map(_summarize_location, locs, config=shared, pure=False)
+        for fut in as_completed(futures):
+            results.append(fut.result())
+            fut.release()
+            if progress:
+                progress(len(results), len(locs))
+        del futures
+    finally:
+        client.close()
+    return results
+
+
 def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provenance=None, workers: int | None = None,
                      scheduler: str | None = None, progress=None) -> Fingerprint:
     """Discover a capture and fingerprint it, ranks in parallel.
@@ -294,19 +375,7 @@ def fingerprint_path(capture_path, policy, *, with_trace=TraceMode.READ, provena
     total = len(locs)
     results = []
     if scheduler:
-        from perfgate.errors import require_extra
-        Client = require_extra("dask", "--scheduler (dask.distributed)").Client
-        client = _connect_scheduler(Client, scheduler)
-        try:
-            _require_workers(client, scheduler, SCHEDULER_TIMEOUT_S)
-            futures = client.map(_summarize_location, locs, config=config, pure=False)
-            from distributed import as_completed
-            for fut in as_completed(futures):
-                results.append(fut.result())
-                if progress:
-                    progress(len(results), total)
-        finally:
-            client.close()
+        results = _summaries_on_cluster(scheduler, locs, config, progress)
     else:
         n = min(workers if workers is not None else usable_cpus(), total)
         if n > 1 and _kernel_bytes(locs) <= AUTO_PARALLEL_BYTES:

@@ -286,3 +286,39 @@ def test_out_of_memory_under_a_real_limit(tmp_path):
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
     assert r.returncode == 3, (r.returncode, r.stderr[-800:])
     assert "does not fit in the memory" in r.stderr + r.stdout
+
+
+@pytest.mark.slow
+def test_dask_tasks_take_paths_and_a_shared_config_and_return_small_summaries(cap, policy, monkeypatch):
+    """What crosses the wire on ``--scheduler``: each task gets its rank's location (paths) and a
+    reference to the one copy of the config (policy) sent to the cluster, never the config itself;
+    each returns the rank's summary (bounded: under 400 KB here), no DataFrame of kernel rows."""
+    distributed = pytest.importorskip("distributed")
+    import pickle
+    from perfgate.ingest import RankLocation
+    from perfgate.metrics.summary import RankSummary
+    sent, got = [], []
+    real_map = distributed.Client.map
+
+    def map_(self, func, *iterables, **kw):
+        sent.append((iterables, kw))
+        return real_map(self, func, *iterables, **kw)
+    real_result = distributed.Future.result
+
+    def result(self, *a, **k):
+        r = real_result(self, *a, **k)
+        got.append(r)
+        return r
+    monkeypatch.setattr(distributed.Client, "map", map_)
+    monkeypatch.setattr(distributed.Future, "result", result)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
+        fingerprint_path(cap, policy, scheduler=cl.scheduler_address)
+    (iterables, kw), = sent
+    assert all(isinstance(loc, RankLocation) for loc in iterables[0])
+    assert isinstance(kw["config"], distributed.Future)   # the policy is sent once, not per task
+    summaries = [r for r in got if isinstance(r, RankSummary)]
+    assert len(summaries) == 4
+    for s in summaries:
+        table = (cap / s.kernel_file).stat().st_size
+        assert len(pickle.dumps(s)) < max(table / 2, 400_000)
+        assert s.anatomy is None or len(s.anatomy) == len(s.steps)   # one row per step, not per kernel
