@@ -25,6 +25,12 @@ ratio), ``comm_us`` (communication per step, busy union, p50 over ranks), ``comm
 (communication share of ΣDuration, p50, ratio), ``top_hccl_kind`` (HCCL kind with the largest
 ΣDuration), ``max_rank_skew`` / ``max_rank_skew_metric`` (largest (max − min) / mean over ranks
 of a step metric), ``self_checks_failed``, ``cached``, ``seconds``.
+
+In a capture of several pipeline stages (:mod:`perfgate.metrics.stages`), which has no pooled p50,
+every p50 column is the job-level value of :func:`perfgate.metrics.stages.job_p50`: the largest
+stage p50 (``max over S of stage<S>.p50``; a pipeline's step ends when its slowest stage ends), each
+column on its own, so the shares of two kinds may come from two stages; ``step_time_p50_stage``
+names the stage the step time came from (empty with one stage, where every column is the pooled p50).
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from perfgate.model import parse_metric_key
 from perfgate.version import __version__
 from perfgate.terms import TraceMode
 from perfgate.errors import PerfgateError, StoreError, UsageError, require_extra
@@ -44,7 +51,8 @@ OUTPUT_DIR, MSPROF_DIR = "ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output"
 _RANK_DIR = re.compile(r"(_ascend_pt$)|(^|[_-])rank[_-]?\d+$", re.IGNORECASE)
 _LOOSE = re.compile(r"^(kernel_details\.csv|op_summary.*\.csv|.*\.db)$")
 KINDS = ("attention", "ffn", "moe", "aicpu", "other", "unstructured")
-COLUMNS = (["capture", "status", "reason", "ranks", "steps", "step_time_rank0_us", "step_time_p50_us", "layers",
+COLUMNS = (["capture", "status", "reason", "ranks", "steps", "step_time_rank0_us", "step_time_p50_us",
+            "step_time_p50_stage", "layers",
             "top_step_class"] + [f"share_{k}" for k in KINDS]
            + ["comm_us", "comm_share", "top_hccl_kind", "max_rank_skew", "max_rank_skew_metric",
               "self_checks_failed", "cached", "seconds"])
@@ -138,26 +146,34 @@ def cache_key(capture: Path, policy) -> str:
 
 def rollup_row(fp) -> dict:
     """One rollup row (module doc) from a fingerprint."""
+    from perfgate.metrics.stages import job_p50_values
     m = fp.metrics
+    job = job_p50_values({k: v.value for k, v in m.items()})   # p50 columns: the job-level p50 (module doc)
 
     def val(key):
         v = m.get(key)
         return None if v is None else v.value
 
+    def p50(key):
+        v = job.get(key)
+        return None if v is None else v.value
+
     row = {"ranks": len(fp.provenance.get("ranks", [])),
            "steps": max((len(s) for s in fp.provenance.get("steps", {}).values()), default=0)}
-    for view in ("rank0", "p50"):
-        row[f"step_time_{view}_us"] = val(f"step.time_us{{view={view}}}")   # None (empty) as check: no step time
+    row["step_time_rank0_us"] = val("step.time_us{view=rank0}")   # None (empty) as check: no step time
+    row["step_time_p50_us"] = p50("step.time_us{view=p50}")
+    step = job.get("step.time_us{view=p50}")
+    row["step_time_p50_stage"] = None if step is None else step.stage
     row["layers"] = val("layer.count{view=rank0}")
     classes = Counter(s["step_class"] for r in fp.detail.get("segments", []) for s in r.get("steps", []))
     row["top_step_class"] = classes.most_common(1)[0][0] if classes else None
     for k in KINDS:
-        row[f"share_{k}"] = val(f"block.share{{kind={k},view=p50}}")
-    row["comm_us"] = val("step.comm_us{view=p50}")
-    row["comm_share"] = val("share.category{category=Comm,view=p50}")
+        row[f"share_{k}"] = p50(f"block.share{{kind={k},view=p50}}")
+    row["comm_us"] = p50("step.comm_us{view=p50}")
+    row["comm_share"] = p50("share.category{category=Comm,view=p50}")
     if row["comm_share"] is None:
-        row["comm_share"] = val("share.core_type{core_type=COMMUNICATION,view=p50}")
-    kinds = {v.labels["kind"]: v.value for v in m.values() if v.name == "comm.time_us" and v.labels.get("view") == "p50"}
+        row["comm_share"] = p50("share.core_type{core_type=COMMUNICATION,view=p50}")
+    kinds = {parse_metric_key(k)[1]["kind"]: v.value for k, v in job.items() if k.startswith("comm.time_us{")}
     row["top_hccl_kind"] = max(kinds, key=kinds.get) if kinds and max(kinds.values()) > 0 else None
     skews = [(v.value, v.labels.get("metric")) for v in m.values()
              if v.name == "rank.skew_ratio" and str(v.labels.get("metric", "")).startswith("step.")]

@@ -712,15 +712,56 @@ class HistoryStore:
                with_set: bool = False) -> pd.DataFrame:
         """One metric in commit order (see the module docstring): run_id, recorded_at, commit (str or None), status, note,
         series_key (the run's :func:`series_id`: stored key and profiler level), value (float; NaN for a set metric such as ``kernel.topn``), and with
-        ``with_set`` also set_value (the JSON list of a set metric, None for numbers)."""
+        ``with_set`` also set_value (the JSON list of a set metric, None for numbers).
+
+        A p50 key (``step.time_us{view=p50}``) is read for a run of several pipeline stages, which
+        records no pooled p50, as its job-level value (:func:`perfgate.metrics.stages.job_p50`: the
+        largest stage p50); the frame then has a ``view`` column saying where each value came
+        from (``p50``, ``stage1.p50``). Runs of one stage read exactly their recorded p50."""
         where, args = self._filters(branch, since, "r.", ["v.key = ?"], [key])
-        df = self._ordered(_clean_commits(pd.read_sql_query(
-            "select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, "
-            + _SERIES_SQL.format(p="r.") + " as series_key, v.value, v.set_value"
-            + " from metric_values v join runs r on r.id = v.run_id where " + " and ".join(where)
-            + " order by r.recorded_at, r.id", self.conn, params=args)))
+        df = pd.read_sql_query(self._SERIES_SELECT + " and ".join(where) + " order by r.recorded_at, r.id",
+                               self.conn, params=args)
+        df = self._with_stage_p50(df, key, branch, since)
+        df = self._ordered(_clean_commits(df))
         df["value"] = self._numeric_values(df, key)
         return df if with_set else df.drop(columns="set_value")
+
+    _SERIES_SELECT = ("select r.id as run_id, r.recorded_at, r.commit_sha as \"commit\", r.status, r.note, "
+                      + _SERIES_SQL.format(p="r.") + " as series_key, v.value, v.set_value, v.key"
+                      + " from metric_values v join runs r on r.id = v.run_id where ")
+
+    def _with_stage_p50(self, df: pd.DataFrame, key: str, branch, since) -> pd.DataFrame:
+        """``df`` (the rows of ``key``) with, for a p50 key, one row per run that lacks it but records
+        that metric's stage p50s: the job-level value (:func:`perfgate.metrics.stages.job_p50`), its
+        view in a ``view`` column. ``df`` without its ``key`` column when there is none."""
+        from perfgate.metrics.stages import job_p50, pooled_p50_key
+        got = pooled_p50_key(key)
+        if got is None or got[1] != "p50":
+            return df.drop(columns="key")
+        where, args = self._filters(branch, since, "r.", ["v.name = ?", "v.view like 'stage%.p50'"],
+                                    [parse_metric_key(key)[0]])
+        staged = pd.read_sql_query(self._SERIES_SELECT + " and ".join(where) + " order by r.recorded_at, r.id",
+                                   self.conn, params=args)
+        staged = staged[~staged["run_id"].isin(df["run_id"])]
+        staged = staged[[(pooled_p50_key(k) or (None,))[0] == key for k in staged["key"]]]
+        if staged.empty:
+            return df.drop(columns="key")
+        rows = []
+        for _, g in staged.groupby("run_id", sort=False):
+            views = [pooled_p50_key(k)[1] for k in g["key"]]
+            job = job_p50(dict(zip(views, pd.to_numeric(g["value"], errors="coerce"))))
+            if job is not None:
+                rows.append(dict(g.iloc[0], value=job.value, view=job.view))
+        df = df.assign(view="p50")
+        out = pd.concat([df, pd.DataFrame(rows, columns=df.columns)], ignore_index=True) if rows else df
+        return out.sort_values(["recorded_at", "run_id"], kind="stable").drop(columns="key").reset_index(drop=True)
+
+    def has_key(self, key: str) -> bool:
+        """Whether ``key`` was recorded, or can be read (:meth:`series`) as the job-level p50 of a run
+        of several pipeline stages."""
+        from perfgate.metrics.stages import pooled_p50_key
+        keys = self.keys(key.split("{")[0])
+        return key in keys or any((pooled_p50_key(k) or (None,))[0] == key for k in keys)
 
     def _numeric_values(self, df: pd.DataFrame, key: str) -> pd.Series:
         """``df["value"]`` as float64 (NULL -> NaN), where each row holds a finite number, or NULL

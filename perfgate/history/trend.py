@@ -47,11 +47,12 @@ def gated_keys(hs, policy) -> list[tuple[str, str]]:
 
 
 def require_metric(hs, metric: str) -> None:
-    """Raise when ``metric`` was never recorded in ``hs``.
+    """Raise when ``metric`` was never recorded in ``hs`` (a p50 key is recorded too where runs of
+    several pipeline stages record its stage p50s: :meth:`HistoryStore.series` reads its job-level value).
 
     Raises:
         PerfgateError (exit 2): naming up to 8 recorded keys of the same metric name."""
-    if metric in hs.keys():
+    if metric in hs.keys() or hs.has_key(metric):
         return
     close = [k for k in hs.keys(metric.split("{")[0])][:8]
     raise PerfgateError(f"no recorded metric {metric!r}" + (f"; similar: {close}" if close else ""))

@@ -9,6 +9,11 @@ stage, the pooled ``p50`` / ``max`` views (and the rank skew) are replaced by th
 each stage, ``stage<S>.p50`` / ``stage<S>.max`` (reports say "stage 1 p50"); ``rank0`` stays the
 lowest rank's own value. A capture with one stage keeps the pooled views, unchanged.
 
+Where one job-level number is wanted for a p50 (the tuning journal's key metric, the sweep's
+columns, the HTML report's p50 charts, the workload test's family shares), :func:`job_p50` gives
+it: the pooled p50 when there is one, else the largest stage p50 (the step of a pipeline ends when
+its slowest stage ends), with the stage it came from.
+
 The stage of a rank is found, in this order:
 
 1. **Parallel layout** (``LAYOUT``), where every rank records it: the rank's position
@@ -61,7 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate import terms
-from perfgate.model import metric_key
+from perfgate.model import metric_key, parse_metric_key
 
 #: a communication kernel family (as :data:`perfgate.compare.attribution.COMM_FAMILY`)
 COMM_FAMILY = re.compile(r"(?i)^hcom_|hccl")
@@ -246,6 +251,76 @@ def stage_views(layout: StageLayout, per_rank: dict, views_of, kernel_ranks=None
             out[key] = dataclasses.replace(m, key=key, labels=labels, evidence=f"{where}: {m.evidence}",
                                            context=ctx)
     return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class JobValue:
+    """The job-level value of a metric for a p50 request (:func:`job_p50`): ``value`` and the
+    ``view`` it was read from, ``p50`` (one stage) or ``stage<S>.p50`` (the largest stage p50)."""
+    value: float | int
+    view: str
+
+    @property
+    def stage(self) -> int | None:
+        """The pipeline stage the value came from, None for the pooled p50."""
+        return terms.view_stage(self.view)
+
+    def text(self) -> str:
+        """``p50``, or ``p50 of stage 1 (the largest stage p50)`` as the reports say it."""
+        return terms.VIEW_P50 if self.stage is None else f"p50 of stage {self.stage} (the largest stage p50)"
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+
+def job_p50(by_view: dict) -> JobValue | None:
+    """The job-level value of one metric (one label set) for a p50 request, from ``{view: value}``.
+
+    The pooled ``p50`` when present (a capture of one stage: exactly its value). Otherwise the
+    largest of the stage p50s, ``max over S of stage<S>.p50`` (lowest stage on a tie): a pipeline's
+    step ends when its slowest stage ends, so the job's step time is the p50 of the slowest stage;
+    other metrics read the same way give the most any stage holds. None when the metric has no p50
+    and no stage p50 (views of other kinds and values that are not numbers are not read)."""
+    pooled = by_view.get(terms.VIEW_P50)
+    if _is_number(pooled):
+        return JobValue(pooled, terms.VIEW_P50)
+    staged = [(float(v), -terms.view_stage(view), view, v) for view, v in by_view.items()
+              if terms.view_stage(view) is not None and terms.base_view(view) == terms.VIEW_P50 and _is_number(v)]
+    if not staged:
+        return None
+    _, _, view, value = max(staged)
+    return JobValue(value, view)
+
+
+def pooled_p50_key(key: str) -> tuple[str, str] | None:
+    """``(name{...,view=p50}, view)`` of a metric key in the p50 or a stage p50 view, None for any
+    other key."""
+    if "p50" not in key:   # most keys: no parse
+        return None
+    name, labels = parse_metric_key(key)
+    view = labels.get("view")
+    if view is None or terms.base_view(view) != terms.VIEW_P50:
+        return None
+    labels["view"] = terms.VIEW_P50
+    return metric_key(name, **labels), view
+
+
+def job_p50_values(values: dict) -> dict:
+    """``{pooled p50 key: JobValue}`` (:func:`job_p50`) of every metric with a p50 or stage p50
+    view among ``values`` (``{metric key: value}``: a fingerprint's ``{k: m.value}``, a
+    comparison's side), in one pass. For a capture of one stage it holds each p50 value as is."""
+    groups: dict = {}
+    for key, v in values.items():
+        got = pooled_p50_key(key)
+        if got is not None:
+            groups.setdefault(got[0], {})[got[1]] = v
+    out = {}
+    for k, by_view in groups.items():
+        got = job_p50(by_view)
+        if got is not None:
+            out[k] = got
+    return out
 
 
 def unplaced_warning(layout: StageLayout) -> list:

@@ -23,7 +23,8 @@ Used by :mod:`perfgate.compare.rules` (a baseline of another workload cannot jud
 """
 from __future__ import annotations
 
-from perfgate.model import Fingerprint
+from perfgate import terms
+from perfgate.model import Fingerprint, parse_metric_key
 
 MAX_JACCARD = 0.25
 MAX_SHARED_TIME = 0.5
@@ -32,11 +33,23 @@ MIN_FAMILIES = 5      # below this on either side the test says nothing
 
 def family_shares(fp: Fingerprint) -> tuple[str | None, dict]:
     """``(view, {family: ΣDuration share (ratio)})`` of ``share.family`` in the first view the
-    fingerprint has of p50, rank0, max (``(None, {})`` when it has none)."""
+    fingerprint has of p50, rank0, max (``(None, {})`` when it has none). The p50 of a capture of
+    several pipeline stages is the job-level one (:func:`perfgate.metrics.stages.job_p50`): every
+    family any stage runs, at its largest stage p50, so the families of every stage are compared,
+    not those of the stage holding rank0 alone; its view is then ``p50``."""
+    from perfgate.metrics.stages import job_p50_values
     by_view: dict = {}
-    for m in fp.metrics.values():
+    staged: dict = {}
+    for k, m in fp.metrics.items():
         if m.name == "share.family" and isinstance(m.value, (int, float)) and not isinstance(m.value, bool):
-            by_view.setdefault(m.labels.get("view"), {})[m.labels.get("family")] = float(m.value)
+            view = m.labels.get("view")
+            if terms.view_stage(view) is not None:
+                staged[k] = float(m.value)
+            else:
+                by_view.setdefault(view, {})[m.labels.get("family")] = float(m.value)
+    if staged and not by_view.get(terms.VIEW_P50):
+        by_view[terms.VIEW_P50] = {parse_metric_key(k)[1].get("family"): v.value
+                                   for k, v in job_p50_values(staged).items()}
     for view in ("p50", "rank0", "max", None):
         if by_view.get(view):
             return view, by_view[view]

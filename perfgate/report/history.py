@@ -140,8 +140,11 @@ def branch_journal(hs, branch: str, key: str) -> pd.DataFrame:
         raise UsageError(f"--metric / history.key_metric: {why}")
     if hs.keys():   # a database without a run yet: the journal is empty, as for an unknown branch
         require_metric(hs, key)
-    values = hs.series(key, branch=branch).set_index("run_id")["value"]
-    return journal_table(hs.runs(branch=branch), values, key)
+    series = hs.series(key, branch=branch).set_index("run_id")
+    table = journal_table(hs.runs(branch=branch), series["value"], key)
+    if "view" in series:   # runs of several pipeline stages: the key metric's job-level p50, and its stage
+        table["view"] = table["run"].map(series["view"])
+    return table
 
 
 def journal_table(runs: pd.DataFrame, values: pd.Series, key: str) -> pd.DataFrame:
@@ -223,12 +226,16 @@ def render_journal(table: pd.DataFrame, key: str) -> str:
     multi = named["series"].nunique() > 1 if len(named) else False
     lines = [f"| round | change | status |{' series |' if multi else ''} {_with_unit(key)} | vs previous kept | vs first |",
              "|---|---|---|" + ("---|" if multi else "") + "---|---|---|"]
+    staged = False
     for d in table.to_dict("records"):
         v = d[key]
+        stage = terms.view_stage(d.get("view"))
+        staged = staged or stage is not None
         pct = lambda x: "—" if pd.isna(x) else f"{x:+.1%}"
         change = " ".join(str(d["change"]).split()).replace("|", "\\|")   # one row: no line break, no column break
         lines.append(f"| {d['round']} | {change} | {d['status']} |{' ' + str(d['series']) + ' |' if multi else ''} "
-                     f"{'—' if pd.isna(v) else f'{v:,.1f}'} | {pct(d['vs_previous_kept'])} | {pct(d['vs_first'])} |")
+                     f"{'—' if pd.isna(v) else f'{v:,.1f}'}{'' if stage is None else f' (stage {stage})'} | "
+                     f"{pct(d['vs_previous_kept'])} | {pct(d['vs_first'])} |")
     kept_rows = table[(table["status"] == "kept") & table[key].notna()]
     if multi and len(kept_rows):
         kept_rows = kept_rows[kept_rows["series"] == kept_rows["series"].iloc[-1]]
@@ -239,6 +246,11 @@ def render_journal(table: pd.DataFrame, key: str) -> str:
                      f"({kept.iloc[0]:,.1f} -> {kept.iloc[-1]:,.1f})"
                      + (f", series {kept_rows['series'].iloc[-1]} (rounds of other series are not compared)"
                         if multi else "") + ".")
+    if staged:
+        lines.append("")
+        lines.append("A round of several pipeline stages records no pooled p50: its value is the largest stage p50, "
+                     "of the stage in brackets (for step time the slowest stage: a pipeline's step ends when its "
+                     "slowest stage ends).")
     levels = [x for x in dict.fromkeys(table.loc[(table["status"] == "kept"), "level"]) if x] if "level" in table else []
     if len(levels) > 1:
         lines.append("")

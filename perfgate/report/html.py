@@ -168,10 +168,13 @@ def _nodata(why: str) -> str:
 
 # -- values from either a comparison set or one fingerprint -------------------------------------------
 class _Values:
-    """Metric values by key for the baseline side and the candidate side."""
+    """Metric values by key for the baseline side and the candidate side. A p50 request of a
+    capture of several pipeline stages (no pooled p50) reads the job-level value
+    (:func:`perfgate.metrics.stages.job_p50`: the largest stage p50) of each side."""
 
     def __init__(self, base: dict, cand: dict, units: dict):
         self.base, self.cand, self.units = base, cand, units
+        self._job = None
 
     @classmethod
     def from_result(cls, result: GateResult):
@@ -184,8 +187,27 @@ class _Values:
     def from_fingerprint(cls, fp: Fingerprint):
         return cls({}, {k: m.value for k, m in fp.metrics.items()}, {k: m.unit for k, m in fp.metrics.items()})
 
+    def job(self) -> tuple[dict, dict] | None:
+        """``({pooled p50 key: JobValue}`` of the baseline, of the candidate``)`` when either side holds
+        stage p50 views, else None (one stage: the p50 values are read as they are)."""
+        if self._job is None:
+            from perfgate.metrics.stages import job_p50_values
+            staged = any(terms.view_stage(parse_metric_key(k)[1].get("view")) is not None
+                         for side in (self.base, self.cand) for k in side if ".p50" in k)
+            self._job = (job_p50_values(self.base), job_p50_values(self.cand)) if staged else ()
+        return self._job or None
+
     def labelled(self, name: str, label: str, view: str) -> dict:
         """``{label value: (baseline, candidate)}`` for metric ``name`` at ``view``."""
+        job = self.job() if view == terms.VIEW_P50 else None
+        if job is not None:
+            b, c = job
+            out = {}
+            for key in set(b) | set(c):
+                n, labels = parse_metric_key(key)
+                if n == name and label in labels:
+                    out[labels[label]] = tuple(None if x is None else x.value for x in (b.get(key), c.get(key)))
+            return out
         out = {}
         for key in set(self.base) | set(self.cand):
             n, labels = parse_metric_key(key)
@@ -196,7 +218,24 @@ class _Values:
     def pair(self, name: str, view: str):
         from perfgate.model import metric_key
         k = metric_key(name, view=view)
+        job = self.job() if view == terms.VIEW_P50 else None
+        if job is not None:
+            return tuple(None if side.get(k) is None else side[k].value for side in job)
         return self.base.get(k), self.cand.get(k)
+
+    def p50_source(self, *names: str) -> str:
+        """A caption sentence naming the stages the p50 values of metrics ``names`` came from in a
+        capture of several pipeline stages; ``""`` with one stage."""
+        job = self.job()
+        if job is None:
+            return ""
+        stages = sorted({v.stage for side in job for k, v in side.items()
+                         if v.stage is not None and parse_metric_key(k)[0] in names})
+        if not stages:
+            return ""
+        return (f" Several pipeline stages: each p50 is the largest stage p50 (a pipeline's step ends when its "
+                f"slowest stage ends), here from stage{'s' if len(stages) > 1 else ''} "
+                f"{', '.join(map(str, stages))}.")
 
 
 def _num(v):
@@ -211,7 +250,8 @@ def chart_shares(vals: _Values, has_base: bool) -> str:
     data = [(t, d) for t, d in data if d]
     cap = ("Share of the kernel table's ΣDuration per step, median over ranks (view p50); percent. "
            + ("Bars are labelled with the candidate's share and its change in percentage points." if has_base
-              else "Bars are labelled with the capture's share."))
+              else "Bars are labelled with the capture's share.")
+           + _e(vals.p50_source("share.category", "share.core_type")))
     if not data:
         return _figure("chart-shares", "Time shares", _nodata("no share metrics (Type / Accelerator Core not "
                                                                "recorded in this capture, or nothing was compared)"), cap)
@@ -309,7 +349,8 @@ def chart_anatomy(vals: _Values, has_base: bool) -> str:
     """Stacked Computing / exposed Communication / Free per view, baseline vs candidate (us)."""
     cap = ("Step anatomy from step_trace_time.csv (or the trace's Overlap Analysis), us: Computing, "
            "exposed communication = Communication(Not Overlapped), and Free, each reduced over steps "
-           "(median) and then over ranks by the view. Black tick: step.time_us of the same view.")
+           "(median) and then over ranks by the view. Black tick: step.time_us of the same view."
+           + _e(vals.p50_source("step.time_us", *(n for _, n, _ in ANATOMY))))
     bars = []
     for view in VIEWS:
         for side, idx in ((("baseline", 0),) if has_base else ()) + (("candidate", 1),):
@@ -357,6 +398,7 @@ def chart_families(vals: _Values, has_base: bool, top: int = 12) -> str:
                        key=lambda kv: (-kv[1], kv[0]))[:top]
         title = "Top kernel families by ΣDuration"
         cap = "ΣDuration per step of each kernel family, median over steps, view p50, us; label: calls per step."
+    cap += _e(vals.p50_source("kernel.time_us", "kernel.calls_per_step"))
     if not items:
         return _figure("chart-families", title, _nodata("no kernel family present on both sides"), cap)
     plt = _plt()

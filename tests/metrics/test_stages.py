@@ -180,3 +180,47 @@ def test_a_four_stage_job_without_a_layout_keeps_its_first_and_last_stage_apart(
     found = stages.find_stages(ranks)
     assert found.source == stages.SIGNATURE
     assert found.stages == {0: [0, 1], 1: [2, 3, 4, 5], 2: [6, 7]}
+
+
+# the job-level p50 -----------------------------------------------------------------------------
+
+def test_the_job_level_p50_is_the_pooled_p50_else_the_largest_stage_p50():
+    assert stages.job_p50({"p50": 3, "stage1.p50": 9.0}) == stages.JobValue(3, "p50")   # pooled wins, as is
+    got = stages.job_p50({"stage0.p50": 5.0, "stage1.p50": 7.0, "stage1.max": 99.0, "rank0": 50.0})
+    assert got == stages.JobValue(7.0, "stage1.p50") and got.stage == 1
+    assert got.text() == "p50 of stage 1 (the largest stage p50)"
+    assert stages.job_p50({"stage0.p50": 2.0, "stage1.p50": 2.0}).view == "stage0.p50"   # tie: lowest stage
+    assert stages.job_p50({"rank0": 1.0, "stage0.max": 2.0}) is None
+    assert stages.job_p50({"stage0.p50": None, "stage1.p50": ["a"]}) is None   # no number
+
+
+def test_job_level_p50s_of_a_pipeline_job_are_the_slowest_stage_s(pipeline_fp):
+    job = stages.job_p50_values({k: m.value for k, m in pipeline_fp.metrics.items()})
+    st = job["step.time_us{view=p50}"]
+    s0, s1 = (pipeline_fp.metrics[f"step.time_us{{view=stage{s}.p50}}"].value for s in (0, 1))
+    assert st.value == max(s0, s1) and st.view == f"stage{int(s1 > s0)}.p50"
+    fams = {k for k in job if k.startswith("kernel.time_us{")}
+    staged = {stages.pooled_p50_key(k)[0] for k in pipeline_fp.metrics
+              if k.startswith("kernel.time_us{") and ".p50" in k}
+    assert fams == staged   # every family of every stage
+
+
+def test_job_level_p50s_of_one_stage_are_its_p50_values(tmp_path):
+    from perfgate.policy import load_policy
+    cap = write_capture(tmp_path / "cap", SynthSpec(ranks=2, steps=2, seed=3))
+    fp = fingerprint_capture(load_capture(cap), load_policy())
+    job = stages.job_p50_values({k: m.value for k, m in fp.metrics.items()})
+    p50 = {k: m.value for k, m in fp.metrics.items() if m.labels.get("view") == "p50" and not isinstance(m.value, list)}
+    assert {k: v.value for k, v in job.items()} == p50 and {v.view for v in job.values()} == {"p50"}
+
+
+def test_the_workload_test_reads_the_families_of_every_stage(pipeline_fp):
+    """``share.family`` of a pipeline job has no pooled p50; the workload test read rank0 (stage 0's
+    families alone) and now reads the job-level p50: every family of every stage."""
+    from perfgate.metrics.workload import family_shares
+    view, shares = family_shares(pipeline_fp)
+    per_stage = {s: {m.labels["family"]: m.value for m in pipeline_fp.metrics.values()
+                     if m.name == "share.family" and m.labels.get("view") == f"stage{s}.p50"} for s in (0, 1)}
+    assert view == "p50" and set(shares) == set(per_stage[0]) | set(per_stage[1])
+    assert set(per_stage[1]) - set(per_stage[0])   # the last stage's own families are compared too
+    assert all(v == max(per_stage[s].get(f, 0.0) for s in (0, 1)) for f, v in shares.items())
