@@ -35,7 +35,7 @@ BEGIN = "<!-- perf-table: benchmarks/perf_table.py -->"
 END = "<!-- /perf-table -->"
 
 #: the goals each row is held to (docs/performance.md)
-GOALS = {"fingerprint": 2.0, "speed": 30.0, "lean": 5.0, "pair_s": 1.0, "rank_ms": 50.0, "trace_mibs": 200.0}
+GOALS = {"fingerprint": 3.0, "speed": 30.0, "lean": 5.0, "pair_s": 1.0, "rank_ms": 50.0, "trace_mibs": 200.0}
 
 
 def load(path: Path = RESULTS) -> dict:
@@ -76,7 +76,7 @@ def _rows(figs: dict) -> list[tuple[str, str, str, dict]]:
         out.append((f"fingerprint, {f['rows'] / 1e6:g}M rows, worst shape ({worst})",
                     f"{f['perfgate_wall']:.2f} s, pyarrow read {f['floor_wall']:.2f} s: "
                     f"**{f['shapes'][worst]:.2f}×** ({f['ratio_cpu']:.1f}× CPU)",
-                    _goal("≤ 2×", f["shapes"][worst] <= GOALS["fingerprint"]), f))
+                    _goal("≤ 3×", f["shapes"][worst] <= GOALS["fingerprint"]), f))
     f = figs.get("ref")
     if f:
         out.append((f"`check` vs msprof-analyze `compare`, {f['rows'] / 1e6:g}M-row pair",
