@@ -1,8 +1,9 @@
 """The small-rank joins of the metrics equal the pandas forms they stand in front of: op_statistic's
 pairs joined to the kernel table's (``selfcheck._pairs_joined``, pandas' sorted outer-join order),
 the link sums of ``comm.bandwidth`` and the blocks joined to their layers
-(``segments._blocks_in_layers``, the inner merge's order), on random tables that mix matched,
-unmatched and repeated keys."""
+(``segments._blocks_in_layers``, the inner merge's order), the trace's Overlap Analysis sums per
+(step, kind) as a wide table (``selfcheck._step_kind_table``, pandas' group-by and unstack), on
+random tables that mix matched, unmatched and repeated keys."""
 from __future__ import annotations
 
 import random
@@ -85,3 +86,24 @@ def test_blocks_join_their_layers_as_the_inner_merge():
         bi, li = sg._blocks_in_layers(blocks, lay)
         np.testing.assert_array_equal(bi, m["_b"].to_numpy())
         np.testing.assert_array_equal(li, m["_l"].to_numpy())
+
+
+def _wide_by_pandas(step, kind, sums):
+    small = pd.DataFrame({"step": step, "kind": kind, "dur_ns": sums})
+    return small.groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
+
+
+def test_step_kind_table_equals_the_group_by_and_unstack():
+    random.seed(11)
+    labels = ["1", "2", "10", "é", "unassigned", "implicit", "Ω", "a b", ""]
+    kinds = ["comm", "computing", "free", "comm_not_overlapped", "Zz"]
+    for _ in range(400):
+        n = random.randint(1, 30)   # labels repeat: two windows of one step add up
+        step = np.array([random.choice(labels) for _ in range(n)], dtype=object)
+        kind = np.array([random.choice(kinds) for _ in range(n)], dtype=object)
+        sums = np.array([random.randint(0, 2 ** 50) for _ in range(n)], dtype=np.int64)
+        pd.testing.assert_frame_equal(sc._step_kind_table(step, kind, sums), _wide_by_pandas(step, kind, sums))
+    odd = np.array(["1", None, 3], dtype=object)   # not all str: the group-by itself
+    k3 = np.array(["comm", "free", "comm"], dtype=object)
+    s3 = np.array([1, 2, 3], dtype=np.int64)
+    pd.testing.assert_frame_equal(sc._step_kind_table(odd, k3, s3), _wide_by_pandas(odd, k3, s3))
