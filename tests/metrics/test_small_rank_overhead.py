@@ -437,3 +437,18 @@ def test_median_nan_of_a_few_values_equals_np_median(values):
         want = float(np.median(v)) if len(v) else float("nan")
         got = km.median_nan(values)
     assert (got == want and np.signbit(got) == np.signbit(want)) or (got != got and want != want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, sg._STRS_MIN_ROWS - 1, sg._STRS_MIN_ROWS, sg._STRS_MIN_ROWS + 5])
+def test_strs_column_equals_the_frame_s_own_conversion(n):
+    rng = np.random.default_rng(n)
+    texts = np.array(["layer", "block", "Ä b", "", "fwd+bwd"], dtype=object)
+    values = texts[rng.integers(0, len(texts), n)]
+    mixed = values.copy()
+    if n:
+        mixed[n // 2] = None   # a missing value: left to pandas at any size
+    for v in (values, mixed):
+        got, want = pd.DataFrame({"a": sg._strs(v)}), pd.DataFrame({"a": v})
+        pd.testing.assert_frame_equal(got, want)
+        if n and isinstance(want["a"].array, pd.arrays.ArrowStringArray):
+            assert got["a"].array._pa_array.type == want["a"].array._pa_array.type
