@@ -10,6 +10,7 @@ import random
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from perfgate.metrics import comm as cm
 from perfgate.metrics import segments as sg
@@ -107,3 +108,22 @@ def test_step_kind_table_equals_the_group_by_and_unstack():
     k3 = np.array(["comm", "free", "comm"], dtype=object)
     s3 = np.array([1, 2, 3], dtype=np.int64)
     pd.testing.assert_frame_equal(sc._step_kind_table(odd, k3, s3), _wide_by_pandas(odd, k3, s3))
+
+
+def test_step_texts_and_positions_equal_the_pandas_forms():
+    random.seed(13)
+    pool = ["1", "2", "10", "implicit", "é", ""]
+    for _ in range(300):
+        n = random.randint(0, 12)
+        vals = [random.choice(pool + [None]) if random.random() < 0.2 else random.choice(pool) for _ in range(n)]
+        for step in (pd.Series(vals, dtype="str"), pd.Series(vals, dtype=object)):
+            want = step.astype("string").fillna("implicit").to_numpy(dtype=object)
+            got = cm._step_texts(step, "implicit")
+            assert got.dtype == object and got.tolist() == want.tolist()
+        labels = list(dict.fromkeys(random.choice(pool) for _ in range(random.randint(1, 6))))
+        values = np.array([random.choice(pool + ["x"]) for _ in range(n)], dtype=object)
+        want = pd.Index(labels).get_indexer(values)
+        got = cm._positions(labels, values)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    with pytest.raises(Exception):   # repeated labels: pandas' refusal stands
+        cm._positions(["1", "1"], np.array(["1"], dtype=object))
