@@ -127,3 +127,24 @@ def test_step_texts_and_positions_equal_the_pandas_forms():
         assert got.dtype == want.dtype and got.tolist() == want.tolist()
     with pytest.raises(Exception):   # repeated labels: pandas' refusal stands
         cm._positions(["1", "1"], np.array(["1"], dtype=object))
+
+
+def _last_window_by_pandas(window_labels, labels):
+    wl = pd.Index(window_labels)
+    keep = ~wl.duplicated(keep="last")
+    wi = pd.Index(wl[keep]).get_indexer(pd.Index(labels))
+    return np.where(wi >= 0, np.flatnonzero(keep)[np.maximum(wi, 0)], -1) if keep.any() else np.full(len(labels), -1)
+
+
+def test_last_window_of_equals_the_duplicated_and_get_indexer_form():
+    from perfgate.metrics import steps as ms
+    random.seed(17)
+    pool = ["1", "2", "3", "10", "é", ""]
+    for _ in range(400):
+        wl = np.array([random.choice(pool) for _ in range(random.randint(0, 8))], dtype=object)
+        labels = np.array([random.choice(pool + ["9"]) for _ in range(random.randint(0, 6))], dtype=object)
+        got, want = ms._last_window_of(wl, labels), _last_window_by_pandas(wl, labels)
+        assert got.tolist() == want.tolist(), (wl, labels)
+    wl = np.array(["1", "2", "1"], dtype=object)
+    odd = np.array([1, "1", None], dtype=object)   # not all str: the pandas form
+    assert ms._last_window_of(wl, odd).tolist() == _last_window_by_pandas(wl, odd).tolist() == [-1, 2, -1]
