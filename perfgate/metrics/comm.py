@@ -332,12 +332,15 @@ def ops_vs_kernel_checks(comm, kernels, rank_id, comm_file: str, kernel_file: st
                         tol_us.tolist(), repeat(f"{comm_file}; {kernel_file}"))
 
 
+_STR_ONLY = frozenset({str})
+
+
 def _step_texts(step: pd.Series, missing: str) -> np.ndarray:
     """``step.astype("string").fillna(missing).to_numpy(dtype=object)``: the values themselves
     when every one is a str (communication.json's step labels always are; ~0.2 ms less per
     rank), else that conversion."""
     values = step.tolist()
-    if all(type(v) is str for v in values):
+    if _STR_ONLY.issuperset(map(type, values)):   # C-level: no Python call per value
         out = np.empty(len(values), dtype=object)
         out[:] = values
         return out
@@ -350,8 +353,8 @@ def _positions(labels: list, values: np.ndarray) -> np.ndarray:
     a str; otherwise that call (which refuses repeated labels)."""
     pos = dict(zip(labels, range(len(labels))))
     vals = values.tolist()
-    if len(pos) != len(labels) or not all(type(v) is str for v in labels) \
-            or not all(type(v) is str for v in vals):
+    if len(pos) != len(labels) or not _STR_ONLY.issuperset(map(type, labels)) \
+            or not _STR_ONLY.issuperset(map(type, vals)):
         return pd.Index(labels).get_indexer(values)
     return np.fromiter(map(pos.get, vals, repeat(-1)), dtype=np.intp, count=len(vals))
 

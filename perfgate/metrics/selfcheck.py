@@ -121,6 +121,9 @@ def overlap_per_step(rank) -> pd.DataFrame | None:
     return t / 1000.0
 
 
+_STR_ONLY = frozenset({str})   # type sets tested at C level: no Python call per value
+
+
 def _step_kind_table(step: np.ndarray, kind: np.ndarray, sums: np.ndarray) -> pd.DataFrame:
     """The few (step label, kind, ΣDuration ns) sums as the wide table
     ``DataFrame({"step", "kind", "dur_ns"}).groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)``:
@@ -131,7 +134,7 @@ def _step_kind_table(step: np.ndarray, kind: np.ndarray, sums: np.ndarray) -> pd
     int64 as the group-by does) and str order, which is code-point order in Python and in pandas'
     Arrow-backed strings alike."""
     step_l, kind_l = step.tolist(), kind.tolist()
-    if not step_l or sums.dtype != np.int64 or not all(type(v) is str for v in step_l + kind_l):
+    if not step_l or sums.dtype != np.int64 or not _STR_ONLY.issuperset(map(type, step_l + kind_l)):
         small = pd.DataFrame({"step": step, "kind": kind, "dur_ns": sums})
         return small.groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
     rows, cols = sorted(set(step_l)), sorted(set(kind_l))

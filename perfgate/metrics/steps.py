@@ -160,13 +160,16 @@ def _uncovered_ns(gid, s, e, dur, is_comm, ngroups) -> np.ndarray:
     return out
 
 
+_STR_ONLY = frozenset({str})
+
+
 def _last_window_of(window_labels: np.ndarray, labels) -> np.ndarray:
     """Per label: the position of the last window of that label among ``window_labels``, -1
     without one. A dict of the last positions when every window label and label is a str (the
     trace reader's always are); otherwise the pandas form it equals: the windows kept by
     ``~Index.duplicated(keep="last")``, ``get_indexer`` on them, mapped back to positions."""
     wl, lab = window_labels.tolist(), list(labels)
-    if all(type(v) is str for v in wl) and all(type(v) is str for v in lab):
+    if _STR_ONLY.issuperset(map(type, wl)) and _STR_ONLY.issuperset(map(type, lab)):   # C-level type tests
         last = dict(zip(wl, range(len(wl))))   # a repeated label: its last position stays
         return np.fromiter(map(last.get, lab, repeat(-1)), dtype=np.intp, count=len(lab))
     idx = pd.Index(window_labels)
