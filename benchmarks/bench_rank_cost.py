@@ -32,8 +32,10 @@ from perfgate.policy import load_policy  # noqa: E402
 from perfgate.synth.replicate import replicate_rank  # noqa: E402
 from perfgate.terms import TraceMode  # noqa: E402
 
-LEVEL1 = HERE.parent / "shared" / "fixtures" / "ascend" / "msinsight" / "test" / "data" / "pytorch" / "text" \
-    / "level1" / "rank0_ascend_pt"
+#: the shared data folder, resolved as tests/conftest.py does: $PERFGATE_SHARED (set and not empty),
+#: else the repository's sibling folder ../shared
+SHARED = Path(os.environ.get("PERFGATE_SHARED") or HERE.parent / "shared")
+LEVEL1 = SHARED / "fixtures" / "ascend" / "msinsight" / "test" / "data" / "pytorch" / "text" / "level1" / "rank0_ascend_pt"
 
 
 def main() -> int:
