@@ -149,12 +149,13 @@ def read_step_trace_pandas(path: Path) -> pd.DataFrame:
 
 
 def _distinct_text_pairs(devices: list, steps: list) -> bool:
-    """True when every value is a str or missing (None / NaN) and no two rows hold the same
-    (device, step) pair, missing as missing: then no key of :func:`refuse_repeated_steps` repeats
-    (the key is the text itself). False otherwise, also for any other value type, so that the
-    pandas form decides (a small rank's fixed cost: no string Series for the usual case)."""
+    """True when every value is a str or missing (None / NaN / pd.NA, the reader's device for a
+    file without a Device_id column) and no two rows hold the same (device, step) pair, missing
+    as missing: then no key of :func:`refuse_repeated_steps` repeats (the key is the text
+    itself). False otherwise, also for any other value type, so that the pandas form decides (a
+    small rank's fixed cost: no string Series for the usual case)."""
     def text(v):
-        return "" if v is None or (type(v) is float and v != v) else v
+        return "" if v is None or v is pd.NA or (type(v) is float and v != v) else v
     pairs = set()
     for d, st in zip(devices, steps):
         d, st = text(d), text(st)

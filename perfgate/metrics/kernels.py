@@ -507,10 +507,25 @@ def per_step_sum_dur(df: pd.DataFrame, key: str) -> pd.DataFrame:
 
 def median_nan(values) -> float:
     """Median skipping NaN, as ``pd.Series(values).median()`` gives it: the mean of the two middle
-    values for an even count (numpy's median), NaN when no value is left."""
+    values for an even count (numpy's median), NaN when no value is left.
+
+    A few values (a rank's steps or layers; up to ``_SORTED_MEDIAN_MAX``) are sorted and the
+    middle taken as numpy's median computes it, the mean by ``add.reduce``, which starts from
+    0.0: ``(0.0 + lo + hi) / 2``, or ``0.0 + mid`` (so -0.0 reads 0.0); numpy's own call costs
+    ~13 µs of dispatch per call and this runs ~30 times per rank. More values: ``np.median``."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
-    return float(np.median(v)) if len(v) else float("nan")
+    n = len(v)
+    if n > _SORTED_MEDIAN_MAX:
+        return float(np.median(v))
+    if not n:
+        return float("nan")
+    v = np.sort(v)
+    h = n // 2
+    return float(0.0 + v[h]) if n % 2 else float((0.0 + v[h - 1] + v[h]) / 2.0)
+
+
+_SORTED_MEDIAN_MAX = 256
 
 
 def median_low(values) -> float:

@@ -160,6 +160,24 @@ def _uncovered_ns(gid, s, e, dur, is_comm, ngroups) -> np.ndarray:
     return out
 
 
+_STR_ONLY = frozenset({str})
+
+
+def _last_window_of(window_labels: np.ndarray, labels) -> np.ndarray:
+    """Per label: the position of the last window of that label among ``window_labels``, -1
+    without one. A dict of the last positions when every window label and label is a str (the
+    trace reader's always are); otherwise the pandas form it equals: the windows kept by
+    ``~Index.duplicated(keep="last")``, ``get_indexer`` on them, mapped back to positions."""
+    wl, lab = window_labels.tolist(), list(labels)
+    if _STR_ONLY.issuperset(map(type, wl)) and _STR_ONLY.issuperset(map(type, lab)):   # C-level type tests
+        last = dict(zip(wl, range(len(wl))))   # a repeated label: its last position stays
+        return np.fromiter(map(last.get, lab, repeat(-1)), dtype=np.intp, count=len(lab))
+    idx = pd.Index(window_labels)
+    keep = np.flatnonzero(~idx.duplicated(keep="last"))
+    at = pd.Index(idx[keep]).get_indexer(pd.Index(labels))
+    return np.where(at >= 0, keep[np.maximum(at, 0)], -1) if len(keep) else np.full(len(lab), -1, dtype=np.intp)
+
+
 def _host_windows(rank, labels: np.ndarray, t_first: np.ndarray, t_last: np.ndarray) -> tuple:
     """Per step (``labels``; first task start / last task end ``t_first`` / ``t_last``, ns): the
     host step time, prelaunch and tail (µs, NaN where unknown). From the trace's
@@ -173,12 +191,10 @@ def _host_windows(rank, labels: np.ndarray, t_first: np.ndarray, t_last: np.ndar
     have_win = np.zeros(ng, dtype=bool)
     if rank.trace is not None and not rank.trace.steps.empty and getattr(rank, "host_clock_ok", True):
         w = rank.trace.steps
-        wl = pd.Index(w["step"].astype(str).to_numpy(dtype=object))
-        keep = ~wl.duplicated(keep="last")
-        wi = pd.Index(wl[keep]).get_indexer(pd.Index(labels))
+        wi = _last_window_of(w["step"].astype(str).to_numpy(dtype=object), labels)
         have_win = wi >= 0
-        ws = w["start_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
-        we = w["end_ns"].to_numpy()[keep].astype(np.int64)[wi[have_win]]
+        ws = w["start_ns"].to_numpy().astype(np.int64)[wi[have_win]]
+        we = w["end_ns"].to_numpy().astype(np.int64)[wi[have_win]]
         step_us[have_win] = (we - ws) / 1000.0
         pre[have_win] = (t_first[have_win] - ws) / 1000.0
         tail[have_win] = (we - t_last[have_win]) / 1000.0

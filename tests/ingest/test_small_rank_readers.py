@@ -105,8 +105,8 @@ def _repeats_by_strings(devices, step_labels) -> bool:
 
 def test_distinct_step_rows_agree_with_the_string_keys():
     random.seed(7)
-    pool_dev = ["0", "1", "", None, float("nan")]
-    pool_step = ["1", "2", "3", "", None, float("nan"), steps.IMPLICIT_STEP]
+    pool_dev = ["0", "1", "", None, float("nan"), pd.NA]
+    pool_step = ["1", "2", "3", "", None, float("nan"), pd.NA, steps.IMPLICIT_STEP]
     for _ in range(3000):
         n = random.randint(2, 6)
         d = [random.choice(pool_dev) for _ in range(n)]
@@ -114,3 +114,5 @@ def test_distinct_step_rows_agree_with_the_string_keys():
         if steps._distinct_text_pairs(d, s):
             assert not _repeats_by_strings(d, s), (d, s)
     assert not steps._distinct_text_pairs([0, 0], ["1", "2"])   # an int device: the string form decides
+    # a file without a Device_id column: the reader's device is pd.NA on every row
+    assert steps._distinct_text_pairs([pd.NA, pd.NA], ["1", "2"])

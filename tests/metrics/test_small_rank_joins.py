@@ -1,14 +1,16 @@
 """The small-rank joins of the metrics equal the pandas forms they stand in front of: op_statistic's
 pairs joined to the kernel table's (``selfcheck._pairs_joined``, pandas' sorted outer-join order),
 the link sums of ``comm.bandwidth`` and the blocks joined to their layers
-(``segments._blocks_in_layers``, the inner merge's order), on random tables that mix matched,
-unmatched and repeated keys."""
+(``segments._blocks_in_layers``, the inner merge's order), the trace's Overlap Analysis sums per
+(step, kind) as a wide table (``selfcheck._step_kind_table``, pandas' group-by and unstack), on
+random tables that mix matched, unmatched and repeated keys."""
 from __future__ import annotations
 
 import random
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from perfgate.metrics import comm as cm
 from perfgate.metrics import segments as sg
@@ -85,3 +87,64 @@ def test_blocks_join_their_layers_as_the_inner_merge():
         bi, li = sg._blocks_in_layers(blocks, lay)
         np.testing.assert_array_equal(bi, m["_b"].to_numpy())
         np.testing.assert_array_equal(li, m["_l"].to_numpy())
+
+
+def _wide_by_pandas(step, kind, sums):
+    small = pd.DataFrame({"step": step, "kind": kind, "dur_ns": sums})
+    return small.groupby(["step", "kind"])["dur_ns"].sum().unstack(fill_value=0)
+
+
+def test_step_kind_table_equals_the_group_by_and_unstack():
+    random.seed(11)
+    labels = ["1", "2", "10", "é", "unassigned", "implicit", "Ω", "a b", ""]
+    kinds = ["comm", "computing", "free", "comm_not_overlapped", "Zz"]
+    for _ in range(400):
+        n = random.randint(1, 30)   # labels repeat: two windows of one step add up
+        step = np.array([random.choice(labels) for _ in range(n)], dtype=object)
+        kind = np.array([random.choice(kinds) for _ in range(n)], dtype=object)
+        sums = np.array([random.randint(0, 2 ** 50) for _ in range(n)], dtype=np.int64)
+        pd.testing.assert_frame_equal(sc._step_kind_table(step, kind, sums), _wide_by_pandas(step, kind, sums))
+    odd = np.array(["1", None, 3], dtype=object)   # not all str: the group-by itself
+    k3 = np.array(["comm", "free", "comm"], dtype=object)
+    s3 = np.array([1, 2, 3], dtype=np.int64)
+    pd.testing.assert_frame_equal(sc._step_kind_table(odd, k3, s3), _wide_by_pandas(odd, k3, s3))
+
+
+def test_step_texts_and_positions_equal_the_pandas_forms():
+    random.seed(13)
+    pool = ["1", "2", "10", "implicit", "é", ""]
+    for _ in range(300):
+        n = random.randint(0, 12)
+        vals = [random.choice(pool + [None]) if random.random() < 0.2 else random.choice(pool) for _ in range(n)]
+        for step in (pd.Series(vals, dtype="str"), pd.Series(vals, dtype=object)):
+            want = step.astype("string").fillna("implicit").to_numpy(dtype=object)
+            got = cm._step_texts(step, "implicit")
+            assert got.dtype == object and got.tolist() == want.tolist()
+        labels = list(dict.fromkeys(random.choice(pool) for _ in range(random.randint(1, 6))))
+        values = np.array([random.choice(pool + ["x"]) for _ in range(n)], dtype=object)
+        want = pd.Index(labels).get_indexer(values)
+        got = cm._positions(labels, values)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    with pytest.raises(Exception):   # repeated labels: pandas' refusal stands
+        cm._positions(["1", "1"], np.array(["1"], dtype=object))
+
+
+def _last_window_by_pandas(window_labels, labels):
+    wl = pd.Index(window_labels)
+    keep = ~wl.duplicated(keep="last")
+    wi = pd.Index(wl[keep]).get_indexer(pd.Index(labels))
+    return np.where(wi >= 0, np.flatnonzero(keep)[np.maximum(wi, 0)], -1) if keep.any() else np.full(len(labels), -1)
+
+
+def test_last_window_of_equals_the_duplicated_and_get_indexer_form():
+    from perfgate.metrics import steps as ms
+    random.seed(17)
+    pool = ["1", "2", "3", "10", "é", ""]
+    for _ in range(400):
+        wl = np.array([random.choice(pool) for _ in range(random.randint(0, 8))], dtype=object)
+        labels = np.array([random.choice(pool + ["9"]) for _ in range(random.randint(0, 6))], dtype=object)
+        got, want = ms._last_window_of(wl, labels), _last_window_by_pandas(wl, labels)
+        assert got.tolist() == want.tolist(), (wl, labels)
+    wl = np.array(["1", "2", "1"], dtype=object)
+    odd = np.array([1, "1", None], dtype=object)   # not all str: the pandas form
+    assert ms._last_window_of(wl, odd).tolist() == _last_window_by_pandas(wl, odd).tolist() == [-1, 2, -1]

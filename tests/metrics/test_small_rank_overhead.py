@@ -420,3 +420,35 @@ def test_empty_classes_table_equals_the_built_one_and_is_a_copy():
     assert a is not b and list(a.dtypes) == list(want.dtypes)
     a["level"] = []   # a caller changing its copy leaves the next one as it was
     pd.testing.assert_frame_equal(sg._empty_classes(), want)
+
+
+_MEDIAN_EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, -5e-324, 1.7976931348623157e308]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_MEDIAN_EDGES), st.floats(allow_nan=True, allow_infinity=True)),
+                max_size=40))
+def test_median_nan_of_a_few_values_equals_np_median(values):
+    import warnings
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # inf - inf in the middle: NaN on both sides
+        want = float(np.median(v)) if len(v) else float("nan")
+        got = km.median_nan(values)
+    assert (got == want and np.signbit(got) == np.signbit(want)) or (got != got and want != want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, sg._STRS_MIN_ROWS - 1, sg._STRS_MIN_ROWS, sg._STRS_MIN_ROWS + 5])
+def test_strs_column_equals_the_frame_s_own_conversion(n):
+    rng = np.random.default_rng(n)
+    texts = np.array(["layer", "block", "Ä b", "", "fwd+bwd"], dtype=object)
+    values = texts[rng.integers(0, len(texts), n)]
+    mixed = values.copy()
+    if n:
+        mixed[n // 2] = None   # a missing value: left to pandas at any size
+    for v in (values, mixed):
+        got, want = pd.DataFrame({"a": sg._strs(v)}), pd.DataFrame({"a": v})
+        pd.testing.assert_frame_equal(got, want)
+        if n and isinstance(want["a"].array, pd.arrays.ArrowStringArray):
+            assert got["a"].array._pa_array.type == want["a"].array._pa_array.type
