@@ -15,7 +15,6 @@ import gc
 import hashlib
 import json
 import re
-from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -454,6 +453,8 @@ class _RankFill:
         self.per_rank, self.ranks, self.n = per_rank, ranks, len(ranks)
         holders = set(ranks if kernel_ranks is None else kernel_ranks)
         self.holders = np.array([r in holders for r in ranks], dtype=bool)
+        self.n_holders = int(self.holders.sum())
+        self.rank_ids = np.array(ranks)
         self._ranked = None
 
     def _rankings(self):
@@ -481,31 +482,30 @@ class _RankFill:
         name, labels = key
         idx, kv, ks = zip(*have)
         complete = len(have) == self.n
-        mask = None
-        if name == "kernel.time_us" and not complete:
-            col, mat, mask, ranked = self._rankings()
-            j = col.get(dict(labels).get("family"))
-            full = mat[:, j].copy() if j is not None else np.zeros(self.n)
-            full[list(idx)] = np.array(kv, dtype=float)
-            shown = lambda r: ranked[r].get(dict(labels).get("family"), 0.0)  # noqa: E731
-        elif not complete and registry.get(name).absent_is_zero and not self.holders[list(idx)].sum() == self.holders.sum():
-            full = np.zeros(self.n)
-            full[list(idx)] = np.array(kv, dtype=float)
-            mask = self.holders.copy()
-            mask[list(idx)] = True
-            shown = lambda r: 0.0  # noqa: E731
         r0s = ks[0] if idx[0] == 0 else None
         alls = ks if complete else None
-        if mask is None:
-            return _MetricRanks(name, labels, [self.ranks[i] for i in idx], kv, kv[:8], r0s, alls)
-        sel = np.flatnonzero(mask).tolist()
-        if not sel:
+        if complete:
+            return _MetricRanks(name, labels, self.ranks, kv, kv[:8], r0s, alls)
+        at = np.array(idx, dtype=np.intp)
+        if name == "kernel.time_us":
+            col, mat, mask, ranked = self._rankings()
+            fam = dict(labels).get("family")
+            full = mat[:, col[fam]].copy() if fam in col else np.zeros(self.n)
+            shown = lambda r: ranked[r].get(fam, 0.0)  # noqa: E731
+        elif registry.get(name).absent_is_zero and self.holders[at].sum() < self.n_holders:
+            full = np.zeros(self.n)
+            mask = self.holders.copy()
+            mask[at] = True
+            shown = lambda r: 0.0  # noqa: E731
+        else:
+            return _MetricRanks(name, labels, self.rank_ids[at].tolist(), kv, kv[:8], r0s, alls)
+        full[at] = np.array(kv, dtype=float)
+        sel = np.flatnonzero(mask)
+        if not len(sel):
             return None
-        ranks = [self.ranks[i] for i in sel]
-        vals = full[mask]
-        held = dict(zip(idx, kv))
-        shown_v = tuple(held[i] if i in held else shown(self.ranks[i]) for i in sel[:8])
-        return _MetricRanks(name, labels, ranks, vals, shown_v, r0s, alls)
+        held = dict(zip(idx[:8], kv[:8]))   # the held ranks among the first 8 of sel (idx is within sel)
+        shown_v = tuple(held[i] if i in held else shown(self.ranks[i]) for i in sel[:8].tolist())
+        return _MetricRanks(name, labels, self.rank_ids[sel].tolist(), full[sel], shown_v, r0s, alls)
 
 
 def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:
@@ -633,14 +633,16 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
     d = registry.get("kernel.topn")
     depth = policy.top_n + policy.top_n_slack
     r0ctx = per_rank[r0][("kernel.topn", ())][2]
-    med = defaultdict(list)
-    families = set().union(*[set(mm[("kernel.topn", ())][2]["ranked"]) for mm in per_rank.values()])
-    for r, m in per_rank.items():
-        ctx = m[("kernel.topn", ())][2]
+    # ranks × families array of ΣDuration (0 where a rank does not rank the family): one median
+    # over its columns, not one np.median per family
+    ctxs = [m[("kernel.topn", ())][2] for m in per_rank.values()]
+    families = sorted(set().union(*[c["ranked"] for c in ctxs]))
+    col = {f: j for j, f in enumerate(families)}
+    mat = np.zeros((len(ctxs), len(families)))
+    for i, ctx in enumerate(ctxs):
         got = dict(zip(ctx["ranked"], ctx["sum_dur_us"]))
-        for fam in families:
-            med[fam].append(got.get(fam, 0.0))
-    p50 = sorted(((float(np.median(v)), f) for f, v in med.items()), key=lambda x: (-x[0], x[1]))
+        mat[i, [col[f] for f in got]] = np.array(list(got.values()), dtype=float)
+    p50 = sorted(zip(np.median(mat, axis=0).tolist(), families), key=lambda x: (-x[0], x[1]))
     rankings = {terms.VIEW_RANK0: (r0ctx["ranked"], r0ctx["sum_dur_us"], f"rank {r0}"),
                 terms.VIEW_P50: ([f for _, f in p50], [v for v, _ in p50],
                                  f"median ΣDuration over {len(per_rank)} rank(s)")}
@@ -1146,7 +1148,34 @@ def fingerprint_from_summaries(sums: list[RankSummary], policy, root, provenance
     """Merge per-rank summaries (:func:`summarize_rank`) into one fingerprint: cross-rank
     views (rank0 / p50 / max / skew, within each pipeline stage), warm-up and cross-rank
     findings, config (with the profiler's collection options of every rank,
-    ``config["collection"]``: :func:`perfgate.metrics.collection.collection_section`), provenance."""
+    ``config["collection"]``: :func:`perfgate.metrics.collection.collection_section`), provenance.
+
+    Runs with the cyclic garbage collector paused (:func:`_merge_gc_paused`)."""
+    with _merge_gc_paused():
+        return _merged(sums, policy, root, provenance, warnings)
+
+
+@contextlib.contextmanager
+def _merge_gc_paused():
+    """Pause Python's cyclic garbage collector during the merge, then restore it. The merge makes
+    millions of short-lived tuples and dicts (4 per metric and rank) while the process holds
+    every rank's summary (~1,000 tracked objects each): each collection they trigger walks those
+    summaries too, ~35 % of the merge's CPU at 1,024 ranks (0.82-1.23 s with the collector on,
+    0.77 s off). The merge makes no reference cycles worth collecting while it runs; its garbage
+    is collected after. Nothing changes when the collector is already off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _merged(sums: list[RankSummary], policy, root, provenance: dict | None,
+            warnings: list | None) -> Fingerprint:
+    """:func:`fingerprint_from_summaries`, with the collector as its caller left it."""
     from pathlib import Path
     sums = sorted(sums, key=lambda x: x.rank)
     th = policy.findings
