@@ -305,8 +305,36 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
 # --- fingerprint._views before the one-pass transpose: one lookup per
 # (metric, rank) ---------------------------------------------------------------------------
 from perfgate.metrics import registry  # noqa: E402
-from perfgate.metrics.fingerprint import _topn_views, _view_samples  # noqa: E402
+from perfgate.metrics.fingerprint import _view_samples  # noqa: E402
 from perfgate.model import MetricValue, metric_key  # noqa: E402
+
+
+def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
+    """fingerprint._topn_views before its ranks x families array: one np.median per family."""
+    from collections import defaultdict
+    d = registry.get("kernel.topn")
+    depth = policy.top_n + policy.top_n_slack
+    r0ctx = per_rank[r0][("kernel.topn", ())][2]
+    med = defaultdict(list)
+    families = set().union(*[set(mm[("kernel.topn", ())][2]["ranked"]) for mm in per_rank.values()])
+    for r, m in per_rank.items():
+        ctx = m[("kernel.topn", ())][2]
+        got = dict(zip(ctx["ranked"], ctx["sum_dur_us"]))
+        for fam in families:
+            med[fam].append(got.get(fam, 0.0))
+    p50 = sorted(((float(np.median(v)), f) for f, v in med.items()), key=lambda x: (-x[0], x[1]))
+    rankings = {terms.VIEW_RANK0: (r0ctx["ranked"], r0ctx["sum_dur_us"], f"rank {r0}"),
+                terms.VIEW_P50: ([f for _, f in p50], [v for v, _ in p50],
+                                 f"median ΣDuration over {len(per_rank)} rank(s)")}
+    out = {}
+    for view, (ranked, durs, ev) in rankings.items():
+        key = metric_key("kernel.topn", view=view)
+        out[key] = MetricValue(
+            key=key, name="kernel.topn", labels={"view": view}, value=sorted(ranked[: policy.top_n]),
+            unit="set", caliber=d.caliber, tier=d.tier, evidence=ev,
+            context={"ranked": list(ranked[:depth]), "sum_dur_us": [round(x, 3) for x in durs[:depth]],
+                     "n": policy.top_n, "slack": policy.top_n_slack})
+    return out
 
 
 def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:

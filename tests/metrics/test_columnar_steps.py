@@ -540,7 +540,8 @@ def _drop_some(per_rank: dict, seed: int) -> dict:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_views_equal_the_per_rank_lookup(captures, name, policy):
-    """fingerprint._views (per-rank dicts transposed in one pass) gives exactly the views of its
+    """fingerprint._views (per-rank dicts transposed in one pass, the reductions over ranks batched
+    in numpy) gives exactly the views of its
     former form (one lookup per metric and rank, tests/_fingerprint_oracle.py), with every rank
     holding the kernel table, with only some of them (kernel_ranks) and with metrics missing
     on some ranks."""
