@@ -8,6 +8,7 @@ different devices are never compared (P17).
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as _dt
 import functools
@@ -503,8 +504,10 @@ class _RankFill:
         sel = np.flatnonzero(mask)
         if not len(sel):
             return None
-        held = dict(zip(idx[:8], kv[:8]))   # the held ranks among the first 8 of sel (idx is within sel)
-        shown_v = tuple(held[i] if i in held else shown(self.ranks[i]) for i in sel[:8].tolist())
+        first = sel[:8].tolist()
+        k = bisect.bisect_right(idx, first[-1])   # the held ranks up to the 8th of sel
+        held = dict(zip(idx[:k], kv[:k]))
+        shown_v = tuple(held[i] if i in held else shown(self.ranks[i]) for i in first)
         return _MetricRanks(name, labels, self.rank_ids[sel].tolist(), full[sel], shown_v, r0s, alls)
 
 
