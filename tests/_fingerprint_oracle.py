@@ -305,8 +305,36 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
 # --- fingerprint._views before the one-pass transpose: one lookup per
 # (metric, rank) ---------------------------------------------------------------------------
 from perfgate.metrics import registry  # noqa: E402
-from perfgate.metrics.fingerprint import _topn_views, _view_samples  # noqa: E402
+from perfgate.metrics.fingerprint import _view_samples  # noqa: E402
 from perfgate.model import MetricValue, metric_key  # noqa: E402
+
+
+def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
+    """fingerprint._topn_views before its ranks x families array: one np.median per family."""
+    from collections import defaultdict
+    d = registry.get("kernel.topn")
+    depth = policy.top_n + policy.top_n_slack
+    r0ctx = per_rank[r0][("kernel.topn", ())][2]
+    med = defaultdict(list)
+    families = set().union(*[set(mm[("kernel.topn", ())][2]["ranked"]) for mm in per_rank.values()])
+    for r, m in per_rank.items():
+        ctx = m[("kernel.topn", ())][2]
+        got = dict(zip(ctx["ranked"], ctx["sum_dur_us"]))
+        for fam in families:
+            med[fam].append(got.get(fam, 0.0))
+    p50 = sorted(((float(np.median(v)), f) for f, v in med.items()), key=lambda x: (-x[0], x[1]))
+    rankings = {terms.VIEW_RANK0: (r0ctx["ranked"], r0ctx["sum_dur_us"], f"rank {r0}"),
+                terms.VIEW_P50: ([f for _, f in p50], [v for v, _ in p50],
+                                 f"median ΣDuration over {len(per_rank)} rank(s)")}
+    out = {}
+    for view, (ranked, durs, ev) in rankings.items():
+        key = metric_key("kernel.topn", view=view)
+        out[key] = MetricValue(
+            key=key, name="kernel.topn", labels={"view": view}, value=sorted(ranked[: policy.top_n]),
+            unit="set", caliber=d.caliber, tier=d.tier, evidence=ev,
+            context={"ranked": list(ranked[:depth]), "sum_dur_us": [round(x, 3) for x in durs[:depth]],
+                     "n": policy.top_n, "slack": policy.top_n_slack})
+    return out
 
 
 def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:
@@ -374,6 +402,88 @@ def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, Me
                 unit=sd.unit, caliber=caliber, tier=sd.tier,
                 evidence=f"(max − min) / mean of {len(arr)} rank(s): " + ", ".join(
                     f"rank {r} {v * 100:.4g}%" if d.unit == "ratio" else f"rank {r} {v:g} {d.unit}" for r, v in list(vals.items())[:8]),
+                context={"min_rank": int(list(vals)[int(arr.argmin())]),
+                         "max_rank": int(list(vals)[int(arr.argmax())])})
+    return out
+
+
+# --- fingerprint._views before the batched reductions: one numpy call per metric ------------
+from perfgate.metrics.fingerprint import _skew_value  # noqa: E402
+
+
+def _views_per_metric(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:
+    """fingerprint._views before its reductions over ranks were batched: one np.median / max /
+    mean per metric, absent ranks filled in dicts, one _view_samples per metric."""
+    ranks = sorted(per_rank)
+    r0 = ranks[0]
+    holders = set(ranks if kernel_ranks is None else kernel_ranks)
+    by_key: dict = {}   # (name, labels) -> [(rank, value, samples)] in rank order
+    for r in ranks:
+        for key, ent in per_rank[r].items():
+            got = by_key.get(key)
+            if got is None:
+                by_key[key] = got = []
+            got.append((r, ent[0], ent[2].get("samples")))
+    out: dict[str, MetricValue] = {}
+    ranked = None   # rank -> {family: ΣDuration per step (us)} of every family, for kernel.time_us
+    for name, labels in sorted(by_key):
+        d = registry.get(name)
+        labels_d = dict(labels)
+        if name == "kernel.topn":
+            held = {r: m for r, m in per_rank.items() if (name, labels) in m}
+            out.update(_topn_views(held, policy, min(held)))
+            continue
+        have = by_key[(name, labels)]
+        samp = {r: sm for r, _, sm in have}
+        if name == "kernel.time_us" and len(have) < len(ranks):
+            # recorded per rank for its Top-N + slack families only: a rank where this family ranks
+            # lower holds its true ΣDuration in its kernel.topn ranking (0 only where the family
+            # does not run), never a 0 that halves the p50 and makes a 200 % rank skew
+            if ranked is None:
+                ranked = {r: dict(zip(m[("kernel.topn", ())][2]["ranked"], m[("kernel.topn", ())][2]["sum_dur_us"]))
+                          for r, m in per_rank.items() if ("kernel.topn", ()) in m}
+            held = {r: v for r, v, _ in have}
+            fam = labels_d.get("family")
+            vals = {r: held[r] if r in held else ranked[r].get(fam, 0.0) for r in ranks if r in ranked}
+        elif d.absent_is_zero and len(have) < len(ranks) and any(r not in samp for r in holders):
+            held = {r: v for r, v, _ in have}
+            vals = {r: held.get(r, 0.0) for r in ranks if r in held or r in holders}
+        else:
+            vals = {r: v for r, v, _ in have}
+        if not vals:
+            continue
+        partial = {"over_ranks": sorted(vals)} if len(vals) < len(ranks) else {}
+        view_samples = _view_samples(samp, ranks, r0)
+        caliber = d.caliber or labels_d.get("caliber")
+        ev0 = per_rank[r0].get((name, labels)) or (
+            (None, per_rank[r0][("kernel.topn", ())][1], {}) if name == "kernel.time_us" and ranked and r0 in ranked
+            else (None, "absent on this rank", {}))
+        ev0 = (ev0[0], ev0[1], {k: v for k, v in ev0[2].items() if k != "samples"})
+        arr = np.array(list(vals.values()), dtype=float)
+        views = {
+            terms.VIEW_RANK0: (vals.get(r0), f"rank {r0}: {ev0[1]}", dict(ev0[2], rank=r0)),
+            terms.VIEW_P50: (float(np.median(arr)), f"median of {len(vals)} rank(s)",
+                             {"ranks": len(vals), **partial}),
+            terms.VIEW_MAX: (float(arr.max()), f"max over {len(vals)} rank(s)",
+                             {"rank": int(list(vals)[int(arr.argmax())]), **partial}),
+        }
+        for view, (val, ev, ctx) in views.items():
+            if val is None:
+                continue
+            key = metric_key(name, **labels_d, view=view)
+            out[key] = MetricValue(key=key, name=name, labels=dict(labels_d, view=view),
+                                   value=float(val), unit=d.unit, caliber=caliber, tier=d.tier,
+                                   evidence=ev, context=ctx, samples=view_samples.get(view))
+        mean = float(arr.mean())
+        if len(arr) >= 2 and mean > 0 and name != "step.count":
+            sd = registry.get("rank.skew_ratio")
+            slabels = dict(labels_d, metric=name)
+            key = metric_key("rank.skew_ratio", **slabels)
+            out[key] = MetricValue(
+                key=key, name="rank.skew_ratio", labels=slabels, value=float((arr.max() - arr.min()) / mean),
+                unit=sd.unit, caliber=caliber, tier=sd.tier,
+                evidence=f"(max − min) / mean of {len(arr)} rank(s): " + ", ".join(
+                    f"rank {r} {_skew_value(v, d.unit)}" for r, v in list(vals.items())[:8]),
                 context={"min_rank": int(list(vals)[int(arr.argmin())]),
                          "max_rank": int(list(vals)[int(arr.argmax())])})
     return out

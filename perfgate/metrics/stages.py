@@ -59,6 +59,7 @@ reason.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -104,9 +105,16 @@ def kernel_signature(metrics: dict) -> dict:
     for (name, labels), ent in metrics.items():
         if name == _SIGNATURE_METRIC:
             fam = dict(labels).get("family", "")
-            if not COMM_FAMILY.match(fam):
+            if not _is_comm_family(fam):
                 out[fam] = float(ent[0])
     return out
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_comm_family(fam: str) -> bool:
+    """Whether ``fam`` is a communication family (:data:`COMM_FAMILY`), remembered: every rank of a
+    capture asks for the same families."""
+    return COMM_FAMILY.match(fam) is not None
 
 
 def signature_families(sig: dict) -> frozenset:

@@ -540,7 +540,8 @@ def _drop_some(per_rank: dict, seed: int) -> dict:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_views_equal_the_per_rank_lookup(captures, name, policy):
-    """fingerprint._views (per-rank dicts transposed in one pass) gives exactly the views of its
+    """fingerprint._views (per-rank dicts transposed in one pass, the reductions over ranks batched
+    in numpy) gives exactly the views of its
     former form (one lookup per metric and rank, tests/_fingerprint_oracle.py), with every rank
     holding the kernel table, with only some of them (kernel_ranks) and with metrics missing
     on some ranks."""
@@ -569,6 +570,43 @@ def test_views_equal_the_per_rank_lookup_many_ranks(tmp_path, policy):
     for pr in (per_rank, _drop_some(per_rank, 3)):
         for kr in (None, sorted(pr)[::2]):
             got, want = fpm._views(pr, policy, kernel_ranks=kr), old_fp._views(pr, policy, kernel_ranks=kr)
+            assert list(got) == list(want) and _canon(got) == _canon(want)
+
+
+def _edge_ranks(per_rank: dict) -> list:
+    """Variants of per-rank metrics at the edges of the cross-rank fills: ranks without a Top-N
+    ranking (their kernel.time_us kept), a lowest rank lacking most metrics, per-step samples of
+    another length or absent on some ranks, a NaN value."""
+    ranks = sorted(per_rank)
+    no_topn = {r: ({k: v for k, v in m.items() if k[0] != "kernel.topn"} if r in ranks[1::3] else m)
+               for r, m in _drop_some(per_rank, 4).items()}
+    thin = dict(_drop_some(per_rank, 5))
+    thin[ranks[0]] = dict(list(thin[ranks[0]].items())[:40])
+    ragged = {r: dict(m) for r, m in per_rank.items()}
+    for r in ranks[2:4]:
+        ragged[r] = {k: (v[0], v[1], {**v[2], "samples": v[2]["samples"][:1]}) if v[2].get("samples") else v
+                     for k, v in ragged[r].items()}
+    ragged[ranks[4]] = {k: (v[0], v[1], {c: x for c, x in v[2].items() if c != "samples"})
+                        for k, v in ragged[ranks[4]].items()}
+    key = next(k for k in ragged[ranks[5]] if k[0] == "step.wall_us")
+    ragged[ranks[5]][key] = (float("nan"),) + tuple(ragged[ranks[5]][key][1:])
+    return [no_topn, thin, ragged]
+
+
+def test_views_equal_the_per_metric_reductions(tmp_path, policy):
+    """fingerprint._views (reductions over ranks batched per group of metrics, absent ranks filled
+    by array scatter) gives exactly the views of its per-metric form (one np.median / max / mean per
+    metric, tests/_fingerprint_oracle.py) on a 24-rank synthetic capture and at the edges of its
+    fills (:func:`_edge_ranks`), with every rank, some and none holding the kernel table."""
+    import _fingerprint_oracle as old_fp
+    from perfgate.metrics import fingerprint as fpm
+    from perfgate.synth.scale import write_scaled
+    cap = load_capture(write_scaled(tmp_path / "c", ranks=24, steps=3, kernels_per_step=60), with_trace=False)
+    per_rank = {r.rank: fpm.summarize_rank(r, policy, cap.path).metrics for r in _ranks(cap)}
+    for pr in [per_rank] + _edge_ranks(per_rank):
+        ranks = sorted(pr)
+        for kr in (None, ranks[::2], ranks[1:], []):
+            got, want = fpm._views(pr, policy, kernel_ranks=kr), old_fp._views_per_metric(pr, policy, kernel_ranks=kr)
             assert list(got) == list(want) and _canon(got) == _canon(want)
 
 
