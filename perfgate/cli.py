@@ -178,7 +178,8 @@ def _utf8_text(ctx, param, value):
 
 
 class _Progress:
-    """Per-rank progress on stderr (rich), only for captures with several ranks."""
+    """Per-rank progress on stderr (rich), only for captures with several ranks and only when
+    stderr is a terminal: a CI log (a file or pipe) would get the bar's blank lines instead."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
@@ -186,7 +187,7 @@ class _Progress:
         self.task = None
 
     def __call__(self, done, total):
-        if self.quiet or total < 4:
+        if self.quiet or total < 4 or not sys.stderr.isatty():
             return
         if self.bar is None:
             from rich.console import Console
