@@ -798,8 +798,9 @@ def history():
 @common_policy
 @common_trace
 @no_trace_opt
+@common_workers
 def history_record(capture, branch, commit, note, status, allow_duplicate, history_path, policy_path, trace_mode,
-                   no_trace, force=False):
+                   no_trace, workers, force=False):
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
 
     Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
@@ -813,7 +814,8 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     run_id, fp, dup = record_history(capture, HistoryEntry(branch, commit=commit, note=note, status=status),
                                      policy=_policy(policy_path), history_path=_history_path(history_path),
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
-                                     force=force, on_wait=lambda line: click.echo(f"perfgate: {line}", err=True))
+                                     force=force, on_wait=lambda line: click.echo(f"perfgate: {line}", err=True),
+                                     workers=workers)
     if dup:
         click.echo(f"warning: this capture is already recorded on branch {branch!r} as run {run_id} (identical "
                    f"metric values); nothing written (--allow-duplicate records it again)", err=True)
