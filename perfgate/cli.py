@@ -178,7 +178,8 @@ def _utf8_text(ctx, param, value):
 
 
 class _Progress:
-    """Per-rank progress on stderr (rich), only for captures with several ranks."""
+    """Per-rank progress on stderr (rich), only for captures with several ranks and only when
+    stderr is a terminal: a CI log (a file or pipe) would get the bar's blank lines instead."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
@@ -186,7 +187,7 @@ class _Progress:
         self.task = None
 
     def __call__(self, done, total):
-        if self.quiet or total < 4:
+        if self.quiet or total < 4 or not sys.stderr.isatty():
             return
         if self.bar is None:
             from rich.console import Console
@@ -797,8 +798,9 @@ def history():
 @common_policy
 @common_trace
 @no_trace_opt
+@common_workers
 def history_record(capture, branch, commit, note, status, allow_duplicate, history_path, policy_path, trace_mode,
-                   no_trace, force=False):
+                   no_trace, workers, force=False):
     """Fingerprint CAPTURE and record it (one transaction; invalid captures record no values).
 
     Idempotent: the same capture recorded again on a branch writes nothing (a warning names the
@@ -812,7 +814,8 @@ def history_record(capture, branch, commit, note, status, allow_duplicate, histo
     run_id, fp, dup = record_history(capture, HistoryEntry(branch, commit=commit, note=note, status=status),
                                      policy=_policy(policy_path), history_path=_history_path(history_path),
                                      with_trace=_with_trace(trace_mode, no_trace), allow_duplicate=allow_duplicate,
-                                     force=force, on_wait=lambda line: click.echo(f"perfgate: {line}", err=True))
+                                     force=force, on_wait=lambda line: click.echo(f"perfgate: {line}", err=True),
+                                     workers=workers)
     if dup:
         click.echo(f"warning: this capture is already recorded on branch {branch!r} as run {run_id} (identical "
                    f"metric values); nothing written (--allow-duplicate records it again)", err=True)

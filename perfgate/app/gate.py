@@ -471,8 +471,8 @@ class HistoryEntry:
 
 
 def record_history(capture_path, entry: HistoryEntry, *, policy, history_path, with_trace=TraceMode.READ, env=None,
-                   allow_duplicate=False, force=False, cwd=None, on_wait=None):
-    """Fingerprint a capture and record it in the history database as ``entry`` (branch, commit,
+                   allow_duplicate=False, force=False, cwd=None, on_wait=None, workers=None):
+    """Fingerprint a capture (``workers``: as :func:`perfgate.app.run.fingerprint_path`'s) and record it in the history database as ``entry`` (branch, commit,
     tuning-journal note and status: :class:`HistoryEntry`). ``on_wait`` gets one line per
     retry while another process holds the database's lock (:class:`perfgate.history.store.HistoryStore`;
     the wait is bounded, 60 s by default).
@@ -508,7 +508,8 @@ def record_history(capture_path, entry: HistoryEntry, *, policy, history_path, w
     if prov.get("commit"):  # for history in commit order (perfgate.history.order)
         prov.update(commit_facts(prov["commit"], cwd=cwd))
     try:
-        fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov),
+        fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov,
+                                            workers=workers),
                            fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED,
                            path=capture_path)
         _refuse_partial(fp, "be recorded in the history")

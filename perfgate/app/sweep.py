@@ -7,7 +7,8 @@ rank folder itself) and every ``mindstudio_profiler_output/`` holding ``op_summa
 (its ``PROF_*`` folder is the capture). Folders holding a kernel table or profiler database
 (``kernel_details.csv``, ``op_summary_*.csv``, ``*.db``) outside those layouts are listed too:
 they are captures perfgate cannot read, and appear as failed rows with the reason, never
-dropped.
+dropped. Symbolic links to folders are followed (a sweep root of links to the runs' storage is
+common); a folder reached twice (a link back up the tree, two links to one run) is walked once.
 
 Captures are fingerprinted in a process pool (:func:`perfgate.app.run.fingerprint_path`, one
 process per capture); a result is cached under ``cache_dir`` keyed on the size and mtime of
@@ -59,37 +60,44 @@ COLUMNS = (["capture", "status", "reason", "ranks", "steps", "step_time_rank0_us
 
 
 def discover_captures(roots) -> list[tuple[Path, Path]]:
-    """``(root, capture_path)`` for every capture under ``roots`` (module doc), sorted, unique.
+    """``(root, capture_path)`` for every capture under ``roots`` (module doc), sorted, unique: the
+    path as reached under its root (through a link, the link's name), one entry per folder it
+    resolves to.
 
     Raises:
         UsageError: a root that is not a readable folder.
     """
-    found: dict[Path, Path] = {}
+    found: dict[Path, tuple[Path, Path]] = {}   # resolved capture -> (its root, its path under the root)
     for root in roots:
         root = Path(root)
         if not root.is_dir():
             raise UsageError(f"sweep root is not a folder: {root}")
         covered: set[Path] = set()
         loose: list[Path] = []
-        for d, dirs, files in os.walk(root, onerror=_unreadable):
+        walked: set[Path] = set()
+        for d, dirs, files in os.walk(root, onerror=_unreadable, followlinks=True):
             dirs.sort()
             here = Path(d)
+            if here.resolve() in walked:   # a link cycle or a second link to a walked folder
+                dirs[:] = []
+                continue
+            walked.add(here.resolve())
             if here.name == OUTPUT_DIR:
                 rank_dir = here.parent
                 cap = rank_dir.parent if _RANK_DIR.search(rank_dir.name) and rank_dir != root else rank_dir
-                found.setdefault(cap.resolve(), root)
+                found.setdefault(cap.resolve(), (root, cap))
                 covered.add(here)
                 dirs[:] = []
             elif here.name == MSPROF_DIR and any(f.startswith("op_summary") for f in files):
-                found.setdefault(here.parent.resolve(), root)
+                found.setdefault(here.parent.resolve(), (root, here.parent))
                 covered.add(here)
                 dirs[:] = []
             elif any(_LOOSE.match(f) for f in files):
                 loose.append(here)
         for d in loose:
             if not any(c == d or c in d.parents for c in covered):
-                found.setdefault(d.resolve(), root)
-    return sorted(((r, c) for c, r in found.items()), key=lambda x: str(x[1]))
+                found.setdefault(d.resolve(), (root, d))
+    return sorted(found.values(), key=lambda x: str(x[1]))
 
 
 def _unreadable(e: OSError):
@@ -128,8 +136,13 @@ def cache_key(capture: Path, policy) -> str:
     file rewritten in place with its size and mtime put back (``touch -r``, a restore keeping
     times) still misses the cache, at the price of one recompute after a copy, chmod or rename."""
     h = hashlib.sha256()
-    for d, dirs, files in os.walk(capture):
+    walked: set[Path] = set()
+    for d, dirs, files in os.walk(capture, followlinks=True):
         dirs.sort()
+        if Path(d).resolve() in walked:
+            dirs[:] = []
+            continue
+        walked.add(Path(d).resolve())
         for f in sorted(files):
             p = Path(d) / f
             try:
@@ -277,7 +290,7 @@ def run_sweep(roots, policy, *, cache_dir=None, workers: int | None = None, prog
             done(cap, sweep_one(cap, policy))
     out = []
     for root, cap in caps:
-        rel = os.path.relpath(cap, Path(root).resolve())
+        rel = os.path.relpath(cap, root)
         name = str(Path(root) / rel) if rel != "." else str(root)
         # a folder name that is not UTF-8 (its bytes as surrogates) is shown with them escaped: the
         # rollup's text columns hold text only (it was exit 70 and no rollup)

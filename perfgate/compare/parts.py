@@ -228,9 +228,14 @@ def range_of(name: str, tb: float, s: float, *, comm=None, overlap=None, busy=No
 
     * a share's part: ``[min(1, s), max(1, s)] · T_b``;
     * exposed communication = communication − its overlap with compute (``comm``, ``overlap``: the
-      baseline's, us per step), each of which the device explains within that range:
-      ``[min(1, s) · comm − max(1, s) · overlap, max(1, s) · comm − min(1, s) · overlap]`` (compute
-      twice as fast hides at most half the communication it used to);
+      baseline's, us per step), each of which the device explains within that range, so the
+      exposed time moves by at most
+      ``[(min(1, s) − 1) · comm − (max(1, s) − 1) · overlap, (max(1, s) − 1) · comm − (min(1, s) − 1) · overlap]``
+      from ``T_b`` (compute twice as fast hides at most half the communication it used to). The
+      range is anchored at ``T_b`` itself, as the idle rule is: the components only say how far
+      the device's speed can move it, so at ``s`` = 1 the range is ``T_b`` even where the
+      view's ``comm − overlap`` is not ``T_b`` (a p50 of each component is not the p50 of their
+      difference; step_trace's columns need not subtract exactly);
     * idle = step − device busy union, the step being the host's time, which the device's speed does
       not move: ``[idle_b − (max(1, s) − 1) · busy, idle_b + (1 − min(1, s)) · busy]`` (kernels that run
       faster leave the device waiting for the host).
@@ -238,7 +243,8 @@ def range_of(name: str, tb: float, s: float, *, comm=None, overlap=None, busy=No
     A derived part whose components are unknown falls back to the share rule."""
     lo_s, hi_s = min(1.0, s), max(1.0, s)
     if name == "step.exposed_comm_ratio" and comm is not None and overlap is not None:
-        return max(0.0, lo_s * comm - hi_s * overlap), hi_s * comm - lo_s * overlap
+        return (max(0.0, tb + (lo_s - 1.0) * comm - (hi_s - 1.0) * overlap),
+                tb + (hi_s - 1.0) * comm - (lo_s - 1.0) * overlap)
     if name == "step.underfeed_ratio" and busy is not None:
         return max(0.0, tb - (hi_s - 1.0) * busy), tb + (1.0 - lo_s) * busy
     return lo_s * tb, hi_s * tb

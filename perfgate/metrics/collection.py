@@ -14,7 +14,8 @@ The fingerprint's section ``config["collection"]`` (:func:`collection_section`):
 
 * ``options[name]``: the value every rank that records the field agrees on, normalised:
   ``activities`` as ``"CPU,NPU"``, ``schedule`` as ``{"wait", "warmup", "active", "repeat",
-  "skip_first"}``, the switches as written (true / false).
+  "skip_first"}``, the switches as true / false (also when written as ``"true"``, ``"False"``, 1
+  or 0: one switch, one value).
   ``None`` means **not recorded**: no rank's profiler_info holds the field (a rank folder without
   profiler_info, an older torch_npu, a raw msprof capture). Not recorded is never read as false;
   ``false`` means the profiler wrote false.
@@ -92,7 +93,13 @@ _SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
 def normalised(name: str, value):
     """One rank's written value of option ``name`` as the section keeps it: ``activities`` as
     sorted short names joined by ``,`` (``ProfilerActivity.NPU`` -> ``NPU``), ``schedule`` as a
-    dict in :data:`_SCHEDULE_KEYS` order (unknown keys kept after them), anything else as written."""
+    dict in :data:`_SCHEDULE_KEYS` order (unknown keys kept after them), a switch (an option whose
+    default is a bool) written as ``"true"`` / ``"false"`` (any case) or 1 / 0 as that bool, anything
+    else as written (a switch written as something else stays as written and is shown as such)."""
+    if isinstance(DEFAULTS.get(name), bool) and not isinstance(value, bool):
+        spelled = {"true": True, "false": False, "1": True, "0": False}
+        key = value.strip().lower() if isinstance(value, str) else (str(value) if value in (0, 1) else None)
+        return spelled.get(key, value)
     if name == "activities" and isinstance(value, (list, tuple)):
         return ",".join(sorted(str(a).rsplit(".", 1)[-1] for a in value))
     if name == "schedule" and isinstance(value, dict):

@@ -136,3 +136,20 @@ def test_missing_or_empty_root_is_a_usage_error_saying_which(tmp_path):
     (tmp_path / "empty").mkdir()
     r = CliRunner().invoke(main, ["sweep", str(tmp_path / "empty"), "--out", str(tmp_path / "o.csv")])
     assert r.exit_code == 2 and "no capture found under" in r.output and not (tmp_path / "o.csv").exists()
+
+
+def test_a_root_of_links_to_runs_sweeps_each_run_once_under_its_link_name(tmp_path, policy):
+    """Runs kept elsewhere, linked into the sweep root; a second link to one run and a link back up
+    the tree neither double a row nor loop."""
+    write_transformer(tmp_path / "store" / "run_a", 3, ranks=1, steps=1)
+    write_transformer(tmp_path / "store" / "run_b", 4, ranks=1, steps=1)
+    root = tmp_path / "sweep"
+    root.mkdir()
+    (root / "a").symlink_to(tmp_path / "store" / "run_a", target_is_directory=True)
+    (root / "b").symlink_to(tmp_path / "store" / "run_b", target_is_directory=True)
+    (root / "b_again").symlink_to(tmp_path / "store" / "run_b", target_is_directory=True)
+    (root / "more").mkdir()
+    (root / "more" / "up").symlink_to(root, target_is_directory=True)   # a cycle
+    table = run_sweep([root], policy, workers=1)
+    assert list(table["capture"]) == [str(root / "a"), str(root / "b")]
+    assert list(table["layers"]) == [3, 4] and set(table["status"]) == {"ok"}

@@ -33,6 +33,9 @@ def test_a_pipeline_job_checked_against_itself_passes(pipeline_base, tmp_path):
     r, res = _check(cap, bl, tmp_path)
     assert r.exit_code == 0, r.output
     assert res["verdict"] == "PASS"
+    # nothing moved, so nothing is better either: a stage's exposed communication (a p50 of each
+    # component, not of their difference) must not read as an improvement against itself
+    assert res["counts"]["all"]["improvement"] == 0 and res["counts"]["all"]["regression"] == 0
     assert all(c["status"] != "fail" for c in res["self_checks"])
     gated_views = {c["labels"].get("view") for c in res["comparisons"] if c["gated"]}
     assert {"rank0", "stage0.p50", "stage1.p50"} <= gated_views

@@ -92,3 +92,15 @@ def test_repeated_captures_of_one_side_share_the_options_that_change_what_is_mea
         refuse_mixed(fps[:2])
     require_one_job([fps[0], fps[2]])
     refuse_mixed([fps[0], fps[2]])
+
+
+def test_a_switch_spelled_as_text_or_a_number_is_one_value():
+    """``"true"``, ``"True"`` and 1 are the profiler's true: two captures writing the same switch
+    differently agree, and no note says ``true -> true``."""
+    spelled = {0: {"collection": {"with_stack": True}}, 1: {"collection": {"with_stack": "true"}},
+               2: {"collection": {"with_stack": "True"}}, 3: {"collection": {"with_stack": 1}}}
+    section = collection_section(spelled)
+    assert section["options"]["with_stack"] is True and section["ranks_differ"] == {}
+    assert collection_section({0: {"collection": {"with_stack": "0"}}})["options"]["with_stack"] is False
+    # a value that is no spelling of a switch stays as written, so a reader sees what was there
+    assert collection_section({0: {"collection": {"with_stack": "yes"}}})["options"]["with_stack"] == "yes"
