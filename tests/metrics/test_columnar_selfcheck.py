@@ -381,7 +381,7 @@ def _work(cap, policy):
     return out, r
 
 
-@pytest.mark.parametrize("many", [200, pytest.param(600, marks=pytest.mark.slow), pytest.param(2000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("many", [100, pytest.param(600, marks=pytest.mark.slow), pytest.param(2000, marks=pytest.mark.slow)])
 def test_python_calls_do_not_grow_with_steps(text_captures, tmp_path, policy, many):
     """The real level1 rank (191 rows, 4 communication ops per step) replicated to 20 and to
     ``many`` steps: each columnar function makes the same number of Python-level calls (cProfile:

@@ -32,7 +32,7 @@ def _joined_by_pandas(mine, stat):
 
 def test_op_statistic_pairs_join_as_the_outer_join():
     random.seed(11)
-    for _ in range(400):
+    for _ in range(150):
         mine_pairs = random.sample(PAIRS, random.randint(1, len(PAIRS)))
         if random.random() < 0.1:
             mine_pairs.append(mine_pairs[0])     # two codes naming one text: the pandas form
