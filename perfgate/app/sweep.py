@@ -25,7 +25,8 @@ class over ranks and steps), ``share_<kind>`` (block-kind ΣDuration shares, p50
 ratio), ``comm_us`` (communication per step, busy union, p50 over ranks), ``comm_share``
 (communication share of ΣDuration, p50, ratio), ``top_hccl_kind`` (HCCL kind with the largest
 ΣDuration), ``max_rank_skew`` / ``max_rank_skew_metric`` (largest (max − min) / mean over ranks
-of a step metric), ``self_checks_failed``, ``cached``, ``seconds``.
+of a step metric), ``self_checks_failed`` (0 in an ok row: a capture whose self-check fails, or
+that lost device tasks, is a failed row with the reason ``check`` gives), ``cached``, ``seconds``.
 
 In a capture of several pipeline stages (:mod:`perfgate.metrics.stages`), which has no pooled p50,
 every p50 column is the job-level value of :func:`perfgate.metrics.stages.job_p50`: the largest
@@ -214,12 +215,17 @@ def _valid_cached_row(row) -> bool:
 
 
 def sweep_one(capture, policy) -> dict:
-    """Fingerprint one capture into a rollup row; a capture perfgate cannot read gives a
-    ``failed`` row with the reason (never raises a :class:`PerfgateError`)."""
+    """Fingerprint one capture into a rollup row; a capture perfgate cannot read, or one that
+    ``check`` and ``baseline save`` refuse (a failed self-check, a fail-closed finding such as lost
+    device tasks: :func:`perfgate.metrics.fingerprint.require_valid`), gives a ``failed`` row with
+    the reason they give, never figures (never raises a :class:`PerfgateError`)."""
+    from perfgate.app.gate import ALWAYS_FAIL_CLOSED
     from perfgate.app.run import fingerprint_path
+    from perfgate.metrics.fingerprint import require_valid
     t0 = time.perf_counter()
     try:
         fp = fingerprint_path(capture, policy, with_trace=TraceMode.AUTO, workers=1)
+        require_valid(fp, fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=capture)
         row = {"status": "ok", "reason": None, **rollup_row(fp)}
     except PerfgateError as e:
         row = {"status": "failed", "reason": f"{e.kind.replace('_', ' ')}: {e.render()}"}

@@ -51,3 +51,17 @@ def test_a_check_that_read_the_timeline_has_no_such_note(captures, tmp_path):
     base, _, store = captures
     r = run("check", "--baseline", "b", "--baseline-dir", store, "--trace", "always", base, "--out", tmp_path)
     assert r.exit_code == 0 and "lost device tasks not checked" not in r.output
+
+
+def test_a_sweep_lists_a_capture_that_lost_tasks_as_failed_with_checks_reason(captures, policy):
+    """A sweep reads a small timeline: the lost tasks make the row failed, with the reason check
+    gives, beside the unchanged capture's ok row; no figures of the incomplete steps."""
+    import pandas as pd
+
+    from perfgate.app.sweep import run_sweep
+    base, cand, _ = captures
+    table = run_sweep([base.parent], policy, workers=1).set_index("capture")
+    assert table.loc[str(base), "status"] == "ok"
+    lost = table.loc[str(cand)]
+    assert lost["status"] == "failed" and "DEVICE_TASKS_LOST" in lost["reason"]
+    assert "invalid capture" in lost["reason"] and pd.isna(lost["step_time_rank0_us"])
