@@ -8,7 +8,8 @@ rank folder itself) and every ``mindstudio_profiler_output/`` holding ``op_summa
 (``kernel_details.csv``, ``op_summary_*.csv``, ``*.db``) outside those layouts are listed too:
 they are captures perfgate cannot read, and appear as failed rows with the reason, never
 dropped. Symbolic links to folders are followed (a sweep root of links to the runs' storage is
-common); a folder reached twice (a link back up the tree, two links to one run) is walked once.
+common); a folder reached twice (a link back up the tree, two links to one run) is walked once;
+a link whose target does not exist is a failed row.
 
 Captures are fingerprinted in a process pool (:func:`perfgate.app.run.fingerprint_path`, one
 process per capture); a result is cached under ``cache_dir`` keyed on the size and mtime of
@@ -95,6 +96,9 @@ def discover_captures(roots) -> list[tuple[Path, Path]]:
                 dirs[:] = []
             elif any(_LOOSE.match(f) for f in files):
                 loose.append(here)
+            for f in files:   # a link whose target is gone: a failed row saying so, never dropped
+                if os.path.islink(here / f) and not os.path.exists(here / f):
+                    found.setdefault(here / f, (root, here / f))
         for d in loose:
             if not any(c == d or c in d.parents for c in covered):
                 found.setdefault(d.resolve(), (root, d))

@@ -150,6 +150,8 @@ def test_a_root_of_links_to_runs_sweeps_each_run_once_under_its_link_name(tmp_pa
     (root / "b_again").symlink_to(tmp_path / "store" / "run_b", target_is_directory=True)
     (root / "more").mkdir()
     (root / "more" / "up").symlink_to(root, target_is_directory=True)   # a cycle
+    (root / "c").symlink_to(tmp_path / "store" / "run_c_deleted", target_is_directory=True)
     table = run_sweep([root], policy, workers=1)
-    assert list(table["capture"]) == [str(root / "a"), str(root / "b")]
-    assert list(table["layers"]) == [3, 4] and set(table["status"]) == {"ok"}
+    assert list(table["capture"]) == [str(root / "a"), str(root / "b"), str(root / "c")]
+    assert list(table["layers"][:2]) == [3, 4] and list(table["status"]) == ["ok", "ok", "failed"]
+    assert "symbolic link to nothing" in table["reason"][2]
