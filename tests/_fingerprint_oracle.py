@@ -302,8 +302,7 @@ def kind_table(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-# --- fingerprint._views before the one-pass transpose: one lookup per
-# (metric, rank) ---------------------------------------------------------------------------
+# --- fingerprint._views as one lookup and one reduction per metric ---------------------------
 from perfgate.metrics import registry  # noqa: E402
 from perfgate.metrics.fingerprint import _view_samples  # noqa: E402
 from perfgate.model import MetricValue, metric_key  # noqa: E402
@@ -336,78 +335,6 @@ def _topn_views(per_rank, policy, r0) -> dict[str, MetricValue]:
                      "n": policy.top_n, "slack": policy.top_n_slack})
     return out
 
-
-def _views(per_rank: dict[int, dict], policy, kernel_ranks=None) -> dict[str, MetricValue]:
-    """Cross-rank views of every metric. A metric is computed over the ranks that hold its
-    table: absent-is-zero metrics (kernel table counts) are filled with 0 only on ranks in
-    ``kernel_ranks`` (None = every rank); when fewer ranks than the capture's contribute, the
-    views' context names them (``over_ranks``), so a comparison can tell coverage apart."""
-    ranks = sorted(per_rank)
-    r0 = ranks[0]
-    holders = set(ranks if kernel_ranks is None else kernel_ranks)
-    keys = set()
-    for m in per_rank.values():
-        keys.update(m)
-    out: dict[str, MetricValue] = {}
-    for name, labels in sorted(keys):
-        d = registry.get(name)
-        labels_d = dict(labels)
-        if name == "kernel.topn":
-            held = {r: m for r, m in per_rank.items() if (name, labels) in m}
-            out.update(_topn_views(held, policy, min(held)))
-            continue
-        vals, samp = {}, {}
-        for r in ranks:
-            if (name, labels) in per_rank[r]:
-                vals[r] = per_rank[r][(name, labels)][0]
-                samp[r] = per_rank[r][(name, labels)][2].get("samples")
-            elif name == "kernel.time_us" and ("kernel.topn", ()) in per_rank[r]:
-                # recorded for the rank's Top-N + slack only: its ranking holds the rest (it was 0
-                # by absent_is_zero)
-                ctx = per_rank[r][("kernel.topn", ())][2]
-                vals[r] = dict(zip(ctx["ranked"], ctx["sum_dur_us"])).get(labels_d["family"], 0.0)
-            elif d.absent_is_zero and r in holders:
-                vals[r] = 0.0
-        if not vals:
-            continue
-        partial = {"over_ranks": sorted(vals)} if len(vals) < len(ranks) else {}
-        view_samples = _view_samples(samp, ranks, r0)
-        caliber = d.caliber or labels_d.get("caliber")
-        ev0 = per_rank[r0].get((name, labels)) or (
-            (None, per_rank[r0][("kernel.topn", ())][1], {})
-            if name == "kernel.time_us" and ("kernel.topn", ()) in per_rank[r0] else (None, "absent on this rank", {}))
-        ev0 = (ev0[0], ev0[1], {k: v for k, v in ev0[2].items() if k != "samples"})
-        arr = np.array(list(vals.values()), dtype=float)
-        views = {
-            terms.VIEW_RANK0: (vals.get(r0), f"rank {r0}: {ev0[1]}", dict(ev0[2], rank=r0)),
-            terms.VIEW_P50: (float(np.median(arr)), f"median of {len(vals)} rank(s)",
-                             {"ranks": len(vals), **partial}),
-            terms.VIEW_MAX: (float(arr.max()), f"max over {len(vals)} rank(s)",
-                             {"rank": int(list(vals)[int(arr.argmax())]), **partial}),
-        }
-        for view, (val, ev, ctx) in views.items():
-            if val is None:
-                continue
-            key = metric_key(name, **labels_d, view=view)
-            out[key] = MetricValue(key=key, name=name, labels=dict(labels_d, view=view),
-                                   value=float(val), unit=d.unit, caliber=caliber, tier=d.tier,
-                                   evidence=ev, context=ctx, samples=view_samples.get(view))
-        mean = float(arr.mean())
-        if len(arr) >= 2 and mean > 0 and name != "step.count":
-            sd = registry.get("rank.skew_ratio")
-            slabels = dict(labels_d, metric=name)
-            key = metric_key("rank.skew_ratio", **slabels)
-            out[key] = MetricValue(
-                key=key, name="rank.skew_ratio", labels=slabels, value=float((arr.max() - arr.min()) / mean),
-                unit=sd.unit, caliber=caliber, tier=sd.tier,
-                evidence=f"(max − min) / mean of {len(arr)} rank(s): " + ", ".join(
-                    f"rank {r} {v * 100:.4g}%" if d.unit == "ratio" else f"rank {r} {v:g} {d.unit}" for r, v in list(vals.items())[:8]),
-                context={"min_rank": int(list(vals)[int(arr.argmin())]),
-                         "max_rank": int(list(vals)[int(arr.argmax())])})
-    return out
-
-
-# --- fingerprint._views before the batched reductions: one numpy call per metric ------------
 from perfgate.metrics.fingerprint import _skew_value  # noqa: E402
 
 

@@ -140,7 +140,7 @@ def _looks_like_rank_folder(d: Path) -> bool:
 
 def _below_the_depth_limit(d: Path, levels: int = 256) -> Path | None:
     """The first ``ASCEND_PROFILER_OUTPUT/`` at most ``levels`` folder levels below ``d`` (a
-    folder discovery no longer walks), or None."""
+    folder deeper than discovery walks), or None."""
     stack = [(d, 0)]
     while stack:
         cur, depth = stack.pop()

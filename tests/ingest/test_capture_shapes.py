@@ -99,8 +99,8 @@ def test_another_loose_file_is_still_refused(tmp_path):
 
 def test_an_msprof_db_export_names_the_text_export_command(ascend, tmp_path):
     """A PROF_ folder holding only msprof_<ts>.db (msprof --type=db; its schema has no META_DATA
-    version and no step table perfgate could read): it got the generic "nothing found"; now exit 3
-    naming the database and the msprof command that writes the text export."""
+    version and no step table perfgate could read): exit 3 naming the database and the msprof
+    command that writes the text export, not a generic "nothing found"."""
     prof = tmp_path / "cap" / "PROF_000001_20260101000000000_ABCDEFGH"
     prof.mkdir(parents=True)
     (prof / "msprof_20260101000000.db").symlink_to(ascend / MSPROF_DB)

@@ -71,7 +71,7 @@ def test_unknown_schema_version_is_specific(pytorch_data, tmp_path):
 
 def test_task_ending_before_it_starts_is_refused(pytorch_data, tmp_path):
     """A TASK with endNs < startNs is refused naming the database and the task, as a negative
-    Duration(us) in the text exports is (it used to be left out with a warning)."""
+    Duration(us) in the text exports is (never left out with a warning)."""
     dst = tmp_path / "rank0_ascend_pt"
     shutil.copytree(pytorch_data / "db/level1/rank0_ascend_pt", dst)
     db = dst / "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"

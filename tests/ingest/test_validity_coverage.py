@@ -210,8 +210,9 @@ def test_q05_one_prof_folder_naming_two_ranks_is_refused(ascend, tmp_path):
 
 
 def test_html_report_states_ranks_profiled_and_the_job_world_size(st_level2, text_captures, tmp_path):
-    """The provenance table no longer says "world_size 2" for a larger job: it shows the ranks
-    profiled, the job's world size with its source (or "not recorded") and each rank's tables."""
+    """The provenance table never says "world_size 2" for a larger job of which 2 ranks were
+    profiled: it shows the ranks profiled, the job's world size with its source (or "not
+    recorded") and each rank's tables."""
     code, out = _run("report", st_level2, "--html", tmp_path / "st.html", "--history", tmp_path / "none.sqlite")
     assert code == 0, out
     page = (tmp_path / "st.html").read_text()

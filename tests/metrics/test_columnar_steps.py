@@ -542,7 +542,7 @@ def _drop_some(per_rank: dict, seed: int) -> dict:
 def test_views_equal_the_per_rank_lookup(captures, name, policy):
     """fingerprint._views (per-rank dicts transposed in one pass, the reductions over ranks batched
     in numpy) gives exactly the views of its
-    former form (one lookup per metric and rank, tests/_fingerprint_oracle.py), with every rank
+    per-metric form (one lookup and one reduction per metric, tests/_fingerprint_oracle.py), with every rank
     holding the kernel table, with only some of them (kernel_ranks) and with metrics missing
     on some ranks."""
     import _fingerprint_oracle as old_fp
@@ -553,7 +553,7 @@ def test_views_equal_the_per_rank_lookup(captures, name, policy):
     ranks = sorted(per_rank)
     for pr in (per_rank, _drop_some(per_rank, 1), _drop_some(per_rank, 2)):
         for kr in (None, ranks[:1], ranks[1:]):
-            want = old_fp._views(pr, policy, kernel_ranks=kr)
+            want = old_fp._views_per_metric(pr, policy, kernel_ranks=kr)
             got = fpm._views(pr, policy, kernel_ranks=kr)
             assert list(got) == list(want)
             assert _canon(got) == _canon(want)
@@ -569,7 +569,7 @@ def test_views_equal_the_per_rank_lookup_many_ranks(tmp_path, policy):
     assert len(per_rank) == 24
     for pr in (per_rank, _drop_some(per_rank, 3)):
         for kr in (None, sorted(pr)[::2]):
-            got, want = fpm._views(pr, policy, kernel_ranks=kr), old_fp._views(pr, policy, kernel_ranks=kr)
+            got, want = fpm._views(pr, policy, kernel_ranks=kr), old_fp._views_per_metric(pr, policy, kernel_ranks=kr)
             assert list(got) == list(want) and _canon(got) == _canon(want)
 
 
