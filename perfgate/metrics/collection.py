@@ -12,12 +12,17 @@ The fingerprint's section ``config["collection"]`` (:func:`collection_section`):
 
     {"options": {name: value}, "ranks_differ": {name: {rank: value}}, "source": text}
 
-* ``options[name]``: the value every rank that records the field agrees on, normalised:
-  ``activities`` as ``"CPU,NPU"``, ``schedule`` as ``{"wait", "warmup", "active", "repeat",
-  "skip_first"}``, the switches as true / false (also when written as ``"true"``, ``"False"``, 1
-  or 0: one switch, one value).
-  ``None`` means **not recorded**: no rank's profiler_info holds the field (a rank folder without
-  profiler_info, an older torch_npu, a raw msprof capture). Not recorded is never read as false;
+* ``options[name]``: the value every rank that records the field agrees on, normalised by one
+  rule (:func:`normalised`): a written value is the value of torch_npu's parameter it spells, so
+  one setting written two ways is one value. A switch is a bool (``"true"``, ``"False"``, 1, 0);
+  a ``schedule`` count is an int (``"1"``; only exact integer text, ``" 1"`` or ``"1.0"`` stay as
+  written), the schedule kept as ``{"wait", "warmup", "active", "repeat", "skip_first"}``; an
+  activity is its ProfilerActivity member's name, upper case (``ProfilerActivity.NPU``, ``"npu"``:
+  ``NPU``), the activities kept as ``"CPU,NPU"``. A value that spells none is kept as written.
+  ``None`` means **not recorded**: no rank's profiler_info holds a value for the field (a rank
+  folder without profiler_info, a file without ``common_config``, an older torch_npu, a raw msprof
+  capture). A JSON null is not recorded too: null is no value the profiler chose (a rank writing
+  null counts as little as a rank without the field). Not recorded is never read as false;
   ``false`` means the profiler wrote false.
 * ``ranks_differ``: the options the ranks of this one capture record differently, each rank's
   value by rank id; ``options[name]`` is then :data:`MIXED`, and the fingerprint carries a warning
@@ -38,6 +43,16 @@ when it changes the work the profiler itself does while the profiled steps run.
 * ``l2_cache``: L2 cache sampling on the device (PMU collection, as ``aic_metrics`` is).
 * ``schedule`` says which steps are captured (skip_first, wait, warmup, active, repeat), not how a
   step is measured: a difference is noted, nothing else.
+
+When two sides differ, one rule for every option and every use (:func:`collection_notes`,
+:func:`measured_difference`, :func:`series_signature`): an option not recorded is judged as
+torch_npu's default for it (:data:`DEFAULTS`), so two sides differ in an option when their values
+so read differ (or the ranks' values, where a side's ranks differ). with_stack not recorded
+against with_stack false, or activities not recorded against ``CPU,NPU``, is no difference;
+against with_stack true or activities ``NPU`` it is, shown as ``not recorded``. torch_npu's
+default schedule is none (every step between start and stop is captured), so a schedule not
+recorded differs from every recorded schedule. A fingerprint without the section is judged as
+recording nothing.
 
 Treatment, as the profiler-level change's (one rule, no exceptions): a difference between a
 baseline and a candidate is a note at the top of every report, naming the option, both values
@@ -60,10 +75,10 @@ MIXED = "differs across ranks"
 ORDER = ("with_stack", "record_shapes", "profile_memory", "with_modules", "with_flops", "activities",
          "l2_cache", "schedule")
 
-#: torch_npu.profiler.profile's defaults (activities None = CPU and NPU): a run recorded without
-#: the section is read as collected with them for history series (:func:`series_signature`)
+#: torch_npu.profiler.profile's defaults (activities None = CPU and NPU, schedule None = no
+#: schedule): an option not recorded is judged as its default (module doc)
 DEFAULTS = {"with_stack": False, "record_shapes": False, "profile_memory": False, "with_modules": False,
-            "with_flops": False, "activities": "CPU,NPU", "l2_cache": False}
+            "with_flops": False, "activities": "CPU,NPU", "l2_cache": False, "schedule": None}
 
 _HOST = ("host-side overhead per operator, so host-bound and step-time figures are not like-for-like "
          "(still judged, as across a profiler-level change)")
@@ -90,20 +105,43 @@ MEASURED = tuple(k for k in ORDER if k != "schedule")
 _SCHEDULE_KEYS = ("wait", "warmup", "active", "repeat", "skip_first")
 
 
+def _switch(value):
+    """A switch's spelling as its bool: ``"true"`` / ``"false"`` (any case, around blanks), 1 / 0."""
+    if isinstance(value, bool):
+        return value
+    spelled = {"true": True, "false": False, "1": True, "0": False}
+    key = value.strip().lower() if isinstance(value, str) else (str(value) if value in (0, 1) else None)
+    return spelled.get(key, value)
+
+
+def _count(value):
+    """A schedule count's spelling as its int: exact integer text (``"1"``, ``"-1"``)."""
+    if isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:
+            return value
+        return number if str(number) == value else value
+    return value
+
+
+def _activity(value) -> str:
+    """An activity's spelling as its ProfilerActivity member's name: ``ProfilerActivity.NPU``, ``npu``: ``NPU``."""
+    return str(value).rsplit(".", 1)[-1].upper()
+
+
 def normalised(name: str, value):
-    """One rank's written value of option ``name`` as the section keeps it: ``activities`` as
-    sorted short names joined by ``,`` (``ProfilerActivity.NPU`` -> ``NPU``), ``schedule`` as a
-    dict in :data:`_SCHEDULE_KEYS` order (unknown keys kept after them), a switch (an option whose
-    default is a bool) written as ``"true"`` / ``"false"`` (any case) or 1 / 0 as that bool, anything
-    else as written (a switch written as something else stays as written and is shown as such)."""
-    if isinstance(DEFAULTS.get(name), bool) and not isinstance(value, bool):
-        spelled = {"true": True, "false": False, "1": True, "0": False}
-        key = value.strip().lower() if isinstance(value, str) else (str(value) if value in (0, 1) else None)
-        return spelled.get(key, value)
+    """One rank's written value of option ``name`` as the section keeps it (module doc: the value
+    of torch_npu's parameter it spells): a switch (an option whose default is a bool) as that bool,
+    ``activities`` as sorted upper-case short names joined by ``,``, ``schedule`` as a dict in
+    :data:`_SCHEDULE_KEYS` order (unknown keys kept after them) of ints; a value that spells none
+    as written (shown as such); None (null) stays None, not recorded."""
+    if isinstance(DEFAULTS.get(name), bool):
+        return _switch(value)
     if name == "activities" and isinstance(value, (list, tuple)):
-        return ",".join(sorted(str(a).rsplit(".", 1)[-1] for a in value))
+        return ",".join(sorted(_activity(a) for a in value))
     if name == "schedule" and isinstance(value, dict):
-        return {k: value[k] for k in (*_SCHEDULE_KEYS, *sorted(set(value) - set(_SCHEDULE_KEYS), key=str))
+        return {k: _count(value[k]) for k in (*_SCHEDULE_KEYS, *sorted(set(value) - set(_SCHEDULE_KEYS), key=str))
                 if k in value}
     return value
 
@@ -120,9 +158,9 @@ def collection_section(infos: dict) -> dict:
         ``options`` (None: not recorded)."""
     options, differ = {}, {}
     for name in ORDER:
-        by_rank = {str(r): normalised(name, (info.get("collection") or {})[name])
-                   for r, info in sorted(infos.items())
-                   if name in (info.get("collection") or {})}
+        written = {str(r): normalised(name, (info.get("collection") or {}).get(name))
+                   for r, info in sorted(infos.items())}
+        by_rank = {r: v for r, v in written.items() if v is not None}   # null or missing: not recorded
         values = list(by_rank.values())
         if not values:
             options[name] = None
@@ -189,62 +227,58 @@ def ranks_differ_warning(section: dict) -> str | None:
             f"collected by one profiler call, so their figures are not like-for-like")
 
 
-def _deviates(name: str, value) -> bool:
-    """A recorded value of a measured option other than torch_npu's default (:data:`DEFAULTS`)."""
-    return value is not None and name in DEFAULTS and value != DEFAULTS[name]
+#: a section recording no option: what a fingerprint without the section is judged as
+_NOTHING_RECORDED = {"options": {}, "ranks_differ": {}}
+
+
+def _judged(section: dict, name: str) -> tuple:
+    """What option ``name`` of a section is judged by (module doc): its value, torch_npu's default
+    (:data:`DEFAULTS`) where not recorded, with each rank's value where the ranks differ."""
+    value = section["options"].get(name)
+    return (DEFAULTS.get(name) if value is None else value), (section.get("ranks_differ") or {}).get(name)
+
+
+def _differs(a: dict, b: dict, name: str) -> bool:
+    """Whether two sections differ in option ``name``: the one rule of every judgement (module doc)."""
+    return _judged(a, name) != _judged(b, name)
 
 
 def series_signature(config: dict) -> list[str]:
     """The measured options (:data:`MEASURED`) a run was collected with away from torch_npu's
     defaults, as ``name=value`` (``["with_stack=true"]``); ``[]`` for default options, options not
-    recorded and a config without the section (a run recorded before perfgate read them is read
-    as collected with the defaults, so its series key stays what it was)."""
-    sec = section_of(config)
-    if sec is None:
-        return []
-    return [f"{n}={shown(sec['options'].get(n))}" for n in MEASURED if _deviates(n, sec["options"].get(n))]
+    recorded and a config without the section (judged as the defaults, so the series key of a run
+    recorded before perfgate read them stays what it was)."""
+    sec = section_of(config) or _NOTHING_RECORDED
+    return [f"{n}={_shown_option(sec, n)}" for n in MEASURED if _differs(sec, _NOTHING_RECORDED, n)]
 
 
 def measured_difference(a: dict, b: dict) -> str | None:
-    """The first option of :data:`MEASURED` both fingerprint configs record, with different
-    values, as ``with_stack: false vs true``; None when they agree. An option one side does not
-    record (or a config without the section) is no evidence of a difference and is passed over."""
-    sa, sb = section_of(a), section_of(b)
-    if sa is None or sb is None:
-        return None
+    """The first option of :data:`MEASURED` two fingerprint configs differ in (module doc: an
+    option not recorded, or a config without the section, is judged as torch_npu's default), as
+    ``with_stack: false vs true`` (``not recorded vs true``); None when they agree."""
+    sa, sb = section_of(a) or _NOTHING_RECORDED, section_of(b) or _NOTHING_RECORDED
     for n in MEASURED:
-        va, vb = sa["options"].get(n), sb["options"].get(n)
-        if va is None or vb is None:
-            continue
-        if (va, sa.get("ranks_differ", {}).get(n)) != (vb, sb.get("ranks_differ", {}).get(n)):
+        if _differs(sa, sb, n):
             return f"{n}: {_shown_option(sa, n)} vs {_shown_option(sb, n)}"
     return None
 
 
 def collection_notes(base_config: dict, cand_config: dict) -> list[str]:
-    """Notes for the collection options a baseline and a candidate differ in, one per option:
+    """Notes for the collection options a baseline and a candidate differ in (module doc: an
+    option not recorded is judged as torch_npu's default), one per option:
     ``collection option with_stack changed: baseline false -> candidate true: <what it affects>``
-    (:data:`AFFECTS`). An option one side does not record is noted only when the other side's
-    value is not torch_npu's default; a side without the section at all (saved before perfgate
-    read the options) gives one note when the other side was collected away from the defaults."""
+    (:data:`AFFECTS`). A side without the section at all (saved before perfgate read the options)
+    gives one note naming every option the other side differs in."""
     b, c = section_of(base_config), section_of(cand_config)
     if b is None and c is None:
         return []
     if b is None or c is None:
         side, other_side, other = ("baseline", "candidate", c) if b is None else ("candidate", "baseline", b)
-        odd = [n for n in MEASURED if _deviates(n, other["options"].get(n))]
+        odd = [n for n in ORDER if _differs(_NOTHING_RECORDED, other, n)]
         if not odd:
             return []
         return [f"collection options not recorded in the {side} (fingerprinted before perfgate read them), "
                 f"the {other_side} was collected with {', '.join(f'{n}={_shown_option(other, n)}' for n in odd)}: "
                 f"{AFFECTS[odd[0]]}"]
-    notes = []
-    for name in ORDER:
-        bv, cv = b["options"].get(name), c["options"].get(name)
-        if bv == cv and (b.get("ranks_differ") or {}).get(name) == (c.get("ranks_differ") or {}).get(name):
-            continue
-        if (bv is None or cv is None) and not (_deviates(name, bv) or _deviates(name, cv) or MIXED in (bv, cv)):
-            continue
-        notes.append(f"collection option {name} changed: baseline {_shown_option(b, name)} -> candidate "
-                     f"{_shown_option(c, name)}: {AFFECTS[name]}")
-    return notes
+    return [f"collection option {name} changed: baseline {_shown_option(b, name)} -> candidate "
+            f"{_shown_option(c, name)}: {AFFECTS[name]}" for name in ORDER if _differs(b, c, name)]

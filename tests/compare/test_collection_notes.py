@@ -10,7 +10,7 @@ import json
 from click.testing import CliRunner
 
 from perfgate.cli import main
-from perfgate.metrics.collection import collection_notes
+from perfgate.metrics.collection import collection_notes, collection_section
 
 from _edits import edit_profiler_info as edit_info
 
@@ -99,4 +99,50 @@ def test_notes_name_each_changed_option_and_what_it_affects():
     assert collection_notes(_config(with_stack=None), _config()) == []
     assert collection_notes(_config(with_stack=None), _config(with_stack=True))[0].startswith(
         "collection option with_stack changed: baseline not recorded -> candidate true")
-    assert collection_notes({}, _config()) == [] and collection_notes({}, {}) == []
+    # a side without the section records nothing: judged by the same rule, so a recorded schedule is said
+    assert collection_notes({}, _config(schedule=None)) == [] and collection_notes({}, {}) == []
+    assert "the candidate was collected with schedule=wait=0 warmup=1" in collection_notes({}, _config())[0]
+
+
+def _compare(copy_capture, tmp_path, change):
+    """The collection notes of ``compare`` of a level1 copy edited by ``change`` (the baseline)
+    against an unedited copy."""
+    base, cand = copy_capture("level1", "base"), copy_capture("level1", "cand")
+    edit_info(base, change)
+    out = tmp_path / "o"
+    code, text = cli("compare", base, cand, "--out", out, "--trace", "never")
+    assert code == 0, text
+    return [n for n in json.loads((out / "perfgate-result.json").read_text())["notes"] if "collection option" in n]
+
+
+def test_a_schedule_written_as_text_and_activities_in_lower_case_are_no_change(copy_capture, tmp_path):
+    def spelled(doc):
+        common = doc["config"]["common_config"]
+        common["schedule"] = {k: str(v) for k, v in common["schedule"].items()}
+        common["activities"] = [a.rsplit(".", 1)[-1].lower() for a in reversed(common["activities"])]
+    assert _compare(copy_capture, tmp_path, spelled) == []
+
+
+def test_an_option_not_recorded_is_judged_by_one_rule_for_every_option():
+    """Not recorded (the field missing or null, no common_config, no section) reads as torch_npu's
+    default; the schedule has none, so a recorded schedule against none is a change."""
+    recorded = {0: {"collection": {"with_stack": True, "activities": ["ProfilerActivity.NPU"],
+                                   "schedule": {"wait": 0, "warmup": 1, "active": 1, "repeat": 1, "skip_first": 5}}}}
+    cand = {"collection": collection_section(recorded)}
+    for missing in ({0: {"collection": {}}}, {0: {"collection": {"with_stack": None, "activities": None}}}):
+        notes = collection_notes({"collection": collection_section(missing)}, cand)
+        assert [n.split(":")[0] for n in notes] == ["collection option with_stack changed",
+                                                      "collection option activities changed",
+                                                      "collection option schedule changed"]
+        assert "baseline not recorded -> candidate wait=0 warmup=1 active=1 repeat=1 skip_first=5" in notes[2]
+    assert "with_stack=true, activities=NPU, schedule=wait=0" in collection_notes({}, cand)[0]
+    # at torch_npu's defaults, not recorded is no change: with_stack false, activities CPU and NPU
+    defaults = collection_section({0: {"collection": {"with_stack": False, "activities": ["CPU", "NPU"]}}})
+    assert collection_notes({"collection": collection_section({0: {}})}, {"collection": defaults}) == []
+
+
+def test_a_profiler_info_without_common_config_is_noted_against_one_with_a_schedule(copy_capture, tmp_path):
+    notes = _compare(copy_capture, tmp_path, lambda d: d["config"].pop("common_config"))
+    changed = [n.split(":")[0] for n in notes]
+    assert "collection option with_stack changed" in changed and "collection option schedule changed" in changed
+    assert "collection option activities changed" not in changed     # the candidate's CPU,NPU is the default

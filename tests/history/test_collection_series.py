@@ -89,3 +89,12 @@ def test_recorded_real_captures_with_and_without_with_stack_are_two_series(copy_
     con.close()
     assert stored["collection"]["options"]["with_stack"] is False
     assert plain_key == series_key({k: v for k, v in stored.items() if k != "collection"})
+
+
+def test_pooling_judges_not_recorded_as_the_series_key_does():
+    """A run not recording with_stack is in the default series, so it is not pooled with a
+    with_stack run either; against a run at the defaults it is the same job."""
+    from perfgate.metrics.collection import measured_difference
+    assert measured_difference(_with(with_stack=None), _with(with_stack=True)) == "with_stack: not recorded vs true"
+    assert measured_difference(_with(with_stack=None), _with()) is None
+    assert measured_difference({}, _with(with_stack=True)) == "with_stack: not recorded vs true"

@@ -104,3 +104,31 @@ def test_a_switch_spelled_as_text_or_a_number_is_one_value():
     assert collection_section({0: {"collection": {"with_stack": "0"}}})["options"]["with_stack"] is False
     # a value that is no spelling of a switch stays as written, so a reader sees what was there
     assert collection_section({0: {"collection": {"with_stack": "yes"}}})["options"]["with_stack"] == "yes"
+
+
+def test_a_schedule_count_written_as_integer_text_is_that_integer():
+    """``"active": "1"`` is the profiler's 1: two captures writing the same schedule differently
+    agree; text that is not exactly an integer stays as written."""
+    as_text = collection_section({0: {"collection": {"schedule": {"wait": "0", "active": "1", "skip_first": "40"}}}})
+    as_ints = collection_section({0: {"collection": {"schedule": {"wait": 0, "active": 1, "skip_first": 40}}}})
+    assert as_text["options"]["schedule"] == as_ints["options"]["schedule"] == {"wait": 0, "active": 1,
+                                                                               "skip_first": 40}
+    odd = collection_section({0: {"collection": {"schedule": {"active": " 1", "warmup": "01", "wait": "1.0"}}}})
+    assert odd["options"]["schedule"] == {"wait": "1.0", "warmup": "01", "active": " 1"}
+
+
+def test_an_activity_is_its_short_name_in_any_case():
+    lower = collection_section({0: {"collection": {"activities": ["npu", "cpu"]}}})
+    enum = collection_section({0: {"collection": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"]}}})
+    assert lower["options"]["activities"] == enum["options"]["activities"] == "CPU,NPU"
+
+
+def test_a_null_field_is_not_recorded_on_its_rank(copy_capture, policy):
+    """null is no value the profiler chose: a rank writing with_stack null does not count against
+    the ranks recording it, as a rank without the field does not."""
+    cap = copy_capture("level1")
+    edit_info(cap, lambda d: d["config"]["common_config"].update(with_stack=None), ranks={1})
+    fp = fingerprint_path(cap, policy, with_trace="never", workers=1)
+    sec = fp.config["collection"]
+    assert sec["options"]["with_stack"] is True and sec["ranks_differ"] == {}
+    assert not [w for w in fp.warnings if "different profiler collection options" in w]
