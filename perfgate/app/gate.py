@@ -18,7 +18,7 @@ from typing import NamedTuple
 from perfgate import errors, terms
 from perfgate.ci_env import commit_facts, gather_provenance, refuse_untrusted_write
 from perfgate.compare import compare_fingerprints, incompatibility, summarize
-from perfgate.metrics.stages import name_cause_stages, with_stage_views
+from perfgate.metrics.stages import layout_change, name_cause_stages, not_paired, with_stage_views
 from perfgate.terms import TraceMode
 from perfgate.errors import (CorruptBaselineError, InvalidCaptureError, NoBaselineError, PerfgateError, StoreError,
                              UsageError)
@@ -342,16 +342,19 @@ def judge(base: Fingerprint, cand: Fingerprint, policy, *, baseline_name: str | 
     # the gated view whose step time moved most (a change on rank 1 of 2 moves p50, not rank0)
     detail["waterfall"] = max(falls, key=lambda w: abs(w["step_delta_us"])) if falls else None
     detail["sensitivity"] = sensitivity(comparisons, views[0] if views else None)
-    partial, error = _partial_note(comparisons, policy), None
+    stage_change = layout_change(base, cand)
+    partial, error = _partial_note(comparisons, policy, stage_change), None
     if partial:
         notes.insert(0, partial.note)
         if partial.over:
             status, code = terms.INCOMPATIBLE, errors.EXIT_NO_BASELINE
             comparisons, causes, unexplained = _not_judged(comparisons), [], []
+            like = ("record a new baseline for the new stage layout" if stage_change
+                    else "compare like with like (same profiler level and export)")
             error = {"message": f"baseline {baseline_name!r} cannot judge this capture: {partial.note}",
                      "kind": "incompatible_baseline", "path": None, "row": None, "byte_offset": None,
-                     "hint": "compare like with like (same profiler level and export), or pass --allow-partial "
-                             "to judge the comparable rest (policy: max_incomparable_fraction)",
+                     "hint": f"{like}, or pass --allow-partial to judge the comparable rest "
+                             f"(policy: max_incomparable_fraction)",
                      "incomparable": partial.incomparable, "gated": partial.gated}
     narrow = narrow_policy_note(base, cand, policy, comparisons)
     if narrow:
@@ -393,10 +396,14 @@ class PartialComparison(NamedTuple):
     over: bool
 
 
-def _partial_note(comparisons, policy) -> PartialComparison | None:
+def _partial_note(comparisons, policy, stage_change: str | None = None) -> PartialComparison | None:
     """The :class:`PartialComparison` of ``comparisons``, or None when every gated metric was
     comparable. The limit is the policy's ``max_incomparable_fraction`` (default 0.25,
-    :data:`perfgate.policy.load.MAX_INCOMPARABLE_DEFAULT`; None after ``--allow-partial``)."""
+    :data:`perfgate.policy.load.MAX_INCOMPARABLE_DEFAULT`; None after ``--allow-partial``).
+    ``stage_change``: why the two sides' pipeline stages cannot be paired
+    (:func:`perfgate.metrics.stages.layout_change`); when some incomparable gated metrics are
+    the stage and pooled views it leaves out, the note starts with it (baseline and candidate
+    stages) and says how many of them it accounts for."""
     from perfgate.policy.load import significant
     gated = [c for c in comparisons if c.gated]
     inc = sum(1 for c in gated if c.verdict == terms.INCOMPARABLE)
@@ -414,6 +421,10 @@ def _partial_note(comparisons, policy) -> PartialComparison | None:
         tail = "; the comparable rest was judged (no limit: --allow-partial or max_incomparable_fraction: null)"
     note = (f"partial comparison: {inc} of {len(gated)} gated metrics ({significant(frac * 100)} %) "
             f"are not comparable{tail}")
+    by_layout = sum(1 for c in gated if c.verdict == terms.INCOMPARABLE and not_paired(c.name, c.labels, stage_change))
+    if by_layout:
+        note = (f"{stage_change}: {by_layout} of the {inc} not comparable are its stage and pooled views "
+                f"(rank0 is compared); {note}")
     return PartialComparison(inc, len(gated), note, over)
 
 

@@ -60,11 +60,18 @@ def test_a_slower_stage_is_a_regression_whose_cause_names_that_stage(pipeline_ba
 
 def test_a_changed_stage_layout_is_not_compared_silently(pipeline_base, tmp_path):
     """The candidate runs one program on its 4 ranks: the baseline's stage views have nothing to
-    pair with; they are not compared, and the notes say why. rank0 is still compared."""
+    pair with; they are not compared, and the notes and the exit-4 reason say why (both stage
+    layouts). rank0 is still compared."""
     cap, bl = pipeline_base
     one = write_capture(tmp_path / "one", SynthSpec(ranks=4))
     r, res = _check(one, bl, tmp_path)
     assert r.exit_code == 4 and res["verdict"] == "INCOMPATIBLE_BASELINE", r.output   # too much not comparable
+    # the exit-4 reason starts with the changed layout, not with a profiler level or export to match
+    why = res["error"]["message"].split("cannot judge this capture: ", 1)[1]
+    assert why.startswith("the pipeline stage layout changed: baseline 2 stages (stage 0: ranks 0, 1; stage 1: "
+                          "ranks 2, 3)") and "candidate one stage" in why, why
+    assert "not comparable are its stage and pooled views" in why and why in r.output
+    assert "new stage layout" in res["error"]["hint"] and "profiler level" not in res["error"]["hint"]
     assert any("the pipeline stage layout changed: baseline 2 stages (stage 0: ranks 0, 1; stage 1: ranks 2, 3)"
                in n and "candidate one stage" in n for n in res["notes"])
     staged = [c for c in res["comparisons"] if terms.view_stage(c["labels"].get("view")) is not None

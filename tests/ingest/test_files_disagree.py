@@ -4,6 +4,7 @@ written. Each case damages a copy of a real capture (nothing is written under ..
 
 * step_trace_time.csv naming another Device_id than every kernel row (st/level2 rank 0);
 * a rank folder that is a byte copy of another rank's, its communication.json left out (level1);
+* another rank's op_statistic.csv copied alone beside a rank's kernel table (level2);
 * device tasks lost in the middle of the step, at its tail, or every HCCL task (level1): their
   rows, Ascend Hardware events and flow ends gone, op_statistic.csv counting them no more;
 * the last op_summary slice of a sliced raw msprof export lost, its op_statistic counting it;
@@ -82,6 +83,21 @@ def test_a_rank_folder_copied_from_another_rank_is_refused(copy_capture, tmp_pat
     assert_refused_everywhere(cap, bl, tmp_path, [
         "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "is byte for byte the kernel_details.csv of rank 0",
         "two ranks cannot run the same tasks at the same times"])
+
+
+def test_another_ranks_op_statistic_is_refused_naming_its_row(copy_capture, tmp_path):
+    """level2: rank 0's op_statistic.csv copied alone into rank 1's folder. Every (OP Type, Core
+    Type) pair counts the same tasks as rank 1's kernel table, but rank 0's times: was exit 0 and
+    saved (a ΣDuration that differs with equal counts only warned)."""
+    cap = copy_capture("level2", "copied")
+    bl = saved_main(copy_capture("level2", "intact"), tmp_path / "bl")
+    shutil.copyfile(_out(cap, 0) / "op_statistic.csv", _out(cap, 1) / "op_statistic.csv")
+    assert_refused_everywhere(cap, bl, tmp_path, [
+        "self-check op_statistic_vs_kernels failed on rank 1",
+        "(AdaptiveAvgPool3d, AI_VECTOR_CORE): 1 task(s) 19.220 us in "
+        "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv (its row 19), 1 row(s) 16.700 us in "
+        "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+        "29 more pair(s)", "not this rank's export of these tasks"])
 
 
 # -- device tasks lost ----------------------------------------------------------------------------
@@ -262,7 +278,7 @@ def test_a_lost_last_slice_is_refused_by_its_op_statistic(ascend, tmp_path):
     (cap / "mindstudio_profiler_output/op_summary_slice_2_20260823165337.csv").unlink()
     assert_refused_everywhere(cap, bl, tmp_path, [
         "self-check op_statistic_vs_kernels failed on rank 0",
-        "(GroupedMatmul, MIX_AIC): 3 task(s)", "in op_statistic_20260823165335.csv (its row 1), 2 row(s)",
+        "(GroupedMatmul, MIX_AIC): 3 task(s)", "op_statistic_20260823165335.csv (its row 1), 2 row(s)",
         "(the table is 2 op_summary slices,", "op_summary_slice_1_20260823165336.csv: a slice lost?)"])
 
 
