@@ -22,19 +22,12 @@ from perfgate.metrics.stages import layout_change, name_cause_stages, not_paired
 from perfgate.terms import TraceMode
 from perfgate.errors import (CorruptBaselineError, InvalidCaptureError, NoBaselineError, PerfgateError, StoreError,
                              UsageError)
-from perfgate.metrics.fingerprint import require_valid
+from perfgate.metrics.fingerprint import fail_closed_of, require_valid
 from perfgate.model import Fingerprint, GateResult
 from perfgate.app.run import fingerprint_path, fingerprint_paths, refuse_same_content, refuse_same_path
 from perfgate.store.ancestry import refuse_older_commit
 from perfgate.store.atomic import discard_stale
 from perfgate.store.baselines import BaselineStore
-
-#: findings that make a capture invalid whatever the policy's ``findings.fail_closed`` says: steps
-#: whose warm-up was not stripped, and device tasks the profiler lost (host launches that never reached
-#: the device, Ascend/pytorch#167). A lost task shortens the step and removes a call: compared, it
-#: would read as a family with fewer calls and a step that got faster, or blame a family whose time
-#: did not change. Neither can be a baseline, a history run or a checked candidate (exit 3).
-ALWAYS_FAIL_CLOSED = frozenset({"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
 
 
 def load_checked_policy(path=None):
@@ -114,7 +107,7 @@ def save_baseline(capture_path, name, *, policy, store: BaselineStore, with_trac
     prov.update(provenance or {})
     fp = require_valid(fingerprint_paths(capture_path, policy, with_trace=with_trace, provenance=prov,
                                          workers=workers, progress=progress),
-                       fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED,
+                       fail_closed=fail_closed_of(policy),
                        path=_as_given(capture_path))
     _refuse_partial(fp)
     if not force and store.path_for(name).is_file():
@@ -214,7 +207,7 @@ def check(capture_path, baseline_name, *, policy, store: BaselineStore, with_tra
     except InvalidCaptureError as e:
         return _not_compared(terms.INVALID, e, baseline_name, t0)
     try:
-        require_valid(cand, fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=_as_given(capture_path))
+        require_valid(cand, fail_closed=fail_closed_of(policy), path=_as_given(capture_path))
     except InvalidCaptureError as e:
         return _not_compared(terms.INVALID, e, baseline_name, t0, cand)
     noise, extra = None, []
@@ -279,7 +272,7 @@ def _read_valid_side(paths, policy, read: dict, *, provenance, role: str | None 
     fp = None
     try:
         fp = fingerprint_paths(paths, policy, provenance=provenance, **read)
-        require_valid(fp, fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=_as_given(paths))
+        require_valid(fp, fail_closed=fail_closed_of(policy), path=_as_given(paths))
         if role:
             _refuse_partial(fp, role)
     except InvalidCaptureError as e:
@@ -521,7 +514,7 @@ def record_history(capture_path, entry: HistoryEntry, *, policy, history_path, w
     try:
         fp = require_valid(fingerprint_path(capture_path, policy, with_trace=with_trace, provenance=prov,
                                             workers=workers),
-                           fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED,
+                           fail_closed=fail_closed_of(policy),
                            path=capture_path)
         _refuse_partial(fp, "be recorded in the history")
     except InvalidCaptureError as e:
@@ -573,7 +566,7 @@ def calibrate(capture_paths, out_path, *, policy, k: float = 3.0, with_trace=Tra
     paths = list(capture_paths)
     refuse_same_path(paths)
     fps = [require_valid(fingerprint_path(p, policy, with_trace=with_trace, workers=workers),
-                         fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=p) for p in paths]
+                         fail_closed=fail_closed_of(policy), path=p) for p in paths]
     refuse_same_content(paths, fps)
     from perfgate.metrics.repeat import require_one_job
     require_one_job(fps)   # noise is learned from repeated runs of one job, never across jobs

@@ -223,13 +223,12 @@ def sweep_one(capture, policy) -> dict:
     ``check`` and ``baseline save`` refuse (a failed self-check, a fail-closed finding such as lost
     device tasks: :func:`perfgate.metrics.fingerprint.require_valid`), gives a ``failed`` row with
     the reason they give, never figures (never raises a :class:`PerfgateError`)."""
-    from perfgate.app.gate import ALWAYS_FAIL_CLOSED
     from perfgate.app.run import fingerprint_path
-    from perfgate.metrics.fingerprint import require_valid
+    from perfgate.metrics.fingerprint import fail_closed_of, require_valid
     t0 = time.perf_counter()
     try:
         fp = fingerprint_path(capture, policy, with_trace=TraceMode.AUTO, workers=1)
-        require_valid(fp, fail_closed=set(policy.fail_closed) | ALWAYS_FAIL_CLOSED, path=capture)
+        require_valid(fp, fail_closed=fail_closed_of(policy), path=capture)
         row = {"status": "ok", "reason": None, **rollup_row(fp)}
     except PerfgateError as e:
         row = {"status": "failed", "reason": f"{e.kind.replace('_', ' ')}: {e.render()}"}

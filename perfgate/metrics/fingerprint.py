@@ -1369,6 +1369,21 @@ def blocking_findings(fp: Fingerprint, fail_closed=()) -> list:
     return [f for f in fp.findings if f.code in set(fail_closed)]
 
 
+#: findings that make a capture invalid whatever the policy's ``findings.fail_closed`` says: steps
+#: whose warm-up was not stripped, and device tasks the profiler lost (host launches that never reached
+#: the device, Ascend/pytorch#167). A lost task shortens the step and removes a call: compared, it
+#: would read as a family with fewer calls and a step that got faster, or blame a family whose time
+#: did not change. Neither can be a baseline, a history run or a checked candidate (exit 3).
+ALWAYS_FAIL_CLOSED = frozenset({"WARMUP_NOT_STRIPPED", "DEVICE_TASKS_LOST"})
+
+
+def fail_closed_of(policy) -> frozenset:
+    """The finding codes that make a capture invalid under ``policy``: its
+    ``findings.fail_closed`` and :data:`ALWAYS_FAIL_CLOSED` (what ``fail_closed`` of
+    :func:`require_valid` is given by every command that saves, records, checks or sweeps)."""
+    return frozenset(policy.fail_closed) | ALWAYS_FAIL_CLOSED
+
+
 def require_valid(fp: Fingerprint, fail_closed=(), path=None) -> Fingerprint:
     """Fail closed: raise if any self-check failed or a finding in ``fail_closed`` is present.
 
