@@ -1,12 +1,14 @@
 """Inputs a test builds from a copy of a capture, of the default policy or of a stored baseline: a
 text replaced once, a step dropped from communication.json, a profiler_info option changed, every
-task of raw msprof output scaled, a policy with one line changed, a history database of three
-recorded runs."""
+task of raw msprof output scaled, op_statistic restated after durations were edited, a policy
+with one line changed, a history database of three recorded runs."""
 from __future__ import annotations
 
 import csv
 import json
 import shutil
+from decimal import Decimal
+from pathlib import Path
 
 
 def replace_once(path, old, new):
@@ -39,21 +41,49 @@ def policy_with(tmp_path, old: str, new: str):
 
 def scaled_msprof(ascend, tmp_path, name, factor):
     """A copy (``tmp_path/name``) of the real raw msprof output vllm_ascend_msprof/prof_unpack
-    with every task ``factor`` times as long; returns its path."""
+    with every task ``factor`` times as long, its op_statistic restated from the scaled tasks
+    (:func:`restate_op_statistic`); returns its path."""
     cap = tmp_path / name
     shutil.copytree(ascend / "vllm_ascend_msprof/prof_unpack", cap)
-    # a run whose every task took `factor` times as long: the tasks and their op_statistic sums
-    for pattern, columns in (("op_summary_*.csv", ("Task Duration(us)",)),
-                             ("op_statistic_*.csv", ("Total Time(us)", "Min Time(us)", "Avg Time(us)", "Max Time(us)"))):
-        for p in cap.rglob(pattern):
-            rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
-            for col in columns:
-                i = rows[0].index(col)
-                for r in rows[1:]:
-                    r[i] = f"{float(r[i]) * factor:.3f}"
+    for p in cap.rglob("op_summary_*.csv"):
+        rows = list(csv.reader(p.open(newline="", encoding="utf-8")))
+        i = rows[0].index("Task Duration(us)")
+        for r in rows[1:]:
+            r[i] = f"{float(r[i]) * factor:.3f}"
+        with p.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(rows)
+        restate_op_statistic(p.parent)
+    return cap
+
+
+#: (kernel table, its op type, core type and duration columns, op_statistic) of the text export and of raw msprof output
+_TABLES = (("kernel_details.csv", "Type", "Accelerator Core", "Duration(us)", "op_statistic.csv"),
+           ("op_summary_*.csv", "OP Type", "Task Type", "Task Duration(us)", "op_statistic_*.csv"))
+
+
+def restate_op_statistic(output_dir) -> None:
+    """After a test edited the Durations of a rank's kernel table, write its op_statistic as the
+    profiler would have: each (OP Type, Core Type) row's Total / Min / Avg / Max Time(us) from
+    that type's rows of the kernel table (Count unchanged), so the two files agree again."""
+    output_dir = Path(output_dir)
+    for table, op_col, core_col, dur_col, stat in _TABLES:
+        durations: dict = {}
+        for p in sorted(output_dir.glob(table)):
+            rows = list(csv.reader(p.open(newline="", encoding="utf-8-sig")))
+            io, ic, idur = (rows[0].index(c) for c in (op_col, core_col, dur_col))
+            for r in rows[1:]:
+                durations.setdefault((r[io].strip(), r[ic].strip()), []).append(Decimal(r[idur].strip()))
+        for p in output_dir.glob(stat):
+            rows = list(csv.reader(p.open(newline="", encoding="utf-8-sig")))
+            h = rows[0]
+            for r in rows[1:]:
+                d = durations.get((r[h.index("OP Type")].strip(), r[h.index("Core Type")].strip()))
+                if d:
+                    for col, v in (("Total Time(us)", sum(d)), ("Min Time(us)", min(d)),
+                                   ("Avg Time(us)", sum(d) / len(d)), ("Max Time(us)", max(d))):
+                        r[h.index(col)] = f"{v:.3f}"
             with p.open("w", newline="", encoding="utf-8") as f:
                 csv.writer(f).writerows(rows)
-    return cap
 
 
 def history_of_three_runs(tmp_path, store):

@@ -12,7 +12,7 @@ import pytest
 
 from perfgate.synth.writer import SynthSpec, write_capture
 from _cli import run
-from _edits import scaled_msprof
+from _edits import restate_op_statistic, scaled_msprof
 
 
 def _result(out):
@@ -38,6 +38,7 @@ def test_a_share_that_fell_because_the_rest_grew_is_a_side_effect(copy_capture, 
                 r[di] = str((Decimal(r[di].strip()) * Decimal("1.5")).quantize(Decimal("0.001")))
         with open(p, "w", newline="") as f:
             csv.writer(f).writerows(rows)
+        restate_op_statistic(p.parent)
     bl, out = tmp_path / "bl", tmp_path / "o"
     assert run("baseline", "save", "--name", "b", "--baseline-dir", bl, base).exit_code == 0
     r = run("check", "--baseline", "b", "--baseline-dir", bl, cand, "--out", out)
@@ -67,6 +68,7 @@ def _scale_compute(cap, factor: str):
                 r[di] = str((Decimal(r[di].strip()) * Decimal(factor)).quantize(Decimal("0.001")))
         with open(p, "w", newline="") as f:
             csv.writer(f).writerows(rows)
+        restate_op_statistic(p.parent)
     return cap
 
 

@@ -15,6 +15,8 @@ from perfgate.ingest.aliases import OVERLAP_PROCESS
 from perfgate.store.baselines import BaselineStore
 from perfgate.synth.mutate import _col, _ns, _read_csv, _write_csv
 
+from _edits import restate_op_statistic
+
 pytestmark = pytest.mark.real
 
 
@@ -65,6 +67,7 @@ def speed_up_type(output_dir, op_type: str, factor: float) -> float:
         else:
             freed_free += b - a
     _write_csv(kd, h, rows, crlf)
+    restate_op_statistic(output_dir)
     tp.write_text(json.dumps(ev), encoding="utf-8")
     st = output_dir / "step_trace_time.csv"
     h, srows, scrlf = _read_csv(st)
