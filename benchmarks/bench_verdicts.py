@@ -90,7 +90,7 @@ sys.path.insert(0, str(ROOT))
 
 from perfgate.app import gate  # noqa: E402
 from perfgate.errors import InvalidCaptureError  # noqa: E402
-from perfgate.metrics.fingerprint import require_valid  # noqa: E402
+from perfgate.metrics.fingerprint import fail_closed_of, require_valid  # noqa: E402
 from perfgate.metrics.repeat import merge_fingerprints  # noqa: E402
 from perfgate.model import parse_metric_key  # noqa: E402
 from perfgate.app.run import fingerprint_path  # noqa: E402
@@ -187,7 +187,7 @@ def fingerprint_checked(capture: Path, policy):
     except InvalidCaptureError as e:
         return None, {"exit_code": e.exit_code, "message": str(e)}
     try:
-        require_valid(fp, fail_closed=set(policy.fail_closed) | gate.ALWAYS_FAIL_CLOSED, path=str(capture))
+        require_valid(fp, fail_closed=fail_closed_of(policy), path=str(capture))
     except InvalidCaptureError as e:
         return fp, {"exit_code": e.exit_code, "message": str(e)}
     return fp, None
