@@ -63,8 +63,12 @@ def _taken(f: dict) -> str:
             + ("" if load_avg is None else f", load {load_avg:.1f}"))
 
 
+#: where docs/performance.md says why a goal is not met
+WHY_NOT_MET = "docs/performance.md#goals-not-met"
+
+
 def _goal(goal: str, ok: bool) -> str:
-    return goal if ok else f"{goal}: not met"
+    return goal if ok else f"{goal}: [not met]({WHY_NOT_MET})"
 
 
 def _rows(figs: dict) -> list[tuple[str, str, str, dict]]:

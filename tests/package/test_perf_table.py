@@ -41,9 +41,18 @@ def test_goal_not_met_is_marked():
     pt = _perf_table()
     doc = {"figures": {"pair": {"wall": 1.3, "runs": 5, "rows": 191, "ranks": 2,
                                 "taken": {"date": "2026-01-02 03:04 UTC", "commit": "abc1234", "load": 0.25}}}}
-    assert "< 1 s: not met" in pt.render(doc) and "2026-01-02, abc1234, load 0.2" in pt.render(doc)
+    assert "< 1 s: [not met](docs/performance.md#goals-not-met)" in pt.render(doc)
+    assert "2026-01-02, abc1234, load 0.2" in pt.render(doc)
     doc["figures"]["pair"]["wall"] = 0.8
     assert "| < 1 s |" in pt.render(doc)
+
+
+def test_the_link_for_a_goal_not_met_leads_to_a_section_of_docs_performance():
+    pt = _perf_table()
+    page, anchor = pt.WHY_NOT_MET.split("#")
+    headings = [line.lstrip("#").strip().lower().replace(" ", "-")
+                for line in (ROOT / page).read_text(encoding="utf-8").splitlines() if line.startswith("#")]
+    assert anchor in headings
 
 
 def test_a_partial_run_replaces_only_its_figures(tmp_path):
