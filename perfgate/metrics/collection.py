@@ -18,7 +18,8 @@ The fingerprint's section ``config["collection"]`` (:func:`collection_section`):
   a ``schedule`` count is an int (``"1"``; only exact integer text, ``" 1"`` or ``"1.0"`` stay as
   written), the schedule kept as ``{"wait", "warmup", "active", "repeat", "skip_first"}``; an
   activity is its ProfilerActivity member's name, upper case (``ProfilerActivity.NPU``, ``"npu"``:
-  ``NPU``), the activities kept as ``"CPU,NPU"``. A value that spells none is kept as written.
+  ``NPU``), the activities kept as the set ``"CPU,NPU"`` (a repeated entry once; a string is the
+  set joined by commas; an empty list is torch.profiler's default, CPU and NPU). A value that spells none is kept as written.
   ``None`` means **not recorded**: no rank's profiler_info holds a value for the field (a rank
   folder without profiler_info, a file without ``common_config``, an older torch_npu, a raw msprof
   capture). A JSON null is not recorded too: null is no value the profiler chose (a rank writing
@@ -138,8 +139,12 @@ def normalised(name: str, value):
     as written (shown as such); None (null) stays None, not recorded."""
     if isinstance(DEFAULTS.get(name), bool):
         return _switch(value)
-    if name == "activities" and isinstance(value, (list, tuple)):
-        return ",".join(sorted(_activity(a) for a in value))
+    if name == "activities" and isinstance(value, (list, tuple, str)):
+        # a set of activities (torch.profiler reads activities=[] as its default, CPU and NPU); a
+        # string is the set written joined by commas
+        names = sorted({_activity(a) for a in (value.split(",") if isinstance(value, str) else value)
+                        if str(a).strip()})
+        return ",".join(names) if names else DEFAULTS["activities"]
     if name == "schedule" and isinstance(value, dict):
         return {k: _count(value[k]) for k in (*_SCHEDULE_KEYS, *sorted(set(value) - set(_SCHEDULE_KEYS), key=str))
                 if k in value}

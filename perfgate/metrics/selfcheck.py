@@ -396,7 +396,7 @@ def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
     texts = []
     for i in bad[:4]:
         op, core = keys[i]
-        at = f" (its row {int(stat_row[i])})" if np.isfinite(stat_row[i]) else ""
+        at = f" (its data row {int(stat_row[i])}, line {int(stat_row[i]) + 1})" if np.isfinite(stat_row[i]) else ""
         texts.append(f"({op}, {core}): {count[i]:,} task(s) {total[i]:,.3f} us in {sname}{at}, "
                      f"{rows[i]:,} row(s) {sum_us[i]:,.3f} us in {kfile}")
     more = f"; {len(bad) - 4} more pair(s)" if len(bad) > 4 else ""
@@ -413,7 +413,7 @@ def op_statistic_checks(rank, tolp: tuple) -> list[SelfCheck]:
     sliced = (f" (the table is {len(kt.slices)} op_summary slices, {kt.slices[0]} to {kt.slices[-1]}: a slice "
               f"lost?)" if kt.slices else "")
     return [SelfCheck("op_statistic_vs_kernels", rank.rank, None, FAIL,
-                      f"{kfile} does not hold the compute tasks {sname} counts: {'; '.join(texts)}{more}: a row "
+                      f"{kfile}'s compute rows and the tasks {sname} counts differ: {'; '.join(texts)}{more}: a row "
                       f"was lost or added after the export, or the files are from different exports{sliced}",
                       float(total[i]), float(sum_us[i]), float(tol[i]), f"{kfile}; {sname}")]
 

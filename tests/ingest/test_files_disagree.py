@@ -95,7 +95,7 @@ def test_another_ranks_op_statistic_is_refused_naming_its_row(copy_capture, tmp_
     assert_refused_everywhere(cap, bl, tmp_path, [
         "self-check op_statistic_vs_kernels failed on rank 1",
         "(AdaptiveAvgPool3d, AI_VECTOR_CORE): 1 task(s) 19.220 us in "
-        "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv (its row 19), 1 row(s) 16.700 us in "
+        "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv (its data row 19, line 20), 1 row(s) 16.700 us in "
         "rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
         "29 more pair(s)", "not this rank's export of these tasks"])
 
@@ -278,7 +278,7 @@ def test_a_lost_last_slice_is_refused_by_its_op_statistic(ascend, tmp_path):
     (cap / "mindstudio_profiler_output/op_summary_slice_2_20260823165337.csv").unlink()
     assert_refused_everywhere(cap, bl, tmp_path, [
         "self-check op_statistic_vs_kernels failed on rank 0",
-        "(GroupedMatmul, MIX_AIC): 3 task(s)", "op_statistic_20260823165335.csv (its row 1), 2 row(s)",
+        "(GroupedMatmul, MIX_AIC): 3 task(s)", "op_statistic_20260823165335.csv (its data row 1, line 2), 2 row(s)",
         "(the table is 2 op_summary slices,", "op_summary_slice_1_20260823165336.csv: a slice lost?)"])
 
 

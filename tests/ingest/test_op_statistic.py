@@ -31,7 +31,7 @@ def test_a_compute_row_lost_after_the_export_is_refused(ascend, tmp_path):
     assert r.exit_code == 3, r.output
     assert "self-check op_statistic_vs_kernels failed on rank 0:" in r.output
     assert ("(Cast, AI_VECTOR_CORE): 287 task(s) 5,998.280 us in rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/"
-            "op_statistic.csv (its row 10), 286 row(s)") in r.output
+            "op_statistic.csv (its data row 10, line 11), 286 row(s)") in r.output
     assert not bl.exists() or not list(bl.iterdir())
 
 

@@ -132,3 +132,15 @@ def test_a_null_field_is_not_recorded_on_its_rank(copy_capture, policy):
     sec = fp.config["collection"]
     assert sec["options"]["with_stack"] is True and sec["ranks_differ"] == {}
     assert not [w for w in fp.warnings if "different profiler collection options" in w]
+
+
+def test_activities_are_a_set_however_written():
+    """A repeated entry, a string joined by commas and an empty list (torch.profiler's default,
+    CPU and NPU) are the same activities as the list torch_npu writes."""
+    written = ["ProfilerActivity.CPU", "ProfilerActivity.NPU"]
+    same = {0: written, 1: [*written, "ProfilerActivity.NPU"], 2: "ProfilerActivity.CPU,ProfilerActivity.NPU",
+            3: [], 4: ["npu", "cpu"]}
+    section = collection_section({r: {"collection": {"activities": v}} for r, v in same.items()})
+    assert section["options"]["activities"] == "CPU,NPU" and section["ranks_differ"] == {}
+    npu_only = collection_section({0: {"collection": {"activities": "ProfilerActivity.NPU"}}})
+    assert npu_only["options"]["activities"] == "NPU"
